@@ -1,0 +1,201 @@
+"""Settings: defaults, validation and merging (key names of ds4-reference.md section 2).
+
+Settings are a flat mapping from dotted keys (`context.maxProjectTokens`) to values. Nested
+objects from a client (`{"context": {"maxProjectTokens": 1}}`) are flattened first. A value
+that fails validation is ignored with a warning naming the key, the value and the rule; the
+default (or the previously valid value) stays. Unknown keys give a warning too. Nothing here
+raises on user input.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+Validator = Callable[[Any], str | None]
+"""Returns None when the value is valid, else a sentence saying what is expected."""
+
+
+def _bool(value: Any) -> str | None:
+    return None if isinstance(value, bool) else "expected true or false"
+
+
+def _int_range(lo: int | None = None, hi: int | None = None) -> Validator:
+    def check(value: Any) -> str | None:
+        if isinstance(value, bool) or not isinstance(value, int):
+            return "expected an integer"
+        if lo is not None and value < lo:
+            return f"expected an integer >= {lo}"
+        if hi is not None and value > hi:
+            return f"expected an integer <= {hi}"
+        return None
+
+    return check
+
+
+def _ratio(value: Any) -> str | None:
+    if isinstance(value, bool) or not isinstance(value, int | float) or math.isnan(value):
+        return "expected a number in (0, 1]"
+    return None if 0 < value <= 1 else "expected a number in (0, 1]"
+
+
+def _choice(*options: str) -> Validator:
+    def check(value: Any) -> str | None:
+        return None if value in options else "expected one of " + ", ".join(options)
+
+    return check
+
+
+def _non_empty_string(value: Any) -> str | None:
+    return None if isinstance(value, str) and value.strip() else "expected a non-empty string"
+
+
+_OVERRIDE_FIELDS = {
+    "contextWindow": (1, 10_000_000),
+    "maxOutputTokens": (1, 10_000_000),
+    "safetyMarginTokens": (0, 10_000_000),
+    "recentTailTokens": (0, 10_000_000),
+    "maxRetrievedHistoryTokens": (0, 10_000_000),
+    "maxProjectTokens": (0, 10_000_000),
+}
+
+
+def _overrides(value: Any) -> str | None:
+    """`modelAwareness.overrides`: keys `*`, `provider/*` or `provider/model` (ds4-reference.md 2)."""
+    if not isinstance(value, dict):
+        return "expected an object mapping '*', 'provider/*' or 'provider/model' to limits"
+    for key, limits in value.items():
+        if not isinstance(key, str) or not (key == "*" or key.count("/") >= 1 and key[0] != "/"):
+            return f"key {key!r} must be '*', 'provider/*' or 'provider/model'"
+        if not isinstance(limits, dict):
+            return f"{key!r}: expected an object of limits"
+        for name, limit in limits.items():
+            if name not in _OVERRIDE_FIELDS:
+                return f"{key!r}: unknown field {name!r} (known: {', '.join(_OVERRIDE_FIELDS)})"
+            lo, hi = _OVERRIDE_FIELDS[name]
+            if isinstance(limit, bool) or not isinstance(limit, int) or not lo <= limit <= hi:
+                return f"{key!r}.{name}: expected an integer in {lo}..{hi}"
+        window, output = limits.get("contextWindow"), limits.get("maxOutputTokens")
+        if isinstance(window, int) and isinstance(output, int) and output > window:
+            return f"{key!r}: maxOutputTokens must not exceed contextWindow"
+    return None
+
+
+@dataclass(frozen=True)
+class SettingSpec:
+    """One setting: its default, its validator and a one-line description for the docs."""
+
+    default: Any
+    validate: Validator
+    doc: str
+
+
+SETTINGS: dict[str, SettingSpec] = {
+    "enabled": SettingSpec(True, _bool, "Turn the engine off entirely (plans fall back)."),
+    "context.mode": SettingSpec(
+        "managed", _choice("managed", "observer"), "managed: plans change the messages; observer: record only."
+    ),
+    "context.targetFillRatio": SettingSpec(0.7, _ratio, "Preferred share of the window to fill."),
+    "context.softLimitRatio": SettingSpec(0.8, _ratio, "Soft limit as a share of the window."),
+    "context.hardLimitRatio": SettingSpec(0.9, _ratio, "Hard limit as a share of the window."),
+    "context.minimumOutputReserve": SettingSpec(8192, _int_range(0), "Tokens always left for the answer."),
+    "context.preferredOutputReserve": SettingSpec(32768, _int_range(0), "Tokens preferably left for the answer."),
+    "context.recentTailTokens": SettingSpec(64000, _int_range(0), "Budget of the verbatim recent tail."),
+    "context.rescueImmediatePredecessor": SettingSpec(
+        True, _bool, "Keep the turn just before the tail if it only overflows the tail cap."
+    ),
+    "context.maxPinnedTokens": SettingSpec(16000, _int_range(0), "Cap for pinned content."),
+    "context.maxMemoryTokens": SettingSpec(8000, _int_range(0), "Cap for durable memory."),
+    "context.maxRetrievedHistoryTokens": SettingSpec(16000, _int_range(0), "Cap for historical evidence."),
+    "context.maxProjectTokens": SettingSpec(20000, _int_range(0), "Cap for project snippets."),
+    "context.maxSummaryTokens": SettingSpec(12000, _int_range(0), "Cap for compaction summaries."),
+    "retrieval.exact": SettingSpec(True, _bool, "Literal search for identifiers and phrases."),
+    "retrieval.fts": SettingSpec(True, _bool, "FTS5 bm25 search."),
+    "retrieval.semantic": SettingSpec(
+        False, _choice(False), "Semantic retrieval; not implemented in this version, must stay false."
+    ),
+    "retrieval.maxResults": SettingSpec(12, _int_range(1, 100), "Most historical hits per request."),
+    "modelAwareness.enabled": SettingSpec(True, _bool, "Use adaptive ceilings by context window."),
+    "modelAwareness.overrides": SettingSpec(
+        {}, _overrides, "Per-model limits keyed '*', 'provider/*' or 'provider/model'."
+    ),
+    "diagnostics.storeContextManifest": SettingSpec(True, _bool, "Store manifests in the database."),
+    "diagnostics.logLevel": SettingSpec(
+        "info", _choice("error", "warn", "info", "debug", "trace"), "Log verbosity (stderr / window/logMessage)."
+    ),
+    "storage.databasePath": SettingSpec(None, _non_empty_string, "Database file (overridden by databasePath/--db/DS4_DB)."),
+    "storage.busyTimeoutMs": SettingSpec(5000, _int_range(1, 60000), "SQLite busy timeout."),
+}
+
+
+def flatten_settings(raw: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """Flatten nested settings objects into dotted keys.
+
+    Objects are flattened until a known key is reached, so `modelAwareness.overrides` keeps its
+    map value. `{"context": {"mode": "observer"}}` becomes `{"context.mode": "observer"}`.
+    """
+    flat: dict[str, Any] = {}
+    for key, value in raw.items():
+        dotted = f"{prefix}{key}"
+        if dotted not in SETTINGS and isinstance(value, Mapping):
+            flat.update(flatten_settings(value, dotted + "."))
+        else:
+            flat[dotted] = value
+    return flat
+
+
+@dataclass(frozen=True)
+class Config:
+    """Validated settings. Read with `config["context.maxProjectTokens"]`."""
+
+    values: Mapping[str, Any] = field(default_factory=lambda: {k: s.default for k, s in SETTINGS.items()})
+
+    def __getitem__(self, key: str) -> Any:
+        return self.values[key]
+
+    def with_settings(self, raw: Mapping[str, Any] | None) -> tuple[Config, list[str]]:
+        """A new Config with `raw` applied on top of this one, plus warnings for ignored values.
+
+        Cross-field rules of ds4-reference.md 2 (target <= soft <= hard ratios, preferred output
+        reserve >= minimum) reject the offending keys of `raw`, keeping the earlier values.
+        """
+        if raw is None:
+            return self, []
+        if not isinstance(raw, Mapping):
+            return self, [f"settings: expected an object, got {type(raw).__name__}; ignored"]
+        warnings: list[str] = []
+        merged = dict(self.values)
+        accepted: dict[str, Any] = {}
+        for key, value in flatten_settings(raw).items():
+            spec = SETTINGS.get(key)
+            if spec is None:
+                warnings.append(f"setting {key!r} is unknown and was ignored")
+                continue
+            problem = spec.validate(value)
+            if problem:
+                warnings.append(f"setting {key!r} = {value!r} was ignored: {problem}")
+                continue
+            accepted[key] = value
+        trial = {**merged, **accepted}
+        ratio_keys = ("context.targetFillRatio", "context.softLimitRatio", "context.hardLimitRatio")
+        if not trial[ratio_keys[0]] <= trial[ratio_keys[1]] <= trial[ratio_keys[2]]:
+            for key in ratio_keys:
+                if accepted.pop(key, None) is not None:
+                    warnings.append(
+                        f"setting {key!r} was ignored: targetFillRatio <= softLimitRatio <= hardLimitRatio must hold"
+                    )
+        reserve_keys = ("context.minimumOutputReserve", "context.preferredOutputReserve")
+        trial = {**merged, **accepted}
+        if trial[reserve_keys[1]] < trial[reserve_keys[0]]:
+            for key in reserve_keys:
+                if accepted.pop(key, None) is not None:
+                    warnings.append(
+                        f"setting {key!r} was ignored: preferredOutputReserve must be >= minimumOutputReserve"
+                    )
+        merged.update(accepted)
+        return Config(merged), warnings
+
+
+DEFAULT_CONFIG = Config()
