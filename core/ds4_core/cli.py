@@ -1,0 +1,393 @@
+"""`ds4`: the context engine on the command line.
+
+    ds4 [--db PATH] plan --session FILE [--leaf ID] [--model PROVIDER/ID] [--context-window N] [--json] REQUEST
+    ds4 [--db PATH] retrieve --session FILE [--leaf ID] [--max-results N] [--json] QUERY
+    ds4 [--db PATH] manifest (ID | --latest --session FILE) [--view summary|included|excluded|full] [--json]
+    ds4 [--db PATH] index [--force] FILE...
+    ds4 [--db PATH] health [--json]
+    ds4 [--db PATH] rebuild [--json]
+
+`--json` prints exactly the object the matching LSP request returns (docs/protocol.md).
+Exit codes: 0 success; 1 unexpected internal error; 2 bad usage or input you can fix (the
+message says what to do); 3 some sessions failed to index or rebuild.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+import time
+from collections import Counter
+from collections.abc import Sequence
+from typing import Any, TextIO
+
+from . import __version__
+from .engine import ContextEngine
+from .requests import ManifestRequest, ModelSpec, PlanRequest, RequestError, RetrieveRequest, SessionRef
+
+EXIT_OK, EXIT_INTERNAL, EXIT_USAGE, EXIT_PARTIAL = 0, 1, 2, 3
+
+
+class _Progress:
+    """A one-line progress bar on stderr, shown only when work lasts over 0.3 s on a terminal."""
+
+    def __init__(self, stream: TextIO = sys.stderr, delay_s: float = 0.3) -> None:
+        self.stream = stream
+        self.delay_s = delay_s
+        self.started = time.monotonic()
+        self.shown = False
+        self.enabled = stream.isatty()
+
+    def __call__(self, done: int, total: int, message: str) -> None:
+        if not self.enabled or time.monotonic() - self.started < self.delay_s:
+            return
+        width = 30
+        fraction = min(1.0, done / total) if total else 0.0
+        bar = "#" * int(width * fraction) + "-" * (width - int(width * fraction))
+        self.stream.write(f"\r[{bar}] {fraction * 100:5.1f}%  {message[:40]:<40}")
+        self.stream.flush()
+        self.shown = True
+
+    def close(self) -> None:
+        if self.shown:
+            self.stream.write("\r" + " " * 80 + "\r")
+            self.stream.flush()
+
+
+def _fmt(n: int | float | None) -> str:
+    if n is None:
+        return "-"
+    return f"{n:,}" if isinstance(n, int) else f"{n:,.3f}"
+
+
+def _table(rows: Sequence[Sequence[Any]], headers: Sequence[str], out: TextIO) -> None:
+    cells = [[str(c) for c in row] for row in rows]
+    widths = [len(h) for h in headers]
+    for row in cells:
+        widths = [max(w, len(c)) for w, c in zip(widths, row, strict=False)]
+    out.write("  " + "  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=False)).rstrip() + "\n")
+    for row in cells:
+        out.write("  " + "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=False)).rstrip() + "\n")
+
+
+def _one_line(text: str, limit: int) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def _evidence_excerpts(messages: list[dict[str, Any]]) -> dict[str, str]:
+    """Map source entry ids of evidence messages in a plan to their quoted excerpt."""
+    found: dict[str, str] = {}
+    for message in messages:
+        content = message.get("content")
+        if not isinstance(content, list) or not content or not isinstance(content[0], dict):
+            continue
+        text = content[0].get("text") or ""
+        if not text.startswith("[DS4 HISTORICAL EVIDENCE"):
+            continue
+        source = excerpt = None
+        for line in text.split("\n"):
+            if line.startswith("Source entry: "):
+                try:
+                    source = json.loads(line[len("Source entry: ") :])
+                except ValueError:
+                    source = None
+            elif line.startswith("Quoted content JSON: "):
+                try:
+                    excerpt = json.loads(line[len("Quoted content JSON: ") :])
+                except ValueError:
+                    excerpt = None
+        if isinstance(source, str) and isinstance(excerpt, str):
+            found[source] = excerpt
+    return found
+
+
+def _print_plan(result: dict[str, Any], manifest: dict[str, Any], out: TextIO) -> None:
+    model, budget, stats = result["model"], result["budget"], result.get("stats", {})
+    session = result.get("session")
+    out.write("ds4 plan\n")
+    if session:
+        out.write(f"  session   {session['id']}  leaf {session.get('leafId')}\n            {session['file']}\n")
+    source = model["source"]
+    source_text = {"request": "from --context-window", "override": "from modelAwareness.overrides", "default": "unknown model: default"}.get(
+        source, f"from the table of well-known models ({source.removeprefix('table:')})"
+    )
+    out.write(f"  model     {model['provider']}/{model['id']}  window {_fmt(model['contextWindow'])} tokens ({source_text})\n")
+    out.write(
+        f"  budget    hard {_fmt(budget['hardInputLimit'])} · target {_fmt(budget['targetInputTokens'])} · "
+        f"output reserve {_fmt(budget['outputReserve'])} · safety margin {_fmt(budget['safetyMargin'])}\n"
+        f"            recent tail ≤ {_fmt(budget['recentTailTokens'])} · history ≤ {_fmt(budget['maxRetrievedHistoryTokens'])}"
+        f" · project ≤ {_fmt(budget['maxProjectTokens'])} · summaries ≤ {_fmt(budget['maxSummaryTokens'])}\n"
+    )
+    included, excluded = manifest.get("included", []), manifest.get("excluded", [])
+    native_in = sum(1 for i in included if i.get("kind") not in ("history", "project", "memory", "pin"))
+    out.write(
+        f"  result    mode {result['mode']} · {_fmt(native_in + sum(1 for i in excluded if i.get('kind') not in ('history', 'project')))}"
+        f" messages in the branch → {_fmt(len(result['messages']))} sent · ~{_fmt(result['estimatedTokens'])} tokens\n"
+    )
+    if result.get("fallbackReason"):
+        out.write(f"  fallback  {result['fallbackReason']} (the original messages are sent unchanged)\n")
+
+    by_kind: dict[str, list[dict[str, Any]]] = {}
+    for item in included:
+        by_kind.setdefault(item.get("kind", "?"), []).append(item)
+    tail = by_kind.get("recent", []) + by_kind.get("current", [])
+    groups = sorted({i.get("groupId") for i in tail if i.get("groupId")}, key=lambda g: int(str(g).split(":")[1].split("-")[0]))
+    out.write(
+        f"\nRecent tail kept: {len(tail)} messages in {len(groups)} turn group(s), "
+        f"{_fmt(sum(i.get('tokens', 0) for i in tail))} tokens"
+        + (" (immediate predecessor rescued)" if stats.get("rescuedImmediatePredecessor") else "")
+        + "\n"
+    )
+    if groups:
+        group_rows = []
+        for group in groups[-8:]:
+            members = [i for i in tail if i.get("groupId") == group]
+            kinds = Counter(i["kind"] for i in members)
+            group_rows.append(
+                [group, len(members), _fmt(sum(i.get("tokens", 0) for i in members)), "current" if kinds.get("current") else "recent", members[0].get("sourceId")]
+            )
+        if len(groups) > 8:
+            out.write(f"  (showing the newest 8 of {len(groups)} groups)\n")
+        _table(group_rows, ["group", "messages", "tokens", "kind", "first entry"], out)
+
+    evidence = by_kind.get("history", [])
+    excerpts = _evidence_excerpts(result["messages"])
+    out.write(f"\nHistorical evidence retrieved: {len(evidence)} item(s), {_fmt(sum(i.get('tokens', 0) for i in evidence))} tokens\n")
+    if evidence:
+        rows = []
+        for item in evidence:
+            entry = str(item.get("sourceId"))
+            rows.append([f"{item.get('score', 0):.3f}", entry.split(":", 1)[-1], _one_line(item.get("reason") or "", 48), _one_line(excerpts.get(entry, ""), 60)])
+        _table(rows, ["score", "entry", "reason", "excerpt"], out)
+    else:
+        out.write("  none: no older entry on the active branch matched the request\n")
+
+    out.write(f"\nExcluded: {len(excluded)} item(s), {_fmt(sum(i.get('tokens', 0) for i in excluded))} tokens\n")
+    reasons: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for item in excluded:
+        reasons.setdefault((item.get("kind", "?"), item.get("reason") or ""), []).append(item)
+    if reasons:
+        _table(
+            [[kind, len(items), _fmt(sum(i.get("tokens", 0) for i in items)), _one_line(reason, 70)] for (kind, reason), items in sorted(reasons.items(), key=lambda kv: -len(kv[1]))],
+            ["kind", "items", "tokens", "reason"],
+            out,
+        )
+    stored = "stored" if result.get("manifestStored") else "in memory only (ephemeral)"
+    out.write(f"\nManifest  {result['manifestId']} ({stored}); inspect with: ds4 manifest {result['manifestId']} --view full\n")
+    for warning in result.get("warnings", []):
+        out.write(f"warning: {warning}\n")
+
+
+def _print_retrieve(result: dict[str, Any], out: TextIO) -> None:
+    stats = result["stats"]
+    out.write(f"ds4 retrieve: status {result['status']} · {len(result['history'])} hit(s) · {stats['latencyMs']:.2f} ms\n")
+    out.write(
+        f"  candidates {stats['candidates']} · duplicates {stats['duplicates']} · other branches "
+        f"{stats['alternateBranchCandidates']} · already in context {stats['alreadyInContext']}\n\n"
+    )
+    if result["history"]:
+        _table(
+            [[f"{h['score']:.3f}", h["entryId"], h["role"], (h.get("createdAt") or "")[:19], _one_line(h["reason"], 40), _one_line(h["excerpt"], 60)] for h in result["history"]],
+            ["score", "entry", "role", "created", "reason", "excerpt"],
+            out,
+        )
+    for warning in result.get("warnings", []):
+        out.write(f"warning: {warning}\n")
+
+
+def _print_manifest(manifest: dict[str, Any], out: TextIO) -> None:
+    out.write(f"manifest {manifest.get('id')}  created {manifest.get('createdAt')}\n")
+    for key in ("sessionId", "branchLeafId", "provider", "model", "contextWindow", "hardInputLimit", "targetInputTokens", "estimatedTokens", "promptHash", "plannerVersion", "policyVersion", "estimatorVersion"):
+        if key in manifest:
+            out.write(f"  {key:<18} {manifest[key]}\n")
+    planning = manifest.get("planning") or {}
+    if planning:
+        out.write(f"  {'mode':<18} {planning.get('mode')}" + (f" ({planning.get('fallbackReason')})" if planning.get("fallbackReason") else "") + "\n")
+    counts = manifest.get("counts") or planning.get("counts") or {}
+    for key, value in counts.items():
+        out.write(f"  {key:<18} {value}\n")
+    for section in ("included", "excluded"):
+        items = manifest.get(section)
+        if items is None:
+            continue
+        out.write(f"\n{section} ({len(items)})\n")
+        _table(
+            [[i.get("kind"), i.get("sourceId"), i.get("groupId") or "-", _fmt(i.get("tokens")), f"{i.get('score') or 0:.3f}", _one_line(i.get("reason") or "", 60)] for i in items],
+            ["kind", "source", "group", "tokens", "score", "reason"],
+            out,
+        )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The `ds4` argument parser (see the module docstring for the synopsis)."""
+    parser = argparse.ArgumentParser(prog="ds4", description="DS4 context engine: index Pi sessions, retrieve history, plan model calls.")
+    parser.add_argument("--version", action="version", version=f"ds4 {__version__}")
+    parser.add_argument("--db", metavar="PATH", help="database file (default: $DS4_DB, else ~/.local/share/ds4-lsp/context.db)")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log counts and timings to stderr")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser("plan", help="plan the next model call for a session and a new request")
+    p.add_argument("--session", required=True, metavar="FILE", help="Pi session .jsonl file")
+    p.add_argument("--leaf", metavar="ID", help="leaf entry id of the active branch (default: last entry)")
+    p.add_argument("--model", metavar="PROVIDER/ID", help="model of the call (default: the session's current model)")
+    p.add_argument("--context-window", type=int, metavar="N", help="context window in tokens (default: overrides, then the table of well-known models)")
+    p.add_argument("--fixed-tokens", type=int, default=0, metavar="N", help="tokens of the system prompt and tool schemas (default 0)")
+    p.add_argument("--json", action="store_true", help="print the ds4/plan result as JSON")
+    p.add_argument("request", help="the new user message")
+
+    r = sub.add_parser("retrieve", help="search a session's history on its active branch")
+    r.add_argument("--session", required=True, metavar="FILE")
+    r.add_argument("--leaf", metavar="ID")
+    r.add_argument("--max-results", type=int, metavar="N")
+    r.add_argument("--json", action="store_true", help="print the ds4/retrieve result as JSON")
+    r.add_argument("query")
+
+    m = sub.add_parser("manifest", help="show a stored plan manifest")
+    m.add_argument("id", nargs="?", help="manifest id (printed by `ds4 plan`)")
+    m.add_argument("--latest", action="store_true", help="the newest manifest of --session")
+    m.add_argument("--session", metavar="FILE")
+    m.add_argument("--view", choices=["summary", "included", "excluded", "full"], default="summary")
+    m.add_argument("--json", action="store_true")
+
+    i = sub.add_parser("index", help="index (or incrementally sync) session files")
+    i.add_argument("--force", action="store_true", help="rebuild even if unchanged")
+    i.add_argument("--json", action="store_true")
+    i.add_argument("files", nargs="+", metavar="FILE")
+
+    h = sub.add_parser("health", help="database and engine health")
+    h.add_argument("--json", action="store_true")
+
+    b = sub.add_parser("rebuild", help="rebuild the index of every known session from its JSONL")
+    b.add_argument("--json", action="store_true")
+    return parser
+
+
+def _parse_model(value: str | None) -> tuple[str | None, str | None]:
+    if not value:
+        return None, None
+    if "/" not in value or value.startswith("/") or value.endswith("/"):
+        raise RequestError(f"--model: expected PROVIDER/ID (e.g. anthropic/claude-sonnet-4-5), got {value!r}", "model")
+    provider, model_id = value.split("/", 1)
+    return provider, model_id
+
+
+def _emit_json(value: Any, out: TextIO) -> None:
+    json.dump(value, out, ensure_ascii=False, indent=2)
+    out.write("\n")
+
+
+def run(argv: Sequence[str] | None = None, out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> int:
+    """Run the CLI; returns the exit code (see the module docstring)."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, stream=err, format="ds4: %(levelname)s %(name)s: %(message)s")
+    engine = ContextEngine(database_path=args.db) if args.db else ContextEngine()
+    try:
+        for notice in engine.notices:
+            err.write(f"ds4: {notice}\n")
+        code = _dispatch(engine, args, out, err)
+        for notice in engine.notices:
+            err.write(f"ds4: {notice}\n")
+        return code
+    except RequestError as exc:
+        err.write(f"ds4: {exc}\n")
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        err.write("ds4: interrupted\n")
+        return 130
+    except Exception as exc:  # noqa: BLE001 - last-resort report, the traceback only on -v
+        if args.verbose:
+            logging.getLogger("ds4_core.cli").exception("unexpected error")
+        err.write(f"ds4: internal error ({type(exc).__name__}: {exc}); rerun with -v for details, or `ds4 rebuild` if the database is damaged\n")
+        return EXIT_INTERNAL
+    finally:
+        engine.close()
+
+
+def _dispatch(engine: ContextEngine, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    if args.command == "plan":
+        provider, model_id = _parse_model(args.model)
+        if args.context_window is not None and args.context_window < 1:
+            raise RequestError("--context-window: expected a positive number of tokens", "model.contextWindow")
+        progress = _Progress(err)
+        session = SessionRef(args.session, args.leaf)
+        engine.index_session(args.session, progress=progress)
+        progress.close()
+        result = engine.plan(
+            PlanRequest(
+                session=session,
+                request=args.request,
+                model=ModelSpec(provider=provider, id=model_id, context_window=args.context_window),
+                fixed_tokens=args.fixed_tokens,
+            )
+        )
+        if args.json:
+            _emit_json(result, out)
+        else:
+            _print_plan(result, engine.manifest(ManifestRequest(id=result["manifestId"], view="full")), out)
+        return EXIT_OK
+    if args.command == "retrieve":
+        result = engine.retrieve(RetrieveRequest(query=args.query, session=SessionRef(args.session, args.leaf), max_results=args.max_results))
+        _emit_json(result, out) if args.json else _print_retrieve(result, out)
+        return EXIT_OK
+    if args.command == "manifest":
+        if not args.id and not args.latest:
+            raise RequestError("give a manifest ID, or --latest --session FILE", "id")
+        if args.latest and not args.session:
+            raise RequestError("--latest needs --session FILE", "session")
+        manifest = engine.manifest(ManifestRequest(id=args.id, session=SessionRef(args.session) if args.session else None, latest=args.latest, view=args.view))
+        _emit_json(manifest, out) if args.json else _print_manifest(manifest, out)
+        return EXIT_OK
+    if args.command == "index":
+        results, failures = [], 0
+        for file in args.files:
+            progress = _Progress(err)
+            try:
+                results.append(engine.index_session(file, force=args.force, progress=progress))
+            except RequestError as exc:
+                failures += 1
+                err.write(f"ds4: {exc}\n")
+            finally:
+                progress.close()
+        if args.json:
+            _emit_json(results, out)
+        else:
+            _table(
+                [[r["sessionId"] or "-", r["outcome"] + (f" ({r['reason']})" if r.get("reason") else ""), _fmt(r["entriesTotal"]), _fmt(r["malformedLines"]), f"{r['durationMs']:.1f}", os.path.basename(r["sessionFile"])] for r in results],
+                ["session", "outcome", "entries", "malformed", "ms", "file"],
+                out,
+            )
+        return EXIT_PARTIAL if failures else EXIT_OK
+    if args.command == "health":
+        health = engine.health()
+        if args.json:
+            _emit_json(health, out)
+        else:
+            for key, value in health.items():
+                out.write(f"  {key:<20} {value}\n")
+        return EXIT_OK
+    if args.command == "rebuild":
+        progress = _Progress(err)
+        result = engine.rebuild(progress=progress)
+        progress.close()
+        if args.json:
+            _emit_json(result, out)
+        else:
+            out.write(f"rebuilt {result['sessions']} session(s), {_fmt(result['entries'])} entries in {result['durationMs']:.0f} ms\n")
+            for failure in result["failed"]:
+                out.write(f"  failed: {failure['sessionFile']}: {failure['error']}\n")
+        return EXIT_PARTIAL if result["failed"] else EXIT_OK
+    raise AssertionError(args.command)
+
+
+def main() -> None:
+    """Console-script entry point."""
+    sys.exit(run())
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,726 @@
+"""`ContextEngine`: the one facade the `ds4` CLI and the `ds4_lsp` server call.
+
+Each public method takes a typed request (`ds4_core.requests`) and returns a JSON-ready dict in
+the wire shape of the matching LSP request (camelCase; docs/protocol.md), so the CLI's `--json`
+and the server print the same objects. Methods block (SQLite, files): the LSP layer runs them
+off its event loop. They are safe to call from several threads at once.
+
+Failure rules (DESIGN.md): input the caller can fix raises `RequestError` naming the field;
+any failure while indexing, retrieving or planning returns the caller's messages unchanged
+(mode `fallback` with a reason). Logs carry counts, ids and timings only.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from . import __version__
+from .config import DEFAULT_CONFIG, Config
+from .manifest import (
+    ManifestWindow,
+    build_manifest,
+    encode_manifest,
+    new_manifest_id,
+    prompt_hash,
+    view_manifest,
+)
+from .models import DEFAULT_CONTEXT_WINDOW, lookup_model
+from .planner import (
+    ContextBudget,
+    ContextPlan,
+    ModelProfile,
+    Supplement,
+    calculate_budget,
+    plan_context,
+    resolve_overrides,
+)
+from .requests import (
+    ManifestRequest,
+    ModelSpec,
+    PlanRequest,
+    RequestError,
+    RetrieveRequest,
+    SessionRef,
+)
+from .retrieval import (
+    HistoryRetrieval,
+    describe_task,
+    last_user_text,
+    render_evidence,
+    retrieve_history,
+)
+from .sessions import (
+    SessionContext,
+    SessionFormatError,
+    build_session_context,
+    read_all,
+)
+from .sessions.reader import SessionFile
+from .sessions.sync import SyncResult, sync_session
+from .store import Store, open_store, resolve_database_path
+from .store import manifests as manifest_repo
+from .store import sessions as session_repo
+from .tokens import ESTIMATOR_VERSION, estimate_message_tokens
+
+log = logging.getLogger("ds4_core.engine")
+
+ProgressCallback = Callable[[int, int, str], None]
+"""progress(done, total, message): units are whatever `total` counts (bytes or sessions)."""
+
+_SESSION_CACHE_SIZE = 8
+
+
+def utc_now_iso() -> str:
+    """Current UTC time as ISO-8601 with milliseconds and `Z`."""
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+@dataclass(frozen=True)
+class _CachedSession:
+    size: int
+    mtime_ns: int
+    file: SessionFile
+
+
+@dataclass
+class _Prepared:
+    """A session (or caller messages) made ready for planning or retrieval."""
+
+    messages: list[dict[str, Any]]
+    source_ids: list[str | None]
+    session_id: str | None
+    session_file: str | None
+    leaf_id: str | None
+    branch_entry_ids: set[str]
+    session_model: tuple[str, str] | None
+    profile: ModelProfile
+    budget: ContextBudget
+    warnings: list[str]
+
+
+class ContextEngine:
+    """The DS4 context engine over one SQLite database.
+
+    Args:
+        database_path: database file; None resolves `DS4_DB`, the `storage.databasePath`
+            setting, then the per-user default (`ds4_core.store.default_database_path`).
+        settings: settings in the key names of ds4-reference.md 2 (nested or dotted). Invalid
+            values are ignored and listed in `config_warnings`.
+
+    The database is opened lazily on first use, so constructing an engine never touches disk.
+    """
+
+    def __init__(
+        self, *, database_path: str | os.PathLike[str] | None = None, settings: Mapping[str, Any] | None = None
+    ) -> None:
+        self.config: Config
+        self.config, self.config_warnings = DEFAULT_CONFIG.with_settings(settings)
+        self._explicit_db = str(database_path) if database_path is not None else None
+        self.database_path: Path = resolve_database_path(
+            self._explicit_db, None, os.environ, self.config["storage.databasePath"]
+        )
+        self._store: Store | None = None
+        self._store_lock = threading.Lock()
+        self._sessions: OrderedDict[str, _CachedSession] = OrderedDict()
+        self._sessions_lock = threading.Lock()
+        self._ephemeral = ManifestWindow(capacity=64)
+
+    # ----------------------------------------------------------------- lifecycle
+
+    @property
+    def store(self) -> Store:
+        """The open store (opened, migrated, or moved aside and rebuilt, on first use)."""
+        with self._store_lock:
+            if self._store is None:
+                self._store = open_store(self.database_path, busy_timeout_ms=self.config["storage.busyTimeoutMs"])
+                for notice in self._store.notices:
+                    log.warning("database notice: %s", notice)
+            return self._store
+
+    @property
+    def notices(self) -> list[str]:
+        """Messages about the database a user should see (e.g. a corrupt file moved aside)."""
+        return list(self._store.notices) if self._store is not None else []
+
+    def update_settings(self, raw: Mapping[str, Any] | None) -> list[str]:
+        """Apply settings on top of the current ones; returns warnings for ignored values."""
+        self.config, warnings = self.config.with_settings(raw)
+        self.config_warnings = warnings
+        return warnings
+
+    def close(self) -> None:
+        """Close the database. The engine reopens it if used again."""
+        with self._store_lock:
+            if self._store is not None:
+                self._store.close()
+                self._store = None
+
+    # ----------------------------------------------------------------- indexing
+
+    def index_session(
+        self, path: str | os.PathLike[str], *, force: bool = False, progress: ProgressCallback | None = None
+    ) -> dict[str, Any]:
+        """Sync one Pi session file into the index (ds4-reference.md 3.12).
+
+        Returns the wire form of `SyncResult`: {sessionId, sessionFile, outcome, reason,
+        entriesAdded, entriesTotal, malformedLines, bytesRead, durationMs}.
+
+        Raises:
+            RequestError: the file is missing, unreadable or not a Pi session (field `file`).
+        """
+        resolved = self._session_path(str(path), "file")
+        result = self._sync(resolved, force=force, progress=progress)
+        return _sync_to_wire(result)
+
+    def rebuild(self, progress: ProgressCallback | None = None) -> dict[str, Any]:
+        """Force a rebuild of every session the database knows.
+
+        Returns {sessions, entries, failed: [{sessionFile, error}], durationMs, results: [...]}.
+        A session whose file disappeared or became unreadable is listed in `failed` and the
+        others still rebuild. `progress(done, total, message)` counts sessions.
+        """
+        started = time.perf_counter()
+        known = session_repo.list_sessions(self.store)
+        results: list[dict[str, Any]] = []
+        failed: list[dict[str, str]] = []
+        total = len(known)
+        if progress:
+            progress(0, total, f"rebuilding {total} session(s)")
+        for done, row in enumerate(known, start=1):
+            session_file = row["session_file"]
+            try:
+                results.append(_sync_to_wire(self._sync(Path(session_file), force=True, progress=None)))
+            except (OSError, SessionFormatError) as exc:
+                failed.append({"sessionFile": session_file, "error": str(exc)})
+            if progress:
+                progress(done, total, f"{done}/{total} sessions")
+        duration_ms = (time.perf_counter() - started) * 1000
+        log.info("rebuild: sessions=%d failed=%d duration_ms=%.1f", len(results), len(failed), duration_ms)
+        return {
+            "sessions": len(results),
+            "entries": sum(r["entriesTotal"] for r in results),
+            "failed": failed,
+            "durationMs": round(duration_ms, 3),
+            "results": results,
+        }
+
+    def _sync(self, path: Path, *, force: bool, progress: Callable[[int, int], None] | ProgressCallback | None) -> SyncResult:
+        def bytes_progress(done: int, total: int) -> None:
+            if progress:
+                progress(done, total, "indexing session")  # type: ignore[call-arg]
+
+        try:
+            result = sync_session(self.store, path, force=force, progress=bytes_progress if progress else None)
+        except SessionFormatError as exc:
+            raise RequestError(str(exc), "session.file") from exc
+        log.info(
+            "sync: session=%s outcome=%s added=%d total=%d malformed=%d duration_ms=%.1f",
+            result.session_id,
+            result.outcome,
+            result.entries_added,
+            result.entries_total,
+            result.malformed_lines,
+            result.duration_ms,
+        )
+        return result
+
+    # ----------------------------------------------------------------- sessions
+
+    def _session_path(self, file: str, field: str) -> Path:
+        if not file:
+            raise RequestError(f"{field}: a session file path is required", field)
+        path = Path(file).expanduser()
+        if not path.is_file():
+            raise RequestError(
+                f"{field}: session file '{file}' does not exist or is not a file; "
+                "pass the path of a Pi session .jsonl file",
+                field,
+            )
+        return path.resolve()
+
+    def _load_session(self, path: Path) -> SessionFile:
+        """Parsed entries of `path`, cached while its size and mtime stay the same."""
+        stat = path.stat()
+        key = str(path)
+        with self._sessions_lock:
+            cached = self._sessions.get(key)
+            if cached and cached.size == stat.st_size and cached.mtime_ns == stat.st_mtime_ns:
+                self._sessions.move_to_end(key)
+                return cached.file
+        try:
+            parsed = read_all(path)
+        except SessionFormatError as exc:
+            raise RequestError(str(exc), "session.file") from exc
+        except OSError as exc:
+            raise RequestError(f"session.file: cannot read '{path}': {exc.strerror or exc}", "session.file") from exc
+        with self._sessions_lock:
+            self._sessions[key] = _CachedSession(stat.st_size, stat.st_mtime_ns, parsed)
+            self._sessions.move_to_end(key)
+            while len(self._sessions) > _SESSION_CACHE_SIZE:
+                self._sessions.popitem(last=False)
+        return parsed
+
+    def _session_context(self, ref: SessionRef) -> tuple[SessionFile, SessionContext, Path]:
+        path = self._session_path(ref.file, "session.file")
+        parsed = self._load_session(path)
+        try:
+            context = build_session_context(parsed.entries, ref.leaf_id) if ref.leaf_id else build_session_context(parsed.entries)
+        except SessionFormatError as exc:
+            raise RequestError(str(exc), "session.leafId") from exc
+        return parsed, context, path
+
+    # ----------------------------------------------------------------- model and budget
+
+    def resolve_profile(self, spec: ModelSpec, session_model: tuple[str, str] | None) -> ModelProfile:
+        """Fill the model of a call: request, then the session's current model; the window from
+        the request, `modelAwareness.overrides`, the well-known table, then the default.
+
+        `ModelProfile.source` says where the window came from (`request`, `override`, `table`,
+        `default`) so reports can show it.
+        """
+        provider = spec.provider or (session_model[0] if session_model else None) or "unknown"
+        model_id = spec.id or (session_model[1] if session_model else None) or "unknown"
+        overrides = resolve_overrides(self.config, provider, model_id)
+        known = lookup_model(model_id)
+        if spec.context_window is not None:
+            window, source = spec.context_window, "request"
+        elif "contextWindow" in overrides:
+            window, source = int(overrides["contextWindow"]), "override"
+        elif known is not None:
+            window, source = known.context_window, f"table:{known.key}"
+        else:
+            window, source = DEFAULT_CONTEXT_WINDOW, "default"
+        max_output = spec.max_output_tokens
+        if max_output is None:
+            max_output = overrides.get("maxOutputTokens") or (known.max_output_tokens if known else None)
+        if max_output is not None:
+            max_output = min(int(max_output), window)
+        return ModelProfile(
+            provider=provider, model_id=model_id, context_window=window, max_output_tokens=max_output, source=source
+        )
+
+    def _prepare(self, session: SessionRef | None, messages: list[dict[str, Any]] | None, request: str | None, model: ModelSpec) -> _Prepared:
+        warnings: list[str] = []
+        session_id = session_file = leaf_id = None
+        branch: set[str] = set()
+        session_model = None
+        if session is not None:
+            parsed, context, path = self._session_context(session)
+            session_file = str(path)
+            session_id = parsed.header.session_id if parsed.header else None
+            leaf_id = context.leaf_id
+            branch = set(context.path_entry_ids)
+            session_model = context.model
+            if session_id is not None:
+                try:
+                    self._sync(path, force=False, progress=None)
+                except RequestError:
+                    raise
+                except Exception as exc:  # fail open: planning works without the index
+                    log.warning("sync failed: session=%s error=%s", session_id, type(exc).__name__)
+                    warnings.append(f"session index could not be updated ({type(exc).__name__}); history retrieval may be incomplete")
+            if messages is None:
+                built = list(context.messages)
+                source_ids: list[str | None] = list(context.message_entry_ids)
+            else:
+                built, source_ids = _match_messages(messages, context)
+        else:
+            built = list(messages or [])
+            source_ids = [None] * len(built)
+        if request:
+            built.append(
+                {"role": "user", "content": [{"type": "text", "text": request}], "timestamp": int(time.time() * 1000)}
+            )
+            source_ids.append(None)
+        profile = self.resolve_profile(model, session_model)
+        if profile.source == "default":
+            warnings.append(
+                f"context window of model '{profile.provider}/{profile.model_id}' is unknown; assumed "
+                f"{profile.context_window} tokens (set model.contextWindow or modelAwareness.overrides)"
+            )
+        budget = calculate_budget(profile, self.config)
+        return _Prepared(built, source_ids, session_id, session_file, leaf_id, branch, session_model, profile, budget, warnings)
+
+    # ----------------------------------------------------------------- plan
+
+    def plan(self, request: PlanRequest) -> dict[str, Any]:
+        """Plan the messages of the next model call (`ds4/plan`; ds4-reference.md 3.7).
+
+        Returns {mode, messages, manifestId, estimatedTokens, budget, model, fallbackReason?,
+        warnings, stats, retrieval}. Managed plans keep the current turn, a recent tail of
+        whole turns, and historical evidence (JSON-quoted user messages) for older turns that
+        the tail leaves out; everything else is recorded as excluded in the manifest.
+
+        Raises:
+            RequestError: no session and no messages, a missing or unreadable session file,
+                an unknown leaf, or a negative `fixedTokens`.
+        """
+        started = time.perf_counter()
+        if request.session is None and request.messages is None:
+            raise RequestError("ds4/plan needs `session` or `messages`", "session")
+        if request.fixed_tokens < 0:
+            raise RequestError("fixedTokens: expected a non-negative integer", "fixedTokens")
+        prepared = self._prepare(request.session, request.messages, request.request, request.model)
+        config = self.config
+        if request.mode is not None and request.mode != config["context.mode"]:
+            config, _ = config.with_settings({"context.mode": request.mode})
+        retrieval: HistoryRetrieval | None = None
+        warnings = list(prepared.warnings)
+        if not self.config["enabled"]:
+            plan = _fallback_plan(prepared.messages, "ds4 is disabled by the `enabled` setting")
+        else:
+            try:
+                dry = plan_context(
+                    prepared.messages,
+                    fixed_tokens=request.fixed_tokens,
+                    budget=prepared.budget,
+                    config=config,
+                    message_source_ids=prepared.source_ids,
+                )
+                supplements: list[Supplement] = []
+                if dry.mode != "fallback" and prepared.session_id is not None:
+                    retrieval = self._retrieve_for(prepared, dry)
+                    warnings.extend(retrieval.warnings)
+                    for hit in retrieval.hits:
+                        message = render_evidence(hit)
+                        supplements.append(
+                            Supplement(
+                                kind="history",
+                                source_id=hit.entry_key,
+                                message=message,
+                                tokens=estimate_message_tokens(message),
+                                score=hit.score,
+                            )
+                        )
+                plan = (
+                    plan_context(
+                        prepared.messages,
+                        fixed_tokens=request.fixed_tokens,
+                        budget=prepared.budget,
+                        config=config,
+                        supplements=supplements,
+                        message_source_ids=prepared.source_ids,
+                    )
+                    if supplements
+                    else dry
+                )
+            except Exception as exc:  # fail open (DESIGN.md): original messages, with a reason
+                log.warning("plan failed open: session=%s error=%s", prepared.session_id, type(exc).__name__)
+                plan = _fallback_plan(prepared.messages, f"internal error while planning ({type(exc).__name__})")
+        warnings.extend(plan.warnings)
+        manifest_id = new_manifest_id()
+        created_at = utc_now_iso()
+        retrieved = [
+            {"entryKey": h.entry_key, "score": h.score, "reason": h.reason}
+            for h in (retrieval.hits if retrieval else [])
+        ]
+        manifest = build_manifest(
+            manifest_id=manifest_id,
+            session_id=prepared.session_id,
+            branch_leaf_id=prepared.leaf_id,
+            profile=prepared.profile,
+            budget=prepared.budget,
+            plan=plan,
+            retrieved=retrieved,
+            prompt_hash=prompt_hash(None, None, plan.messages),
+            created_at=created_at,
+            estimator_version=ESTIMATOR_VERSION,
+            fixed_tokens=request.fixed_tokens,
+            warnings=warnings,
+            retrieval_stats=_stats_to_wire(retrieval) if retrieval else None,
+        )
+        stored = self._keep_manifest(manifest, prepared.session_id, prepared.session_file)
+        duration_ms = (time.perf_counter() - started) * 1000
+        log.info(
+            "plan: session=%s manifest=%s mode=%s messages=%d->%d tokens=%d history_hits=%d duration_ms=%.1f",
+            prepared.session_id,
+            manifest_id,
+            plan.mode,
+            len(prepared.messages),
+            len(plan.messages),
+            plan.estimated_tokens,
+            len(retrieved),
+            duration_ms,
+        )
+        result: dict[str, Any] = {
+            "mode": plan.mode,
+            "messages": plan.messages,
+            "manifestId": manifest_id,
+            "manifestStored": stored,
+            "estimatedTokens": plan.estimated_tokens,
+            "budget": _budget_to_wire(prepared.budget),
+            "model": _profile_to_wire(prepared.profile),
+            "warnings": warnings,
+            "stats": {**_plan_stats_to_wire(plan), "durationMs": round(duration_ms, 3)},
+        }
+        if plan.fallback_reason:
+            result["fallbackReason"] = plan.fallback_reason
+        if prepared.session_id:
+            result["session"] = {"id": prepared.session_id, "file": prepared.session_file, "leafId": prepared.leaf_id}
+        return result
+
+    def _retrieve_for(self, prepared: _Prepared, dry: ContextPlan, query: str | None = None) -> HistoryRetrieval:
+        """History evidence for entries on the active branch that the planned context leaves out."""
+        text = query if query is not None else last_user_text(prepared.messages)
+        descriptor = describe_task(text or "")
+        in_context = {item.source_id for item in dry.included if item.source_id}
+        return retrieve_history(
+            self.store,
+            prepared.session_id or "",
+            descriptor,
+            branch_entry_ids=prepared.branch_entry_ids,
+            exclude_entry_ids=in_context,
+            max_results=self.config["retrieval.maxResults"],
+            max_tokens=prepared.budget.max_retrieved_history_tokens,
+            exact=self.config["retrieval.exact"],
+            fts=self.config["retrieval.fts"],
+        )
+
+    def _keep_manifest(self, manifest: dict[str, Any], session_id: str | None, session_file: str | None) -> bool:
+        """Store the manifest, or keep it only in memory for ephemeral plans. Returns stored."""
+        if session_file is None or session_id is None or not self.config["diagnostics.storeContextManifest"]:
+            self._ephemeral.put(manifest)
+            return False
+        encoded, _rolled_up = encode_manifest(manifest)
+        if encoded is None:
+            log.warning("manifest too large to store: manifest=%s", manifest["id"])
+            self._ephemeral.put(manifest)
+            return False
+        manifest_repo.save_manifest(self.store, manifest, encoded)
+        return True
+
+    # ----------------------------------------------------------------- retrieve
+
+    def retrieve(self, request: RetrieveRequest) -> dict[str, Any]:
+        """Rank transcript evidence for a query (`ds4/retrieve`; ds4-reference.md 3.2).
+
+        Returns {status, query, history: [{entryKey, entryId, role, createdAt, score, reason,
+        excerpt, tokens}], project: [], stats, warnings}. Entries the planned context already
+        holds verbatim (the recent tail and current turn) are not returned; they are counted in
+        `stats.alreadyInContext`. Entries on other branches are counted in
+        `stats.alternateBranchCandidates`.
+
+        Raises:
+            RequestError: bad `maxResults`/`maxTokens`, or a bad session reference.
+        """
+        if request.max_results is not None and not 1 <= request.max_results <= 100:
+            raise RequestError("maxResults: expected an integer in 1..100", "maxResults")
+        if request.max_tokens is not None and request.max_tokens < 1:
+            raise RequestError("maxTokens: expected a positive integer", "maxTokens")
+        warnings: list[str] = []
+        if "project" in request.scopes:
+            warnings.append("scope 'project': project knowledge is not available in this version of ds4-lsp")
+        base: dict[str, Any] = {"query": request.query, "history": [], "project": [], "warnings": warnings}
+        empty_stats = {"candidates": 0, "duplicates": 0, "alternateBranchCandidates": 0, "alreadyInContext": 0, "latencyMs": 0.0}
+        if "history" not in request.scopes:
+            return {**base, "status": "ok", "stats": empty_stats}
+        if request.session is None:
+            return {**base, "status": "no-session", "stats": empty_stats}
+        prepared = self._prepare(request.session, None, None, ModelSpec())
+        warnings.extend(prepared.warnings)
+        query = request.query if request.query is not None else last_user_text(prepared.messages)
+        base["query"] = query
+        dry = plan_context(
+            prepared.messages,
+            fixed_tokens=0,
+            budget=prepared.budget,
+            config=self.config,
+            message_source_ids=prepared.source_ids,
+        )
+        if prepared.session_id is None:
+            return {**base, "status": "no-session", "stats": empty_stats}
+        descriptor = describe_task(query or "")
+        exclude = {item.source_id for item in dry.included if item.source_id} if dry.mode != "fallback" else set()
+        retrieval = retrieve_history(
+            self.store,
+            prepared.session_id,
+            descriptor,
+            branch_entry_ids=prepared.branch_entry_ids,
+            exclude_entry_ids=exclude,
+            max_results=request.max_results or self.config["retrieval.maxResults"],
+            max_tokens=request.max_tokens or prepared.budget.max_retrieved_history_tokens,
+            exact=self.config["retrieval.exact"],
+            fts=self.config["retrieval.fts"],
+        )
+        warnings.extend(retrieval.warnings)
+        log.info(
+            "retrieve: session=%s status=%s hits=%d latency_ms=%.2f",
+            prepared.session_id,
+            retrieval.status,
+            len(retrieval.hits),
+            retrieval.stats.latency_ms,
+        )
+        return {
+            **base,
+            "status": retrieval.status,
+            "history": [
+                {
+                    "entryKey": h.entry_key,
+                    "entryId": h.entry_id,
+                    "role": h.role,
+                    "createdAt": h.created_at,
+                    "score": round(h.score, 3),
+                    "reason": h.reason,
+                    "excerpt": h.excerpt,
+                    "tokens": h.tokens,
+                }
+                for h in retrieval.hits
+            ],
+            "stats": _stats_to_wire(retrieval),
+        }
+
+    # ----------------------------------------------------------------- manifest
+
+    def manifest(self, request: ManifestRequest) -> dict[str, Any]:
+        """A stored (or in-memory, for ephemeral plans) manifest, by id or latest for a session.
+
+        Raises:
+            RequestError: neither `id` nor `session` + `latest`, or no such manifest.
+        """
+        if request.id:
+            found = self._ephemeral.get(request.id) or manifest_repo.get_manifest(self.store, request.id)
+            if found is None:
+                raise RequestError(f"id: no manifest with id '{request.id}' (only the latest 128 are kept)", "id")
+            return view_manifest(found, request.view)
+        if request.session is None or not request.latest:
+            raise RequestError("ds4/manifest needs `id`, or `session` with `latest: true`", "id")
+        path = self._session_path(request.session.file, "session.file")
+        parsed = self._load_session(path)
+        if parsed.header is None:
+            raise RequestError(f"session.file: '{path}' is an empty session; it has no manifests", "session.file")
+        found = manifest_repo.latest_manifest(self.store, parsed.header.session_id)
+        if found is None:
+            raise RequestError(
+                f"session.file: no stored manifest for session '{parsed.header.session_id}'; run `ds4 plan` first",
+                "session.file",
+            )
+        return view_manifest(found, request.view)
+
+    # ----------------------------------------------------------------- health
+
+    def health(self) -> dict[str, Any]:
+        """Engine and index health: {status, version, schemaVersion, databasePath, sqliteVersion,
+        fts5, sessions, entries, manifests, ephemeralManifests, notices, configWarnings}.
+
+        `status` is `ok`, or `warning` when notices or configuration warnings exist.
+        """
+        import sqlite3
+
+        store = self.store
+        counts = session_repo.counts(store)
+        notices = self.notices
+        return {
+            "status": "warning" if notices or self.config_warnings else "ok",
+            "version": __version__,
+            "schemaVersion": store.schema_version,
+            "databasePath": str(self.database_path),
+            "sqliteVersion": sqlite3.sqlite_version,
+            "fts5": True,
+            "sessions": counts["sessions"],
+            "entries": counts["entries"],
+            "manifests": manifest_repo.count_manifests(store),
+            "ephemeralManifests": len(self._ephemeral),
+            "estimator": ESTIMATOR_VERSION,
+            "notices": notices,
+            "configWarnings": list(self.config_warnings),
+        }
+
+
+# --------------------------------------------------------------------- helpers
+
+
+def _fallback_plan(messages: list[dict[str, Any]], reason: str) -> ContextPlan:
+    from .planner import fallback_plan
+
+    return fallback_plan(messages, reason)
+
+
+def _match_messages(messages: list[dict[str, Any]], context: SessionContext) -> tuple[list[dict[str, Any]], list[str | None]]:
+    """Map caller-supplied messages to session entry ids by fingerprint (stable JSON).
+
+    ds4 maps the `context` hook's messages back to entries the same way (ds4-reference.md 5).
+    Unmatched messages get None.
+    """
+    from .tokens import stable_json
+
+    by_fingerprint: dict[str, list[str]] = {}
+    for message, entry_id in zip(context.messages, context.message_entry_ids, strict=False):
+        if entry_id is not None:
+            by_fingerprint.setdefault(stable_json(message), []).append(entry_id)
+    ids: list[str | None] = []
+    for message in messages:
+        candidates = by_fingerprint.get(stable_json(message))
+        ids.append(candidates.pop(0) if candidates else None)
+    return list(messages), ids
+
+
+def _sync_to_wire(result: SyncResult) -> dict[str, Any]:
+    return {
+        "sessionId": result.session_id,
+        "sessionFile": result.session_file,
+        "outcome": result.outcome,
+        "reason": result.reason,
+        "entriesAdded": result.entries_added,
+        "entriesTotal": result.entries_total,
+        "malformedLines": result.malformed_lines,
+        "bytesRead": result.bytes_read,
+        "durationMs": round(result.duration_ms, 3),
+    }
+
+
+def _budget_to_wire(budget: ContextBudget) -> dict[str, Any]:
+    return {
+        "contextWindow": budget.context_window,
+        "outputReserve": budget.output_reserve,
+        "safetyMargin": budget.safety_margin,
+        "hardInputLimit": budget.hard_input_limit,
+        "softLimit": budget.soft_limit,
+        "targetInputTokens": budget.target_input_tokens,
+        "recentTailTokens": budget.recent_tail_tokens,
+        "maxRetrievedHistoryTokens": budget.max_retrieved_history_tokens,
+        "maxProjectTokens": budget.max_project_tokens,
+        "maxSummaryTokens": budget.max_summary_tokens,
+    }
+
+
+def _profile_to_wire(profile: ModelProfile) -> dict[str, Any]:
+    return {
+        "provider": profile.provider,
+        "id": profile.model_id,
+        "contextWindow": profile.context_window,
+        "maxOutputTokens": profile.max_output_tokens,
+        "source": profile.source,
+    }
+
+
+def _plan_stats_to_wire(plan: ContextPlan) -> dict[str, Any]:
+    stats = dict(plan.stats) if isinstance(plan.stats, Mapping) else {}
+    return {_camel(k): v for k, v in stats.items()} | {
+        "included": len(plan.included),
+        "excluded": len(plan.excluded),
+    }
+
+
+def _stats_to_wire(retrieval: HistoryRetrieval) -> dict[str, Any]:
+    s = retrieval.stats
+    return {
+        "candidates": s.candidates,
+        "duplicates": s.duplicates,
+        "alternateBranchCandidates": s.alternate_branch_candidates,
+        "alreadyInContext": s.already_in_context,
+        "latencyMs": round(s.latency_ms, 3),
+    }
+
+
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(part.title() for part in rest)
