@@ -23,8 +23,9 @@ _EXTRA_STRING_FIELDS = ("summary", "command", "output", "toolName")
 
 def utf16_length(text: str) -> int:
     """Length of `text` in UTF-16 code units (what JavaScript's `String.length` returns)."""
-    # Code points above U+FFFF take two code units; everything else one.
-    return len(text) + sum(1 for ch in text if ord(ch) > 0xFFFF)
+    # Code points above U+FFFF take two code units; everything else one. surrogatepass keeps
+    # lone surrogates (legal in JSON strings) countable as one unit each.
+    return len(text.encode("utf-16-le", "surrogatepass")) // 2
 
 
 def estimate_text_tokens(text: str) -> int:

@@ -61,12 +61,38 @@ def tool_result_id(message: Any) -> str | None:
     return call_id if isinstance(call_id, str) and call_id else None
 
 
+def tool_links(
+    messages: Sequence[Any],
+) -> tuple[dict[str, list[int]], dict[str, list[int]]]:
+    """(calls, results): message indices of the toolCall blocks and toolResult messages per id.
+
+    An assistant message with two calls of the same id appears twice in that id's list.
+    """
+    calls: dict[str, list[int]] = {}
+    results: dict[str, list[int]] = {}
+    for index, message in enumerate(messages):
+        if not isinstance(message, dict):
+            continue
+        role = message.get("role")
+        if role == "assistant":
+            for call_id in tool_call_ids(message):
+                calls.setdefault(call_id, []).append(index)
+        elif role == "toolResult":
+            result_id = tool_result_id(message)
+            if result_id is not None:
+                results.setdefault(result_id, []).append(index)
+    return calls, results
+
+
 def _role(message: Any) -> Any:
     return message.get("role") if isinstance(message, dict) else None
 
 
 def build_atomic_groups(
-    messages: Sequence[dict[str, Any]], *, message_tokens: Sequence[int] | None = None
+    messages: Sequence[dict[str, Any]],
+    *,
+    message_tokens: Sequence[int] | None = None,
+    links: tuple[dict[str, list[int]], dict[str, list[int]]] | None = None,
 ) -> list[AtomicGroup]:
     """Split `messages` into atomic groups, ordered by their first index (ds4-reference.md 3.6).
 
@@ -79,14 +105,17 @@ def build_atomic_groups(
     all are summaries, else `prefix`.
 
     `message_tokens[i]`, when given, is the token estimate of `messages[i]` (saves estimating
-    twice); otherwise `estimate_message_tokens` is used.
+    twice); otherwise `estimate_message_tokens` is used. `links`, when given, is
+    `tool_links(messages)` computed by the caller.
 
     Raises:
         ValueError: if `message_tokens` has a different length from `messages`.
     """
     n = len(messages)
     if message_tokens is None:
-        message_tokens = [estimate_message_tokens(m) if isinstance(m, dict) else 0 for m in messages]
+        message_tokens = [
+            estimate_message_tokens(m) if isinstance(m, dict) else 0 for m in messages
+        ]
     elif len(message_tokens) != n:
         raise ValueError(
             f"message_tokens has {len(message_tokens)} entries for {n} messages; "
@@ -131,14 +160,11 @@ def build_atomic_groups(
             x = parent[x]
         return x
 
+    calls, results = links if links is not None else tool_links(messages)
     first_group_of_id: dict[str, int] = {}
     merged_via: dict[int, list[str]] = {}
-    for index, message in enumerate(messages):
-        ids = tool_call_ids(message)
-        result_id = tool_result_id(message)
-        if result_id is not None:
-            ids.append(result_id)
-        for call_id in ids:
+    for call_id, linked in (*calls.items(), *results.items()):
+        for index in linked:
             group = group_of[index]
             other = first_group_of_id.setdefault(call_id, group)
             a, b = find(other), find(group)
@@ -202,14 +228,16 @@ def validate_atomic_selection(
     problems = [
         f"selected index {i} is outside the {n} messages" for i in sorted(chosen) if not 0 <= i < n
     ]
-    calls: dict[str, list[int]] = {}
-    results: dict[str, list[int]] = {}
-    for index, message in enumerate(messages):
-        for call_id in tool_call_ids(message):
-            calls.setdefault(call_id, []).append(index)
-        result_id = tool_result_id(message)
-        if result_id is not None:
-            results.setdefault(result_id, []).append(index)
+    problems.extend(selection_problems(chosen, *tool_links(messages)))
+    return problems
+
+
+def selection_problems(
+    chosen: set[int], calls: dict[str, list[int]], results: dict[str, list[int]]
+) -> list[str]:
+    """Split tool calls in a selection, given the links of `tool_links` (see
+    `validate_atomic_selection`, which is this plus an index range check)."""
+    problems: list[str] = []
     for call_id, call_indices in calls.items():
         result_indices = results.get(call_id, [])
         for call_index in call_indices:

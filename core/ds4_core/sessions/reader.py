@@ -5,9 +5,10 @@ Rules (pi-session-format.md 2, 3, 7, 8; ds4-reference.md 3.12):
 * Lines are framed on `\\n` only (`jsonl.iter_raw_lines`); blank lines are skipped.
 * A line that is not a JSON object with a string `type` is malformed: counted and skipped.
   Non-UTF-8 bytes are decoded with `errors="replace"`.
-* The first record must be the header `{"type":"session","id":<string>, ...}` and must start
-  within the first 1 MiB; a `version` above 3 is rejected. An empty (or blank-only) file is a
-  valid empty session.
+* The first record must be the header `{"type":"session","id":<string>, ...}` and its line must
+  lie within the first 1 MiB; a `version` above 3 is rejected. An empty (or blank-only) file is
+  a valid empty session. Nothing is consumed (checkpoint 0) until a complete header line is
+  seen.
 * v1 files (no `version`) get deterministic ids `v1-<n>` (n = 1-based index among records after
   the header), `parentId` = the previous entry, and compaction `firstKeptEntryIndex` k becomes
   `firstKeptEntryId = "v1-<k>"` when `1 <= k < n` (dropped otherwise). Files below version 3
@@ -273,13 +274,19 @@ def _make_header(obj: dict[str, Any], raw: bytes, path: StrPath, line_number: in
 
 
 class _HeaderScan(NamedTuple):
+    """Outcome of the header search.
+
+    Until a complete (`\\n`-terminated) header line is seen nothing is consumed: checkpoint
+    and line count stay 0 and malformed lines before it are not reported, so that a later read
+    from offset 0 counts everything exactly once.
+    """
+
     header: SessionHeader | None
-    line_number: int  # header line number (0 when no header)
-    checkpoint_offset: int  # end of the last terminated line consumed
-    line_count: int  # terminated lines consumed up to checkpoint_offset
+    checkpoint_offset: int  # end of the header line, or 0
+    line_count: int  # lines up to and including the header line, or 0
     end_offset: int  # bytes examined
     malformed_lines: int
-    torn_tail: bool
+    torn_tail: bool  # bytes after checkpoint_offset that may still become a line
 
 
 def _scan_header(path: StrPath) -> _HeaderScan:
@@ -288,43 +295,39 @@ def _scan_header(path: StrPath) -> _HeaderScan:
         prefix = handle.read(HEADER_SEARCH_BYTES)
         at_eof = len(prefix) < HEADER_SEARCH_BYTES or not handle.read(1)
     pieces = prefix.split(b"\n")
+    last = len(pieces) - 1
+    if at_eof and pieces[last]:
+        last += 1  # the final unterminated line is complete as far as the file goes
     offset = 0
     malformed = 0
-    last = len(pieces) - 1
-    for index, piece in enumerate(pieces):
-        terminated = index < last
-        if not terminated and not (at_eof and piece):
-            break  # incomplete line cut at the search limit, or nothing after the last \n
-        line_number = index + 1
-        start = offset
-        end = start + len(piece) + (1 if terminated else 0)
-        offset = end
+    for index in range(last):
+        piece = pieces[index]
+        terminated = index < len(pieces) - 1
+        offset += len(piece) + terminated
         data = piece[:-1] if piece.endswith(b"\r") else piece
-        if line_number == 1 and data.startswith(b"\xef\xbb\xbf"):
+        if index == 0 and data.startswith(b"\xef\xbb\xbf"):
             data = data[3:]  # tolerate a UTF-8 byte order mark before the header
         if not data.strip():
             if terminated:
                 continue
-            return _HeaderScan(None, 0, start, index, end, malformed, True)
+            return _HeaderScan(None, 0, 0, offset, 0, True)  # blank torn tail: pending
         obj = _parse_record(data)
         if obj is None:
             if terminated:
                 malformed += 1
                 continue
-            if malformed:
-                break  # only junk: not a session
-            return _HeaderScan(None, 0, start, index, end, malformed, True)
-        header = _make_header(obj, data, path, line_number)
+            return _HeaderScan(None, 0, 0, offset, 0, True)  # torn, unparsable: pending
+        header = _make_header(obj, data, path, index + 1)
         if terminated:
-            return _HeaderScan(header, line_number, end, line_number, end, malformed, False)
-        return _HeaderScan(header, line_number, start, index, end, malformed, True)
+            return _HeaderScan(header, offset, index + 1, offset, malformed, False)
+        return _HeaderScan(header, 0, 0, offset, 0, True)
     if at_eof and not malformed:
         # Empty or blank-only file: a valid "no session yet" (pi-session-format.md 8.3).
-        return _HeaderScan(None, 0, offset, last, offset, 0, False)
+        return _HeaderScan(None, 0, 0, offset, 0, False)
     if at_eof:
         reason = 'it holds no JSON record with a "type", only malformed lines'
     else:
-        reason = "no Pi session header starts within its first 1 MiB"
+        reason = "no Pi session header lies within its first 1 MiB"
     raise NotAPiSessionError(
         f"cannot read session file '{os.fspath(path)}': {reason} "
         '(expected {"type":"session", ...}); is this a Pi session file?',
@@ -386,11 +389,12 @@ class SessionReader:
             not counted; when resuming, only lines after `start_offset`).
         duplicate_ids: entries whose id was already seen in this read (consumers use
             last-wins, pi-session-format.md 8.8); `duplicate_entry_ids` lists them in order.
-        checkpoint_offset: end of the last `\\n`-terminated line consumed (bytes).
+        checkpoint_offset: end of the last `\\n`-terminated line consumed (bytes); stays 0
+            until a complete header line has been seen.
         end_offset: offset just past the last byte read (the file size at read time).
         resume_state: `ResumeState` at `checkpoint_offset` (a torn final line not counted).
-        torn_tail: `True` when bytes after `checkpoint_offset` were seen (an unterminated
-            final line, whether or not it parsed).
+        torn_tail: `True` when the file ends with an unterminated, non-empty line (whether or
+            not it parsed), which a later read from `checkpoint_offset` will see again.
 
     Errors (raised from `entries()`): `NotAPiSessionError`, `UnsupportedSessionVersionError`,
     `SessionFormatError` (resuming a file that has no header any more), `OSError`.
@@ -447,8 +451,8 @@ class SessionReader:
             self.end_offset = scan.end_offset
             self.torn_tail = scan.torn_tail
             self.resume_state = ResumeState(line_count=scan.line_count)
-            if scan.header is None or scan.torn_tail:
-                return
+            if scan.header is None or scan.checkpoint_offset == 0:
+                return  # empty, or no complete header line yet
             offset = scan.checkpoint_offset
             line_number = scan.line_count
             seq, v1_index, last_id = 0, 0, None
@@ -475,7 +479,7 @@ class SessionReader:
         is_v1 = header.version < 2
         rename_hook = header.version < CURRENT_SESSION_VERSION
         seen: set[str] = set()
-        malformed = 0
+        malformed = self.malformed_lines  # lines before the header, when read from 0
         checkpoint = offset
         end_offset = offset
         torn = False

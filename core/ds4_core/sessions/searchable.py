@@ -105,7 +105,17 @@ def searchable_text(entry: SessionEntry) -> str:
         parts = _string_fields(data, "name")
     else:
         return ""
-    return "\n".join(parts)
+    return _storable("\n".join(parts))
+
+
+def _storable(text: str) -> str:
+    """`text` with lone UTF-16 surrogates (legal in JSON as `\\ud800`, not encodable as UTF-8)
+    replaced by U+FFFD, so SQLite can store it; valid text is returned as is."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
+    return text
 
 
 def entry_role(entry: SessionEntry) -> str | None:

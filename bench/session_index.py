@@ -1,0 +1,237 @@
+"""Benchmark: indexing a real Pi session into the SQLite store (ds4-reference.md 3.12).
+
+Workload: the real 914-message v1 session (`pi-mono-v1-large-session.jsonl`) replicated to at
+least `--size-mb` MB by repeating its non-header lines (a v1 file has no ids: the reader numbers
+entries `v1-<n>`, so every repeated line is a distinct entry).
+
+Measured:
+* full index (`sync_session` into a fresh database: read, migrate v1, searchable text, insert
+  rows + FTS5) in MB/s of JSONL and entries/s, `--runs` runs, each into a new database;
+* forced rebuild of the unchanged file over its existing index (rows are upserted; unchanged
+  text costs no FTS work);
+* incremental sync after appending one entry, `--appends` times: p50 / p95 / max in ms.
+
+Same-run baselines, printed as ratios: `json.loads` of every line of the file (the floor of
+any Python reader); a bare SQLite loop inserting the same searchable texts into a plain table
+(no FTS) and into a plain FTS5 table; one `BEGIN IMMEDIATE; INSERT; COMMIT` of one row.
+Targets: full index >= 20 MB/s; append p95 <= 10 ms.
+
+Usage: python bench/session_index.py [--size-mb 50] [--runs 3] [--appends 100] [--session FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sqlite3
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "core"))
+
+from ds4_core.sessions.reader import SessionReader  # noqa: E402
+from ds4_core.sessions.searchable import searchable_text  # noqa: E402
+from ds4_core.sessions.sync import sync_session  # noqa: E402
+from ds4_core.store import open_store  # noqa: E402
+
+DEFAULT_SESSION = ROOT / "examples" / "pi-mono-v1-large-session.jsonl"
+
+
+def percentile(values: list[float], q: float) -> float:
+    """The q-th percentile (0..100) by nearest rank."""
+    ordered = sorted(values)
+    index = max(0, min(len(ordered) - 1, round(q / 100 * (len(ordered) - 1))))
+    return ordered[index]
+
+
+def build_session(source: Path, target: Path, size_mb: float) -> tuple[int, list[bytes]]:
+    """Write `source` replicated to >= `size_mb` MB at `target`; returns (bytes, body lines)."""
+    lines = source.read_bytes().split(b"\n")
+    header, body = lines[0], [line for line in lines[1:] if line.strip()]
+    body_bytes = sum(len(line) + 1 for line in body)
+    copies = max(1, -(-int(size_mb * 1e6 - len(header) - 1) // body_bytes))
+    with open(target, "wb") as handle:
+        handle.write(header + b"\n")
+        for _ in range(copies):
+            handle.write(b"\n".join(body) + b"\n")
+    return target.stat().st_size, body
+
+
+def baseline_json(path: Path) -> float:
+    """Seconds to `json.loads` every line of `path`."""
+    started = time.perf_counter()
+    loads = json.loads
+    with open(path, "rb") as handle:
+        for line in handle:
+            if line.strip():
+                loads(line)
+    return time.perf_counter() - started
+
+
+def baseline_sqlite(texts: list[str], workdir: Path, fts: bool) -> float:
+    """Seconds to insert `texts` in one transaction into a plain table (or a plain FTS5 table)."""
+    path = workdir / ("bare-fts.db" if fts else "bare.db")
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA synchronous=NORMAL")
+    if fts:
+        conn.execute(
+            "CREATE VIRTUAL TABLE t USING fts5(body, tokenize='unicode61 remove_diacritics 2')"
+        )
+        sql = "INSERT INTO t (rowid, body) VALUES (?, ?)"
+    else:
+        conn.execute("CREATE TABLE t (k TEXT PRIMARY KEY, body TEXT NOT NULL) STRICT")
+        sql = "INSERT INTO t (k, body) VALUES (?, ?)"
+    started = time.perf_counter()
+    conn.execute("BEGIN IMMEDIATE")
+    conn.executemany(sql, ((i if fts else f"k{i}", text) for i, text in enumerate(texts, 1)))
+    conn.execute("COMMIT")
+    elapsed = time.perf_counter() - started
+    conn.close()
+    path.unlink()
+    return elapsed
+
+
+def baseline_one_row(workdir: Path, runs: int) -> list[float]:
+    """ms per `BEGIN IMMEDIATE; INSERT one row; COMMIT` on a WAL database."""
+    path = workdir / "one.db"
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA synchronous=NORMAL")
+    conn.execute("CREATE TABLE t (k TEXT PRIMARY KEY, body TEXT NOT NULL) STRICT")
+    timings = []
+    for i in range(runs):
+        started = time.perf_counter()
+        conn.execute("BEGIN IMMEDIATE")
+        conn.execute("INSERT INTO t VALUES (?, ?)", (f"k{i}", "x" * 500))
+        conn.execute("COMMIT")
+        timings.append((time.perf_counter() - started) * 1000)
+    conn.close()
+    return timings
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--size-mb", type=float, default=50.0)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--appends", type=int, default=100)
+    parser.add_argument("--session", type=Path, default=DEFAULT_SESSION)
+    args = parser.parse_args()
+
+    workdir = Path(tempfile.mkdtemp(prefix="ds4-bench-index-"))
+    try:
+        session = workdir / "session.jsonl"
+        size, body = build_session(args.session, session, args.size_mb)
+        mb = size / 1e6
+        print(f"session: {mb:.1f} MB ({args.session.name} replicated), workdir {workdir}")
+
+        full_s: list[float] = []
+        entries = 0
+        for run in range(args.runs):
+            store = open_store(workdir / f"index-{run}.db")
+            started = time.perf_counter()
+            result = sync_session(store, session)
+            full_s.append(time.perf_counter() - started)
+            entries = result.entries_total
+            assert result.outcome == "rebuild", result
+            store.close()
+
+        store = open_store(workdir / "index-0.db")
+        started = time.perf_counter()
+        forced = sync_session(store, session, force=True)
+        forced_s = time.perf_counter() - started
+        assert forced.entries_total == entries
+
+        append_lines = [line for line in body if b'"type":"message"' in line][:50]
+        append_ms: list[float] = []
+        for i in range(args.appends):
+            with open(session, "ab") as handle:
+                handle.write(append_lines[i % len(append_lines)] + b"\n")
+            started = time.perf_counter()
+            result = sync_session(store, session)
+            append_ms.append((time.perf_counter() - started) * 1000)
+            assert result.outcome == "incremental" and result.entries_added == 1, result
+        store.close()
+
+        json_s = baseline_json(session)
+        texts = [searchable_text(entry) for entry in SessionReader(session).entries()]
+        bare_s = baseline_sqlite(texts, workdir, fts=False)
+        bare_fts_s = baseline_sqlite(texts, workdir, fts=True)
+        one_row_ms = baseline_one_row(workdir, args.appends)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+    best = min(full_s)
+    median = statistics.median(full_s)
+    text_mb = sum(len(t.encode("utf-8")) for t in texts) / 1e6
+    rows = [
+        (
+            "full index (median of runs)",
+            f"{mb / median:.1f} MB/s",
+            f"{entries / median:,.0f} entries/s",
+            f"{median * 1000:.0f} ms",
+        ),
+        (
+            "full index (best run)",
+            f"{mb / best:.1f} MB/s",
+            f"{entries / best:,.0f} entries/s",
+            f"{best * 1000:.0f} ms",
+        ),
+        (
+            "forced rebuild (unchanged file)",
+            f"{mb / forced_s:.1f} MB/s",
+            f"{entries / forced_s:,.0f} entries/s",
+            f"{forced_s * 1000:.0f} ms",
+        ),
+        ("baseline: json.loads per line", f"{mb / json_s:.1f} MB/s", "", f"{json_s * 1000:.0f} ms"),
+        (
+            "baseline: bare SQLite insert (no FTS)",
+            f"{mb / bare_s:.1f} MB/s",
+            "",
+            f"{bare_s * 1000:.0f} ms",
+        ),
+        (
+            "baseline: bare FTS5 insert",
+            f"{mb / bare_fts_s:.1f} MB/s",
+            "",
+            f"{bare_fts_s * 1000:.0f} ms",
+        ),
+    ]
+    print(
+        f"\n{entries:,} entries, {text_mb:.1f} MB of searchable text; runs: "
+        + ", ".join(f"{s * 1000:.0f} ms" for s in full_s)
+    )
+    print(f"{'workload':40s} {'throughput':>12s} {'entries/s':>16s} {'time':>10s}")
+    for name, rate, per_entry, elapsed in rows:
+        print(f"{name:40s} {rate:>12s} {per_entry:>16s} {elapsed:>10s}")
+    print(
+        "\nratios (full index median time / baseline time): "
+        f"json.loads x{median / json_s:.1f}, bare insert x{median / bare_s:.1f}, "
+        f"bare FTS5 x{median / bare_fts_s:.1f}"
+    )
+
+    p50, p95 = statistics.median(append_ms), percentile(append_ms, 95)
+    b50, b95 = statistics.median(one_row_ms), percentile(one_row_ms, 95)
+    print(
+        f"\nincremental sync after appending one entry ({args.appends} runs): "
+        f"p50 {p50:.2f} ms, p95 {p95:.2f} ms, max {max(append_ms):.2f} ms"
+    )
+    print(
+        f"baseline one-row write transaction: p50 {b50:.2f} ms, p95 {b95:.2f} ms "
+        f"(ratio p50 x{p50 / b50:.1f}, p95 x{p95 / b95:.1f})"
+    )
+    ok_full = mb / median >= 20
+    ok_append = p95 <= 10
+    print(
+        f"\ntargets: full index >= 20 MB/s: {'met' if ok_full else 'NOT met'}; "
+        f"append p95 <= 10 ms: {'met' if ok_append else 'NOT met'}"
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,277 @@
+"""Context manifests: what a plan sent and left out, as metadata only (ds4-reference.md 3.15).
+
+A manifest never holds message text, evidence or excerpts: only ids, kinds, token counts,
+scores and reason strings the planner wrote itself. It is served as JSON to editors, so keys
+are camelCase. Size rules: a manifest over 256 KiB keeps its included items but rolls the
+excluded ones up to the first and last 128; one over 1 MiB is not stored at all.
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal
+
+from ds4_core.planner.budget import ContextBudget, ModelProfile
+from ds4_core.planner.planner import ContextPlan, PlanItem
+from ds4_core.tokens import compact_json, sha256_hex, stable_json
+
+PLANNER_VERSION = "ds4-lsp-planner-1"
+"""Version of the selection rules in `ds4_core.planner` (ds4-reference.md 3.7)."""
+POLICY_VERSION = "ds4-context-policy-1"
+"""Version of the budget and priority policy (ds4-reference.md 3.4, 3.5, 3.7)."""
+
+ROLLUP_THRESHOLD_BYTES = 256 * 1024
+MAX_STORED_BYTES = 1024 * 1024
+ROLLUP_KEEP = 128
+"""Excluded items kept at each end of a rolled-up manifest."""
+
+ManifestView = Literal["summary", "included", "excluded", "full"]
+VIEWS: tuple[str, ...] = ("summary", "included", "excluded", "full")
+
+
+def new_manifest_id() -> str:
+    """A new manifest id, `m-<12 hex ms since the epoch><16 random hex>`, sortable by time."""
+    return f"m-{time.time_ns() // 1_000_000:012x}{secrets.token_hex(8)}"
+
+
+def prompt_hash(system: Any, tools: Any, messages: Sequence[Any]) -> str:
+    """sha256 hex of the stable JSON of `{"system", "tools", "messages"}` (ds4-reference.md 3.15).
+
+    `system` is the system prompt (string or None), `tools` the tool schemas (list or None),
+    `messages` the AgentMessages sent. Equal inputs give equal hashes whatever the key order.
+    """
+    return sha256_hex(stable_json({"system": system, "tools": tools, "messages": list(messages)}))
+
+
+_CAMEL = re.compile(r"_([a-z0-9])")
+
+
+def _camel(key: str) -> str:
+    return _CAMEL.sub(lambda m: m.group(1).upper(), key)
+
+
+def _camel_keys(value: Mapping[str, Any]) -> dict[str, Any]:
+    return {_camel(str(k)): v for k, v in value.items()}
+
+
+def _item_json(item: PlanItem) -> dict[str, Any]:
+    return {
+        "kind": item.kind,
+        "sourceId": item.source_id,
+        "groupId": item.group_id,
+        "classification": item.classification,
+        "tokens": item.tokens,
+        "score": item.score,
+        "reason": item.reason,
+    }
+
+
+def build_manifest(
+    *,
+    manifest_id: str,
+    session_id: str | None,
+    branch_leaf_id: str | None,
+    profile: ModelProfile,
+    budget: ContextBudget,
+    plan: ContextPlan,
+    retrieved: Sequence[Mapping[str, Any]],
+    prompt_hash: str,
+    created_at: str,
+    estimator_version: str,
+    fixed_tokens: int,
+    warnings: Sequence[str],
+    retrieval_stats: Mapping[str, Any] | None,
+) -> dict[str, Any]:
+    """The manifest of one plan as a JSON-ready dict (ds4-reference.md 3.15). Metadata only.
+
+    `retrieved` items are `{entryKey, score, reason}`; only those three keys are copied, so an
+    excerpt passed along by mistake is dropped. `created_at` is ISO-8601 UTC with `Z`;
+    `fixed_tokens` and every token count are `chars-v1` estimates. `retrieval_stats` keys are
+    converted to camelCase. `actualTokens` is None until the provider reports usage.
+
+    Shape: id, sessionId, branchLeafId, createdAt, provider, model, modelSource,
+    contextWindow, outputReserve, hardInputLimit, targetInputTokens, estimatedTokens,
+    actualTokens, fixedTokens, promptHash, policyVersion, plannerVersion, estimatorVersion,
+    budgets{...ContextBudget.to_json()}, included[] / excluded[] of {kind, sourceId, groupId,
+    classification, tokens, score, reason}, summaryIds[], retrievedEventIds[], retrieved[],
+    planning{mode, fallbackReason, counts, tokens, rescuedImmediatePredecessor,
+    oversizedTurnExclusions, plannedTokens}, retrieval{...} or None, warnings[].
+    """
+    stats = plan.stats or {}
+    retrieved_items = [
+        {
+            "entryKey": str(hit.get("entryKey")),
+            "score": hit.get("score"),
+            "reason": hit.get("reason"),
+        }
+        for hit in retrieved
+    ]
+    return {
+        "id": manifest_id,
+        "sessionId": session_id,
+        "branchLeafId": branch_leaf_id,
+        "createdAt": created_at,
+        "provider": profile.provider,
+        "model": profile.model_id,
+        "modelSource": profile.source,
+        "contextWindow": budget.context_window,
+        "outputReserve": budget.output_reserve,
+        "hardInputLimit": budget.hard_input_limit,
+        "targetInputTokens": budget.target_input_tokens,
+        "estimatedTokens": plan.estimated_tokens,
+        "actualTokens": None,
+        "fixedTokens": fixed_tokens,
+        "promptHash": prompt_hash,
+        "policyVersion": POLICY_VERSION,
+        "plannerVersion": PLANNER_VERSION,
+        "estimatorVersion": estimator_version,
+        "budgets": budget.to_json(),
+        "included": [_item_json(item) for item in plan.included],
+        "excluded": [_item_json(item) for item in plan.excluded],
+        "summaryIds": [item.source_id for item in plan.included if item.kind == "summary"],
+        "retrievedEventIds": [item["entryKey"] for item in retrieved_items],
+        "retrieved": retrieved_items,
+        "planning": {
+            "mode": plan.mode,
+            "fallbackReason": plan.fallback_reason,
+            "counts": dict(stats.get("counts", {})),
+            "tokens": dict(stats.get("tokens", {})),
+            "rescuedImmediatePredecessor": bool(stats.get("rescued_immediate_predecessor")),
+            "oversizedTurnExclusions": int(stats.get("oversized_turn_exclusions", 0)),
+            "plannedTokens": stats.get("planned_tokens"),
+        },
+        "retrieval": _camel_keys(retrieval_stats) if retrieval_stats is not None else None,
+        "warnings": [*plan.warnings, *warnings],
+    }
+
+
+def _encode(manifest: Mapping[str, Any]) -> str:
+    return compact_json(manifest)
+
+
+def encode_manifest(manifest: Mapping[str, Any]) -> tuple[str | None, bool]:
+    """Serialise a manifest for storage, applying the size rules of ds4-reference.md 3.15.
+
+    Returns `(json_text, rolled_up)`. Up to 256 KiB (UTF-8 bytes) the manifest is encoded as is.
+    Over 256 KiB the included items stay and `excluded` keeps only its first and last 128
+    items, with `excludedRollup: {total, omitted}` added (`rolled_up` is True when items were
+    omitted). Over 1 MiB the manifest is not stored: `(None, False)`. Never raises on values
+    JSON cannot encode (they are written with `str()`).
+    """
+    text = _encode(manifest)
+    size = len(text.encode("utf-8"))
+    if size > MAX_STORED_BYTES:
+        return None, False
+    if size <= ROLLUP_THRESHOLD_BYTES:
+        return text, False
+    excluded = list(manifest.get("excluded") or [])
+    total = len(excluded)
+    if total > 2 * ROLLUP_KEEP:
+        kept = excluded[:ROLLUP_KEEP] + excluded[-ROLLUP_KEEP:]
+    else:
+        kept = excluded
+    omitted = total - len(kept)
+    rolled = {**manifest, "excluded": kept, "excludedRollup": {"total": total, "omitted": omitted}}
+    return _encode(rolled), omitted > 0
+
+
+def view_manifest(manifest: Mapping[str, Any], view: str = "summary") -> dict[str, Any]:
+    """A view of a manifest for `ds4/manifest` (`view` is summary | included | excluded | full).
+
+    `summary` drops the `included` / `excluded` item lists and adds `itemCounts: {included,
+    excluded}` (the rollup total counts for a rolled-up excluded list); `included` drops the
+    excluded list; `excluded` drops the included list; `full` returns everything. The input is
+    not modified.
+
+    Raises:
+        ValueError: for any other `view`, naming the accepted values.
+    """
+    if view not in VIEWS:
+        raise ValueError(f"view {view!r} is not one of {', '.join(VIEWS)}")
+    result = dict(manifest)
+    if view == "full":
+        return result
+    if view == "summary":
+        rollup = manifest.get("excludedRollup")
+        excluded_total = (
+            rollup.get("total")
+            if isinstance(rollup, Mapping)
+            else len(manifest.get("excluded") or [])
+        )
+        result["itemCounts"] = {
+            "included": len(manifest.get("included") or []),
+            "excluded": excluded_total,
+        }
+        result.pop("included", None)
+        result.pop("excluded", None)
+    elif view == "included":
+        result.pop("excluded", None)
+        result.pop("excludedRollup", None)
+    else:
+        result.pop("included", None)
+    return result
+
+
+class ManifestWindow:
+    """Thread-safe in-memory store of the latest `capacity` manifests (ephemeral plans).
+
+    Used when manifests are not written to the database (no session, storage off, or over
+    1 MiB). The oldest manifest is evicted first. `latest(session_key)` is the most recently
+    put manifest for that key (by default its `sessionId`).
+
+    Raises:
+        ValueError: from the constructor if `capacity < 1`.
+    """
+
+    def __init__(self, capacity: int = 64) -> None:
+        if capacity < 1:
+            raise ValueError(f"capacity {capacity!r} must be at least 1")
+        self.capacity = capacity
+        self._lock = threading.Lock()
+        self._items: OrderedDict[str, tuple[str | None, dict[str, Any]]] = OrderedDict()
+        self._latest: dict[str | None, str] = {}
+
+    def put(self, manifest: dict[str, Any], session_key: str | None = None) -> None:
+        """Remember `manifest` (keyed by its `id`); `session_key` defaults to its `sessionId`.
+
+        Raises:
+            ValueError: if the manifest has no string `id`.
+        """
+        manifest_id = manifest.get("id")
+        if not isinstance(manifest_id, str) or not manifest_id:
+            raise ValueError("manifest has no 'id'; build it with build_manifest")
+        key = session_key if session_key is not None else manifest.get("sessionId")
+        with self._lock:
+            previous = self._items.pop(manifest_id, None)
+            if previous is not None and self._latest.get(previous[0]) == manifest_id:
+                del self._latest[previous[0]]
+            self._items[manifest_id] = (key, manifest)
+            self._latest[key] = manifest_id
+            while len(self._items) > self.capacity:
+                old_id, (old_key, _) = self._items.popitem(last=False)
+                if self._latest.get(old_key) == old_id:
+                    del self._latest[old_key]
+
+    def get(self, manifest_id: str) -> dict[str, Any] | None:
+        """The manifest with this id, or None if unknown or evicted."""
+        with self._lock:
+            entry = self._items.get(manifest_id)
+            return entry[1] if entry is not None else None
+
+    def latest(self, session_key: str | None) -> dict[str, Any] | None:
+        """The most recently put manifest for `session_key`, or None."""
+        with self._lock:
+            manifest_id = self._latest.get(session_key)
+            if manifest_id is None:
+                return None
+            entry = self._items.get(manifest_id)
+            return entry[1] if entry is not None else None
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._items)

@@ -1,0 +1,720 @@
+"""The managed-context planner (ds4-reference.md 3.7): which messages and supplements to send.
+
+`plan_context` keeps the current turn, a contiguous recent tail of older turns, supplements
+(pins, memory, retrieved history, project snippets) within their caps, and summaries within
+theirs, so that the input stays under the budget's target and hard limits. It never splits an
+atomic group (ds4-reference.md 3.6). It fails open: any problem, including an exception,
+gives mode `fallback` with the caller's messages unchanged and a `fallback_reason`.
+
+Token numbers are `chars-v1` estimates; indices are 0-based positions in `messages`.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal
+
+from ds4_core.config import Config
+from ds4_core.planner.budget import ContextBudget
+from ds4_core.planner.groups import (
+    SUMMARY_ROLES,
+    AtomicGroup,
+    build_atomic_groups,
+    selection_problems,
+    tool_links,
+)
+from ds4_core.tokens import estimate_message_tokens
+
+log = logging.getLogger(__name__)
+
+PlanMode = Literal["managed", "observer", "fallback"]
+SupplementKind = Literal["history", "project", "memory", "pin"]
+ItemKind = Literal[
+    "system",
+    "tool",
+    "pin",
+    "recent",
+    "summary",
+    "history",
+    "project",
+    "memory",
+    "retrieval",
+    "current",
+    "background",
+]
+
+PRIORITIES: dict[str, int] = {
+    "current": 1000,
+    "system": 1000,
+    "pin": 950,
+    "recent": 100,
+    "memory": 90,
+    "history": 85,
+    "retrieval": 85,
+    "project": 80,
+    "summary": 75,
+    "background": 40,
+}
+"""Manifest priorities by item kind (ds4-reference.md 3.7, "Manifest priorities")."""
+
+SUPPLEMENT_ORDER: dict[str, int] = {"pin": 0, "memory": 1, "history": 2, "project": 3}
+"""Insertion order of supplements before the last user message: pins, memory, history, project."""
+
+OLDER_TURN_REASON = "older turn outside the recent tail; no retrieval evidence"
+
+
+@dataclass(frozen=True)
+class Supplement:
+    """Synthetic context offered to the planner: a rendered user-role message.
+
+    `kind` is its category; `source_id` identifies what it quotes (an entry key, snippet id,
+    pin or memory id) and is required for insertion; `tokens` is its estimate (computed from
+    `message` when None); `score` ranks it within its category (higher first; pins carry 950);
+    `classification` is its privacy level as recorded in the manifest.
+    """
+
+    kind: SupplementKind
+    source_id: str
+    message: dict[str, Any]
+    tokens: int | None = None
+    score: float = 0.0
+    classification: str = "normal"
+
+
+@dataclass(frozen=True)
+class PlanItem:
+    """One included or excluded unit: an original message or a supplement.
+
+    `source_id` is the session entry id of the message (from `message_source_ids`), else
+    `message:<index>`, or the supplement's `source_id`. `group_id` is the message's atomic group
+    (`group:<start>-<end>`) or None for supplements. `tokens` is the unit's estimate; `score` is
+    priority + (end index + 1) / (n + 1) rounded to 6 decimals for messages, the supplement's
+    own score for supplements (ds4-reference.md 3.7). `reason` is metadata, never content.
+    """
+
+    kind: ItemKind
+    source_id: str
+    group_id: str | None
+    tokens: int
+    score: float
+    reason: str
+    classification: str = "normal"
+
+
+@dataclass(frozen=True)
+class ContextPlan:
+    """The result of `plan_context`.
+
+    `mode` is `managed` (messages were chosen), `observer` (original messages, with a dry-run
+    selection in included/excluded) or `fallback` (original messages; `fallback_reason` says
+    why). `messages` is what to send; `estimated_tokens` is fixed tokens + the estimate of
+    `messages`. `stats` holds `counts` (messages, groups, supplements, included, excluded,
+    output), `tokens` (included tokens per item kind), `rescued_immediate_predecessor` (bool),
+    `oversized_turn_exclusions` (int) and, in observer mode, `planned_tokens`.
+    """
+
+    mode: PlanMode
+    messages: list[dict[str, Any]]
+    included: list[PlanItem]
+    excluded: list[PlanItem]
+    estimated_tokens: int
+    fallback_reason: str | None = None
+    warnings: list[str] = field(default_factory=list)
+    stats: dict[str, Any] = field(default_factory=dict)
+
+
+class _PlanFailure(Exception):
+    """A reason to fall back, phrased for the user."""
+
+
+def _score(priority: int, end_position: int, total: int) -> float:
+    return round(priority + (end_position + 1) / (total + 1), 6)
+
+
+def _source_ids(
+    n: int, message_source_ids: Sequence[str | None] | None, warnings: list[str]
+) -> list[str]:
+    if message_source_ids is not None and len(message_source_ids) != n:
+        warnings.append(
+            f"message_source_ids has {len(message_source_ids)} entries for {n} messages; "
+            "using message:<index> ids instead"
+        )
+        message_source_ids = None
+    ids: list[str] = []
+    for index in range(n):
+        source = message_source_ids[index] if message_source_ids is not None else None
+        ids.append(source if isinstance(source, str) and source else f"message:{index}")
+    return ids
+
+
+def _message_tokens(
+    messages: Sequence[dict[str, Any]], message_tokens: Sequence[int] | None
+) -> list[int]:
+    if message_tokens is not None:
+        if len(message_tokens) != len(messages):
+            raise _PlanFailure(
+                f"message_tokens has {len(message_tokens)} entries for {len(messages)} messages"
+            )
+        return [int(t) for t in message_tokens]
+    return [estimate_message_tokens(m) for m in messages]
+
+
+def _as_list(messages: Any) -> list[Any]:
+    """The caller's list itself, a list copy of another sequence, or [] for a non-sequence."""
+    if isinstance(messages, list):
+        return messages
+    try:
+        return list(messages)
+    except TypeError:
+        return []
+
+
+def _last_user_index(messages: Sequence[Any]) -> int | None:
+    for index in range(len(messages) - 1, -1, -1):
+        message = messages[index]
+        if isinstance(message, dict) and message.get("role") == "user":
+            return index
+    return None
+
+
+def _stats(
+    *,
+    n: int,
+    groups: int,
+    supplements: int,
+    included: list[PlanItem],
+    excluded: list[PlanItem],
+    output: int,
+    rescued: bool = False,
+    oversized: int = 0,
+) -> dict[str, Any]:
+    tokens: dict[str, int] = {}
+    for item in included:
+        tokens[item.kind] = tokens.get(item.kind, 0) + item.tokens
+    return {
+        "counts": {
+            "messages": n,
+            "groups": groups,
+            "supplements": supplements,
+            "included": len(included),
+            "excluded": len(excluded),
+            "output": output,
+        },
+        "tokens": tokens,
+        "rescued_immediate_predecessor": rescued,
+        "oversized_turn_exclusions": oversized,
+    }
+
+
+def plan_context(
+    messages: Sequence[dict[str, Any]],
+    *,
+    fixed_tokens: int,
+    budget: ContextBudget,
+    config: Config,
+    supplements: Sequence[Supplement] = (),
+    message_source_ids: Sequence[str | None] | None = None,
+    message_tokens: Sequence[int] | None = None,
+) -> ContextPlan:
+    """Plan the messages of one model call (ds4-reference.md 3.7). Never raises.
+
+    `messages` are Pi AgentMessage dicts in conversation order; the last `user` message is the
+    current request. `fixed_tokens` is the size of the system prompt and tool schemas (tokens).
+    `supplements` are candidate synthetic messages; `message_source_ids[i]` is the entry id of
+    `messages[i]` (None entries become `message:<i>`); `message_tokens[i]`, when given, is the
+    precomputed estimate of `messages[i]`.
+
+    Selection, against messageTarget = active_input_budget - fixed and messageHard =
+    hard_input_limit - fixed:
+    1. mandatory: the current group(s) (any group reaching the last user message; priority
+       1000), groups carrying a `system` message (prompt/tool state, also 1000) and `pin`
+       supplements (950; over `max_pinned_tokens` -> fallback); over messageHard -> fallback;
+    2. recent tail: `turn` / `prefix` groups newest first while the tail (starting with the
+       current groups' tokens) stays within `recent_tail_tokens` and the total within target
+       and hard; the first group that does not fit closes the tail. With
+       `context.rescueImmediatePredecessor`, the group just before the current turn is kept
+       when it only overflows the tail cap;
+    3. memory, history, project supplements by category, score descending, then source id,
+       each within its category cap and the target and hard limits (others are skipped);
+    4. summaries newest first within `max_summary_tokens` and the target and hard limits;
+    5. validation: no tool call split from its result, the last user message selected, and
+       fixed + selected <= hard_input_limit.
+    Output keeps the original order with the selected supplements (pins, memory, history,
+    project, each in the order given) just before the last user message.
+
+    `context.mode = observer` returns the original messages with mode `observer`, still
+    listing the dry-run included/excluded items. `enabled = false`, no messages, no user
+    message, fixed tokens over the hard limit, or any error gives mode `fallback` with the
+    original messages (the same list object when a list was passed) and no supplements.
+    """
+    original = _as_list(messages)
+    warnings: list[str] = []
+    estimated: dict[str, list[int]] = {}  # token estimates, reused by the fallback
+    try:
+        if not config["enabled"]:
+            raise _PlanFailure("ds4 is disabled (setting 'enabled' is false)")
+        plan, sizes = _plan_managed(
+            original,
+            fixed_tokens=fixed_tokens,
+            budget=budget,
+            config=config,
+            supplements=supplements,
+            message_source_ids=message_source_ids,
+            message_tokens=message_tokens,
+            warnings=warnings,
+            estimated=estimated,
+        )
+        if config["context.mode"] == "observer":
+            sent = fixed_tokens + sum(sizes)
+            stats = {**plan.stats, "planned_tokens": plan.estimated_tokens}
+            return replace(
+                plan, mode="observer", messages=original, estimated_tokens=sent, stats=stats
+            )
+        return plan
+    except _PlanFailure as failure:
+        reason = str(failure)
+    except Exception as exc:  # fail open (DESIGN.md): any bug returns the original messages
+        log.exception("planner error; sending the original messages unchanged")
+        reason = (
+            f"internal planner error ({type(exc).__name__}); the original messages were sent "
+            "unchanged"
+        )
+    return fallback_plan(
+        original,
+        reason,
+        fixed_tokens=fixed_tokens,
+        supplements=supplements,
+        message_source_ids=message_source_ids,
+        message_tokens=estimated.get("tokens", message_tokens),
+        warnings=warnings,
+    )
+
+
+def _plan_managed(
+    messages: list[dict[str, Any]],
+    *,
+    fixed_tokens: int,
+    budget: ContextBudget,
+    config: Config,
+    supplements: Sequence[Supplement],
+    message_source_ids: Sequence[str | None] | None,
+    message_tokens: Sequence[int] | None,
+    warnings: list[str],
+    estimated: dict[str, list[int]],
+) -> tuple[ContextPlan, list[int]]:
+    """The managed plan and the per-message token estimates; raises `_PlanFailure` to fall back."""
+    n = len(messages)
+    if n == 0:
+        raise _PlanFailure("no messages to plan: the request carries no messages")
+    for index, message in enumerate(messages):
+        if not isinstance(message, dict):
+            raise _PlanFailure(
+                f"message {index} is a {type(message).__name__}, not an AgentMessage object"
+            )
+    if isinstance(fixed_tokens, bool) or not isinstance(fixed_tokens, int) or fixed_tokens < 0:
+        raise _PlanFailure(f"fixed tokens {fixed_tokens!r} must be a non-negative integer")
+    last_user = _last_user_index(messages)
+    if last_user is None:
+        raise _PlanFailure(
+            "no user message: the planner needs the current request as the last user message"
+        )
+    if fixed_tokens > budget.hard_input_limit:
+        raise _PlanFailure(
+            f"system prompt and tools ({fixed_tokens} tokens) exceed the hard input limit "
+            f"({budget.hard_input_limit} tokens)"
+        )
+
+    tokens = _message_tokens(messages, message_tokens)
+    estimated["tokens"] = tokens
+    source_ids = _source_ids(n, message_source_ids, warnings)
+    links = tool_links(messages)
+    groups = build_atomic_groups(messages, message_tokens=tokens, links=links)
+    message_target = budget.active_input_budget - fixed_tokens
+    message_hard = budget.hard_input_limit - fixed_tokens
+
+    # Supplements: keep the insertable ones, in input order (ds4-reference.md 3.7 step 1).
+    insertable: list[tuple[int, Supplement, int]] = []
+    rejected: list[PlanItem] = []
+    for position, supplement in enumerate(supplements):
+        kind = getattr(supplement, "kind", None)
+        source_id = getattr(supplement, "source_id", None)
+        problem = None
+        if kind not in SUPPLEMENT_ORDER:
+            problem = f"unknown supplement kind {kind!r} (expected pin, memory, history, project)"
+        elif not isinstance(source_id, str) or not source_id:
+            problem = "supplement without a source id is never inserted"
+        elif not isinstance(supplement.message, dict):
+            problem = "supplement message is not an AgentMessage object"
+        elif supplement.tokens is not None and (
+            isinstance(supplement.tokens, bool)
+            or not isinstance(supplement.tokens, int)
+            or supplement.tokens < 0
+        ):
+            problem = f"supplement tokens {supplement.tokens!r} must be a non-negative integer"
+        if problem is not None:
+            warnings.append(f"supplement {position}: {problem}")
+            fallback_id = f"supplement:{position}"
+            rejected.append(
+                PlanItem(
+                    kind=kind if kind in SUPPLEMENT_ORDER else "retrieval",
+                    source_id=source_id
+                    if isinstance(source_id, str) and source_id
+                    else fallback_id,
+                    group_id=None,
+                    tokens=0,
+                    score=0.0,
+                    reason=problem,
+                    classification=str(getattr(supplement, "classification", "normal")),
+                )
+            )
+            continue
+        size = (
+            supplement.tokens
+            if supplement.tokens is not None
+            else estimate_message_tokens(supplement.message)
+        )
+        insertable.append((position, supplement, int(size)))
+    shift = len(insertable)
+    total_positions = n + shift
+
+    def end_position(group: AtomicGroup) -> int:
+        return group.end + shift if group.end >= last_user else group.end
+
+    # decisions[group index] = (included?, kind, reason)
+    decisions: dict[int, tuple[bool, str, str]] = {}
+    supplement_decisions: dict[int, tuple[bool, str]] = {}
+
+    # Step 4: mandatory groups and pins.
+    current_tokens = 0
+    mandatory_tokens = 0
+    for gi, group in enumerate(groups):
+        if group.end >= last_user:
+            decisions[gi] = (True, "current", "current turn: the last user message and after")
+            current_tokens += group.tokens
+            mandatory_tokens += group.tokens
+        elif any(messages[i].get("role") == "system" for i in group.indices):
+            decisions[gi] = (
+                True,
+                "system",
+                "carries a system message (prompt or tool state), always kept",
+            )
+            mandatory_tokens += group.tokens
+    pin_tokens = sum(size for _, s, size in insertable if s.kind == "pin")
+    if pin_tokens > budget.max_pinned_tokens:
+        raise _PlanFailure(
+            f"pinned content ({pin_tokens} tokens) exceeds context.maxPinnedTokens "
+            f"({budget.max_pinned_tokens} tokens); unpin something or raise the cap"
+        )
+    for position, supplement, _ in insertable:
+        if supplement.kind == "pin":
+            supplement_decisions[position] = (True, "pinned by the user, always kept")
+    mandatory_tokens += pin_tokens
+    if mandatory_tokens > message_hard:
+        raise _PlanFailure(
+            f"the current turn, system messages and pins need {mandatory_tokens} tokens but only "
+            f"{message_hard} are left under the hard input limit ({budget.hard_input_limit}) "
+            f"after {fixed_tokens} fixed tokens"
+        )
+    total = mandatory_tokens
+
+    # Step 5: recent tail, newest first, contiguous, with immediate-predecessor rescue.
+    tail_limit = budget.recent_tail_tokens
+    recent_tokens = current_tokens
+    rescue = bool(config["context.rescueImmediatePredecessor"])
+    rescued = False
+    oversized = 0
+    candidates = sorted(
+        (gi for gi, g in enumerate(groups) if gi not in decisions and g.kind != "summary"),
+        key=lambda gi: groups[gi].end,
+        reverse=True,
+    )
+    closed = False
+    for rank, gi in enumerate(candidates):
+        group = groups[gi]
+        oversized_group = 1 if group.tokens > tail_limit else 0
+        if closed:
+            decisions[gi] = (False, "background", OLDER_TURN_REASON)
+            oversized += oversized_group
+            continue
+        within_budget = total + group.tokens <= min(message_target, message_hard)
+        within_tail = recent_tokens + group.tokens <= tail_limit
+        if within_tail and within_budget:
+            decisions[gi] = (True, "recent", "recent tail: within the tail, target and hard limits")
+            recent_tokens += group.tokens
+            total += group.tokens
+            continue
+        closed = True
+        if rank == 0 and rescue and within_budget:
+            decisions[gi] = (
+                True,
+                "recent",
+                f"immediate predecessor rescued: over the recent tail limit ({recent_tokens} + "
+                f"{group.tokens} > {tail_limit} tokens) but within the target and hard limits",
+            )
+            rescued = True
+            recent_tokens += group.tokens
+            total += group.tokens
+            continue
+        if not within_tail:
+            reason = (
+                f"closes the recent tail: {recent_tokens} + {group.tokens} tokens would exceed "
+                f"the tail limit of {tail_limit}"
+            )
+        else:
+            reason = (
+                f"closes the recent tail: {total} + {group.tokens} tokens would exceed the "
+                f"message budget of {min(message_target, message_hard)}"
+            )
+        decisions[gi] = (False, "background", reason)
+        oversized += oversized_group
+
+    # Step 6: memory, history, project supplements within their caps.
+    caps = {
+        "memory": ("context.maxMemoryTokens", budget.max_memory_tokens),
+        "history": ("context.maxRetrievedHistoryTokens", budget.max_retrieved_history_tokens),
+        "project": ("context.maxProjectTokens", budget.max_project_tokens),
+    }
+    used = dict.fromkeys(caps, 0)
+    ranked = sorted(
+        (entry for entry in insertable if entry[1].kind != "pin"),
+        key=lambda e: (SUPPLEMENT_ORDER[e[1].kind], -float(e[1].score), e[1].source_id),
+    )
+    for position, supplement, size in ranked:
+        cap_name, cap = caps[supplement.kind]
+        if used[supplement.kind] + size > cap:
+            supplement_decisions[position] = (
+                False,
+                f"{supplement.kind} supplement over its category cap: {used[supplement.kind]} + "
+                f"{size} > {cap} tokens ({cap_name})",
+            )
+        elif total + size > min(message_target, message_hard):
+            supplement_decisions[position] = (
+                False,
+                f"would exceed the message budget: {total} + {size} > "
+                f"{min(message_target, message_hard)} tokens",
+            )
+        else:
+            supplement_decisions[position] = (True, f"{supplement.kind} evidence within its cap")
+            used[supplement.kind] += size
+            total += size
+
+    # Step 7: summaries, newest first.
+    summary_used = 0
+    for gi in sorted(
+        (gi for gi, g in enumerate(groups) if gi not in decisions),
+        key=lambda gi: groups[gi].end,
+        reverse=True,
+    ):
+        group = groups[gi]
+        if summary_used + group.tokens > budget.max_summary_tokens:
+            decisions[gi] = (
+                False,
+                "summary",
+                f"summary over its cap: {summary_used} + {group.tokens} > "
+                f"{budget.max_summary_tokens} tokens (context.maxSummaryTokens)",
+            )
+        elif total + group.tokens > min(message_target, message_hard):
+            decisions[gi] = (
+                False,
+                "summary",
+                f"would exceed the message budget: {total} + {group.tokens} > "
+                f"{min(message_target, message_hard)} tokens",
+            )
+        else:
+            decisions[gi] = (True, "summary", "summary within its cap")
+            summary_used += group.tokens
+            total += group.tokens
+
+    # Step 8: validation.
+    selected = {i for gi, g in enumerate(groups) if decisions[gi][0] for i in g.indices}
+    problems = selection_problems(selected, *links)
+    if problems:
+        raise _PlanFailure("atomic group validation failed: " + "; ".join(problems[:3]))
+    if last_user not in selected:
+        raise _PlanFailure("the current user message was not selected")
+    chosen_supplements = sorted(
+        (entry for entry in insertable if supplement_decisions[entry[0]][0]),
+        key=lambda e: (SUPPLEMENT_ORDER[e[1].kind], e[0]),
+    )
+    selected_tokens = sum(tokens[i] for i in selected) + sum(s for _, _, s in chosen_supplements)
+    if fixed_tokens + selected_tokens > budget.hard_input_limit:
+        raise _PlanFailure(
+            f"the plan needs {fixed_tokens + selected_tokens} tokens, over the hard input limit "
+            f"of {budget.hard_input_limit}"
+        )
+
+    # Output and items, in output order.
+    group_of: list[int] = [0] * n
+    for gi, group in enumerate(groups):
+        for i in group.indices:
+            group_of[i] = gi
+
+    def message_item(index: int) -> PlanItem:
+        gi = group_of[index]
+        group = groups[gi]
+        _, kind, reason = decisions[gi]
+        return PlanItem(
+            kind=kind,  # type: ignore[arg-type]
+            source_id=source_ids[index],
+            group_id=group.group_id,
+            tokens=tokens[index],
+            score=_score(PRIORITIES[kind], end_position(group), total_positions),
+            reason=reason,
+        )
+
+    def supplement_item(supplement: Supplement, size: int, reason: str) -> PlanItem:
+        return PlanItem(
+            kind=supplement.kind,
+            source_id=supplement.source_id,
+            group_id=None,
+            tokens=size,
+            score=round(float(supplement.score), 6),
+            reason=reason,
+            classification=supplement.classification,
+        )
+
+    output: list[dict[str, Any]] = []
+    included: list[PlanItem] = []
+    excluded: list[PlanItem] = []
+    for index in range(n):
+        if index == last_user:
+            for position, supplement, size in chosen_supplements:
+                output.append(supplement.message)
+                included.append(
+                    supplement_item(supplement, size, supplement_decisions[position][1])
+                )
+        if index in selected:
+            output.append(messages[index])
+            included.append(message_item(index))
+        else:
+            excluded.append(message_item(index))
+    for position, supplement, size in insertable:
+        taken, reason = supplement_decisions[position]
+        if not taken:
+            excluded.append(supplement_item(supplement, size, reason))
+    excluded.extend(rejected)
+
+    plan = ContextPlan(
+        mode="managed",
+        messages=output,
+        included=included,
+        excluded=excluded,
+        estimated_tokens=fixed_tokens + selected_tokens,
+        fallback_reason=None,
+        warnings=warnings,
+        stats=_stats(
+            n=n,
+            groups=len(groups),
+            supplements=len(supplements),
+            included=included,
+            excluded=excluded,
+            output=len(output),
+            rescued=rescued,
+            oversized=oversized,
+        ),
+    )
+    return plan, tokens
+
+
+def fallback_plan(
+    messages: Sequence[dict[str, Any]],
+    reason: str,
+    *,
+    fixed_tokens: Any = 0,
+    supplements: Sequence[Supplement] = (),
+    message_source_ids: Sequence[str | None] | None = None,
+    message_tokens: Sequence[int] | None = None,
+    warnings: list[str] | None = None,
+) -> ContextPlan:
+    """The fail-open plan (ds4-reference.md 3.7, "Fallback plan"). Never raises.
+
+    Mode `fallback`, `fallback_reason = reason`, `messages` is the caller's list itself (a copy
+    only when another sequence type is passed); every message is listed as included (kind
+    current / summary / system / background, reason "fallback: ...") and every supplement as
+    excluded ("synthetic context dropped"). `estimated_tokens` is fixed + all messages; the
+    hard limit is not guaranteed. Listing items is best effort: if that fails the lists are
+    empty.
+    """
+    messages = _as_list(messages)
+    warnings = [] if warnings is None else warnings
+    n = len(messages)
+    included: list[PlanItem] = []
+    excluded: list[PlanItem] = []
+    group_count = 0
+    message_total = 0
+    try:
+        if message_tokens is not None and len(message_tokens) == n:
+            sizes = [int(t) for t in message_tokens]
+        else:
+            sizes = [estimate_message_tokens(m) if isinstance(m, dict) else 0 for m in messages]
+        message_total = sum(sizes)
+        source_ids = _source_ids(n, message_source_ids, [])
+        group_ids: list[str | None] = [None] * n
+        if all(isinstance(m, dict) for m in messages):
+            groups = build_atomic_groups(messages, message_tokens=sizes)
+            group_count = len(groups)
+            for group in groups:
+                for i in group.indices:
+                    group_ids[i] = group.group_id
+        last_user = _last_user_index(messages)
+        for index, message in enumerate(messages):
+            role = message.get("role") if isinstance(message, dict) else None
+            if role in SUMMARY_ROLES:
+                kind = "summary"
+            elif role == "system":
+                kind = "system"
+            elif last_user is not None and index >= last_user:
+                kind = "current"
+            else:
+                kind = "background"
+            included.append(
+                PlanItem(
+                    kind=kind,  # type: ignore[arg-type]
+                    source_id=source_ids[index],
+                    group_id=group_ids[index],
+                    tokens=sizes[index],
+                    score=_score(PRIORITIES[kind], index, n),
+                    reason="fallback: original message sent unchanged",
+                )
+            )
+        for position, supplement in enumerate(supplements):
+            kind = getattr(supplement, "kind", "retrieval")
+            source_id = getattr(supplement, "source_id", None)
+            size = getattr(supplement, "tokens", None)
+            fallback_id = f"supplement:{position}"
+            excluded.append(
+                PlanItem(
+                    kind=kind if kind in SUPPLEMENT_ORDER else "retrieval",
+                    source_id=source_id
+                    if isinstance(source_id, str) and source_id
+                    else fallback_id,
+                    group_id=None,
+                    tokens=size if isinstance(size, int) else 0,
+                    score=round(float(getattr(supplement, "score", 0.0)), 6),
+                    reason="fallback: synthetic context dropped",
+                    classification=str(getattr(supplement, "classification", "normal")),
+                )
+            )
+    except Exception:  # the fallback itself must never raise
+        log.exception("could not list the items of a fallback plan")
+        included, excluded = [], []
+    fixed = fixed_tokens if isinstance(fixed_tokens, int) and fixed_tokens > 0 else 0
+    return ContextPlan(
+        mode="fallback",
+        messages=messages,
+        included=included,
+        excluded=excluded,
+        estimated_tokens=fixed + message_total,
+        fallback_reason=reason,
+        warnings=warnings,
+        stats=_stats(
+            n=n,
+            groups=group_count,
+            supplements=len(supplements) if hasattr(supplements, "__len__") else 0,
+            included=included,
+            excluded=excluded,
+            output=n,
+        ),
+    )

@@ -1,0 +1,654 @@
+"""Incremental indexing of a Pi session file with a byte-offset checkpoint (ds4-reference.md 3.12).
+
+State per session (`session_index_state`): the file's size and mtime, the header hash, the
+checkpoint (end of the last `\\n`-terminated line indexed), the sha256 of the last <= 64 KiB
+before the checkpoint and where that range starts, the reader's `ResumeState`, and the
+accumulated malformed-line count.
+
+Outcomes of `sync_session`:
+
+* `skipped`, reason "empty session file": the file is empty (or holds only blank lines / an
+  unfinished first line). Nothing is stored, and an earlier index of that file is removed.
+* `noop`: size and mtime are unchanged.
+* `incremental`: the file only grew after the checkpoint. The new lines are read from the
+  checkpoint (with the stored header and `ResumeState`, so `seq`, line numbers and v1 ids
+  continue) and appended in one write transaction.
+* `rebuild`: everything is re-read and replaced in one write transaction, for one of the
+  reasons of ds4-reference.md 3.12: `forced`, `no prior state`, `session file path changed`,
+  `header hash changed`, `file truncated`, `file changed in place` (same size, other mtime),
+  `checkpoint hash missing`, `checkpoint hash mismatch`, `entry changed` (an indexed entry id
+  reappears with different bytes), `file grew after an unterminated tail` (see below).
+
+Torn tails. A final line without `\\n` is indexed when it parses, but the checkpoint stays
+before it, so the next sync reads it again. ds4 rebuilds whenever a file grows after an
+unterminated tail; we re-read incrementally instead and rebuild (with that reason) only when the
+re-read line is not the entry we indexed from the torn tail (same id, bytes and position).
+Pi completes a torn line by appending `\\n` (pi-session-format.md 8.1), which leaves its bytes,
+and so its hash, unchanged: an agent writing while we read costs one incremental step, not a
+rebuild of a possibly huge file. Everything before the checkpoint is covered by the checkpoint
+hash as in ds4.
+
+Duplicate entry ids within a file resolve last-wins (pi-session-format.md 8.8): a full read
+keeps the last occurrence; an incremental read that meets an indexed id again with identical
+bytes moves it to its new position, with different bytes rebuilds ("entry changed"). So any
+sequence of appends gives exactly the rows of one full read.
+
+Performance: a rebuild streams the file into one write transaction (no list of all rows), and
+for files of `THREADED_REBUILD_BYTES` or more a writer thread runs the SQLite side while this
+thread parses, since SQLite releases the GIL (bench/session_index.py: ~35 MB/s of real session
+JSONL on the development machine; appending one entry syncs in about 1 ms).
+
+Errors propagate and leave the previous index untouched (every write is one transaction):
+`SessionFormatError` and its subclasses for files that are not Pi sessions or are too new, and
+`OSError` (e.g. `FileNotFoundError`) when the file cannot be read.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import queue
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from ds4_core.sessions.jsonl import iter_raw_lines
+from ds4_core.sessions.reader import (
+    HEADER_SEARCH_BYTES,
+    ResumeState,
+    SessionEntry,
+    SessionHeader,
+    SessionReader,
+)
+from ds4_core.sessions.searchable import entry_role, searchable_text
+from ds4_core.store import sessions as repo
+from ds4_core.store.database import Store
+from ds4_core.store.sessions import IndexedEntry, IndexState, canonical_session_file
+from ds4_core.tokens import estimate_text_tokens
+
+CHECKPOINT_HASH_BYTES = 64 * 1024
+"""Size of the hashed range that ends at the checkpoint (ds4-reference.md 3.12)."""
+
+THREADED_REBUILD_BYTES = 4 << 20
+"""Files at least this large are rebuilt with a writer thread (parsing and SQLite overlap)."""
+
+WRITER_BATCH_ROWS = 500
+"""Rows per batch handed from the reading thread to the writer thread."""
+
+WRITER_QUEUE_BATCHES = 8
+"""Batches in flight between the threads (bounds memory to a few thousand rows)."""
+
+PROGRESS_STEP_BYTES = 1 << 20
+"""`progress` is called about once per this many bytes read (and once at the end)."""
+
+RESUME_FORMAT = 1
+"""Version of the JSON object stored in `session_index_state.resume_json`."""
+
+_UTF8_BOM = b"\xef\xbb\xbf"
+_RACE_RETRIES = 3
+
+Outcome = Literal["noop", "incremental", "rebuild", "skipped"]
+ProgressCallback = Callable[[int, int], None]
+
+REASON_FORCED = "forced"
+REASON_NO_PRIOR_STATE = "no prior state"
+REASON_PATH_CHANGED = "session file path changed"
+REASON_HEADER_CHANGED = "header hash changed"
+REASON_TRUNCATED = "file truncated"
+REASON_CHANGED_IN_PLACE = "file changed in place"
+REASON_GREW_AFTER_TORN_TAIL = "file grew after an unterminated tail"
+REASON_CHECKPOINT_HASH_MISSING = "checkpoint hash missing"
+REASON_CHECKPOINT_HASH_MISMATCH = "checkpoint hash mismatch"
+REASON_ENTRY_CHANGED = "entry changed"
+REASON_EMPTY = "empty session file"
+
+
+@dataclass(frozen=True)
+class SyncResult:
+    """What one `sync_session` call did.
+
+    Attributes:
+        session_id: the session id from the header (`None` when skipped).
+        session_file: the canonical path of the file (symlinks resolved).
+        outcome: `noop`, `incremental`, `rebuild` or `skipped`.
+        reason: why a rebuild happened or why the file was skipped (module docstring), else
+            `None`.
+        entries_added: rows inserted by this call (a rebuild counts all of them).
+        entries_total: rows indexed for the session after this call.
+        malformed_lines: malformed terminated lines in the file, accumulated (ds4-reference.md
+            3.12); an unfinished final line is not counted.
+        bytes_read: bytes of session file read by the entry reader in this call.
+        duration_ms: wall time of the call in ms.
+    """
+
+    session_id: str | None
+    session_file: str
+    outcome: Outcome
+    reason: str | None
+    entries_added: int
+    entries_total: int
+    malformed_lines: int
+    bytes_read: int
+    duration_ms: float
+
+
+class _StateRaced(Exception):
+    """Another writer changed this session's state between our read and our write."""
+
+
+class _EntryChanged(Exception):
+    """An indexed entry id reappeared with different bytes (append-only violated)."""
+
+
+@dataclass(frozen=True)
+class _Resume:
+    """The decoded `resume_json`: what an incremental read needs besides `IndexState`."""
+
+    reader: ResumeState
+    header_start: int
+    header_length: int
+    header_version: int
+    torn: tuple[str, str, int] | None  # (entry_id, content_hash, seq) indexed from a torn tail
+
+    def to_json(self) -> str:
+        return json.dumps(
+            {
+                "format": RESUME_FORMAT,
+                "reader": json.loads(self.reader.to_json()),
+                "header": {
+                    "start": self.header_start,
+                    "length": self.header_length,
+                    "version": self.header_version,
+                },
+                "tornEntry": (
+                    None
+                    if self.torn is None
+                    else {"id": self.torn[0], "contentHash": self.torn[1], "seq": self.torn[2]}
+                ),
+            },
+            separators=(",", ":"),
+        )
+
+    @classmethod
+    def from_json(cls, text: str) -> _Resume | None:
+        """The decoded state, or `None` when it is missing, of another format or malformed."""
+        try:
+            obj = json.loads(text)
+            if not isinstance(obj, dict) or obj.get("format") != RESUME_FORMAT:
+                return None
+            header = obj["header"]
+            torn = obj.get("tornEntry")
+            torn_value = None
+            if torn is not None:
+                torn_value = (str(torn["id"]), str(torn["contentHash"]), int(torn["seq"]))
+            return cls(
+                reader=ResumeState.from_json(obj["reader"]),
+                header_start=int(header["start"]),
+                header_length=int(header["length"]),
+                header_version=int(header["version"]),
+                torn=torn_value,
+            )
+        except (ValueError, KeyError, TypeError):
+            return None
+
+
+def _to_row(session_id: str, entry: SessionEntry) -> IndexedEntry:
+    text = searchable_text(entry)
+    entry_id = entry.entry_id
+    return IndexedEntry(
+        f"{session_id}:{entry_id}",
+        entry_id,
+        entry.parent_id,
+        entry.entry_type,
+        entry_role(entry),
+        entry.timestamp,
+        entry.seq,
+        entry.line_number,
+        text,
+        estimate_text_tokens(text),
+        entry.content_hash,
+    )
+
+
+def _read_range(path: str, start: int, length: int) -> bytes:
+    with open(path, "rb") as handle:
+        handle.seek(start)
+        return handle.read(length)
+
+
+def _checkpoint_hash(path: str, checkpoint: int) -> tuple[int, str]:
+    """`(start, sha256 hex)` of the last <= 64 KiB of the file ending at `checkpoint`."""
+    start = max(0, checkpoint - CHECKPOINT_HASH_BYTES)
+    data = _read_range(path, start, checkpoint - start)
+    return start, hashlib.sha256(data).hexdigest()
+
+
+def _header_span(path: str, header_hash: str) -> tuple[int, int]:
+    """`(start, length)` of the header line's hashed bytes (BOM, `\\r`, `\\n` excluded)."""
+    for line in iter_raw_lines(path):
+        if line.start > HEADER_SEARCH_BYTES:
+            break
+        data, start = line.data, line.start
+        if start == 0 and data.startswith(_UTF8_BOM):
+            data, start = data[len(_UTF8_BOM) :], start + len(_UTF8_BOM)
+        if hashlib.sha256(data).hexdigest() == header_hash:
+            return start, len(data)
+    # Unreachable for a header the reader just returned; an impossible span makes the next
+    # sync rebuild ("header hash changed") rather than trust it.
+    return 0, -1
+
+
+def _stat(path: str) -> tuple[int, float]:
+    st = os.stat(path)
+    return st.st_size, st.st_mtime_ns / 1_000_000
+
+
+def _elapsed_ms(started: float) -> float:
+    return (time.perf_counter() - started) * 1000.0
+
+
+def _track(
+    entries: Iterator[SessionEntry], start: int, total: int, progress: ProgressCallback | None
+) -> Iterator[SessionEntry]:
+    if progress is None:
+        yield from entries
+        return
+    next_report = start + PROGRESS_STEP_BYTES
+    span = max(0, total - start)
+    for entry in entries:
+        if entry.start_offset >= next_report:
+            progress(min(entry.start_offset - start, span), span)
+            next_report = entry.start_offset + PROGRESS_STEP_BYTES
+        yield entry
+
+
+def _torn_entry(reader: SessionReader, last: SessionEntry | None) -> tuple[str, str, int] | None:
+    if reader.torn_tail and last is not None and last.start_offset >= reader.checkpoint_offset:
+        return last.entry_id, last.content_hash, last.seq
+    return None
+
+
+def _rebuild_reason(path: str, prior: IndexState, resume: _Resume | None, size: int) -> str | None:
+    """The ds4-reference.md 3.12 reason to rebuild from `prior`, or `None` to go incremental."""
+    if resume is None:
+        return REASON_NO_PRIOR_STATE
+    if resume.header_length < 0:
+        return REASON_HEADER_CHANGED
+    header_bytes = _read_range(path, resume.header_start, resume.header_length)
+    if hashlib.sha256(header_bytes).hexdigest() != prior.header_hash:
+        return REASON_HEADER_CHANGED
+    if size < prior.file_size:
+        return REASON_TRUNCATED
+    if size == prior.file_size:
+        return REASON_CHANGED_IN_PLACE
+    if prior.checkpoint_hash is None or prior.checkpoint_hash_start is None:
+        return REASON_CHECKPOINT_HASH_MISSING
+    start = prior.checkpoint_hash_start
+    data = _read_range(path, start, prior.checkpoint_offset - start)
+    if hashlib.sha256(data).hexdigest() != prior.checkpoint_hash:
+        return REASON_CHECKPOINT_HASH_MISMATCH
+    return None
+
+
+def _stored_header(store: Store, prior: IndexState, resume: _Resume) -> SessionHeader | None:
+    data = repo.session_header(store, prior.session_id)
+    if data is None:
+        return None
+    timestamp, cwd = data.get("timestamp"), data.get("cwd")
+    parent = data.get("parentSession")
+    if not isinstance(parent, str):
+        parent = data.get("branchedFrom")
+    return SessionHeader(
+        session_id=prior.session_id,
+        version=resume.header_version,
+        timestamp=timestamp if isinstance(timestamp, str) else None,
+        cwd=cwd if isinstance(cwd, str) else "",
+        parent_session=parent if isinstance(parent, str) else None,
+        data=data,
+        header_hash=prior.header_hash,
+    )
+
+
+def _same_state(a: IndexState | None, b: IndexState | None) -> bool:
+    if a is None or b is None:
+        return a is b
+    return (a.session_file, a.file_size, a.file_mtime_ms, a.checkpoint_offset, a.indexed_at) == (
+        b.session_file,
+        b.file_size,
+        b.file_mtime_ms,
+        b.checkpoint_offset,
+        b.indexed_at,
+    )
+
+
+def _incremental(
+    store: Store,
+    path: str,
+    prior: IndexState,
+    resume: _Resume,
+    size: int,
+    progress: ProgressCallback | None,
+    started: float,
+) -> SyncResult | str:
+    """Append what follows the checkpoint; returns the result, or a reason to rebuild."""
+    header = _stored_header(store, prior, resume)
+    if header is None:
+        return REASON_NO_PRIOR_STATE
+    session_id = prior.session_id
+    start = prior.checkpoint_offset
+    reader = SessionReader(path, start_offset=start, header=header, resume=resume.reader)
+    new: dict[str, SessionEntry] = {}
+    first: SessionEntry | None = None
+    last: SessionEntry | None = None
+    for entry in _track(reader.entries(), start, size, progress):
+        if first is None:
+            first = entry
+        new[entry.entry_id] = entry
+        last = entry
+    if resume.torn is not None:
+        torn_id, torn_hash, torn_seq = resume.torn
+        if (
+            first is None
+            or first.start_offset != start
+            or ((first.entry_id, first.content_hash, first.seq) != (torn_id, torn_hash, torn_seq))
+        ):
+            return REASON_GREW_AFTER_TORN_TAIL
+        # The re-read torn line is indexed already with these bytes and seq: the existing-id
+        # check below skips it.
+    size_after, mtime_after = _stat(path)
+    checkpoint = reader.checkpoint_offset
+    hash_start, hash_hex = _checkpoint_hash(path, checkpoint)
+    torn = _torn_entry(reader, last)
+    next_resume = _Resume(
+        reader.resume_state, resume.header_start, resume.header_length, resume.header_version, torn
+    )
+    try:
+        with store.write():
+            if not _same_state(repo.get_index_state(store, session_id), prior):
+                raise _StateRaced
+            existing = repo.existing_entries(store, session_id, new)
+            reposition: list[tuple[str, int, int]] = []
+            for entry_id, (content_hash, seq) in existing.items():
+                entry = new.pop(entry_id)
+                if entry.content_hash != content_hash:
+                    raise _EntryChanged
+                if entry.seq != seq:
+                    reposition.append((entry_id, entry.seq, entry.line_number))
+            rows = [_to_row(session_id, entry) for entry in new.values()]
+            state = IndexState(
+                session_id=session_id,
+                session_file=path,
+                header_hash=prior.header_hash,
+                file_size=reader.end_offset,
+                file_mtime_ms=mtime_after,
+                checkpoint_offset=checkpoint,
+                checkpoint_hash_start=hash_start,
+                checkpoint_hash=hash_hex,
+                indexed_entries=prior.indexed_entries + len(rows),
+                malformed_lines=prior.malformed_lines + reader.malformed_lines,
+                resume_json=next_resume.to_json(),
+                indexed_at=prior.indexed_at,
+            )
+            added = repo.append_entries(store, session_id, rows, state, reposition=reposition)
+    except _EntryChanged:
+        return REASON_ENTRY_CHANGED
+    if progress is not None:
+        span = max(0, size_after - start)
+        progress(span, span)
+    return SyncResult(
+        session_id=session_id,
+        session_file=path,
+        outcome="incremental",
+        reason=None,
+        entries_added=added,
+        entries_total=state.indexed_entries,
+        malformed_lines=state.malformed_lines,
+        bytes_read=reader.end_offset - start,
+        duration_ms=_elapsed_ms(started),
+    )
+
+
+def _skip_empty(store: Store, path: str, prior: IndexState | None, started: float) -> SyncResult:
+    if prior is not None:
+        repo.delete_session(store, prior.session_id)
+    return SyncResult(None, path, "skipped", REASON_EMPTY, 0, 0, 0, 0, _elapsed_ms(started))
+
+
+class _Aborted(Exception):
+    """The producer of a threaded rebuild failed; the writer rolls back."""
+
+
+_STOP = object()
+
+
+def _replace_in_writer_thread(
+    store: Store,
+    rows: Iterator[IndexedEntry],
+    write: Callable[[Iterator[IndexedEntry]], int],
+) -> int:
+    """Run `write(entries)` on a writer thread while this thread produces `rows`.
+
+    Parsing and searchable text are Python (they hold the GIL); SQLite's inserts and FTS5
+    tokenizing release it, so the two overlap. Batches of `WRITER_BATCH_ROWS` pass through a
+    bounded queue (at most `WRITER_QUEUE_BATCHES` in flight, so memory stays bounded). An
+    exception on either side rolls the whole transaction back and is re-raised here.
+    """
+    batches: queue.Queue[Any] = queue.Queue(maxsize=WRITER_QUEUE_BATCHES)
+    outcome: list[Any] = []
+
+    def consume() -> Iterator[IndexedEntry]:
+        while True:
+            batch = batches.get()
+            if batch is _STOP:
+                return
+            if isinstance(batch, BaseException):
+                raise _Aborted from batch
+            yield from batch
+
+    def run() -> None:
+        try:
+            outcome.append(write(consume()))
+        except BaseException as exc:  # handed to the producer thread below
+            outcome.append(exc)
+        finally:
+            store.db.close()  # this thread's connection; the thread ends now
+
+    def put(item: Any) -> bool:
+        while writer.is_alive():
+            try:
+                batches.put(item, timeout=0.05)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    writer = threading.Thread(target=run, name="ds4-index-writer", daemon=True)
+    writer.start()
+    try:
+        batch: list[IndexedEntry] = []
+        for row in rows:
+            batch.append(row)
+            if len(batch) >= WRITER_BATCH_ROWS:
+                if not put(batch):
+                    break
+                batch = []
+        else:
+            if not batch or put(batch):
+                put(_STOP)
+    except BaseException as exc:
+        put(exc)
+        writer.join()
+        raise
+    writer.join()
+    result = outcome[0] if outcome else RuntimeError("ds4: the index writer thread stopped")
+    if isinstance(result, BaseException):
+        raise result
+    return int(result)
+
+
+def _rebuild(
+    store: Store,
+    path: str,
+    reason: str | None,
+    prior: IndexState | None,
+    size: int,
+    progress: ProgressCallback | None,
+    started: float,
+) -> SyncResult:
+    """Read the whole file and replace the session's rows; `reason=None` means "decide".
+
+    The file is streamed into the write transaction (duplicate ids: last wins, in SQL); files
+    of `THREADED_REBUILD_BYTES` or more are written from a writer thread (see
+    `_replace_in_writer_thread`) unless the caller is already inside `store.write()`.
+    """
+    reader = SessionReader(path)
+    entries = _track(reader.entries(), 0, size, progress)
+    first = next(entries, None)  # the header is parsed before the first entry is yielded
+    header = reader.header
+    if header is None:
+        return _skip_empty(store, path, prior, started)
+    session_id = header.session_id
+    if reason is None:
+        known = repo.get_index_state(store, session_id)
+        reason = REASON_PATH_CHANGED if known is not None else REASON_NO_PRIOR_STATE
+    last: list[SessionEntry | None] = [first]
+
+    def rows() -> Iterator[IndexedEntry]:
+        if first is None:
+            return
+        yield _to_row(session_id, first)
+        for entry in entries:
+            last[0] = entry
+            yield _to_row(session_id, entry)
+
+    def final_state() -> IndexState:
+        _size_after, mtime_after = _stat(path)
+        hash_start, hash_hex = _checkpoint_hash(path, reader.checkpoint_offset)
+        header_start, header_length = _header_span(path, header.header_hash)
+        resume = _Resume(
+            reader.resume_state,
+            header_start,
+            header_length,
+            header.version,
+            _torn_entry(reader, last[0]),
+        )
+        return IndexState(
+            session_id=session_id,
+            session_file=path,
+            header_hash=header.header_hash,
+            file_size=reader.end_offset,
+            file_mtime_ms=mtime_after,
+            checkpoint_offset=reader.checkpoint_offset,
+            checkpoint_hash_start=hash_start,
+            checkpoint_hash=hash_hex,
+            indexed_entries=0,  # counted by replace_session
+            malformed_lines=reader.malformed_lines,
+            resume_json=resume.to_json(),
+            indexed_at="",
+        )
+
+    def write(stream: Iterator[IndexedEntry]) -> int:
+        return repo.replace_session(
+            store,
+            session_id=session_id,
+            session_file=path,
+            project_path=header.cwd or None,
+            header_json=json.dumps(header.data, ensure_ascii=False, separators=(",", ":")),
+            entries=stream,
+            state=final_state,
+        )
+
+    if size >= THREADED_REBUILD_BYTES and not store.in_write():
+        # (inside a caller's write() the writer thread could never take the lock)
+        total = _replace_in_writer_thread(store, rows(), write)
+    else:
+        total = write(rows())
+    if progress is not None:
+        progress(size, size)
+    return SyncResult(
+        session_id=session_id,
+        session_file=path,
+        outcome="rebuild",
+        reason=reason,
+        entries_added=total,
+        entries_total=total,
+        malformed_lines=reader.malformed_lines,
+        bytes_read=reader.end_offset,
+        duration_ms=_elapsed_ms(started),
+    )
+
+
+def _sync_once(
+    store: Store, path: str, force: bool, progress: ProgressCallback | None, started: float
+) -> SyncResult:
+    size, mtime_ms = _stat(path)
+    prior = repo.index_state_for_file(store, path)
+    if size == 0:
+        return _skip_empty(store, path, prior, started)
+    if force:
+        return _rebuild(store, path, REASON_FORCED, prior, size, progress, started)
+    if prior is None:
+        return _rebuild(store, path, None, None, size, progress, started)
+    if prior.file_size == size and prior.file_mtime_ms == mtime_ms:
+        return SyncResult(
+            prior.session_id,
+            path,
+            "noop",
+            None,
+            0,
+            prior.indexed_entries,
+            prior.malformed_lines,
+            0,
+            _elapsed_ms(started),
+        )
+    resume = _Resume.from_json(prior.resume_json)
+    reason = _rebuild_reason(path, prior, resume, size)
+    if reason is None and resume is not None:
+        outcome = _incremental(store, path, prior, resume, size, progress, started)
+        if isinstance(outcome, SyncResult):
+            return outcome
+        reason = outcome
+    return _rebuild(store, path, reason, prior, size, progress, started)
+
+
+def sync_session(
+    store: Store,
+    path: str | os.PathLike[str],
+    *,
+    force: bool = False,
+    progress: ProgressCallback | None = None,
+) -> SyncResult:
+    """Bring the index of the Pi session file at `path` up to date (ds4-reference.md 3.12).
+
+    See the module docstring for the outcomes and rebuild reasons. Each entry row gets
+    `searchable_text` / `entry_role` (ds4-reference.md 3.12), a `chars-v1` `token_estimate` of
+    that text, and `created_at` = the entry's `timestamp`. Safe to call from several threads:
+    writes are serialised by `store.write()`, and an incremental step re-checks the stored
+    state inside its write transaction (a concurrent sync of the same file makes it start over).
+
+    Args:
+        store: an open store.
+        path: the session file (stored under its canonical path, symlinks resolved).
+        force: rebuild even when nothing changed (reason "forced").
+        progress: called with `(bytes_done, bytes_total)` of this read about every MiB and
+            once at the end, on the calling thread.
+
+    Raises:
+        SessionFormatError: the file is not a Pi session (`NotAPiSessionError`) or its format
+            version is too new (`UnsupportedSessionVersionError`); the message says what to do.
+        OSError: the file cannot be read (e.g. `FileNotFoundError`).
+    """
+    started = time.perf_counter()
+    file_key = canonical_session_file(path)
+    for _attempt in range(_RACE_RETRIES):
+        try:
+            return _sync_once(store, file_key, force, progress, started)
+        except _StateRaced:
+            continue
+    raise RuntimeError(
+        f"ds4: session file '{file_key}' was re-indexed by another writer {_RACE_RETRIES} times "
+        "while this sync ran; try again"
+    )

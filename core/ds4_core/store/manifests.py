@@ -1,0 +1,151 @@
+"""Repository for `context_manifests` (ds4-reference.md 3.15).
+
+A manifest is metadata about one plan (ids, token counts, reasons; never content), built by
+`ds4_core.manifest.build_manifest` and encoded by `encode_manifest` (which applies the 256 KiB
+roll-up and 1 MiB limits). The queryable columns are copied out of the manifest dict; the full
+JSON text is stored as given in `manifest_json`. Retention: only the latest `keep` manifests
+(128 by default, ds4-reference.md 3.15) are kept across all sessions; older ones are deleted in
+the same transaction that saves a new one.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from ds4_core.store.database import Store, utc_now_iso
+
+DEFAULT_KEEP = 128
+"""Manifests kept in total (ds4-reference.md 3.15 "Retention")."""
+
+# column -> manifest keys to read it from, in order (camelCase as build_manifest writes them,
+# the column name as a fallback).
+_COLUMN_KEYS: dict[str, tuple[str, ...]] = {
+    "session_id": ("sessionId", "session_id"),
+    "branch_leaf_id": ("branchLeafId", "branch_leaf_id"),
+    "created_at": ("createdAt", "created_at"),
+    "provider": ("provider",),
+    "model": ("model", "modelId"),
+    "context_window": ("contextWindow", "context_window"),
+    "output_reserve": ("outputReserve", "output_reserve"),
+    "hard_input_limit": ("hardInputLimit", "hard_input_limit"),
+    "target_input_tokens": ("targetInputTokens", "target_input_tokens"),
+    "estimated_tokens": ("estimatedTokens", "estimated_tokens"),
+    "actual_tokens": ("actualTokens", "actual_tokens"),
+    "pi_reported_tokens": ("piReportedTokens", "pi_reported_tokens"),
+    "prompt_hash": ("promptHash", "prompt_hash"),
+    "policy_version": ("policyVersion", "policy_version"),
+    "planner_version": ("plannerVersion", "planner_version"),
+}
+_INT_COLUMNS = frozenset(
+    {
+        "context_window",
+        "output_reserve",
+        "hard_input_limit",
+        "target_input_tokens",
+        "estimated_tokens",
+        "actual_tokens",
+        "pi_reported_tokens",
+    }
+)
+_COLUMNS = ("manifest_id", *_COLUMN_KEYS, "manifest_json")
+
+
+def _pick(manifest: Mapping[str, Any], keys: tuple[str, ...]) -> Any:
+    for key in keys:
+        if key in manifest:
+            return manifest[key]
+    return None
+
+
+def _column_value(column: str, value: Any) -> Any:
+    if value is None:
+        return None
+    if column in _INT_COLUMNS:
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            return None
+        return int(value)
+    if isinstance(value, Mapping) and column == "model":
+        value = value.get("id")  # tolerate {"provider": ..., "id": ...}
+        return value if isinstance(value, str) else None
+    return value if isinstance(value, str) else str(value)
+
+
+def save_manifest(
+    store: Store, manifest: Mapping[str, Any], manifest_json: str, keep: int = DEFAULT_KEEP
+) -> str:
+    """Store one manifest and delete all but the latest `keep` (by `created_at`, then insertion).
+
+    `manifest` supplies the columns (`id`, `sessionId`, `createdAt`, ... as `build_manifest`
+    names them; snake_case column names are accepted too); `manifest_json` is stored verbatim.
+    Saving an existing id replaces that row. A missing `createdAt` becomes now (UTC).
+    Returns the manifest id.
+
+    Raises:
+        ValueError: if the manifest has no string `id`, `manifest_json` is not a string, or
+            `keep < 1`.
+    """
+    manifest_id = _pick(manifest, ("id", "manifestId", "manifest_id"))
+    if not isinstance(manifest_id, str) or not manifest_id:
+        raise ValueError("cannot save a context manifest without a string 'id'")
+    if not isinstance(manifest_json, str):
+        raise ValueError("manifest_json must be the encoded manifest text (a str)")
+    if keep < 1:
+        raise ValueError(f"keep must be >= 1, got {keep}")
+    values = {c: _column_value(c, _pick(manifest, keys)) for c, keys in _COLUMN_KEYS.items()}
+    if not values["created_at"]:
+        values["created_at"] = utc_now_iso()
+    params = (manifest_id, *values.values(), manifest_json)
+    updates = ", ".join(f"{c} = excluded.{c}" for c in _COLUMNS[1:])
+    with store.write() as conn:
+        conn.execute(
+            f"INSERT INTO context_manifests ({', '.join(_COLUMNS)}) "
+            f"VALUES ({', '.join('?' * len(_COLUMNS))}) "
+            f"ON CONFLICT (manifest_id) DO UPDATE SET {updates}",
+            params,
+        )
+        conn.execute(
+            "DELETE FROM context_manifests WHERE rowid NOT IN ("
+            "SELECT rowid FROM context_manifests ORDER BY created_at DESC, rowid DESC LIMIT ?)",
+            (keep,),
+        )
+    return manifest_id
+
+
+def _decode(row: tuple[Any, ...] | None) -> dict[str, Any] | None:
+    if row is None:
+        return None
+    value = json.loads(row[0])
+    return value if isinstance(value, dict) else None
+
+
+def get_manifest(store: Store, manifest_id: str) -> dict[str, Any] | None:
+    """The stored manifest (decoded `manifest_json`) with this id, or `None`."""
+    row = (
+        store.connection()
+        .execute(
+            "SELECT manifest_json FROM context_manifests WHERE manifest_id = ?", (manifest_id,)
+        )
+        .fetchone()
+    )
+    return _decode(row)
+
+
+def latest_manifest(store: Store, session_id: str) -> dict[str, Any] | None:
+    """The most recent stored manifest of `session_id` (by `created_at`, then insertion)."""
+    row = (
+        store.connection()
+        .execute(
+            "SELECT manifest_json FROM context_manifests WHERE session_id = ? "
+            "ORDER BY created_at DESC, rowid DESC LIMIT 1",
+            (session_id,),
+        )
+        .fetchone()
+    )
+    return _decode(row)
+
+
+def count_manifests(store: Store) -> int:
+    """Number of stored manifests (all sessions)."""
+    return int(store.connection().execute("SELECT COUNT(*) FROM context_manifests").fetchone()[0])

@@ -1,0 +1,336 @@
+"""Versioned, checksummed schema migrations for the derived SQLite store.
+
+Rules (ds4-reference.md 3.11):
+
+* Every migration is `(version, name, sql)`; its checksum is
+  `sha256(f"{version}\\n{name}\\n{sql}")` (lower-case hex) and is recorded with the version, the
+  name and the UTC time in `schema_migrations(version, name, checksum, applied_at)`.
+* `PRAGMA user_version` holds the highest applied version.
+* All pending migrations run in ONE write transaction (`BEGIN IMMEDIATE`), so a crash or a
+  concurrent process never sees a half-migrated schema.
+* A database whose `user_version` is newer than `LATEST_VERSION`, or whose recorded checksum of
+  an applied migration differs from ours, is not ours to use: `check_applied` reports it and
+  `store.database.open_store` moves the file aside and starts a fresh one.
+
+The schema itself (column lists from docs/architecture.md "store"):
+
+* `sessions`, `entries` (key `entry_key = session_id || ':' || entry_id`, because Pi's 8-hex ids
+  are unique only inside one session; ds4-reference.md 3.11 v2), `entries_fts` (FTS5 external
+  content over `entries`, kept in sync by triggers), `session_index_state` (the byte-offset
+  checkpoint of ds4-reference.md 3.12, plus `resume_json` for `ResumeState`);
+* `context_manifests` (ds4-reference.md 3.15; the v4 columns folded in).
+
+FTS5 external content caveats (SQLite documentation, "External Content Tables"): the index is
+keyed by `entries.rowid`, and `entries` has a TEXT primary key, so its rowids are implicit. Never
+`VACUUM` without rebuilding the index afterwards (`INSERT INTO entries_fts(entries_fts)
+VALUES('rebuild')`), since VACUUM may renumber implicit rowids; and never write `entries` with
+`INSERT OR REPLACE` (REPLACE deletes without firing the delete trigger unless recursive triggers
+are on). Use `INSERT ... ON CONFLICT DO UPDATE` or an explicit DELETE + INSERT instead.
+
+The update trigger fires only when the rowid or `searchable_text` changes: an external-content
+FTS5 index holds tokens of its indexed column only (UNINDEXED values are read from `entries`),
+so re-indexing an unchanged session costs no FTS work.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from ds4_core.tokens import sha256_hex
+
+MIGRATIONS_TABLE_SQL = """CREATE TABLE IF NOT EXISTS schema_migrations (
+    version INTEGER PRIMARY KEY,
+    name TEXT NOT NULL,
+    checksum TEXT NOT NULL,
+    applied_at TEXT NOT NULL
+) STRICT"""
+
+
+@dataclass(frozen=True)
+class Migration:
+    """One schema migration.
+
+    Attributes:
+        version: 1-based, strictly increasing.
+        name: a short kebab-case name (recorded in `schema_migrations`).
+        sql: one or more SQL statements separated by `;` (trigger bodies allowed).
+    """
+
+    version: int
+    name: str
+    sql: str
+
+    @property
+    def checksum(self) -> str:
+        """sha256 hex of `f"{version}\\n{name}\\n{sql}"` (ds4-reference.md 3.11)."""
+        return sha256_hex(f"{self.version}\n{self.name}\n{self.sql}")
+
+
+_INITIAL_SESSION_INDEX = """
+CREATE TABLE sessions (
+    session_id TEXT PRIMARY KEY,
+    session_file TEXT NOT NULL UNIQUE,
+    project_path TEXT,
+    header_json TEXT NOT NULL,
+    indexed_at TEXT NOT NULL
+) STRICT;
+
+CREATE TABLE entries (
+    entry_key TEXT PRIMARY KEY,
+    session_id TEXT NOT NULL REFERENCES sessions(session_id) ON DELETE CASCADE,
+    entry_id TEXT NOT NULL,
+    parent_id TEXT,
+    entry_type TEXT NOT NULL,
+    role TEXT,
+    created_at TEXT,
+    seq INTEGER NOT NULL,
+    line_number INTEGER NOT NULL,
+    content_hash TEXT NOT NULL,
+    searchable_text TEXT NOT NULL,
+    token_estimate INTEGER NOT NULL,
+    indexed_at TEXT NOT NULL,
+    UNIQUE (session_id, entry_id),
+    CHECK (entry_key = session_id || ':' || entry_id)
+) STRICT;
+
+CREATE INDEX entries_session_seq ON entries (session_id, seq);
+
+CREATE VIRTUAL TABLE entries_fts USING fts5(
+    searchable_text,
+    entry_key UNINDEXED,
+    session_id UNINDEXED,
+    content='entries',
+    content_rowid='rowid',
+    tokenize='unicode61 remove_diacritics 2'
+);
+
+CREATE TRIGGER entries_fts_after_insert AFTER INSERT ON entries BEGIN
+    INSERT INTO entries_fts (rowid, searchable_text, entry_key, session_id)
+    VALUES (new.rowid, new.searchable_text, new.entry_key, new.session_id);
+END;
+
+CREATE TRIGGER entries_fts_after_delete AFTER DELETE ON entries BEGIN
+    INSERT INTO entries_fts (entries_fts, rowid, searchable_text, entry_key, session_id)
+    VALUES ('delete', old.rowid, old.searchable_text, old.entry_key, old.session_id);
+END;
+
+CREATE TRIGGER entries_fts_after_update AFTER UPDATE ON entries
+WHEN old.rowid IS NOT new.rowid OR old.searchable_text IS NOT new.searchable_text BEGIN
+    INSERT INTO entries_fts (entries_fts, rowid, searchable_text, entry_key, session_id)
+    VALUES ('delete', old.rowid, old.searchable_text, old.entry_key, old.session_id);
+    INSERT INTO entries_fts (rowid, searchable_text, entry_key, session_id)
+    VALUES (new.rowid, new.searchable_text, new.entry_key, new.session_id);
+END;
+
+CREATE TABLE session_index_state (
+    session_id TEXT PRIMARY KEY REFERENCES sessions(session_id) ON DELETE CASCADE,
+    session_file TEXT NOT NULL,
+    header_hash TEXT NOT NULL,
+    file_size INTEGER NOT NULL,
+    file_mtime_ms REAL NOT NULL,
+    checkpoint_offset INTEGER NOT NULL,
+    checkpoint_hash_start INTEGER,
+    checkpoint_hash TEXT,
+    indexed_entries INTEGER NOT NULL,
+    malformed_lines INTEGER NOT NULL,
+    resume_json TEXT NOT NULL,
+    indexed_at TEXT NOT NULL
+) STRICT;
+"""
+
+_CONTEXT_MANIFESTS = """
+CREATE TABLE context_manifests (
+    manifest_id TEXT PRIMARY KEY,
+    session_id TEXT,
+    branch_leaf_id TEXT,
+    created_at TEXT NOT NULL,
+    provider TEXT,
+    model TEXT,
+    context_window INTEGER,
+    output_reserve INTEGER,
+    hard_input_limit INTEGER,
+    target_input_tokens INTEGER,
+    estimated_tokens INTEGER,
+    actual_tokens INTEGER,
+    pi_reported_tokens INTEGER,
+    prompt_hash TEXT,
+    policy_version TEXT,
+    planner_version TEXT,
+    manifest_json TEXT NOT NULL
+) STRICT;
+
+CREATE INDEX context_manifests_session_created ON context_manifests (session_id, created_at);
+
+CREATE INDEX context_manifests_prompt_hash ON context_manifests (prompt_hash);
+"""
+
+MIGRATIONS: tuple[Migration, ...] = (
+    Migration(1, "initial-session-index", _INITIAL_SESSION_INDEX),
+    Migration(2, "context-manifests", _CONTEXT_MANIFESTS),
+)
+"""All migrations in version order. Never edit an entry once released: add a new one."""
+
+LATEST_VERSION = MIGRATIONS[-1].version
+"""The schema version this code creates and understands."""
+
+
+@dataclass(frozen=True)
+class SchemaProblem:
+    """Why an existing database cannot be used as is.
+
+    Attributes:
+        reason: a short slug used in the moved-aside file name (`newer-schema`,
+            `checksum-mismatch`, `unrecognized`, `corrupt`).
+        detail: one sentence for the user, without the file path.
+    """
+
+    reason: str
+    detail: str
+
+
+def split_statements(sql: str) -> list[str]:
+    """Split `sql` into complete statements (trigger bodies stay whole).
+
+    Uses `sqlite3.complete_statement`, so a `;` inside a `BEGIN ... END` trigger body or a string
+    literal does not split. We cannot use `executescript`, which commits any open transaction
+    first and would break the one-transaction rule.
+
+    Raises:
+        ValueError: if text after the last complete statement is not a complete statement.
+    """
+    statements: list[str] = []
+    pending = ""
+    for line in sql.splitlines(keepends=True):
+        pending += line
+        if sqlite3.complete_statement(pending):
+            statement = pending.strip()
+            if statement.rstrip(";").strip():
+                statements.append(statement)
+            pending = ""
+    if pending.strip():
+        raise ValueError(f"incomplete SQL statement at the end of a migration: {pending.strip()!r}")
+    return statements
+
+
+def _table_exists(conn: sqlite3.Connection, name: str) -> bool:
+    row = conn.execute(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (name,)
+    ).fetchone()
+    return row is not None
+
+
+def user_version(conn: sqlite3.Connection) -> int:
+    """`PRAGMA user_version` of the connection's main database."""
+    return int(conn.execute("PRAGMA user_version").fetchone()[0])
+
+
+def check_applied(
+    conn: sqlite3.Connection, migrations: Iterable[Migration] = MIGRATIONS
+) -> SchemaProblem | None:
+    """Compare what the database says was applied with `migrations`.
+
+    Returns `None` when the database is empty or a consistent prefix of `migrations` (pending
+    migrations may remain); otherwise the problem. Read-only.
+
+    Raises:
+        sqlite3.DatabaseError: when the file is not a database or is corrupt (callers treat
+            `SQLITE_NOTADB` / `SQLITE_CORRUPT` as "move aside").
+    """
+    known = {m.version: m for m in migrations}
+    latest = max(known, default=0)
+    version = user_version(conn)
+    if version > latest:
+        return SchemaProblem(
+            "newer-schema",
+            f"it has schema version {version}, newer than this version of ds4 supports "
+            f"({latest}); it was probably written by a newer ds4-lsp",
+        )
+    if not _table_exists(conn, "schema_migrations"):
+        if version == 0:
+            other = conn.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table' "
+                "AND name NOT LIKE 'sqlite_%' LIMIT 1"
+            ).fetchone()
+            if other is None:
+                return None  # a fresh, empty database
+            return SchemaProblem(
+                "unrecognized",
+                f"it is an SQLite database that ds4 did not create (it has a table {other[0]!r} "
+                "and no schema_migrations table)",
+            )
+        return SchemaProblem(
+            "corrupt", f"it has schema version {version} but no schema_migrations table"
+        )
+    rows = conn.execute(
+        "SELECT version, name, checksum FROM schema_migrations ORDER BY version"
+    ).fetchall()
+    for row_version, name, checksum in rows:
+        migration = known.get(row_version)
+        if migration is None:
+            return SchemaProblem(
+                "newer-schema",
+                f"it records migration {row_version} ({name!r}), which this version of ds4 does "
+                "not know; it was probably written by a newer ds4-lsp",
+            )
+        if checksum != migration.checksum or name != migration.name:
+            return SchemaProblem(
+                "checksum-mismatch",
+                f"the recorded checksum of migration {row_version} ({name!r}) does not match "
+                "this version of ds4, so its schema cannot be trusted",
+            )
+    applied = [row[0] for row in rows]
+    if applied != list(range(1, len(applied) + 1)) or (applied[-1] if applied else 0) != version:
+        return SchemaProblem(
+            "corrupt",
+            f"its recorded migrations {applied} do not match its schema version {version}",
+        )
+    return None
+
+
+def pending_migrations(
+    conn: sqlite3.Connection, migrations: Iterable[Migration] = MIGRATIONS
+) -> list[Migration]:
+    """Migrations with a version above the database's `user_version`, in order."""
+    version = user_version(conn)
+    return sorted((m for m in migrations if m.version > version), key=lambda m: m.version)
+
+
+def apply_migrations(
+    conn: sqlite3.Connection, migrations: Iterable[Migration] = MIGRATIONS
+) -> list[Migration]:
+    """Apply every pending migration in ONE `BEGIN IMMEDIATE` transaction.
+
+    `conn` must be in autocommit mode (`isolation_level=None`, as peewee uses it) with no open
+    transaction. The pending set is re-read after the write lock is taken, so two processes
+    migrating the same file at once apply each migration exactly once. On any error the whole
+    transaction is rolled back and the error propagates; the database is left as it was.
+
+    Returns the migrations applied (empty when already up to date).
+    """
+    all_migrations = list(migrations)
+    if not pending_migrations(conn, all_migrations):
+        return []
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        pending = pending_migrations(conn, all_migrations)
+        conn.execute(MIGRATIONS_TABLE_SQL)
+        applied_at = datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+        for migration in pending:
+            for statement in split_statements(migration.sql):
+                conn.execute(statement)
+            conn.execute(
+                "INSERT INTO schema_migrations (version, name, checksum, applied_at) "
+                "VALUES (?, ?, ?, ?)",
+                (migration.version, migration.name, migration.checksum, applied_at),
+            )
+        if pending:
+            # PRAGMA takes no bound parameters; the value is our own integer.
+            conn.execute(f"PRAGMA user_version = {int(pending[-1].version)}")
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    return pending

@@ -1,0 +1,18 @@
+"""`ds4/manifest`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ds4_lsp.protocol import DS4_MANIFEST, ManifestParams
+from ds4_lsp.server import Ds4Server
+
+
+async def manifest(ls: Ds4Server, params: ManifestParams) -> dict[str, Any]:
+    """`ds4/manifest`: a plan's manifest (metadata only) by `id`, or a session's latest.
+
+    Errors: InvalidParams naming `id` or `session.file` when neither selects a manifest.
+    """
+    result = await ls.run_engine(ls.engine.manifest, params.to_core(), method=DS4_MANIFEST)
+    ls.log_request(DS4_MANIFEST, f"manifest={result.get('id')} view={params.view}")
+    return result

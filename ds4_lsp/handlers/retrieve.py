@@ -1,0 +1,17 @@
+"""`ds4/retrieve`."""
+
+from __future__ import annotations
+
+from ds4_lsp.protocol import DS4_RETRIEVE, RetrieveParams, RetrieveResult
+from ds4_lsp.server import Ds4Server
+
+
+async def retrieve(ls: Ds4Server, params: RetrieveParams) -> RetrieveResult:
+    """`ds4/retrieve`: rank transcript evidence for a query (default: the last user message).
+
+    Errors: InvalidParams naming the field (`maxResults` out of 1..100, bad session file).
+    """
+    result = await ls.run_engine(ls.engine.retrieve, params.to_core(), method=DS4_RETRIEVE)
+    answer = RetrieveResult.from_core(result, DS4_RETRIEVE)
+    ls.log_request(DS4_RETRIEVE, answer.log_summary())
+    return answer

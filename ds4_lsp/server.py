@@ -1,0 +1,326 @@
+"""The ds4 language server: state (`Ds4Server`), typed messages (`Ds4Protocol`), and the one
+table that maps LSP methods and commands to handlers (`create_server()`).
+
+Everything blocking (SQLite, session files) runs on `Ds4Server`'s engine thread pool through
+`run_engine`, never on the event loop, so the server answers requests while a rebuild runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import logging
+import sqlite3
+import traceback
+from collections.abc import Callable, Generator
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
+
+from cattrs.errors import BaseValidationError
+from lsprotocol import types
+from pygls.exceptions import (
+    FeatureRequestError,
+    JsonRpcException,
+    JsonRpcInternalError,
+    JsonRpcInvalidParams,
+)
+from pygls.lsp.server import LanguageServer
+from pygls.protocol import (
+    JsonRPCNotification,
+    JsonRPCRequestMessage,
+    LanguageServerProtocol,
+    lsp_method,
+)
+
+from ds4_core.engine import ContextEngine
+from ds4_core.requests import RequestError
+
+from . import __version__
+from .protocol import (
+    DS4_MANIFEST,
+    DS4_PLAN,
+    DS4_RETRIEVE,
+    HEALTH,
+    MESSAGE_TYPES,
+    REBUILD_INDEX,
+    InitializationOptions,
+    describe_structure_error,
+    server_converter,
+    settings_section,
+)
+
+log = logging.getLogger("ds4_lsp")
+
+T = TypeVar("T")
+
+ENGINE_THREADS = 4
+"""Engine calls that may run at once (a rebuild does not block plans or retrievals)."""
+
+SHUTDOWN_GRACE_S = 5.0
+"""How long `shutdown` waits for engine calls in flight before closing the database (s)."""
+
+_WORK_DONE_TOKEN: contextvars.ContextVar[types.ProgressToken | None] = contextvars.ContextVar(
+    "ds4_work_done_token", default=None
+)
+
+
+class MalformedMessage:
+    """A message whose params failed to structure: answered with InvalidParams (requests) or
+    dropped (notifications) by `Ds4Protocol.handle_message`, instead of pygls's behaviour of
+    logging the whole body and never answering."""
+
+    def __init__(self, method: str, msg_id: Any, message: str, fields: list[str]) -> None:
+        self.method = method
+        self.id = msg_id
+        self.message = message
+        self.fields = fields
+
+
+class Ds4Protocol(LanguageServerProtocol):
+    """LSP protocol with typed ds4/* messages (`protocol.MESSAGE_TYPES`).
+
+    Params that fail to structure (wrong JSON type, missing required field, unknown enum value)
+    are answered with JSON-RPC InvalidParams (-32602) whose message names each field, e.g.
+    `ds4/plan: params.model.contextWindow: expected an integer`; the server keeps serving.
+    This applies to standard LSP requests too.
+    """
+
+    def get_message_type(self, method: str) -> type | None:
+        """The request type of a ds4/* method, else lsprotocol's type for `method`."""
+        if method in MESSAGE_TYPES:
+            return MESSAGE_TYPES[method][0]
+        return super().get_message_type(method)
+
+    def get_result_type(self, method: str) -> type | None:
+        """The response type of a ds4/* method, else lsprotocol's type for `method`."""
+        if method in MESSAGE_TYPES:
+            return MESSAGE_TYPES[method][1]
+        return super().get_result_type(method)
+
+    def structure_message(self, data: dict[str, Any]) -> Any:
+        """Structure one incoming JSON object (the `json.loads` object hook).
+
+        Requests and notifications that fail to structure become `MalformedMessage`. Unlike
+        pygls's own handler, nothing of the message body reaches the log.
+        """
+        if not ("jsonrpc" in data and "method" in data):
+            return super().structure_message(data)
+        method = data["method"]
+        is_request = "id" in data
+        fallback = JsonRPCRequestMessage if is_request else JsonRPCNotification
+        try:
+            return self._converter.structure(data, self.get_message_type(method) or fallback)
+        except BaseValidationError as exc:
+            message, fields = describe_structure_error(method, exc)
+        except Exception as exc:  # a shape cattrs could not even walk
+            message = f"{method}: params could not be read ({type(exc).__name__})"
+            fields = ["params"]
+        log.warning("%s: rejected malformed params (%d field error(s))", method, len(fields))
+        return MalformedMessage(method, data.get("id") if is_request else None, message, fields)
+
+    def handle_message(self, message: Any) -> None:
+        """Answer malformed requests with InvalidParams; hand everything else to pygls."""
+        if isinstance(message, MalformedMessage):
+            if message.id is not None and not self._shutdown:
+                error = types.ResponseError(
+                    code=JsonRpcInvalidParams.CODE,
+                    message=message.message,
+                    data={"fields": message.fields},
+                )
+                self._send_response(message.id, error=error)
+            return
+        super().handle_message(message)
+
+    @lsp_method(types.WORKSPACE_EXECUTE_COMMAND)
+    def lsp_workspace__execute_command(
+        self, params: types.ExecuteCommandParams
+    ) -> Generator[Any, Any, Any]:
+        """pygls's executeCommand, remembering the request's `workDoneToken` for the handler."""
+        _WORK_DONE_TOKEN.set(params.work_done_token)
+        return (yield from super().lsp_workspace__execute_command(params))
+
+    @property
+    def work_done_token(self) -> types.ProgressToken | None:
+        """The `workDoneToken` of the command being handled, if the client sent one."""
+        return _WORK_DONE_TOKEN.get()
+
+
+class Ds4Server(LanguageServer):
+    """The ds4 language server: one `ContextEngine` plus the LSP session around it.
+
+    The engine is created in `initialize` (see `open_engine`); `engine` raises a JSON-RPC
+    error before that. `options` holds the parsed `initializationOptions`.
+    """
+
+    protocol: Ds4Protocol
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.options = InitializationOptions()
+        self._engine: ContextEngine | None = None
+        self._engine_problem = "send `initialize` first"
+        self._executor = ThreadPoolExecutor(ENGINE_THREADS, thread_name_prefix="ds4-engine")
+        self._in_flight: set[asyncio.Future[Any]] = set()
+
+    # ------------------------------------------------------------------ engine
+
+    @property
+    def engine(self) -> ContextEngine:
+        """The context engine. Raises JsonRpcInternalError saying why when there is none."""
+        if self._engine is None:
+            raise JsonRpcInternalError(
+                f"ds4: the context engine is not running: {self._engine_problem}"
+            )
+        return self._engine
+
+    async def open_engine(self, options: InitializationOptions) -> list[str]:
+        """Create the engine (off the loop) from `initializationOptions` and open its database.
+
+        Returns what the user should be told: settings that were ignored and database notices
+        (e.g. a corrupt file moved aside). Never raises: a database that cannot be opened is
+        reported and every later ds4 request answers with the reason.
+        """
+        self.options = options
+        settings = settings_section(options.settings)
+        try:
+            self._engine = await self.run_engine(
+                lambda: ContextEngine(database_path=options.database_path, settings=settings),
+                method="initialize",
+            )
+        except JsonRpcException as exc:
+            self._engine_problem = exc.message
+            return [f"ds4: cannot start the context engine: {exc.message}"]
+        messages = list(self._engine.config_warnings)
+        loop = asyncio.get_running_loop()
+        try:
+            health = await loop.run_in_executor(self._executor, self._engine.health)
+        except (OSError, sqlite3.Error) as exc:  # messages name the file, never session text
+            log.error("cannot open the database: %s", type(exc).__name__)
+            return [
+                *messages,
+                f"ds4: cannot open the database '{self._engine.database_path}': {exc}; "
+                "set initializationOptions.databasePath or DS4_DB to a writable location",
+            ]
+        except Exception as exc:
+            log.error("cannot open the database: %s", type(exc).__name__)
+            return [*messages, f"ds4: cannot open the database ({type(exc).__name__})"]
+        return [*messages, *health.get("notices", [])]
+
+    async def run_engine(self, fn: Callable[..., T], *args: Any, method: str | None = None) -> T:
+        """Run the blocking call `fn(*args)` on the engine thread pool and await its result.
+
+        `method` (e.g. `ds4/plan`) prefixes error messages. Raises `JsonRpcInvalidParams` when
+        the engine rejects the input (`RequestError`; the message names the field) and
+        `JsonRpcInternalError` with a generic message for any other failure, which is logged
+        with its type and stack frames only (never its message: it may quote session text).
+        """
+        label = method or "ds4"
+        future = asyncio.get_running_loop().run_in_executor(self._executor, fn, *args)
+        self._in_flight.add(future)
+        future.add_done_callback(self._in_flight.discard)
+        try:
+            return await future
+        except RequestError as exc:
+            log.info("%s: rejected input (field %s)", label, exc.field)
+            raise JsonRpcInvalidParams(
+                message=request_error_message(label, exc),
+                data={"fields": [f"params.{exc.field}"] if exc.field else []},
+            ) from None
+        except JsonRpcException:
+            raise
+        except Exception as exc:
+            frames = "".join(traceback.format_tb(exc.__traceback__))
+            log.error("%s failed: %s\n%s", label, type(exc).__name__, frames)
+            raise JsonRpcInternalError(
+                f"{label}: internal error ({type(exc).__name__}); the server keeps serving, "
+                "and its log (stderr) has the stack trace"
+            ) from None
+
+    async def close_engine(self) -> None:
+        """Wait up to `SHUTDOWN_GRACE_S` for engine calls in flight, then close the database."""
+        pending = [future for future in self._in_flight if not future.done()]
+        if pending:
+            log.info("shutdown: waiting for %d engine call(s)", len(pending))
+            await asyncio.wait(pending, timeout=SHUTDOWN_GRACE_S)
+        if self._engine is not None:
+            try:
+                await self.run_engine(self._engine.close, method="shutdown")
+            except JsonRpcException:  # already logged; shutdown itself must still succeed
+                pass
+        self._executor.shutdown(wait=False, cancel_futures=True)
+
+    # ------------------------------------------------------------------ client messages
+
+    def show_message(self, text: str, kind: types.MessageType = types.MessageType.Warning) -> None:
+        """`window/showMessage`: a message the user should see (settings, database notices)."""
+        self.window_show_message(types.ShowMessageParams(type=kind, message=text))
+
+    def log_request(self, method: str, summary: str) -> None:
+        """Log one line about a served request to stderr and `window/logMessage`.
+
+        `summary` must hold counts, ids and timings only (privacy rule).
+        """
+        line = f"{method}: {summary}"
+        log.info("%s", line)
+        self.window_log_message(types.LogMessageParams(type=types.MessageType.Log, message=line))
+
+    @property
+    def supports_work_done_progress(self) -> bool:
+        """Whether the client accepts `window/workDoneProgress/create`."""
+        window = self.client_capabilities.window
+        return bool(window and window.work_done_progress)
+
+    @property
+    def supports_configuration(self) -> bool:
+        """Whether the client answers `workspace/configuration`."""
+        workspace = self.client_capabilities.workspace
+        return bool(workspace and workspace.configuration)
+
+    def report_server_error(self, error: Exception, source: Any) -> None:
+        """Log out-of-band errors by type only; requests already carry their own error.
+
+        pygls's default shows `str(error)` in a popup, which may quote message content.
+        """
+        if source is FeatureRequestError:
+            return
+        log.error(
+            "server error (%s): %s", getattr(source, "__name__", source), type(error).__name__
+        )
+
+
+def request_error_message(method: str, exc: RequestError) -> str:
+    """`ds4/retrieve: params.maxResults: expected ...` from a core `RequestError`.
+
+    The field is always named, in wire spelling under `params.`, right after the method.
+    """
+    text = str(exc)
+    if not exc.field:
+        return f"{method}: {text}"
+    text = text.removeprefix(f"{exc.field}:").removeprefix(f"{method} ").strip()
+    return f"{method}: params.{exc.field}: {text}"
+
+
+def create_server() -> Ds4Server:
+    """A new server with every LSP method and command registered (the whole protocol surface).
+
+    A factory rather than a module-global server, so each test gets a fresh one.
+    """
+    # Imported here: the handler modules import `Ds4Server` from this module at run time
+    # (pygls resolves command annotations with typing.get_type_hints).
+    from .handlers import commands, lifecycle, manifest, plan, retrieve, settings
+
+    server = Ds4Server(
+        "ds4-lsp", __version__, protocol_cls=Ds4Protocol, converter_factory=server_converter
+    )
+    # lifecycle
+    server.feature(types.INITIALIZE)(lifecycle.initialize)
+    server.feature(types.SHUTDOWN)(lifecycle.shutdown)
+    server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)(settings.did_change_configuration)
+    # custom requests
+    server.feature(DS4_PLAN)(plan.plan)
+    server.feature(DS4_RETRIEVE)(retrieve.retrieve)
+    server.feature(DS4_MANIFEST)(manifest.manifest)
+    # workspace/executeCommand
+    server.command(REBUILD_INDEX)(commands.rebuild_index)
+    server.command(HEALTH)(commands.health)
+    return server

@@ -1,0 +1,99 @@
+"""`ds4.health` and `ds4.rebuildIndex`: JSON results and `$/progress` work-done reports."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+from lsp_helpers import SESSION_ID, TIMEOUT_S, execute, plan_params, request
+from lsprotocol import types
+from pytest_lsp import LanguageClient
+
+ENCODINGS = {"visual-studio-code": "utf-16", "neovim": "utf-8"}
+
+
+def reports_titled(client: LanguageClient, title: str) -> list[list[Any]]:
+    """Every progress sequence (begin ... end) whose begin has `title`."""
+    return [
+        reports
+        for reports in client.progress_reports.values()
+        if reports
+        and isinstance(reports[0], types.WorkDoneProgressBegin)
+        and reports[0].title == title
+    ]
+
+
+def assert_complete(reports: list[Any]) -> None:
+    """begin, then reports with non-decreasing percentages, then exactly one end."""
+    assert isinstance(reports[0], types.WorkDoneProgressBegin)
+    assert isinstance(reports[-1], types.WorkDoneProgressEnd)
+    middle = reports[1:-1]
+    assert all(isinstance(r, types.WorkDoneProgressReport) for r in middle)
+    percentages = [r.percentage for r in middle]
+    assert percentages == sorted(percentages)
+    assert all(0 <= p <= 100 for p in percentages)
+
+
+async def test_health_reports_the_index_and_progress_on_a_server_created_token(
+    client: LanguageClient, client_name: str, database_path: Path
+) -> None:
+    """Without a client token the server creates one (window/workDoneProgress/create) and
+    reports begin/end on it; the result describes the database and the LSP session."""
+    result = await execute(client, "ds4.health")
+
+    assert result["status"] == "ok"
+    assert Path(result["databasePath"]) == database_path  # DS4_DB was honoured
+    assert result["sessions"] == 0 and result["configWarnings"] == []
+    assert result["server"]["positionEncoding"] == ENCODINGS[client_name]
+    assert result["server"]["trusted"] is False
+    (reports,) = reports_titled(client, "ds4: checking health")
+    assert_complete(reports)
+    assert reports[-1].message == "status ok"
+
+
+async def test_health_uses_the_clients_work_done_token(client: LanguageClient) -> None:
+    """A `workDoneToken` in the request is used as is, with no create request."""
+    token = "client-token-1"
+    client.progress_reports[token] = []  # the client owns this token
+    await execute(client, "ds4.health", token=token)
+    assert_complete(client.progress_reports[token])
+    assert [t for t in client.progress_reports if t != token] == []
+
+
+async def test_rebuild_reports_progress_to_completion(
+    client: LanguageClient, session_file: Path
+) -> None:
+    """After a session is indexed, a rebuild re-reads it and reports 0..100 %."""
+    await request(client, "ds4/plan", plan_params(session_file))
+
+    result = await execute(client, "ds4.rebuildIndex")
+
+    assert result["sessions"] == 1 and result["failed"] == []
+    assert result["entries"] > 1000
+    assert result["results"][0]["sessionId"] == SESSION_ID
+    (reports,) = reports_titled(client, "ds4: rebuilding the index")
+    assert_complete(reports)
+    assert reports[-2].percentage == 100
+    assert reports[-1].message == f"1 session(s), {result['entries']} entries, 0 failed"
+
+
+async def test_a_plan_sent_while_the_index_rebuilds_is_answered(
+    client: LanguageClient, session_file: Path
+) -> None:
+    """ds4/plan is served while ds4.rebuildIndex runs (engine work is off the event loop)."""
+    await request(client, "ds4/plan", plan_params(session_file))
+    token = "rebuild-token"
+    client.progress_reports[token] = []
+
+    begin = client.protocol.wait_for_notification_async(types.PROGRESS)  # registered now
+    rebuild = asyncio.create_task(execute(client, "ds4.rebuildIndex", token=token))
+    await asyncio.wait_for(begin, TIMEOUT_S)
+    assert isinstance(client.progress_reports[token][0], types.WorkDoneProgressBegin)
+
+    planned = await request(client, "ds4/plan", plan_params(session_file, "still there?"))
+    rebuilt = await asyncio.wait_for(rebuild, TIMEOUT_S)
+
+    assert planned["mode"] == "managed" and planned["manifestId"]
+    assert rebuilt["sessions"] == 1
+    assert_complete(client.progress_reports[token])

@@ -1,0 +1,224 @@
+"""The wire types in-process: camelCase, strict JSON types, field-naming errors, options."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import pytest
+from cattrs.errors import BaseValidationError
+from pygls.exceptions import JsonRpcInternalError
+
+from ds4_core.requests import ModelSpec, PlanRequest, RetrieveRequest, SessionRef
+from ds4_lsp.logs import RedactPyglsFilter
+from ds4_lsp.protocol import (
+    CONVERTER,
+    PlanRequestMessage,
+    PlanResult,
+    RetrieveParams,
+    RetrieveResult,
+    describe_structure_error,
+    parse_initialization_options,
+    server_converter,
+    settings_section,
+)
+
+
+def plan_message(params: Any) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": 1, "method": "ds4/plan", "params": params}
+
+
+def structure_error(data: dict[str, Any]) -> str:
+    with pytest.raises(BaseValidationError) as caught:
+        CONVERTER.structure(data, PlanRequestMessage)
+    return describe_structure_error("ds4/plan", caught.value)[0]
+
+
+def test_camel_case_params_become_core_requests() -> None:
+    """Wire camelCase maps to the core request, defaults filled in."""
+    message = server_converter().structure(
+        plan_message(
+            {
+                "session": {"file": "/s.jsonl", "leafId": "e9"},
+                "model": {"provider": "openai", "contextWindow": 128000, "maxOutputTokens": 1},
+                "fixedTokens": 900,
+                "request": "go",
+                "futureField": {"ignored": True},
+            }
+        ),
+        PlanRequestMessage,
+    )
+    assert message.params.to_core() == PlanRequest(
+        session=SessionRef(file="/s.jsonl", leaf_id="e9"),
+        request="go",
+        model=ModelSpec(provider="openai", context_window=128000, max_output_tokens=1),
+        fixed_tokens=900,
+    )
+    assert RetrieveParams().to_core() == RetrieveRequest(scopes=("history",))
+
+
+@pytest.mark.parametrize(
+    ("params", "expected"),
+    [
+        (
+            {"model": {"contextWindow": "1"}},
+            "ds4/plan: params.model.contextWindow: expected an integer",
+        ),
+        (
+            {"model": {"contextWindow": 1.0}},
+            "ds4/plan: params.model.contextWindow: expected an integer",
+        ),
+        (
+            {"model": {"contextWindow": False}},
+            "ds4/plan: params.model.contextWindow: expected an integer",
+        ),
+        ({"request": 12}, "ds4/plan: params.request: expected a string"),
+        ({"session": {}}, "ds4/plan: params.session.file: required field missing"),
+        ({"mode": True}, "ds4/plan: params.mode: expected one of 'managed', 'observer'"),
+        ({"messages": {"role": "user"}}, "ds4/plan: params.messages: expected an array"),
+        ([], "ds4/plan: params: expected an object"),
+    ],
+)
+def test_wrong_json_types_name_the_field_and_never_the_value(params: Any, expected: str) -> None:
+    """Strict types: no coercion of strings, floats or booleans into integers."""
+    message = structure_error(plan_message(params))
+    assert message == expected
+
+
+BUDGET = {
+    "contextWindow": 200000,
+    "outputReserve": 32000,
+    "safetyMargin": 4000,
+    "hardInputLimit": 164000,
+    "softLimit": 160000,
+    "targetInputTokens": 140000,
+    "recentTailTokens": 64000,
+    "maxRetrievedHistoryTokens": 16000,
+    "maxProjectTokens": 20000,
+    "maxSummaryTokens": 12000,
+}
+
+
+def engine_plan_result(**changes: Any) -> dict[str, Any]:
+    """A `ContextEngine.plan` result as the engine writes it."""
+    result = {
+        "mode": "managed",
+        "messages": [{"role": "user", "content": "hi", "timestamp": 1, "note": None}],
+        "manifestId": "m-1",
+        "manifestStored": True,
+        "estimatedTokens": 12,
+        "budget": {**BUDGET, "activeInputBudget": 150000},  # a field this version lacks
+        "model": {
+            "provider": "anthropic",
+            "id": "claude-sonnet-4-5",
+            "contextWindow": 200000,
+            "maxOutputTokens": None,
+            "source": "request",
+        },
+        "warnings": [],
+        "stats": {"counts": {"messages": 1}, "durationMs": 1.5},
+        "session": {"id": "s", "file": "/s.jsonl", "leafId": None},
+        "futureField": [1, 2],
+    }
+    result.update(changes)
+    return result
+
+
+@pytest.mark.parametrize(
+    "result",
+    [
+        engine_plan_result(),
+        engine_plan_result(mode="fallback", fallbackReason="planner failed (KeyError)"),
+    ],
+)
+def test_plan_results_reach_the_wire_exactly_as_the_engine_wrote_them(
+    result: dict[str, Any],
+) -> None:
+    """nulls stay null, absent optional fields stay absent, unknown fields pass through: the
+    LSP answer equals the CLI's `--json` output."""
+    wire = CONVERTER.unstructure(PlanResult.from_core(result, "ds4/plan"))
+    assert wire == result
+
+
+def test_retrieve_results_reach_the_wire_exactly_as_the_engine_wrote_them() -> None:
+    """Hits with unknown role/createdAt keep their nulls; empty lists stay."""
+    result = {
+        "status": "ok",
+        "query": None,
+        "history": [
+            {
+                "entryKey": "s:e1",
+                "entryId": "e1",
+                "role": None,
+                "createdAt": None,
+                "score": 3,
+                "reason": "exact",
+                "excerpt": "text",
+                "tokens": 1,
+            }
+        ],
+        "project": [],
+        "stats": {
+            "candidates": 1,
+            "duplicates": 0,
+            "alternateBranchCandidates": 0,
+            "alreadyInContext": 0,
+            "latencyMs": 0.5,
+        },
+        "warnings": [],
+    }
+    wire = CONVERTER.unstructure(RetrieveResult.from_core(result, "ds4/retrieve"))
+    assert wire == result
+
+
+def test_a_result_of_the_wrong_shape_is_an_internal_error_naming_the_field() -> None:
+    """A core/LSP version mismatch is reported, not silently mangled."""
+    with pytest.raises(JsonRpcInternalError) as caught:
+        PlanResult.from_core({"mode": "managed", "messages": []}, "ds4/plan")
+    assert "result.manifestId: required field missing" in caught.value.message
+
+
+def test_initialization_options_ignore_each_bad_field() -> None:
+    """Bad fields fall back to defaults, good ones are kept, each problem is named."""
+    options, warnings = parse_initialization_options(
+        {"trusted": 1, "databasePath": "/tmp/x.db", "settings": "no"}
+    )
+    assert (options.trusted, options.database_path, options.settings) == (False, "/tmp/x.db", None)
+    assert warnings == [
+        "initializationOptions.trusted: expected true or false; ignored",
+        "initializationOptions.settings: expected an object; ignored",
+    ]
+    assert parse_initialization_options(None)[1] == []
+    assert parse_initialization_options([1])[1] == [
+        "initializationOptions: expected an object; ignored"
+    ]
+
+
+def test_settings_are_read_under_ds4_or_at_the_top_level() -> None:
+    """VS Code nests settings under `ds4`; other clients may not."""
+    assert settings_section({"ds4": {"enabled": False}, "python": {}}) == {"enabled": False}
+    assert settings_section({"enabled": False}) == {"enabled": False}
+    assert settings_section(None) is None and settings_section([1]) is None
+
+
+def test_pygls_log_records_lose_their_arguments_and_exception_text() -> None:
+    """pygls formats message bodies into its logs; the filter keeps numbers only."""
+    try:
+        raise ValueError("secret session text")
+    except ValueError:
+        import sys
+
+        record = logging.LogRecord(
+            "pygls.protocol.json_rpc",
+            logging.ERROR,
+            __file__,
+            1,
+            "Failed to handle request %s %s %s",
+            (7, "ds4/plan", {"request": "secret"}),
+            sys.exc_info(),
+        )
+    assert RedactPyglsFilter().filter(record)
+    text = logging.Formatter().format(record)
+    assert text == "Failed to handle request 7 <redacted> <redacted> [ValueError]"
+    ours = logging.LogRecord("ds4_lsp", logging.INFO, __file__, 1, "n=%d", (3,), None)
+    assert RedactPyglsFilter().filter(ours) and ours.getMessage() == "n=3"

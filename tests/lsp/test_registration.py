@@ -1,0 +1,22 @@
+"""`create_server()` builds the whole protocol surface, fresh each time."""
+
+from __future__ import annotations
+
+from lsprotocol import types
+
+from ds4_lsp.server import Ds4Protocol, create_server
+
+
+def test_every_method_and_command_is_registered_on_a_fresh_server() -> None:
+    """Two servers can be built in one process (no module-global state), each complete."""
+    first, second = create_server(), create_server()
+    assert first is not second
+    for server in (first, second):
+        assert isinstance(server.protocol, Ds4Protocol)
+        assert {"ds4/plan", "ds4/retrieve", "ds4/manifest"} <= set(server.protocol.fm.features)
+        assert {
+            types.INITIALIZE,
+            types.SHUTDOWN,
+            types.WORKSPACE_DID_CHANGE_CONFIGURATION,
+        } <= set(server.protocol.fm.features)
+        assert set(server.protocol.fm.commands) == {"ds4.rebuildIndex", "ds4.health"}
