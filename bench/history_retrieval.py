@@ -15,7 +15,9 @@ warm up, then `--runs` times; p50 / p95 / max are over all timed calls.
 
 Same-run baseline: a plain Python linear scan of the same queries: every query term
 (`query_terms`) tested with `in` against all message texts, lowercased in advance and held in
-memory (the cheapest form a scan can take; it does no ranking at all).
+memory (the cheapest form a scan can take; it does no ranking at all). Also printed: the bare
+FTS5 statement of the FTS pass (`entries_fts MATCH ? ... ORDER BY bm25 LIMIT ?`, same session
+filter) for the same queries, the floor under which the FTS pass cannot go.
 
 Reference: ds4 reports p50 4.53 ms for its retrieval benchmark. Targets: p50 <= 2 ms,
 p95 <= 5 ms.
@@ -37,7 +39,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "core"))
 
-from ds4_core.retrieval import describe_task, retrieve_history  # noqa: E402
+from ds4_core.retrieval import build_fts_query, describe_task, retrieve_history  # noqa: E402
+from ds4_core.retrieval.history import query_limit  # noqa: E402
 from ds4_core.sessions.reader import read_all  # noqa: E402
 from ds4_core.sessions.sync import sync_session  # noqa: E402
 from ds4_core.store import branch_entry_ids, open_store  # noqa: E402
@@ -192,12 +195,27 @@ def main() -> None:
                 started = time.perf_counter()
                 baseline_scan(lowered, query_terms)
                 scan[kind].append((time.perf_counter() - started) * 1000)
+        ranked_sql = (
+            "SELECT f.rowid FROM entries_fts AS f CROSS JOIN entries AS e ON e.rowid = f.rowid "
+            "WHERE entries_fts MATCH ? AND e.session_id = ? "
+            "AND e.entry_type IN ('message', 'custom_message') "
+            "ORDER BY bm25(entries_fts) LIMIT ?"
+        )
+        limit = query_limit(args.max_results)
+        bm25: dict[str, list[float]] = {"prose": [], "identifier": []}
+        for _ in range(max(1, args.runs // 10)):
+            for (kind, _query), query_terms in zip(queries, terms, strict=True):
+                fts_query = build_fts_query(query_terms)
+                started = time.perf_counter()
+                conn.execute(ranked_sql, (fts_query, session_id, limit)).fetchall()
+                bm25[kind].append((time.perf_counter() - started) * 1000)
         store.close()
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
 
     every = timings["prose"] + timings["identifier"]
     every_scan = scan["prose"] + scan["identifier"]
+    every_bm25 = bm25["prose"] + bm25["identifier"]
     print(f"hits per query (mean): {hits_total / len(every):.1f}")
     print(f"{'':34} {'p50 ms':>8} {'p95 ms':>8} {'max ms':>8}")
     for label, values in (
@@ -207,6 +225,9 @@ def main() -> None:
         ("baseline: Python linear scan", every_scan),
         ("  prose", scan["prose"]),
         ("  identifier", scan["identifier"]),
+        ("floor: bare FTS5 bm25 statement", every_bm25),
+        ("  prose", bm25["prose"]),
+        ("  identifier", bm25["identifier"]),
     ):
         print(
             f"{label:34} {statistics.median(values):8.2f} {percentile(values, 95):8.2f} "

@@ -21,6 +21,7 @@ from typing import Any, Literal, TypeVar, Union, get_args, get_origin
 
 import attrs
 import cattrs
+from cattrs.cols import list_structure_factory
 from cattrs.errors import (
     AttributeValidationNote,
     BaseValidationError,
@@ -463,7 +464,7 @@ def _literal_hook(cls: Any) -> Callable[[Any, Any], Any]:
 
 def _list_hook(cls: Any, converter: cattrs.Converter) -> Callable[[Any, Any], Any]:
     (item_type,) = get_args(cls) or (Any,)
-    structure_items = cattrs.cols.list_structure_factory(list[item_type], converter)
+    structure_items = list_structure_factory(list[item_type], converter)
 
     def structure(value: Any, _: Any) -> list[Any]:
         if not isinstance(value, list):

@@ -26,7 +26,14 @@ from typing import Any, TextIO
 
 from . import __version__
 from .engine import ContextEngine
-from .requests import ManifestRequest, ModelSpec, PlanRequest, RequestError, RetrieveRequest, SessionRef
+from .requests import (
+    ManifestRequest,
+    ModelSpec,
+    PlanRequest,
+    RequestError,
+    RetrieveRequest,
+    SessionRef,
+)
 
 EXIT_OK, EXIT_INTERNAL, EXIT_USAGE, EXIT_PARTIAL = 0, 1, 2, 3
 
@@ -123,10 +130,12 @@ def _print_plan(result: dict[str, Any], manifest: dict[str, Any], out: TextIO) -
         f" · project ≤ {_fmt(budget['maxProjectTokens'])} · summaries ≤ {_fmt(budget['maxSummaryTokens'])}\n"
     )
     included, excluded = manifest.get("included", []), manifest.get("excluded", [])
-    native_in = sum(1 for i in included if i.get("kind") not in ("history", "project", "memory", "pin"))
+    counts = stats.get("counts", {})
+    supplements = counts.get("supplements", 0)
     out.write(
-        f"  result    mode {result['mode']} · {_fmt(native_in + sum(1 for i in excluded if i.get('kind') not in ('history', 'project')))}"
-        f" messages in the branch → {_fmt(len(result['messages']))} sent · ~{_fmt(result['estimatedTokens'])} tokens\n"
+        f"  result    mode {result['mode']} · {_fmt(counts.get('messages', 0))} messages (active branch + request)"
+        f" and {_fmt(supplements)} evidence candidate(s) → {_fmt(len(result['messages']))} sent"
+        f" · ~{_fmt(result['estimatedTokens'])} tokens\n"
     )
     if result.get("fallbackReason"):
         out.write(f"  fallback  {result['fallbackReason']} (the original messages are sent unchanged)\n")
@@ -156,13 +165,16 @@ def _print_plan(result: dict[str, Any], manifest: dict[str, Any], out: TextIO) -
 
     evidence = by_kind.get("history", [])
     excerpts = _evidence_excerpts(result["messages"])
+    retrieval_reasons = {r.get("entryKey"): r.get("reason") or "" for r in manifest.get("retrieved", [])}
     out.write(f"\nHistorical evidence retrieved: {len(evidence)} item(s), {_fmt(sum(i.get('tokens', 0) for i in evidence))} tokens\n")
     if evidence:
         rows = []
         for item in evidence:
-            entry = str(item.get("sourceId"))
-            rows.append([f"{item.get('score', 0):.3f}", entry.split(":", 1)[-1], _one_line(item.get("reason") or "", 48), _one_line(excerpts.get(entry, ""), 60)])
-        _table(rows, ["score", "entry", "reason", "excerpt"], out)
+            entry_key = str(item.get("sourceId"))
+            entry_id = entry_key.split(":", 1)[-1]
+            reason = retrieval_reasons.get(entry_key) or item.get("reason") or ""
+            rows.append([f"{item.get('score', 0):.3f}", entry_id, _one_line(reason, 56), _one_line(excerpts.get(entry_id, ""), 56)])
+        _table(rows, ["score", "entry", "why it matched", "excerpt"], out)
     else:
         out.write("  none: no older entry on the active branch matched the request\n")
 

@@ -704,10 +704,7 @@ def _profile_to_wire(profile: ModelProfile) -> dict[str, Any]:
 
 def _plan_stats_to_wire(plan: ContextPlan) -> dict[str, Any]:
     stats = dict(plan.stats) if isinstance(plan.stats, Mapping) else {}
-    return {_camel(k): v for k, v in stats.items()} | {
-        "included": len(plan.included),
-        "excluded": len(plan.excluded),
-    }
+    return {_camel(k): v for k, v in stats.items()}
 
 
 def _stats_to_wire(retrieval: HistoryRetrieval) -> dict[str, Any]:

@@ -7,6 +7,7 @@ import threading
 from typing import Any
 
 import pytest
+
 from ds4_core.config import DEFAULT_CONFIG
 from ds4_core.manifest import (
     PLANNER_VERSION,

@@ -6,6 +6,9 @@ import copy
 import time
 from typing import Any
 
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
+
 from ds4_core.config import DEFAULT_CONFIG, Config
 from ds4_core.planner import (
     ContextBudget,
@@ -20,8 +23,6 @@ from ds4_core.planner import (
 )
 from ds4_core.planner.planner import OLDER_TURN_REASON
 from ds4_core.tokens import estimate_message_tokens
-from hypothesis import HealthCheck, event, given, settings
-from hypothesis import strategies as st
 
 # -- message helpers ---------------------------------------------------------------------------
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from ds4_core.config import DEFAULT_CONFIG, Config
 from ds4_core.planner import (
     ModelProfile,

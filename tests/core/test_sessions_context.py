@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from ds4_core.sessions import (
     LAST_ENTRY,
     SessionEntry,

@@ -6,9 +6,10 @@ import json
 from pathlib import Path
 
 import pytest
-from ds4_core.sessions.jsonl import RawLine, iter_raw_lines
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
+from ds4_core.sessions.jsonl import RawLine, iter_raw_lines
 
 
 def _write(tmp_path: Path, data: bytes, name: str = "s.jsonl") -> Path:

@@ -8,6 +8,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
 from ds4_core.sessions import (
     NotAPiSessionError,
     ResumeState,
@@ -21,8 +24,6 @@ from ds4_core.sessions import (
     searchable_text,
 )
 from ds4_core.tokens import sha256_hex
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
 HEADER_V3 = {
     "type": "session",

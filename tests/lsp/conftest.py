@@ -7,6 +7,8 @@ runs twice: with VS Code's captured client capabilities (UTF-16 positions) and w
 
 from __future__ import annotations
 
+import json
+import uuid
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
@@ -14,6 +16,8 @@ import pytest
 import pytest_asyncio
 from lsp_helpers import LARGE_SESSION, Servers
 from pytest_lsp import LanguageClient
+
+from ds4_core.engine import ContextEngine
 
 CLIENTS = ["visual-studio-code", "neovim"]
 
@@ -28,6 +32,27 @@ def client_name(request: pytest.FixtureRequest) -> str:
 def session_file(pi_session_copy: Callable[[str], Path]) -> Path:
     """A private copy of the real pi-mono v1 session (about 1 MB, 1018 entries)."""
     return pi_session_copy(LARGE_SESSION)
+
+
+@pytest.fixture
+def indexed_sessions(
+    pi_session_copy: Callable[[str], Path], database_path: Path, tmp_path: Path
+) -> list[Path]:
+    """20 copies of the large session, each with its own session id, already indexed in
+    `database_path` (in this process, before any server starts): a rebuild that takes a while.
+    """
+    header, _, body = pi_session_copy(LARGE_SESSION).read_bytes().partition(b"\n")
+    engine = ContextEngine(database_path=database_path)
+    paths = []
+    for number in range(20):
+        session = {**json.loads(header), "id": str(uuid.UUID(int=number + 1))}
+        path = tmp_path / "many" / f"session-{number:02d}.jsonl"
+        path.parent.mkdir(exist_ok=True)
+        path.write_bytes(json.dumps(session).encode() + b"\n" + body)
+        engine.index_session(path)
+        paths.append(path)
+    engine.close()
+    return paths
 
 
 @pytest.fixture

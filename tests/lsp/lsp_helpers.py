@@ -68,14 +68,16 @@ class Servers:
         """`shutdown` + `exit`, wait for the process and for all of its stderr to be
         forwarded to this process's stderr; returns the exit code."""
         self._running.remove(client)
-        await asyncio.wait_for(client.shutdown_session(), TIMEOUT_S)
+        if not client.stopped:  # pytest-lsp stops the client itself when the server dies
+            await asyncio.wait_for(client.shutdown_session(), TIMEOUT_S)
         # pytest-lsp forwards the server's stderr in a task; let it drain to EOF so that
         # capfd sees every line (private attribute: pytest-lsp has no public hook for it).
         if client._stderr_forwarder is not None:
             await asyncio.wait_for(client._stderr_forwarder, TIMEOUT_S)
         sys.stderr.flush()
         code = client._server.returncode if client._server else None
-        await client.stop()
+        if not client.stopped:
+            await client.stop()
         return code
 
     async def stop_all(self) -> None:

@@ -6,7 +6,7 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
-from lsp_helpers import SESSION_ID, TIMEOUT_S, execute, plan_params, request
+from lsp_helpers import TIMEOUT_S, execute, plan_params, request
 from lsprotocol import types
 from pytest_lsp import LanguageClient
 
@@ -62,38 +62,37 @@ async def test_health_uses_the_clients_work_done_token(client: LanguageClient) -
 
 
 async def test_rebuild_reports_progress_to_completion(
-    client: LanguageClient, session_file: Path
+    client: LanguageClient, indexed_sessions: list[Path]
 ) -> None:
-    """After a session is indexed, a rebuild re-reads it and reports 0..100 %."""
-    await request(client, "ds4/plan", plan_params(session_file))
-
+    """A rebuild re-reads every known session and reports rising percentages up to 100."""
     result = await execute(client, "ds4.rebuildIndex")
 
-    assert result["sessions"] == 1 and result["failed"] == []
-    assert result["entries"] > 1000
-    assert result["results"][0]["sessionId"] == SESSION_ID
+    assert result["sessions"] == len(indexed_sessions) and result["failed"] == []
+    assert result["entries"] == 1018 * len(indexed_sessions)
+    assert {r["outcome"] for r in result["results"]} == {"rebuild"}
     (reports,) = reports_titled(client, "ds4: rebuilding the index")
     assert_complete(reports)
-    assert reports[-2].percentage == 100
-    assert reports[-1].message == f"1 session(s), {result['entries']} entries, 0 failed"
+    percentages = [r.percentage for r in reports[1:-1]]
+    assert len(percentages) > 2 and percentages[-1] == 100
+    assert reports[-1].message == f"20 session(s), {result['entries']} entries, 0 failed"
 
 
-async def test_a_plan_sent_while_the_index_rebuilds_is_answered(
-    client: LanguageClient, session_file: Path
+async def test_a_plan_sent_while_the_index_rebuilds_is_answered_before_it_ends(
+    client: LanguageClient, indexed_sessions: list[Path]
 ) -> None:
-    """ds4/plan is served while ds4.rebuildIndex runs (engine work is off the event loop)."""
-    await request(client, "ds4/plan", plan_params(session_file))
+    """ds4/plan is served while ds4.rebuildIndex runs: engine work is off the event loop and
+    planning an unchanged session does not wait for the rebuild's writes."""
     token = "rebuild-token"
-    client.progress_reports[token] = []
+    client.progress_reports[token] = []  # the client owns this token
 
     begin = client.protocol.wait_for_notification_async(types.PROGRESS)  # registered now
     rebuild = asyncio.create_task(execute(client, "ds4.rebuildIndex", token=token))
     await asyncio.wait_for(begin, TIMEOUT_S)
-    assert isinstance(client.progress_reports[token][0], types.WorkDoneProgressBegin)
-
-    planned = await request(client, "ds4/plan", plan_params(session_file, "still there?"))
+    planned = await request(client, "ds4/plan", plan_params(indexed_sessions[3], "still there?"))
+    progress_when_planned = list(client.progress_reports[token])
     rebuilt = await asyncio.wait_for(rebuild, TIMEOUT_S)
 
     assert planned["mode"] == "managed" and planned["manifestId"]
-    assert rebuilt["sessions"] == 1
+    assert not any(isinstance(r, types.WorkDoneProgressEnd) for r in progress_when_planned)
+    assert rebuilt["sessions"] == len(indexed_sessions)
     assert_complete(client.progress_reports[token])

@@ -17,17 +17,19 @@ Regex dialect notes (the reference's expressions are JavaScript):
   in `_JS_SPACE` (it differs from Python's `str.isspace` on U+FEFF, U+001C..U+001F and U+0085).
 - Lengths and the 20,000 / 500 cuts count code points (JavaScript counts UTF-16 units; the two
   differ only for characters outside the BMP).
-- The file-path pattern backtracks quadratically on long runs of path characters (4-6 s on a
-  20,000-character base64 blob in CPython), so it is evaluated by `_find_file_paths`, a linear
-  scan that returns exactly the matches `re.finditer` would (a test checks them against the
-  regular expression on generated text).
+- The file-path and qualified-name patterns backtrack quadratically on long runs of the
+  characters they accept (4-6 s on a 20,000-character base64 blob in CPython). When a text has
+  such a run (longer than `_REGEX_SAFE_RUN`), they are evaluated by `_find_file_paths` /
+  `_find_qualified_names`, linear scans that return exactly the matches `re.findall` would
+  (tests check them against the regular expressions on generated text); otherwise the regular
+  expressions run as they are (faster on ordinary text).
 """
 
 from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -99,6 +101,9 @@ _EXT_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123
 _LETTERS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz")
 _SEPARATORS = frozenset("/\\")
 _MAX_EXT = 12
+_REGEX_SAFE_RUN = 64  # longest run for which the backtracking regexes stay fast (<= ~20 ms)
+_PATH_RUN = re.compile(r"[A-Za-z0-9_.@+\-/\\:]+")
+_NAME_RUN = re.compile(r"[A-Za-z0-9_$.:]+")
 _WORD_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_")
 _NAME_CHARS = _WORD_CHARS | {"$"}
 _NAME_HEADS = _LETTERS | {"_", "$"}
@@ -320,6 +325,37 @@ def _find_qualified_names(text: str) -> list[str]:
     return found
 
 
+def _safe_findall(
+    pattern: re.Pattern[str],
+    run: re.Pattern[str],
+    linear: Callable[[str], list[str]],
+    text: str,
+) -> list[str]:
+    """`pattern.findall(text)` without its quadratic worst case.
+
+    `run` matches the maximal runs of characters `pattern` can consume; a match never crosses a
+    run boundary and the character before a run is never a word character, so matching run by
+    run gives the same list. Short runs use the regex, long ones the `linear` matcher.
+    """
+    runs = run.findall(text)
+    if max(map(len, runs), default=0) <= _REGEX_SAFE_RUN:
+        return pattern.findall(text)
+    found: list[str] = []
+    for piece in runs:
+        found.extend(pattern.findall(piece) if len(piece) <= _REGEX_SAFE_RUN else linear(piece))
+    return found
+
+
+def file_paths(text: str) -> list[str]:
+    """All matches of `FILE_PATH_PATTERN` in `text`, in linear time on any input."""
+    return _safe_findall(FILE_PATH_PATTERN, _PATH_RUN, _find_file_paths, text)
+
+
+def qualified_names(text: str) -> list[str]:
+    """All matches of `QUALIFIED_PATTERN` in `text`, in linear time on any input."""
+    return _safe_findall(QUALIFIED_PATTERN, _NAME_RUN, _find_qualified_names, text)
+
+
 def _is_symbol_word(value: str) -> bool:
     if value.lower() in STOPWORDS:
         return False
@@ -344,12 +380,12 @@ def describe_task(text: str) -> TaskDescriptor:
     phrases = unique(
         _group_one(_DOUBLE_QUOTED, bounded) + _group_one(_SINGLE_QUOTED, bounded), PHRASE_LIMIT
     )
-    files = unique(_find_file_paths(bounded), FILE_LIMIT)
-    qualified = unique(_find_qualified_names(bounded), None)
+    files = unique(file_paths(bounded), FILE_LIMIT)
+    qualified = unique(qualified_names(bounded), None)
     flags = unique(
         (v for v in (js_trim(f) for f in _group_one(_FLAG, bounded)) if v.startswith("--")), None
     )
-    words = _group_one(_WORD_CANDIDATE, bounded)
+    words = list(dict.fromkeys(_group_one(_WORD_CANDIDATE, bounded)))  # first occurrences
     symbols = unique(
         [
             *(v for v in backticked if not _HAS_SPACE.search(v)),
@@ -386,8 +422,19 @@ def describe_task(text: str) -> TaskDescriptor:
     )
 
 
+def is_token_char(ch: str) -> bool:
+    """True when FTS5 `unicode61 remove_diacritics 2` treats `ch` as part of a word.
+
+    Token characters are Unicode categories L*, N* and Co (the tokenizer's default), plus Mn
+    (combining marks: with `remove_diacritics` they stay inside the word and are folded away;
+    checked against SQLite 3.40). Everything else separates words.
+    """
+    category = unicodedata.category(ch)
+    return category[0] in "LN" or category in ("Co", "Mn")
+
+
 def has_token_characters(term: str) -> bool:
-    """True when `term` holds a character FTS5 `unicode61` indexes (categories L*, N*, Co).
+    """True when `term` holds a character FTS5 `unicode61` indexes (L*, N*, Co).
 
     A term without one would be an empty phrase: valid FTS5, but it can never match.
     """

@@ -3,11 +3,11 @@
 Pipeline (all within one session, only `message` / `custom_message` entries):
 
 1. **Literal pass** (`exact=True`): every exact identifier and every quoted phrase of the
-   `TaskDescriptor` is searched as a literal substring; each term keeps its `query_limit`
-   newest matches (file order), `query_limit = max(max_results, min(100, max_results * 6))`.
+   `TaskDescriptor` is searched literally; each term keeps its `query_limit` newest matches
+   (file order), `query_limit = max(max_results, min(100, max_results * 6))`.
 2. **FTS pass** (`fts=True`): `build_fts_query(query_terms)` bound to `entries_fts MATCH ?`,
    ordered by `bm25(entries_fts)`, first `query_limit` rows. The FTS terms of a hit are the query
-   terms that occur in its text.
+   terms that occur in its text as substrings.
 3. **Eligibility**: an entry already in the caller's context (`exclude_entry_ids`) is dropped
    (`already_in_context`); an entry not on the active branch (`branch_entry_ids`) is dropped and
    counted in `alternate_branch_candidates`.
@@ -15,33 +15,40 @@ Pipeline (all within one session, only `message` / `custom_message` entries):
    +85 + min(8, 2 (nPhrases - 1)) for phrases, +60 + max(0, 10 - ftsRank) for FTS, +12 per
    descriptor file, +10 per symbol and +12 per error found in the text, +15 base, role authority
    (user 8, assistant 5, toolResult / bashExecution 4, other 1), up to +8 recency (linear between
-   the oldest and newest eligible candidate), minus min(12, token_estimate / 1000). Sorted by
-   literal priority (2 identifier, 1 phrase, 0), score, created_at (newest first), entry id.
-5. **Dedup and budget**: repeated texts (whitespace-collapsed, lowercased) count as `duplicates`;
-   the loop stops when fewer than 48 tokens remain; each excerpt starts at
-   `min(6000, max(256, remaining * 4 - 800))` characters around the first matched term and
-   shrinks by x0.7 (down to 256) while its rendered evidence is over the remaining budget.
+   the oldest and newest eligible candidate), minus min(12, token_estimate / 1000); rounded to 6
+   decimals. Sorted by literal priority (2 identifier, 1 phrase, 0), score, created_at (newest
+   first), entry id.
+5. **Dedup and budget**: a text equal to an already selected one (ASCII case and ASCII
+   white-space runs ignored) counts in `duplicates` and is skipped; the loop stops when fewer than
+   48 tokens remain; each excerpt starts at `min(6000, max(256, remaining * 4 - 800))` characters
+   around the first matched term and shrinks by x0.7 (down to 256) while its rendered evidence is
+   over the remaining budget.
 
-Matching rules (decisions; docs/retrieval.md has the measurements behind them):
+Literal matching (a decision; ds4 uses a case-sensitive `instr` scan):
 
-* Literal matching compares ASCII letters case-insensitively and every other character exactly
-  (SQLite's `lower()` / `LIKE` rule), on UTF-8 bytes, everywhere: the literal pass, the FTS terms
-  of a hit and the file / symbol / error bonuses.
-* A term made of ASCII characters only is found through the FTS index: the index selects the
-  entries holding its words in sequence (its last word as a prefix), and each candidate is then
-  checked for the literal substring. So an ASCII term that starts with a letter or digit matches
-  where that character starts a word of the text (`SessionManager` matches
-  `SessionManagerImpl` and `a SessionManager`, not `createSessionManager`), the word split being
-  FTS5 `unicode61`'s. This keeps the literal pass at index speed: a substring scan of 5,000
-  messages costs 3-9 ms per term. Any other term (CJK, accented words, punctuation only) is
-  scanned as a substring anywhere (`LIKE`), newest first, stopping at `query_limit` matches.
-* Every user-supplied term reaches SQLite as a bound parameter; FTS5 text is built only by
-  `descriptor.build_fts_query` and `_prefilter_query`, which quote every term.
+* ASCII letters compare case-insensitively, every other character exactly (SQLite's `lower()`
+  rule), on UTF-8 bytes.
+* A term made only of ASCII characters that starts with a letter or digit must start a word of
+  the text: the character before it is not a letter, digit or combining mark (FTS5 `unicode61`'s
+  word characters). So `SessionManager` matches `SessionManagerImpl` and `new SessionManager(`,
+  not `createSessionManager`; `theme.ts` matches `src/theme.ts`, not `mytheme.ts`. Any other
+  term (CJK, accented words, one starting with punctuation) matches anywhere.
+* The same rule decides the file / symbol / error bonuses, so "found in the text" means one
+  thing throughout.
+* Speed: for ASCII terms the FTS index selects the entries holding the term's words in sequence
+  (its last word as a prefix) and each is then checked literally, newest first, stopping at
+  `query_limit` matches; other terms are found by a `LIKE` scan, newest first, with the same
+  stop. A plain substring scan of 5,000 messages costs 3-9 ms per term; the index path costs
+  0.05-1 ms. Both paths give the same matches ("newest" is rowid order on the index path and
+  `seq` order on the scan path; the store inserts entries in file order, so they agree).
+
+Every user-supplied term reaches SQLite as a bound parameter; FTS5 text comes only from
+`descriptor.build_fts_query` and `_prefilter_query`, which quote every term.
 
 Failures: an `sqlite3.Error` raised by an FTS5 statement never escapes. The literal pass falls
-back to the substring scan, the FTS pass is skipped, and a warning says so in
-`HistoryRetrieval.warnings` (status stays `ok`). Other database errors propagate to the caller
-(the engine fails open).
+back to the `LIKE` scan (same matches, slower), the FTS pass is skipped, and a warning says so in
+`HistoryRetrieval.warnings`; the status stays `ok`. Errors of the `entries` table itself
+propagate (the engine fails open).
 """
 
 from __future__ import annotations
@@ -56,6 +63,7 @@ from typing import Literal
 from ds4_core.retrieval.descriptor import (
     TaskDescriptor,
     build_fts_query,
+    is_token_char,
     replace_lone_surrogates,
     unique,
 )
@@ -74,10 +82,12 @@ ELLIPSIS = "…"
 
 _ROLE_AUTHORITY = {"user": 8, "assistant": 5, "toolResult": 4, "bashExecution": 4}
 _ASCII_WORD = re.compile(r"[A-Za-z0-9]+")
-_ASCII_ALNUM = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789")
-_TYPES_SQL = "('message', 'custom_message')"
+_ALNUM_CHARS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
+_ASCII_ALNUM = frozenset(_ALNUM_CHARS)
+_ASCII_ALNUM_BYTES = frozenset(_ALNUM_CHARS.encode("ascii"))
+_TYPES_SQL = "(" + ", ".join(f"'{t}'" for t in ELIGIBLE_ENTRY_TYPES) + ")"  # our constants
 _ROW_COLUMNS = "e.rowid, e.entry_key, e.entry_id, e.role, e.created_at, e.token_estimate"
-_CHUNK = 500  # rowids per IN (...) lookup
+_CHUNK = 500  # rowids per `IN (...)` lookup
 
 _LITERAL_BY_INDEX_SQL = (
     f"SELECT {_ROW_COLUMNS}, e.searchable_text "
@@ -100,7 +110,7 @@ _FTS_RANKED_SQL = (
 
 @dataclass(frozen=True)
 class HistoryHit:
-    """One retrieved history entry, ready to be rendered as evidence.
+    """One retrieved history entry, ready to be rendered as evidence (`render_evidence`).
 
     Attributes:
         entry_key: `session_id:entry_id` (the `entries` primary key).
@@ -109,8 +119,8 @@ class HistoryHit:
         created_at: the entry's ISO-8601 timestamp as stored, or None.
         score: the ds4-reference.md 3.2 score, rounded to 6 decimals.
         reason: e.g. `exact identifier: Foo.bar; FTS: foo; active branch`.
-        excerpt: the quoted text (the whole text, or a window with "…" at cut ends).
-        tokens: `chars-v1` tokens of the rendered evidence message (`render_evidence(hit)`).
+        excerpt: the quoted text (the whole text, or a window with "…" at each cut end).
+        tokens: `chars-v1` tokens of the rendered evidence message.
         literal_priority: 2 if an exact identifier matched, 1 if only a phrase did, else 0.
         matched_terms: exact identifiers, phrases and FTS terms found, in that order.
     """
@@ -162,7 +172,112 @@ class HistoryRetrieval:
     warnings: list[str] = field(default_factory=list)
 
 
-@dataclass
+def fold(text: str) -> bytes:
+    """`text` as UTF-8 with ASCII letters lowercased: the form literal matching compares.
+
+    A substring test on this form equals SQLite's `instr(lower(a), lower(b)) > 0`; UTF-8 is
+    self-synchronising, so a byte match is always a match of whole characters.
+    """
+    return text.encode("utf-8", "surrogatepass").lower()
+
+
+def query_limit(max_results: int) -> int:
+    """Rows each pass may return: max(max_results, min(100, max_results * 6)) (3.2)."""
+    return max(max_results, min(100, max_results * 6))
+
+
+@dataclass(frozen=True)
+class LiteralTerm:
+    """A search term prepared for literal matching (rules in the module docstring).
+
+    Attributes:
+        text: the term as the descriptor spells it.
+        needle: `fold(text)`.
+        word_start: the match must start a word (ASCII term starting with a letter or digit).
+        prefilter: FTS5 text selecting a superset of the matching entries, or None (scan).
+    """
+
+    text: str
+    needle: bytes
+    word_start: bool
+    prefilter: str | None
+
+    @classmethod
+    def of(cls, term: str) -> LiteralTerm:
+        """Prepare `term` (lone surrogates become U+FFFD)."""
+        clean = replace_lone_surrogates(term)
+        ascii_only = clean.isascii()
+        return cls(
+            text=term,
+            needle=fold(clean),
+            word_start=ascii_only and clean[:1] in _ASCII_ALNUM,
+            prefilter=_prefilter_query(clean) if ascii_only else None,
+        )
+
+    def occurs_in(self, folded_text: bytes) -> bool:
+        """True when the term matches `folded_text` (a `fold()` result)."""
+        needle = self.needle
+        if not needle:
+            return False
+        at = folded_text.find(needle)
+        if not self.word_start:
+            return at >= 0
+        while at >= 0:
+            if at == 0 or _starts_word(folded_text, at):
+                return True
+            at = folded_text.find(needle, at + 1)
+        return False
+
+
+def _starts_word(text: bytes, at: int) -> bool:
+    """True when the character before byte offset `at` of UTF-8 `text` is not a word char."""
+    previous = text[at - 1]
+    if previous < 0x80:
+        return previous not in _ASCII_ALNUM_BYTES
+    start = at - 1
+    while start > 0 and 0x80 <= text[start] < 0xC0:
+        start -= 1
+    char = text[start:at].decode("utf-8", "replace")[:1]
+    return not (char and is_token_char(char))
+
+
+def _prefilter_query(term: str) -> str | None:
+    """FTS5 text selecting every entry where the ASCII `term` can match (a superset).
+
+    The term's words must appear in sequence, the last one as a prefix when the term ends with a
+    letter or digit (the word may continue in the text). The first word is whole: a match starts
+    a word, or follows punctuation that is part of the term. None when the term has no letter or
+    digit. The text holds only `[a-z0-9 "*]`, so it is always valid FTS5 syntax.
+    """
+    words = _ASCII_WORD.findall(term)
+    if not words:
+        return None
+    prefix = " *" if term[-1] in _ASCII_ALNUM else ""
+    return '"' + " ".join(words).lower() + '"' + prefix
+
+
+def _like_pattern(term: str) -> str | None:
+    """A `LIKE ... ESCAPE '\\'` pattern selecting a superset of texts containing `term`.
+
+    SQLite reads LIKE patterns up to the first NUL, so a term with NULs is represented by its
+    longest NUL-free piece (the caller re-checks the whole term). None for an all-NUL term.
+    """
+    piece = max(term.split("\x00"), key=len)
+    if not piece:
+        return None
+    escaped = piece.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return f"%{escaped}%"
+
+
+def _fts_warning(where: str, exc: sqlite3.Error) -> str:
+    return (
+        f"ds4: full-text search of the session history failed in the {where} ({exc}); "
+        "history results come from a literal scan only. If this persists, rebuild the index "
+        "(ds4.rebuildIndex)."
+    )
+
+
+@dataclass(eq=False)
 class _Candidate:
     rowid: int
     entry_key: str
@@ -175,75 +290,25 @@ class _Candidate:
     phrases: list[str] = field(default_factory=list)
     fts_terms: list[str] = field(default_factory=list)
     fts_rank: int | None = None
-    folded_text: bytes | None = None
-    found: set[str] = field(default_factory=set)  # terms known to occur in the text
+    _folded: bytes | None = None
 
     def folded(self) -> bytes:
-        if self.folded_text is None:
-            self.folded_text = fold(self.text)
-        return self.folded_text
-
-
-def fold(text: str) -> bytes:
-    """`text` as UTF-8 with ASCII letters lowercased: the form literal matching compares.
-
-    Substring tests on this form equal SQLite's `instr(lower(a), lower(b))`; UTF-8 is
-    self-synchronising, so a byte match is always a match of whole characters.
-    """
-    return text.encode("utf-8", "surrogatepass").lower()
-
-
-def query_limit(max_results: int) -> int:
-    """Rows each pass may return: max(max_results, min(100, max_results * 6)) (3.2)."""
-    return max(max_results, min(100, max_results * 6))
-
-
-def _prefilter_query(term: str) -> str | None:
-    """FTS5 text selecting every entry where the ASCII `term` starts at a word start.
-
-    The words of `term` must appear in sequence; its last word only as a prefix when `term`
-    ends with a letter or digit (it may continue in the text). None when `term` is not pure
-    ASCII or has no letter or digit. The returned text holds only `[a-z0-9 "*]`.
-    """
-    if not term.isascii():
-        return None
-    words = _ASCII_WORD.findall(term)
-    if not words:
-        return None
-    prefix = " *" if term[-1] in _ASCII_ALNUM else ""
-    return '"' + " ".join(words).lower() + '"' + prefix
-
-
-def _like_pattern(term: str) -> str | None:
-    """A `LIKE ... ESCAPE '\\'` pattern that selects a superset of texts containing `term`.
-
-    SQLite reads LIKE patterns up to the first NUL, so a term with NULs is represented by its
-    longest NUL-free piece (the caller re-checks the whole term). None for an all-NUL term.
-    """
-    piece = max(term.split("\x00"), key=len)
-    if not piece:
-        return None
-    escaped = piece.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-    return f"%{escaped}%"
-
-
-def _fts_warning(what: str, exc: sqlite3.Error) -> str:
-    return (
-        f"ds4: full-text search of the session history failed during the {what} ({exc}); "
-        "results come from a literal scan only. If this persists, rebuild the index "
-        "(ds4.rebuildIndex)."
-    )
+        if self._folded is None:
+            self._folded = fold(self.text)
+        return self._folded
 
 
 class _Search:
-    """State of one `retrieve_history` call: the connection, rows seen, candidates, warnings."""
+    """One `retrieve_history` call: the connection, rows read, candidates, term matches."""
 
     def __init__(self, conn: sqlite3.Connection, session_id: str, limit: int) -> None:
         self.conn = conn
         self.session_id = session_id
         self.limit = limit
         self.rows: dict[int, _Candidate] = {}  # every row read, by rowid
-        self.candidates: dict[int, _Candidate] = {}  # rows that matched a pass
+        self.candidates: dict[int, _Candidate] = {}  # rows found by a pass, in finding order
+        self.matched: dict[str, set[int]] = {}  # term text -> rowids where it matched
+        self.complete: set[str] = set()  # terms whose `matched` covers the whole session
         self.warnings: list[str] = []
         self.index_usable = True
 
@@ -254,40 +319,69 @@ class _Search:
             self.rows[row[0]] = found
         return found
 
-    def _matches(self, rows: Iterable[tuple], needle: bytes) -> list[_Candidate]:
-        """The first `limit` rows of `rows` whose folded text contains `needle`."""
+    def _take(self, term: LiteralTerm, rows: Iterable[tuple]) -> list[_Candidate]:
+        """The first `limit` of `rows` the term matches; records the matches."""
         found: list[_Candidate] = []
+        matched = self.matched.setdefault(term.text, set())
         for row in rows:
             candidate = self._row(row)
-            if needle in candidate.folded():
-                self.candidates[candidate.rowid] = candidate
+            if term.occurs_in(candidate.folded()):
+                matched.add(candidate.rowid)
+                self.candidates.setdefault(candidate.rowid, candidate)
                 found.append(candidate)
                 if len(found) >= self.limit:
-                    break
+                    return found
+        self.complete.add(term.text)
         return found
 
-    def literal(self, term: str) -> list[_Candidate]:
-        """The newest (file order) `limit` eligible entries containing `term` literally."""
-        needle = fold(term)
-        query = _prefilter_query(term) if self.index_usable else None
-        if query is not None:
+    def literal(self, term: LiteralTerm) -> list[_Candidate]:
+        """The newest (file order) `limit` eligible entries the term matches."""
+        if term.prefilter is not None and self.index_usable:
             try:
-                cursor = self.conn.execute(_LITERAL_BY_INDEX_SQL, (query, self.session_id))
+                cursor = self.conn.execute(_LITERAL_BY_INDEX_SQL, (term.prefilter, self.session_id))
                 try:
-                    return self._matches(cursor, needle)
+                    return self._take(term, cursor)
                 finally:
                     cursor.close()
             except sqlite3.Error as exc:
                 self.index_usable = False
                 self.warnings.append(_fts_warning("literal pass", exc))
-        pattern = _like_pattern(term)
+        pattern = _like_pattern(replace_lone_surrogates(term.text))
         if pattern is None:
+            self.complete.add(term.text)
             return []
         cursor = self.conn.execute(_LITERAL_BY_SCAN_SQL, (self.session_id, pattern))
         try:
-            return self._matches(cursor, needle)
+            return self._take(term, cursor)
         finally:
             cursor.close()
+
+    def matching(self, term: LiteralTerm, pool: list[_Candidate]) -> set[int]:
+        """Rowids of the candidates in `pool` that `term` matches.
+
+        Reuses the literal pass: a term searched to the end has its full match set already.
+        Otherwise the term's FTS prefilter (all sessions, rowids only) narrows the pool before
+        the literal check; without one (or after an FTS error) every candidate is checked.
+        """
+        known = self.matched.get(term.text, set())
+        if term.text in self.complete:
+            return known
+        rest = [c for c in pool if c.rowid not in known]
+        if term.prefilter is not None and self.index_usable and len(rest) > 8:
+            try:
+                selected = {
+                    row[0]
+                    for row in self.conn.execute(
+                        "SELECT rowid FROM entries_fts WHERE entries_fts MATCH ?",
+                        (term.prefilter,),
+                    )
+                }
+            except sqlite3.Error as exc:
+                self.index_usable = False
+                self.warnings.append(_fts_warning("ranking", exc))
+            else:
+                rest = [c for c in rest if c.rowid in selected]
+        return known | {c.rowid for c in rest if term.occurs_in(c.folded())}
 
     def ranked(self, fts_query: str) -> list[_Candidate]:
         """The first `limit` eligible entries by bm25, best first ([] after an FTS error)."""
@@ -314,11 +408,12 @@ class _Search:
                 self._row(row)
         found = [self.rows[rowid] for rowid in rowids if rowid in self.rows]
         for candidate in found:
-            self.candidates[candidate.rowid] = candidate
+            self.candidates.setdefault(candidate.rowid, candidate)
         return found
 
 
-def _first_match(text: str, terms: tuple[str, ...]) -> int:
+def first_match(text: str, terms: tuple[str, ...]) -> int:
+    """Index in `text` of the earliest case-insensitive occurrence of any of `terms`, or -1."""
     lowered = text.lower()
     found = -1
     for term in terms:
@@ -328,25 +423,17 @@ def _first_match(text: str, terms: tuple[str, ...]) -> int:
     return found
 
 
-def excerpt_around(text: str, terms: tuple[str, ...], max_chars: int) -> str:
-    """At most `max_chars` characters of `text` around the first match of any of `terms`.
+def excerpt_around(text: str, match: int, max_chars: int) -> str:
+    """At most `max_chars` characters of `text` around index `match` (-1: no match).
 
     The whole text when it fits; otherwise a window starting `max_chars // 3` characters before
-    the earliest match (or at 0), clamped to the text, with "…" on each cut side
-    (ds4-reference.md 3.2).
+    `match` (or at 0), clamped to the text, with "…" on each cut side (ds4-reference.md 3.2).
     """
     if len(text) <= max_chars:
         return text
-    match = _first_match(text, terms)
-    center = max(match, 0)
-    start = max(0, min(len(text) - max_chars, center - max_chars // 3))
+    start = max(0, min(len(text) - max_chars, max(match, 0) - max_chars // 3))
     end = min(len(text), start + max_chars)
     return (ELLIPSIS if start > 0 else "") + text[start:end] + (ELLIPSIS if end < len(text) else "")
-
-
-def _dedup_key(candidate: _Candidate) -> bytes:
-    """The folded text with ASCII white-space runs collapsed to one space, ends trimmed."""
-    return b" ".join(candidate.folded().split())
 
 
 @dataclass
@@ -355,46 +442,15 @@ class _Ranked:
     score: float
     literal_priority: int
     created_ms: int | None
-    matched_terms: tuple[str, ...]
-    reason: str
 
+    @property
+    def matched_terms(self) -> tuple[str, ...]:
+        c = self.candidate
+        return unique([*c.exact, *c.phrases, *c.fts_terms], None)
 
-def _count_found(candidate: _Candidate, terms: list[tuple[str, bytes]]) -> int:
-    """How many of `terms` (term, folded term) occur in the candidate's text."""
-    known = candidate.found
-    text = candidate.folded()
-    count = 0
-    for term, folded in terms:
-        if term in known or folded in text:
-            count += 1
-    return count
-
-
-def _rank(eligible: list[_Candidate], descriptor: TaskDescriptor) -> list[_Ranked]:
-    """Score and sort the eligible candidates (ds4-reference.md 3.2 "Score", "Sort order")."""
-    files = [(t, fold(t)) for t in descriptor.files]
-    symbols = [(t, fold(t)) for t in descriptor.symbols]
-    errors = [(t, fold(t)) for t in descriptor.errors]
-    created = {c.rowid: iso_to_ms(c.created_at) for c in eligible}
-    times = [ms for ms in created.values() if ms is not None]
-    oldest = min(times, default=0)
-    newest = max(times, default=0)
-    ranked: list[_Ranked] = []
-    for c in eligible:
-        score = 0.0
-        if c.exact:
-            score += 100 + min(12, 3 * (len(c.exact) - 1))
-        if c.phrases:
-            score += 85 + min(8, 2 * (len(c.phrases) - 1))
-        if c.fts_terms:
-            score += 60 + max(0, 10 - (c.fts_rank if c.fts_rank is not None else 10))
-        score += 12 * _count_found(c, files) + 10 * _count_found(c, symbols)
-        score += 12 * _count_found(c, errors)
-        score += 15 + _ROLE_AUTHORITY.get(c.role or "", 1)
-        ms = created[c.rowid]
-        if ms is not None and newest > oldest:
-            score += (ms - oldest) / (newest - oldest) * 8
-        score -= min(12, max(0, c.token_estimate) / 1000)
+    @property
+    def reason(self) -> str:
+        c = self.candidate
         reasons = []
         if c.exact:
             reasons.append("exact identifier: " + ", ".join(c.exact))
@@ -403,16 +459,45 @@ def _rank(eligible: list[_Candidate], descriptor: TaskDescriptor) -> list[_Ranke
         if c.fts_terms:
             reasons.append("FTS: " + ", ".join(c.fts_terms))
         reasons.append("active branch")
-        ranked.append(
-            _Ranked(
-                candidate=c,
-                score=round(score, 6),
-                literal_priority=2 if c.exact else 1 if c.phrases else 0,
-                created_ms=ms,
-                matched_terms=unique([*c.exact, *c.phrases, *c.fts_terms], None),
-                reason="; ".join(reasons),
-            )
-        )
+        return "; ".join(reasons)
+
+
+def _rank(search: _Search, eligible: list[_Candidate], descriptor: TaskDescriptor) -> list[_Ranked]:
+    """Score and sort the eligible candidates (ds4-reference.md 3.2 "Score", "Sort order")."""
+    bonus: dict[int, float] = dict.fromkeys((c.rowid for c in eligible), 0.0)
+    matching: dict[str, set[int]] = {}
+    for terms, points in (
+        (descriptor.files, 12),
+        (descriptor.symbols, 10),
+        (descriptor.errors, 12),
+    ):
+        for text in terms:
+            rowids = matching.get(text)
+            if rowids is None:
+                rowids = matching[text] = search.matching(LiteralTerm.of(text), eligible)
+            for rowid in rowids:
+                if rowid in bonus:
+                    bonus[rowid] += points
+    created = {c.rowid: iso_to_ms(c.created_at) for c in eligible}
+    times = [ms for ms in created.values() if ms is not None]
+    oldest = min(times, default=0)
+    newest = max(times, default=0)
+    ranked: list[_Ranked] = []
+    for c in eligible:
+        score = bonus[c.rowid]
+        if c.exact:
+            score += 100 + min(12, 3 * (len(c.exact) - 1))
+        if c.phrases:
+            score += 85 + min(8, 2 * (len(c.phrases) - 1))
+        if c.fts_terms:
+            score += 60 + max(0, 10 - (c.fts_rank if c.fts_rank is not None else 10))
+        score += 15 + _ROLE_AUTHORITY.get(c.role or "", 1)
+        ms = created[c.rowid]
+        if ms is not None and newest > oldest:
+            score += (ms - oldest) / (newest - oldest) * 8
+        score -= min(12, max(0, c.token_estimate) / 1000)
+        literal_priority = 2 if c.exact else 1 if c.phrases else 0
+        ranked.append(_Ranked(c, round(score, 6), literal_priority, ms))
     ranked.sort(
         key=lambda r: (-r.literal_priority, -r.score, -(r.created_ms or 0), r.candidate.entry_id)
     )
@@ -422,6 +507,8 @@ def _rank(eligible: list[_Candidate], descriptor: TaskDescriptor) -> list[_Ranke
 def _fit(item: _Ranked, remaining: int) -> HistoryHit | None:
     """The hit for `item` with the largest excerpt whose evidence fits `remaining` tokens."""
     c = item.candidate
+    terms = item.matched_terms
+    match = first_match(c.text, terms) if len(c.text) > MIN_EXCERPT_CHARS else -1
     max_chars = min(MAX_EXCERPT_CHARS, max(MIN_EXCERPT_CHARS, remaining * 4 - 800))
     hit = HistoryHit(
         entry_key=c.entry_key,
@@ -430,15 +517,15 @@ def _fit(item: _Ranked, remaining: int) -> HistoryHit | None:
         created_at=c.created_at,
         score=item.score,
         reason=item.reason,
-        excerpt=excerpt_around(c.text, item.matched_terms, max_chars),
+        excerpt=excerpt_around(c.text, match, max_chars),
         tokens=0,
         literal_priority=item.literal_priority,
-        matched_terms=item.matched_terms,
+        matched_terms=terms,
     )
     tokens = evidence_tokens(hit)
     while tokens > remaining and max_chars > MIN_EXCERPT_CHARS:
         max_chars = max(MIN_EXCERPT_CHARS, int(max_chars * EXCERPT_SHRINK))
-        hit = replace(hit, excerpt=excerpt_around(c.text, item.matched_terms, max_chars))
+        hit = replace(hit, excerpt=excerpt_around(c.text, match, max_chars))
         tokens = evidence_tokens(hit)
     if tokens > remaining:
         return None
@@ -467,7 +554,8 @@ def retrieve_history(
         store: an open store; read through the calling thread's connection.
         session_id: the session to search (no other session is ever read).
         descriptor: the request's `TaskDescriptor` (`describe_task`).
-        branch_entry_ids: entry ids on the active branch (root to leaf); a `set` avoids a copy.
+        branch_entry_ids: entry ids on the active branch (root to leaf); pass a `set` or
+            `frozenset` to avoid a copy.
         exclude_entry_ids: entry ids already in the caller's context.
         max_results: most hits to return (<= 0: status `disabled`).
         max_tokens: `chars-v1` token budget for all rendered evidence (<= 0: `disabled`).
@@ -475,10 +563,11 @@ def retrieve_history(
         fts: run the FTS5 bm25 pass over the query terms.
 
     Returns:
-        `HistoryRetrieval`; hits in rank order, the sum of their `tokens` <= `max_tokens`.
+        `HistoryRetrieval`; hits in rank order, the sum of their `tokens` <= `max_tokens`,
+        at most `max_results` of them.
 
     Raises:
-        sqlite3.Error: from the `entries` table itself (not from FTS5, whose errors become a
+        sqlite3.Error: from the `entries` table itself (never from FTS5: its errors become a
             warning and a literal-only result).
     """
     started = time.perf_counter()
@@ -500,28 +589,21 @@ def retrieve_history(
     search = _Search(conn, session_id, query_limit(max_results))
     if exact:
         for identifier in descriptor.exact_identifiers:
-            for c in search.literal(replace_lone_surrogates(identifier)):
+            for c in search.literal(LiteralTerm.of(identifier)):
                 if identifier not in c.exact:
                     c.exact.append(identifier)
-                    c.found.add(identifier)
         for phrase in descriptor.phrases:
-            for c in search.literal(replace_lone_surrogates(phrase)):
+            for c in search.literal(LiteralTerm.of(phrase)):
                 if phrase not in c.phrases:
                     c.phrases.append(phrase)
-                    c.found.add(phrase)
     fts_query = build_fts_query(descriptor.query_terms) if fts else None
     if fts_query is not None and search.index_usable:
-        folded_terms = [
-            (term, fold(replace_lone_surrogates(term))) for term in descriptor.query_terms
-        ]
+        needles = [(t, fold(replace_lone_surrogates(t))) for t in descriptor.query_terms]
         for rank, c in enumerate(search.ranked(fts_query)):
             if c.fts_rank is None:
                 c.fts_rank = rank
                 text = c.folded()
-                c.fts_terms = [
-                    term for term, folded in folded_terms if term in c.found or folded in text
-                ]
-                c.found.update(c.fts_terms)
+                c.fts_terms = [t for t, needle in needles if needle and needle in text]
 
     branch = _as_set(branch_entry_ids)
     excluded = _as_set(exclude_entry_ids)
@@ -540,10 +622,10 @@ def retrieve_history(
     hits: list[HistoryHit] = []
     seen: set[bytes] = set()
     duplicates = used_tokens = 0
-    for item in _rank(eligible, descriptor):
+    for item in _rank(search, eligible, descriptor):
         if len(hits) >= max_results:
             break
-        key = _dedup_key(item.candidate)
+        key = b" ".join(item.candidate.folded().split())
         if key in seen:
             duplicates += 1
             continue
