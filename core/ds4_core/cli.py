@@ -1,28 +1,34 @@
 """`ds4`: the context engine on the command line.
 
-    ds4 [--db PATH] plan --session FILE [--leaf ID] [--model PROVIDER/ID] [--context-window N] [--json] REQUEST
+    ds4 [--db PATH] plan --session FILE [--leaf ID] [--model PROVIDER/ID] [--context-window N]
+                         [--fixed-tokens N] [--json] REQUEST
     ds4 [--db PATH] retrieve --session FILE [--leaf ID] [--max-results N] [--json] QUERY
-    ds4 [--db PATH] manifest (ID | --latest --session FILE) [--view summary|included|excluded|full] [--json]
+    ds4 [--db PATH] manifest (ID | --latest --session FILE)
+                             [--view summary|included|excluded|full] [--json]
     ds4 [--db PATH] index [--force] FILE...
     ds4 [--db PATH] health [--json]
     ds4 [--db PATH] rebuild [--json]
 
 `--json` prints exactly the object the matching LSP request returns (docs/protocol.md).
 Exit codes: 0 success; 1 unexpected internal error; 2 bad usage or input you can fix (the
-message says what to do); 3 some sessions failed to index or rebuild.
+message says what to do); 3 some sessions failed to index or rebuild; 130 interrupted (Ctrl-C).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import os
+import sqlite3
 import sys
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any, TextIO
+
+import peewee
 
 from . import __version__
 from .engine import ContextEngine
@@ -36,6 +42,35 @@ from .requests import (
 )
 
 EXIT_OK, EXIT_INTERNAL, EXIT_USAGE, EXIT_PARTIAL = 0, 1, 2, 3
+EXIT_INTERRUPTED = 130
+"""Ctrl-C, as a shell reports a process killed by SIGINT (128 + 2)."""
+
+_OPTION_OF_FIELD: dict[str, dict[str, str]] = {
+    "plan": {
+        "file": "--session",
+        "session.file": "--session",
+        "session.leafId": "--leaf",
+        "model.contextWindow": "--context-window",
+        "fixedTokens": "--fixed-tokens",
+    },
+    "retrieve": {
+        "file": "--session",
+        "session.file": "--session",
+        "session.leafId": "--leaf",
+        "maxResults": "--max-results",
+    },
+    "manifest": {"session.file": "--session", "view": "--view"},
+}
+"""Engine request fields (wire spelling) -> the `ds4` option that supplies them, per command."""
+
+
+def _usage_message(exc: RequestError, command: str) -> str:
+    """The engine's message for a bad input, naming the CLI option instead of the wire field."""
+    text = str(exc)
+    if exc.field:
+        text = text.removeprefix(f"{exc.field}:").strip()
+    option = _OPTION_OF_FIELD.get(command, {}).get(exc.field or "")
+    return f"{option}: {text}" if option else text
 
 
 class _Progress:
@@ -45,23 +80,34 @@ class _Progress:
         self.stream = stream
         self.delay_s = delay_s
         self.started = time.monotonic()
-        self.shown = False
-        self.enabled = stream.isatty()
+        self.width = 0
+        try:
+            self.enabled = stream.isatty()
+        except (AttributeError, ValueError):  # no isatty, or a closed stream
+            self.enabled = False
 
     def __call__(self, done: int, total: int, message: str) -> None:
         if not self.enabled or time.monotonic() - self.started < self.delay_s:
             return
-        width = 30
-        fraction = min(1.0, done / total) if total else 0.0
-        bar = "#" * int(width * fraction) + "-" * (width - int(width * fraction))
-        self.stream.write(f"\r[{bar}] {fraction * 100:5.1f}%  {message[:40]:<40}")
+        size = 30
+        fraction = max(0.0, min(1.0, done / total)) if total else 0.0
+        filled = int(size * fraction)
+        line = f"[{'#' * filled}{'-' * (size - filled)}] {fraction * 100:5.1f}%  {message[:40]}"
+        self.stream.write("\r" + line.ljust(self.width))
         self.stream.flush()
-        self.shown = True
+        self.width = max(self.width, len(line))
+
+    @property
+    def shown(self) -> bool:
+        """Whether the bar was drawn (and `close` must erase it)."""
+        return self.width > 0
 
     def close(self) -> None:
+        """Erase the bar, leaving the cursor at the start of an empty line."""
         if self.shown:
-            self.stream.write("\r" + " " * 80 + "\r")
+            self.stream.write("\r" + " " * self.width + "\r")
             self.stream.flush()
+            self.width = 0
 
 
 def _fmt(n: int | float | None) -> str:
@@ -75,9 +121,13 @@ def _table(rows: Sequence[Sequence[Any]], headers: Sequence[str], out: TextIO) -
     widths = [len(h) for h in headers]
     for row in cells:
         widths = [max(w, len(c)) for w, c in zip(widths, row, strict=False)]
-    out.write("  " + "  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=False)).rstrip() + "\n")
+    out.write(
+        "  " + "  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=False)).rstrip() + "\n"
+    )
     for row in cells:
-        out.write("  " + "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=False)).rstrip() + "\n")
+        out.write(
+            "  " + "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=False)).rstrip() + "\n"
+        )
 
 
 def _one_line(text: str, limit: int) -> str:
@@ -112,39 +162,59 @@ def _evidence_excerpts(messages: list[dict[str, Any]]) -> dict[str, str]:
     return found
 
 
+def _group_start(group_id: Any) -> tuple[int, str]:
+    """Sort key of a planner group id `group:<start>-<end>` (start index first)."""
+    text = str(group_id)
+    head = text.partition(":")[2].partition("-")[0]
+    return (int(head) if head.isdigit() else -1, text)
+
+
 def _print_plan(result: dict[str, Any], manifest: dict[str, Any], out: TextIO) -> None:
     model, budget, stats = result["model"], result["budget"], result.get("stats", {})
     session = result.get("session")
     out.write("ds4 plan\n")
     if session:
-        out.write(f"  session   {session['id']}  leaf {session.get('leafId')}\n            {session['file']}\n")
+        out.write(f"  session   {session['id']}  leaf {session.get('leafId')}\n")
+        out.write(f"            {session['file']}\n")
     source = model["source"]
-    source_text = {"request": "from --context-window", "override": "from modelAwareness.overrides", "default": "unknown model: default"}.get(
-        source, f"from the table of well-known models ({source.removeprefix('table:')})"
-    )
-    out.write(f"  model     {model['provider']}/{model['id']}  window {_fmt(model['contextWindow'])} tokens ({source_text})\n")
+    source_text = {
+        "request": "from --context-window",
+        "override": "from modelAwareness.overrides",
+        "default": "unknown model: the default, see the warning below",
+    }.get(source, f"from the table of well-known models ({source.removeprefix('table:')})")
     out.write(
-        f"  budget    hard {_fmt(budget['hardInputLimit'])} · target {_fmt(budget['targetInputTokens'])} · "
-        f"output reserve {_fmt(budget['outputReserve'])} · safety margin {_fmt(budget['safetyMargin'])}\n"
-        f"            recent tail ≤ {_fmt(budget['recentTailTokens'])} · history ≤ {_fmt(budget['maxRetrievedHistoryTokens'])}"
-        f" · project ≤ {_fmt(budget['maxProjectTokens'])} · summaries ≤ {_fmt(budget['maxSummaryTokens'])}\n"
+        f"  model     {model['provider']}/{model['id']}  "
+        f"window {_fmt(model['contextWindow'])} tokens ({source_text})\n"
+    )
+    out.write(
+        f"  budget    hard {_fmt(budget['hardInputLimit'])}"
+        f" · target {_fmt(budget['targetInputTokens'])}"
+        f" · output reserve {_fmt(budget['outputReserve'])}"
+        f" · safety margin {_fmt(budget['safetyMargin'])}\n"
+        f"            recent tail ≤ {_fmt(budget['recentTailTokens'])}"
+        f" · history ≤ {_fmt(budget['maxRetrievedHistoryTokens'])}"
+        f" · project ≤ {_fmt(budget['maxProjectTokens'])}"
+        f" · summaries ≤ {_fmt(budget['maxSummaryTokens'])}\n"
     )
     included, excluded = manifest.get("included", []), manifest.get("excluded", [])
     counts = stats.get("counts", {})
     supplements = counts.get("supplements", 0)
     out.write(
-        f"  result    mode {result['mode']} · {_fmt(counts.get('messages', 0))} messages (active branch + request)"
+        f"  result    mode {result['mode']} · {_fmt(counts.get('messages', 0))} messages"
+        " (active branch + request)"
         f" and {_fmt(supplements)} evidence candidate(s) → {_fmt(len(result['messages']))} sent"
         f" · ~{_fmt(result['estimatedTokens'])} tokens\n"
     )
     if result.get("fallbackReason"):
-        out.write(f"  fallback  {result['fallbackReason']} (the original messages are sent unchanged)\n")
+        out.write(
+            f"  fallback  {result['fallbackReason']} (the original messages are sent unchanged)\n"
+        )
 
     by_kind: dict[str, list[dict[str, Any]]] = {}
     for item in included:
         by_kind.setdefault(item.get("kind", "?"), []).append(item)
     tail = by_kind.get("recent", []) + by_kind.get("current", [])
-    groups = sorted({i.get("groupId") for i in tail if i.get("groupId")}, key=lambda g: int(str(g).split(":")[1].split("-")[0]))
+    groups = sorted({i.get("groupId") for i in tail if i.get("groupId")}, key=_group_start)
     out.write(
         f"\nRecent tail kept: {len(tail)} messages in {len(groups)} turn group(s), "
         f"{_fmt(sum(i.get('tokens', 0) for i in tail))} tokens"
@@ -157,7 +227,13 @@ def _print_plan(result: dict[str, Any], manifest: dict[str, Any], out: TextIO) -
             members = [i for i in tail if i.get("groupId") == group]
             kinds = Counter(i["kind"] for i in members)
             group_rows.append(
-                [group, len(members), _fmt(sum(i.get("tokens", 0) for i in members)), "current" if kinds.get("current") else "recent", members[0].get("sourceId")]
+                [
+                    group,
+                    len(members),
+                    _fmt(sum(i.get("tokens", 0) for i in members)),
+                    "current" if kinds.get("current") else "recent",
+                    members[0].get("sourceId"),
+                ]
             )
         if len(groups) > 8:
             out.write(f"  (showing the newest 8 of {len(groups)} groups)\n")
@@ -165,45 +241,89 @@ def _print_plan(result: dict[str, Any], manifest: dict[str, Any], out: TextIO) -
 
     evidence = by_kind.get("history", [])
     excerpts = _evidence_excerpts(result["messages"])
-    retrieval_reasons = {r.get("entryKey"): r.get("reason") or "" for r in manifest.get("retrieved", [])}
-    out.write(f"\nHistorical evidence retrieved: {len(evidence)} item(s), {_fmt(sum(i.get('tokens', 0) for i in evidence))} tokens\n")
+    retrieval_reasons = {
+        r.get("entryKey"): r.get("reason") or "" for r in manifest.get("retrieved", [])
+    }
+    evidence_tokens = sum(i.get("tokens", 0) for i in evidence)
+    out.write(
+        f"\nHistorical evidence retrieved: {len(evidence)} item(s), "
+        f"{_fmt(evidence_tokens)} tokens\n"
+    )
     if evidence:
         rows = []
         for item in evidence:
             entry_key = str(item.get("sourceId"))
             entry_id = entry_key.split(":", 1)[-1]
             reason = retrieval_reasons.get(entry_key) or item.get("reason") or ""
-            rows.append([f"{item.get('score', 0):.3f}", entry_id, _one_line(reason, 56), _one_line(excerpts.get(entry_id, ""), 56)])
+            rows.append(
+                [
+                    f"{item.get('score', 0):.3f}",
+                    entry_id,
+                    _one_line(reason, 56),
+                    _one_line(excerpts.get(entry_id, ""), 56),
+                ]
+            )
         _table(rows, ["score", "entry", "why it matched", "excerpt"], out)
     else:
         out.write("  none: no older entry on the active branch matched the request\n")
 
-    out.write(f"\nExcluded: {len(excluded)} item(s), {_fmt(sum(i.get('tokens', 0) for i in excluded))} tokens\n")
+    excluded_tokens = sum(i.get("tokens", 0) for i in excluded)
+    out.write(f"\nExcluded: {len(excluded)} item(s), {_fmt(excluded_tokens)} tokens\n")
     reasons: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for item in excluded:
         reasons.setdefault((item.get("kind", "?"), item.get("reason") or ""), []).append(item)
     if reasons:
         _table(
-            [[kind, len(items), _fmt(sum(i.get("tokens", 0) for i in items)), _one_line(reason, 70)] for (kind, reason), items in sorted(reasons.items(), key=lambda kv: -len(kv[1]))],
+            [
+                [
+                    kind,
+                    len(items),
+                    _fmt(sum(i.get("tokens", 0) for i in items)),
+                    _one_line(reason, 70),
+                ]
+                for (kind, reason), items in sorted(reasons.items(), key=lambda kv: -len(kv[1]))
+            ],
             ["kind", "items", "tokens", "reason"],
             out,
         )
-    stored = "stored" if result.get("manifestStored") else "in memory only (ephemeral)"
-    out.write(f"\nManifest  {result['manifestId']} ({stored}); inspect with: ds4 manifest {result['manifestId']} --view full\n")
+    if result.get("manifestStored"):
+        out.write(
+            f"\nManifest  {result['manifestId']} (stored); inspect with: "
+            f"ds4 manifest {result['manifestId']} --view full\n"
+        )
+    else:
+        out.write(
+            f"\nManifest  {result['manifestId']} (not stored: kept in this process's memory only, "
+            "so `ds4 manifest` cannot show it later)\n"
+        )
     for warning in result.get("warnings", []):
         out.write(f"warning: {warning}\n")
 
 
 def _print_retrieve(result: dict[str, Any], out: TextIO) -> None:
     stats = result["stats"]
-    out.write(f"ds4 retrieve: status {result['status']} · {len(result['history'])} hit(s) · {stats['latencyMs']:.2f} ms\n")
     out.write(
-        f"  candidates {stats['candidates']} · duplicates {stats['duplicates']} · other branches "
-        f"{stats['alternateBranchCandidates']} · already in context {stats['alreadyInContext']}\n\n"
+        f"ds4 retrieve: status {result['status']} · {len(result['history'])} hit(s)"
+        f" · {stats['latencyMs']:.2f} ms\n"
+    )
+    out.write(
+        f"  candidates {stats['candidates']} · duplicates {stats['duplicates']}"
+        f" · other branches {stats['alternateBranchCandidates']}"
+        f" · already in context {stats['alreadyInContext']}\n\n"
     )
     if result["history"]:
         _table(
-            [[f"{h['score']:.3f}", h["entryId"], h["role"], (h.get("createdAt") or "")[:19], _one_line(h["reason"], 40), _one_line(h["excerpt"], 60)] for h in result["history"]],
+            [
+                [
+                    f"{h['score']:.3f}",
+                    h["entryId"],
+                    h["role"] or "-",
+                    (h.get("createdAt") or "")[:19],
+                    _one_line(h["reason"], 40),
+                    _one_line(h["excerpt"], 60),
+                ]
+                for h in result["history"]
+            ],
             ["score", "entry", "role", "created", "reason", "excerpt"],
             out,
         )
@@ -213,12 +333,29 @@ def _print_retrieve(result: dict[str, Any], out: TextIO) -> None:
 
 def _print_manifest(manifest: dict[str, Any], out: TextIO) -> None:
     out.write(f"manifest {manifest.get('id')}  created {manifest.get('createdAt')}\n")
-    for key in ("sessionId", "branchLeafId", "provider", "model", "contextWindow", "hardInputLimit", "targetInputTokens", "estimatedTokens", "promptHash", "plannerVersion", "policyVersion", "estimatorVersion"):
+    for key in (
+        "sessionId",
+        "branchLeafId",
+        "provider",
+        "model",
+        "contextWindow",
+        "hardInputLimit",
+        "targetInputTokens",
+        "estimatedTokens",
+        "promptHash",
+        "plannerVersion",
+        "policyVersion",
+        "estimatorVersion",
+    ):
         if key in manifest:
             out.write(f"  {key:<18} {manifest[key]}\n")
     planning = manifest.get("planning") or {}
     if planning:
-        out.write(f"  {'mode':<18} {planning.get('mode')}" + (f" ({planning.get('fallbackReason')})" if planning.get("fallbackReason") else "") + "\n")
+        out.write(
+            f"  {'mode':<18} {planning.get('mode')}"
+            + (f" ({planning.get('fallbackReason')})" if planning.get("fallbackReason") else "")
+            + "\n"
+        )
     counts = manifest.get("counts") or planning.get("counts") or {}
     for key, value in counts.items():
         out.write(f"  {key:<18} {value}\n")
@@ -228,7 +365,17 @@ def _print_manifest(manifest: dict[str, Any], out: TextIO) -> None:
             continue
         out.write(f"\n{section} ({len(items)})\n")
         _table(
-            [[i.get("kind"), i.get("sourceId"), i.get("groupId") or "-", _fmt(i.get("tokens")), f"{i.get('score') or 0:.3f}", _one_line(i.get("reason") or "", 60)] for i in items],
+            [
+                [
+                    i.get("kind"),
+                    i.get("sourceId"),
+                    i.get("groupId") or "-",
+                    _fmt(i.get("tokens")),
+                    f"{i.get('score') or 0:.3f}",
+                    _one_line(i.get("reason") or "", 60),
+                ]
+                for i in items
+            ],
             ["kind", "source", "group", "tokens", "score", "reason"],
             out,
         )
@@ -236,18 +383,44 @@ def _print_manifest(manifest: dict[str, Any], out: TextIO) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     """The `ds4` argument parser (see the module docstring for the synopsis)."""
-    parser = argparse.ArgumentParser(prog="ds4", description="DS4 context engine: index Pi sessions, retrieve history, plan model calls.")
+    parser = argparse.ArgumentParser(
+        prog="ds4",
+        description="DS4 context engine: index Pi sessions, retrieve history, plan model calls.",
+    )
     parser.add_argument("--version", action="version", version=f"ds4 {__version__}")
-    parser.add_argument("--db", metavar="PATH", help="database file (default: $DS4_DB, else ~/.local/share/ds4-lsp/context.db)")
-    parser.add_argument("-v", "--verbose", action="store_true", help="log counts and timings to stderr")
+    parser.add_argument(
+        "--db",
+        metavar="PATH",
+        help="database file (default: $DS4_DB, else ~/.local/share/ds4-lsp/context.db)",
+    )
+    parser.add_argument(
+        "-v", "--verbose", action="store_true", help="log counts and timings to stderr"
+    )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     p = sub.add_parser("plan", help="plan the next model call for a session and a new request")
     p.add_argument("--session", required=True, metavar="FILE", help="Pi session .jsonl file")
-    p.add_argument("--leaf", metavar="ID", help="leaf entry id of the active branch (default: last entry)")
-    p.add_argument("--model", metavar="PROVIDER/ID", help="model of the call (default: the session's current model)")
-    p.add_argument("--context-window", type=int, metavar="N", help="context window in tokens (default: overrides, then the table of well-known models)")
-    p.add_argument("--fixed-tokens", type=int, default=0, metavar="N", help="tokens of the system prompt and tool schemas (default 0)")
+    p.add_argument(
+        "--leaf", metavar="ID", help="leaf entry id of the active branch (default: last entry)"
+    )
+    p.add_argument(
+        "--model",
+        metavar="PROVIDER/ID",
+        help="model of the call (default: the session's current model)",
+    )
+    p.add_argument(
+        "--context-window",
+        type=int,
+        metavar="N",
+        help="context window in tokens (default: overrides, then the table of well-known models)",
+    )
+    p.add_argument(
+        "--fixed-tokens",
+        type=int,
+        default=0,
+        metavar="N",
+        help="tokens of the system prompt and tool schemas (default 0)",
+    )
     p.add_argument("--json", action="store_true", help="print the ds4/plan result as JSON")
     p.add_argument("request", help="the new user message")
 
@@ -282,7 +455,9 @@ def _parse_model(value: str | None) -> tuple[str | None, str | None]:
     if not value:
         return None, None
     if "/" not in value or value.startswith("/") or value.endswith("/"):
-        raise RequestError(f"--model: expected PROVIDER/ID (e.g. anthropic/claude-sonnet-4-5), got {value!r}", "model")
+        raise RequestError(
+            f"--model: expected PROVIDER/ID (e.g. anthropic/claude-sonnet-4-5), got {value!r}"
+        )
     provider, model_id = value.split("/", 1)
     return provider, model_id
 
@@ -292,46 +467,106 @@ def _emit_json(value: Any, out: TextIO) -> None:
     out.write("\n")
 
 
-def run(argv: Sequence[str] | None = None, out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> int:
-    """Run the CLI; returns the exit code (see the module docstring)."""
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, stream=err, format="ds4: %(levelname)s %(name)s: %(message)s")
-    engine = ContextEngine(database_path=args.db) if args.db else ContextEngine()
+@contextlib.contextmanager
+def _logging_to(err: TextIO, verbose: bool) -> Iterator[None]:
+    """Send `ds4_core` log records to `err` while the command runs (errors only, or counts and
+    timings with -v), then restore the logger. Only this package's logger is touched."""
+    logger = logging.getLogger("ds4_core")
+    handler = logging.StreamHandler(err)
+    handler.setFormatter(logging.Formatter("ds4: %(levelname)s %(name)s: %(message)s"))
+    handler.setLevel(logging.INFO if verbose else logging.ERROR)
+    previous_level = logger.level
+    logger.addHandler(handler)
+    if verbose and (logger.level == logging.NOTSET or logger.level > logging.INFO):
+        logger.setLevel(logging.INFO)
     try:
-        for notice in engine.notices:
-            err.write(f"ds4: {notice}\n")
-        code = _dispatch(engine, args, out, err)
-        for notice in engine.notices:
-            err.write(f"ds4: {notice}\n")
-        return code
-    except RequestError as exc:
-        err.write(f"ds4: {exc}\n")
-        return EXIT_USAGE
-    except KeyboardInterrupt:
-        err.write("ds4: interrupted\n")
-        return 130
-    except Exception as exc:  # noqa: BLE001 - last-resort report, the traceback only on -v
-        if args.verbose:
-            logging.getLogger("ds4_core.cli").exception("unexpected error")
-        err.write(f"ds4: internal error ({type(exc).__name__}: {exc}); rerun with -v for details, or `ds4 rebuild` if the database is damaged\n")
-        return EXIT_INTERNAL
+        yield
     finally:
-        engine.close()
+        logger.removeHandler(handler)
+        logger.setLevel(previous_level)
+
+
+def _parse_args(
+    parser: argparse.ArgumentParser, argv: Sequence[str] | None, out: TextIO, err: TextIO
+) -> argparse.Namespace | int:
+    """Parsed arguments, or the exit code when argparse stopped (usage error 2, --help 0)."""
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            return parser.parse_args(argv)
+        except SystemExit as exc:
+            code = exc.code
+            return code if isinstance(code, int) else (EXIT_OK if code is None else EXIT_USAGE)
+
+
+def _database_problem(engine: ContextEngine, exc: BaseException) -> str:
+    """What to tell the user when the database cannot be opened."""
+    text = str(exc)
+    if text.startswith("ds4: "):  # the store's own message already says what to do
+        return text.removeprefix("ds4: ")
+    return (
+        f"cannot open the database '{engine.database_path}': {text or type(exc).__name__}; "
+        "pass --db PATH or set DS4_DB to a writable location"
+    )
+
+
+def _print_notices(engine: ContextEngine, err: TextIO) -> None:
+    for notice in engine.notices:
+        err.write(f"ds4: {notice.removeprefix('ds4: ')}\n")
+
+
+def run(
+    argv: Sequence[str] | None = None, out: TextIO = sys.stdout, err: TextIO = sys.stderr
+) -> int:
+    """Run the CLI with arguments `argv` (default: `sys.argv[1:]`), writing results to `out`
+    and messages to `err`; returns the exit code (see the module docstring). Never raises
+    (except for `SystemExit` from nowhere but argparse, which is turned into its code)."""
+    parser = build_parser()
+    args = _parse_args(parser, argv, out, err)
+    if isinstance(args, int):
+        return args
+    with _logging_to(err, args.verbose):
+        engine = ContextEngine(database_path=args.db) if args.db else ContextEngine()
+        try:
+            try:
+                engine.store  # noqa: B018 - open (create, migrate) the database up front
+            except (OSError, sqlite3.Error, peewee.PeeweeException) as exc:
+                err.write(f"ds4: {_database_problem(engine, exc)}\n")
+                return EXIT_USAGE
+            _print_notices(engine, err)
+            return _dispatch(engine, args, out, err)
+        except RequestError as exc:
+            err.write(f"ds4: {_usage_message(exc, args.command)}\n")
+            return EXIT_USAGE
+        except KeyboardInterrupt:
+            err.write("ds4: interrupted\n")
+            return EXIT_INTERRUPTED
+        except BrokenPipeError:  # e.g. `ds4 plan --json ... | head`: the reader went away
+            return EXIT_OK
+        except Exception as exc:  # noqa: BLE001 - last-resort report, the traceback only on -v
+            if args.verbose:
+                logging.getLogger("ds4_core.cli").exception("unexpected error")
+            err.write(
+                f"ds4: internal error ({type(exc).__name__}: {exc}); rerun with -v for the "
+                "traceback, or run `ds4 rebuild` if the database may be damaged\n"
+            )
+            return EXIT_INTERNAL
+        finally:
+            engine.close()
 
 
 def _dispatch(engine: ContextEngine, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     if args.command == "plan":
         provider, model_id = _parse_model(args.model)
         if args.context_window is not None and args.context_window < 1:
-            raise RequestError("--context-window: expected a positive number of tokens", "model.contextWindow")
+            raise RequestError("expected a positive number of tokens", "model.contextWindow")
         progress = _Progress(err)
-        session = SessionRef(args.session, args.leaf)
-        engine.index_session(args.session, progress=progress)
-        progress.close()
+        try:
+            engine.index_session(args.session, progress=progress)
+        finally:
+            progress.close()
         result = engine.plan(
             PlanRequest(
-                session=session,
+                session=SessionRef(args.session, args.leaf),
                 request=args.request,
                 model=ModelSpec(provider=provider, id=model_id, context_window=args.context_window),
                 fixed_tokens=args.fixed_tokens,
@@ -340,19 +575,50 @@ def _dispatch(engine: ContextEngine, args: argparse.Namespace, out: TextIO, err:
         if args.json:
             _emit_json(result, out)
         else:
-            _print_plan(result, engine.manifest(ManifestRequest(id=result["manifestId"], view="full")), out)
+            manifest = engine.manifest(ManifestRequest(id=result["manifestId"], view="full"))
+            _print_plan(result, manifest, out)
         return EXIT_OK
     if args.command == "retrieve":
-        result = engine.retrieve(RetrieveRequest(query=args.query, session=SessionRef(args.session, args.leaf), max_results=args.max_results))
-        _emit_json(result, out) if args.json else _print_retrieve(result, out)
+        result = engine.retrieve(
+            RetrieveRequest(
+                query=args.query,
+                session=SessionRef(args.session, args.leaf),
+                max_results=args.max_results,
+            )
+        )
+        if args.json:
+            _emit_json(result, out)
+        else:
+            _print_retrieve(result, out)
         return EXIT_OK
     if args.command == "manifest":
         if not args.id and not args.latest:
-            raise RequestError("give a manifest ID, or --latest --session FILE", "id")
-        if args.latest and not args.session:
-            raise RequestError("--latest needs --session FILE", "session")
-        manifest = engine.manifest(ManifestRequest(id=args.id, session=SessionRef(args.session) if args.session else None, latest=args.latest, view=args.view))
-        _emit_json(manifest, out) if args.json else _print_manifest(manifest, out)
+            raise RequestError(
+                "give a manifest ID (printed by `ds4 plan`), or --latest --session FILE"
+            )
+        if args.latest and not args.id and not args.session:
+            raise RequestError("--latest needs --session FILE")
+        try:
+            manifest = engine.manifest(
+                ManifestRequest(
+                    id=args.id,
+                    session=SessionRef(args.session) if args.session else None,
+                    latest=args.latest,
+                    view=args.view,
+                )
+            )
+        except RequestError as exc:
+            if exc.field != "id" or not args.id:
+                raise
+            raise RequestError(
+                f"{exc} (`ds4 manifest --latest --session FILE`; database in use: "
+                f"'{engine.database_path}', set with --db or DS4_DB)",
+                "id",
+            ) from exc
+        if args.json:
+            _emit_json(manifest, out)
+        else:
+            _print_manifest(manifest, out)
         return EXIT_OK
     if args.command == "index":
         results, failures = [], 0
@@ -362,16 +628,31 @@ def _dispatch(engine: ContextEngine, args: argparse.Namespace, out: TextIO, err:
                 results.append(engine.index_session(file, force=args.force, progress=progress))
             except RequestError as exc:
                 failures += 1
-                err.write(f"ds4: {exc}\n")
+                err.write(f"ds4: {_usage_message(exc, 'index')}\n")
             finally:
                 progress.close()
         if args.json:
             _emit_json(results, out)
         else:
             _table(
-                [[r["sessionId"] or "-", r["outcome"] + (f" ({r['reason']})" if r.get("reason") else ""), _fmt(r["entriesTotal"]), _fmt(r["malformedLines"]), f"{r['durationMs']:.1f}", os.path.basename(r["sessionFile"])] for r in results],
+                [
+                    [
+                        r["sessionId"] or "-",
+                        r["outcome"] + (f" ({r['reason']})" if r.get("reason") else ""),
+                        _fmt(r["entriesTotal"]),
+                        _fmt(r["malformedLines"]),
+                        f"{r['durationMs']:.1f}",
+                        os.path.basename(r["sessionFile"]),
+                    ]
+                    for r in results
+                ],
                 ["session", "outcome", "entries", "malformed", "ms", "file"],
                 out,
+            )
+        if failures:
+            err.write(
+                f"ds4: {failures} of {len(args.files)} file(s) could not be indexed "
+                "(see above); the others were\n"
             )
         return EXIT_PARTIAL if failures else EXIT_OK
     if args.command == "health":
@@ -380,18 +661,27 @@ def _dispatch(engine: ContextEngine, args: argparse.Namespace, out: TextIO, err:
             _emit_json(health, out)
         else:
             for key, value in health.items():
+                if isinstance(value, list):
+                    value = "; ".join(str(v) for v in value) if value else "none"
                 out.write(f"  {key:<20} {value}\n")
         return EXIT_OK
     if args.command == "rebuild":
         progress = _Progress(err)
-        result = engine.rebuild(progress=progress)
-        progress.close()
+        try:
+            result = engine.rebuild(progress=progress)
+        finally:
+            progress.close()
         if args.json:
             _emit_json(result, out)
         else:
-            out.write(f"rebuilt {result['sessions']} session(s), {_fmt(result['entries'])} entries in {result['durationMs']:.0f} ms\n")
+            out.write(
+                f"rebuilt {result['sessions']} session(s), {_fmt(result['entries'])} entries "
+                f"in {result['durationMs']:.0f} ms\n"
+            )
             for failure in result["failed"]:
                 out.write(f"  failed: {failure['sessionFile']}: {failure['error']}\n")
+        if result["failed"]:
+            err.write(f"ds4: {len(result['failed'])} session(s) could not be rebuilt\n")
         return EXIT_PARTIAL if result["failed"] else EXIT_OK
     raise AssertionError(args.command)
 

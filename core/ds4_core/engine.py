@@ -12,6 +12,7 @@ any failure while indexing, retrieving or planning returns the caller's messages
 
 from __future__ import annotations
 
+import copy
 import logging
 import os
 import threading
@@ -26,6 +27,7 @@ from typing import Any
 from . import __version__
 from .config import DEFAULT_CONFIG, Config
 from .manifest import (
+    VIEWS,
     ManifestWindow,
     build_manifest,
     encode_manifest,
@@ -40,6 +42,7 @@ from .planner import (
     ModelProfile,
     Supplement,
     calculate_budget,
+    fallback_plan,
     plan_context,
     resolve_overrides,
 )
@@ -120,7 +123,10 @@ class ContextEngine:
     """
 
     def __init__(
-        self, *, database_path: str | os.PathLike[str] | None = None, settings: Mapping[str, Any] | None = None
+        self,
+        *,
+        database_path: str | os.PathLike[str] | None = None,
+        settings: Mapping[str, Any] | None = None,
     ) -> None:
         self.config: Config
         self.config, self.config_warnings = DEFAULT_CONFIG.with_settings(settings)
@@ -141,7 +147,9 @@ class ContextEngine:
         """The open store (opened, migrated, or moved aside and rebuilt, on first use)."""
         with self._store_lock:
             if self._store is None:
-                self._store = open_store(self.database_path, busy_timeout_ms=self.config["storage.busyTimeoutMs"])
+                self._store = open_store(
+                    self.database_path, busy_timeout_ms=self.config["storage.busyTimeoutMs"]
+                )
                 for notice in self._store.notices:
                     log.warning("database notice: %s", notice)
             return self._store
@@ -167,7 +175,11 @@ class ContextEngine:
     # ----------------------------------------------------------------- indexing
 
     def index_session(
-        self, path: str | os.PathLike[str], *, force: bool = False, progress: ProgressCallback | None = None
+        self,
+        path: str | os.PathLike[str],
+        *,
+        force: bool = False,
+        progress: ProgressCallback | None = None,
     ) -> dict[str, Any]:
         """Sync one Pi session file into the index (ds4-reference.md 3.12).
 
@@ -176,9 +188,10 @@ class ContextEngine:
 
         Raises:
             RequestError: the file is missing, unreadable or not a Pi session (field `file`).
+            OSError, sqlite3.Error: the database cannot be opened or written.
         """
         resolved = self._session_path(str(path), "file")
-        result = self._sync(resolved, force=force, progress=progress)
+        result = self._sync(resolved, force=force, progress=progress, field="file")
         return _sync_to_wire(result)
 
     def rebuild(self, progress: ProgressCallback | None = None) -> dict[str, Any]:
@@ -197,14 +210,29 @@ class ContextEngine:
             progress(0, total, f"rebuilding {total} session(s)")
         for done, row in enumerate(known, start=1):
             session_file = row["session_file"]
-            try:
-                results.append(_sync_to_wire(self._sync(Path(session_file), force=True, progress=None)))
-            except (OSError, SessionFormatError) as exc:
-                failed.append({"sessionFile": session_file, "error": str(exc)})
+            if not Path(session_file).is_file():
+                failed.append(
+                    {
+                        "sessionFile": session_file,
+                        "error": "the session file no longer exists; restore it to index it "
+                        "again (the old index of this session is kept until then)",
+                    }
+                )
+            else:
+                try:
+                    synced = self._sync(Path(session_file), force=True, progress=None)
+                    results.append(_sync_to_wire(synced))
+                except RequestError as exc:  # unreadable, or no longer a Pi session
+                    failed.append({"sessionFile": session_file, "error": str(exc)})
             if progress:
                 progress(done, total, f"{done}/{total} sessions")
         duration_ms = (time.perf_counter() - started) * 1000
-        log.info("rebuild: sessions=%d failed=%d duration_ms=%.1f", len(results), len(failed), duration_ms)
+        log.info(
+            "rebuild: sessions=%d failed=%d duration_ms=%.1f",
+            len(results),
+            len(failed),
+            duration_ms,
+        )
         return {
             "sessions": len(results),
             "entries": sum(r["entriesTotal"] for r in results),
@@ -213,15 +241,36 @@ class ContextEngine:
             "results": results,
         }
 
-    def _sync(self, path: Path, *, force: bool, progress: Callable[[int, int], None] | ProgressCallback | None) -> SyncResult:
+    def _sync(
+        self,
+        path: Path,
+        *,
+        force: bool,
+        progress: ProgressCallback | None,
+        field: str = "session.file",
+    ) -> SyncResult:
+        """Sync `path` into the index.
+
+        Raises:
+            RequestError: the file cannot be read or is not a Pi session (naming `field`).
+            OSError, sqlite3.Error: the database cannot be opened or written.
+        """
+
         def bytes_progress(done: int, total: int) -> None:
             if progress:
-                progress(done, total, "indexing session")  # type: ignore[call-arg]
+                progress(done, total, "indexing session")
 
+        store = self.store  # opened first, so an OSError below is about the session file
         try:
-            result = sync_session(self.store, path, force=force, progress=bytes_progress if progress else None)
+            result = sync_session(
+                store, path, force=force, progress=bytes_progress if progress else None
+            )
         except SessionFormatError as exc:
-            raise RequestError(str(exc), "session.file") from exc
+            raise RequestError(str(exc), field) from exc
+        except OSError as exc:
+            raise RequestError(
+                f"{field}: cannot read session file '{path}': {exc.strerror or exc}", field
+            ) from exc
         log.info(
             "sync: session=%s outcome=%s added=%d total=%d malformed=%d duration_ms=%.1f",
             result.session_id,
@@ -261,7 +310,9 @@ class ContextEngine:
         except SessionFormatError as exc:
             raise RequestError(str(exc), "session.file") from exc
         except OSError as exc:
-            raise RequestError(f"session.file: cannot read '{path}': {exc.strerror or exc}", "session.file") from exc
+            raise RequestError(
+                f"session.file: cannot read '{path}': {exc.strerror or exc}", "session.file"
+            ) from exc
         with self._sessions_lock:
             self._sessions[key] = _CachedSession(stat.st_size, stat.st_mtime_ns, parsed)
             self._sessions.move_to_end(key)
@@ -273,14 +324,23 @@ class ContextEngine:
         path = self._session_path(ref.file, "session.file")
         parsed = self._load_session(path)
         try:
-            context = build_session_context(parsed.entries, ref.leaf_id) if ref.leaf_id else build_session_context(parsed.entries)
+            context = (
+                build_session_context(parsed.entries, ref.leaf_id)
+                if ref.leaf_id
+                else build_session_context(parsed.entries)
+            )
         except SessionFormatError as exc:
             raise RequestError(str(exc), "session.leafId") from exc
         return parsed, context, path
 
     # ----------------------------------------------------------------- model and budget
 
-    def resolve_profile(self, spec: ModelSpec, session_model: tuple[str, str] | None) -> ModelProfile:
+    def resolve_profile(
+        self,
+        spec: ModelSpec,
+        session_model: tuple[str, str] | None,
+        config: Config | None = None,
+    ) -> ModelProfile:
         """Fill the model of a call: request, then the session's current model; the window from
         the request, `modelAwareness.overrides`, the well-known table, then the default.
 
@@ -289,7 +349,7 @@ class ContextEngine:
         """
         provider = spec.provider or (session_model[0] if session_model else None) or "unknown"
         model_id = spec.id or (session_model[1] if session_model else None) or "unknown"
-        overrides = resolve_overrides(self.config, provider, model_id)
+        overrides = resolve_overrides(config or self.config, provider, model_id)
         known = lookup_model(model_id)
         if spec.context_window is not None:
             window, source = spec.context_window, "request"
@@ -301,14 +361,37 @@ class ContextEngine:
             window, source = DEFAULT_CONTEXT_WINDOW, "default"
         max_output = spec.max_output_tokens
         if max_output is None:
-            max_output = overrides.get("maxOutputTokens") or (known.max_output_tokens if known else None)
+            max_output = overrides.get("maxOutputTokens") or (
+                known.max_output_tokens if known else None
+            )
         if max_output is not None:
             max_output = min(int(max_output), window)
         return ModelProfile(
-            provider=provider, model_id=model_id, context_window=window, max_output_tokens=max_output, source=source
+            provider=provider,
+            model_id=model_id,
+            context_window=window,
+            max_output_tokens=max_output,
+            source=source,
         )
 
-    def _prepare(self, session: SessionRef | None, messages: list[dict[str, Any]] | None, request: str | None, model: ModelSpec) -> _Prepared:
+    def _prepare(
+        self,
+        session: SessionRef | None,
+        messages: list[dict[str, Any]] | None,
+        request: str | None,
+        model: ModelSpec,
+        config: Config,
+        *,
+        sync: bool = True,
+    ) -> _Prepared:
+        """Read the session (and sync its index unless `sync` is false), build or match the
+        messages, append `request`, and resolve the model and budget.
+
+        A failure to update the index is not an error: it becomes a warning.
+
+        Raises:
+            RequestError: a missing or unreadable session file, or an unknown leaf.
+        """
         warnings: list[str] = []
         session_id = session_file = leaf_id = None
         branch: set[str] = set()
@@ -320,14 +403,15 @@ class ContextEngine:
             leaf_id = context.leaf_id
             branch = set(context.path_entry_ids)
             session_model = context.model
-            if session_id is not None:
+            if session_id is not None and sync:
                 try:
                     self._sync(path, force=False, progress=None)
-                except RequestError:
-                    raise
                 except Exception as exc:  # fail open: planning works without the index
                     log.warning("sync failed: session=%s error=%s", session_id, type(exc).__name__)
-                    warnings.append(f"session index could not be updated ({type(exc).__name__}); history retrieval may be incomplete")
+                    warnings.append(
+                        f"session index could not be updated ({type(exc).__name__}); "
+                        "history retrieval may be incomplete"
+                    )
             if messages is None:
                 built = list(context.messages)
                 source_ids: list[str | None] = list(context.message_entry_ids)
@@ -336,29 +420,51 @@ class ContextEngine:
         else:
             built = list(messages or [])
             source_ids = [None] * len(built)
-        if request:
-            built.append(
-                {"role": "user", "content": [{"type": "text", "text": request}], "timestamp": int(time.time() * 1000)}
-            )
-            source_ids.append(None)
-        profile = self.resolve_profile(model, session_model)
+        _append_request(built, source_ids, request)
+        profile, budget = self._budget_for(model, session_model, config, warnings)
+        return _Prepared(
+            built,
+            source_ids,
+            session_id,
+            session_file,
+            leaf_id,
+            branch,
+            session_model,
+            profile,
+            budget,
+            warnings,
+        )
+
+    def _budget_for(
+        self,
+        model: ModelSpec,
+        session_model: tuple[str, str] | None,
+        config: Config,
+        warnings: list[str],
+    ) -> tuple[ModelProfile, ContextBudget]:
+        profile = self.resolve_profile(model, session_model, config)
         if profile.source == "default":
             warnings.append(
-                f"context window of model '{profile.provider}/{profile.model_id}' is unknown; assumed "
-                f"{profile.context_window} tokens (set model.contextWindow or modelAwareness.overrides)"
+                f"context window of model '{profile.provider}/{profile.model_id}' is unknown; "
+                f"assumed {profile.context_window} tokens (set model.contextWindow, or "
+                "--context-window on the command line, or modelAwareness.overrides)"
             )
-        budget = calculate_budget(profile, self.config)
-        return _Prepared(built, source_ids, session_id, session_file, leaf_id, branch, session_model, profile, budget, warnings)
+        return profile, calculate_budget(profile, config)
 
     # ----------------------------------------------------------------- plan
 
     def plan(self, request: PlanRequest) -> dict[str, Any]:
         """Plan the messages of the next model call (`ds4/plan`; ds4-reference.md 3.7).
 
-        Returns {mode, messages, manifestId, estimatedTokens, budget, model, fallbackReason?,
-        warnings, stats, retrieval}. Managed plans keep the current turn, a recent tail of
-        whole turns, and historical evidence (JSON-quoted user messages) for older turns that
-        the tail leaves out; everything else is recorded as excluded in the manifest.
+        Returns {mode, messages, manifestId, manifestStored, estimatedTokens, budget, model,
+        warnings, stats, fallbackReason?, session?} (docs/protocol.md). Managed plans keep the
+        current turn, a recent tail of whole turns, and historical evidence (JSON-quoted user
+        messages) for older turns that the tail leaves out; everything else is recorded as
+        excluded in the manifest. Any failure while indexing, retrieving or planning gives mode
+        `fallback` with the input messages (plus `request`, when given) and a
+        `fallbackReason`; the manifest is still recorded. Without a session, or with
+        `diagnostics.storeContextManifest` off, nothing of the plan is written to disk: the
+        manifest is kept in a bounded in-memory window.
 
         Raises:
             RequestError: no session and no messages, a missing or unreadable session file,
@@ -369,56 +475,53 @@ class ContextEngine:
             raise RequestError("ds4/plan needs `session` or `messages`", "session")
         if request.fixed_tokens < 0:
             raise RequestError("fixedTokens: expected a non-negative integer", "fixedTokens")
-        prepared = self._prepare(request.session, request.messages, request.request, request.model)
-        config = self.config
+        config = self.config  # one snapshot: settings may change on another thread
         if request.mode is not None and request.mode != config["context.mode"]:
             config, _ = config.with_settings({"context.mode": request.mode})
+        enabled = bool(config["enabled"])
+        failure: str | None = None
+        try:
+            prepared = self._prepare(
+                request.session,
+                request.messages,
+                request.request,
+                request.model,
+                config,
+                sync=enabled,
+            )
+        except RequestError:
+            raise
+        except Exception as exc:
+            if request.messages is None:  # no messages of the caller's to fall back to
+                raise
+            log.warning("plan failed open while reading the session: error=%s", type(exc).__name__)
+            prepared = self._prepare(None, request.messages, request.request, request.model, config)
+            failure = f"internal error while reading the session ({type(exc).__name__})"
         retrieval: HistoryRetrieval | None = None
         warnings = list(prepared.warnings)
-        if not self.config["enabled"]:
-            plan = _fallback_plan(prepared.messages, "ds4 is disabled by the `enabled` setting")
-        else:
+        if failure is None and not enabled:
+            failure = "ds4 is disabled by the `enabled` setting"
+        if failure is None:
             try:
-                dry = plan_context(
-                    prepared.messages,
-                    fixed_tokens=request.fixed_tokens,
-                    budget=prepared.budget,
-                    config=config,
-                    message_source_ids=prepared.source_ids,
-                )
-                supplements: list[Supplement] = []
-                if dry.mode != "fallback" and prepared.session_id is not None:
-                    retrieval = self._retrieve_for(prepared, dry)
-                    warnings.extend(retrieval.warnings)
-                    for hit in retrieval.hits:
-                        message = render_evidence(hit)
-                        supplements.append(
-                            Supplement(
-                                kind="history",
-                                source_id=hit.entry_key,
-                                message=message,
-                                tokens=estimate_message_tokens(message),
-                                score=hit.score,
-                            )
-                        )
-                plan = (
-                    plan_context(
-                        prepared.messages,
-                        fixed_tokens=request.fixed_tokens,
-                        budget=prepared.budget,
-                        config=config,
-                        supplements=supplements,
-                        message_source_ids=prepared.source_ids,
-                    )
-                    if supplements
-                    else dry
-                )
+                plan, retrieval = self._managed_plan(prepared, request.fixed_tokens, config)
             except Exception as exc:  # fail open (DESIGN.md): original messages, with a reason
-                log.warning("plan failed open: session=%s error=%s", prepared.session_id, type(exc).__name__)
-                plan = _fallback_plan(prepared.messages, f"internal error while planning ({type(exc).__name__})")
-        warnings.extend(plan.warnings)
+                log.warning(
+                    "plan failed open: session=%s error=%s",
+                    prepared.session_id,
+                    type(exc).__name__,
+                )
+                failure = f"internal error while planning ({type(exc).__name__})"
+                retrieval = None
+        if failure is not None:
+            plan = fallback_plan(
+                prepared.messages,
+                failure,
+                fixed_tokens=request.fixed_tokens,
+                message_source_ids=prepared.source_ids,
+            )
+        if retrieval is not None:
+            warnings.extend(retrieval.warnings)
         manifest_id = new_manifest_id()
-        created_at = utc_now_iso()
         retrieved = [
             {"entryKey": h.entry_key, "score": h.score, "reason": h.reason}
             for h in (retrieval.hits if retrieval else [])
@@ -432,16 +535,18 @@ class ContextEngine:
             plan=plan,
             retrieved=retrieved,
             prompt_hash=prompt_hash(None, None, plan.messages),
-            created_at=created_at,
+            created_at=utc_now_iso(),
             estimator_version=ESTIMATOR_VERSION,
             fixed_tokens=request.fixed_tokens,
             warnings=warnings,
             retrieval_stats=_stats_to_wire(retrieval) if retrieval else None,
         )
-        stored = self._keep_manifest(manifest, prepared.session_id, prepared.session_file)
+        stored = self._keep_manifest(manifest, prepared.session_id, config, warnings)
+        warnings = [*warnings, *plan.warnings]
         duration_ms = (time.perf_counter() - started) * 1000
         log.info(
-            "plan: session=%s manifest=%s mode=%s messages=%d->%d tokens=%d history_hits=%d duration_ms=%.1f",
+            "plan: session=%s manifest=%s mode=%s messages=%d->%d tokens=%d history_hits=%d "
+            "duration_ms=%.1f",
             prepared.session_id,
             manifest_id,
             plan.mode,
@@ -460,18 +565,68 @@ class ContextEngine:
             "budget": _budget_to_wire(prepared.budget),
             "model": _profile_to_wire(prepared.profile),
             "warnings": warnings,
-            "stats": {**_plan_stats_to_wire(plan), "durationMs": round(duration_ms, 3)},
+            "stats": {
+                **_plan_stats_to_wire(plan),
+                "included": len(plan.included),
+                "excluded": len(plan.excluded),
+                "durationMs": round(duration_ms, 3),
+            },
         }
         if plan.fallback_reason:
             result["fallbackReason"] = plan.fallback_reason
         if prepared.session_id:
-            result["session"] = {"id": prepared.session_id, "file": prepared.session_file, "leafId": prepared.leaf_id}
+            result["session"] = {
+                "id": prepared.session_id,
+                "file": prepared.session_file,
+                "leafId": prepared.leaf_id,
+            }
         return result
 
-    def _retrieve_for(self, prepared: _Prepared, dry: ContextPlan, query: str | None = None) -> HistoryRetrieval:
-        """History evidence for entries on the active branch that the planned context leaves out."""
-        text = query if query is not None else last_user_text(prepared.messages)
-        descriptor = describe_task(text or "")
+    def _managed_plan(
+        self, prepared: _Prepared, fixed_tokens: int, config: Config
+    ) -> tuple[ContextPlan, HistoryRetrieval | None]:
+        """A dry plan without supplements, then (for a session) the plan with the history
+        evidence the dry plan leaves out. May raise; `plan` turns that into a fallback."""
+        dry = plan_context(
+            prepared.messages,
+            fixed_tokens=fixed_tokens,
+            budget=prepared.budget,
+            config=config,
+            message_source_ids=prepared.source_ids,
+        )
+        if dry.mode == "fallback" or prepared.session_id is None:
+            return dry, None
+        retrieval = self._retrieve_for(prepared, dry, config)
+        supplements: list[Supplement] = []
+        for hit in retrieval.hits:
+            message = render_evidence(hit)
+            supplements.append(
+                Supplement(
+                    kind="history",
+                    source_id=hit.entry_key,
+                    message=message,
+                    tokens=estimate_message_tokens(message),
+                    score=hit.score,
+                )
+            )
+        if not supplements:
+            return dry, retrieval
+        plan = plan_context(
+            prepared.messages,
+            fixed_tokens=fixed_tokens,
+            budget=prepared.budget,
+            config=config,
+            supplements=supplements,
+            message_source_ids=prepared.source_ids,
+        )
+        return plan, retrieval
+
+    def _retrieve_for(
+        self, prepared: _Prepared, dry: ContextPlan, config: Config
+    ) -> HistoryRetrieval:
+        """History evidence for entries on the active branch that the planned context leaves
+        out, for the text of the last user message."""
+        descriptor = describe_task(last_user_text(prepared.messages) or "")
         in_context = {item.source_id for item in dry.included if item.source_id}
         return retrieve_history(
             self.store,
@@ -479,23 +634,42 @@ class ContextEngine:
             descriptor,
             branch_entry_ids=prepared.branch_entry_ids,
             exclude_entry_ids=in_context,
-            max_results=self.config["retrieval.maxResults"],
+            max_results=config["retrieval.maxResults"],
             max_tokens=prepared.budget.max_retrieved_history_tokens,
-            exact=self.config["retrieval.exact"],
-            fts=self.config["retrieval.fts"],
+            exact=config["retrieval.exact"],
+            fts=config["retrieval.fts"],
         )
 
-    def _keep_manifest(self, manifest: dict[str, Any], session_id: str | None, session_file: str | None) -> bool:
-        """Store the manifest, or keep it only in memory for ephemeral plans. Returns stored."""
-        if session_file is None or session_id is None or not self.config["diagnostics.storeContextManifest"]:
+    def _keep_manifest(
+        self,
+        manifest: dict[str, Any],
+        session_id: str | None,
+        config: Config,
+        warnings: list[str],
+    ) -> bool:
+        """Store the manifest, or keep it only in memory (no session, storage off, over 1 MiB,
+        or the database failing). Returns whether it was stored. Never raises for storage:
+        the plan is still answered (fail open)."""
+        if session_id is None or not config["diagnostics.storeContextManifest"]:
             self._ephemeral.put(manifest)
             return False
         encoded, _rolled_up = encode_manifest(manifest)
         if encoded is None:
             log.warning("manifest too large to store: manifest=%s", manifest["id"])
+            warnings.append("manifest over 1 MiB: kept in memory only")
             self._ephemeral.put(manifest)
             return False
-        manifest_repo.save_manifest(self.store, manifest, encoded)
+        try:
+            manifest_repo.save_manifest(self.store, manifest, encoded)
+        except Exception as exc:
+            log.warning(
+                "manifest not stored: manifest=%s error=%s", manifest["id"], type(exc).__name__
+            )
+            warnings.append(
+                f"manifest could not be stored ({type(exc).__name__}); kept in memory only"
+            )
+            self._ephemeral.put(manifest)
+            return False
         return True
 
     # ----------------------------------------------------------------- retrieve
@@ -516,40 +690,57 @@ class ContextEngine:
             raise RequestError("maxResults: expected an integer in 1..100", "maxResults")
         if request.max_tokens is not None and request.max_tokens < 1:
             raise RequestError("maxTokens: expected a positive integer", "maxTokens")
+        config = self.config  # one snapshot: settings may change on another thread
         warnings: list[str] = []
         if "project" in request.scopes:
-            warnings.append("scope 'project': project knowledge is not available in this version of ds4-lsp")
-        base: dict[str, Any] = {"query": request.query, "history": [], "project": [], "warnings": warnings}
-        empty_stats = {"candidates": 0, "duplicates": 0, "alternateBranchCandidates": 0, "alreadyInContext": 0, "latencyMs": 0.0}
+            warnings.append(
+                "scope 'project': project knowledge is not available in this version of ds4-lsp"
+            )
+        base: dict[str, Any] = {
+            "query": request.query,
+            "history": [],
+            "project": [],
+            "warnings": warnings,
+        }
+        empty_stats = {
+            "candidates": 0,
+            "duplicates": 0,
+            "alternateBranchCandidates": 0,
+            "alreadyInContext": 0,
+            "latencyMs": 0.0,
+        }
         if "history" not in request.scopes:
             return {**base, "status": "ok", "stats": empty_stats}
         if request.session is None:
             return {**base, "status": "no-session", "stats": empty_stats}
-        prepared = self._prepare(request.session, None, None, ModelSpec())
+        prepared = self._prepare(request.session, None, None, ModelSpec(), config)
         warnings.extend(prepared.warnings)
         query = request.query if request.query is not None else last_user_text(prepared.messages)
         base["query"] = query
+        if prepared.session_id is None:
+            return {**base, "status": "no-session", "stats": empty_stats}
         dry = plan_context(
             prepared.messages,
             fixed_tokens=0,
             budget=prepared.budget,
-            config=self.config,
+            config=config,
             message_source_ids=prepared.source_ids,
         )
-        if prepared.session_id is None:
-            return {**base, "status": "no-session", "stats": empty_stats}
-        descriptor = describe_task(query or "")
-        exclude = {item.source_id for item in dry.included if item.source_id} if dry.mode != "fallback" else set()
+        exclude = (
+            {item.source_id for item in dry.included if item.source_id}
+            if dry.mode != "fallback"
+            else set()
+        )
         retrieval = retrieve_history(
             self.store,
             prepared.session_id,
-            descriptor,
+            describe_task(query or ""),
             branch_entry_ids=prepared.branch_entry_ids,
             exclude_entry_ids=exclude,
-            max_results=request.max_results or self.config["retrieval.maxResults"],
+            max_results=request.max_results or config["retrieval.maxResults"],
             max_tokens=request.max_tokens or prepared.budget.max_retrieved_history_tokens,
-            exact=self.config["retrieval.exact"],
-            fts=self.config["retrieval.fts"],
+            exact=config["retrieval.exact"],
+            fts=config["retrieval.fts"],
         )
         warnings.extend(retrieval.warnings)
         log.info(
@@ -581,29 +772,58 @@ class ContextEngine:
     # ----------------------------------------------------------------- manifest
 
     def manifest(self, request: ManifestRequest) -> dict[str, Any]:
-        """A stored (or in-memory, for ephemeral plans) manifest, by id or latest for a session.
+        """A plan's manifest, by id or the latest of a session, in the requested view.
+
+        Looks in the in-memory window of ephemeral manifests (plans without a session, or
+        with storage off) and in the database; for `latest`, the newer of the two wins.
 
         Raises:
-            RequestError: neither `id` nor `session` + `latest`, or no such manifest.
+            RequestError: neither `id` nor `session` + `latest`, no such manifest, or an
+                unknown `view`.
         """
+        if request.view not in VIEWS:
+            raise RequestError(f"view: expected one of {', '.join(repr(v) for v in VIEWS)}", "view")
         if request.id:
-            found = self._ephemeral.get(request.id) or manifest_repo.get_manifest(self.store, request.id)
+            found = self._ephemeral.get(request.id)
+            if found is not None:
+                found = copy.deepcopy(found)  # callers must not change the kept manifest
+            else:
+                found = manifest_repo.get_manifest(self.store, request.id)
             if found is None:
-                raise RequestError(f"id: no manifest with id '{request.id}' (only the latest 128 are kept)", "id")
+                raise RequestError(
+                    f"id: no manifest with id '{request.id}'; it was never recorded by this "
+                    "database or was evicted (the latest 128 stored and 64 in-memory manifests "
+                    "are kept); plan again for a new id, or ask for the latest manifest of the "
+                    "session",
+                    "id",
+                )
             return view_manifest(found, request.view)
         if request.session is None or not request.latest:
             raise RequestError("ds4/manifest needs `id`, or `session` with `latest: true`", "id")
         path = self._session_path(request.session.file, "session.file")
         parsed = self._load_session(path)
         if parsed.header is None:
-            raise RequestError(f"session.file: '{path}' is an empty session; it has no manifests", "session.file")
-        found = manifest_repo.latest_manifest(self.store, parsed.header.session_id)
-        if found is None:
             raise RequestError(
-                f"session.file: no stored manifest for session '{parsed.header.session_id}'; run `ds4 plan` first",
+                f"session.file: '{path}' is an empty session; it has no manifests",
                 "session.file",
             )
-        return view_manifest(found, request.view)
+        session_id = parsed.header.session_id
+        candidates = [
+            m
+            for m in (
+                copy.deepcopy(self._ephemeral.latest(session_id)),
+                manifest_repo.latest_manifest(self.store, session_id),
+            )
+            if m is not None
+        ]
+        if not candidates:
+            raise RequestError(
+                f"session.file: no manifest recorded for session '{session_id}'; plan a call "
+                "for this session first (`ds4 plan --session FILE REQUEST`)",
+                "session.file",
+            )
+        newest = max(candidates, key=lambda m: (str(m.get("createdAt")), str(m.get("id"))))
+        return view_manifest(newest, request.view)
 
     # ----------------------------------------------------------------- health
 
@@ -638,13 +858,24 @@ class ContextEngine:
 # --------------------------------------------------------------------- helpers
 
 
-def _fallback_plan(messages: list[dict[str, Any]], reason: str) -> ContextPlan:
-    from .planner import fallback_plan
+def _append_request(
+    messages: list[dict[str, Any]], source_ids: list[str | None], request: str | None
+) -> None:
+    """Append `request` (when non-empty) as the new user message, with no source entry."""
+    if request:
+        messages.append(
+            {
+                "role": "user",
+                "content": [{"type": "text", "text": request}],
+                "timestamp": int(time.time() * 1000),
+            }
+        )
+        source_ids.append(None)
 
-    return fallback_plan(messages, reason)
 
-
-def _match_messages(messages: list[dict[str, Any]], context: SessionContext) -> tuple[list[dict[str, Any]], list[str | None]]:
+def _match_messages(
+    messages: list[dict[str, Any]], context: SessionContext
+) -> tuple[list[dict[str, Any]], list[str | None]]:
     """Map caller-supplied messages to session entry ids by fingerprint (stable JSON).
 
     ds4 maps the `context` hook's messages back to entries the same way (ds4-reference.md 5).

@@ -332,3 +332,30 @@ def test_any_request_text_is_searched_without_error(large: Indexed, query: str) 
 def test_evidence_token_count_matches_the_chars_v1_estimator(text: str) -> None:
     message = {"role": "user", "content": [{"type": "text", "text": text}], "timestamp": 0}
     assert text_block_message_tokens(text) == estimate_message_tokens(message)
+
+
+def test_terms_in_most_entries_are_left_out_of_the_fts_query(
+    small: Callable[..., Indexed],
+) -> None:
+    """A word in over a quarter of the entries carries ~no bm25 weight and is not queried;
+    rare words and multi-word terms stay; on a tiny index every term stays."""
+    from ds4_core.retrieval.history import informative_terms
+
+    common = [("user", f"note {n} about the widget") for n in range(300)]
+    indexed = small([*common, ("assistant", "the flux capacitor needs plutonium")])
+    conn = indexed.store.connection()
+    terms = ["widget", "plutonium", "widget capacitor"]
+    assert informative_terms(conn, terms) == ["plutonium", "widget capacitor"]
+    assert informative_terms(conn, ["widget"]) == ["widget"]  # all common: keep them all
+    hits = indexed.retrieve("what about widget and plutonium?", exact=False).hits
+    assert hits and hits[0].entry_id == "m301"
+
+
+def test_every_term_is_kept_on_a_tiny_index(small: Callable[..., Indexed]) -> None:
+    from ds4_core.retrieval.history import informative_terms
+
+    indexed = small([("user", "widget widget"), ("user", "widget gadget")])
+    assert informative_terms(indexed.store.connection(), ["widget", "gadget"]) == [
+        "widget",
+        "gadget",
+    ]

@@ -193,7 +193,11 @@ def test_migrations_are_recorded_with_their_checksums(tmp_path: Path) -> None:
         for m in MIGRATIONS
     ]
     assert rows == expected
-    assert [m.name for m in MIGRATIONS] == ["initial-session-index", "context-manifests"]
+    assert [m.name for m in MIGRATIONS] == [
+        "initial-session-index",
+        "context-manifests",
+        "entries-fts-vocab",
+    ]
 
 
 def test_reopening_applies_nothing_and_an_old_schema_is_upgraded(tmp_path: Path) -> None:
@@ -215,7 +219,7 @@ def test_reopening_applies_nothing_and_an_old_schema_is_upgraded(tmp_path: Path)
             .execute("SELECT version, applied_at FROM schema_migrations ORDER BY version")
             .fetchall()
         )
-    assert again == applied and [v for v, _ in applied] == [1, 2]
+    assert again == applied and [v for v, _ in applied] == [1, 2, 3]
 
 
 def test_a_failing_migration_leaves_the_database_unchanged(tmp_path: Path) -> None:

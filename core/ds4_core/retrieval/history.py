@@ -82,6 +82,7 @@ ELLIPSIS = "…"
 
 _ROLE_AUTHORITY = {"user": 8, "assistant": 5, "toolResult": 4, "bashExecution": 4}
 _ASCII_WORD = re.compile(r"[A-Za-z0-9]+")
+_UNICODE_WORD = re.compile(r"[^\W_]+")  # runs of letters and digits: unicode61 tokens, roughly
 _ALNUM_CHARS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
 _ASCII_ALNUM = frozenset(_ALNUM_CHARS)
 _ASCII_ALNUM_BYTES = frozenset(_ALNUM_CHARS.encode("ascii"))
@@ -412,6 +413,47 @@ class _Search:
         return found
 
 
+COMMON_TERM_SHARE = 0.25
+"""A one-word term found in more than this share of all indexed entries is left out of the FTS
+query (see `informative_terms`)."""
+COMMON_TERM_MIN_ENTRIES = 200
+"""Below this many indexed entries every term is kept: shares are meaningless on tiny indexes."""
+
+
+def informative_terms(conn: sqlite3.Connection, terms: Iterable[str]) -> list[str]:
+    """`terms` without the one-word terms that occur in more than 25% of all indexed entries.
+
+    bm25's inverse document frequency, log((N - n + 0.5) / (n + 0.5)), is at most log(3) ~ 1.1
+    for such a term (and clamped to ~0 by FTS5 past n = N/2), against 5 or more for a term that
+    names something specific. Left in an OR query, such a term adds almost nothing to any score
+    but makes FTS5 score every entry that contains it, which is where the time of a prose query
+    goes (measured with bench/history_retrieval.py: FTS pass about 2x faster, 97% of the same
+    top-12). Multi-word terms (phrases, paths) are always kept. If every term is common, all
+    are kept. Document counts come from the fts5vocab table `entries_fts_vocab`; if it cannot
+    be read, the terms are returned unchanged.
+    """
+    terms = list(terms)
+    single = {t: words[0] for t in terms if len(words := _UNICODE_WORD.findall(t.lower())) == 1}
+    if not single:
+        return terms
+    try:
+        (total,) = conn.execute("SELECT count(*) FROM entries").fetchone()
+        if total < COMMON_TERM_MIN_ENTRIES:
+            return terms
+        marks = ", ".join("?" * len(single))
+        counts = dict(
+            conn.execute(
+                f"SELECT term, doc FROM entries_fts_vocab WHERE term IN ({marks})",
+                list(set(single.values())),
+            ).fetchall()
+        )
+    except sqlite3.Error:
+        return terms
+    limit = total * COMMON_TERM_SHARE
+    kept = [t for t in terms if t not in single or counts.get(single[t], 0) <= limit]
+    return kept or terms
+
+
 def first_match(text: str, terms: tuple[str, ...]) -> int:
     """Index in `text` of the earliest case-insensitive occurrence of any of `terms`, or -1."""
     lowered = text.lower()
@@ -596,7 +638,7 @@ def retrieve_history(
             for c in search.literal(LiteralTerm.of(phrase)):
                 if phrase not in c.phrases:
                     c.phrases.append(phrase)
-    fts_query = build_fts_query(descriptor.query_terms) if fts else None
+    fts_query = build_fts_query(informative_terms(conn, descriptor.query_terms)) if fts else None
     if fts_query is not None and search.index_usable:
         needles = [(t, fold(replace_lone_surrogates(t))) for t in descriptor.query_terms]
         for rank, c in enumerate(search.ranked(fts_query)):

@@ -167,9 +167,16 @@ CREATE INDEX context_manifests_session_created ON context_manifests (session_id,
 CREATE INDEX context_manifests_prompt_hash ON context_manifests (prompt_hash);
 """
 
+_ENTRIES_FTS_VOCAB = """
+CREATE VIRTUAL TABLE entries_fts_vocab USING fts5vocab(entries_fts, 'row');
+"""
+"""Per-term document counts of `entries_fts` (SQLite FTS5 "fts5vocab" 'row' table); retrieval
+uses them to leave terms with almost no bm25 weight out of the OR query."""
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "initial-session-index", _INITIAL_SESSION_INDEX),
     Migration(2, "context-manifests", _CONTEXT_MANIFESTS),
+    Migration(3, "entries-fts-vocab", _ENTRIES_FTS_VOCAB),
 )
 """All migrations in version order. Never edit an entry once released: add a new one."""
 
