@@ -12,17 +12,15 @@ Usage: python bench/plan.py [--runs 50] [--warmup 5] [--session FILE]
 from __future__ import annotations
 
 import argparse
-import asyncio
+import json
 import os
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
-
-from lsprotocol import types
-from pygls.lsp.client import LanguageClient
 
 ROOT = Path(__file__).resolve().parent.parent
 REQUEST = "Let's get back to porting user-message-selector.ts: which patterns from oauth-selector did we follow?"
@@ -39,27 +37,75 @@ def summarize(name: str, values: list[float]) -> tuple[str, float, float, float]
     return name, statistics.median(values), percentile(values, 95), max(values)
 
 
-async def lsp_round_trips(session: Path, db: Path, runs: int, warmup: int) -> list[float]:
-    client = LanguageClient("ds4-bench", "0.1.0")
-    await client.start_io(sys.executable, "-m", "ds4_lsp", env={**os.environ, "DS4_DB": str(db)})
-    await client.initialize_async(
-        types.InitializeParams(capabilities=types.ClientCapabilities(), initialization_options={"trusted": False})
-    )
-    client.initialized(types.InitializedParams())
+class RawClient:
+    """A minimal JSON-RPC client over the server's stdio, parsing responses with `json.loads`
+    as an editor's native JSON parser would (pygls's client turns every nested object into a
+    namedtuple, which would dominate the measurement)."""
+
+    def __init__(self, db: Path) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "ds4_lsp", "--log-level", "warning"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            env={**os.environ, "DS4_DB": str(db)},
+        )
+        self.next_id = 0
+
+    def send(self, method: str, params: object, *, notify: bool = False) -> None:
+        message: dict[str, object] = {"jsonrpc": "2.0", "method": method, "params": params}
+        if not notify:
+            self.next_id += 1
+            message["id"] = self.next_id
+        body = json.dumps(message).encode()
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(b"Content-Length: %d\r\n\r\n" % len(body) + body)
+        self.proc.stdin.flush()
+
+    def receive(self) -> dict:
+        """The next message from the server that is a response to our last request."""
+        assert self.proc.stdout is not None
+        while True:
+            length = 0
+            while (line := self.proc.stdout.readline().strip()) != b"":
+                if line.lower().startswith(b"content-length:"):
+                    length = int(line.split(b":")[1])
+            message = json.loads(self.proc.stdout.read(length))
+            if message.get("id") == self.next_id and "method" not in message:
+                return message
+
+    def request(self, method: str, params: object) -> dict:
+        self.send(method, params)
+        response = self.receive()
+        if "error" in response:
+            raise SystemExit(f"{method} failed: {response['error']}")
+        return response["result"]
+
+    def close(self) -> None:
+        self.request("shutdown", None)
+        self.send("exit", None, notify=True)
+        self.proc.wait(timeout=10)
+
+
+def lsp_round_trips(session: Path, db: Path, runs: int, warmup: int) -> tuple[list[float], int]:
+    client = RawClient(db)
+    client.request("initialize", {"processId": None, "rootUri": None, "capabilities": {}})
+    client.send("initialized", {}, notify=True)
     params = {"session": {"file": str(session)}, "request": REQUEST}
     timings: list[float] = []
+    size = 0
     for i in range(warmup + runs):
         started = time.perf_counter()
-        result = await client.protocol.send_request_async("ds4/plan", params)
+        result = client.request("ds4/plan", params)
         elapsed = (time.perf_counter() - started) * 1000
-        if i == 0 and result.mode != "managed":
-            raise SystemExit(f"unexpected plan mode {result.mode!r}")
+        if i == 0:
+            if result["mode"] != "managed":
+                raise SystemExit(f"unexpected plan mode {result['mode']!r}")
+            size = len(json.dumps(result))
         if i >= warmup:
             timings.append(elapsed)
-    await client.shutdown_async(None)
-    client.exit(None)
-    await client.stop()
-    return timings
+    client.close()
+    return timings, size
 
 
 def in_process(session: Path, db: Path, runs: int, warmup: int) -> list[float]:
@@ -88,9 +134,12 @@ def main() -> None:
         shutil.copyfile(args.session, session)
         db = Path(tmp) / "bench.db"
         baseline = in_process(session, db, args.runs, args.warmup)
-        lsp = asyncio.run(lsp_round_trips(session, db, args.runs, args.warmup))
+        lsp, size = lsp_round_trips(session, db, args.runs, args.warmup)
     rows = [summarize("in-process ContextEngine.plan (baseline)", baseline), summarize("ds4/plan over stdio", lsp)]
-    print(f"ds4/plan benchmark: {args.session.name}, {args.runs} runs after {args.warmup} warm-up")
+    print(
+        f"ds4/plan benchmark: {args.session.name}, {args.runs} runs after {args.warmup} warm-up;"
+        f" result {size / 1024:.0f} KiB of JSON"
+    )
     print(f"{'':44} {'p50 ms':>9} {'p95 ms':>9} {'max ms':>9}")
     for name, p50, p95, worst in rows:
         print(f"{name:44} {p50:9.2f} {p95:9.2f} {worst:9.2f}")

@@ -17,6 +17,7 @@ So the LSP answer equals what `ds4 ... --json` prints. docs/protocol.md document
 """
 
 from collections.abc import Callable, Mapping
+from types import GenericAlias
 from typing import Any, Literal, TypeVar, Union, get_args, get_origin
 
 import attrs
@@ -427,7 +428,9 @@ def is_wire_type(cls: Any) -> bool:
     return isinstance(cls, type) and attrs.has(cls) and cls.__module__ == __name__
 
 
-def _strict_scalar(kind: type | tuple[type, ...], expected: str) -> Callable[[Any, Any], Any]:
+def _strict_scalar(
+    kind: type[Any] | tuple[type[Any], ...], expected: str
+) -> Callable[[Any, Any], Any]:
     def structure(value: Any, _: Any) -> Any:
         if isinstance(value, bool) and kind is not bool:
             raise WireTypeError(expected)
@@ -464,7 +467,9 @@ def _literal_hook(cls: Any) -> Callable[[Any, Any], Any]:
 
 def _list_hook(cls: Any, converter: cattrs.Converter) -> Callable[[Any, Any], Any]:
     (item_type,) = get_args(cls) or (Any,)
-    structure_items = list_structure_factory(list[item_type], converter)
+    list_type = GenericAlias(list, (item_type,))
+    # cattrs annotates `type`, but its own converter passes generic aliases such as list[int].
+    structure_items = list_structure_factory(list_type, converter)  # type: ignore[arg-type]
 
     def structure(value: Any, _: Any) -> list[Any]:
         if not isinstance(value, list):
@@ -475,11 +480,15 @@ def _list_hook(cls: Any, converter: cattrs.Converter) -> Callable[[Any, Any], An
 
 
 def _object_hook(cls: type, converter: cattrs.Converter) -> Callable[[Any, Any], Any]:
-    renames = {
+    # Typed `Any` because mypy cannot tell these field names from the keyword parameters
+    # (`_cattrs_*`) that `make_dict_structure_fn` declares before `**kwargs`.
+    renames: dict[str, Any] = {
         a.name: override(omit=True) if a.name == EXTRA else override(rename=camel_case(a.name))
         for a in attrs.fields(cls)
     }
-    structure_fields = make_dict_structure_fn(cls, converter, **renames)
+    structure_fields: cattrs.SimpleStructureHook[Mapping[str, Any], Any] = make_dict_structure_fn(
+        cls, converter, **renames
+    )
     known = {camel_case(a.name) for a in attrs.fields(cls) if a.name != EXTRA}
     keeps_extra = EXTRA in attrs.fields_dict(cls)
 

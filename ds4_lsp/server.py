@@ -85,13 +85,15 @@ class Ds4Protocol(LanguageServerProtocol):
     This applies to standard LSP requests too.
     """
 
-    def get_message_type(self, method: str) -> type | None:
+    # pygls wraps the base method in @lru_cache, which typeshed types as a non-method object.
+    def get_message_type(self, method: str) -> type | None:  # type: ignore[override]
         """The request type of a ds4/* method, else lsprotocol's type for `method`."""
         if method in MESSAGE_TYPES:
             return MESSAGE_TYPES[method][0]
         return super().get_message_type(method)
 
-    def get_result_type(self, method: str) -> type | None:
+    # pygls wraps the base method in @lru_cache, which typeshed types as a non-method object.
+    def get_result_type(self, method: str) -> type | None:  # type: ignore[override]
         """The response type of a ds4/* method, else lsprotocol's type for `method`."""
         if method in MESSAGE_TYPES:
             return MESSAGE_TYPES[method][1]

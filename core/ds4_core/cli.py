@@ -73,13 +73,17 @@ def _usage_message(exc: RequestError, command: str) -> str:
     return f"{option}: {text}" if option else text
 
 
+_clock_s = time.monotonic
+"""Seconds on a monotonic clock (a module attribute so tests can stand in for slow work)."""
+
+
 class _Progress:
     """A one-line progress bar on stderr, shown only when work lasts over 0.3 s on a terminal."""
 
     def __init__(self, stream: TextIO = sys.stderr, delay_s: float = 0.3) -> None:
         self.stream = stream
         self.delay_s = delay_s
-        self.started = time.monotonic()
+        self.started = _clock_s()
         self.width = 0
         try:
             self.enabled = stream.isatty()
@@ -87,7 +91,7 @@ class _Progress:
             self.enabled = False
 
     def __call__(self, done: int, total: int, message: str) -> None:
-        if not self.enabled or time.monotonic() - self.started < self.delay_s:
+        if not self.enabled or _clock_s() - self.started < self.delay_s:
             return
         size = 30
         fraction = max(0.0, min(1.0, done / total)) if total else 0.0
@@ -518,8 +522,8 @@ def run(
     argv: Sequence[str] | None = None, out: TextIO = sys.stdout, err: TextIO = sys.stderr
 ) -> int:
     """Run the CLI with arguments `argv` (default: `sys.argv[1:]`), writing results to `out`
-    and messages to `err`; returns the exit code (see the module docstring). Never raises
-    (except for `SystemExit` from nowhere but argparse, which is turned into its code)."""
+    and messages to `err`; returns the exit code (see the module docstring). Never raises or
+    exits: argparse's usage errors and `--help` become their exit codes too."""
     parser = build_parser()
     args = _parse_args(parser, argv, out, err)
     if isinstance(args, int):
@@ -688,7 +692,12 @@ def _dispatch(engine: ContextEngine, args: argparse.Namespace, out: TextIO, err:
 
 def main() -> None:
     """Console-script entry point."""
-    sys.exit(run())
+    code = run()
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:  # the reader of a pipe went away: stay quiet at interpreter exit
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    sys.exit(code)
 
 
 if __name__ == "__main__":

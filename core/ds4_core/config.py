@@ -48,6 +48,10 @@ def _choice(*options: str) -> Validator:
     return check
 
 
+def _false(value: Any) -> str | None:
+    return None if value is False else "expected false"
+
+
 def _non_empty_string(value: Any) -> str | None:
     return None if isinstance(value, str) and value.strip() else "expected a non-empty string"
 
@@ -95,37 +99,55 @@ class SettingSpec:
 SETTINGS: dict[str, SettingSpec] = {
     "enabled": SettingSpec(True, _bool, "Turn the engine off entirely (plans fall back)."),
     "context.mode": SettingSpec(
-        "managed", _choice("managed", "observer"), "managed: plans change the messages; observer: record only."
+        "managed",
+        _choice("managed", "observer"),
+        "managed: plans change the messages; observer: record only.",
     ),
     "context.targetFillRatio": SettingSpec(0.7, _ratio, "Preferred share of the window to fill."),
     "context.softLimitRatio": SettingSpec(0.8, _ratio, "Soft limit as a share of the window."),
     "context.hardLimitRatio": SettingSpec(0.9, _ratio, "Hard limit as a share of the window."),
-    "context.minimumOutputReserve": SettingSpec(8192, _int_range(0), "Tokens always left for the answer."),
-    "context.preferredOutputReserve": SettingSpec(32768, _int_range(0), "Tokens preferably left for the answer."),
-    "context.recentTailTokens": SettingSpec(64000, _int_range(0), "Budget of the verbatim recent tail."),
+    "context.minimumOutputReserve": SettingSpec(
+        8192, _int_range(0), "Tokens always left for the answer."
+    ),
+    "context.preferredOutputReserve": SettingSpec(
+        32768, _int_range(0), "Tokens preferably left for the answer."
+    ),
+    "context.recentTailTokens": SettingSpec(
+        64000, _int_range(0), "Budget of the verbatim recent tail."
+    ),
     "context.rescueImmediatePredecessor": SettingSpec(
         True, _bool, "Keep the turn just before the tail if it only overflows the tail cap."
     ),
     "context.maxPinnedTokens": SettingSpec(16000, _int_range(0), "Cap for pinned content."),
     "context.maxMemoryTokens": SettingSpec(8000, _int_range(0), "Cap for durable memory."),
-    "context.maxRetrievedHistoryTokens": SettingSpec(16000, _int_range(0), "Cap for historical evidence."),
+    "context.maxRetrievedHistoryTokens": SettingSpec(
+        16000, _int_range(0), "Cap for historical evidence."
+    ),
     "context.maxProjectTokens": SettingSpec(20000, _int_range(0), "Cap for project snippets."),
     "context.maxSummaryTokens": SettingSpec(12000, _int_range(0), "Cap for compaction summaries."),
     "retrieval.exact": SettingSpec(True, _bool, "Literal search for identifiers and phrases."),
     "retrieval.fts": SettingSpec(True, _bool, "FTS5 bm25 search."),
     "retrieval.semantic": SettingSpec(
-        False, _choice(False), "Semantic retrieval; not implemented in this version, must stay false."
+        False, _false, "Semantic retrieval; not implemented in this version, must stay false."
     ),
-    "retrieval.maxResults": SettingSpec(12, _int_range(1, 100), "Most historical hits per request."),
+    "retrieval.maxResults": SettingSpec(
+        12, _int_range(1, 100), "Most historical hits per request."
+    ),
     "modelAwareness.enabled": SettingSpec(True, _bool, "Use adaptive ceilings by context window."),
     "modelAwareness.overrides": SettingSpec(
         {}, _overrides, "Per-model limits keyed '*', 'provider/*' or 'provider/model'."
     ),
-    "diagnostics.storeContextManifest": SettingSpec(True, _bool, "Store manifests in the database."),
-    "diagnostics.logLevel": SettingSpec(
-        "info", _choice("error", "warn", "info", "debug", "trace"), "Log verbosity (stderr / window/logMessage)."
+    "diagnostics.storeContextManifest": SettingSpec(
+        True, _bool, "Store manifests in the database."
     ),
-    "storage.databasePath": SettingSpec(None, _non_empty_string, "Database file (overridden by databasePath/--db/DS4_DB)."),
+    "diagnostics.logLevel": SettingSpec(
+        "info",
+        _choice("error", "warn", "info", "debug", "trace"),
+        "Log verbosity (stderr / window/logMessage).",
+    ),
+    "storage.databasePath": SettingSpec(
+        None, _non_empty_string, "Database file (overridden by databasePath/--db/DS4_DB)."
+    ),
     "storage.busyTimeoutMs": SettingSpec(5000, _int_range(1, 60000), "SQLite busy timeout."),
 }
 
@@ -150,7 +172,9 @@ def flatten_settings(raw: Mapping[str, Any], prefix: str = "") -> dict[str, Any]
 class Config:
     """Validated settings. Read with `config["context.maxProjectTokens"]`."""
 
-    values: Mapping[str, Any] = field(default_factory=lambda: {k: s.default for k, s in SETTINGS.items()})
+    values: Mapping[str, Any] = field(
+        default_factory=lambda: {k: s.default for k, s in SETTINGS.items()}
+    )
 
     def __getitem__(self, key: str) -> Any:
         return self.values[key]

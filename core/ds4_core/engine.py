@@ -269,7 +269,7 @@ class ContextEngine:
             raise RequestError(str(exc), field) from exc
         except OSError as exc:
             raise RequestError(
-                f"{field}: cannot read session file '{path}': {exc.strerror or exc}", field
+                f"cannot read session file '{path}': {exc.strerror or exc}", field
             ) from exc
         log.info(
             "sync: session=%s outcome=%s added=%d total=%d malformed=%d duration_ms=%.1f",
@@ -442,6 +442,7 @@ class ContextEngine:
         config: Config,
         warnings: list[str],
     ) -> tuple[ModelProfile, ContextBudget]:
+        """The model profile and budget of a call; appends a warning when the window is a guess."""
         profile = self.resolve_profile(model, session_model, config)
         if profile.source == "default":
             warnings.append(

@@ -179,8 +179,8 @@ def build_atomic_groups(
     for index in range(n):
         members.setdefault(find(group_of[index]), []).append(index)
     root_kinds: dict[int, set[str]] = {}
-    for group, kind in enumerate(kinds):
-        root_kinds.setdefault(find(group), set()).add(kind)
+    for group, initial_kind in enumerate(kinds):
+        root_kinds.setdefault(find(group), set()).add(initial_kind)
 
     groups: list[AtomicGroup] = []
     for root, indices in members.items():
@@ -193,8 +193,8 @@ def build_atomic_groups(
             kind = "prefix"
         reason = reasons[root]
         if root in merged_via:
-            linked = ", ".join(sorted(set(merged_via[root])))
-            reason += f"; merged with later messages through tool call(s) {linked}"
+            call_ids = ", ".join(sorted(set(merged_via[root])))
+            reason += f"; merged with later messages through tool call(s) {call_ids}"
         start, end = indices[0], indices[-1]
         groups.append(
             AtomicGroup(

@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from ds4_core.config import Config
 from ds4_core.planner.budget import ContextBudget
@@ -383,7 +383,7 @@ def _plan_managed(
         return group.end + shift if group.end >= last_user else group.end
 
     # decisions[group index] = (included?, kind, reason)
-    decisions: dict[int, tuple[bool, str, str]] = {}
+    decisions: dict[int, tuple[bool, ItemKind, str]] = {}
     supplement_decisions: dict[int, tuple[bool, str]] = {}
 
     # Step 4: mandatory groups and pins.
@@ -556,7 +556,7 @@ def _plan_managed(
         group = groups[gi]
         _, kind, reason = decisions[gi]
         return PlanItem(
-            kind=kind,  # type: ignore[arg-type]
+            kind=kind,
             source_id=source_ids[index],
             group_id=group.group_id,
             tokens=tokens[index],
@@ -661,6 +661,7 @@ def fallback_plan(
         last_user = _last_user_index(messages)
         for index, message in enumerate(messages):
             role = message.get("role") if isinstance(message, dict) else None
+            kind: ItemKind
             if role in SUMMARY_ROLES:
                 kind = "summary"
             elif role == "system":
@@ -671,7 +672,7 @@ def fallback_plan(
                 kind = "background"
             included.append(
                 PlanItem(
-                    kind=kind,  # type: ignore[arg-type]
+                    kind=kind,
                     source_id=source_ids[index],
                     group_id=group_ids[index],
                     tokens=sizes[index],
@@ -680,13 +681,15 @@ def fallback_plan(
                 )
             )
         for position, supplement in enumerate(supplements):
-            kind = getattr(supplement, "kind", "retrieval")
+            supplement_kind = getattr(supplement, "kind", "retrieval")
             source_id = getattr(supplement, "source_id", None)
             size = getattr(supplement, "tokens", None)
             fallback_id = f"supplement:{position}"
             excluded.append(
                 PlanItem(
-                    kind=kind if kind in SUPPLEMENT_ORDER else "retrieval",
+                    kind=cast(SupplementKind, supplement_kind)
+                    if supplement_kind in SUPPLEMENT_ORDER
+                    else "retrieval",
                     source_id=source_id
                     if isinstance(source_id, str) and source_id
                     else fallback_id,

@@ -251,16 +251,16 @@ def _find_file_paths(text: str) -> list[str]:
     found: list[str] = []
     p = 0
     while p < n:
-        end: int | None = None
+        match_end: int | None = None
         if p + 1 < n and text[p] in _LETTERS and text[p + 1] == ":":
-            end = after_drive(p + 2)
-        if end is None:
-            end = after_drive(p)
-        if end is None:
+            match_end = after_drive(p + 2)
+        if match_end is None:
+            match_end = after_drive(p)
+        if match_end is None:
             p += 1
             continue
-        found.append(text[p:end])
-        p = end
+        found.append(text[p:match_end])
+        p = match_end
     return found
 
 
@@ -316,10 +316,10 @@ def _find_qualified_names(text: str) -> list[str]:
     while p < n:
         if text[p] in _NAME_HEADS and boundary(p):
             following = next_segment(run_end[p])
-            end = farthest.get(following) if following is not None else None
-            if end is not None:
-                found.append(text[p:end])
-                p = end
+            match_end = farthest.get(following) if following is not None else None
+            if match_end is not None:
+                found.append(text[p:match_end])
+                p = match_end
                 continue
         p += 1
     return found

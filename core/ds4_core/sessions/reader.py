@@ -31,7 +31,7 @@ import json
 import os
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeGuard
 
 from ds4_core.sessions.jsonl import DEFAULT_CHUNK_SIZE, RawLine, StrPath, iter_raw_lines
 
@@ -198,7 +198,7 @@ class SessionFile:
     resume_state: ResumeState = field(default_factory=ResumeState)
 
 
-def _is_int(value: Any) -> bool:
+def _is_int(value: Any) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
@@ -465,9 +465,10 @@ class SessionReader:
                         "starts with a Pi session header; re-index it from the start",
                         path,
                     )
-            line_number = resume.line_count
-            if line_number is None:
-                line_number = _count_lines_before(path, offset)
+            known_lines = resume.line_count
+            line_number = (
+                known_lines if known_lines is not None else _count_lines_before(path, offset)
+            )
             seq, v1_index, last_id = resume.seq, resume.v1_index, resume.last_entry_id
         yield from self._read_entries(offset, line_number, seq, v1_index, last_id)
 
@@ -515,12 +516,13 @@ class SessionReader:
                         obj["firstKeptEntryId"] = f"v1-{kept}"
             else:
                 index = v1_index
-                entry_id = obj.get("id")
-                if not isinstance(entry_id, str):
+                raw_id = obj.get("id")
+                if not isinstance(raw_id, str):
                     if terminated:
                         malformed += 1
                         checkpoint = end_offset
                     continue
+                entry_id = raw_id
                 parent_id = obj.get("parentId")
                 if not isinstance(parent_id, str):
                     parent_id = None

@@ -139,7 +139,8 @@ class _TrackingSqliteDatabase(peewee.SqliteDatabase):
         super().__init__(*args, **kwargs)
 
     def _connect(self) -> sqlite3.Connection:
-        conn = super()._connect()
+        # peewee-stubs omit the private `_connect` that peewee's own subclasses override.
+        conn: sqlite3.Connection = super()._connect()  # type: ignore[misc]
         with self._opened_guard:
             alive = []
             for thread, other in self._opened:

@@ -1,0 +1,504 @@
+"""The `ds4` command line (`ds4_core.cli.run`) on the real Pi sessions and a temp database.
+
+Each test calls `run(argv, out, err)` in-process and checks what a user sees: the exit code
+(0 ok, 1 internal error, 2 bad usage or input, 3 some sessions failed), the report or JSON on
+stdout, and an actionable message on stderr.
+"""
+
+from __future__ import annotations
+
+import io
+import itertools
+import json
+import logging
+import re
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ds4_core import cli
+from ds4_core import engine as engine_module
+from ds4_core.engine import ContextEngine
+from ds4_core.requests import PlanRequest, RetrieveRequest, SessionRef
+
+V1_LARGE = "pi-mono-v1-large-session.jsonl"
+V3 = "v3-branching-compaction.jsonl"
+SINGLE = "openclaw-v3-single-turn-6a5d2a19.jsonl"
+EMPTY = "openclaw-v3-empty-862b07aa.jsonl"
+REPLAY = "v1-prompt-cache-replay.jsonl"
+FIXTURE_ENTRIES = {V1_LARGE: 1018, V3: 8, SINGLE: 5, REPLAY: 6, EMPTY: 0}
+EARLY_REQUEST = (
+    "Let's get back to porting user-message-selector.ts: which patterns from oauth-selector "
+    "and theme.ts did we say it should follow?"
+)
+MANIFEST_ID = re.compile(r"\bm-[0-9a-f]{28}\b")
+
+
+@dataclass
+class Run:
+    code: int
+    out: str
+    err: str
+
+    def json(self) -> Any:
+        return json.loads(self.out)
+
+
+class Terminal(io.StringIO):
+    """stderr that claims to be a terminal."""
+
+    def isatty(self) -> bool:
+        return True
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Path:
+    return tmp_path / "state" / "context.db"
+
+
+@pytest.fixture
+def ds4(db: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[..., Run]:
+    """Run `ds4 --db <temp db> ARGS...` (DS4_DB unset, so nothing touches the user's database)."""
+    monkeypatch.delenv("DS4_DB", raising=False)
+
+    def run(*argv: str, db_path: Path | None = db, err: io.StringIO | None = None) -> Run:
+        out, err = io.StringIO(), err if err is not None else io.StringIO()
+        prefix = ["--db", str(db_path)] if db_path is not None else []
+        code = cli.run([*prefix, *argv], out, err)
+        return Run(code, out.getvalue(), err.getvalue())
+
+    return run
+
+
+# ------------------------------------------------------------------------------------------ plan
+
+
+def test_plan_report_shows_budget_tail_evidence_exclusions_and_manifest(
+    ds4: Callable[..., Run], pi_sessions_dir: Path
+) -> None:
+    result = ds4("plan", "--session", str(pi_sessions_dir / V1_LARGE), EARLY_REQUEST)
+
+    assert result.code == 0, result.err
+    report = result.out
+    assert "anthropic/claude-sonnet-4-5" in report
+    assert "window 200,000 tokens (from the table of well-known models (claude-sonnet-4))" in report
+    assert re.search(r"budget\s+hard [\d,]+ · target [\d,]+ · output reserve [\d,]+", report)
+    assert re.search(r"Recent tail kept: \d+ messages in \d+ turn group\(s\)", report)
+    evidence = re.search(r"Historical evidence retrieved: (\d+) item\(s\)", report)
+    assert evidence and int(evidence.group(1)) > 0
+    early = next(line for line in report.splitlines() if re.match(r"\s+[\d.]+\s+v1-4\s", line))
+    assert "exact identifier" in early or "FTS" in early  # the reason it matched
+    assert re.search(r"Excluded: \d+ item\(s\)", report)
+    assert "older turn outside the recent tail" in report
+    manifest_ids = MANIFEST_ID.findall(report)
+    assert manifest_ids and "(stored)" in report
+
+    shown = ds4("manifest", manifest_ids[0], "--json")
+    assert shown.code == 0 and shown.json()["id"] == manifest_ids[0]
+
+
+def test_plan_json_is_the_engines_plan_result(
+    ds4: Callable[..., Run], pi_sessions_dir: Path, tmp_path: Path
+) -> None:
+    """`--json` prints the same object the `ds4/plan` request answers with."""
+    printed = ds4("plan", "--session", str(pi_sessions_dir / V1_LARGE), "--json", EARLY_REQUEST)
+    assert printed.code == 0, printed.err
+    plan = printed.json()
+
+    engine = ContextEngine(database_path=tmp_path / "other.db")
+    try:
+        direct = engine.plan(
+            PlanRequest(session=SessionRef(str(pi_sessions_dir / V1_LARGE)), request=EARLY_REQUEST)
+        )
+    finally:
+        engine.close()
+
+    assert plan.keys() == direct.keys()
+    assert {"mode", "messages", "manifestId", "estimatedTokens", "budget", "model", "warnings"} <= (
+        plan.keys()
+    )
+    assert plan["stats"].keys() == direct["stats"].keys()
+    assert {"counts", "tokens", "included", "excluded", "durationMs"} <= plan["stats"].keys()
+    assert plan["budget"] == direct["budget"] and plan["model"] == direct["model"]
+    assert plan["mode"] == direct["mode"] == "managed"
+    # the same messages, apart from the timestamp of the new user message
+    assert plan["messages"][:-1] == direct["messages"][:-1]
+    assert plan["messages"][-1]["content"] == direct["messages"][-1]["content"]
+    assert MANIFEST_ID.fullmatch(plan["manifestId"])
+
+
+def test_plan_leaf_picks_the_branch(ds4: Callable[..., Run], pi_sessions_dir: Path) -> None:
+    session = str(pi_sessions_dir / V3)
+    on_e6 = ds4("plan", "--session", session, "--leaf", "e6", "--json", "next").json()
+    latest = ds4("plan", "--session", session, "--json", "next").json()
+
+    assert on_e6["session"]["leafId"] == "e6" and latest["session"]["leafId"] == "e8"
+    call_ids = [
+        block["id"]
+        for m in on_e6["messages"]
+        if m["role"] == "assistant"
+        for block in m["content"]
+        if block.get("type") == "toolCall"
+    ]
+    assert call_ids == ["call-1"]
+    assert "call-2" in json.dumps(latest["messages"]) and "call-2" not in json.dumps(on_e6)
+
+
+def test_plan_unknown_leaf_is_a_usage_error_naming_the_leaf(
+    ds4: Callable[..., Run], pi_sessions_dir: Path
+) -> None:
+    result = ds4("plan", "--session", str(pi_sessions_dir / V3), "--leaf", "e42", "x")
+    assert result.code == 2
+    assert result.out == ""
+    assert "--leaf" in result.err and "'e42'" in result.err
+
+
+def test_plan_missing_session_file(ds4: Callable[..., Run], tmp_path: Path) -> None:
+    missing = tmp_path / "nowhere.jsonl"
+    result = ds4("plan", "--session", str(missing), "x")
+    assert result.code == 2
+    assert "--session" in result.err and "does not exist" in result.err
+    assert str(missing) in result.err
+
+
+def test_model_and_context_window_change_the_budget_and_say_where_the_window_came_from(
+    ds4: Callable[..., Run], pi_sessions_dir: Path
+) -> None:
+    session = str(pi_sessions_dir / V1_LARGE)
+
+    def plan(*options: str) -> Run:
+        result = ds4("plan", "--session", session, *options, "x")
+        assert result.code == 0, result.err
+        return result
+
+    table = plan("--model", "openai/gpt-5")
+    assert "openai/gpt-5  window 400,000 tokens (from the table of well-known models (gpt-5))" in (
+        table.out
+    )
+    given = plan("--context-window", "50000")
+    assert "anthropic/claude-sonnet-4-5  window 50,000 tokens (from --context-window)" in given.out
+    unknown = plan("--model", "acme/beta")
+    assert "acme/beta  window 128,000 tokens (unknown model" in unknown.out
+    assert "warning: context window of model 'acme/beta' is unknown" in unknown.out
+
+    def budget(*options: str) -> dict[str, Any]:
+        return ds4("plan", "--session", session, *options, "--json", "x").json()["budget"]
+
+    assert budget("--model", "openai/gpt-5")["contextWindow"] == 400_000
+    assert budget("--context-window", "50000")["contextWindow"] == 50_000
+    assert budget()["contextWindow"] == 200_000  # the session's own model
+    assert budget("--context-window", "50000")["hardInputLimit"] < budget()["hardInputLimit"]
+
+
+def test_the_default_model_is_the_sessions_current_model(
+    ds4: Callable[..., Run], pi_sessions_dir: Path
+) -> None:
+    plan = ds4("plan", "--session", str(pi_sessions_dir / V3), "--json", "x").json()
+    assert (plan["model"]["provider"], plan["model"]["id"]) == ("acme", "alpha")
+    assert plan["model"]["source"] == "default"
+    assert any("'acme/alpha'" in w for w in plan["warnings"])
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        (["--model", "claude"], "--model: expected PROVIDER/ID"),
+        (["--context-window", "0"], "--context-window: expected a positive number"),
+        (["--fixed-tokens", "-1"], "--fixed-tokens: expected a non-negative integer"),
+    ],
+)
+def test_bad_plan_options_are_usage_errors(
+    ds4: Callable[..., Run], pi_sessions_dir: Path, options: list[str], message: str
+) -> None:
+    result = ds4("plan", "--session", str(pi_sessions_dir / V3), *options, "x")
+    assert result.code == 2
+    assert message in result.err
+
+
+def test_plan_report_of_a_fallback_says_why(
+    ds4: Callable[..., Run], pi_sessions_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken(*args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(engine_module, "plan_context", broken)
+    result = ds4("plan", "--session", str(pi_sessions_dir / V3), "x")
+    assert result.code == 0, result.err
+    assert "mode fallback" in result.out
+    assert "internal error while planning (RuntimeError)" in result.out
+
+
+def test_plan_of_an_empty_session_says_the_manifest_is_not_stored(
+    ds4: Callable[..., Run], pi_sessions_dir: Path
+) -> None:
+    result = ds4("plan", "--session", str(pi_sessions_dir / EMPTY), "hello")
+    assert result.code == 0, result.err
+    assert "not stored" in result.out
+    assert "inspect with" not in result.out  # another process could not show it
+
+
+# -------------------------------------------------------------------------------------- retrieve
+
+
+def test_retrieve_report_and_json(
+    ds4: Callable[..., Run], pi_sessions_dir: Path, tmp_path: Path
+) -> None:
+    session = str(pi_sessions_dir / V1_LARGE)
+    report = ds4("retrieve", "--session", session, EARLY_REQUEST)
+    assert report.code == 0, report.err
+    assert report.out.startswith("ds4 retrieve: status ok")
+    assert re.search(r"^\s+[\d.]+\s+v1-4\s+user\s", report.out, re.MULTILINE)
+
+    printed = ds4("retrieve", "--session", session, "--json", EARLY_REQUEST)
+    engine = ContextEngine(database_path=tmp_path / "other.db")
+    try:
+        direct = engine.retrieve(RetrieveRequest(query=EARLY_REQUEST, session=SessionRef(session)))
+    finally:
+        engine.close()
+    found = printed.json()
+    assert found.keys() == direct.keys()
+    assert found["history"] == direct["history"]
+    assert found["status"] == "ok" and found["query"] == EARLY_REQUEST
+
+
+def test_retrieve_bad_max_results(ds4: Callable[..., Run], pi_sessions_dir: Path) -> None:
+    result = ds4("retrieve", "--session", str(pi_sessions_dir / V3), "--max-results", "0", "q")
+    assert result.code == 2
+    assert "--max-results" in result.err
+
+
+# -------------------------------------------------------------------------------------- manifest
+
+
+def test_manifest_by_id_latest_and_views(ds4: Callable[..., Run], pi_sessions_dir: Path) -> None:
+    session = str(pi_sessions_dir / V1_LARGE)
+    first = ds4("plan", "--session", session, "--json", "theme").json()["manifestId"]
+    second = ds4("plan", "--session", session, "--json", EARLY_REQUEST).json()["manifestId"]
+
+    latest = ds4("manifest", "--latest", "--session", session, "--json")
+    assert latest.code == 0 and latest.json()["id"] == second
+
+    summary = ds4("manifest", first, "--json").json()
+    assert summary["id"] == first and "itemCounts" in summary and "included" not in summary
+    full = ds4("manifest", first, "--view", "full", "--json").json()
+    assert full["included"] and full["excluded"]
+    assert full["planning"]["counts"]["included"] == summary["itemCounts"]["included"]
+    included = ds4("manifest", first, "--view", "included", "--json").json()
+    assert "included" in included and "excluded" not in included
+    excluded = ds4("manifest", first, "--view", "excluded", "--json").json()
+    assert "excluded" in excluded and "included" not in excluded
+
+    text = ds4("manifest", second, "--view", "full")
+    assert text.code == 0
+    assert text.out.startswith(f"manifest {second}")
+    assert re.search(r"^included \(\d+\)$", text.out, re.MULTILINE)
+    assert re.search(r"^excluded \(\d+\)$", text.out, re.MULTILINE)
+
+
+def test_manifest_unknown_id_is_a_usage_error_saying_what_to_do(ds4: Callable[..., Run]) -> None:
+    result = ds4("manifest", "m-000000000000aaaaaaaaaaaaaaaa")
+    assert result.code == 2
+    assert "no manifest with id 'm-000000000000aaaaaaaaaaaaaaaa'" in result.err
+    assert "--latest --session FILE" in result.err  # what to do instead
+    assert "--db" in result.err  # and which database was searched
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["manifest"], "give a manifest ID"),
+        (["manifest", "--latest"], "--latest needs --session FILE"),
+        (["manifest", "m-1", "--view", "everything"], "invalid choice: 'everything'"),
+    ],
+)
+def test_manifest_usage_errors(ds4: Callable[..., Run], argv: list[str], message: str) -> None:
+    result = ds4(*argv)
+    assert result.code == 2
+    assert message in result.err
+
+
+def test_manifest_latest_of_a_session_without_plans(
+    ds4: Callable[..., Run], pi_sessions_dir: Path
+) -> None:
+    result = ds4("manifest", "--latest", "--session", str(pi_sessions_dir / V3))
+    assert result.code == 2
+    assert "--session" in result.err and "plan" in result.err
+
+
+# ----------------------------------------------------------------------------------------- index
+
+
+def test_index_counts_every_fixture(ds4: Callable[..., Run], pi_sessions_dir: Path) -> None:
+    files = [str(pi_sessions_dir / name) for name in FIXTURE_ENTRIES]
+    result = ds4("index", "--json", *files)
+
+    assert result.code == 0, result.err
+    counts = {Path(r["sessionFile"]).name: r["entriesTotal"] for r in result.json()}
+    assert counts == FIXTURE_ENTRIES
+    health = ds4("health", "--json").json()
+    assert health["sessions"] == 4 and health["entries"] == sum(FIXTURE_ENTRIES.values())
+
+    table = ds4("index", *files)
+    assert table.code == 0
+    assert re.search(r"d703a1a9-1b7b-4fb1-b512-c9738b1fe617\s+noop\s+1,018\s", table.out)
+    assert re.search(r"^\s+-\s+skipped \(empty session file\)\s+0\s", table.out, re.MULTILINE)
+
+
+def test_index_reports_a_non_session_file_and_indexes_the_others(
+    ds4: Callable[..., Run], pi_sessions_dir: Path, tmp_path: Path
+) -> None:
+    notes = tmp_path / "notes.txt"
+    notes.write_text("not a session\n")
+    files = [str(pi_sessions_dir / V3), str(notes), str(pi_sessions_dir / SINGLE)]
+
+    result = ds4("index", "--json", *files)
+
+    assert result.code == 3
+    assert str(notes) in result.err and "is this a Pi session file?" in result.err
+    assert "1 of 3 file(s) could not be indexed" in result.err
+    assert [r["entriesTotal"] for r in result.json()] == [8, 5]
+    assert ds4("health", "--json").json()["sessions"] == 2
+
+
+def test_index_a_missing_file(ds4: Callable[..., Run], tmp_path: Path) -> None:
+    result = ds4("index", str(tmp_path / "missing.jsonl"))
+    assert result.code == 3
+    assert "does not exist" in result.err
+
+
+# ---------------------------------------------------------------------------- health, rebuild
+
+
+def test_health(ds4: Callable[..., Run], db: Path, pi_sessions_dir: Path) -> None:
+    ds4("plan", "--session", str(pi_sessions_dir / V3), "x")
+    health = ds4("health", "--json")
+    assert health.code == 0
+    found = health.json()
+    assert found["databasePath"] == str(db)
+    assert found["status"] == "ok" and found["fts5"] is True
+    assert (found["sessions"], found["entries"], found["manifests"]) == (1, 8, 1)
+    text = ds4("health")
+    assert re.search(r"^\s+manifests\s+1$", text.out, re.MULTILINE)
+
+
+def test_rebuild_lists_a_deleted_session_as_failed(
+    ds4: Callable[..., Run], pi_session_copy: Callable[[str], Path]
+) -> None:
+    kept, deleted = pi_session_copy(V3), pi_session_copy(SINGLE)
+    assert ds4("index", str(kept), str(deleted)).code == 0
+    assert ds4("rebuild").code == 0
+    deleted.unlink()
+
+    text = ds4("rebuild")
+    assert text.code == 3
+    assert "rebuilt 1 session(s), 8 entries" in text.out
+    assert f"failed: {deleted}: the session file no longer exists" in text.out
+    as_json = ds4("rebuild", "--json")
+    assert as_json.code == 3
+    assert [f["sessionFile"] for f in as_json.json()["failed"]] == [str(deleted)]
+
+
+# ------------------------------------------------------------------------ database, env, usage
+
+
+def test_ds4_db_environment_variable_and_db_option(
+    ds4: Callable[..., Run],
+    pi_sessions_dir: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from_env = tmp_path / "env" / "context.db"
+    monkeypatch.setenv("DS4_DB", str(from_env))
+    assert ds4("index", str(pi_sessions_dir / V3), db_path=None).code == 0
+    health = ds4("health", "--json", db_path=None).json()
+    assert health["databasePath"] == str(from_env) and health["sessions"] == 1
+
+    explicit = tmp_path / "explicit.db"
+    overriding = ds4("health", "--json", db_path=explicit).json()
+    assert overriding["databasePath"] == str(explicit) and overriding["sessions"] == 0
+
+
+def test_a_database_that_cannot_be_created(ds4: Callable[..., Run], tmp_path: Path) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    result = ds4("health", db_path=blocker / "context.db")
+    assert result.code == 2
+    assert str(blocker) in result.err
+    assert "--db" in result.err and "ds4: ds4:" not in result.err
+
+
+def test_argument_errors_and_help_return_codes_instead_of_exiting(
+    ds4: Callable[..., Run],
+) -> None:
+    missing = ds4("plan")
+    assert missing.code == 2
+    assert "the following arguments are required: --session" in missing.err
+    assert missing.out == ""
+    helped = ds4("--help")
+    assert helped.code == 0 and "plan" in helped.out and "manifest" in helped.out
+    no_command = ds4()
+    assert no_command.code == 2
+
+
+def test_an_unexpected_error_is_exit_1_with_a_hint(
+    ds4: Callable[..., Run], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken(self: ContextEngine) -> Any:
+        raise RuntimeError("kaput")
+
+    monkeypatch.setattr(ContextEngine, "health", broken)
+    result = ds4("health")
+    assert result.code == 1
+    assert "internal error (RuntimeError: kaput)" in result.err and "-v" in result.err
+
+
+def test_verbose_logs_counts_not_request_text(
+    ds4: Callable[..., Run], pi_sessions_dir: Path
+) -> None:
+    marker = "zqxclimarkerq"
+    handlers_before = list(logging.getLogger("ds4_core").handlers)
+    result = ds4("-v", "plan", "--session", str(pi_sessions_dir / V1_LARGE), f"theme {marker}")
+
+    assert result.code == 0
+    assert "plan: session=d703a1a9" in result.err
+    assert marker not in result.err
+    assert logging.getLogger("ds4_core").handlers == handlers_before
+    quiet = ds4("plan", "--session", str(pi_sessions_dir / V3), "x")
+    assert quiet.err == ""  # without -v: no log lines
+
+
+# ------------------------------------------------------------------------------------- progress
+
+
+def test_progress_bar_only_on_a_terminal_and_only_after_a_moment(
+    ds4: Callable[..., Run], pi_session_copy: Callable[[str], Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    session = str(pi_session_copy(V1_LARGE))
+    shutil.copyfile(session, session + ".2.jsonl")
+    second = session + ".2.jsonl"
+
+    # instant work on a terminal: no bar
+    terminal = Terminal()
+    monkeypatch.setattr(cli, "_clock_s", lambda: 100.0)
+    assert ds4("index", "--force", session, err=terminal).code == 0
+    assert terminal.getvalue() == ""
+
+    # slow work (the clock jumps a second per reading) on a terminal: a bar, erased at the end
+    clock = itertools.count(0.0, 1.0)
+    monkeypatch.setattr(cli, "_clock_s", lambda: next(clock))
+    terminal = Terminal()
+    assert ds4("index", "--force", session, err=terminal).code == 0
+    drawn = terminal.getvalue()
+    assert "\r[##############################] 100.0%" in drawn
+    *bars, erase, after = drawn.split("\r")[1:]
+    assert bars and after == ""  # the cursor ends at the start of the line
+    assert erase.strip() == "" and len(erase) >= max(len(bar) for bar in bars)  # fully erased
+
+    # slow work, not a terminal: nothing
+    piped = io.StringIO()
+    assert ds4("index", second, err=piped).code == 0
+    assert piped.getvalue() == ""
