@@ -19,13 +19,14 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from . import __version__
 from .config import DEFAULT_CONFIG, Config
+from .logs import describe_failure
 from .manifest import (
     VIEWS,
     ManifestWindow,
@@ -87,11 +88,15 @@ def utc_now_iso() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-@dataclass(frozen=True)
+@dataclass
 class _CachedSession:
+    """A parsed session file, valid while its size and mtime stay the same, with the contexts
+    built from it per leaf and their messages' token estimates (the costly part of a plan)."""
+
     size: int
     mtime_ns: int
     file: SessionFile
+    contexts: dict[str | None, tuple[SessionContext, list[int]]] = field(default_factory=dict)
 
 
 @dataclass
@@ -99,6 +104,7 @@ class _Prepared:
     """A session (or caller messages) made ready for planning or retrieval."""
 
     messages: list[dict[str, Any]]
+    message_tokens: list[int]
     source_ids: list[str | None]
     session_id: str | None
     session_file: str | None
@@ -298,13 +304,16 @@ class ContextEngine:
 
     def _load_session(self, path: Path) -> SessionFile:
         """Parsed entries of `path`, cached while its size and mtime stay the same."""
+        return self._cached_session(path).file
+
+    def _cached_session(self, path: Path) -> _CachedSession:
         stat = path.stat()
         key = str(path)
         with self._sessions_lock:
             cached = self._sessions.get(key)
             if cached and cached.size == stat.st_size and cached.mtime_ns == stat.st_mtime_ns:
                 self._sessions.move_to_end(key)
-                return cached.file
+                return cached
         try:
             parsed = read_all(path)
         except SessionFormatError as exc:
@@ -313,25 +322,38 @@ class ContextEngine:
             raise RequestError(
                 f"session.file: cannot read '{path}': {exc.strerror or exc}", "session.file"
             ) from exc
+        cached = _CachedSession(stat.st_size, stat.st_mtime_ns, parsed)
         with self._sessions_lock:
-            self._sessions[key] = _CachedSession(stat.st_size, stat.st_mtime_ns, parsed)
+            self._sessions[key] = cached
             self._sessions.move_to_end(key)
             while len(self._sessions) > _SESSION_CACHE_SIZE:
                 self._sessions.popitem(last=False)
-        return parsed
+        return cached
 
-    def _session_context(self, ref: SessionRef) -> tuple[SessionFile, SessionContext, Path]:
+    def _session_context(
+        self, ref: SessionRef
+    ) -> tuple[SessionFile, SessionContext, list[int], Path]:
+        """The session's parsed file, the context of `ref.leaf_id` (default: the last entry)
+        and the `chars-v1` tokens of each context message. Callers must not mutate them."""
         path = self._session_path(ref.file, "session.file")
-        parsed = self._load_session(path)
-        try:
-            context = (
-                build_session_context(parsed.entries, ref.leaf_id)
-                if ref.leaf_id
-                else build_session_context(parsed.entries)
-            )
-        except SessionFormatError as exc:
-            raise RequestError(str(exc), "session.leafId") from exc
-        return parsed, context, path
+        cached = self._cached_session(path)
+        with self._sessions_lock:
+            found = cached.contexts.get(ref.leaf_id)
+        if found is None:
+            try:
+                context = (
+                    build_session_context(cached.file.entries, ref.leaf_id)
+                    if ref.leaf_id
+                    else build_session_context(cached.file.entries)
+                )
+            except SessionFormatError as exc:
+                raise RequestError(str(exc), "session.leafId") from exc
+            found = (context, [estimate_message_tokens(m) for m in context.messages])
+            with self._sessions_lock:
+                if len(cached.contexts) >= _SESSION_CACHE_SIZE:
+                    cached.contexts.clear()
+                cached.contexts[ref.leaf_id] = found
+        return cached.file, found[0], found[1], path
 
     # ----------------------------------------------------------------- model and budget
 
@@ -396,8 +418,9 @@ class ContextEngine:
         session_id = session_file = leaf_id = None
         branch: set[str] = set()
         session_model = None
+        tokens: list[int] | None = None
         if session is not None:
-            parsed, context, path = self._session_context(session)
+            parsed, context, context_tokens, path = self._session_context(session)
             session_file = str(path)
             session_id = parsed.header.session_id if parsed.header else None
             leaf_id = context.leaf_id
@@ -407,7 +430,7 @@ class ContextEngine:
                 try:
                     self._sync(path, force=False, progress=None)
                 except Exception as exc:  # fail open: planning works without the index
-                    log.warning("sync failed: session=%s error=%s", session_id, type(exc).__name__)
+                    log.warning("sync failed: session=%s error=%s", session_id, describe_failure(exc))
                     warnings.append(
                         f"session index could not be updated ({type(exc).__name__}); "
                         "history retrieval may be incomplete"
@@ -415,15 +438,21 @@ class ContextEngine:
             if messages is None:
                 built = list(context.messages)
                 source_ids: list[str | None] = list(context.message_entry_ids)
+                tokens = list(context_tokens)
             else:
                 built, source_ids = _match_messages(messages, context)
         else:
             built = list(messages or [])
             source_ids = [None] * len(built)
         _append_request(built, source_ids, request)
+        if tokens is None:
+            tokens = [estimate_message_tokens(m) for m in built]
+        else:
+            tokens.extend(estimate_message_tokens(m) for m in built[len(tokens) :])
         profile, budget = self._budget_for(model, session_model, config, warnings)
         return _Prepared(
             built,
+            tokens,
             source_ids,
             session_id,
             session_file,
@@ -495,7 +524,7 @@ class ContextEngine:
         except Exception as exc:
             if request.messages is None:  # no messages of the caller's to fall back to
                 raise
-            log.warning("plan failed open while reading the session: error=%s", type(exc).__name__)
+            log.warning("plan failed open reading the session: error=%s", describe_failure(exc))
             prepared = self._prepare(None, request.messages, request.request, request.model, config)
             failure = f"internal error while reading the session ({type(exc).__name__})"
         retrieval: HistoryRetrieval | None = None
@@ -509,7 +538,7 @@ class ContextEngine:
                 log.warning(
                     "plan failed open: session=%s error=%s",
                     prepared.session_id,
-                    type(exc).__name__,
+                    describe_failure(exc),
                 )
                 failure = f"internal error while planning ({type(exc).__name__})"
                 retrieval = None
@@ -594,6 +623,7 @@ class ContextEngine:
             budget=prepared.budget,
             config=config,
             message_source_ids=prepared.source_ids,
+            message_tokens=prepared.message_tokens,
         )
         if dry.mode == "fallback" or prepared.session_id is None:
             return dry, None
@@ -619,6 +649,7 @@ class ContextEngine:
             config=config,
             supplements=supplements,
             message_source_ids=prepared.source_ids,
+            message_tokens=prepared.message_tokens,
         )
         return plan, retrieval
 
@@ -664,7 +695,7 @@ class ContextEngine:
             manifest_repo.save_manifest(self.store, manifest, encoded)
         except Exception as exc:
             log.warning(
-                "manifest not stored: manifest=%s error=%s", manifest["id"], type(exc).__name__
+                "manifest not stored: manifest=%s error=%s", manifest["id"], describe_failure(exc)
             )
             warnings.append(
                 f"manifest could not be stored ({type(exc).__name__}); kept in memory only"
@@ -726,6 +757,7 @@ class ContextEngine:
             budget=prepared.budget,
             config=config,
             message_source_ids=prepared.source_ids,
+            message_tokens=prepared.message_tokens,
         )
         exclude = (
             {item.source_id for item in dry.included if item.source_id}

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal, cast
 
 from ds4_core.config import Config
+from ds4_core.logs import log_failure
 from ds4_core.planner.budget import ContextBudget
 from ds4_core.planner.groups import (
     SUMMARY_ROLES,
@@ -276,7 +277,7 @@ def plan_context(
     except _PlanFailure as failure:
         reason = str(failure)
     except Exception as exc:  # fail open (DESIGN.md): any bug returns the original messages
-        log.exception("planner error; sending the original messages unchanged")
+        log_failure(log, "planner error; sending the original messages unchanged", exc)
         reason = (
             f"internal planner error ({type(exc).__name__}); the original messages were sent "
             "unchanged"
@@ -700,8 +701,8 @@ def fallback_plan(
                     classification=str(getattr(supplement, "classification", "normal")),
                 )
             )
-    except Exception:  # the fallback itself must never raise
-        log.exception("could not list the items of a fallback plan")
+    except Exception as exc:  # the fallback itself must never raise
+        log_failure(log, "could not list the items of a fallback plan", exc)
         included, excluded = [], []
     fixed = fixed_tokens if isinstance(fixed_tokens, int) and fixed_tokens > 0 else 0
     return ContextPlan(
