@@ -59,3 +59,29 @@ def configure_logging(level: str = "info") -> None:
     root.addHandler(handler)
     root.setLevel(numeric)
     logging.getLogger("pygls").setLevel(max(numeric, logging.WARNING))
+
+
+SETTING_LEVELS = {
+    "error": logging.ERROR,
+    "warn": logging.WARNING,
+    "info": logging.INFO,
+    "debug": logging.DEBUG,
+    "trace": logging.DEBUG,
+}
+"""`diagnostics.logLevel` values (ds4-reference.md 2) to Python levels; `trace` is DEBUG."""
+
+
+def apply_log_level_setting(level: str) -> None:
+    """Set the stderr log level from the `diagnostics.logLevel` setting.
+
+    Changes the root logger and its handlers; pygls stays at WARNING or above whatever the
+    level, because it would log whole message bodies (session text) at INFO.
+    """
+    numeric = SETTING_LEVELS.get(level)
+    if numeric is None:
+        return
+    root = logging.getLogger()
+    root.setLevel(numeric)
+    for handler in root.handlers:
+        handler.setLevel(numeric)
+    logging.getLogger("pygls").setLevel(max(numeric, logging.WARNING))

@@ -32,10 +32,12 @@ from pygls.protocol import (
     lsp_method,
 )
 
+from ds4_core.config import flatten_settings
 from ds4_core.engine import ContextEngine
 from ds4_core.requests import RequestError
 
 from . import __version__
+from .logs import apply_log_level_setting
 from .protocol import (
     DS4_MANIFEST,
     DS4_PLAN,
@@ -193,6 +195,8 @@ class Ds4Server(LanguageServer):
             self._engine_problem = exc.message
             return [f"ds4: cannot start the context engine: {exc.message}"]
         messages = list(self._engine.config_warnings)
+        if settings and "diagnostics.logLevel" in flatten_settings(settings):
+            apply_log_level_setting(self._engine.config["diagnostics.logLevel"])
         loop = asyncio.get_running_loop()
         try:
             health = await loop.run_in_executor(self._executor, self._engine.health)

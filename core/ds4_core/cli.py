@@ -9,8 +9,9 @@
     ds4 [--db PATH] health [--json]
     ds4 [--db PATH] rebuild [--json]
 
-`--json` prints exactly the object the matching LSP request returns (docs/protocol.md).
-Exit codes: 0 success; 1 unexpected internal error; 2 bad usage or input you can fix (the
+Global options, before the command: `--db PATH`, `--settings-file FILE`, `--set KEY=VALUE`
+(settings of docs/configuration.md), `-v`. `--json` prints exactly the object the matching LSP
+request returns (docs/protocol.md). Exit codes: 0 success; 1 unexpected internal error; 2 bad usage or input you can fix (the
 message says what to do); 3 some sessions failed to index or rebuild; 130 interrupted (Ctrl-C).
 """
 
@@ -31,6 +32,7 @@ from typing import Any, TextIO
 import peewee
 
 from . import __version__
+from .config import flatten_settings
 from .engine import ContextEngine
 from .requests import (
     ManifestRequest,
@@ -398,6 +400,21 @@ def build_parser() -> argparse.ArgumentParser:
         help="database file (default: $DS4_DB, else ~/.local/share/ds4-lsp/context.db)",
     )
     parser.add_argument(
+        "--set",
+        dest="settings",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a setting of docs/configuration.md, e.g. --set context.mode=observer or "
+        '--set \'modelAwareness.overrides={"local/*": {"contextWindow": 32768}}\' '
+        "(VALUE is read as JSON when it parses, else as a string; repeatable)",
+    )
+    parser.add_argument(
+        "--settings-file",
+        metavar="FILE",
+        help="a JSON file of settings (nested or dotted keys), applied before --set",
+    )
+    parser.add_argument(
         "-v", "--verbose", action="store_true", help="log counts and timings to stderr"
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -518,6 +535,44 @@ def _print_notices(engine: ContextEngine, err: TextIO) -> None:
         err.write(f"ds4: {notice.removeprefix('ds4: ')}\n")
 
 
+def _settings_from(args: argparse.Namespace) -> dict[str, Any] | None:
+    """Settings from `--settings-file` then `--set KEY=VALUE` (later wins), or None.
+
+    Raises:
+        RequestError: an unreadable or non-object settings file, or a `--set` without `=`.
+    """
+    settings: dict[str, Any] = {}
+    if args.settings_file:
+        try:
+            with open(args.settings_file, encoding="utf-8") as handle:
+                loaded = json.load(handle)
+        except OSError as exc:
+            raise RequestError(
+                f"--settings-file: cannot read '{args.settings_file}': {exc.strerror or exc}"
+            ) from exc
+        except ValueError as exc:
+            raise RequestError(
+                f"--settings-file: '{args.settings_file}' is not valid JSON ({exc})"
+            ) from exc
+        if not isinstance(loaded, dict):
+            raise RequestError(
+                f"--settings-file: '{args.settings_file}' must hold a JSON object of settings"
+            )
+        settings.update(flatten_settings(loaded))
+    for item in args.settings:
+        key, sep, raw = item.partition("=")
+        if not sep or not key.strip():
+            raise RequestError(
+                f"--set: expected KEY=VALUE (e.g. context.mode=observer), got {item!r}"
+            )
+        try:
+            value = json.loads(raw)
+        except ValueError:
+            value = raw
+        settings[key.strip()] = value
+    return settings or None
+
+
 def run(
     argv: Sequence[str] | None = None, out: TextIO = sys.stdout, err: TextIO = sys.stderr
 ) -> int:
@@ -528,8 +583,15 @@ def run(
     args = _parse_args(parser, argv, out, err)
     if isinstance(args, int):
         return args
+    try:
+        settings = _settings_from(args)
+    except RequestError as exc:
+        err.write(f"ds4: {exc}\n")
+        return EXIT_USAGE
     with _logging_to(err, args.verbose):
-        engine = ContextEngine(database_path=args.db) if args.db else ContextEngine()
+        engine = ContextEngine(database_path=args.db, settings=settings)
+        for warning in engine.config_warnings:
+            err.write(f"ds4: warning: {warning}\n")
         try:
             try:
                 engine.store  # noqa: B018 - open (create, migrate) the database up front

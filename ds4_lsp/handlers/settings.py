@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import logging
+
 from lsprotocol import types
 
+from ds4_core.config import flatten_settings
+from ds4_lsp.logs import apply_log_level_setting
 from ds4_lsp.protocol import settings_section
 from ds4_lsp.server import Ds4Server
+
+log = logging.getLogger(__name__)
 
 SECTION = "ds4"
 """The configuration section pulled with `workspace/configuration`."""
@@ -20,8 +26,14 @@ async def did_change_configuration(
     `workspace/configuration` if the client supports it. Each ignored value is shown with
     `window/showMessage` (Warning); nothing here is fatal.
     """
+    trusted = _trust_grant(params.settings)
+    if trusted is not None and trusted != ls.options.trusted:
+        ls.options.trusted = trusted
+        log.info("workspace trust changed: trusted=%s", trusted)
     settings = settings_section(params.settings)
-    if settings is None and ls.supports_configuration:
+    if settings is not None:
+        settings = {k: v for k, v in settings.items() if k != "trusted"} or None
+    if settings is None and trusted is None and ls.supports_configuration:
         pulled = await ls.workspace_configuration_async(
             types.ConfigurationParams(items=[types.ConfigurationItem(section=SECTION)])
         )
@@ -29,5 +41,21 @@ async def did_change_configuration(
     if settings is None:
         return
     warnings = await ls.run_engine(ls.engine.update_settings, settings, method="settings")
+    if "diagnostics.logLevel" in flatten_settings(settings):
+        apply_log_level_setting(ls.engine.config["diagnostics.logLevel"])
     for warning in warnings:
         ls.show_message(warning)
+
+
+def _trust_grant(raw: object) -> bool | None:
+    """`trusted` sent with the settings (top level or in the `ds4` section), else None.
+
+    Editors report workspace trust this way when the user grants it after start-up (docs/
+    protocol.md). Only the client decides trust: no settings file can set it.
+    """
+    if not isinstance(raw, dict):
+        return None
+    for scope in (raw, raw.get("ds4")):
+        if isinstance(scope, dict) and isinstance(scope.get("trusted"), bool):
+            return bool(scope["trusted"])
+    return None

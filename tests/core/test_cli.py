@@ -502,3 +502,48 @@ def test_progress_bar_only_on_a_terminal_and_only_after_a_moment(
     piped = io.StringIO()
     assert ds4("index", second, err=piped).code == 0
     assert piped.getvalue() == ""
+
+
+# -------------------------------------------------------------------------------------- settings
+
+
+def test_set_and_settings_file_reach_the_engine(
+    ds4: Callable[..., Run], pi_sessions_dir: Path, tmp_path: Path
+) -> None:
+    """`--settings-file` then `--set` (later wins): an override window and observer mode."""
+    settings = tmp_path / "settings.json"
+    settings.write_text(json.dumps({"context": {"mode": "observer"}}))
+    result = ds4(
+        "--settings-file",
+        str(settings),
+        "--set",
+        'modelAwareness.overrides={"anthropic/*": {"contextWindow": 50000}}',
+        "plan",
+        "--session",
+        str(pi_sessions_dir / V1_LARGE),
+        "--json",
+        EARLY_REQUEST,
+    )
+    assert result.code == 0, result.err
+    plan = result.json()
+    assert plan["mode"] == "observer"
+    assert plan["model"]["contextWindow"] == 50_000 and plan["model"]["source"] == "override"
+
+    later_wins = ds4(
+        "--settings-file", str(settings), "--set", "context.mode=managed",
+        "plan", "--session", str(pi_sessions_dir / V1_LARGE), "--json", EARLY_REQUEST,
+    )  # fmt: skip
+    assert later_wins.json()["mode"] == "managed"
+
+
+def test_bad_settings_are_reported_not_fatal_and_bad_syntax_is_a_usage_error(
+    ds4: Callable[..., Run], pi_sessions_dir: Path, tmp_path: Path
+) -> None:
+    ignored = ds4("--set", "retrieval.maxResults=500", "health", "--json")
+    assert ignored.code == 0
+    assert "retrieval.maxResults" in ignored.err and "ignored" in ignored.err
+    assert ds4("--set", "no-equals-sign", "health").code == cli.EXIT_USAGE
+    broken = tmp_path / "broken.json"
+    broken.write_text("{not json")
+    failed = ds4("--settings-file", str(broken), "health")
+    assert failed.code == cli.EXIT_USAGE and "not valid JSON" in failed.err

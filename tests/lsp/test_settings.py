@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+import pytest
 from lsp_helpers import TIMEOUT_S, Servers, execute, plan_params, request
 from lsprotocol import types
 from pytest_lsp import LanguageClient
@@ -76,3 +77,37 @@ async def test_did_change_configuration_applies_valid_and_reports_invalid_settin
 
     planned = await request(client, "ds4/plan", plan_params(session_file))
     assert planned["mode"] == "observer"
+
+
+async def test_a_trust_grant_after_start_up_is_applied_without_warnings(
+    client: LanguageClient,
+) -> None:
+    """`trusted: true` sent with didChangeConfiguration (how editors report a later trust grant)
+    changes the server's trust state and is not mistaken for an unknown setting."""
+    before = await execute(client, "ds4.health")
+    assert before["server"]["trusted"] is False
+    client.workspace_did_change_configuration(
+        types.DidChangeConfigurationParams(settings={"ds4": {"trusted": True}})
+    )
+    after = await execute(client, "ds4.health")
+    assert after["server"]["trusted"] is True
+    assert warnings_shown(client) == []
+
+
+async def test_the_log_level_setting_quiets_the_server(
+    servers: Servers, session_file: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """`diagnostics.logLevel: error` turns off the per-request info lines on stderr, while the
+    same server at the default level writes them."""
+    quiet = await servers.start(
+        initialization_options={"settings": {"diagnostics": {"logLevel": "error"}}}
+    )
+    await request(quiet, "ds4/plan", plan_params(session_file))
+    await servers.stop(quiet)
+    quiet_err = capfd.readouterr().err
+    loud = await servers.start()
+    await request(loud, "ds4/plan", plan_params(session_file))
+    await servers.stop(loud)
+    loud_err = capfd.readouterr().err
+    assert " INFO " in loud_err
+    assert " INFO " not in quiet_err
