@@ -273,6 +273,10 @@ def _print_plan(result: dict[str, Any], manifest: dict[str, Any], out: TextIO) -
     else:
         out.write("  none: no older entry on the active branch matched the request\n")
 
+    project_status = (manifest.get("project") or {}).get("status")
+    if project_status not in (None, "no-workspace"):
+        _print_project_section(manifest, by_kind.get("project", []), project_status, out)
+
     excluded_tokens = sum(i.get("tokens", 0) for i in excluded)
     out.write(f"\nExcluded: {len(excluded)} item(s), {_fmt(excluded_tokens)} tokens\n")
     reasons: dict[tuple[str, str], list[dict[str, Any]]] = {}
@@ -306,6 +310,36 @@ def _print_plan(result: dict[str, Any], manifest: dict[str, Any], out: TextIO) -
         out.write(f"warning: {warning}\n")
 
 
+def _print_project_section(
+    manifest: dict[str, Any], items: list[dict[str, Any]], status: str, out: TextIO
+) -> None:
+    snippets = {s["snippetId"]: s for s in manifest.get("projectSnippets") or []}
+    tokens = sum(i.get("tokens", 0) for i in items)
+    out.write(
+        f"\nProject snippets included: {len(items)} item(s), {_fmt(tokens)} tokens"
+        f" (workspace {status})\n"
+    )
+    if status == "untrusted":
+        out.write("  none: the workspace is untrusted, so its files were not read (--trust)\n")
+        return
+    rows = []
+    for item in items:
+        snippet = snippets.get(str(item.get("sourceId")), {})
+        lines = snippet.get("lines") or ["?", "?"]
+        rows.append(
+            [
+                f"{item.get('score', 0):.3f}",
+                f"{snippet.get('path', '?')}:{lines[0]}-{lines[1]}",
+                "modified" if snippet.get("modified") else "",
+                _one_line(snippet.get("reason") or item.get("reason") or "", 56),
+            ]
+        )
+    if rows:
+        _table(rows, ["score", "lines", "tree", "why it matched"], out)
+    for dropped in (manifest.get("project") or {}).get("dropped", []):
+        out.write(f"  left out {dropped['path']}: {dropped['reason']}\n")
+
+
 def _print_retrieve(result: dict[str, Any], out: TextIO) -> None:
     stats = result["stats"]
     out.write(
@@ -333,8 +367,29 @@ def _print_retrieve(result: dict[str, Any], out: TextIO) -> None:
             ["score", "entry", "role", "created", "reason", "excerpt"],
             out,
         )
+    if result.get("projectStatus") is not None:
+        _print_project_hits(result, out)
     for warning in result.get("warnings", []):
         out.write(f"warning: {warning}\n")
+
+
+def _print_project_hits(result: dict[str, Any], out: TextIO) -> None:
+    hits = result.get("project") or []
+    out.write(f"\nProject: status {result['projectStatus']} · {len(hits)} snippet(s)\n")
+    if hits:
+        _table(
+            [
+                [
+                    f"{h['score']:.3f}",
+                    f"{h['path']}:{h['startLine']}-{h['endLine']}",
+                    "modified" if h.get("modified") else "",
+                    _one_line(h["reason"], 56),
+                ]
+                for h in hits
+            ],
+            ["score", "lines", "tree", "why it matched"],
+            out,
+        )
 
 
 def _print_manifest(manifest: dict[str, Any], out: TextIO) -> None:
@@ -385,6 +440,39 @@ def _print_manifest(manifest: dict[str, Any], out: TextIO) -> None:
             ["kind", "source", "group", "tokens", "score", "reason"],
             out,
         )
+
+
+def _workspace_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--workspace",
+        metavar="DIR",
+        help="project folder whose files may be quoted (only with --trust)",
+    )
+    parser.add_argument(
+        "--trust",
+        action="store_true",
+        help="trust --workspace: allow ds4 to list, read and index its files",
+    )
+
+
+def _open_workspace(engine: ContextEngine, args: argparse.Namespace, err: TextIO) -> None:
+    """Set the workspace of --workspace/--trust and sync its index (with a progress bar)."""
+    if not args.workspace:
+        if args.trust:
+            raise RequestError("--trust needs --workspace DIR", "workspace")
+        return
+    status = engine.set_workspace(args.workspace, args.trust)
+    if status["status"] == "untrusted":
+        err.write(
+            f"ds4: workspace '{args.workspace}' is untrusted: its files are not read; "
+            "add --trust to use them\n"
+        )
+        return
+    progress = _Progress(err)
+    try:
+        engine.sync_project(progress=progress)
+    finally:
+        progress.close()
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -442,13 +530,23 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="N",
         help="tokens of the system prompt and tool schemas (default 0)",
     )
+    _workspace_arguments(p)
     p.add_argument("--json", action="store_true", help="print the ds4/plan result as JSON")
     p.add_argument("request", help="the new user message")
 
-    r = sub.add_parser("retrieve", help="search a session's history on its active branch")
-    r.add_argument("--session", required=True, metavar="FILE")
+    r = sub.add_parser(
+        "retrieve", help="search a session's history (active branch) and a trusted workspace"
+    )
+    r.add_argument("--session", metavar="FILE", help="Pi session .jsonl file (history scope)")
     r.add_argument("--leaf", metavar="ID")
     r.add_argument("--max-results", type=int, metavar="N")
+    _workspace_arguments(r)
+    r.add_argument(
+        "--scope",
+        action="append",
+        choices=["history", "project"],
+        help="what to search (repeatable; default: history, plus project with --workspace)",
+    )
     r.add_argument("--json", action="store_true", help="print the ds4/retrieve result as JSON")
     r.add_argument("query")
 
@@ -630,6 +728,7 @@ def _dispatch(engine: ContextEngine, args: argparse.Namespace, out: TextIO, err:
             engine.index_session(args.session, progress=progress)
         finally:
             progress.close()
+        _open_workspace(engine, args, err)
         result = engine.plan(
             PlanRequest(
                 session=SessionRef(args.session, args.leaf),
@@ -645,10 +744,19 @@ def _dispatch(engine: ContextEngine, args: argparse.Namespace, out: TextIO, err:
             _print_plan(result, manifest, out)
         return EXIT_OK
     if args.command == "retrieve":
+        scopes = tuple(
+            dict.fromkeys(args.scope or ["history", *(["project"] if args.workspace else [])])
+        )
+        if "history" in scopes and not args.session:
+            raise RequestError(
+                "the history scope needs --session FILE (or use --scope project)", "session"
+            )
+        _open_workspace(engine, args, err)
         result = engine.retrieve(
             RetrieveRequest(
                 query=args.query,
-                session=SessionRef(args.session, args.leaf),
+                session=SessionRef(args.session, args.leaf) if args.session else None,
+                scopes=scopes,  # type: ignore[arg-type]
                 max_results=args.max_results,
             )
         )

@@ -133,6 +133,15 @@ SETTINGS: dict[str, SettingSpec] = {
     "retrieval.maxResults": SettingSpec(
         12, _int_range(1, 100), "Most historical hits per request."
     ),
+    "project.enabled": SettingSpec(
+        True, _bool, "Project knowledge from trusted workspace files (never when untrusted)."
+    ),
+    "project.maxFiles": SettingSpec(10000, _int_range(1, 100000), "Most files indexed."),
+    "project.maxFileBytes": SettingSpec(512000, _int_range(0), "Largest file indexed (bytes)."),
+    "project.maxTotalBytes": SettingSpec(
+        50_000_000, _int_range(0), "Most bytes indexed over all files."
+    ),
+    "project.maxResults": SettingSpec(8, _int_range(1, 100), "Most project snippets per request."),
     "modelAwareness.enabled": SettingSpec(True, _bool, "Use adaptive ceilings by context window."),
     "modelAwareness.overrides": SettingSpec(
         {}, _overrides, "Per-model limits keyed '*', 'provider/*' or 'provider/model'."

@@ -18,11 +18,11 @@ import os
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import __version__
 from .config import DEFAULT_CONFIG, Config
@@ -74,6 +74,10 @@ from .store import Store, open_store, resolve_database_path
 from .store import manifests as manifest_repo
 from .store import sessions as session_repo
 from .tokens import ESTIMATOR_VERSION, estimate_message_tokens
+
+if TYPE_CHECKING:
+    from .project.search import ProjectHit
+    from .project.workspace import ProjectWorkspace, ValidatedSearch
 
 log = logging.getLogger("ds4_core.engine")
 
@@ -145,6 +149,7 @@ class ContextEngine:
         self._sessions: OrderedDict[str, _CachedSession] = OrderedDict()
         self._sessions_lock = threading.Lock()
         self._ephemeral = ManifestWindow(capacity=64)
+        self._workspace: ProjectWorkspace | None = None
 
     # ----------------------------------------------------------------- lifecycle
 
@@ -232,6 +237,13 @@ class ContextEngine:
                     failed.append({"sessionFile": session_file, "error": str(exc)})
             if progress:
                 progress(done, total, f"{done}/{total} sessions")
+        project = None
+        if self._workspace is not None and self._workspace.active():
+            try:
+                project = self.sync_project(force=True, progress=progress)
+            except Exception as exc:  # the session rebuild stands; report the project part
+                log.warning("project rescan failed: error=%s", describe_failure(exc))
+                project = {"status": "error", "error": type(exc).__name__}
         duration_ms = (time.perf_counter() - started) * 1000
         log.info(
             "rebuild: sessions=%d failed=%d duration_ms=%.1f",
@@ -245,6 +257,7 @@ class ContextEngine:
             "failed": failed,
             "durationMs": round(duration_ms, 3),
             "results": results,
+            "project": project,
         }
 
     def _sync(
@@ -430,7 +443,9 @@ class ContextEngine:
                 try:
                     self._sync(path, force=False, progress=None)
                 except Exception as exc:  # fail open: planning works without the index
-                    log.warning("sync failed: session=%s error=%s", session_id, describe_failure(exc))
+                    log.warning(
+                        "sync failed: session=%s error=%s", session_id, describe_failure(exc)
+                    )
                     warnings.append(
                         f"session index could not be updated ({type(exc).__name__}); "
                         "history retrieval may be incomplete"
@@ -528,12 +543,15 @@ class ContextEngine:
             prepared = self._prepare(None, request.messages, request.request, request.model, config)
             failure = f"internal error while reading the session ({type(exc).__name__})"
         retrieval: HistoryRetrieval | None = None
+        project: ValidatedSearch | None = None
         warnings = list(prepared.warnings)
         if failure is None and not enabled:
             failure = "ds4 is disabled by the `enabled` setting"
         if failure is None:
             try:
-                plan, retrieval = self._managed_plan(prepared, request.fixed_tokens, config)
+                plan, retrieval, project = self._managed_plan(
+                    prepared, request.fixed_tokens, config
+                )
             except Exception as exc:  # fail open (DESIGN.md): original messages, with a reason
                 log.warning(
                     "plan failed open: session=%s error=%s",
@@ -541,7 +559,7 @@ class ContextEngine:
                     describe_failure(exc),
                 )
                 failure = f"internal error while planning ({type(exc).__name__})"
-                retrieval = None
+                retrieval = project = None
         if failure is not None:
             plan = fallback_plan(
                 prepared.messages,
@@ -571,7 +589,13 @@ class ContextEngine:
             warnings=warnings,
             retrieval_stats=_stats_to_wire(retrieval) if retrieval else None,
         )
+        sent = self._add_project_provenance(manifest, plan, project)
         stored = self._keep_manifest(manifest, prepared.session_id, config, warnings)
+        if stored and sent and self._project is not None:
+            try:
+                self._project.record_sent(manifest_id, manifest["createdAt"], sent)
+            except Exception as exc:  # provenance is best effort; the plan stands
+                log.warning("sent snippets not recorded: error=%s", describe_failure(exc))
         warnings = [*warnings, *plan.warnings]
         duration_ms = (time.perf_counter() - started) * 1000
         log.info(
@@ -614,9 +638,10 @@ class ContextEngine:
 
     def _managed_plan(
         self, prepared: _Prepared, fixed_tokens: int, config: Config
-    ) -> tuple[ContextPlan, HistoryRetrieval | None]:
-        """A dry plan without supplements, then (for a session) the plan with the history
-        evidence the dry plan leaves out. May raise; `plan` turns that into a fallback."""
+    ) -> tuple[ContextPlan, HistoryRetrieval | None, ValidatedSearch | None]:
+        """A dry plan without supplements, then the plan with the history evidence the dry
+        plan leaves out (for a session) and live-validated project snippets (for a trusted
+        workspace). May raise; `plan` turns that into a fallback."""
         dry = plan_context(
             prepared.messages,
             fixed_tokens=fixed_tokens,
@@ -625,23 +650,38 @@ class ContextEngine:
             message_source_ids=prepared.source_ids,
             message_tokens=prepared.message_tokens,
         )
-        if dry.mode == "fallback" or prepared.session_id is None:
-            return dry, None
-        retrieval = self._retrieve_for(prepared, dry, config)
+        if dry.mode == "fallback":
+            return dry, None, None
         supplements: list[Supplement] = []
-        for hit in retrieval.hits:
-            message = render_evidence(hit)
-            supplements.append(
-                Supplement(
-                    kind="history",
-                    source_id=hit.entry_key,
-                    message=message,
-                    tokens=estimate_message_tokens(message),
-                    score=hit.score,
+        retrieval = None
+        if prepared.session_id is not None:
+            retrieval = self._retrieve_for(prepared, dry, config)
+            for hit in retrieval.hits:
+                message = render_evidence(hit)
+                supplements.append(
+                    Supplement(
+                        kind="history",
+                        source_id=hit.entry_key,
+                        message=message,
+                        tokens=estimate_message_tokens(message),
+                        score=hit.score,
+                    )
                 )
-            )
+        project = self._project_search(prepared, config, prepared.warnings)
+        if project is not None:
+            for project_hit in project.retrieval.hits:
+                message = self._workspace.render(project_hit, project.git_head)  # type: ignore[union-attr]
+                supplements.append(
+                    Supplement(
+                        kind="project",
+                        source_id=project_hit.snippet_id,
+                        message=message,
+                        tokens=estimate_message_tokens(message),
+                        score=project_hit.score,
+                    )
+                )
         if not supplements:
-            return dry, retrieval
+            return dry, retrieval, project
         plan = plan_context(
             prepared.messages,
             fixed_tokens=fixed_tokens,
@@ -651,7 +691,27 @@ class ContextEngine:
             message_source_ids=prepared.source_ids,
             message_tokens=prepared.message_tokens,
         )
-        return plan, retrieval
+        return plan, retrieval, project
+
+    def _project_search(
+        self, prepared: _Prepared, config: Config, warnings: list[str]
+    ) -> ValidatedSearch | None:
+        """Live-validated project hits for the last user message, or None when project
+        knowledge is not in use (no workspace, untrusted, disabled). A failure becomes a
+        warning: history evidence and the tail still go out (fail open)."""
+        workspace = self._project
+        if workspace is None or not workspace.active():
+            return None
+        try:
+            return workspace.search(
+                describe_task(last_user_text(prepared.messages) or ""),
+                max_results=config["project.maxResults"],
+                max_tokens=prepared.budget.max_project_tokens,
+            )
+        except Exception as exc:
+            log.warning("project search failed: error=%s", describe_failure(exc))
+            warnings.append(f"project knowledge failed ({type(exc).__name__}); none was included")
+            return None
 
     def _retrieve_for(
         self, prepared: _Prepared, dry: ContextPlan, config: Config
@@ -704,16 +764,161 @@ class ContextEngine:
             return False
         return True
 
+    def _add_project_provenance(
+        self, manifest: dict[str, Any], plan: ContextPlan, project: ValidatedSearch | None
+    ) -> list[ProjectHit]:
+        """Add `project`, `projectSnippets` and `projectRevision` to `manifest` (metadata only:
+        ids, paths, hashes, lines, scores; never source text). Returns the hits sent."""
+        workspace = self._project
+        status = workspace.status_word() if workspace is not None else "no-workspace"
+        manifest["project"] = {"status": status}
+        manifest["projectSnippets"] = []
+        manifest["projectRevision"] = None
+        if project is None or workspace is None:
+            return []
+        included = {item.source_id for item in plan.included if item.kind == "project"}
+        sent = [h for h in project.retrieval.hits if h.snippet_id in included]
+        manifest["project"].update(
+            {
+                "dropped": [{"path": p, "reason": r} for p, r in project.dropped],
+                "reindexed": list(project.reindexed),
+            }
+        )
+        manifest["projectSnippets"] = [
+            {
+                "snippetId": h.snippet_id,
+                "path": h.path,
+                "fileHash": h.file_hash,
+                "lines": [h.start_line, h.end_line],
+                "score": h.score,
+                "reason": h.reason,
+                "modified": h.modified,
+                "gitCommit": h.git_commit,
+            }
+            for h in sent
+        ]
+        manifest["projectRevision"] = workspace.revision()
+        return sent
+
+    # ----------------------------------------------------------------- project knowledge
+
+    @property
+    def _project(self) -> ProjectWorkspace | None:
+        return self._workspace
+
+    def set_workspace(self, root: str | os.PathLike[str] | None, trusted: bool) -> dict[str, Any]:
+        """Set the workspace root and whether it is trusted (docs/project-knowledge.md).
+
+        Untrusted workspaces are never enumerated, read or queried. Returns
+        `project_status()`. A newly trusted or changed root makes a full sync due: call
+        `sync_project()` (the LSP server does it in the background with progress).
+
+        Raises:
+            RequestError: `root` is the filesystem root, the home directory itself, or not a
+                directory (field `workspace`).
+        """
+        if root is not None:
+            resolved = Path(root).expanduser().resolve()
+            if not resolved.is_dir():
+                raise RequestError(f"workspace: '{root}' is not a directory", "workspace")
+            if resolved == Path(resolved.anchor) or resolved == Path.home().resolve():
+                raise RequestError(
+                    f"workspace: refusing to index '{resolved}' (the filesystem root or your "
+                    "home directory); open a project folder instead",
+                    "workspace",
+                )
+        with self._store_lock:
+            if self._workspace is None:
+                from .project.workspace import ProjectWorkspace
+
+                self._workspace = ProjectWorkspace(lambda: self.store, lambda: self.config)
+        self._workspace.set_workspace(root, trusted)
+        return self.project_status()
+
+    def sync_project(
+        self,
+        *,
+        only: Sequence[str] | None = None,
+        force: bool = False,
+        progress: ProgressCallback | None = None,
+    ) -> dict[str, Any]:
+        """Sync the project index (all files, or `only` those paths); see
+        docs/project-knowledge.md. Status `untrusted` / `no-workspace` / `disabled` does nothing."""
+        if self._workspace is None:
+            return {"status": "no-workspace", "projectPath": None}
+        return self._workspace.sync(only=only, force=force, progress=progress)
+
+    def set_live_text(self, path: str, text: str | None) -> str | None:
+        """Record an open editor buffer's text (None when it closes); returns its path relative
+        to the workspace, or None when it is outside it (then it is ignored)."""
+        if self._workspace is None:
+            return None
+        return self._workspace.set_live_text(path, text)
+
+    def note_tool_executed(self, tool: str, paths: Sequence[str] = ()) -> bool:
+        """An agent tool ran: True (a project sync is due before the next plan) unless the tool
+        is read-only (`read`, `grep`, `find`, `ls`). `paths` are accepted for the future
+        and only counted in the log."""
+        if self._workspace is None:
+            return False
+        due = self._workspace.note_tool_executed(tool)
+        log.info("tool executed: read_only=%s paths=%d", not due, len(paths))
+        return due
+
+    def mark_project_changed(self) -> None:
+        """Files changed outside the editor (a watched-file event): sync before the next use."""
+        if self._workspace is not None:
+            self._workspace.mark_sync_due()
+
+    def project_status(self) -> dict[str, Any]:
+        """{status, projectPath, trusted, files, snippets, staleSnippets, git, indexedAt}."""
+        workspace = self._workspace
+        if workspace is None:
+            return {"status": "no-workspace", "projectPath": None, "trusted": False}
+        status = workspace.status_word()
+        result: dict[str, Any] = {
+            "status": status,
+            "projectPath": str(workspace.root) if workspace.root else None,
+            "trusted": workspace.trusted,
+        }
+        if status in ("untrusted", "no-workspace", "disabled"):
+            return result
+        counts = workspace.counts()
+        revision = workspace.revision() or {}
+        result.update(
+            {
+                "files": counts.get("files", 0),
+                "snippets": counts.get("snippets", 0),
+                "staleSnippets": sum(
+                    len(workspace.stale_snippets(path)) for path in counts.get("sentPaths", [])
+                ),
+                "git": {k: revision.get(k) for k in ("branch", "head", "dirty")},
+                "indexedAt": counts.get("indexedAt"),
+            }
+        )
+        return result
+
+    def stale_snippets(self, path: str, live_text: str | None = None) -> list[dict[str, Any]]:
+        """Snippets of `path` a stored plan sent whose lines no longer match its live text:
+        [{snippetId, startLine, endLine, manifestId, sentAt, change}] (1-based lines)."""
+        if self._workspace is None:
+            return []
+        return self._workspace.stale_snippets(path, live_text)
+
     # ----------------------------------------------------------------- retrieve
 
     def retrieve(self, request: RetrieveRequest) -> dict[str, Any]:
-        """Rank transcript evidence for a query (`ds4/retrieve`; ds4-reference.md 3.2).
+        """Rank transcript and project evidence for a query (`ds4/retrieve`;
+        ds4-reference.md 3.2 and 3.10).
 
         Returns {status, query, history: [{entryKey, entryId, role, createdAt, score, reason,
-        excerpt, tokens}], project: [], stats, warnings}. Entries the planned context already
-        holds verbatim (the recent tail and current turn) are not returned; they are counted in
-        `stats.alreadyInContext`. Entries on other branches are counted in
-        `stats.alternateBranchCandidates`.
+        excerpt, tokens}], project: [{path, startLine, endLine, fileHash, score, reason, text,
+        snippetId, tokens, modified}], projectStatus, stats, warnings}. History entries the
+        planned context already holds verbatim (the recent tail and current turn) are not
+        returned (`stats.alreadyInContext`); entries on other branches are counted in
+        `stats.alternateBranchCandidates`. Project hits are re-validated against the live
+        text; `projectStatus` is `untrusted` (nothing read), `no-workspace`, `disabled` or the
+        search status.
 
         Raises:
             RequestError: bad `maxResults`/`maxTokens`, or a bad session reference.
@@ -724,33 +929,45 @@ class ContextEngine:
             raise RequestError("maxTokens: expected a positive integer", "maxTokens")
         config = self.config  # one snapshot: settings may change on another thread
         warnings: list[str] = []
-        if "project" in request.scopes:
-            warnings.append(
-                "scope 'project': project knowledge is not available in this version of ds4-lsp"
-            )
-        base: dict[str, Any] = {
+        result: dict[str, Any] = {
+            "status": "ok",
             "query": request.query,
             "history": [],
             "project": [],
+            "projectStatus": None,
+            "stats": {
+                "candidates": 0,
+                "duplicates": 0,
+                "alternateBranchCandidates": 0,
+                "alreadyInContext": 0,
+                "latencyMs": 0.0,
+            },
             "warnings": warnings,
         }
-        empty_stats = {
-            "candidates": 0,
-            "duplicates": 0,
-            "alternateBranchCandidates": 0,
-            "alreadyInContext": 0,
-            "latencyMs": 0.0,
-        }
-        if "history" not in request.scopes:
-            return {**base, "status": "ok", "stats": empty_stats}
-        if request.session is None:
-            return {**base, "status": "no-session", "stats": empty_stats}
-        prepared = self._prepare(request.session, None, None, ModelSpec(), config)
-        warnings.extend(prepared.warnings)
-        query = request.query if request.query is not None else last_user_text(prepared.messages)
-        base["query"] = query
-        if prepared.session_id is None:
-            return {**base, "status": "no-session", "stats": empty_stats}
+        prepared = None
+        if request.session is not None:
+            prepared = self._prepare(request.session, None, None, ModelSpec(), config)
+            warnings.extend(prepared.warnings)
+            if request.query is None:
+                result["query"] = last_user_text(prepared.messages)
+        query = result["query"] or ""
+        if "history" in request.scopes:
+            if prepared is None or prepared.session_id is None:
+                result["status"] = "no-session"
+            else:
+                self._retrieve_history_into(result, prepared, query, request, config)
+        if "project" in request.scopes:
+            self._retrieve_project_into(result, query, request, config)
+        return result
+
+    def _retrieve_history_into(
+        self,
+        result: dict[str, Any],
+        prepared: _Prepared,
+        query: str,
+        request: RetrieveRequest,
+        config: Config,
+    ) -> None:
         dry = plan_context(
             prepared.messages,
             fixed_tokens=0,
@@ -766,8 +983,8 @@ class ContextEngine:
         )
         retrieval = retrieve_history(
             self.store,
-            prepared.session_id,
-            describe_task(query or ""),
+            prepared.session_id or "",
+            describe_task(query),
             branch_entry_ids=prepared.branch_entry_ids,
             exclude_entry_ids=exclude,
             max_results=request.max_results or config["retrieval.maxResults"],
@@ -775,7 +992,7 @@ class ContextEngine:
             exact=config["retrieval.exact"],
             fts=config["retrieval.fts"],
         )
-        warnings.extend(retrieval.warnings)
+        result["warnings"].extend(retrieval.warnings)
         log.info(
             "retrieve: session=%s status=%s hits=%d latency_ms=%.2f",
             prepared.session_id,
@@ -783,24 +1000,62 @@ class ContextEngine:
             len(retrieval.hits),
             retrieval.stats.latency_ms,
         )
-        return {
-            **base,
-            "status": retrieval.status,
-            "history": [
-                {
-                    "entryKey": h.entry_key,
-                    "entryId": h.entry_id,
-                    "role": h.role,
-                    "createdAt": h.created_at,
-                    "score": round(h.score, 3),
-                    "reason": h.reason,
-                    "excerpt": h.excerpt,
-                    "tokens": h.tokens,
-                }
-                for h in retrieval.hits
-            ],
-            "stats": _stats_to_wire(retrieval),
-        }
+        result["status"] = retrieval.status
+        result["history"] = [
+            {
+                "entryKey": h.entry_key,
+                "entryId": h.entry_id,
+                "role": h.role,
+                "createdAt": h.created_at,
+                "score": round(h.score, 3),
+                "reason": h.reason,
+                "excerpt": h.excerpt,
+                "tokens": h.tokens,
+            }
+            for h in retrieval.hits
+        ]
+        result["stats"] = _stats_to_wire(retrieval)
+
+    def _retrieve_project_into(
+        self, result: dict[str, Any], query: str, request: RetrieveRequest, config: Config
+    ) -> None:
+        workspace = self._workspace
+        status = workspace.status_word() if workspace is not None else "no-workspace"
+        result["projectStatus"] = status
+        if workspace is None or not workspace.active():
+            return
+        found = workspace.search(
+            describe_task(query),
+            max_results=request.max_results or config["project.maxResults"],
+            max_tokens=request.max_tokens or config["context.maxProjectTokens"],
+        )
+        result["projectStatus"] = found.retrieval.status
+        result["warnings"].extend(found.retrieval.warnings)
+        result["warnings"].extend(
+            f"project file '{path}' was left out: {reason}" for path, reason in found.dropped
+        )
+        result["project"] = [
+            {
+                "path": h.path,
+                "startLine": h.start_line,
+                "endLine": h.end_line,
+                "fileHash": h.file_hash,
+                "score": round(h.score, 3),
+                "reason": h.reason,
+                "text": h.text,
+                "snippetId": h.snippet_id,
+                "tokens": h.tokens,
+                "modified": h.modified,
+            }
+            for h in found.retrieval.hits
+        ]
+        log.info(
+            "retrieve project: status=%s hits=%d reindexed=%d dropped=%d",
+            found.retrieval.status,
+            len(found.retrieval.hits),
+            len(found.reindexed),
+            len(found.dropped),
+        )
 
     # ----------------------------------------------------------------- manifest
 
@@ -871,8 +1126,10 @@ class ContextEngine:
         store = self.store
         counts = session_repo.counts(store)
         notices = self.notices
+        project = self.project_status()
+        stale = project.get("staleSnippets") or 0
         return {
-            "status": "warning" if notices or self.config_warnings else "ok",
+            "status": "warning" if notices or self.config_warnings or stale else "ok",
             "version": __version__,
             "schemaVersion": store.schema_version,
             "databasePath": str(self.database_path),
@@ -885,6 +1142,10 @@ class ContextEngine:
             "estimator": ESTIMATOR_VERSION,
             "notices": notices,
             "configWarnings": list(self.config_warnings),
+            "project": project,
+            "warnings": [f"{stale} project snippet(s) sent to the model have changed since"]
+            if stale
+            else [],
         }
 
 

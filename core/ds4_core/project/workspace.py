@@ -1,0 +1,406 @@
+"""`ProjectWorkspace`: the trusted workspace of one engine, kept in sync and searched safely.
+
+Holds the project root, the trust decision, the live text of open editor buffers and whether a
+sync is due (after a tool run or a watched-file event). Every public method is a no-op that
+reports `untrusted` while the workspace is untrusted: nothing is enumerated, no git runs, no
+stored project index is read (issue 3, "Trust boundary").
+
+Before a snippet is injected its live text (open buffer, else the file on disk) is hashed
+again (ds4-reference.md 3.10): a changed file is re-indexed and the query rerun once; a
+deleted, binary, newly sensitive, symlinked or oversized file is dropped.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from ..config import Config
+from ..retrieval.descriptor import TaskDescriptor
+from ..store import Store
+from .discovery import DiscoveredFile, Discovery, ProjectRootError, discover_project
+from .filters import read_indexable
+from .index import ProjectSyncResult, live_hash, sync_project
+from .search import ProjectHit, ProjectRetrieval, render_project_snippet, search_project
+from .sent import record_sent_snippets, stale_snippets_for
+
+log = logging.getLogger("ds4_core.project")
+
+READ_ONLY_TOOLS = frozenset({"read", "grep", "find", "ls"})
+"""Pi's built-in tools that never change files (issue 3: they schedule no sync)."""
+
+ProgressCallback = Callable[[int, int, str], None]
+
+
+@dataclass(frozen=True)
+class ValidatedSearch:
+    """Project hits whose text matches the live file, plus what validation did."""
+
+    retrieval: ProjectRetrieval
+    dropped: list[tuple[str, str]]  # (path, reason)
+    reindexed: list[str]
+    git_head: str | None
+
+
+class ProjectWorkspace:
+    """Project knowledge for one workspace root. Thread-safe; one sync runs at a time."""
+
+    def __init__(
+        self, store_provider: Callable[[], Store], config_provider: Callable[[], Config]
+    ) -> None:
+        self._store = store_provider
+        self._config = config_provider
+        self.root: Path | None = None
+        self.trusted = False
+        self._live: dict[str, str] = {}
+        self._lock = threading.Lock()
+        self._sync_lock = threading.Lock()
+        self._sync_due = True
+        self._indexing = False
+        self._last: ProjectSyncResult | None = None
+        self._last_discovery: Discovery | None = None
+        self._problem: str | None = None
+
+    # ----------------------------------------------------------------- state
+
+    def set_workspace(self, root: str | os.PathLike[str] | None, trusted: bool) -> None:
+        """Set the root (canonicalised) and trust; a change makes a full sync due."""
+        canonical = Path(root).expanduser().resolve() if root else None
+        with self._lock:
+            if canonical != self.root or trusted != self.trusted:
+                self._sync_due = True
+                self._last_discovery = None
+            self.root, self.trusted = canonical, bool(trusted)
+            self._problem = None
+
+    def status_word(self) -> str:
+        """`disabled`, `no-workspace`, `untrusted`, `indexing`, `error` or `ready`."""
+        if not self._config()["project.enabled"]:
+            return "disabled"
+        if self.root is None:
+            return "no-workspace"
+        if not self.trusted:
+            return "untrusted"
+        if self._indexing:
+            return "indexing"
+        if self._problem:
+            return "error"
+        return "ready"
+
+    def active(self) -> bool:
+        """True when project knowledge may be used: enabled, a root, trusted."""
+        return self.status_word() not in ("disabled", "no-workspace", "untrusted")
+
+    def relative(self, path: str) -> str | None:
+        """`path` (absolute, or relative to the root) as a POSIX path relative to the root, or
+        None when it lies outside the root (symlinks are not resolved: the path itself must
+        be inside)."""
+        if self.root is None:
+            return None
+        candidate = Path(path)
+        if not candidate.is_absolute():
+            candidate = self.root / candidate
+        try:
+            rel = Path(os.path.normpath(candidate)).relative_to(self.root)
+        except ValueError:
+            return None
+        text = rel.as_posix()
+        return None if text in ("", ".") or text.startswith("../") else text
+
+    def set_live_text(self, path: str, text: str | None) -> str | None:
+        """Record (or, with None, forget) an open buffer's text. Returns its relative path, or
+        None when it is outside the workspace (then nothing is kept)."""
+        rel = self.relative(path)
+        if rel is None:
+            return None
+        with self._lock:
+            if text is None:
+                self._live.pop(rel, None)
+            else:
+                self._live[rel] = text
+        return rel
+
+    def live_text(self, rel: str) -> str | None:
+        """The open buffer's text of `rel`, or None."""
+        with self._lock:
+            return self._live.get(rel)
+
+    def note_tool_executed(self, tool: str) -> bool:
+        """Mark a sync due unless `tool` is read-only; returns whether it did."""
+        if tool.strip().lower() in READ_ONLY_TOOLS:
+            return False
+        with self._lock:
+            self._sync_due = True
+        return True
+
+    def mark_sync_due(self) -> None:
+        """Something outside the editor changed files (a watched-file event, for example)."""
+        with self._lock:
+            self._sync_due = True
+
+    # ----------------------------------------------------------------- sync
+
+    def sync(
+        self,
+        *,
+        only: Sequence[str] | None = None,
+        force: bool = False,
+        progress: ProgressCallback | None = None,
+    ) -> dict[str, Any]:
+        """Bring the index up to date; the wire form of `ProjectSyncResult` plus `status`.
+
+        `only` restricts the work to those paths (editor edits); a full sync runs discovery
+        (git or the ignore-aware walk) first.
+        """
+        status = self.status_word()
+        if status in ("disabled", "no-workspace", "untrusted"):
+            return {"status": status, "projectPath": str(self.root) if self.root else None}
+        assert self.root is not None
+        config = self._config()
+        with self._sync_lock:
+            self._indexing = True
+            started = time.perf_counter()
+            try:
+                if progress:
+                    progress(0, 3, "discovering project files")
+                if only is not None:
+                    rels = [r for r in (self.relative(p) for p in only) if r is not None]
+                    discovery = self._partial_discovery(rels)
+                else:
+                    discovery = discover_project(
+                        self.root,
+                        max_files=config["project.maxFiles"],
+                        max_file_bytes=config["project.maxFileBytes"],
+                        max_total_bytes=config["project.maxTotalBytes"],
+                    )
+                    rels = None
+                if progress:
+                    progress(1, 3, f"indexing {len(discovery.files)} files")
+                result = sync_project(
+                    self._store(), discovery, live_text=self.live_text, force=force, only=rels
+                )
+                if only is None:
+                    with self._lock:
+                        self._sync_due = False
+                        self._last_discovery = discovery
+                self._last = result
+                self._problem = None
+                if progress:
+                    progress(3, 3, "project index ready")
+            except ProjectRootError as exc:
+                self._problem = str(exc)
+                return {"status": "error", "projectPath": str(self.root), "error": str(exc)}
+            finally:
+                self._indexing = False
+        log.info(
+            "project sync: files=%d unchanged=%d deleted=%d skipped=%d snippets=%d duration_ms=%.1f",
+            result.files_indexed,
+            result.files_unchanged,
+            result.files_deleted,
+            result.files_skipped,
+            result.snippets,
+            (time.perf_counter() - started) * 1000,
+        )
+        return {"status": "ready", **_sync_to_wire(result), "warnings": list(discovery.warnings)}
+
+    def ensure_fresh(self) -> None:
+        """Run a full sync when one is due (trust just granted, a tool wrote files, a watched
+        file changed, or never synced). Cheap when nothing changed: unchanged files are skipped
+        by size, mtime, modified state and git HEAD."""
+        if self.active() and self._sync_due:
+            self.sync()
+
+    def _partial_discovery(self, rels: Sequence[str]) -> Discovery:
+        """A Discovery of just `rels`, statted now, keeping the git facts of the last full one."""
+        assert self.root is not None
+        previous = self._last_discovery
+        known = {f.rel_path: f for f in previous.files} if previous else {}
+        files: list[DiscoveredFile] = []
+        skipped: list[tuple[str, str]] = []
+        for rel in sorted(set(rels)):
+            path = self.root / rel
+            try:
+                stat = path.lstat()
+            except OSError:
+                continue  # gone: sync marks it deleted
+            if not path.is_file() or path.is_symlink():
+                skipped.append((rel, "symlink" if path.is_symlink() else "not a file"))
+                continue
+            before = known.get(rel)
+            files.append(
+                DiscoveredFile(
+                    rel_path=rel,
+                    size_bytes=stat.st_size,
+                    mtime_ns=stat.st_mtime_ns,
+                    tracked=before.tracked if before else False,
+                    # an edited tracked file differs from HEAD until the next full sync says
+                    # otherwise; an untracked file keeps what the last discovery said
+                    modified=bool(before and (before.modified or before.tracked)),
+                )
+            )
+        return Discovery(
+            root=self.root,
+            files=files,
+            skipped=skipped,
+            git=previous.git if previous else None,
+            warnings=[],
+            truncated=False,
+        )
+
+    # ----------------------------------------------------------------- search
+
+    def search(
+        self, descriptor: TaskDescriptor, *, max_results: int, max_tokens: int
+    ) -> ValidatedSearch:
+        """Project hits for `descriptor`, each re-validated against the live text.
+
+        A hit whose file changed since indexing triggers an incremental sync of that file and
+        one rerun of the query; a file that is gone, binary, sensitive, a symlink or oversized
+        is dropped (its path and reason are reported, never its text).
+        """
+        self.ensure_fresh()
+        store = self._store()
+        assert self.root is not None
+        retrieval = search_project(
+            store, str(self.root), descriptor, max_results=max_results, max_tokens=max_tokens
+        )
+        valid, changed, dropped = self._validate(retrieval.hits)
+        reindexed: list[str] = []
+        if changed:
+            self.sync(only=changed)
+            reindexed = list(changed)
+            retrieval = search_project(
+                store, str(self.root), descriptor, max_results=max_results, max_tokens=max_tokens
+            )
+            valid, _changed_again, dropped_again = self._validate(retrieval.hits)
+            dropped += dropped_again + [
+                (p, "changed again while searching") for p in _changed_again
+            ]
+        head = (
+            self._last_discovery.git.head
+            if self._last_discovery and self._last_discovery.git
+            else None
+        )
+        return ValidatedSearch(replace(retrieval, hits=valid), dropped, reindexed, head)
+
+    def _validate(
+        self, hits: Sequence[ProjectHit]
+    ) -> tuple[list[ProjectHit], list[str], list[tuple[str, str]]]:
+        assert self.root is not None
+        config = self._config()
+        valid: list[ProjectHit] = []
+        changed: list[str] = []
+        dropped: list[tuple[str, str]] = []
+        hashes: dict[str, str | None] = {}
+        reasons: dict[str, str | None] = {}
+        for hit in hits:
+            if hit.path not in hashes:
+                live = self.live_text(hit.path)
+                if live is not None:
+                    hashes[hit.path], reasons[hit.path] = live_hash(live), None
+                else:
+                    text, reason = read_indexable(
+                        self.root / hit.path, max_file_bytes=config["project.maxFileBytes"]
+                    )
+                    hashes[hit.path] = live_hash(text) if text is not None else None
+                    reasons[hit.path] = reason
+            if hashes[hit.path] is None:
+                if hit.path not in (p for p, _ in dropped):
+                    dropped.append((hit.path, reasons[hit.path] or "unreadable"))
+            elif hashes[hit.path] != hit.file_hash:
+                if hit.path not in changed:
+                    changed.append(hit.path)
+            else:
+                valid.append(hit)
+        return valid, changed, dropped
+
+    def render(self, hit: ProjectHit, git_head: str | None) -> dict[str, Any]:
+        """The quoted project-source message of `hit` (ds4-reference.md 3.10)."""
+        return render_project_snippet(hit, git_head)
+
+    # ----------------------------------------------------------------- provenance
+
+    def record_sent(self, manifest_id: str, sent_at: str, hits: Sequence[ProjectHit]) -> None:
+        """Remember which snippets a stored manifest sent, for stale-snippet diagnostics."""
+        if hits and self.root is not None:
+            record_sent_snippets(self._store(), manifest_id, str(self.root), sent_at, hits)
+
+    def stale_snippets(self, path: str, live_text: str | None = None) -> list[dict[str, Any]]:
+        """Sent snippets of `path` whose lines no longer match its live text (open buffer, the
+        given text, or the disk). Empty when untrusted or outside the workspace."""
+        if not self.active():
+            return []
+        rel = self.relative(path)
+        if rel is None or self.root is None:
+            return []
+        text = live_text if live_text is not None else self.live_text(rel)
+        if text is None:
+            text, _reason = read_indexable(
+                self.root / rel, max_file_bytes=self._config()["project.maxFileBytes"]
+            )
+        return stale_snippets_for(self._store(), str(self.root), rel, text)
+
+    def counts(self) -> dict[str, Any]:
+        """{files (current), snippets (not stale), sentPaths (files with recorded sent
+        snippets), indexedAt} of this workspace's index."""
+        if self.root is None:
+            return {}
+        conn = self._store().connection()
+        project = str(self.root)
+        (files,) = conn.execute(
+            "SELECT count(*) FROM project_files WHERE project_path = ? AND status = 'current'",
+            (project,),
+        ).fetchone()
+        (snippets,) = conn.execute(
+            "SELECT count(*) FROM project_snippets WHERE project_path = ? AND stale = 0",
+            (project,),
+        ).fetchone()
+        sent_paths = [
+            row[0]
+            for row in conn.execute(
+                "SELECT DISTINCT file_path FROM project_sent_snippets WHERE project_path = ?",
+                (project,),
+            )
+        ]
+        state = conn.execute(
+            "SELECT indexed_at FROM project_states WHERE project_path = ?", (project,)
+        ).fetchone()
+        return {
+            "files": files,
+            "snippets": snippets,
+            "sentPaths": sent_paths,
+            "indexedAt": state[0] if state else None,
+        }
+
+    def revision(self) -> dict[str, Any] | None:
+        """`projectRevision` of the manifest: branch, HEAD, dirty, changed paths, index time."""
+        discovery = self._last_discovery
+        if discovery is None:
+            return None
+        git = discovery.git
+        return {
+            "branch": git.branch if git else None,
+            "head": git.head if git else None,
+            "dirty": git.dirty if git else None,
+            "changedPaths": list(git.changed_paths)[:200] if git else [],
+            "indexedAt": self.counts().get("indexedAt"),
+        }
+
+
+def _sync_to_wire(result: ProjectSyncResult) -> dict[str, Any]:
+    return {
+        "projectPath": result.project_path,
+        "filesIndexed": result.files_indexed,
+        "filesUnchanged": result.files_unchanged,
+        "filesDeleted": result.files_deleted,
+        "filesSkipped": result.files_skipped,
+        "snippets": result.snippets,
+        "durationMs": round(result.duration_ms, 3),
+        "truncated": result.truncated,
+    }
