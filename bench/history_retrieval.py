@@ -45,9 +45,7 @@ from ds4_core.sessions.reader import read_all  # noqa: E402
 from ds4_core.sessions.sync import sync_session  # noqa: E402
 from ds4_core.store import branch_entry_ids, open_store  # noqa: E402
 
-DEFAULT_SESSION = (
-    ROOT.parent / "shared" / "fixtures" / "pi-sessions" / "pi-mono-v1-large-session.jsonl"
-)
+DEFAULT_SESSION = ROOT / "examples" / "pi-mono-v1-large-session.jsonl"
 DS4_REFERENCE_P50_MS = 4.53
 TARGET_P50_MS = 2.0
 TARGET_P95_MS = 5.0

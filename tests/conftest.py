@@ -1,6 +1,7 @@
-"""Shared pytest fixtures: the real Pi session files in `shared/fixtures/pi-sessions/`.
+"""Shared pytest fixtures: the real Pi session files bundled in `tests/fixtures/pi-sessions/`
+(copies of the project's shared fixtures; origins and licenses in the README there).
 
-The fixture directory is read-only; tests that append to a session must work on a copy
+Treat the fixture directory as read-only; tests that append to a session must work on a copy
 (`pi_session_copy`).
 """
 
@@ -12,14 +13,17 @@ from pathlib import Path
 
 import pytest
 
-PI_SESSIONS_DIR = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "pi-sessions"
+PI_SESSIONS_DIR = Path(__file__).resolve().parent / "fixtures" / "pi-sessions"
 
 
 @pytest.fixture(scope="session")
 def pi_sessions_dir() -> Path:
-    """Directory holding the real Pi session fixtures (pi-session-format.md 10); read-only."""
-    if not PI_SESSIONS_DIR.is_dir():
-        pytest.skip(f"Pi session fixtures not found at {PI_SESSIONS_DIR}")
+    """Directory holding the real Pi session fixtures (pi-session-format.md 10); read-only.
+
+    Fails (never skips) when they are missing: a suite that silently skips its real-data tests
+    would pass without testing anything that matters.
+    """
+    assert PI_SESSIONS_DIR.is_dir(), f"Pi session fixtures are missing: {PI_SESSIONS_DIR}"
     return PI_SESSIONS_DIR
 
 

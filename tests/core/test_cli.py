@@ -547,3 +547,15 @@ def test_bad_settings_are_reported_not_fatal_and_bad_syntax_is_a_usage_error(
     broken.write_text("{not json")
     failed = ds4("--settings-file", str(broken), "health")
     assert failed.code == cli.EXIT_USAGE and "not valid JSON" in failed.err
+
+
+def test_a_session_file_given_as_db_is_refused_and_untouched(
+    ds4: Callable[..., Run], pi_session_copy: Callable[[str], Path]
+) -> None:
+    session = pi_session_copy(V3)
+    before = session.read_bytes()
+    result = ds4("plan", "--session", str(session), "hello", db_path=session)
+    assert result.code == cli.EXIT_USAGE
+    assert "not an SQLite database" in result.err and "--db" in result.err
+    assert session.read_bytes() == before
+    assert sorted(p.name for p in session.parent.iterdir()) == [session.name]

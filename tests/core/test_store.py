@@ -37,6 +37,7 @@ from ds4_core.store import (
     save_manifest,
     session_header,
 )
+from ds4_core.store.database import ForeignDatabaseError
 from ds4_core.store.migrations import apply_migrations, split_statements
 
 
@@ -197,6 +198,7 @@ def test_migrations_are_recorded_with_their_checksums(tmp_path: Path) -> None:
         "initial-session-index",
         "context-manifests",
         "entries-fts-vocab",
+        "project-knowledge-index",
     ]
 
 
@@ -219,14 +221,17 @@ def test_reopening_applies_nothing_and_an_old_schema_is_upgraded(tmp_path: Path)
             .execute("SELECT version, applied_at FROM schema_migrations ORDER BY version")
             .fetchall()
         )
-    assert again == applied and [v for v, _ in applied] == [1, 2, 3]
+    assert again == applied and [v for v, _ in applied] == [1, 2, 3, 4]
 
 
 def test_a_failing_migration_leaves_the_database_unchanged(tmp_path: Path) -> None:
     from ds4_core.store.migrations import Migration
 
     conn = sqlite3.connect(tmp_path / "c.db", isolation_level=None)
-    broken = (*MIGRATIONS, Migration(3, "broken", "CREATE TABLE x (a INTEGER);\nNOT SQL;"))
+    broken = (
+        *MIGRATIONS,
+        Migration(LATEST_VERSION + 1, "broken", "CREATE TABLE x (a INTEGER);\nNOT SQL;"),
+    )
     with pytest.raises(sqlite3.OperationalError):
         apply_migrations(conn, broken)
     assert conn.execute("PRAGMA user_version").fetchone()[0] == 0
@@ -265,15 +270,30 @@ def test_a_newer_database_is_moved_aside_with_a_notice(tmp_path: Path) -> None:
     old.close()
 
 
-def test_a_garbage_file_is_moved_aside(tmp_path: Path) -> None:
+def test_a_file_that_is_not_sqlite_is_refused_and_left_untouched(tmp_path: Path) -> None:
+    """A session file passed as --db by mistake must never be renamed, chmod-ed or replaced."""
+    path = tmp_path / "session.jsonl"
+    content = b'{"type":"session","version":3,"id":"s"}\n' * 200
+    path.write_bytes(content)
+    path.chmod(0o644)
+    with pytest.raises(ForeignDatabaseError, match="not an SQLite database"):
+        open_store(path)
+    assert path.read_bytes() == content
+    assert mode(path) == 0o644
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["session.jsonl"]
+
+
+def test_a_corrupt_database_of_ours_is_moved_aside(tmp_path: Path) -> None:
     path = tmp_path / "context.db"
-    garbage = b"this is not an SQLite database\n" * 200
-    path.write_bytes(garbage)
+    with open_store(path):
+        pass
+    damaged = path.read_bytes()[:100] + b"\xff" * 8000  # our header, garbage pages
+    path.write_bytes(damaged)
     with open_store(path) as store:
         assert store.schema_version == LATEST_VERSION
         [notice] = store.notices
     [moved] = _moved_aside(tmp_path, "corrupt")
-    assert moved.read_bytes() == garbage
+    assert moved.read_bytes() == damaged
     assert "moved aside" in notice and str(moved) in notice
 
 
@@ -288,16 +308,17 @@ def test_a_tampered_migration_checksum_is_moved_aside(tmp_path: Path) -> None:
     assert len(_moved_aside(tmp_path, "checksum-mismatch")) == 1
 
 
-def test_an_unrelated_sqlite_database_is_moved_aside(tmp_path: Path) -> None:
-    path = tmp_path / "context.db"
+def test_an_unrelated_sqlite_database_is_refused_and_left_untouched(tmp_path: Path) -> None:
+    path = tmp_path / "app.sqlite"
     other = sqlite3.connect(path)
     other.execute("CREATE TABLE notes (body TEXT)")
     other.commit()
     other.close()
-    with open_store(path) as store:
-        [notice] = store.notices
-        assert "did not create" in notice
-    assert _moved_aside(tmp_path, "unrecognized")
+    before = path.read_bytes()
+    with pytest.raises(ForeignDatabaseError, match="did not create"):
+        open_store(path)
+    assert path.read_bytes() == before
+    assert not _moved_aside(tmp_path, "unrecognized")
 
 
 # --- locations ---------------------------------------------------------------------------

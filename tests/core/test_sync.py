@@ -424,9 +424,8 @@ def test_a_reader_failure_in_the_threaded_rebuild_rolls_back(
 
 
 def _growth_sources() -> list[bytes]:
-    base = Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "pi-sessions"
-    if not base.is_dir():
-        return []
+    base = Path(__file__).resolve().parents[1] / "fixtures" / "pi-sessions"
+    assert base.is_dir(), f"Pi session fixtures are missing: {base}"
     sources = [(base / n).read_bytes() for n in sorted(FIXTURE_COUNTS) if n != V1_LARGE]
     large = (base / V1_LARGE).read_bytes()
     sources.append(large[: large.index(b"\n", 40_000) + 1])  # ~40 KB of the real v1 session

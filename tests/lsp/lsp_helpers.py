@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +15,7 @@ from pygls.exceptions import JsonRpcException
 from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
 
 LARGE_SESSION = "pi-mono-v1-large-session.jsonl"
-"""The real pi-mono v1 session (shared/fixtures/pi-sessions)."""
+"""The real pi-mono v1 session (tests/fixtures/pi-sessions)."""
 
 SESSION_ID = "d703a1a9-1b7b-4fb1-b512-c9738b1fe617"
 """The Pi session id in the header of `LARGE_SESSION`."""
@@ -41,14 +41,21 @@ class Servers:
         initialization_options: Any = None,
         args: Sequence[str] = (),
         env: dict[str, str] | None = None,
+        client_features: Mapping[str, Callable[..., Any]] | None = None,
     ) -> LanguageClient:
-        """Spawn `python -m ds4_lsp *args` and run `initialize` / `initialized`."""
+        """Spawn `python -m ds4_lsp *args` and run `initialize` / `initialized`.
+
+        `client_features` (method -> handler) are registered on the client before
+        `initialize`, so they see everything the server sends from the start.
+        """
         config = ClientServerConfig(
             server_command=[sys.executable, "-m", "ds4_lsp", *args],
             server_env={**os.environ, "DS4_DB": str(self.database_path), **(env or {})},
         )
         client = await config.start()
         assert isinstance(client, LanguageClient)
+        for method, handler in (client_features or {}).items():
+            client.feature(method)(handler)
         self._running.append(client)
         await asyncio.wait_for(
             client.initialize_session(

@@ -25,10 +25,12 @@ def test_version_flag_prints_both_versions() -> None:
 async def test_a_corrupt_database_is_moved_aside_and_the_user_is_told(
     servers: Servers, database_path: Path
 ) -> None:
-    """A garbage database file is replaced at startup and a showMessage says where it went;
+    """A damaged database of ours is replaced at startup and a showMessage says where it went;
     the server then works on the fresh database."""
-    database_path.parent.mkdir(mode=0o700, parents=True)
-    database_path.write_bytes(b"this is not a sqlite database" * 100)
+    from ds4_core.store import open_store
+
+    open_store(database_path).close()
+    database_path.write_bytes(database_path.read_bytes()[:100] + b"\xff" * 8000)
 
     client = await servers.start()
 

@@ -13,10 +13,13 @@ Storage rules (DESIGN.md "Storage rules"; ds4-reference.md 3.11):
   thread. Every write goes through `with store.write():`, which takes a process-wide lock for
   the database file and then `BEGIN IMMEDIATE` (`db.atomic("IMMEDIATE")`), so there is exactly
   one writer and the write lock is taken up front instead of on the first write statement.
-* A database from a newer schema version, an unrecognized or corrupt file, or one whose applied
+* A database of ours from a newer schema version, a corrupt one, or one whose applied
   migration checksums do not match, is renamed to `<name>.<reason>-<UTC timestamp>` (its `-wal`
   and `-shm` files follow), a fresh database is created, and `Store.notices` says what happened
   and where the old file is. The store is a projection of the session files, so nothing is lost.
+* A file that is not ours is never renamed or changed: a non-empty file without the SQLite
+  header (a session file given as `--db` by mistake, say), or an SQLite database with tables
+  but no `schema_migrations`, raises `ForeignDatabaseError` saying to choose another path.
 """
 
 from __future__ import annotations
@@ -353,6 +356,49 @@ def move_aside(path: Path, reason: str) -> Path:
     return target
 
 
+SQLITE_HEADER = b"SQLite format 3\x00"
+"""The first 16 bytes of every SQLite 3 database file (sqlite.org "Database File Format" 1.3)."""
+
+
+class ForeignDatabaseError(OSError):
+    """The database path holds a file ds4 did not create; it is left untouched."""
+
+
+def _refuse_foreign_file(db_path: Path) -> None:
+    """Raise `ForeignDatabaseError` when `db_path` is a non-empty file that is not SQLite."""
+    try:
+        with open(db_path, "rb") as handle:
+            head = handle.read(len(SQLITE_HEADER))
+    except FileNotFoundError:
+        return
+    except IsADirectoryError:
+        raise ForeignDatabaseError(
+            f"the database path '{db_path}' is a directory; give a file path "
+            "(--db, initializationOptions.databasePath or DS4_DB)"
+        ) from None
+    if head and head != SQLITE_HEADER:
+        raise ForeignDatabaseError(
+            f"'{db_path}' is not an SQLite database, so ds4 will not use or replace it; "
+            "choose another database path (--db, initializationOptions.databasePath or DS4_DB)"
+        )
+    if head == SQLITE_HEADER:
+        # Read-only look before our pragmas (WAL) touch the file: tables but none of ours?
+        try:
+            probe = sqlite3.connect(f"{db_path.as_uri()}?mode=ro", uri=True)
+            try:
+                names = {r[0] for r in probe.execute("SELECT name FROM sqlite_master")}
+            finally:
+                probe.close()
+        except sqlite3.DatabaseError:
+            return  # damaged: a corrupt file of ours is moved aside later
+        if names and "schema_migrations" not in names:
+            raise ForeignDatabaseError(
+                f"'{db_path}' is an SQLite database that ds4 did not create (no "
+                "schema_migrations table); ds4 will not use or replace it: choose another "
+                "database path (--db, initializationOptions.databasePath or DS4_DB)"
+            )
+
+
 def open_store(
     path: str | os.PathLike[str],
     *,
@@ -363,9 +409,9 @@ def open_store(
 
     Creates missing directories with mode 0700 and the file with mode 0600 (its `-wal`/`-shm`
     too), sets the pragmas, checks the schema (and `PRAGMA quick_check` when `check_integrity`),
-    and applies pending migrations in one transaction. A newer, unrecognized, corrupt or
-    tampered database is moved aside (see `move_aside`) and replaced by a fresh one; each such
-    event adds a message to `Store.notices`.
+    and applies pending migrations in one transaction. A newer, corrupt or tampered database
+    of ours is moved aside (see `move_aside`) and replaced by a fresh one; each such event adds
+    a message to `Store.notices`.
 
     Args:
         path: the database file (`~` is NOT expanded here; see `resolve_database_path`).
@@ -373,6 +419,8 @@ def open_store(
         check_integrity: run `PRAGMA quick_check` (time linear in the file size).
 
     Raises:
+        ForeignDatabaseError: `path` holds a file ds4 did not create (not SQLite, or an SQLite
+            database without our schema); it is left untouched.
         OSError: the directory or file cannot be created, chmod-ed or moved aside.
         peewee.OperationalError: e.g. "database is locked" when another process holds the
             write lock longer than the busy timeout while we migrate; a locked database is
@@ -381,6 +429,7 @@ def open_store(
     if busy_timeout_ms < 1:
         raise ValueError(f"busy_timeout_ms must be >= 1, got {busy_timeout_ms}")
     db_path = Path(path).absolute()
+    _refuse_foreign_file(db_path)
     _ensure_directory(db_path.parent)
     notices: list[str] = []
     for _attempt in range(3):
@@ -399,6 +448,12 @@ def open_store(
                 raise
             problem = SchemaProblem("corrupt", f"SQLite reports: {_sqlite_error(exc)}")
         db.close_all()
+        if problem.reason == "unrecognized":
+            raise ForeignDatabaseError(
+                f"'{db_path}' is an SQLite database that ds4 did not create ({problem.detail}); "
+                "ds4 will not use or replace it: choose another database path (--db, "
+                "initializationOptions.databasePath or DS4_DB)"
+            )
         moved = move_aside(db_path, problem.reason)
         notices.append(
             f"ds4: the database '{db_path}' could not be used: {problem.detail}. It was moved "
@@ -412,6 +467,7 @@ def open_store(
 
 __all__ = [
     "DATABASE_ENV_VAR",
+    "ForeignDatabaseError",
     "DEFAULT_BUSY_TIMEOUT_MS",
     "LATEST_VERSION",
     "Store",
