@@ -13,6 +13,7 @@ any failure while indexing, retrieving or planning returns the caller's messages
 from __future__ import annotations
 
 import copy
+import json
 import logging
 import os
 import threading
@@ -742,14 +743,19 @@ class ContextEngine:
         """Store the manifest, or keep it only in memory (no session, storage off, over 1 MiB,
         or the database failing). Returns whether it was stored. Never raises for storage:
         the plan is still answered (fail open)."""
-        if session_id is None or not config["diagnostics.storeContextManifest"]:
-            self._ephemeral.put(manifest)
-            return False
         encoded, _rolled_up = encode_manifest(manifest)
+
+        def bounded() -> dict[str, Any]:
+            # Memory holds what the database would: the rolled-up form, or the summary alone.
+            return json.loads(encoded) if encoded is not None else view_manifest(manifest)
+
+        if session_id is None or not config["diagnostics.storeContextManifest"]:
+            self._ephemeral.put(bounded())
+            return False
         if encoded is None:
             log.warning("manifest too large to store: manifest=%s", manifest["id"])
-            warnings.append("manifest over 1 MiB: kept in memory only")
-            self._ephemeral.put(manifest)
+            warnings.append("manifest over 1 MiB even rolled up: its summary is kept in memory")
+            self._ephemeral.put(bounded())
             return False
         try:
             manifest_repo.save_manifest(self.store, manifest, encoded)
@@ -760,7 +766,7 @@ class ContextEngine:
             warnings.append(
                 f"manifest could not be stored ({type(exc).__name__}); kept in memory only"
             )
-            self._ephemeral.put(manifest)
+            self._ephemeral.put(bounded())
             return False
         return True
 

@@ -166,6 +166,8 @@ def test_plan_of_the_large_session_brings_back_the_early_request(
         i["kind"] == "history" and i["sourceId"].endswith(":v1-4") for i in manifest["included"]
     )
     assert manifest["excluded"] and all(i["reason"] for i in manifest["excluded"])
+    [turn] = [i for i in manifest["excluded"] if i["sourceId"] == "v1-4"]
+    assert "quoted as retrieved history evidence" in turn["reason"]  # not "no evidence"
     assert result["stats"]["included"] == len(manifest["included"])
     assert result["stats"]["excluded"] == len(manifest["excluded"])
 

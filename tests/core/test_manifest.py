@@ -186,9 +186,20 @@ def test_a_manifest_under_256_kib_is_stored_as_is() -> None:
     assert json.loads(text) == manifest
 
 
-def test_a_2_mib_manifest_is_not_stored() -> None:
+def test_a_2_mib_manifest_is_rolled_up_before_the_1_mib_limit_applies() -> None:
+    """A long session's manifest (thousands of excluded turns) is stored rolled up, not
+    dropped: the 1 MiB limit applies to what would be stored."""
     manifest = manifest_of(big_plan(4_000, reason_chars=400))
     assert len(json.dumps(manifest).encode()) > 2 * 1024 * 1024
+    text, rolled_up = encode_manifest(manifest)
+    assert text is not None and rolled_up
+    assert len(text.encode()) <= 1024 * 1024
+    assert json.loads(text)["excludedRollup"] == {"total": 4_000, "omitted": 4_000 - 256}
+
+
+def test_a_manifest_over_1_mib_even_rolled_up_is_not_stored() -> None:
+    manifest = dict(manifest_of(big_plan(3)))
+    manifest["included"] = [{**manifest["included"][0], "reason": "x" * 1000} for _ in range(1_500)]
     assert encode_manifest(manifest) == (None, False)
 
 

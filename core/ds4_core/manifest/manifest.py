@@ -160,13 +160,11 @@ def encode_manifest(manifest: Mapping[str, Any]) -> tuple[str | None, bool]:
     Returns `(json_text, rolled_up)`. Up to 256 KiB (UTF-8 bytes) the manifest is encoded as is.
     Over 256 KiB the included items stay and `excluded` keeps only its first and last 128
     items, with `excludedRollup: {total, omitted}` added (`rolled_up` is True when items were
-    omitted). Over 1 MiB the manifest is not stored: `(None, False)`. Never raises on values
+    omitted). A manifest still over 1 MiB after the rollup is not stored: `(None, False)`. Never raises on values
     JSON cannot encode (they are written with `str()`).
     """
     text = _encode(manifest)
     size = len(text.encode("utf-8"))
-    if size > MAX_STORED_BYTES:
-        return None, False
     if size <= ROLLUP_THRESHOLD_BYTES:
         return text, False
     excluded = list(manifest.get("excluded") or [])
@@ -177,7 +175,10 @@ def encode_manifest(manifest: Mapping[str, Any]) -> tuple[str | None, bool]:
         kept = excluded
     omitted = total - len(kept)
     rolled = {**manifest, "excluded": kept, "excludedRollup": {"total": total, "omitted": omitted}}
-    return _encode(rolled), omitted > 0
+    rolled_text = _encode(rolled)
+    if len(rolled_text.encode("utf-8")) > MAX_STORED_BYTES:
+        return None, False
+    return rolled_text, omitted > 0
 
 
 def view_manifest(manifest: Mapping[str, Any], view: str = "summary") -> dict[str, Any]:

@@ -64,6 +64,7 @@ SUPPLEMENT_ORDER: dict[str, int] = {"pin": 0, "memory": 1, "history": 2, "projec
 """Insertion order of supplements before the last user message: pins, memory, history, project."""
 
 OLDER_TURN_REASON = "older turn outside the recent tail; no retrieval evidence"
+QUOTED_TURN_REASON = "older turn outside the recent tail; quoted as retrieved history evidence"
 
 
 @dataclass(frozen=True)
@@ -552,10 +553,19 @@ def _plan_managed(
         for i in group.indices:
             group_of[i] = gi
 
+    # Entries whose text goes out as history evidence (source ids `session:entry` or `entry`).
+    quoted = {
+        str(supplement.source_id).rsplit(":", 1)[-1]
+        for _, supplement, _ in chosen_supplements
+        if supplement.kind == "history"
+    }
+
     def message_item(index: int) -> PlanItem:
         gi = group_of[index]
         group = groups[gi]
         _, kind, reason = decisions[gi]
+        if reason == OLDER_TURN_REASON and source_ids[index] in quoted:
+            reason = QUOTED_TURN_REASON
         return PlanItem(
             kind=kind,
             source_id=source_ids[index],

@@ -53,16 +53,22 @@ propagate (the engine fails open).
 
 from __future__ import annotations
 
+import math
 import re
 import sqlite3
 import time
-from collections.abc import Collection, Iterable
+from bisect import bisect_right
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from typing import Literal
 
 from ds4_core.retrieval.descriptor import (
+    FTS_TERM_LIMIT,
     TaskDescriptor,
     build_fts_query,
+    fts_phrase,
+    has_token_characters,
     is_token_char,
     replace_lone_surrogates,
     unique,
@@ -86,28 +92,42 @@ _UNICODE_WORD = re.compile(r"[^\W_]+")  # runs of letters and digits: unicode61 
 _ALNUM_CHARS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
 _ASCII_ALNUM = frozenset(_ALNUM_CHARS)
 _ASCII_ALNUM_BYTES = frozenset(_ALNUM_CHARS.encode("ascii"))
+_ASCII_WHITESPACE = b" \t\n\r\x0b\x0c"  # what `bytes.split()` splits on
 _TYPES_SQL = "(" + ", ".join(f"'{t}'" for t in ELIGIBLE_ENTRY_TYPES) + ")"  # our constants
-_ROW_COLUMNS = "e.rowid, e.entry_key, e.entry_id, e.role, e.created_at, e.token_estimate"
-_CHUNK = 500  # rowids per `IN (...)` lookup
+# The text comes as the stored UTF-8 bytes (no decoding into `str` for rows never quoted).
+_ROW_COLUMNS = (
+    "e.rowid, e.entry_key, e.entry_id, e.role, e.created_at, e.token_estimate, "
+    "CAST(e.searchable_text AS BLOB)"
+)
+_ROWID_BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 500)  # `IN (...)` sizes (few statements)
 
 _LITERAL_BY_INDEX_SQL = (
-    f"SELECT {_ROW_COLUMNS}, e.searchable_text "
-    "FROM entries_fts AS f CROSS JOIN entries AS e ON e.rowid = f.rowid "
+    "SELECT f.rowid FROM entries_fts AS f CROSS JOIN entries AS e ON e.rowid = f.rowid "
     f"WHERE entries_fts MATCH ? AND e.session_id = ? AND e.entry_type IN {_TYPES_SQL} "
     "ORDER BY f.rowid DESC"
 )
 _LITERAL_BY_SCAN_SQL = (
-    f"SELECT {_ROW_COLUMNS}, e.searchable_text FROM entries AS e "
+    f"SELECT {_ROW_COLUMNS} FROM entries AS e "
     f"WHERE e.session_id = ? AND e.entry_type IN {_TYPES_SQL} "
     "AND e.searchable_text LIKE ? ESCAPE '\\' "
     "ORDER BY e.seq DESC"
 )
+# bm25 ties go to the lower rowid: what SQLite's `ORDER BY ... LIMIT` sorter does with rows that
+# arrive in rowid order, spelled out so every form of the statement below agrees.
 _FTS_RANKED_SQL = (
-    "SELECT f.rowid FROM entries_fts AS f CROSS JOIN entries AS e ON e.rowid = f.rowid "
+    "SELECT f.rowid, bm25(entries_fts) FROM entries_fts AS f "
+    "CROSS JOIN entries AS e ON e.rowid = f.rowid "
     f"WHERE entries_fts MATCH ? AND e.session_id = ? AND e.entry_type IN {_TYPES_SQL} "
-    "ORDER BY bm25(entries_fts) LIMIT ?"
+    "ORDER BY bm25(entries_fts), f.rowid LIMIT ?"
 )
-
+_FTS_RANKED_AMONG_SQL = (  # the same, scored only for the entries matching a second query
+    "SELECT f.rowid, bm25(entries_fts) FROM entries_fts AS f "
+    "CROSS JOIN entries AS e ON e.rowid = f.rowid "
+    "WHERE entries_fts MATCH ? "
+    "AND +f.rowid IN (SELECT rowid FROM entries_fts WHERE entries_fts MATCH ?) "
+    f"AND e.session_id = ? AND e.entry_type IN {_TYPES_SQL} "
+    "ORDER BY bm25(entries_fts), f.rowid LIMIT ?"
+)
 
 @dataclass(frozen=True)
 class HistoryHit:
@@ -286,17 +306,168 @@ class _Candidate:
     role: str | None
     created_at: str | None
     token_estimate: int
-    text: str
+    raw: bytes  # the stored UTF-8 of searchable_text
     exact: list[str] = field(default_factory=list)
     phrases: list[str] = field(default_factory=list)
     fts_terms: list[str] = field(default_factory=list)
     fts_rank: int | None = None
-    _folded: bytes | None = None
 
+    @cached_property
     def folded(self) -> bytes:
-        if self._folded is None:
-            self._folded = fold(self.text)
-        return self._folded
+        """`fold(self.text)`: the stored UTF-8 with ASCII letters lowercased."""
+        return self.raw.lower()
+
+    @cached_property
+    def text(self) -> str:
+        return self.raw.decode("utf-8", "replace")  # the store only writes valid UTF-8
+
+
+def implies(inner: LiteralTerm, outer: LiteralTerm) -> bool:
+    """True when every text `outer` matches is also matched by `inner` (word-start rule kept).
+
+    That holds when `inner.needle` occurs inside `outer.needle` at an offset where the rule of
+    `inner` is guaranteed: anywhere if `inner` need not start a word; otherwise at offset 0 of an
+    `outer` that itself starts a word, or right after an ASCII character that is not a letter or
+    digit (`cli.ts` inside `src/cli.ts`, `ModuleJob` inside `ModuleJob.run`).
+    """
+    needle = inner.needle
+    if not needle or len(needle) > len(outer.needle):
+        return False
+    at = outer.needle.find(needle)
+    while at >= 0:
+        if not inner.word_start:
+            return True
+        if at == 0:
+            if outer.word_start:
+                return True
+        else:
+            previous = outer.needle[at - 1]
+            if previous < 0x80 and previous not in _ASCII_ALNUM_BYTES:
+                return True
+        at = outer.needle.find(needle, at + 1)
+    return False
+
+
+class _Pool:
+    """The folded texts of some candidates joined by NUL: one `find` scan per term."""
+
+    def __init__(self, candidates: Sequence[_Candidate]) -> None:
+        self.candidates = candidates
+        self.rowids = [c.rowid for c in candidates]
+        self.starts: list[int] = []
+        at = 0
+        for c in candidates:
+            self.starts.append(at)
+            at += len(c.folded) + 1
+        self.corpus = b"\x00".join(c.folded for c in candidates)
+
+    def matching(self, term: LiteralTerm) -> set[int]:
+        """Rowids of the candidates `term` matches (`term.occurs_in` on each, same result).
+
+        A needle without NUL cannot match across the NUL separators, and a match right after a
+        separator starts a word, as one at offset 0 of its text does.
+        """
+        needle = term.needle
+        if not needle:
+            return set()
+        if 0 in needle:
+            return {c.rowid for c in self.candidates if term.occurs_in(c.folded)}
+        corpus, starts, rowids = self.corpus, self.starts, self.rowids
+        found: set[int] = set()
+        find = corpus.find
+        at = find(needle)
+        while at >= 0:
+            if term.word_start and at > 0 and not _starts_word(corpus, at):
+                at = find(needle, at + 1)
+                continue
+            index = bisect_right(starts, at) - 1
+            found.add(rowids[index])
+            if index + 1 >= len(starts):
+                break
+            at = find(needle, starts[index + 1])
+        return found
+
+
+@dataclass(frozen=True)
+class _Phrase:
+    """One OR-ed phrase of the FTS query, with its document count when known."""
+
+    term: str
+    text: str  # `fts_phrase(term)`
+    docs: int | None = None
+
+
+def _fts_phrases(terms: Iterable[str]) -> list[_Phrase]:
+    """The phrases `build_fts_query(terms)` OR-es together, in its order."""
+    phrases: list[_Phrase] = []
+    for term in unique(terms, None):
+        if has_token_characters(term):
+            phrases.append(_Phrase(term, fts_phrase(term)))
+            if len(phrases) >= FTS_TERM_LIMIT:
+                break
+    return phrases
+
+
+def _single_ascii_token(term: str) -> str | None:
+    """The one FTS5 token of an ASCII `term` with a single run of letters and digits, or None.
+
+    unicode61 keeps only letters and digits of ASCII text in tokens and lowercases them, so for
+    such a term the phrase and the token match the same entries (fts5vocab counts those).
+    """
+    if not term.isascii():
+        return None
+    words = _ASCII_WORD.findall(term)
+    return words[0].lower() if len(words) == 1 else None
+
+
+def _varint(data: bytes, at: int) -> int:
+    """The SQLite varint at `data[at:]` (the format FTS5 stores its statistics in)."""
+    value = 0
+    for offset in range(8):
+        byte = data[at + offset]
+        value = (value << 7) | (byte & 0x7F)
+        if byte < 0x80:
+            return value
+    return (value << 8) | data[at + 8]
+
+
+def _fts_row_count(conn: sqlite3.Connection) -> int | None:
+    """The row count bm25 uses (`xRowCount`), or None when it cannot be read with certainty.
+
+    FTS5 keeps it as the first varint of its "averages" record (`entries_fts_data` id 1); it is
+    taken only when it equals the number of `entries_fts_docsize` rows (one per indexed row).
+    """
+    try:
+        block = conn.execute("SELECT block FROM entries_fts_data WHERE id = 1").fetchone()
+        (sizes,) = conn.execute("SELECT count(*) FROM entries_fts_docsize").fetchone()
+        rows = _varint(block[0], 0) if block is not None and block[0] else None
+    except (sqlite3.Error, IndexError, TypeError):
+        return None
+    return rows if rows is not None and rows == sizes and rows > 0 else None
+
+
+BM25_K1 = 1.2
+"""FTS5's bm25 k1: one phrase adds at most idf * (k1 + 1) to an entry's score."""
+PRUNE_MIN_DOCS = 150
+"""A phrase in fewer indexed entries than this is never left out of the scored set."""
+PRUNE_MAX_BOUND = 6.0
+"""Phrases are left out of the scored set while their bm25 bound (see `_Search.ranked`) stays
+under this; past it the 72nd score would rarely beat the bound."""
+
+
+def _bm25_bound(phrases: Iterable[_Phrase], rows: int) -> float:
+    """More than any bm25 score (negated) an entry matching only `phrases` can get.
+
+    FTS5 adds idf * f (k1 + 1) / (f + k1 (1 - b + b D / avgdl)) per phrase, which is under
+    idf (k1 + 1), with idf = log((N - n + 0.5) / (n + 0.5)) (1e-6 when not positive). The
+    relative margin covers rounding (ours and SQLite's).
+    """
+    bound = 0.0
+    for phrase in phrases:
+        docs = phrase.docs if phrase.docs is not None else 0
+        idf = math.log((rows - docs + 0.5) / (docs + 0.5))
+        bound += (idf if idf > 0 else 1e-6) * (BM25_K1 + 1)
+    return bound * (1 + 1e-9) + 1e-9
 
 
 class _Search:
@@ -310,6 +481,7 @@ class _Search:
         self.candidates: dict[int, _Candidate] = {}  # rows found by a pass, in finding order
         self.matched: dict[str, set[int]] = {}  # term text -> rowids where it matched
         self.complete: set[str] = set()  # terms whose `matched` covers the whole session
+        self.exhausted: dict[str, LiteralTerm] = {}  # those of them searched to the end
         self.warnings: list[str] = []
         self.index_usable = True
 
@@ -320,28 +492,95 @@ class _Search:
             self.rows[row[0]] = found
         return found
 
+    def _load(self, rowids: list[int]) -> None:
+        """Read the rows of `rowids` not read yet (they are known to be eligible)."""
+        missing = [rowid for rowid in rowids if rowid not in self.rows]
+        while missing:
+            size = next((n for n in _ROWID_BATCHES if n >= len(missing)), _ROWID_BATCHES[-1])
+            chunk, missing = missing[:size], missing[size:]
+            padded = chunk + [chunk[-1]] * (size - len(chunk))  # a few distinct statements
+            marks = ", ".join("?" * size)
+            for row in self.conn.execute(
+                f"SELECT {_ROW_COLUMNS} FROM entries AS e WHERE e.rowid IN ({marks})", padded
+            ):
+                self._row(row)
+
+    def _found(self, term: LiteralTerm, candidate: _Candidate, matched: set[int]) -> None:
+        matched.add(candidate.rowid)
+        self.candidates.setdefault(candidate.rowid, candidate)
+
     def _take(self, term: LiteralTerm, rows: Iterable[tuple]) -> list[_Candidate]:
-        """The first `limit` of `rows` the term matches; records the matches."""
+        """The first `limit` of `rows` (whole rows) the term matches; records the matches."""
         found: list[_Candidate] = []
         matched = self.matched.setdefault(term.text, set())
         for row in rows:
             candidate = self._row(row)
-            if term.occurs_in(candidate.folded()):
-                matched.add(candidate.rowid)
-                self.candidates.setdefault(candidate.rowid, candidate)
+            if term.occurs_in(candidate.folded):
+                self._found(term, candidate, matched)
                 found.append(candidate)
                 if len(found) >= self.limit:
                     return found
+        self._exhausted(term)
+        return found
+
+    def _exhausted(self, term: LiteralTerm) -> None:
         self.complete.add(term.text)
+        self.exhausted[term.text] = term
+
+    def _take_rowids(self, term: LiteralTerm, cursor: sqlite3.Cursor) -> list[_Candidate]:
+        """`_take` over a cursor of rowids: rows not read yet are read in batches.
+
+        A batch is the next `limit - found` rowids, so it never reads past the last match kept.
+        """
+        found: list[_Candidate] = []
+        matched = self.matched.setdefault(term.text, set())
+        rows = self.rows
+        while True:
+            batch = [row[0] for row in cursor.fetchmany(self.limit - len(found))]
+            if not batch:
+                self._exhausted(term)
+                return found
+            self._load(batch)
+            for rowid in batch:
+                candidate = rows.get(rowid)
+                if candidate is not None and term.occurs_in(candidate.folded):
+                    self._found(term, candidate, matched)
+                    found.append(candidate)
+                    if len(found) >= self.limit:
+                        return found
+
+    def _implied(self, term: LiteralTerm) -> list[_Candidate] | None:
+        """The matches of `term` from those of a complete term it implies (`implies`), or None.
+
+        All matches of `term` are among those of such a term, which are fewer than `limit`.
+        """
+        best: set[int] | None = None
+        for text, inner in self.exhausted.items():
+            rowids = self.matched[text]
+            if (best is None or len(rowids) < len(best)) and implies(inner, term):
+                best = rowids
+        if best is None:
+            return None
+        matched = self.matched.setdefault(term.text, set())
+        found: list[_Candidate] = []
+        for rowid in sorted(best, reverse=True):
+            candidate = self.rows[rowid]
+            if term.occurs_in(candidate.folded):
+                self._found(term, candidate, matched)
+                found.append(candidate)
+        self._exhausted(term)
         return found
 
     def literal(self, term: LiteralTerm) -> list[_Candidate]:
         """The newest (file order) `limit` eligible entries the term matches."""
+        implied = self._implied(term)
+        if implied is not None:
+            return implied
         if term.prefilter is not None and self.index_usable:
             try:
                 cursor = self.conn.execute(_LITERAL_BY_INDEX_SQL, (term.prefilter, self.session_id))
                 try:
-                    return self._take(term, cursor)
+                    return self._take_rowids(term, cursor)
                 finally:
                     cursor.close()
             except sqlite3.Error as exc:
@@ -349,7 +588,7 @@ class _Search:
                 self.warnings.append(_fts_warning("literal pass", exc))
         pattern = _like_pattern(replace_lone_surrogates(term.text))
         if pattern is None:
-            self.complete.add(term.text)
+            self.complete.add(term.text)  # an all-NUL term: no match, and it implies nothing
             return []
         cursor = self.conn.execute(_LITERAL_BY_SCAN_SQL, (self.session_id, pattern))
         try:
@@ -357,60 +596,78 @@ class _Search:
         finally:
             cursor.close()
 
-    def matching(self, term: LiteralTerm, pool: list[_Candidate]) -> set[int]:
-        """Rowids of the candidates in `pool` that `term` matches.
+    def matching(self, term: LiteralTerm, pool: _Pool) -> set[int]:
+        """Rowids of the candidates in `pool` that `term` matches, plus its literal matches.
 
-        Reuses the literal pass: a term searched to the end has its full match set already.
-        Otherwise the term's FTS prefilter (all sessions, rowids only) narrows the pool before
-        the literal check; without one (or after an FTS error) every candidate is checked.
+        A term searched to the end by the literal pass has its full match set already.
         """
         known = self.matched.get(term.text, set())
         if term.text in self.complete:
             return known
-        rest = [c for c in pool if c.rowid not in known]
-        if term.prefilter is not None and self.index_usable and len(rest) > 8:
-            try:
-                selected = {
-                    row[0]
-                    for row in self.conn.execute(
-                        "SELECT rowid FROM entries_fts WHERE entries_fts MATCH ?",
-                        (term.prefilter,),
-                    )
-                }
-            except sqlite3.Error as exc:
-                self.index_usable = False
-                self.warnings.append(_fts_warning("ranking", exc))
-            else:
-                rest = [c for c in rest if c.rowid in selected]
-        return known | {c.rowid for c in rest if term.occurs_in(c.folded())}
+        return known | pool.matching(term)
 
-    def ranked(self, fts_query: str) -> list[_Candidate]:
-        """The first `limit` eligible entries by bm25, best first ([] after an FTS error)."""
+    def _scored(self, sql: str, params: tuple) -> list[tuple[int, float]]:
+        return [(row[0], row[1]) for row in self.conn.execute(sql, params)]
+
+    def ranked(self, phrases: list[_Phrase], fts_query: str) -> list[_Candidate]:
+        """The first `limit` eligible entries by bm25 (ties: lower rowid), best first.
+
+        Same result as scoring every entry `fts_query` matches, with less scoring: bm25 is a sum
+        over the phrases an entry contains, so an entry containing only "common" phrases C scores
+        no better than -bound(C) (`_bm25_bound`). The entries containing another phrase are
+        scored first (the full query still scores them, so the values are FTS5's own); if the
+        `limit`-th of them beats -bound(C), no C-only entry can enter. Otherwise C shrinks to
+        what that score allows and the scoring is redone once, or done on every entry.
+
+        C: phrases with a known document count (`_Phrase.docs`) of at least PRUNE_MIN_DOCS, most
+        common first, while the bound stays under PRUNE_MAX_BOUND; never all of them. [] after
+        an FTS error.
+        """
         try:
-            rowids = [
-                row[0]
-                for row in self.conn.execute(
-                    _FTS_RANKED_SQL, (fts_query, self.session_id, self.limit)
-                )
-            ]
+            scored = self._ranked_scores(phrases, fts_query)
         except sqlite3.Error as exc:
             self.index_usable = False
             self.warnings.append(_fts_warning("FTS pass", exc))
             return []
-        missing = [rowid for rowid in rowids if rowid not in self.rows]
-        for start in range(0, len(missing), _CHUNK):
-            chunk = missing[start : start + _CHUNK]
-            marks = ", ".join("?" * len(chunk))
-            for row in self.conn.execute(
-                f"SELECT {_ROW_COLUMNS}, e.searchable_text FROM entries AS e "
-                f"WHERE e.rowid IN ({marks})",
-                chunk,
-            ):
-                self._row(row)
+        rowids = [rowid for rowid, _score in scored]
+        self._load(rowids)
         found = [self.rows[rowid] for rowid in rowids if rowid in self.rows]
         for candidate in found:
             self.candidates.setdefault(candidate.rowid, candidate)
         return found
+
+    def _ranked_scores(self, phrases: list[_Phrase], fts_query: str) -> list[tuple[int, float]]:
+        full = (fts_query, self.session_id, self.limit)
+        rows = _fts_row_count(self.conn) if phrases else None
+        if rows is None or " OR ".join(p.text for p in phrases) != fts_query:
+            return self._scored(_FTS_RANKED_SQL, full)
+        common = sorted(
+            (p for p in phrases if p.docs is not None and p.docs >= PRUNE_MIN_DOCS),
+            key=lambda p: -(p.docs or 0),
+        )
+        left_out: list[_Phrase] = []
+        for phrase in common:
+            if _bm25_bound([*left_out, phrase], rows) >= PRUNE_MAX_BOUND:
+                break
+            left_out.append(phrase)
+        for _attempt in range(2):
+            if not left_out or len(left_out) >= len(phrases):
+                break
+            kept = " OR ".join(p.text for p in phrases if p not in left_out)
+            scored = self._scored(
+                _FTS_RANKED_AMONG_SQL, (fts_query, kept, self.session_id, self.limit)
+            )
+            if len(scored) < self.limit:
+                break
+            worst = scored[-1][1]
+            if worst < -_bm25_bound(left_out, rows):
+                return scored
+            allowed: list[_Phrase] = []
+            for phrase in left_out:
+                if worst < -_bm25_bound([*allowed, phrase], rows):
+                    allowed.append(phrase)
+            left_out = allowed if len(allowed) < len(left_out) else []
+        return self._scored(_FTS_RANKED_SQL, full)
 
 
 COMMON_TERM_SHARE = 0.25
@@ -432,14 +689,21 @@ def informative_terms(conn: sqlite3.Connection, terms: Iterable[str]) -> list[st
     are kept. Document counts come from the fts5vocab table `entries_fts_vocab`; if it cannot
     be read, the terms are returned unchanged.
     """
+    return _informative_terms(conn, terms)[0]
+
+
+def _informative_terms(
+    conn: sqlite3.Connection, terms: Iterable[str]
+) -> tuple[list[str], dict[str, int]]:
+    """`informative_terms`, and the document counts it read (one-word terms, by word)."""
     terms = list(terms)
     single = {t: words[0] for t in terms if len(words := _UNICODE_WORD.findall(t.lower())) == 1}
     if not single:
-        return terms
+        return terms, {}
     try:
         (total,) = conn.execute("SELECT count(*) FROM entries").fetchone()
         if total < COMMON_TERM_MIN_ENTRIES:
-            return terms
+            return terms, {}
         marks = ", ".join("?" * len(single))
         counts = dict(
             conn.execute(
@@ -448,10 +712,12 @@ def informative_terms(conn: sqlite3.Connection, terms: Iterable[str]) -> list[st
             ).fetchall()
         )
     except sqlite3.Error:
-        return terms
+        return terms, {}
     limit = total * COMMON_TERM_SHARE
     kept = [t for t in terms if t not in single or counts.get(single[t], 0) <= limit]
-    return kept or terms
+    for word in single.values():
+        counts.setdefault(word, 0)  # not in the vocabulary: in no entry
+    return kept or terms, counts
 
 
 def first_match(text: str, terms: tuple[str, ...]) -> int:
@@ -508,6 +774,7 @@ def _rank(search: _Search, eligible: list[_Candidate], descriptor: TaskDescripto
     """Score and sort the eligible candidates (ds4-reference.md 3.2 "Score", "Sort order")."""
     bonus: dict[int, float] = dict.fromkeys((c.rowid for c in eligible), 0.0)
     matching: dict[str, set[int]] = {}
+    pool: _Pool | None = None
     for terms, points in (
         (descriptor.files, 12),
         (descriptor.symbols, 10),
@@ -516,7 +783,9 @@ def _rank(search: _Search, eligible: list[_Candidate], descriptor: TaskDescripto
         for text in terms:
             rowids = matching.get(text)
             if rowids is None:
-                rowids = matching[text] = search.matching(LiteralTerm.of(text), eligible)
+                if pool is None:
+                    pool = _Pool(eligible)
+                rowids = matching[text] = search.matching(LiteralTerm.of(text), pool)
             for rowid in rowids:
                 if rowid in bonus:
                     bonus[rowid] += points
@@ -578,6 +847,55 @@ def _as_set(ids: Collection[str]) -> Collection[str]:
     return ids if isinstance(ids, set | frozenset) else set(ids)
 
 
+def _counted(
+    conn: sqlite3.Connection, search: _Search, phrase: _Phrase, doc_counts: dict[str, int]
+) -> _Phrase:
+    """`phrase` with its document count when it is cheap to know or likely to pay off.
+
+    A one-token phrase takes it from the vocabulary counts `informative_terms` read; a longer one
+    whose literal search stopped at `limit` matches (so it is common) is counted with FTS5.
+    """
+    token = _single_ascii_token(phrase.term)
+    if token is not None:
+        docs = doc_counts.get(token)
+        return phrase if docs is None else replace(phrase, docs=docs)
+    if phrase.term in search.matched and phrase.term not in search.complete:
+        try:
+            (docs,) = conn.execute(
+                "SELECT count(*) FROM entries_fts WHERE entries_fts MATCH ?", (phrase.text,)
+            ).fetchone()
+        except sqlite3.Error:
+            return phrase
+        return replace(phrase, docs=docs)
+    return phrase
+
+
+class _SeenTexts:
+    """Texts already ranked, compared by their dedup key `b" ".join(folded.split())`.
+
+    The key is computed only for texts equal once all ASCII white space is removed (a cheaper
+    key that equal keys share) and different as they are.
+    """
+
+    def __init__(self) -> None:
+        self.groups: dict[bytes, list[bytes]] = {}
+
+    def add(self, folded: bytes) -> bool:
+        """Record `folded`; False when its key was already recorded."""
+        squeezed = folded.translate(None, _ASCII_WHITESPACE)
+        group = self.groups.get(squeezed)
+        if group is None:
+            self.groups[squeezed] = [folded]
+            return True
+        if folded in group:
+            return False
+        key = b" ".join(folded.split())
+        if any(b" ".join(other.split()) == key for other in group):
+            return False
+        group.append(folded)
+        return True
+
+
 def retrieve_history(
     store: Store,
     session_id: str,
@@ -630,29 +948,40 @@ def retrieve_history(
 
     search = _Search(conn, session_id, query_limit(max_results))
     if exact:
+        # Shorter terms first, so a longer one can take its matches from one it contains
+        # (`_Search._implied`); each term's matches do not depend on the order.
+        found: dict[str, list[_Candidate]] = {}
+        terms = {t: LiteralTerm.of(t) for t in (*descriptor.exact_identifiers, *descriptor.phrases)}
+        for text, term in sorted(terms.items(), key=lambda item: len(item[1].needle)):
+            found[text] = search.literal(term)
         for identifier in descriptor.exact_identifiers:
-            for c in search.literal(LiteralTerm.of(identifier)):
+            for c in found[identifier]:
                 if identifier not in c.exact:
                     c.exact.append(identifier)
         for phrase in descriptor.phrases:
-            for c in search.literal(LiteralTerm.of(phrase)):
+            for c in found[phrase]:
                 if phrase not in c.phrases:
                     c.phrases.append(phrase)
-    fts_query = build_fts_query(informative_terms(conn, descriptor.query_terms)) if fts else None
+    if fts and search.index_usable:
+        fts_terms, doc_counts = _informative_terms(conn, descriptor.query_terms)
+        fts_query = build_fts_query(fts_terms)
+    else:
+        fts_query = None
     if fts_query is not None and search.index_usable:
+        phrases = [_counted(conn, search, p, doc_counts) for p in _fts_phrases(fts_terms)]
         needles = [(t, fold(replace_lone_surrogates(t))) for t in descriptor.query_terms]
-        for rank, c in enumerate(search.ranked(fts_query)):
+        for rank, c in enumerate(search.ranked(phrases, fts_query)):
             if c.fts_rank is None:
                 c.fts_rank = rank
-                text = c.folded()
-                c.fts_terms = [t for t, needle in needles if needle and needle in text]
+                folded = c.folded
+                c.fts_terms = [t for t, needle in needles if needle and needle in folded]
 
     branch = _as_set(branch_entry_ids)
     excluded = _as_set(exclude_entry_ids)
     eligible: list[_Candidate] = []
     alternate = in_context = 0
     for c in search.candidates.values():
-        if not c.text:
+        if not c.raw:
             continue
         if c.entry_id in excluded:
             in_context += 1
@@ -662,16 +991,14 @@ def retrieve_history(
             eligible.append(c)
 
     hits: list[HistoryHit] = []
-    seen: set[bytes] = set()
+    seen = _SeenTexts()
     duplicates = used_tokens = 0
     for item in _rank(search, eligible, descriptor):
         if len(hits) >= max_results:
             break
-        key = b" ".join(item.candidate.folded().split())
-        if key in seen:
+        if not seen.add(item.candidate.folded):
             duplicates += 1
             continue
-        seen.add(key)
         remaining = max_tokens - used_tokens
         if remaining < MIN_REMAINING_TOKENS:
             break

@@ -18,7 +18,9 @@ The schema itself (column lists from docs/architecture.md "store"):
   are unique only inside one session; ds4-reference.md 3.11 v2), `entries_fts` (FTS5 external
   content over `entries`, kept in sync by triggers), `session_index_state` (the byte-offset
   checkpoint of ds4-reference.md 3.12, plus `resume_json` for `ResumeState`);
-* `context_manifests` (ds4-reference.md 3.15; the v4 columns folded in).
+* `context_manifests` (ds4-reference.md 3.15; the v4 columns folded in);
+* `project_states`, `project_files`, `project_snippets`, `project_snippets_fts` (migration 4,
+  docs/project-knowledge.md "Storage").
 
 FTS5 external content caveats (SQLite documentation, "External Content Tables"): the index is
 keyed by `entries.rowid`, and `entries` has a TEXT primary key, so its rowids are implicit. Never
@@ -173,10 +175,96 @@ CREATE VIRTUAL TABLE entries_fts_vocab USING fts5vocab(entries_fts, 'row');
 """Per-term document counts of `entries_fts` (SQLite FTS5 "fts5vocab" 'row' table); retrieval
 uses them to leave terms with almost no bm25 weight out of the OR query."""
 
+_PROJECT_KNOWLEDGE_INDEX = """
+CREATE TABLE project_states (
+    project_path TEXT PRIMARY KEY,
+    git_root TEXT,
+    git_branch TEXT,
+    git_head TEXT,
+    dirty INTEGER NOT NULL CHECK (dirty IN (0, 1)),
+    changed_paths_json TEXT NOT NULL,
+    indexed_at TEXT NOT NULL
+) STRICT;
+
+CREATE TABLE project_files (
+    project_path TEXT NOT NULL,
+    file_path TEXT NOT NULL,
+    content_hash TEXT NOT NULL,
+    size_bytes INTEGER NOT NULL,
+    mtime_ns INTEGER NOT NULL,
+    language TEXT,
+    git_commit TEXT,
+    modified INTEGER NOT NULL CHECK (modified IN (0, 1)),
+    tracked INTEGER NOT NULL CHECK (tracked IN (0, 1)),
+    status TEXT NOT NULL CHECK (status IN ('current', 'deleted')),
+    indexed_at TEXT NOT NULL,
+    PRIMARY KEY (project_path, file_path)
+) STRICT;
+
+CREATE TABLE project_snippets (
+    snippet_id TEXT PRIMARY KEY,
+    project_path TEXT NOT NULL,
+    file_path TEXT NOT NULL,
+    file_hash TEXT NOT NULL,
+    start_line INTEGER NOT NULL CHECK (start_line >= 1),
+    end_line INTEGER NOT NULL CHECK (end_line >= start_line),
+    content TEXT NOT NULL,
+    symbols TEXT NOT NULL,
+    search_text TEXT NOT NULL,
+    token_estimate INTEGER NOT NULL,
+    stale INTEGER NOT NULL CHECK (stale IN (0, 1)),
+    indexed_at TEXT NOT NULL
+) STRICT;
+
+CREATE INDEX project_snippets_file ON project_snippets (project_path, file_path, stale);
+
+CREATE VIRTUAL TABLE project_snippets_fts USING fts5(
+    content,
+    file_path,
+    symbols,
+    search_text,
+    content='project_snippets',
+    content_rowid='rowid',
+    tokenize='unicode61 remove_diacritics 2'
+);
+
+CREATE VIRTUAL TABLE project_snippets_fts_vocab USING fts5vocab(project_snippets_fts, 'row');
+
+CREATE TRIGGER project_snippets_fts_after_insert AFTER INSERT ON project_snippets BEGIN
+    INSERT INTO project_snippets_fts (rowid, content, file_path, symbols, search_text)
+    VALUES (new.rowid, new.content, new.file_path, new.symbols, new.search_text);
+END;
+
+CREATE TRIGGER project_snippets_fts_after_delete AFTER DELETE ON project_snippets BEGIN
+    INSERT INTO project_snippets_fts
+        (project_snippets_fts, rowid, content, file_path, symbols, search_text)
+    VALUES ('delete', old.rowid, old.content, old.file_path, old.symbols, old.search_text);
+END;
+
+CREATE TRIGGER project_snippets_fts_after_update AFTER UPDATE ON project_snippets
+WHEN old.rowid IS NOT new.rowid OR old.content IS NOT new.content
+    OR old.file_path IS NOT new.file_path OR old.symbols IS NOT new.symbols
+    OR old.search_text IS NOT new.search_text BEGIN
+    INSERT INTO project_snippets_fts
+        (project_snippets_fts, rowid, content, file_path, symbols, search_text)
+    VALUES ('delete', old.rowid, old.content, old.file_path, old.symbols, old.search_text);
+    INSERT INTO project_snippets_fts (rowid, content, file_path, symbols, search_text)
+    VALUES (new.rowid, new.content, new.file_path, new.symbols, new.search_text);
+END;
+"""
+"""Project knowledge (docs/project-knowledge.md "Storage"; ds4-reference.md 3.11 v7).
+
+`project_snippets_fts` is external content over `project_snippets` with the same caveats as
+`entries_fts` (no VACUUM without a rebuild, no INSERT OR REPLACE); marking snippets stale or
+reviving them changes no indexed column, so it costs no FTS work. Stale snippets stay in the
+FTS index: searches join `project_snippets` and keep `stale = 0`. `project_snippets_fts_vocab`
+gives per-term row counts for IDF-based query pruning, as `entries_fts_vocab` does."""
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "initial-session-index", _INITIAL_SESSION_INDEX),
     Migration(2, "context-manifests", _CONTEXT_MANIFESTS),
     Migration(3, "entries-fts-vocab", _ENTRIES_FTS_VOCAB),
+    Migration(4, "project-knowledge-index", _PROJECT_KNOWLEDGE_INDEX),
 )
 """All migrations in version order. Never edit an entry once released: add a new one."""
 

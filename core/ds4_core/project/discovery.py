@@ -1,0 +1,749 @@
+"""Which files of a project exist and may be indexed (ds4-reference.md 3.9, "Discovery").
+
+With Git, the candidates are what `git ls-files -co --exclude-standard` lists: tracked files
+plus untracked files that no ignore rule excludes. Without Git (not installed, not a
+repository, or any Git command failing or timing out), a deterministic directory walk gives
+the same answer Git would:
+
+- ignore rules come from `.gitignore` in every directory walked (patterns relative to their
+  own directory), the repository's `.git/info/exclude` and the user's global ignore file
+  (`$XDG_CONFIG_HOME/git/ignore`, else `~/.config/git/ignore`; a `core.excludesFile` set in
+  Git's configuration is not read). Precedence is Git's: within a file the last matching line
+  wins; a deeper `.gitignore` overrides a shallower one, which overrides `info/exclude`, which
+  overrides the global file. When the root is a subdirectory of a repository, the
+  `.gitignore` files between the repository's top and the root apply as well.
+- Pattern syntax (globs, `**`, anchoring, `!` negation, trailing `/`) is `pathspec`'s
+  gitignore implementation; each pattern is evaluated against each path directly, never via
+  an ancestor, so an excluded directory is never entered and everything under it stays
+  excluded even when a later `!` rule names a file inside it (Git's rule).
+- A line `pathspec` cannot compile (such as a lone `\\`) is skipped with a warning naming the
+  ignore file and line; the rest of the file still applies.
+- `.git` entries are never candidates, and a directory holding a repository of its own (a
+  nested clone) is not entered, as with Git.
+
+Either way, symbolic links are never followed (they are reported as skipped with reason
+`symlink`), no path outside the canonical root is listed, and `filters.path_exclusion`
+applies to every candidate. Candidates are taken in sorted path order and the bounds
+(`max_files`, `max_total_bytes`) stop the listing with `truncated=True`.
+"""
+
+from __future__ import annotations
+
+import errno
+import functools
+import os
+import re
+import stat
+import subprocess
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal, cast
+
+from pathspec import GitIgnoreSpec, RegexPattern
+
+from ds4_core.project.filters import path_exclusion
+
+DEFAULT_MAX_FILES = 10_000
+"""Files listed at most (ds4-reference.md 3.9, `maxFiles`)."""
+
+DEFAULT_MAX_FILE_BYTES = 512_000
+"""Largest file listed, in bytes; larger files are skipped as `oversized`."""
+
+DEFAULT_MAX_TOTAL_BYTES = 50_000_000
+"""Sum of listed file sizes at most, in bytes."""
+
+MAX_WALK_DIRECTORIES = 50_000
+"""Directories the walk visits at most before it stops with `truncated=True`."""
+
+GIT_TIMEOUT_S = 20.0
+"""Seconds one Git command may take before discovery falls back to the walk."""
+
+_GIT_ENV_DROP = (
+    "GIT_DIR",
+    "GIT_WORK_TREE",
+    "GIT_INDEX_FILE",
+    "GIT_OBJECT_DIRECTORY",
+    "GIT_ALTERNATE_OBJECT_DIRECTORIES",
+    "GIT_COMMON_DIR",
+    "GIT_NAMESPACE",
+    "GIT_PREFIX",
+)
+_UTF8_BOM = "\ufeff"
+
+
+class ProjectRootError(ValueError):
+    """The requested project root cannot be indexed (missing, not a directory, the
+    filesystem root or the home directory itself). The message says which and what to do."""
+
+
+@dataclass(frozen=True, slots=True)
+class DiscoveredFile:
+    """One file that may be indexed.
+
+    Attributes:
+        rel_path: POSIX path relative to the canonical project root.
+        size_bytes: size from `lstat`, in bytes.
+        mtime_ns: modification time from `lstat`, in nanoseconds since the epoch.
+        tracked: the file is in Git's index (False without Git).
+        modified: Git reports a change for it (staged, unstaged or untracked; False without
+            Git).
+    """
+
+    rel_path: str
+    size_bytes: int
+    mtime_ns: int
+    tracked: bool
+    modified: bool
+
+
+@dataclass(frozen=True, slots=True)
+class GitState:
+    """The repository state at discovery time.
+
+    Attributes:
+        branch: the checked-out branch (short name), or None when HEAD is detached.
+        head: the commit id of HEAD, or None before the first commit.
+        dirty: `git status` reports any change, untracked files included.
+        changed_paths: changed paths under the root, relative to it, sorted.
+    """
+
+    branch: str | None
+    head: str | None
+    dirty: bool
+    changed_paths: tuple[str, ...]
+
+
+@dataclass(slots=True)
+class Discovery:
+    """The outcome of `discover_project`.
+
+    Attributes:
+        root: the canonical project root.
+        files: files that may be indexed, sorted by `rel_path`.
+        skipped: `(rel_path, reason)` for candidates left out, sorted; a directory left out as
+            a whole (an ignored directory name, a nested repository) appears once, with a
+            trailing `/`. Files excluded by ignore rules are not candidates and not listed.
+        git: the repository state, or None when the walk was used.
+        warnings: problems worth showing a user (malformed ignore lines, Git failures, bounds).
+        truncated: a bound stopped the listing early.
+    """
+
+    root: Path
+    files: list[DiscoveredFile] = field(default_factory=list)
+    skipped: list[tuple[str, str]] = field(default_factory=list)
+    git: GitState | None = None
+    warnings: list[str] = field(default_factory=list)
+    truncated: bool = False
+
+
+def discover_project(
+    root: Path,
+    *,
+    max_files: int = DEFAULT_MAX_FILES,
+    max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
+    max_total_bytes: int = DEFAULT_MAX_TOTAL_BYTES,
+    use_git: bool = True,
+) -> Discovery:
+    """List the files under `root` that may be indexed, with Git when possible.
+
+    Candidates (see the module docstring) are taken in sorted order. Each one passes
+    `path_exclusion`, must be a regular file that is not a symbolic link and sits under no
+    symbolic link (else skipped as `symlink` / `not a regular file`), and must be at most
+    `max_file_bytes` bytes (else `oversized`). Listing stops, with `truncated=True` and a
+    warning, before the file that would exceed `max_files` files or `max_total_bytes` bytes in
+    total. Contents are not read here (`filters.read_indexable` does that).
+
+    Raises:
+        ProjectRootError: `root` does not exist or is not a directory, or it is the
+            filesystem root or the home directory itself.
+    """
+    canonical = _canonical_root(root)
+    discovery = Discovery(root=canonical)
+    listing = _git_listing(canonical, discovery.warnings) if use_git else None
+    if listing is not None:
+        discovery.git = listing.state
+        _select(
+            discovery,
+            listing.candidates,
+            listing.tracked,
+            frozenset(listing.state.changed_paths),
+            max_files,
+            max_file_bytes,
+            max_total_bytes,
+        )
+    else:
+        walk = _Walk(canonical, discovery.warnings)
+        empty: frozenset[str] = frozenset()
+        _select(
+            discovery,
+            walk.candidates(),
+            empty,
+            empty,
+            max_files,
+            max_file_bytes,
+            max_total_bytes,
+        )
+        if walk.truncated:
+            discovery.truncated = True
+            discovery.warnings.append(
+                f"stopped walking after {MAX_WALK_DIRECTORIES} directories; files in the"
+                " remaining directories are not listed"
+            )
+    discovery.skipped.sort()
+    return discovery
+
+
+def _canonical_root(root: Path) -> Path:
+    try:
+        canonical = Path(root).expanduser().resolve(strict=True)
+    except (OSError, RuntimeError) as error:
+        detail = error.strerror if isinstance(error, OSError) and error.strerror else error
+        raise ProjectRootError(
+            f"ds4: cannot index project root '{root}': {detail}; open an existing project folder"
+        ) from error
+    if not canonical.is_dir():
+        raise ProjectRootError(
+            f"ds4: cannot index project root '{canonical}': it is not a directory;"
+            " open the project folder instead"
+        )
+    if canonical == Path(canonical.anchor):
+        raise ProjectRootError(
+            f"ds4: refusing to index '{canonical}': it is the filesystem root;"
+            " open a project folder instead"
+        )
+    try:
+        home = Path.home().resolve()
+    except (OSError, RuntimeError):
+        home = None
+    if home is not None and canonical == home:
+        raise ProjectRootError(
+            f"ds4: refusing to index '{canonical}': it is the home directory itself;"
+            " open a project folder instead"
+        )
+    return canonical
+
+
+def _select(
+    discovery: Discovery,
+    candidates: Iterable[str],
+    tracked: frozenset[str],
+    changed: frozenset[str],
+    max_files: int,
+    max_file_bytes: int,
+    max_total_bytes: int,
+) -> None:
+    """Check candidates in order and fill `discovery.files` / `skipped` within the bounds."""
+    root = discovery.root
+    skipped_dirs: set[str] = set()
+    real_dirs: dict[str, bool] = {"": True}
+    total_bytes = 0
+    for rel_path in candidates:
+        if rel_path.endswith("/"):  # a directory left out as a whole
+            if rel_path not in skipped_dirs:
+                skipped_dirs.add(rel_path)
+                why = path_exclusion(rel_path) or "nested repository"
+                discovery.skipped.append((rel_path, why))
+            continue
+        reason = path_exclusion(rel_path)
+        if reason is not None:
+            if reason.startswith("ignored directory "):
+                directory = _excluded_directory(rel_path)
+                if directory not in skipped_dirs:
+                    skipped_dirs.add(directory)
+                    discovery.skipped.append((directory, reason))
+            else:
+                discovery.skipped.append((rel_path, reason))
+            continue
+        if not _parents_are_real_directories(root, rel_path, real_dirs):
+            discovery.skipped.append((rel_path, "symlink"))
+            continue
+        try:
+            info = os.lstat(root / rel_path)
+        except FileNotFoundError:
+            continue  # tracked but deleted from the working tree: nothing to index
+        except OSError as error:
+            discovery.skipped.append((rel_path, f"unreadable: {_errno_name(error)}"))
+            continue
+        if stat.S_ISLNK(info.st_mode):
+            discovery.skipped.append((rel_path, "symlink"))
+            continue
+        if not stat.S_ISREG(info.st_mode):
+            discovery.skipped.append((rel_path, "not a regular file"))
+            continue
+        if info.st_size > max_file_bytes:
+            discovery.skipped.append((rel_path, "oversized"))
+            continue
+        if len(discovery.files) >= max_files:
+            discovery.truncated = True
+            discovery.warnings.append(
+                f"listed the first {max_files} files (maxFiles); '{rel_path}' and later"
+                " files are not listed"
+            )
+            return
+        if total_bytes + info.st_size > max_total_bytes:
+            discovery.truncated = True
+            discovery.warnings.append(
+                f"listed {len(discovery.files)} files of {total_bytes} bytes in total"
+                f" (max {max_total_bytes}); '{rel_path}' and later files are not listed"
+            )
+            return
+        total_bytes += info.st_size
+        discovery.files.append(
+            DiscoveredFile(
+                rel_path=rel_path,
+                size_bytes=info.st_size,
+                mtime_ns=info.st_mtime_ns,
+                tracked=rel_path in tracked,
+                modified=rel_path in changed,
+            )
+        )
+
+
+def _excluded_directory(rel_path: str) -> str:
+    """The first directory of `rel_path` that `path_exclusion` excludes, with a trailing `/`."""
+    parts = rel_path.split("/")
+    for index in range(1, len(parts)):
+        prefix = "/".join(parts[:index]) + "/"
+        if path_exclusion(prefix) is not None:
+            return prefix
+    return rel_path
+
+
+def _parents_are_real_directories(root: Path, rel_path: str, cache: dict[str, bool]) -> bool:
+    """True when every directory between `root` and `rel_path` is a directory, not a link.
+
+    Git lists paths from its index even when a directory of the working tree has since been
+    replaced by a symbolic link; following such a link could leave the root.
+    """
+    parts = rel_path.split("/")[:-1]
+    for index in range(1, len(parts) + 1):
+        parent = "/".join(parts[:index])
+        known = cache.get(parent)
+        if known is None:
+            try:
+                known = stat.S_ISDIR(os.lstat(root / parent).st_mode)
+            except OSError:
+                known = False
+            cache[parent] = known
+        if not known:
+            return False
+    return True
+
+
+def _errno_name(error: OSError) -> str:
+    if error.errno is None:
+        return type(error).__name__
+    return errno.errorcode.get(error.errno, str(error.errno))
+
+
+# --- Git ---------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class _GitListing:
+    candidates: list[str]
+    tracked: frozenset[str]
+    state: GitState
+
+
+class _GitError(Exception):
+    """A Git command failed. `expected` marks failures that are normal, not worth a warning
+    (Git is not installed, the root is not in a work tree, no commit or branch yet)."""
+
+    def __init__(self, message: str, *, expected: bool = False) -> None:
+        super().__init__(message)
+        self.expected = expected
+
+
+def _git_listing(root: Path, warnings: list[str]) -> _GitListing | None:
+    """Ask Git for the candidates and state; None (and maybe a warning) to use the walk."""
+    try:
+        prefix = os.fsdecode(_git(root, "rev-parse", "--show-prefix")).strip("\n")
+    except _GitError as error:
+        if not error.expected:
+            warnings.append(f"git failed in '{root}' ({error}); listing files without Git")
+        return None
+    try:
+        tracked = _split_z(_git(root, "ls-files", "--cached", "-z"))
+        untracked = _split_z(_git(root, "ls-files", "--others", "--exclude-standard", "-z"))
+        status = _split_z(
+            _git(
+                root,
+                "status",
+                "--porcelain=v1",
+                "-z",
+                "--untracked-files=all",
+                "--no-renames",
+                "--ignore-submodules=none",
+            )
+        )
+        head = _git_optional(root, "rev-parse", "--verify", "-q", "HEAD")
+        branch = _git_optional(root, "symbolic-ref", "--short", "-q", "HEAD")
+    except _GitError as error:
+        warnings.append(f"git failed in '{root}' ({error}); listing files without Git")
+        return None
+    changed: set[str] = set()
+    for record in status:
+        path = record[3:]  # "XY path"
+        if path.startswith(prefix):
+            relative = path[len(prefix) :]
+            if _is_safe_relative(relative):
+                changed.add(relative.rstrip("/"))
+    tracked_set = frozenset(path for path in tracked if _is_safe_relative(path))
+    candidates = sorted(tracked_set | {p for p in untracked if _is_safe_relative(p)})
+    state = GitState(
+        branch=branch,
+        head=head,
+        dirty=bool(status),
+        changed_paths=tuple(sorted(changed)),
+    )
+    return _GitListing(candidates=candidates, tracked=tracked_set, state=state)
+
+
+def _git(root: Path, *args: str) -> bytes:
+    env = {key: value for key, value in os.environ.items() if key not in _GIT_ENV_DROP}
+    env["GIT_OPTIONAL_LOCKS"] = "0"
+    env["GIT_TERMINAL_PROMPT"] = "0"
+    env["LC_ALL"] = "C"
+    command = ["git", "-C", str(root), "-c", "core.quotepath=off", *args]
+    try:
+        completed = subprocess.run(
+            command,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            env=env,
+            timeout=GIT_TIMEOUT_S,
+            check=False,
+        )
+    except subprocess.TimeoutExpired as error:
+        raise _GitError(f"`git {args[0]}` timed out after {GIT_TIMEOUT_S:g} s") from error
+    except FileNotFoundError as error:
+        raise _GitError("git is not installed", expected=True) from error
+    except OSError as error:
+        raise _GitError(f"cannot run git: {error.strerror or error}") from error
+    if completed.returncode != 0:
+        message = completed.stderr.decode("utf-8", "replace").strip()
+        lines = message.splitlines()
+        detail = lines[-1] if lines else f"exit status {completed.returncode}"
+        expected = not message or "not a git repository" in message
+        raise _GitError(f"`git {args[0]}`: {detail}", expected=expected)
+    return completed.stdout
+
+
+def _git_optional(root: Path, *args: str) -> str | None:
+    """Output of a Git query that legitimately fails (no commit yet, detached HEAD)."""
+    try:
+        output = _git(root, *args)
+    except _GitError as error:
+        if error.expected:
+            return None
+        raise
+    value = os.fsdecode(output).strip()
+    return value or None
+
+
+def _split_z(output: bytes) -> list[str]:
+    return [os.fsdecode(item) for item in output.split(b"\0") if item]
+
+
+def _is_safe_relative(rel_path: str) -> bool:
+    if not rel_path or rel_path.startswith("/"):
+        return False
+    return all(part not in ("", ".", "..") for part in rel_path.rstrip("/").split("/"))
+
+
+# --- The walk ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _Rule:
+    """One compiled ignore pattern, evaluated directly against a path (never an ancestor)."""
+
+    exclude: bool  # False for a `!` pattern
+    kind: Literal["path", "dir", "prefix", "all", "all-dirs", "other"]
+    regex: re.Pattern[str] | None
+
+    def matches(self, path: str, is_dir: bool) -> bool:
+        """Does this pattern name `path` itself? `path` is relative to the rule's base."""
+        if self.kind == "all":
+            return True
+        if self.kind == "all-dirs":
+            return is_dir
+        assert self.regex is not None
+        if self.kind == "path":
+            return self.regex.match(path) is not None
+        if self.kind == "dir":
+            return is_dir and self.regex.match(path) is not None
+        if self.kind == "prefix":
+            return self.regex.search(path) is not None
+        # A form this module does not know (a different pathspec version): pathspec's own
+        # "this path or one of its directories" reading.
+        return self.regex.search(path + "/" if is_dir else path) is not None
+
+
+# The pattern class GitIgnoreSpec compiles lines with (GitIgnoreSpecPattern in pathspec 1.x),
+# used directly: building a whole spec per line costs about a hundred times more.
+_PATTERN_CLASS = cast(
+    Callable[[str], RegexPattern], type(GitIgnoreSpec.from_lines(["x"]).patterns[0])
+)
+
+# pathspec >= 1.0 (GitIgnoreSpecPattern) ends its regular expressions in one of these ways.
+_ANY_TAIL = "(?:(?P<ps_d>/)|$)"  # the last segment names a file or a directory
+_DIR_TAIL = "(?P<ps_d>/)"  # a pattern with a trailing slash: directories only
+
+
+@functools.lru_cache(maxsize=4096)
+def _compile_rule(line: str) -> _Rule | None:
+    """Compile one ignore line; None for blank lines, comments and lines Git discards.
+
+    Raises:
+        ValueError: the line is not a pattern pathspec can compile.
+    """
+    body = line[1:] if line.startswith("!") else line
+    if re.search(r"(?:^|/)\*\*/ *$", body) and body.strip() != "**/":
+        # pathspec folds "foo/**/" into "foo/"; Git means the directories *under* foo.
+        line = re.sub(r"\*\*/( *)$", r"**/*/\1", line)
+    pattern = _PATTERN_CLASS(line)
+    if pattern.include is None or pattern.regex is None:
+        return None  # a comment, a blank line, or a pattern Git discards
+    exclude = bool(pattern.include)
+    source = pattern.regex.pattern
+    if not isinstance(source, str):
+        raise ValueError("unexpected bytes pattern")
+    if source == ".":
+        return _Rule(exclude, "all", None)
+    if source == _DIR_TAIL:
+        return _Rule(exclude, "all-dirs", None)
+    if source.endswith(_ANY_TAIL):
+        return _Rule(exclude, "path", re.compile(source[: -len(_ANY_TAIL)] + r"\Z"))
+    if source.endswith(_DIR_TAIL):
+        return _Rule(exclude, "dir", re.compile(source[: -len(_DIR_TAIL)] + r"\Z"))
+    if source.endswith("/"):
+        return _Rule(exclude, "prefix", re.compile(source))
+    return _Rule(exclude, "other", re.compile(source))
+
+
+@dataclass(frozen=True, slots=True)
+class _Level:
+    """The rules of one ignore file, relative to `base` (a repository-relative directory)."""
+
+    base: str
+    rules: tuple[_Rule, ...]
+
+
+def _parse_ignore_file(path: Path, display: str, warnings: list[str]) -> tuple[_Rule, ...]:
+    """Compile an ignore file; unreadable files and malformed lines become warnings."""
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        return ()
+    except OSError as error:
+        warnings.append(f"{display}: cannot read ignore file ({_errno_name(error)}); ignored")
+        return ()
+    if stat.S_ISLNK(info.st_mode):
+        warnings.append(f"{display}: ignore file is a symbolic link; not followed, ignored")
+        return ()
+    if not stat.S_ISREG(info.st_mode):
+        return ()
+    try:
+        data = path.read_bytes()
+    except OSError as error:
+        warnings.append(f"{display}: cannot read ignore file ({_errno_name(error)}); ignored")
+        return ()
+    text = data.decode("utf-8", "surrogateescape")
+    if text.startswith(_UTF8_BOM):
+        text = text[1:]
+    rules: list[_Rule] = []
+    for number, raw in enumerate(text.split("\n"), start=1):
+        line = raw[:-1] if raw.endswith("\r") else raw
+        try:
+            rule = _compile_rule(line)
+        except Exception as error:  # any failure: one bad line must not drop the file
+            warnings.append(
+                f"{display}:{number}: skipped malformed ignore pattern {line!r} ({error})"
+            )
+            continue
+        if rule is not None:
+            rules.append(rule)
+    return tuple(rules)
+
+
+def _excluded(levels: list[_Level], path: str, is_dir: bool) -> bool:
+    """Git's verdict for `path` (repository-relative): the last matching rule of the deepest
+    level that has one decides."""
+    for level in reversed(levels):
+        if level.base:
+            if not path.startswith(level.base + "/"):
+                continue
+            relative = path[len(level.base) + 1 :]
+        else:
+            relative = path
+        for rule in reversed(level.rules):
+            if rule.matches(relative, is_dir):
+                return rule.exclude
+    return False
+
+
+def _is_nested_repository(directory: Path) -> bool:
+    marker = directory / ".git"
+    try:
+        info = os.lstat(marker)
+    except OSError:
+        return False
+    if stat.S_ISDIR(info.st_mode):
+        return (marker / "HEAD").is_file()
+    if stat.S_ISREG(info.st_mode):
+        try:
+            with open(marker, "rb") as handle:
+                return handle.read(8) == b"gitdir: "
+        except OSError:
+            return False
+    return False
+
+
+def _git_directory(top: Path) -> Path | None:
+    """The repository directory for a work tree at `top` (`.git`, or where a `.git` file
+    points)."""
+    marker = top / ".git"
+    try:
+        info = os.lstat(marker)
+    except OSError:
+        return None
+    if stat.S_ISDIR(info.st_mode):
+        return marker
+    if not stat.S_ISREG(info.st_mode):
+        return None
+    try:
+        content = marker.read_text("utf-8", "surrogateescape").strip()
+    except OSError:
+        return None
+    if not content.startswith("gitdir:"):
+        return None
+    git_dir = (top / content[len("gitdir:") :].strip()).resolve()
+    try:  # a linked work tree keeps info/exclude in the common directory
+        common = (git_dir / "commondir").read_text("utf-8", "surrogateescape").strip()
+        return (git_dir / common).resolve()
+    except OSError:
+        return git_dir
+
+
+def _global_ignore_file() -> Path | None:
+    config_home = os.environ.get("XDG_CONFIG_HOME")
+    if config_home:
+        return Path(config_home) / "git" / "ignore"
+    home = os.environ.get("HOME")
+    return Path(home) / ".config" / "git" / "ignore" if home else None
+
+
+class _Walk:
+    """The deterministic walk: candidates in sorted path order, ignore rules as Git applies
+    them. Symbolic links are reported, never entered; a directory seen twice (a bind-mount
+    loop) is not entered again."""
+
+    def __init__(self, root: Path, warnings: list[str]) -> None:
+        self.root = root
+        self.warnings = warnings
+        self.truncated = False
+        self._directories = 0
+        self._seen: set[tuple[int, int]] = set()
+
+    def candidates(self) -> Iterator[str]:
+        """Yield root-relative candidate paths in sorted order (a nested repository as
+        `dir/`, a symbolic link as its own path for the caller to report)."""
+        top = self._repository_top()
+        levels: list[_Level] = []
+        global_file = _global_ignore_file()
+        if global_file is not None:
+            rules = _parse_ignore_file(global_file, str(global_file), self.warnings)
+            levels.append(_Level("", rules))
+        if top is not None:
+            git_dir = _git_directory(top)
+            if git_dir is not None:
+                exclude = git_dir / "info" / "exclude"
+                display = ".git/info/exclude" if top == self.root else str(exclude)
+                levels.append(_Level("", _parse_ignore_file(exclude, display, self.warnings)))
+        else:
+            top = self.root
+        # Directories from the repository top down to the root: their .gitignore files apply,
+        # and if one of them is itself ignored nothing under the root is a candidate.
+        prefix = ""
+        directory = top
+        levels.append(self._level(directory, prefix))
+        for part in self.root.relative_to(top).parts:
+            prefix = f"{prefix}/{part}" if prefix else part
+            directory = directory / part
+            if _excluded(levels, prefix, is_dir=True):
+                return
+            levels.append(self._level(directory, prefix))
+        yield from self._walk(self.root, prefix, "", levels)
+
+    def _repository_top(self) -> Path | None:
+        for directory in (self.root, *self.root.parents):
+            if os.path.lexists(directory / ".git"):
+                return directory
+        return None
+
+    def _level(self, directory: Path, base: str) -> _Level:
+        display_dir = os.path.relpath(directory, self.root)
+        display = ".gitignore" if display_dir == "." else f"{display_dir}/.gitignore"
+        return _Level(base, _parse_ignore_file(directory / ".gitignore", display, self.warnings))
+
+    def _walk(
+        self, directory: Path, repo_path: str, rel_dir: str, levels: list[_Level]
+    ) -> Iterator[str]:
+        try:
+            info = os.lstat(directory)
+        except OSError as error:
+            self.warnings.append(f"cannot read directory '{rel_dir or '.'}' ({_errno_name(error)})")
+            return
+        key = (info.st_dev, info.st_ino)
+        if key in self._seen:
+            self.warnings.append(f"directory '{rel_dir}' was already visited (a loop); skipped")
+            return
+        self._seen.add(key)
+        self._directories += 1
+        if self._directories > MAX_WALK_DIRECTORIES:
+            self.truncated = True
+            return
+        try:
+            with os.scandir(directory) as iterator:
+                entries = [(entry.name, self._kind(entry)) for entry in iterator]
+        except OSError as error:
+            self.warnings.append(f"cannot list directory '{rel_dir or '.'}' ({_errno_name(error)})")
+            return
+        # Sorting by name, with "/" after a directory's name, yields full paths in sorted
+        # order from a depth-first walk.
+        entries.sort(key=lambda item: item[0] + "/" if item[1] == "dir" else item[0])
+        for name, kind in entries:
+            if name == ".git" or kind == "other":
+                continue
+            rel_path = f"{rel_dir}/{name}" if rel_dir else name
+            path_in_repo = f"{repo_path}/{name}" if repo_path else name
+            is_dir = kind == "dir"
+            if _excluded(levels, path_in_repo, is_dir):
+                continue
+            if not is_dir:
+                yield rel_path  # a regular file, or a symbolic link for the caller to report
+                continue
+            child = directory / name
+            if path_exclusion(rel_path + "/") is not None or _is_nested_repository(child):
+                yield rel_path + "/"  # reported once, as a directory, by the caller
+                continue
+            child_levels = [*levels, self._level(child, path_in_repo)]
+            yield from self._walk(child, path_in_repo, rel_path, child_levels)
+            if self.truncated:
+                return
+
+    @staticmethod
+    def _kind(entry: os.DirEntry[str]) -> str:
+        try:
+            if entry.is_symlink():
+                return "file"  # Git lists a link as a file; the caller skips it
+            if entry.is_dir(follow_symlinks=False):
+                return "dir"
+            if entry.is_file(follow_symlinks=False):
+                return "file"
+        except OSError:
+            return "file"  # let the caller's lstat report why it cannot be read
+        return "other"  # FIFOs, sockets, devices: Git does not list them either

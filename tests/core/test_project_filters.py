@@ -1,0 +1,296 @@
+"""What may be indexed (ds4-reference.md 3.9): exclusion by name, decoding, sniffing, secrets.
+
+Fake credentials are assembled at run time so that this file itself holds no token-shaped
+string (it must stay indexable, and secret scanners must not flag it).
+"""
+
+from __future__ import annotations
+
+import codecs
+import os
+from pathlib import Path
+
+import pytest
+
+from ds4_core.project.filters import (
+    decode_text,
+    path_exclusion,
+    read_indexable,
+    secret_reason,
+)
+
+# Token-shaped fakes, built from pieces.
+PEM_HEADER = "-----BEGIN " + "RSA PRIVATE" + " KEY-----"
+OPENSSH_HEADER = "-----BEGIN " + "OPENSSH PRIVATE" + " KEY-----"
+AWS_KEY = "AK" + "IA" + "Q3EGUWLZ7XMN4PRT"
+AWS_SESSION_KEY = "AS" + "IA" + "Q3EGUWLZ7XMN4PRT"
+AWS_DOC_KEY = "AK" + "IA" + "IOSFODNN7EXAMPLE"
+GITHUB_TOKEN = "gh" + "p_" + "x7Kq2Lm9Pz4Rt8Vw3Yb6Nc1Hd5Jf0GsAe"
+GITHUB_PAT = "github" + "_pat_" + "11ABCDEFG0aBcDeFgHiJkL_mNoPqRsTuVwXyZ0123456789"
+GITLAB_TOKEN = "gl" + "pat-" + "Zx8Yw7Vu6Ts5Rq4Po3Nm"
+SLACK_TOKEN = "xo" + "xb-" + "2945812-99887766554-AbCdEfGhIjKl"
+REAL_LOOKING = "Tq9" + "vX2mLr8kZp4W"  # 15 characters, no placeholder words
+
+
+@pytest.mark.parametrize(
+    ("rel_path", "reason"),
+    [
+        ("node_modules/react/index.js", "ignored directory node_modules"),
+        ("web/node_modules/react/index.js", "ignored directory node_modules"),
+        (".venv/lib/python3.11/site.py", "ignored directory .venv"),
+        ("src/__pycache__/app.cpython-311.pyc", "ignored directory __pycache__"),
+        (".git/config", "ignored directory .git"),
+        ("target/debug/main.rs", "ignored directory target"),
+        ("dist/", "ignored directory dist"),
+        ("assets/logo.png", "binary extension .png"),
+        ("assets/LOGO.PNG", "binary extension .png"),
+        ("lib/native.so", "binary extension .so"),
+        ("data/app.sqlite", "binary extension .sqlite"),
+        ("static/app.min.js", "minified"),
+        ("static/site.min.css", "minified"),
+        ("static/app.js.map", "source map"),
+        ("package-lock.json", "lockfile"),
+        ("rust/Cargo.lock", "lockfile"),
+        ("yarn.lock", "lockfile"),
+        ("poetry.lock", "lockfile"),
+        (".env", "secret file name"),
+        (".env.local", "secret file name"),
+        ("deploy/.env.production", "secret file name"),
+        (".netrc", "secret file name"),
+        (".npmrc", "secret file name"),
+        (".pypirc", "secret file name"),
+        ("credentials", "secret file name"),
+        ("config/credentials.json", "secret file name"),
+        ("secrets.yaml", "secret file name"),
+        ("home/.ssh/id_rsa", "secret file name"),
+        ("id_ed25519", "secret file name"),
+        ("tls/server.key", "secret file name"),
+        ("tls/cert.pem", "secret file name"),
+        ("android/release.keystore", "secret file name"),
+        ("certs/client.p12", "secret file name"),
+    ],
+)
+def test_excluded_names_give_their_reason(rel_path: str, reason: str) -> None:
+    assert path_exclusion(rel_path) == reason
+
+
+@pytest.mark.parametrize(
+    "rel_path",
+    [
+        "src/app.py",
+        "README.md",
+        "scripts/build",  # a file named like an ignored directory is a file
+        "docs/building.md",
+        "src/builder/main.go",
+        "id_rsa.pub",  # a public key is not a secret
+        "environment.ts",
+        "src/.envrc.example.md",
+        "app.js",
+        "maps/world.json",
+    ],
+)
+def test_ordinary_source_paths_are_not_excluded(rel_path: str) -> None:
+    assert path_exclusion(rel_path) is None
+
+
+# --- decode_text ---------------------------------------------------------------------------
+
+
+def test_utf8_bom_is_dropped() -> None:
+    assert decode_text(codecs.BOM_UTF8 + "print('hé')\n".encode()) == ("print('hé')\n", None)
+
+
+@pytest.mark.parametrize("encoding", ["utf-16-le", "utf-16-be"])
+def test_utf16_with_bom_is_decoded(encoding: str) -> None:
+    bom = codecs.BOM_UTF16_LE if encoding.endswith("le") else codecs.BOM_UTF16_BE
+    source = "def greet():\r\n    return '你好'\r\n"
+    assert decode_text(bom + source.encode(encoding)) == (source, None)
+
+
+def test_utf32_is_skipped_with_a_reason() -> None:
+    text, reason = decode_text(codecs.BOM_UTF32_LE + "x = 1\n".encode("utf-32-le"))
+    assert text is None
+    assert reason == "unsupported encoding UTF-32"
+
+
+def test_nul_byte_marks_binary_without_any_extension() -> None:
+    data = b"ELF\x02\x01\x01" + b"\x00" * 12 + b"some readable strings" * 20
+    assert decode_text(data) == (None, "binary")
+
+
+def test_nul_after_the_sniff_window_is_not_binary_by_itself() -> None:
+    data = b"a = 1\n" * 2000 + b"\x00"  # 12,000 bytes; the NUL is past 8 KiB
+    text, reason = decode_text(data)
+    assert reason is None
+    assert text is not None and text.startswith("a = 1\n")
+
+
+def test_control_heavy_bytes_are_binary() -> None:
+    data = (b"abcdefghi\x01" * 100) + b"\n"  # 10% control bytes, no NUL
+    assert decode_text(data) == (None, "binary")
+
+
+def test_tabs_form_feeds_and_escapes_within_limit_are_text() -> None:
+    data = b"\tindent\f\x0bpage\r\n" * 50 + b"\x1b[31mred\x1b[0m\n"  # ESC < 5%
+    text, reason = decode_text(data)
+    assert reason is None and text is not None
+
+
+def test_badly_malformed_utf8_is_skipped_but_a_few_bad_bytes_are_not() -> None:
+    bad = b"caf\xe9 " * 50  # Latin-1 text: 50 invalid bytes in 250
+    assert decode_text(bad) == (None, "malformed text")
+    few = b"x = 'caf\xe9'\n" + b"y = 2\n" * 100
+    text, reason = decode_text(few)
+    assert reason is None and text is not None and "\ufffd" in text
+
+
+def test_minified_by_one_long_line_even_without_a_min_name() -> None:
+    data = b"var a=1;" * 700 + b"\n" + b"x\n" * 100  # one 5,600-character line
+    assert decode_text(data) == (None, "minified")
+
+
+def test_minified_by_mean_line_length() -> None:
+    data = (b"y" * 1200 + b"\n") * 10  # every line 1,200 characters (below 5,000)
+    assert decode_text(data) == (None, "minified")
+
+
+def test_long_but_ordinary_source_is_not_minified() -> None:
+    data = (b"z" * 900 + b"\r\n") * 20 + (b"w" * 4900 + b"\n") + b"short line\n" * 20
+    text, reason = decode_text(data)
+    assert reason is None and text is not None
+
+
+def test_empty_file_is_empty_text() -> None:
+    assert decode_text(b"") == ("", None)
+
+
+# --- secret_reason -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "kind"),
+    [
+        (f"{PEM_HEADER}\nMIIEowIBAAKCAQEA\n", "private key"),
+        (f"key = '''\n{OPENSSH_HEADER}\nb3BlbnNzaC1rZXktdjE=\n'''", "private key"),
+        (f"aws_access_key_id = {AWS_KEY}\n", "AWS access key id"),
+        (f"AWS={AWS_SESSION_KEY}", "AWS access key id"),
+        (f"export GH={GITHUB_TOKEN}\n", "GitHub token"),
+        (f"url: https://{GITHUB_PAT}@github.com/x/y\n", "GitHub token"),
+        (f"CI_TOKEN_VALUE {GITLAB_TOKEN}\n", "GitLab token"),
+        (f"slack({SLACK_TOKEN!r})", "Slack token"),
+        (f'password = "{REAL_LOOKING}"\n', "secret assignment (password)"),
+        (f"DB_PASSWORD='{REAL_LOOKING}'\n", "secret assignment (password)"),
+        (f'API_KEY: "{REAL_LOOKING}"\n', "secret assignment (api_key)"),
+        (f'{{"client_secret": "{REAL_LOOKING}"}}', "secret assignment (client_secret)"),
+        (f'  githubToken: "{REAL_LOOKING}",\n', "secret assignment (token)"),
+        (f'    token: str = "{REAL_LOOKING}"\n', "secret assignment (token)"),
+        (f"$config['secret'] => '{REAL_LOOKING}';", "secret assignment (secret)"),
+        (
+            f'headers = {{"Authorization": "Bearer {REAL_LOOKING}"}}',
+            "secret assignment (authorization)",
+        ),
+    ],
+)
+def test_high_confidence_secrets_are_found(text: str, kind: str) -> None:
+    reason = secret_reason(text)
+    assert reason == kind
+    for secret in (REAL_LOOKING, AWS_KEY, GITHUB_TOKEN, GITHUB_PAT, GITLAB_TOKEN, SLACK_TOKEN):
+        assert secret not in (reason or "")
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        'password = "changeme-changeme"\n',
+        'api_key = "${OPENAI_API_KEY}"\n',
+        'token: "{{ vault_token_value }}"\n',
+        "client_secret = 'process.env.CLIENT_SECRET'\n",
+        'API_KEY = "<your-api-key-here>"\n',
+        'api_key = "your_api_key_here"\n',
+        'password = "example-password"\n',
+        'secret = "REDACTED_FOR_DOCS"\n',
+        'token = "dummy-token-for-tests"\n',
+        'password = "************"\n',
+        'password = "short"\n',  # fewer than 12 characters
+        "password = os.environ['DB_PASSWORD']\n",  # not a quoted literal
+        'if password == "correcthorsebattery":\n',  # a comparison, not an assignment
+        'max_tokens = "unbounded-value-x"\n',  # `tokens` is not `token`
+        f"aws_access_key_id = {AWS_DOC_KEY}\n",  # AWS documentation key
+        "The header is -----BEGIN CERTIFICATE----- and nothing private.\n",
+        "Tokens look like ghp_ followed by 36 characters.\n",
+    ],
+)
+def test_placeholders_and_ordinary_code_are_kept(text: str) -> None:
+    assert secret_reason(text) is None
+
+
+# --- read_indexable ------------------------------------------------------------------------
+
+
+def test_text_file_is_read(tmp_path: Path) -> None:
+    path = tmp_path / "app.py"
+    path.write_bytes(codecs.BOM_UTF8 + b"def main():\n    return 0\n")
+    assert read_indexable(path, max_file_bytes=1000) == ("def main():\n    return 0\n", None)
+
+
+def test_utf16_file_is_read_as_text(tmp_path: Path) -> None:
+    path = tmp_path / "notes.txt"
+    path.write_bytes(codecs.BOM_UTF16_LE + "naïve notes\n".encode("utf-16-le"))
+    assert read_indexable(path, max_file_bytes=1000) == ("naïve notes\n", None)
+
+
+def test_symlink_is_never_followed(tmp_path: Path) -> None:
+    target = tmp_path / "real.py"
+    target.write_text("x = 1\n")
+    link = tmp_path / "link.py"
+    link.symlink_to(target)
+    assert read_indexable(link, max_file_bytes=1000) == (None, "symlink")
+
+
+def test_oversized_file_is_skipped(tmp_path: Path) -> None:
+    path = tmp_path / "big.txt"
+    path.write_text("a\n" * 600)
+    assert read_indexable(path, max_file_bytes=1000) == (None, "oversized")
+    assert read_indexable(path, max_file_bytes=1200)[1] is None
+
+
+def test_directory_and_fifo_are_not_regular_files(tmp_path: Path) -> None:
+    assert read_indexable(tmp_path, max_file_bytes=1000) == (None, "not a regular file")
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)  # opening it for reading would block forever
+    assert read_indexable(fifo, max_file_bytes=1000) == (None, "not a regular file")
+
+
+def test_missing_file_is_unreadable_not_an_exception(tmp_path: Path) -> None:
+    assert read_indexable(tmp_path / "gone.py", max_file_bytes=1000) == (
+        None,
+        "unreadable: ENOENT",
+    )
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root reads files regardless of permissions")
+def test_permission_denied_is_unreadable(tmp_path: Path) -> None:
+    path = tmp_path / "locked.py"
+    path.write_text("x = 1\n")
+    path.chmod(0)
+    assert read_indexable(path, max_file_bytes=1000) == (None, "unreadable: EACCES")
+
+
+def test_binary_content_without_extension_is_skipped(tmp_path: Path) -> None:
+    path = tmp_path / "program"
+    path.write_bytes(b"\x7fELF\x02\x01\x01\x00" + bytes(range(256)) * 4)
+    assert read_indexable(path, max_file_bytes=10_000) == (None, "binary")
+
+
+def test_file_with_a_secret_is_skipped_without_revealing_it(tmp_path: Path) -> None:
+    path = tmp_path / "settings.py"
+    path.write_text(f'DEBUG = True\nSECRET_KEY = "x"\nSTRIPE_TOKEN = "{REAL_LOOKING}"\n')
+    text, reason = read_indexable(path, max_file_bytes=10_000)
+    assert text is None
+    assert reason == "secret: secret assignment (token)"
+
+
+def test_minified_content_without_min_name_is_skipped(tmp_path: Path) -> None:
+    path = tmp_path / "bundle.js"
+    path.write_text("function a(){return 1};" * 300)
+    assert read_indexable(path, max_file_bytes=100_000) == (None, "minified")

@@ -1,0 +1,431 @@
+"""Keeping the project index in sync: hashes, incremental rule, live buffers, FTS search.
+
+Every test uses a real SQLite file and a real project directory under `tmp_path`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sqlite3
+import time
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from ds4_core.project import index as index_module
+from ds4_core.project.discovery import Discovery, GitState, discover_project
+from ds4_core.project.index import (
+    LIVE_MTIME_NS,
+    STALE_GENERATIONS_KEPT,
+    file_state,
+    index_counts,
+    language_for,
+    live_hash,
+    load_snippets,
+    project_state,
+    snippets_by_id,
+    sync_project,
+)
+from ds4_core.project.windows import project_fts_query, snippet_id
+from ds4_core.store import Store, open_store
+
+SHIPPING = """import { Rate } from "./rate";
+
+export async function getShippingMethod(order) {
+  return order.rates[0];
+}
+"""
+
+HTTP = """def parse_http_response(raw: bytes) -> dict:
+    head, _, body = raw.partition(b"\\r\\n\\r\\n")
+    return {"head": head, "body": body}
+"""
+
+NOTES = "# 設計メモ\n\nデータベース接続はプールから取得する。\n"
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[Store]:
+    with open_store(tmp_path / "db" / "context.db") as opened:
+        yield opened
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    root = tmp_path / "proj"
+    (root / "src").mkdir(parents=True)
+    (root / "src" / "shipping.ts").write_text(SHIPPING)
+    (root / "src" / "http_util.py").write_text(HTTP)
+    (root / "docs").mkdir()
+    (root / "docs" / "notes.md").write_text(NOTES)
+    return root
+
+
+def write(path: Path, text: str, *, bump_ns: int = 1_000_000_000) -> None:
+    """Write `text` and move the mtime forward, so a change is always visible by mtime."""
+    before = path.stat().st_mtime_ns if path.exists() else time.time_ns()
+    path.write_text(text)
+    os.utime(path, ns=(before + bump_ns, before + bump_ns))
+
+
+def discover(root: Path) -> Discovery:
+    return discover_project(root, use_git=False)
+
+
+def search(store: Store, project_path: str, term: str) -> list[tuple[str, int]]:
+    """(file_path, start_line) of current snippets matching the FTS phrases for `term`."""
+    query = project_fts_query([term])
+    assert query is not None
+    return (
+        store.connection()
+        .execute(
+            "SELECT s.file_path, s.start_line FROM project_snippets_fts AS f "
+            "JOIN project_snippets AS s ON s.rowid = f.rowid "
+            "WHERE project_snippets_fts MATCH ? AND s.project_path = ? AND s.stale = 0 "
+            "ORDER BY bm25(project_snippets_fts), s.file_path",
+            (query, project_path),
+        )
+        .fetchall()
+    )
+
+
+def test_first_sync_indexes_every_file_with_its_sha256(store: Store, project: Path) -> None:
+    result = sync_project(store, discover(project))
+    root = str(project.resolve())
+    assert result.project_path == root
+    assert (result.files_indexed, result.files_unchanged, result.files_deleted) == (3, 0, 0)
+    assert result.snippets == 3 and not result.truncated
+    state = file_state(store, root, "src/shipping.ts")
+    assert state is not None and state.status == "current" and state.language == "typescript"
+    assert state.content_hash == hashlib.sha256(SHIPPING.encode()).hexdigest()
+    assert state.size_bytes == len(SHIPPING.encode())
+    (snippet,) = load_snippets(store, root, "src/shipping.ts")
+    assert (snippet.start_line, snippet.end_line) == (1, 5)
+    assert snippet.content == SHIPPING.rstrip("\n")
+    assert snippet.symbols == ("getShippingMethod",)
+    assert snippet.snippet_id == snippet_id(root, "src/shipping.ts", state.content_hash, 1, 5)
+    assert snippet.token_estimate == -(-len(snippet.content) // 4) + 48
+    assert not snippet.stale
+    assert project_state(store, root) is not None
+    assert index_counts(store, root) == (3, 0, 3, 0)
+
+
+def test_search_finds_identifier_sub_words_and_cjk_substrings(store: Store, project: Path) -> None:
+    sync_project(store, discover(project))
+    root = str(project.resolve())
+    assert search(store, root, "shipping method") == [("src/shipping.ts", 1)]
+    assert search(store, root, "http response") == [("src/http_util.py", 1)]
+    assert search(store, root, "ベース接") == [("docs/notes.md", 1)]
+    assert search(store, root, "プールから") == [("docs/notes.md", 1)]
+    assert search(store, root, "接") == [("docs/notes.md", 1)]
+    assert search(store, root, "method shipping") == []
+    # Without the search_text column FTS5 could not find the first and third.
+    conn = store.connection()
+    only_content = conn.execute(
+        "SELECT count(*) FROM project_snippets_fts WHERE project_snippets_fts MATCH ?",
+        ('{content file_path symbols} : ("shipping method" OR "ベース接")',),
+    ).fetchone()[0]
+    assert only_content == 0
+
+
+def test_an_unchanged_project_is_not_read_again(store: Store, project: Path) -> None:
+    root = str(project.resolve())
+    paths = ("docs/notes.md", "src/http_util.py", "src/shipping.ts")
+    sync_project(store, discover(project))
+    before = [load_snippets(store, root, path, include_stale=True) for path in paths]
+    real_read = index_module.read_indexable
+    index_module.read_indexable = None  # type: ignore[assignment]  # any read would fail
+    try:
+        again = sync_project(store, discover(project))
+    finally:
+        index_module.read_indexable = real_read
+    assert (again.files_indexed, again.files_unchanged, again.snippets) == (0, 3, 0)
+    assert before == [load_snippets(store, root, path, include_stale=True) for path in paths]
+
+
+def test_a_changed_file_makes_its_old_snippets_stale(store: Store, project: Path) -> None:
+    root = str(project.resolve())
+    sync_project(store, discover(project))
+    (old,) = load_snippets(store, root, "src/shipping.ts")
+    write(project / "src" / "shipping.ts", SHIPPING.replace("rates[0]", "rates[1]"))
+    result = sync_project(store, discover(project))
+    assert (result.files_indexed, result.files_unchanged) == (1, 2)
+    (new,) = load_snippets(store, root, "src/shipping.ts")
+    assert new.snippet_id != old.snippet_id and "rates[1]" in new.content
+    everything = load_snippets(store, root, "src/shipping.ts", include_stale=True)
+    assert {(s.snippet_id, s.stale) for s in everything} == {
+        (old.snippet_id, True),
+        (new.snippet_id, False),
+    }
+    assert search(store, root, "rates") == [("src/shipping.ts", 1)]  # stale rows not returned
+    assert index_counts(store, root).stale_snippets == 1
+
+
+def test_a_deleted_file_is_marked_deleted(store: Store, project: Path) -> None:
+    root = str(project.resolve())
+    sync_project(store, discover(project))
+    (project / "src" / "http_util.py").unlink()
+    result = sync_project(store, discover(project))
+    assert (result.files_deleted, result.files_unchanged) == (1, 2)
+    state = file_state(store, root, "src/http_util.py")
+    assert state is not None and state.status == "deleted"
+    assert load_snippets(store, root, "src/http_util.py") == []
+    assert search(store, root, "http response") == []
+    assert sync_project(store, discover(project)).files_deleted == 0  # counted once
+    write(project / "src" / "http_util.py", HTTP)  # back again: current, snippets revived
+    back = sync_project(store, discover(project))
+    assert back.files_indexed == 1
+    assert search(store, root, "http response") == [("src/http_util.py", 1)]
+
+
+def test_git_head_or_modified_flag_change_rereads_but_keeps_equal_content(
+    store: Store, project: Path
+) -> None:
+    root = str(project.resolve())
+    base = discover(project)
+    git = GitState(branch="main", head="a" * 40, dirty=False, changed_paths=())
+    sync_project(store, replace(base, git=git))
+    ids = {s.snippet_id for s in load_snippets(store, root, "src/shipping.ts")}
+    moved = sync_project(store, replace(base, git=replace(git, head="b" * 40)))
+    assert (moved.files_indexed, moved.files_unchanged, moved.snippets) == (0, 3, 0)
+    state = file_state(store, root, "src/shipping.ts")
+    assert state is not None and state.git_commit == "b" * 40
+    assert {s.snippet_id for s in load_snippets(store, root, "src/shipping.ts")} == ids
+    stored = project_state(store, root)
+    assert stored is not None and (stored.git_branch, stored.git_head) == ("main", "b" * 40)
+
+    flagged = replace(
+        base,
+        git=replace(git, head="b" * 40, dirty=True, changed_paths=("src/shipping.ts",)),
+        files=[replace(f, modified=f.rel_path == "src/shipping.ts") for f in base.files],
+    )
+    result = sync_project(store, flagged)
+    assert (result.files_indexed, result.files_unchanged) == (0, 3)
+    state = file_state(store, root, "src/shipping.ts")
+    assert state is not None and state.modified
+    stored = project_state(store, root)
+    assert stored is not None and stored.dirty and stored.changed_paths == ("src/shipping.ts",)
+
+
+def test_same_size_and_mtime_with_new_content_is_trusted_until_forced(
+    store: Store, project: Path
+) -> None:
+    root = str(project.resolve())
+    sync_project(store, discover(project))
+    path = project / "src" / "shipping.ts"
+    stat = path.stat()
+    path.write_text(SHIPPING.replace("rates[0]", "rates[9]"))
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert sync_project(store, discover(project)).files_indexed == 0
+    forced = sync_project(store, discover(project), force=True)
+    assert forced.files_indexed == 3
+    (snippet,) = load_snippets(store, root, "src/shipping.ts")
+    assert "rates[9]" in snippet.content
+
+
+def test_live_text_overrides_the_disk_until_the_buffer_closes(store: Store, project: Path) -> None:
+    root = str(project.resolve())
+    discovery = discover(project)
+    sync_project(store, discovery)
+    buffer = SHIPPING.replace("getShippingMethod", "getDeliveryWindow")
+    live = {"src/shipping.ts": buffer}
+    result = sync_project(store, discovery, live_text=live.get)
+    assert result.files_indexed == 1
+    state = file_state(store, root, "src/shipping.ts")
+    assert state is not None and state.content_hash == live_hash(buffer)
+    assert state.mtime_ns == LIVE_MTIME_NS
+    assert search(store, root, "delivery window") == [("src/shipping.ts", 1)]
+    assert sync_project(store, discovery, live_text=live.get).files_indexed == 0
+    closed = sync_project(store, discovery)  # buffer closed unsaved: the disk is the truth
+    assert closed.files_indexed == 1
+    assert search(store, root, "shipping method") == [("src/shipping.ts", 1)]
+    state = file_state(store, root, "src/shipping.ts")
+    assert state is not None and state.mtime_ns > 0
+    assert search(store, root, "delivery window") == []  # the buffer's snippets are stale
+
+
+def test_live_text_with_a_secret_is_not_indexed(store: Store, project: Path) -> None:
+    root = str(project.resolve())
+    discovery = discover(project)
+    sync_project(store, discovery)
+    secret = 'password = "hunter2hunter2hunter2"\n'
+    result = sync_project(store, discovery, live_text={"src/http_util.py": secret}.get)
+    assert (result.files_deleted, result.files_skipped) == (1, 1)
+    assert load_snippets(store, root, "src/http_util.py") == []
+    text = "\n".join(
+        s.content for s in load_snippets(store, root, "src/http_util.py", include_stale=True)
+    )
+    assert "hunter2" not in text
+
+
+def test_a_file_that_now_holds_a_secret_is_dropped(store: Store, project: Path) -> None:
+    root = str(project.resolve())
+    sync_project(store, discover(project))
+    write(project / "src" / "http_util.py", HTTP + 'token = "ghp_' + "x1" * 15 + '"\n')
+    result = sync_project(store, discover(project))
+    assert (result.files_deleted, result.files_skipped) == (1, 1)
+    state = file_state(store, root, "src/http_util.py")
+    assert state is not None and state.status == "deleted"
+
+
+def test_only_limits_the_work_to_the_given_paths(store: Store, project: Path) -> None:
+    root = str(project.resolve())
+    sync_project(store, discover(project))
+    write(project / "src" / "shipping.ts", SHIPPING + "// one\n")
+    write(project / "src" / "http_util.py", HTTP + "# two\n")
+    result = sync_project(store, discover(project), only=["src/shipping.ts"])
+    assert (result.files_indexed, result.files_unchanged) == (1, 0)
+    assert "// one" in load_snippets(store, root, "src/shipping.ts")[0].content
+    assert "# two" not in load_snippets(store, root, "src/http_util.py")[0].content
+    # absolute paths under the root are accepted too
+    again = sync_project(store, discover(project), only=[str(project / "src" / "http_util.py")])
+    assert again.files_indexed == 1
+
+
+def test_only_marks_a_vanished_path_deleted_and_leaves_the_rest(
+    store: Store, project: Path
+) -> None:
+    root = str(project.resolve())
+    full = discover(project)
+    sync_project(store, full)
+    (project / "docs" / "notes.md").unlink()
+    partial = replace(full, files=[], skipped=[])  # what an editor-driven partial sync sees
+    result = sync_project(store, partial, only=["docs/notes.md"])
+    assert result.files_deleted == 1
+    state = file_state(store, root, "docs/notes.md")
+    assert state is not None and state.status == "deleted"
+    kept = file_state(store, root, "src/shipping.ts")
+    assert kept is not None and kept.status == "current"
+
+
+def test_a_truncated_discovery_does_not_delete_unlisted_files(store: Store, project: Path) -> None:
+    root = str(project.resolve())
+    full = discover(project)
+    sync_project(store, full)
+    (project / "docs" / "notes.md").unlink()
+    capped = replace(full, files=full.files[-1:], truncated=True)  # src/shipping.ts only
+    result = sync_project(store, capped)
+    assert result.truncated and result.files_deleted == 1  # only the one really gone
+    gone = file_state(store, root, "docs/notes.md")
+    assert gone is not None and gone.status == "deleted"
+    unlisted = file_state(store, root, "src/http_util.py")
+    assert unlisted is not None and unlisted.status == "current"
+
+
+def test_a_failed_write_leaves_the_previous_index_intact(store: Store, project: Path) -> None:
+    root = str(project.resolve())
+    sync_project(store, discover(project))
+    before = {
+        path: load_snippets(store, root, path) for path in ("src/shipping.ts", "src/http_util.py")
+    }
+    write(project / "src" / "shipping.ts", SHIPPING + "// changed\n")
+    write(project / "src" / "http_util.py", HTTP + "# changed\n")
+    conn = store.connection()
+    conn.execute(
+        "CREATE TEMP TRIGGER boom BEFORE INSERT ON project_snippets "
+        "WHEN new.file_path = 'src/shipping.ts' BEGIN SELECT RAISE(ABORT, 'disk full'); END"
+    )
+    with pytest.raises(sqlite3.IntegrityError, match="disk full"):
+        sync_project(store, discover(project))
+    for path, snippets in before.items():
+        assert load_snippets(store, root, path, include_stale=True) == snippets
+        state = file_state(store, root, path)
+        assert state is not None and state.content_hash == snippets[0].file_hash
+    conn.execute("DROP TRIGGER boom")
+    assert sync_project(store, discover(project)).files_indexed == 2
+
+
+def test_stale_snippets_are_kept_for_recent_contents_only(store: Store, project: Path) -> None:
+    root = str(project.resolve())
+    path = project / "src" / "shipping.ts"
+    sync_project(store, discover(project))
+    (first,) = load_snippets(store, root, "src/shipping.ts")
+    for n in range(6):
+        write(path, SHIPPING + f"// edit {n}\n")
+        sync_project(store, discover(project), only=["src/shipping.ts"])
+    rows = load_snippets(store, root, "src/shipping.ts", include_stale=True)
+    assert sum(1 for r in rows if not r.stale) == 1
+    assert len({r.file_hash for r in rows if r.stale}) == STALE_GENERATIONS_KEPT
+    assert first.snippet_id not in snippets_by_id(store, [first.snippet_id])
+    # undo to a kept content: its snippet comes back without a new row
+    write(path, SHIPPING + "// edit 4\n")
+    sync_project(store, discover(project))
+    (current,) = load_snippets(store, root, "src/shipping.ts")
+    assert current.content.endswith("// edit 4")
+    assert len(load_snippets(store, root, "src/shipping.ts", include_stale=True)) == len(rows)
+
+
+def test_lsp_line_numbers_for_crlf_and_cr_files(store: Store, project: Path) -> None:
+    root = str(project.resolve())
+    lines = [f"line {n}\x0c\u2028tail" for n in range(1, 101)]
+    (project / "crlf.txt").write_bytes("\r\n".join(lines).encode())
+    (project / "cr.txt").write_bytes("\r".join(lines).encode())
+    sync_project(store, discover(project))
+    for name, separator in (("crlf.txt", "\r\n"), ("cr.txt", "\r")):
+        snippets = load_snippets(store, root, name)
+        assert [(s.start_line, s.end_line) for s in snippets] == [(1, 80), (69, 100)]
+        assert snippets[1].content == separator.join(lines[68:100])
+        state = file_state(store, root, name)
+        assert state is not None and state.content_hash == live_hash(separator.join(lines))
+
+
+def test_utf8_bom_and_utf16_files_hash_their_text(store: Store, project: Path) -> None:
+    root = str(project.resolve())
+    (project / "bom.py").write_bytes(b"\xef\xbb\xbfx = 1\n")
+    (project / "wide.py").write_bytes("y = 2\n".encode("utf-16"))
+    sync_project(store, discover(project))
+    for name, text in (("bom.py", "x = 1\n"), ("wide.py", "y = 2\n")):
+        state = file_state(store, root, name)
+        assert state is not None and state.content_hash == live_hash(text)
+
+
+def test_a_lone_surrogate_in_a_buffer_is_stored_as_replacement(store: Store, project: Path) -> None:
+    root = str(project.resolve())
+    discovery = discover(project)
+    text = "name = 'a\ud800b'\n"
+    result = sync_project(store, discovery, live_text={"src/http_util.py": text}.get)
+    assert result.files_indexed == 3
+    (snippet,) = load_snippets(store, root, "src/http_util.py")
+    assert snippet.content == "name = 'a\ufffdb'"
+    assert live_hash(text) == live_hash("name = 'a\ufffdb'\n")
+    state = file_state(store, root, "src/http_util.py")
+    assert state is not None and state.content_hash == live_hash(text)
+
+
+def test_projects_are_kept_apart(store: Store, project: Path, tmp_path: Path) -> None:
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "shipping.ts").write_text(SHIPPING)
+    sync_project(store, discover(project))
+    sync_project(store, discover(other))
+    assert search(store, str(other.resolve()), "shipping method") == [("shipping.ts", 1)]
+    (other / "shipping.ts").unlink()
+    assert sync_project(store, discover(other)).files_deleted == 1
+    assert index_counts(store, str(project.resolve())).files == 3
+
+
+def test_language_for() -> None:
+    assert language_for("a/b.PY") == "python"
+    assert language_for("Dockerfile") == "dockerfile"
+    assert language_for("x.unknown") is None
+
+
+def test_reindexing_one_500_line_file_is_fast(store: Store, project: Path) -> None:
+    body = "".join(
+        f"def handler_{n}(request):\n    return shipping_rate({n})\n" for n in range(250)
+    )
+    path = project / "src" / "big.py"
+    path.write_text(body)
+    sync_project(store, discover(project))
+    timings = []
+    for n in range(5):
+        write(path, body + f"# edit {n}\n")
+        partial = discover(project)
+        started = time.perf_counter()
+        result = sync_project(store, partial, only=["src/big.py"])
+        timings.append(time.perf_counter() - started)
+        assert result.files_indexed == 1
+    assert min(timings) < 0.1  # measured ~5-10 ms; generous against slow CI machines
