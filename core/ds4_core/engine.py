@@ -437,6 +437,11 @@ class ContextEngine:
             parsed, context, context_tokens, path = self._session_context(session)
             session_file = str(path)
             session_id = parsed.header.session_id if parsed.header else None
+            if parsed.header is None:
+                warnings.append(
+                    f"session file '{path}' holds no Pi session yet (empty, or its header is "
+                    "still being written); there is no history to use"
+                )
             leaf_id = context.leaf_id
             branch = set(context.path_entry_ids)
             session_model = context.model
@@ -521,6 +526,7 @@ class ContextEngine:
             raise RequestError("ds4/plan needs `session` or `messages`", "session")
         if request.fixed_tokens < 0:
             raise RequestError("fixedTokens: expected a non-negative integer", "fixedTokens")
+        _check_model(request.model)
         config = self.config  # one snapshot: settings may change on another thread
         if request.mode is not None and request.mode != config["context.mode"]:
             config, _ = config.with_settings({"context.mode": request.mode})
@@ -936,7 +942,7 @@ class ContextEngine:
         config = self.config  # one snapshot: settings may change on another thread
         warnings: list[str] = []
         result: dict[str, Any] = {
-            "status": "ok",
+            "status": "ok" if config["enabled"] else "disabled",
             "query": request.query,
             "history": [],
             "project": [],
@@ -950,6 +956,9 @@ class ContextEngine:
             },
             "warnings": warnings,
         }
+        if not config["enabled"]:
+            warnings.append("ds4 is disabled by the `enabled` setting")
+            return result
         prepared = None
         if request.session is not None:
             prepared = self._prepare(request.session, None, None, ModelSpec(), config)
@@ -1156,6 +1165,27 @@ class ContextEngine:
 
 
 # --------------------------------------------------------------------- helpers
+
+
+MAX_MODEL_TOKENS = 10_000_000
+"""Largest context window or output limit accepted, as for `modelAwareness.overrides`
+(ds4-reference.md 2)."""
+
+
+def _check_model(model: ModelSpec) -> None:
+    """Reject impossible model limits up front, naming the field.
+
+    Raises:
+        RequestError: `contextWindow` or `maxOutputTokens` outside 1..10,000,000.
+    """
+    for value, field_name in (
+        (model.context_window, "model.contextWindow"),
+        (model.max_output_tokens, "model.maxOutputTokens"),
+    ):
+        if value is not None and not 1 <= value <= MAX_MODEL_TOKENS:
+            raise RequestError(
+                f"{field_name}: expected a number of tokens in 1..{MAX_MODEL_TOKENS:,}", field_name
+            )
 
 
 def _append_request(

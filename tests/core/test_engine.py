@@ -662,3 +662,30 @@ def test_concurrent_plans_and_retrievals_on_one_engine(
     assert not any("index" in w for p in plans for w in p["warnings"])
     assert engine.health()["entries"] == 1018 + 8 + 5
     assert stored_manifest_count(db_path) == 12
+
+
+@pytest.mark.parametrize(
+    ("model", "field"),
+    [
+        (ModelSpec(context_window=0), "model.contextWindow"),
+        (ModelSpec(context_window=-5), "model.contextWindow"),
+        (ModelSpec(context_window=10**30), "model.contextWindow"),
+        (ModelSpec(max_output_tokens=-1), "model.maxOutputTokens"),
+    ],
+)
+def test_impossible_model_limits_are_rejected_naming_the_field(
+    engine: ContextEngine, pi_sessions_dir: Path, model: ModelSpec, field: str
+) -> None:
+    with pytest.raises(RequestError) as caught:
+        engine.plan(PlanRequest(session=session(pi_sessions_dir, V3), request="x", model=model))
+    assert caught.value.field == field and field in str(caught.value)
+
+
+def test_a_disabled_engine_retrieves_nothing(
+    make_engine: Callable[..., ContextEngine], pi_sessions_dir: Path
+) -> None:
+    engine = make_engine(settings={"enabled": False})
+    result = engine.retrieve(
+        RetrieveRequest(query="theme", session=session(pi_sessions_dir, V1_LARGE))
+    )
+    assert result["status"] == "disabled" and result["history"] == []

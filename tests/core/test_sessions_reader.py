@@ -677,3 +677,35 @@ def test_entry_role() -> None:
     assert entry_role(_entry({"type": "custom_message", "content": "x"})) == "custom"
     assert entry_role(_entry({"type": "compaction"})) is None
     assert entry_role(_entry({"type": "message", "message": {"role": 3}})) is None
+
+
+def test_a_binary_file_without_line_breaks_is_not_a_session(tmp_path: Path) -> None:
+    """Garbage with no newline is not 'a header still being written': it is rejected."""
+    path = tmp_path / "bin.jsonl"
+    path.write_bytes(b"\x7fELF\x02\x01\x01" + bytes(range(256)) * 40)
+    with pytest.raises(NotAPiSessionError, match="does not start with a JSON record"):
+        read_all(path)
+
+
+def test_a_header_being_written_is_pending_not_an_error(tmp_path: Path) -> None:
+    path = tmp_path / "s.jsonl"
+    path.write_bytes(b'{"type":"session","version":3,"id":"ab')
+    session = read_all(path)
+    assert session.header is None and session.entries == [] and session.torn_tail
+
+
+def test_nan_and_infinity_make_a_line_malformed(tmp_path: Path) -> None:
+    """JSON has no NaN: passing it on would make our own JSON output invalid."""
+    path = tmp_path / "s.jsonl"
+    path.write_text(
+        '{"type":"session","version":3,"id":"s1","timestamp":"2026-01-01T00:00:00Z","cwd":"/"}\n'
+        '{"type":"message","id":"a","parentId":null,"timestamp":"x","message":'
+        '{"role":"user","content":"hi","timestamp":NaN}}\n'
+        '{"type":"message","id":"b","parentId":null,"timestamp":"x","message":'
+        '{"role":"user","content":"ok","timestamp":Infinity}}\n'
+        '{"type":"message","id":"c","parentId":null,"timestamp":"x","message":'
+        '{"role":"user","content":"fine","timestamp":1}}\n'
+    )
+    session = read_all(path)
+    assert [e.entry_id for e in session.entries] == ["c"]
+    assert session.malformed_lines == 2

@@ -138,22 +138,3 @@ def stale_snippets_for(
                 }
             )
     return stale
-
-
-SENT_SNIPPETS_SQL = """
-CREATE TABLE project_sent_snippets (
-    manifest_id TEXT NOT NULL REFERENCES context_manifests(manifest_id) ON DELETE CASCADE,
-    snippet_id TEXT NOT NULL,
-    project_path TEXT NOT NULL,
-    file_path TEXT NOT NULL,
-    file_hash TEXT NOT NULL,
-    start_line INTEGER NOT NULL,
-    end_line INTEGER NOT NULL,
-    content TEXT NOT NULL,
-    sent_at TEXT NOT NULL,
-    PRIMARY KEY (manifest_id, snippet_id)
-) STRICT;
-
-CREATE INDEX project_sent_snippets_file ON project_sent_snippets (project_path, file_path, sent_at);
-"""
-"""Migration `project-sent-snippets` (after the project index tables)."""

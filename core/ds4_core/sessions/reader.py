@@ -43,7 +43,15 @@ HEADER_SEARCH_BYTES = 1 << 20
 3.12)."""
 
 _sha256 = hashlib.sha256
-_loads = json.loads
+
+
+def _reject_constant(name: str) -> Any:
+    """JSON has no NaN or Infinity: a line using them is malformed (passing them on would make
+    our own JSON output invalid for strict parsers such as JavaScript's `JSON.parse`)."""
+    raise ValueError(f"non-standard JSON constant {name}")
+
+
+_loads = json.JSONDecoder(parse_constant=_reject_constant).decode
 
 
 # --------------------------------------------------------------------------------------------
@@ -316,7 +324,13 @@ def _scan_header(path: StrPath) -> _HeaderScan:
             if terminated:
                 malformed += 1
                 continue
-            return _HeaderScan(None, 0, 0, offset, 0, True)  # torn, unparsable: pending
+            if data.lstrip()[:1] == b"{":
+                return _HeaderScan(None, 0, 0, offset, 0, True)  # torn, unparsable: pending
+            raise NotAPiSessionError(  # e.g. a binary file: no line breaks, no JSON
+                f"cannot read session file '{os.fspath(path)}': it does not start with a JSON "
+                'record (expected {"type":"session", ...}); is this a Pi session file?',
+                path,
+            )
         header = _make_header(obj, data, path, index + 1)
         if terminated:
             return _HeaderScan(header, offset, index + 1, offset, malformed, False)

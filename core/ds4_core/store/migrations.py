@@ -260,11 +260,32 @@ reviving them changes no indexed column, so it costs no FTS work. Stale snippets
 FTS index: searches join `project_snippets` and keep `stale = 0`. `project_snippets_fts_vocab`
 gives per-term row counts for IDF-based query pruning, as `entries_fts_vocab` does."""
 
+_PROJECT_SENT_SNIPPETS = """
+CREATE TABLE project_sent_snippets (
+    manifest_id TEXT NOT NULL REFERENCES context_manifests(manifest_id) ON DELETE CASCADE,
+    snippet_id TEXT NOT NULL,
+    project_path TEXT NOT NULL,
+    file_path TEXT NOT NULL,
+    file_hash TEXT NOT NULL,
+    start_line INTEGER NOT NULL,
+    end_line INTEGER NOT NULL,
+    content TEXT NOT NULL,
+    sent_at TEXT NOT NULL,
+    PRIMARY KEY (manifest_id, snippet_id)
+) STRICT;
+
+CREATE INDEX project_sent_snippets_file
+    ON project_sent_snippets (project_path, file_path, sent_at);
+"""
+"""Which project snippets each stored manifest sent (lines and text as sent), for stale-snippet
+diagnostics; rows go with their manifest (ds4_core/project/sent.py)."""
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "initial-session-index", _INITIAL_SESSION_INDEX),
     Migration(2, "context-manifests", _CONTEXT_MANIFESTS),
     Migration(3, "entries-fts-vocab", _ENTRIES_FTS_VOCAB),
     Migration(4, "project-knowledge-index", _PROJECT_KNOWLEDGE_INDEX),
+    Migration(5, "project-sent-snippets", _PROJECT_SENT_SNIPPETS),
 )
 """All migrations in version order. Never edit an entry once released: add a new one."""
 
