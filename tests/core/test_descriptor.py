@@ -229,3 +229,16 @@ def test_pathological_requests_are_described_quickly(text: str) -> None:
     started = time.perf_counter()
     describe_task(text)
     assert time.perf_counter() - started < 1.0
+
+
+def test_capitalised_prose_words_are_not_identifiers() -> None:
+    """Sentence starts and shouting are prose; camel humps, digits and mixed capitals are not."""
+    found = describe_task("Let us port DynamicBorder, XMLParser and Http2. What Should Happen AND")
+    assert set(found.exact_identifiers) == {"DynamicBorder", "XMLParser", "Http2"}
+
+
+def test_cjk_words_become_literal_terms() -> None:
+    assert describe_task("主题设置").phrases == ("主题设置",)
+    assert describe_task("主题 设置").phrases == ("主题", "设置")
+    sentence = describe_task("我想知道数据库连接为什么失败")
+    assert "数据" in sentence.phrases and "失败" in sentence.phrases

@@ -359,3 +359,19 @@ def test_every_term_is_kept_on_a_tiny_index(small: Callable[..., Indexed]) -> No
         "widget",
         "gadget",
     ]
+
+
+def test_cjk_words_of_a_request_find_the_entries_that_contain_them(
+    small: Callable[..., Indexed],
+) -> None:
+    indexed = small(
+        [
+            ("user", "请检查主题设置页面的颜色"),
+            ("assistant", "我已经修改了设置文件"),
+            ("user", "unrelated english text"),
+        ]
+    )
+    whole = indexed.retrieve("主题设置")
+    assert [h.entry_id for h in whole.hits] == ["m1"]
+    split = indexed.retrieve("主题 设置")
+    assert {h.entry_id for h in split.hits} == {"m1", "m2"}

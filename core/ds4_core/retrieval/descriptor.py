@@ -357,11 +357,38 @@ def qualified_names(text: str) -> list[str]:
 
 
 def _is_symbol_word(value: str) -> bool:
+    """ds4-reference.md 3.1, except that a plain capitalised word ("Let", "Theme") or an
+    all-capitals word ("AND", "WHAT") is not a symbol: in prose those are sentence starts and
+    emphasis, and as exact identifiers they would outrank real evidence by 100 points. A
+    PascalCase word still counts when it has a digit (`Http2`) or mixed inner capitals
+    (`XMLParser`); camel humps (`DynamicBorder`) always count."""
     if value.lower() in STOPWORDS:
         return False
-    return bool(
-        _SYMBOL_PUNCT.search(value) or _CAMEL_HUMP.search(value) or _PASCAL_CASE.fullmatch(value)
-    )
+    if _SYMBOL_PUNCT.search(value) or _CAMEL_HUMP.search(value):
+        return True
+    if not _PASCAL_CASE.fullmatch(value):
+        return False
+    tail = value[1:]
+    return any(c.isdigit() for c in value) or not (tail.islower() or value.isupper())
+
+
+_CJK_RUN = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]{2,}")
+"""Runs of Han, kana and Hangul characters. unicode61 (FTS5) indexes such a run as one token,
+so words inside it can only be found literally."""
+CJK_TERM_LIMIT = 12
+
+
+def cjk_terms(text: str) -> tuple[str, ...]:
+    """Literal search terms for CJK text: each run of up to 4 characters as is; a longer run
+    (a sentence: CJK writes no spaces) as consecutive character pairs, since most words are
+    two characters; at most `CJK_TERM_LIMIT`, first occurrences first."""
+    terms: list[str] = []
+    for run in _CJK_RUN.findall(text):
+        if len(run) <= 4:
+            terms.append(run)
+        else:
+            terms.extend(run[i : i + 2] for i in range(0, len(run) - 1, 2))
+    return unique(terms, CJK_TERM_LIMIT)
 
 
 def _is_error_word(value: str) -> bool:
@@ -380,6 +407,9 @@ def describe_task(text: str) -> TaskDescriptor:
     phrases = unique(
         _group_one(_DOUBLE_QUOTED, bounded) + _group_one(_SINGLE_QUOTED, bounded), PHRASE_LIMIT
     )
+    # CJK words cannot be told apart by FTS5's unicode61 tokenizer: search them literally, as
+    # phrases (a decision beyond ds4-reference.md 3.1; docs/architecture.md).
+    phrases = unique([*phrases, *cjk_terms(bounded)], PHRASE_LIMIT + CJK_TERM_LIMIT)
     files = unique(file_paths(bounded), FILE_LIMIT)
     qualified = unique(qualified_names(bounded), None)
     flags = unique(
