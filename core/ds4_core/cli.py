@@ -22,19 +22,17 @@ import contextlib
 import json
 import logging
 import os
-import sqlite3
 import sys
 import time
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from typing import Any, TextIO
 
-import peewee
-
 from . import __version__
 from .config import flatten_settings
 from .engine import ContextEngine
 from .requests import (
+    DatabaseUnavailableError,
     ManifestRequest,
     ModelSpec,
     PlanRequest,
@@ -617,17 +615,6 @@ def _parse_args(
             return code if isinstance(code, int) else (EXIT_OK if code is None else EXIT_USAGE)
 
 
-def _database_problem(engine: ContextEngine, exc: BaseException) -> str:
-    """What to tell the user when the database cannot be opened."""
-    text = str(exc)
-    if text.startswith("ds4: "):  # the store's own message already says what to do
-        return text.removeprefix("ds4: ")
-    return (
-        f"cannot open the database '{engine.database_path}': {text or type(exc).__name__}; "
-        "pass --db PATH or set DS4_DB to a writable location"
-    )
-
-
 def _print_notices(engine: ContextEngine, err: TextIO) -> None:
     for notice in engine.notices:
         err.write(f"ds4: {notice.removeprefix('ds4: ')}\n")
@@ -693,8 +680,8 @@ def run(
         try:
             try:
                 engine.store  # noqa: B018 - open (create, migrate) the database up front
-            except (OSError, sqlite3.Error, peewee.PeeweeException) as exc:
-                err.write(f"ds4: {_database_problem(engine, exc)}\n")
+            except DatabaseUnavailableError as exc:
+                err.write(f"ds4: {exc}\n")
                 return EXIT_USAGE
             _print_notices(engine, err)
             return _dispatch(engine, args, out, err)

@@ -16,6 +16,7 @@ import copy
 import json
 import logging
 import os
+import sqlite3
 import threading
 import time
 from collections import OrderedDict
@@ -24,6 +25,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+import peewee
 
 from . import __version__
 from .config import DEFAULT_CONFIG, Config
@@ -49,6 +52,7 @@ from .planner import (
     resolve_overrides,
 )
 from .requests import (
+    DatabaseUnavailableError,
     ManifestRequest,
     ModelSpec,
     PlanRequest,
@@ -74,6 +78,7 @@ from .sessions.sync import SyncResult, sync_session
 from .store import Store, open_store, resolve_database_path
 from .store import manifests as manifest_repo
 from .store import sessions as session_repo
+from .store.database import ForeignDatabaseError
 from .tokens import ESTIMATOR_VERSION, estimate_message_tokens
 
 if TYPE_CHECKING:
@@ -159,12 +164,31 @@ class ContextEngine:
         """The open store (opened, migrated, or moved aside and rebuilt, on first use)."""
         with self._store_lock:
             if self._store is None:
-                self._store = open_store(
-                    self.database_path, busy_timeout_ms=self.config["storage.busyTimeoutMs"]
-                )
-                for notice in self._store.notices:
-                    log.warning("database notice: %s", notice)
+                self._store = self._open_store()
             return self._store
+
+    def _open_store(self) -> Store:
+        """Open the store, logging its notices.
+
+        Raises:
+            DatabaseUnavailableError: it cannot be opened or created; the message names the
+                path, the reason and the settings that choose another location.
+        """
+        try:
+            store = open_store(
+                self.database_path, busy_timeout_ms=self.config["storage.busyTimeoutMs"]
+            )
+        except ForeignDatabaseError as exc:
+            raise DatabaseUnavailableError(str(exc)) from exc
+        except (OSError, sqlite3.Error, peewee.PeeweeException) as exc:
+            reason = getattr(exc, "strerror", None) or exc
+            raise DatabaseUnavailableError(
+                f"cannot open the database '{self.database_path}': {reason}; choose a writable "
+                "location with --db, initializationOptions.databasePath or DS4_DB"
+            ) from exc
+        for notice in store.notices:
+            log.warning("database notice: %s", notice)
+        return store
 
     @property
     def notices(self) -> list[str]:
@@ -565,7 +589,11 @@ class ContextEngine:
                     prepared.session_id,
                     describe_failure(exc),
                 )
-                failure = f"internal error while planning ({type(exc).__name__})"
+                failure = (
+                    str(exc)
+                    if isinstance(exc, DatabaseUnavailableError)
+                    else f"internal error while planning ({type(exc).__name__})"
+                )
                 retrieval = project = None
         if failure is not None:
             plan = fallback_plan(

@@ -82,3 +82,11 @@ class ManifestRequest:
     session: SessionRef | None = None
     latest: bool = False
     view: ManifestView = "summary"
+
+
+class DatabaseUnavailableError(RuntimeError):
+    """The database cannot be opened or created; the message names the path and what to do.
+
+    Not a bug and not the request's fault: callers show the message as is (the CLI exits 2,
+    the LSP answers an error with this text, without a stack trace).
+    """
