@@ -22,12 +22,18 @@ TRUNCATION_MARKER = "[DS4 snippet truncated]"
 class SentSnippet(Protocol):
     """What is recorded of a sent project hit (a `ProjectHit` satisfies it)."""
 
-    snippet_id: str
-    path: str
-    file_hash: str
-    start_line: int
-    end_line: int
-    text: str
+    @property
+    def snippet_id(self) -> str: ...
+    @property
+    def path(self) -> str: ...
+    @property
+    def file_hash(self) -> str: ...
+    @property
+    def start_line(self) -> int: ...
+    @property
+    def end_line(self) -> int: ...
+    @property
+    def text(self) -> str: ...
 
 
 def record_sent_snippets(

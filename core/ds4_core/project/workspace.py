@@ -183,7 +183,17 @@ class ProjectWorkspace:
                 if progress:
                     progress(1, 3, f"indexing {len(discovery.files)} files")
                 result = sync_project(
-                    self._store(), discovery, live_text=self.live_text, force=force, only=rels
+                    self._store(),
+                    discovery,
+                    live_text=self.live_text,
+                    force=force,
+                    only=rels,
+                    max_file_bytes=config["project.maxFileBytes"],
+                    progress=(
+                        (lambda done, total: progress(done, total, "indexing project files"))
+                        if progress
+                        else None
+                    ),
                 )
                 if only is None:
                     with self._lock:

@@ -1,0 +1,301 @@
+--- The ds4-lsp clients: lifecycle hooks of `lsp/ds4.lua`, finding or starting a client, and
+--- sending requests and commands to it.
+
+local trust = require('ds4.trust')
+
+local M = {}
+
+--- What each running client was told about trust: `{ root, trusted, source }` by client id.
+---@type table<integer, {root: string?, trusted: boolean, source: ds4.TrustSource}>
+M.state = {}
+
+--- Trust sent in `initialize`, by client config table, until `on_init` records it by id.
+local pending = setmetatable({}, { __mode = 'k' })
+
+--- Progress tokens whose notifications are echoed (user commands, not API calls).
+---@type table<string, boolean>
+local echoed_tokens = {}
+local token_counter = 0
+
+--- The client that served the last request (preferred where no workspace root applies).
+---@type integer?
+M.last_client_id = nil
+
+--- Overridable in tests: whether a user can answer a prompt.
+---@return boolean
+function M.ui_attached()
+  return #vim.api.nvim_list_uis() > 0
+end
+
+---@param params lsp.InitializeParams
+---@return string?
+local function root_of(params)
+  local uri = params.rootUri
+  if type(uri) == 'string' then
+    return vim.uri_to_fname(uri)
+  end
+  local folders = params.workspaceFolders
+  if type(folders) == 'table' and folders[1] then
+    return vim.uri_to_fname(folders[1].uri)
+  end
+  return nil
+end
+
+--- `before_init` of `lsp/ds4.lua`: decide trust for the client's root and send it as
+--- `initializationOptions.trusted` (false unless a trust decision allows the root).
+---@param params lsp.InitializeParams
+---@param config vim.lsp.ClientConfig
+function M.before_init(params, config)
+  local root = root_of(params)
+  local trusted, source = trust.decide(root)
+  local options = {}
+  if type(params.initializationOptions) == 'table' then
+    for key, value in pairs(params.initializationOptions) do
+      options[key] = value
+    end
+  end
+  options.trusted = trusted
+  if type(options.settings) ~= 'table' or next(options.settings) == nil then
+    options.settings = vim.empty_dict()
+  end
+  params.initializationOptions = options
+  pending[config] = { root = root, trusted = trusted, source = source }
+end
+
+--- `on_init` of `lsp/ds4.lua`: remember the trust sent, then ask about an undecided root
+--- (once, when `trust_prompt` is on and a UI is attached).
+---@param client vim.lsp.Client
+function M.on_init(client)
+  local sent = pending[client.config]
+    or { root = client.root_dir, trusted = false, source = 'default' }
+  M.state[client.id] = { root = sent.root, trusted = sent.trusted, source = sent.source }
+  -- A decision made while the server was starting.
+  M.sync_trust(client)
+  local options = require('ds4.config').options
+  if
+    not M.state[client.id].trusted
+    and options.trust_prompt
+    and M.ui_attached()
+    and trust.should_ask(sent.root)
+  then
+    vim.schedule(function()
+      trust.prompt(sent.root, function(action)
+        if action then
+          require('ds4').trust(sent.root, action)
+        end
+      end)
+    end)
+  end
+end
+
+---@param client_id integer
+function M.on_exit(_, _, client_id)
+  vim.schedule(function()
+    M.state[client_id] = nil
+  end)
+end
+
+--- `$/progress` handler: the default one, plus an echo for the commands a user ran.
+function M.on_progress(err, result, ctx)
+  local default = vim.lsp.handlers['$/progress']
+  local value = default and default(err, result, ctx)
+  if type(result) == 'table' and echoed_tokens[result.token] and type(result.value) == 'table' then
+    local progress = result.value
+    local text = progress.title or ''
+    if progress.message then
+      text = text .. ': ' .. progress.message
+    end
+    if progress.percentage then
+      text = ('%s (%d%%)'):format(text, progress.percentage)
+    end
+    if progress.kind == 'end' then
+      echoed_tokens[result.token] = nil
+    end
+    vim.api.nvim_echo({ { text } }, false, {})
+  end
+  return value
+end
+
+--- Tell `client` its root's current trust if it changed since it was last told
+--- (`workspace/didChangeConfiguration` with `{ ds4 = { trusted = ... } }`).
+---@param client vim.lsp.Client
+---@return boolean changed
+function M.sync_trust(client)
+  local state = M.state[client.id]
+  if not state or client:is_stopped() then
+    return false
+  end
+  local trusted, source = trust.decide(state.root)
+  if trusted == state.trusted then
+    state.source = source
+    return false
+  end
+  client:notify('workspace/didChangeConfiguration', { settings = { ds4 = { trusted = trusted } } })
+  state.trusted, state.source = trusted, source
+  return true
+end
+
+--- The ds4 clients, initialized or starting.
+---@param filter table?
+---@return vim.lsp.Client[]
+function M.clients(filter)
+  local f = vim.tbl_extend('force', filter or {}, { name = 'ds4', _uninitialized = true })
+  return vim.lsp.get_clients(f)
+end
+
+--- The workspace root of a buffer by the config's root markers (nil when none is found).
+---@param bufnr integer
+---@return string?
+function M.root_for(bufnr)
+  local config = vim.lsp.config.ds4
+  local markers = (config and config.root_markers) or require('ds4.config').options.root_markers
+  return vim.fs.root(bufnr, markers)
+end
+
+---@param cmd string[]|function
+---@return string
+local function cmd_problem(cmd)
+  if type(cmd) == 'table' and cmd[1] and vim.fn.executable(cmd[1]) == 0 then
+    return ("ds4: the server command '%s' is not executable; "):format(cmd[1])
+      .. 'install ds4-lsp or set `cmd` (:help ds4-setup)'
+  end
+  return 'ds4: the language server could not be started (see :checkhealth ds4 and :LspLog)'
+end
+
+--- The client for `bufnr`: the one attached to it, else the one of its root, else a new one
+--- started for its root without attaching it.
+---@param bufnr integer
+---@return vim.lsp.Client? client
+---@return string? err
+function M.find_or_start(bufnr)
+  local attached = M.clients({ bufnr = bufnr })
+  for _, client in ipairs(attached) do
+    if not client:is_stopped() then
+      return client
+    end
+  end
+  local root = M.root_for(bufnr)
+  local running = vim.tbl_filter(function(client)
+    return not client:is_stopped()
+  end, M.clients())
+  for _, client in ipairs(running) do
+    if client.root_dir == root then
+      return client
+    end
+  end
+  if not root and #running > 0 then
+    -- No workspace here (a result buffer, a scratch buffer, a file outside any project):
+    -- any running server answers ds4 requests the same way.
+    local last = M.last_client_id and vim.lsp.get_client_by_id(M.last_client_id)
+    return (last and not last:is_stopped()) and last or running[1]
+  end
+  local config = vim.lsp.config.ds4
+  if not config then
+    return nil,
+      "ds4: no LSP config 'ds4' found; is editors/nvim on 'runtimepath'? (:help ds4-install)"
+  end
+  config = vim.deepcopy(config)
+  config.name = 'ds4'
+  config.root_dir = root
+  config.workspace_required = false
+  local ok, id = pcall(vim.lsp.start, config, { attach = false, silent = true })
+  local client = ok and id and vim.lsp.get_client_by_id(id) or nil
+  if not client then
+    return nil, cmd_problem(config.cmd)
+  end
+  return client
+end
+
+--- Call `cb(err, client)` once a ds4 client for `bufnr` is initialized (starting one if
+--- needed). `err` is `{ message }` when none starts within `start_timeout_ms`.
+---@param bufnr integer?
+---@param cb fun(err: table?, client: vim.lsp.Client?)
+function M.with_client(bufnr, cb)
+  bufnr = (bufnr == nil or bufnr == 0) and vim.api.nvim_get_current_buf() or bufnr
+  local client, problem = M.find_or_start(bufnr)
+  if not client then
+    return cb({ message = problem }, nil)
+  end
+  M.last_client_id = client.id
+  if client.initialized then
+    return cb(nil, client)
+  end
+  local timeout_ms = require('ds4.config').options.start_timeout_ms
+  local started = vim.uv.now()
+  local timer = assert(vim.uv.new_timer())
+  timer:start(
+    10,
+    10,
+    vim.schedule_wrap(function()
+      if timer:is_closing() then
+        return
+      end
+      local waited = vim.uv.now() - started
+      if client.initialized or client:is_stopped() or waited > timeout_ms then
+        timer:stop()
+        timer:close()
+        if client.initialized and not client:is_stopped() then
+          cb(nil, client)
+        elseif client:is_stopped() then
+          cb({ message = cmd_problem(client.config.cmd) }, nil)
+        else
+          cb(
+            { message = ('ds4: the server did not initialize within %d ms'):format(timeout_ms) },
+            nil
+          )
+        end
+      end
+    end)
+  )
+end
+
+---@param err table|string
+---@return {code: integer?, message: string, data: any}
+local function as_error(err)
+  if type(err) == 'table' then
+    return { code = err.code, message = tostring(err.message or vim.inspect(err)), data = err.data }
+  end
+  return { message = tostring(err) }
+end
+
+--- Send `method` with `params` to the ds4 client of `opts.bufnr` (default: current buffer) and
+--- call `cb(err, result)`: `err` is `{ code?, message, data? }` (the JSON-RPC error, or a
+--- plugin error without `code`), `result` the server's result table.
+---@param method string
+---@param params table?
+---@param cb fun(err: table?, result: any)
+---@param opts {bufnr: integer?}?
+function M.request(method, params, cb, opts)
+  opts = opts or {}
+  M.with_client(opts.bufnr, function(err, client)
+    if err or not client then
+      return cb(as_error(err or 'ds4: no client'), nil)
+    end
+    local sent = client:request(method, params or vim.empty_dict(), function(rerr, result)
+      if rerr then
+        cb(as_error(rerr), nil)
+      else
+        cb(nil, result)
+      end
+    end)
+    if not sent then
+      cb({ message = 'ds4: the server is not running (see :checkhealth ds4)' }, nil)
+    end
+  end)
+end
+
+--- Run a server command (`ds4.health`, `ds4.rebuildIndex`) with a work-done token.
+---@param command string
+---@param cb fun(err: table?, result: any)
+---@param opts {bufnr: integer?, echo_progress: boolean?}?
+function M.execute(command, cb, opts)
+  opts = opts or {}
+  token_counter = token_counter + 1
+  local token = ('ds4-nvim-%d'):format(token_counter)
+  if opts.echo_progress then
+    echoed_tokens[token] = true
+  end
+  M.request('workspace/executeCommand', { command = command, workDoneToken = token }, cb, opts)
+end
+
+return M

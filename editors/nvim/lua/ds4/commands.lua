@@ -1,0 +1,334 @@
+--- User commands: :Ds4Plan, :Ds4Retrieve, :Ds4Manifest, :Ds4Health, :Ds4Rebuild, :Ds4Trust.
+---
+--- Flags are `--name=value` (quote values with spaces: `--session="a b.jsonl"`). For :Ds4Plan
+--- and :Ds4Retrieve they come first and `--` ends them; the rest of the line is the request or
+--- query, taken verbatim. :Ds4Manifest takes them anywhere.
+
+local M = {}
+
+local FLAGS = {
+  Ds4Plan = { 'session', 'leaf', 'model', 'context-window', 'fixed-tokens', 'mode' },
+  Ds4Retrieve = { 'session', 'leaf', 'max', 'max-tokens' },
+  Ds4Manifest = { 'session', 'view' },
+}
+
+local function notify_error(message)
+  vim.notify(message, vim.log.levels.ERROR)
+end
+
+--- Split leading `--name=value` flags from the rest of `args`.
+---@param command string
+---@param args string
+---@return table<string, string>? flags
+---@return string|nil rest or the error
+function M.parse(command, args)
+  local allowed = {}
+  for _, name in ipairs(FLAGS[command] or {}) do
+    allowed[name] = true
+  end
+  local flags = {}
+  local rest = vim.trim(args or '')
+  while vim.startswith(rest, '--') do
+    if rest == '--' or rest:match('^%-%-%s') then
+      rest = vim.trim(rest:sub(3))
+      break
+    end
+    local name, value, after = rest:match('^%-%-([%w%-]+)="([^"]*)"(.*)$')
+    if not name then
+      name, value, after = rest:match('^%-%-([%w%-]+)=(%S*)(.*)$')
+    end
+    if not name then
+      name = rest:match('^%-%-([%w%-]+)')
+      return nil, ('%s: --%s needs a value (--%s=VALUE)'):format(command, name or '?', name or '?')
+    end
+    if not allowed[name] then
+      local names = vim.tbl_map(function(n)
+        return '--' .. n
+      end, FLAGS[command] or {})
+      return nil,
+        ('%s: unknown flag --%s (flags: %s)'):format(command, name, table.concat(names, ', '))
+    end
+    flags[name] = value
+    rest = vim.trim(after)
+  end
+  return flags, rest
+end
+
+---@param command string
+---@param flag string
+---@param value string?
+---@return integer?|false
+local function integer_flag(command, flag, value)
+  if value == nil then
+    return nil
+  end
+  local n = tonumber(value)
+  if not n or n ~= math.floor(n) then
+    notify_error(('%s: --%s expects an integer, got %q'):format(command, flag, value))
+    return false
+  end
+  return n
+end
+
+--- The session reference for a command: `--session`/`--leaf`, else the default session file.
+---@param command string
+---@param flags table<string, string>
+---@return table? session `{ file, leafId? }`
+local function session_ref(command, flags)
+  local file, problem = require('ds4').session_file(flags.session)
+  if not file then
+    notify_error(('%s: %s'):format(command, problem))
+    return nil
+  end
+  return { file = file, leafId = flags.leaf }
+end
+
+function M.plan(opts)
+  local flags, rest = M.parse('Ds4Plan', opts.args)
+  if not flags then
+    return notify_error(rest)
+  end
+  if rest == '' then
+    return notify_error(
+      'Ds4Plan: give the request to plan, e.g. :Ds4Plan what did we decide about X?'
+    )
+  end
+  local session = session_ref('Ds4Plan', flags)
+  if not session then
+    return
+  end
+  local params = { session = session, request = rest }
+  local model = {}
+  if flags.model then
+    local provider, id = flags.model:match('^([^/]+)/(.+)$')
+    if not provider then
+      return notify_error(('Ds4Plan: --model expects PROVIDER/ID, got %q'):format(flags.model))
+    end
+    model.provider, model.id = provider, id
+  end
+  local window = integer_flag('Ds4Plan', 'context-window', flags['context-window'])
+  local fixed = integer_flag('Ds4Plan', 'fixed-tokens', flags['fixed-tokens'])
+  if window == false or fixed == false then
+    return
+  end
+  model.contextWindow = window
+  if next(model) then
+    params.model = model
+  end
+  params.fixedTokens = fixed
+  params.mode = flags.mode
+  local ds4 = require('ds4')
+  ds4.plan(params, function(err, result)
+    if err then
+      return notify_error('ds4/plan: ' .. err.message)
+    end
+    -- The manifest gives the per-item reasons (evidence, exclusions); render without it if
+    -- it cannot be fetched.
+    ds4.manifest({ id = result.manifestId, view = 'full' }, function(_, manifest)
+      require('ds4.ui').show('plan', require('ds4.render').plan(result, manifest), 'ds4 plan')
+    end)
+  end)
+end
+
+function M.retrieve(opts)
+  local flags, rest = M.parse('Ds4Retrieve', opts.args)
+  if not flags then
+    return notify_error(rest)
+  end
+  local session = session_ref('Ds4Retrieve', flags)
+  if not session then
+    return
+  end
+  local max = integer_flag('Ds4Retrieve', 'max', flags.max)
+  local max_tokens = integer_flag('Ds4Retrieve', 'max-tokens', flags['max-tokens'])
+  if max == false or max_tokens == false then
+    return
+  end
+  local params = {
+    session = session,
+    query = rest ~= '' and rest or nil,
+    maxResults = max,
+    maxTokens = max_tokens,
+  }
+  require('ds4').retrieve(params, function(err, result)
+    if err then
+      return notify_error('ds4/retrieve: ' .. err.message)
+    end
+    require('ds4.ui').show('retrieve', require('ds4.render').retrieve(result), 'ds4 retrieve')
+  end)
+end
+
+local VIEWS = { summary = true, included = true, excluded = true, full = true }
+
+function M.manifest(opts)
+  -- Flags may come before or after the id here (there is no free text).
+  local flags, ids = {}, {}
+  for _, word in ipairs(opts.fargs) do
+    if vim.startswith(word, '--') then
+      local parsed, problem = M.parse('Ds4Manifest', word)
+      if not parsed then
+        return notify_error(problem)
+      end
+      flags = vim.tbl_extend('force', flags, parsed)
+    else
+      ids[#ids + 1] = word
+    end
+  end
+  if #ids > 1 then
+    return notify_error('Ds4Manifest: give at most one manifest id')
+  end
+  local rest = ids[1] or ''
+  local view = flags.view
+  if view and not VIEWS[view] then
+    return notify_error(
+      ('Ds4Manifest: --view must be summary, included, excluded or full, got %q'):format(view)
+    )
+  end
+  local ds4 = require('ds4')
+  local params = { view = 'full' }
+  if rest ~= '' then
+    params.id = rest
+  else
+    local file = ds4.session_file(flags.session)
+    if file then
+      params.session, params.latest = { file = file }, true
+    elseif ds4.last_manifest_id then
+      params.id = ds4.last_manifest_id
+    else
+      return notify_error(
+        'Ds4Manifest: give a manifest id, or a session (--session=PATH, '
+          .. 'vim.g.ds4_session_file) for its latest manifest'
+      )
+    end
+  end
+  ds4.manifest(params, function(err, result)
+    if err then
+      return notify_error('ds4/manifest: ' .. err.message)
+    end
+    if view and view ~= 'full' and view ~= 'summary' then
+      -- Keep only the list asked for.
+      result[view == 'included' and 'excluded' or 'included'] = nil
+    end
+    local lines = require('ds4.render').manifest(result, view ~= nil and view ~= 'summary')
+    require('ds4.ui').show('manifest', lines, 'ds4 manifest')
+  end)
+end
+
+function M.health()
+  local client = require('ds4.client')
+  client.with_client(0, function(err, c)
+    if err or not c then
+      return notify_error((err and err.message) or 'ds4: no client')
+    end
+    client.execute('ds4.health', function(herr, result)
+      if herr then
+        return notify_error('ds4.health: ' .. herr.message)
+      end
+      local state = client.state[c.id] or {}
+      local lines = require('ds4.render').health(
+        result,
+        { id = c.id, root = state.root, trust_source = state.source }
+      )
+      require('ds4.ui').show('health', lines, 'ds4 health')
+    end, { echo_progress = true })
+  end)
+end
+
+function M.rebuild()
+  require('ds4.client').execute('ds4.rebuildIndex', function(err, result)
+    if err then
+      return notify_error('ds4.rebuildIndex: ' .. err.message)
+    end
+    require('ds4.ui').show('rebuild', require('ds4.render').rebuild(result), 'ds4 rebuild')
+  end, { echo_progress = true })
+end
+
+function M.trust(opts)
+  local action, dir = opts.fargs[1], opts.fargs[2]
+  if action and action ~= 'allow' and action ~= 'deny' and action ~= 'remove' then
+    dir, action = action, nil
+  end
+  local ds4 = require('ds4')
+  local root = dir and vim.fs.normalize(dir) or ds4.root()
+  if not root then
+    return notify_error(
+      'Ds4Trust: this buffer has no workspace root; give a directory: :Ds4Trust allow DIR'
+    )
+  end
+  local normalized = ds4.trust(root, action or 'allow')
+  local trusted, source = require('ds4.trust').decide(normalized)
+  vim.notify(
+    ('ds4: %s is %s (%s)'):format(normalized, trusted and 'trusted' or 'not trusted', source)
+  )
+end
+
+local function complete_flags(command)
+  return function(arg_lead)
+    local out = {}
+    for _, name in ipairs(FLAGS[command]) do
+      local flag = '--' .. name .. '='
+      if vim.startswith(flag, arg_lead) then
+        out[#out + 1] = flag
+      end
+    end
+    if vim.startswith(arg_lead, '--session=') then
+      local prefix = arg_lead:sub(#'--session=' + 1)
+      for _, f in ipairs(vim.fn.getcompletion(prefix, 'file')) do
+        out[#out + 1] = '--session=' .. f
+      end
+    elseif vim.startswith(arg_lead, '--view=') then
+      for _, v in ipairs({ 'summary', 'included', 'excluded', 'full' }) do
+        out[#out + 1] = '--view=' .. v
+      end
+    elseif vim.startswith(arg_lead, '--mode=') then
+      out = { '--mode=managed', '--mode=observer' }
+    end
+    return vim.tbl_filter(function(item)
+      return vim.startswith(item, arg_lead)
+    end, out)
+  end
+end
+
+--- Create the user commands (idempotent).
+function M.create()
+  local create = vim.api.nvim_create_user_command
+  create('Ds4Plan', M.plan, {
+    nargs = '+',
+    complete = complete_flags('Ds4Plan'),
+    desc = 'ds4: plan the next model call for a request ([--session=PATH] REQUEST)',
+  })
+  create('Ds4Retrieve', M.retrieve, {
+    nargs = '*',
+    complete = complete_flags('Ds4Retrieve'),
+    desc = 'ds4: rank history evidence for a query ([--session=PATH] QUERY)',
+  })
+  create('Ds4Manifest', M.manifest, {
+    nargs = '*',
+    complete = complete_flags('Ds4Manifest'),
+    desc = 'ds4: show a plan manifest ([ID] [--view=...])',
+  })
+  create('Ds4Health', M.health, { nargs = 0, desc = 'ds4: server and index health' })
+  create(
+    'Ds4Rebuild',
+    M.rebuild,
+    { nargs = 0, desc = 'ds4: rebuild the index from the session files' }
+  )
+  create('Ds4Trust', M.trust, {
+    nargs = '*',
+    complete = function(arg_lead, cmdline, cursor_pos)
+      -- Words before the one being completed (the command name included).
+      local before = vim.split(vim.trim(cmdline:sub(1, cursor_pos - #arg_lead)), '%s+')
+      local dirs = vim.fn.getcompletion(arg_lead, 'dir')
+      if #before > 1 then
+        return dirs
+      end
+      local actions = vim.tbl_filter(function(a)
+        return vim.startswith(a, arg_lead)
+      end, { 'allow', 'deny', 'remove' })
+      return vim.list_extend(actions, dirs)
+    end,
+    desc = 'ds4: trust, deny or forget a workspace root ([allow|deny|remove] [DIR])',
+  })
+end
+
+return M

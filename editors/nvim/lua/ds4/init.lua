@@ -1,0 +1,176 @@
+--- ds4 for Neovim: setup, the Lua API for AI plugins, and workspace trust.
+---
+--- API: every call takes protocol params (docs/protocol.md: Lua tables, camelCase keys) and a
+--- callback `cb(err, result)`. `err` is nil on success, else `{ code?, message, data? }`:
+--- the JSON-RPC error (`code` -32602 for invalid params) or a plugin error without `code`
+--- (no server). `result` is the server's result table (JSON null is `vim.NIL`).
+--- The client used is the one attached to `opts.bufnr` (default: the current buffer), else
+--- the one of its workspace root, else one started for that root. See `:help ds4-api`.
+
+local client = require('ds4.client')
+local config = require('ds4.config')
+local trust = require('ds4.trust')
+
+local M = {}
+
+--- Id of the last manifest planned through this module (for :Ds4Manifest without an id).
+---@type string?
+M.last_manifest_id = nil
+
+--- Configure and (by default) enable the `ds4` LSP config. Safe to call again.
+---@param opts ds4.Options?
+function M.setup(opts)
+  if vim.fn.has('nvim-0.11') == 0 then
+    vim.notify('ds4: Neovim >= 0.11 is required', vim.log.levels.ERROR)
+    return
+  end
+  local options = config.set(opts)
+  vim.lsp.config('ds4', config.lsp_overrides(options))
+  if options.enable then
+    vim.lsp.enable('ds4')
+  end
+  require('ds4.commands').create()
+  -- trusted_roots may have changed for running clients.
+  for _, c in ipairs(client.clients()) do
+    client.sync_trust(c)
+  end
+end
+
+---@param params table?
+---@param cb fun(err: table?, result: table?)
+---@param opts {bufnr: integer?}?
+function M.plan(params, cb, opts)
+  vim.validate('cb', cb, 'function')
+  client.request('ds4/plan', params, function(err, result)
+    if result and type(result.manifestId) == 'string' then
+      M.last_manifest_id = result.manifestId
+    end
+    cb(err, result)
+  end, opts)
+end
+
+---@param params table?
+---@param cb fun(err: table?, result: table?)
+---@param opts {bufnr: integer?}?
+function M.retrieve(params, cb, opts)
+  vim.validate('cb', cb, 'function')
+  client.request('ds4/retrieve', params, cb, opts)
+end
+
+---@param params table
+---@param cb fun(err: table?, result: table?)
+---@param opts {bufnr: integer?}?
+function M.manifest(params, cb, opts)
+  vim.validate('cb', cb, 'function')
+  client.request('ds4/manifest', params, cb, opts)
+end
+
+--- `ds4.health` (workspace/executeCommand).
+---@param cb fun(err: table?, result: table?)
+---@param opts {bufnr: integer?}?
+function M.health(cb, opts)
+  vim.validate('cb', cb, 'function')
+  client.execute('ds4.health', cb, opts)
+end
+
+--- `ds4.rebuildIndex` (workspace/executeCommand), with `$/progress`.
+---@param cb fun(err: table?, result: table?)
+---@param opts {bufnr: integer?}?
+function M.rebuild(cb, opts)
+  vim.validate('cb', cb, 'function')
+  client.execute('ds4.rebuildIndex', cb, opts)
+end
+
+--- Send new settings (docs/configuration.md) to every running ds4 server, on top of the
+--- current ones; also used for servers started later.
+---@param settings table
+function M.update_settings(settings)
+  vim.validate('settings', settings, 'table')
+  local options = config.options
+  options.settings = vim.tbl_deep_extend('force', options.settings or {}, settings)
+  options.settings.trusted = nil
+  vim.lsp.config('ds4', { init_options = { settings = options.settings } })
+  local sent = vim.deepcopy(settings)
+  sent.trusted = nil
+  for _, c in ipairs(client.clients()) do
+    if c.initialized and not c:is_stopped() then
+      c:notify('workspace/didChangeConfiguration', { settings = { ds4 = sent } })
+    end
+  end
+end
+
+--- The workspace root of `bufnr` (default: current buffer): its ds4 client's root, else the
+--- one found by the root markers.
+---@param bufnr integer?
+---@return string?
+function M.root(bufnr)
+  bufnr = (bufnr == nil or bufnr == 0) and vim.api.nvim_get_current_buf() or bufnr
+  for _, c in ipairs(client.clients({ bufnr = bufnr })) do
+    local state = client.state[c.id]
+    if state and state.root then
+      return state.root
+    end
+    if c.root_dir then
+      return c.root_dir
+    end
+  end
+  return client.root_for(bufnr)
+end
+
+--- Record a trust decision for `root` ('allow', 'deny' or 'remove'; default 'allow') and tell
+--- the running servers it covers (`workspace/didChangeConfiguration` `{ds4 = {trusted}}`).
+---@param root string? default: the current buffer's root
+---@param action ('allow'|'deny'|'remove')?
+---@return string normalized root
+function M.trust(root, action)
+  root = root or M.root()
+  assert(root, 'ds4.trust: no workspace root')
+  local normalized = trust.set(root, action or 'allow')
+  for _, c in ipairs(client.clients()) do
+    local state = client.state[c.id]
+    if state and state.root and trust.is_within(trust.normalize(state.root), normalized) then
+      client.sync_trust(c)
+    end
+  end
+  return normalized
+end
+
+--- The trust of `bufnr`'s workspace: `{ root, trusted, source, sent }`, where `sent` is what
+--- its running server was told (nil when no server runs for it).
+---@param bufnr integer?
+---@return {root: string?, trusted: boolean, source: ds4.TrustSource, sent: boolean?}
+function M.trust_state(bufnr)
+  local root = M.root(bufnr)
+  local trusted, source = trust.decide(root)
+  local sent
+  for _, c in ipairs(client.clients()) do
+    local state = client.state[c.id]
+    if state and state.root == root then
+      sent = state.trusted
+    end
+  end
+  return { root = root, trusted = trusted, source = source, sent = sent }
+end
+
+--- The Pi session file for :Ds4Plan / :Ds4Retrieve: `explicit`, else `vim.g.ds4_session_file`,
+--- else the setup option `session_file` (strings or functions returning one). Absolute path.
+---@param explicit string?
+---@return string? file
+---@return string? problem
+function M.session_file(explicit)
+  local candidates = { explicit, vim.g.ds4_session_file, config.options.session_file }
+  for i = 1, 3 do
+    local candidate = candidates[i]
+    if type(candidate) == 'function' then
+      candidate = candidate()
+    end
+    if type(candidate) == 'string' and candidate ~= '' then
+      return vim.fn.fnamemodify(vim.fs.normalize(candidate), ':p'), nil
+    end
+  end
+  return nil,
+    'no session file: pass --session=PATH, set vim.g.ds4_session_file, '
+      .. 'or setup({ session_file = ... }) (:help ds4-session)'
+end
+
+return M

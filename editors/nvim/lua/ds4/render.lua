@@ -1,0 +1,610 @@
+--- Results as readable lines (no JSON dumps): plan, retrieve, manifest, health, rebuild.
+--- Every function takes the server's result table and returns a list of lines.
+
+local M = {}
+
+--- `x` unless it is JSON null.
+local function val(x)
+  if x == vim.NIL then
+    return nil
+  end
+  return x
+end
+
+--- A number with thousands separators (integers) or 3 decimals; '-' when missing.
+---@param n number?
+---@return string
+function M.num(n)
+  n = val(n)
+  if type(n) ~= 'number' then
+    return '-'
+  end
+  if n ~= math.floor(n) then
+    return ('%.3f'):format(n)
+  end
+  local s = ('%d'):format(n)
+  local sign, digits = s:match('^(-?)(%d+)$')
+  digits = digits:reverse():gsub('(%d%d%d)', '%1,'):reverse():gsub('^,', '')
+  return sign .. digits
+end
+
+--- `text` on one line (whitespace collapsed), cut to `limit` characters with '…'.
+---@param text string?
+---@param limit integer
+---@return string
+function M.one_line(text, limit)
+  text = val(text)
+  if type(text) ~= 'string' then
+    return ''
+  end
+  local flat = vim.trim(text:gsub('%s+', ' '))
+  if vim.fn.strchars(flat) <= limit then
+    return flat
+  end
+  return vim.fn.strcharpart(flat, 0, limit - 1) .. '…'
+end
+
+--- Rows aligned under headers, indented by two spaces.
+---@param rows string[][]
+---@param headers string[]
+---@return string[]
+function M.table(rows, headers)
+  local widths = {}
+  for i, h in ipairs(headers) do
+    widths[i] = vim.fn.strdisplaywidth(h)
+  end
+  for _, row in ipairs(rows) do
+    for i, cell in ipairs(row) do
+      widths[i] = math.max(widths[i] or 0, vim.fn.strdisplaywidth(tostring(cell)))
+    end
+  end
+  local function line(cells)
+    local parts = {}
+    for i, cell in ipairs(cells) do
+      local text = tostring(cell)
+      parts[i] = text .. string.rep(' ', widths[i] - vim.fn.strdisplaywidth(text))
+    end
+    return (('  ' .. table.concat(parts, '  ')):gsub('%s+$', ''))
+  end
+  local lines = { line(headers) }
+  for _, row in ipairs(rows) do
+    lines[#lines + 1] = line(row)
+  end
+  return lines
+end
+
+local function append(lines, more)
+  for _, l in ipairs(more) do
+    lines[#lines + 1] = l
+  end
+end
+
+local function sum_tokens(items)
+  local total = 0
+  for _, item in ipairs(items) do
+    total = total + (tonumber(val(item.tokens)) or 0)
+  end
+  return total
+end
+
+--- Start index of a planner group id `group:<start>-<end>` (for sorting).
+local function group_start(group_id)
+  return tonumber(tostring(group_id):match('^group:(%d+)')) or -1
+end
+
+--- Map evidence source entry ids to their quoted excerpt, read from the plan's messages.
+---@param messages table[]
+---@return table<string, string>
+function M.evidence_excerpts(messages)
+  local found = {}
+  for _, message in ipairs(messages or {}) do
+    local content = type(message) == 'table' and message.content
+    local first = type(content) == 'table' and content[1]
+    local text = type(first) == 'table' and val(first.text)
+    if type(text) == 'string' and vim.startswith(text, '[DS4 HISTORICAL EVIDENCE') then
+      local source, excerpt
+      for _, line in ipairs(vim.split(text, '\n', { plain = true })) do
+        if vim.startswith(line, 'Source entry: ') then
+          local ok, decoded = pcall(vim.json.decode, line:sub(#'Source entry: ' + 1))
+          source = ok and decoded or nil
+        elseif vim.startswith(line, 'Quoted content JSON: ') then
+          local ok, decoded = pcall(vim.json.decode, line:sub(#'Quoted content JSON: ' + 1))
+          excerpt = ok and decoded or nil
+        end
+      end
+      if type(source) == 'string' and type(excerpt) == 'string' then
+        found[source] = excerpt
+      end
+    end
+  end
+  return found
+end
+
+local SOURCES = {
+  request = 'from the request',
+  override = 'from modelAwareness.overrides',
+  default = 'unknown model: the default window, see the warnings',
+}
+
+--- Excluded items grouped by (kind, reason), most items first.
+---@param excluded table[]
+---@return string[]
+local function excluded_by_reason(excluded)
+  local groups, order = {}, {}
+  for _, item in ipairs(excluded) do
+    local key = tostring(val(item.kind) or '?') .. '\0' .. tostring(val(item.reason) or '')
+    if not groups[key] then
+      groups[key] = { kind = val(item.kind) or '?', reason = val(item.reason) or '', items = {} }
+      order[#order + 1] = key
+    end
+    table.insert(groups[key].items, item)
+  end
+  table.sort(order, function(a, b)
+    return #groups[a].items > #groups[b].items
+  end)
+  local rows = {}
+  for _, key in ipairs(order) do
+    local g = groups[key]
+    rows[#rows + 1] =
+      { g.kind, M.num(#g.items), M.num(sum_tokens(g.items)), M.one_line(g.reason, 80) }
+  end
+  return M.table(rows, { 'kind', 'items', 'tokens', 'reason' })
+end
+
+--- A `ds4/plan` result, with the details of its manifest (`view = 'full'`) when given.
+---@param result table
+---@param manifest table?
+---@return string[]
+function M.plan(result, manifest)
+  local lines = {}
+  local model, budget = result.model or {}, result.budget or {}
+  local stats = result.stats or {}
+  local counts = stats.counts or {}
+  local messages = result.messages or {}
+  lines[#lines + 1] = ('# ds4 plan: mode %s'):format(result.mode)
+  lines[#lines + 1] = ''
+  lines[#lines + 1] = ('  manifest  %s (%s)'):format(
+    result.manifestId,
+    result.manifestStored and 'stored' or 'not stored: in the server memory only'
+  )
+  local session = val(result.session)
+  if session then
+    lines[#lines + 1] = ('  session   %s  leaf %s'):format(session.id, val(session.leafId) or '-')
+    lines[#lines + 1] = ('            %s'):format(session.file)
+  end
+  local source = tostring(model.source or '')
+  local source_text = SOURCES[source]
+    or ('from the table of well-known models (%s)'):format(source:gsub('^table:', ''))
+  lines[#lines + 1] = ('  model     %s/%s · window %s tokens (%s) · max output %s'):format(
+    model.provider,
+    model.id,
+    M.num(model.contextWindow),
+    source_text,
+    M.num(model.maxOutputTokens)
+  )
+  lines[#lines + 1] = ('  budget    hard %s · target %s · output reserve %s · safety margin %s'):format(
+    M.num(budget.hardInputLimit),
+    M.num(budget.targetInputTokens),
+    M.num(budget.outputReserve),
+    M.num(budget.safetyMargin)
+  )
+  lines[#lines + 1] = ('            recent tail ≤ %s · history ≤ %s · project ≤ %s · summaries ≤ %s'):format(
+    M.num(budget.recentTailTokens),
+    M.num(budget.maxRetrievedHistoryTokens),
+    M.num(budget.maxProjectTokens),
+    M.num(budget.maxSummaryTokens)
+  )
+  lines[#lines + 1] = ('  result    %s messages and %s evidence candidates → %s sent · ~%s tokens · %s ms'):format(
+    M.num(counts.messages),
+    M.num(counts.supplements),
+    M.num(#messages),
+    M.num(result.estimatedTokens),
+    M.num(stats.durationMs)
+  )
+  if val(result.fallbackReason) then
+    lines[#lines + 1] = ('  fallback  %s (the original messages are sent unchanged)'):format(
+      result.fallbackReason
+    )
+  end
+  if val(stats.plannedTokens) then
+    lines[#lines + 1] = ('  observer  a managed plan would send ~%s tokens'):format(
+      M.num(stats.plannedTokens)
+    )
+  end
+  local tokens = {}
+  for kind, n in vim.spairs(stats.tokens or {}) do
+    tokens[#tokens + 1] = ('%s %s'):format(kind, M.num(n))
+  end
+  if #tokens > 0 then
+    lines[#lines + 1] = '  tokens    ' .. table.concat(tokens, ' · ')
+  end
+
+  if not manifest then
+    lines[#lines + 1] = ''
+    lines[#lines + 1] = ('  (no manifest details: included %s, excluded %s)'):format(
+      M.num(counts.included),
+      M.num(counts.excluded)
+    )
+  else
+    local included = val(manifest.included) or {}
+    local excluded = val(manifest.excluded) or {}
+    local by_kind = {}
+    for _, item in ipairs(included) do
+      local kind = val(item.kind) or '?'
+      by_kind[kind] = by_kind[kind] or {}
+      table.insert(by_kind[kind], item)
+    end
+
+    -- Recent tail: whole turn groups, newest last.
+    local tail = vim.list_extend(vim.list_extend({}, by_kind.recent or {}), by_kind.current or {})
+    local group_set, groups = {}, {}
+    for _, item in ipairs(tail) do
+      local g = val(item.groupId)
+      if g and not group_set[g] then
+        group_set[g] = {}
+        groups[#groups + 1] = g
+      end
+      if g then
+        table.insert(group_set[g], item)
+      end
+    end
+    table.sort(groups, function(a, b)
+      return group_start(a) < group_start(b)
+    end)
+    lines[#lines + 1] = ''
+    lines[#lines + 1] = ('## Recent tail: %s messages in %s turn groups, %s tokens%s'):format(
+      M.num(#tail),
+      M.num(#groups),
+      M.num(sum_tokens(tail)),
+      stats.rescuedImmediatePredecessor == true and ' (immediate predecessor rescued)' or ''
+    )
+    if #groups > 0 then
+      local rows = {}
+      for i = math.max(1, #groups - 7), #groups do
+        local members = group_set[groups[i]]
+        local current = false
+        for _, m in ipairs(members) do
+          current = current or m.kind == 'current'
+        end
+        rows[#rows + 1] = {
+          groups[i],
+          M.num(#members),
+          M.num(sum_tokens(members)),
+          current and 'current' or 'recent',
+          tostring(val(members[1].sourceId) or '-'),
+        }
+      end
+      if #groups > 8 then
+        lines[#lines + 1] = ('  (the newest 8 of %d groups)'):format(#groups)
+      end
+      append(lines, M.table(rows, { 'group', 'messages', 'tokens', 'kind', 'first entry' }))
+    end
+
+    -- Evidence: history items, with the retrieval reason and an excerpt.
+    local evidence = by_kind.history or {}
+    local excerpts = M.evidence_excerpts(messages)
+    local reasons = {}
+    for _, r in ipairs(val(manifest.retrieved) or {}) do
+      reasons[r.entryKey] = val(r.reason)
+    end
+    lines[#lines + 1] = ''
+    lines[#lines + 1] = ('## Evidence: %s items, %s tokens'):format(
+      M.num(#evidence),
+      M.num(sum_tokens(evidence))
+    )
+    if #evidence == 0 then
+      lines[#lines + 1] = '  none: no older entry on the active branch matched the request'
+    else
+      local rows = {}
+      for _, item in ipairs(evidence) do
+        local key = tostring(val(item.sourceId))
+        local entry_id = key:match(':(.*)$') or key
+        rows[#rows + 1] = {
+          ('%.3f'):format(tonumber(val(item.score)) or 0),
+          entry_id,
+          M.num(item.tokens),
+          M.one_line(reasons[key] or val(item.reason), 56),
+          M.one_line(excerpts[entry_id], 60),
+        }
+      end
+      append(lines, M.table(rows, { 'score', 'entry', 'tokens', 'why it matched', 'excerpt' }))
+    end
+
+    -- Excluded, counted by reason.
+    local rollup = val(manifest.excludedRollup)
+    local excluded_total = rollup and val(rollup.total) or #excluded
+    lines[#lines + 1] = ''
+    lines[#lines + 1] = ('## Excluded: %s items, %s tokens%s'):format(
+      M.num(excluded_total),
+      M.num(sum_tokens(excluded)),
+      rollup and (' (%s rolled up, not listed)'):format(M.num(rollup.omitted)) or ''
+    )
+    if #excluded > 0 then
+      append(lines, excluded_by_reason(excluded))
+    end
+  end
+
+  local warnings = val(result.warnings) or {}
+  if #warnings > 0 then
+    lines[#lines + 1] = ''
+    lines[#lines + 1] = '## Warnings'
+    for _, w in ipairs(warnings) do
+      lines[#lines + 1] = '  warning: ' .. w
+    end
+  end
+  lines[#lines + 1] = ''
+  lines[#lines + 1] = ('Manifest %s · :Ds4Manifest %s'):format(
+    result.manifestId,
+    result.manifestId
+  )
+  return lines
+end
+
+--- A `ds4/retrieve` result: a table of hits, then each hit's excerpt (up to 12 lines).
+---@param result table
+---@return string[]
+function M.retrieve(result)
+  local stats = result.stats or {}
+  local hits = val(result.history) or {}
+  local lines = {
+    ('# ds4 retrieve: status %s · %d hits · %s ms'):format(
+      result.status,
+      #hits,
+      M.num(stats.latencyMs)
+    ),
+    '',
+    '  query     ' .. M.one_line(val(result.query) or '(none)', 200),
+    ('  stats     candidates %s · duplicates %s · other branches %s · already in context %s'):format(
+      M.num(stats.candidates),
+      M.num(stats.duplicates),
+      M.num(stats.alternateBranchCandidates),
+      M.num(stats.alreadyInContext)
+    ),
+  }
+  if #hits > 0 then
+    lines[#lines + 1] = ''
+    local rows = {}
+    for i, h in ipairs(hits) do
+      rows[#rows + 1] = {
+        tostring(i),
+        ('%.3f'):format(tonumber(h.score) or 0),
+        tostring(h.entryId),
+        tostring(val(h.role) or '-'),
+        (tostring(val(h.createdAt) or '')):sub(1, 19),
+        M.num(h.tokens),
+        M.one_line(h.reason, 60),
+      }
+    end
+    append(lines, M.table(rows, { '#', 'score', 'entry', 'role', 'created', 'tokens', 'reason' }))
+    for i, h in ipairs(hits) do
+      lines[#lines + 1] = ''
+      lines[#lines + 1] = ('## %d. %s (%s, score %.3f)'):format(
+        i,
+        h.entryId,
+        val(h.role) or '-',
+        tonumber(h.score) or 0
+      )
+      local excerpt = vim.split(tostring(val(h.excerpt) or ''), '\n', { plain = true })
+      for j = 1, math.min(#excerpt, 12) do
+        lines[#lines + 1] = '  ' .. excerpt[j]
+      end
+      if #excerpt > 12 then
+        lines[#lines + 1] = ('  … (%d more lines)'):format(#excerpt - 12)
+      end
+    end
+  end
+  for _, w in ipairs(val(result.warnings) or {}) do
+    lines[#lines + 1] = 'warning: ' .. w
+  end
+  return lines
+end
+
+--- A `ds4/manifest` result. Item lists are summarized by kind and reason; with
+--- `list_items`, every included/excluded item is listed too.
+---@param manifest table
+---@param list_items boolean?
+---@return string[]
+function M.manifest(manifest, list_items)
+  local planning = val(manifest.planning) or {}
+  local lines = {
+    ('# ds4 manifest %s'):format(manifest.id),
+    '',
+  }
+  local fields = {
+    { 'created', manifest.createdAt },
+    { 'session', manifest.sessionId },
+    { 'leaf', manifest.branchLeafId },
+    {
+      'model',
+      ('%s/%s (%s)'):format(
+        val(manifest.provider) or '-',
+        val(manifest.model) or '-',
+        val(manifest.modelSource) or '-'
+      ),
+    },
+    {
+      'mode',
+      tostring(val(planning.mode) or '-')
+        .. (val(planning.fallbackReason) and (' (' .. planning.fallbackReason .. ')') or ''),
+    },
+    { 'window', M.num(manifest.contextWindow) },
+    { 'hard limit', M.num(manifest.hardInputLimit) },
+    { 'target', M.num(manifest.targetInputTokens) },
+    { 'estimated', M.num(manifest.estimatedTokens) },
+    { 'actual', M.num(manifest.actualTokens) },
+    { 'fixed', M.num(manifest.fixedTokens) },
+    { 'prompt hash', manifest.promptHash },
+    {
+      'versions',
+      ('%s · %s · %s'):format(
+        val(manifest.plannerVersion) or '-',
+        val(manifest.policyVersion) or '-',
+        val(manifest.estimatorVersion) or '-'
+      ),
+    },
+  }
+  for _, f in ipairs(fields) do
+    lines[#lines + 1] = ('  %-12s %s'):format(f[1], tostring(val(f[2]) or '-'))
+  end
+  local counts = val(planning.counts) or {}
+  if next(counts) then
+    local parts = {}
+    for k, v in vim.spairs(counts) do
+      parts[#parts + 1] = ('%s %s'):format(k, M.num(v))
+    end
+    lines[#lines + 1] = '  counts       ' .. table.concat(parts, ' · ')
+  end
+
+  local retrieved = val(manifest.retrieved) or {}
+  lines[#lines + 1] = ''
+  lines[#lines + 1] = ('## Retrieved evidence: %d'):format(#retrieved)
+  if #retrieved > 0 then
+    local rows = {}
+    for _, r in ipairs(retrieved) do
+      rows[#rows + 1] = {
+        ('%.3f'):format(tonumber(r.score) or 0),
+        tostring(r.entryKey):match(':(.*)$') or tostring(r.entryKey),
+        M.one_line(r.reason, 70),
+      }
+    end
+    append(lines, M.table(rows, { 'score', 'entry', 'reason' }))
+  end
+
+  for _, section in ipairs({ 'included', 'excluded' }) do
+    local items = val(manifest[section])
+    if items then
+      local rollup = section == 'excluded' and val(manifest.excludedRollup) or nil
+      lines[#lines + 1] = ''
+      lines[#lines + 1] = ('## %s: %s items, %s tokens%s'):format(
+        section == 'included' and 'Included' or 'Excluded',
+        M.num(rollup and val(rollup.total) or #items),
+        M.num(sum_tokens(items)),
+        rollup and (' (%s rolled up)'):format(M.num(rollup.omitted)) or ''
+      )
+      append(lines, excluded_by_reason(items))
+      if list_items then
+        lines[#lines + 1] = ''
+        local rows = {}
+        for _, i in ipairs(items) do
+          rows[#rows + 1] = {
+            tostring(val(i.kind) or '-'),
+            tostring(val(i.sourceId) or '-'),
+            tostring(val(i.groupId) or '-'),
+            M.num(i.tokens),
+            ('%.3f'):format(tonumber(val(i.score)) or 0),
+            M.one_line(i.reason, 60),
+          }
+        end
+        append(lines, M.table(rows, { 'kind', 'source', 'group', 'tokens', 'score', 'reason' }))
+      end
+    end
+  end
+  local item_counts = val(manifest.itemCounts)
+  if item_counts then
+    lines[#lines + 1] = ''
+    lines[#lines + 1] = ('  items: %s included, %s excluded (:Ds4Manifest %s --view=full lists them)'):format(
+      M.num(item_counts.included),
+      M.num(item_counts.excluded),
+      manifest.id
+    )
+  end
+  for _, w in ipairs(val(manifest.warnings) or {}) do
+    lines[#lines + 1] = 'warning: ' .. w
+  end
+  return lines
+end
+
+--- A `ds4.health` result, with what the plugin knows of the client.
+---@param result table
+---@param client_info {id: integer, root: string?, trust_source: string?}?
+---@return string[]
+function M.health(result, client_info)
+  local server = val(result.server) or {}
+  local lines = {
+    ('# ds4 health: %s'):format(result.status),
+    '',
+    ('  server       %s %s · position encoding %s'):format(
+      val(server.name) or '-',
+      val(server.version) or '-',
+      val(server.positionEncoding) or '-'
+    ),
+    ('  core         ds4-context-core %s · estimator %s'):format(
+      val(result.version) or '-',
+      val(result.estimator) or '-'
+    ),
+    ('  trusted      %s%s'):format(
+      tostring(val(server.trusted)),
+      client_info and client_info.trust_source and (' (' .. client_info.trust_source .. ')') or ''
+    ),
+  }
+  if client_info then
+    lines[#lines + 1] = ('  client       id %d · root %s'):format(
+      client_info.id,
+      client_info.root or '(none)'
+    )
+  end
+  vim.list_extend(lines, {
+    ('  database     %s'):format(val(result.databasePath) or '-'),
+    ('  schema       %s · SQLite %s · FTS5 %s'):format(
+      M.num(result.schemaVersion),
+      val(result.sqliteVersion) or '-',
+      tostring(val(result.fts5))
+    ),
+    ('  index        %s sessions · %s entries · %s manifests (+%s in memory)'):format(
+      M.num(result.sessions),
+      M.num(result.entries),
+      M.num(result.manifests),
+      M.num(result.ephemeralManifests)
+    ),
+  })
+  for _, n in ipairs(val(result.notices) or {}) do
+    lines[#lines + 1] = '  notice: ' .. n
+  end
+  for _, w in ipairs(val(result.configWarnings) or {}) do
+    lines[#lines + 1] = '  setting ignored: ' .. w
+  end
+  return lines
+end
+
+--- A `ds4.rebuildIndex` result.
+---@param result table
+---@return string[]
+function M.rebuild(result)
+  local failed = val(result.failed) or {}
+  local lines = {
+    ('# ds4 rebuild: %s sessions, %s entries, %d failed, %s ms'):format(
+      M.num(result.sessions),
+      M.num(result.entries),
+      #failed,
+      M.num(result.durationMs)
+    ),
+  }
+  local results = val(result.results) or {}
+  if #results > 0 then
+    lines[#lines + 1] = ''
+    local rows = {}
+    for _, r in ipairs(results) do
+      rows[#rows + 1] = {
+        tostring(val(r.outcome) or '-'),
+        M.num(r.entriesTotal),
+        M.num(r.malformedLines),
+        M.num(r.durationMs),
+        tostring(val(r.sessionFile) or '-'),
+      }
+    end
+    vim.list_extend(
+      lines,
+      M.table(rows, { 'outcome', 'entries', 'malformed', 'ms', 'session file' })
+    )
+  end
+  if #failed > 0 then
+    lines[#lines + 1] = ''
+    lines[#lines + 1] = '## Failed'
+    for _, f in ipairs(failed) do
+      lines[#lines + 1] = ('  %s: %s'):format(f.sessionFile, f.error)
+    end
+  end
+  return lines
+end
+
+return M

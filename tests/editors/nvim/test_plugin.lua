@@ -1,0 +1,515 @@
+-- End-to-end tests of the ds4 Neovim plugin against the real ds4-lsp server.
+--
+-- Run by tests/editors/test_nvim.py as
+--   nvim --headless --clean -u NONE -i NONE -l tests/editors/nvim/test_plugin.lua CONFIG.json
+-- CONFIG.json: { plugin_dir, cmd, session, db, other_db, results, doc_dir,
+--                roots = { trusted, untrusted, prompted, other } }.
+-- Every test is run (a failure does not stop the others); the results are written to
+-- `results` as { tests = [{ name, ok, error }] }. Waits are `vim.wait` with a timeout.
+
+local cfg = vim.json.decode(table.concat(vim.fn.readfile(assert(_G.arg[1], 'config path')), '\n'))
+local TIMEOUT_MS = 20000
+
+vim.opt.runtimepath:prepend(cfg.plugin_dir)
+vim.cmd.runtime('plugin/ds4.lua')
+
+-- Messages the plugin shows (recorded; an ERROR notify would abort `-l` scripts otherwise).
+local notified = {}
+vim.notify = function(msg, level)
+  notified[#notified + 1] = { msg = tostring(msg), level = level }
+  io.stderr:write(('[notify %s] %s\n'):format(tostring(level), tostring(msg)))
+end
+
+-- Prompts shown through vim.ui.select, answered by `select_answer`.
+local prompts = {}
+local select_answer = 'Trust'
+vim.ui.select = function(items, opts, on_choice)
+  prompts[#prompts + 1] = opts.prompt
+  vim.schedule(function()
+    on_choice(select_answer, select_answer and vim.fn.index(items, select_answer) + 1 or nil)
+  end)
+end
+
+local ds4 = require('ds4')
+local client_mod = require('ds4.client')
+local trust_mod = require('ds4.trust')
+local ui = require('ds4.ui')
+
+ds4.setup({
+  cmd = cfg.cmd,
+  cmd_env = { DS4_DB = cfg.db },
+  trusted_roots = { cfg.roots.trusted },
+  settings = { retrieval = { maxResults = 12 } },
+})
+
+local REQUEST = 'which selector files did we port to the theme system?'
+local results = {}
+
+local function test(name, fn)
+  local started = vim.uv.hrtime()
+  local ok, err = xpcall(fn, debug.traceback)
+  local elapsed_ms = (vim.uv.hrtime() - started) / 1e6
+  results[#results + 1] =
+    { name = name, ok = ok, error = (not ok) and tostring(err) or nil, elapsed_ms = elapsed_ms }
+  io.stderr:write(('%s %s (%.0f ms)\n'):format(ok and 'PASS' or 'FAIL', name, elapsed_ms))
+  if not ok then
+    io.stderr:write(tostring(err) .. '\n')
+  end
+end
+
+local function eq(actual, expected, what)
+  if actual ~= expected then
+    error(
+      ('%s: expected %s, got %s'):format(
+        what or 'value',
+        vim.inspect(expected),
+        vim.inspect(actual)
+      ),
+      2
+    )
+  end
+end
+
+local function wait_for(what, cond)
+  if not vim.wait(TIMEOUT_MS, cond, 10) then
+    error('timed out waiting for ' .. what, 2)
+  end
+end
+
+--- Call `fn(cb)` and wait for `cb(err, result)`.
+local function await(fn)
+  local done, e, r = false, nil, nil
+  fn(function(err, result)
+    done, e, r = true, err, result
+  end)
+  wait_for('a callback', function()
+    return done
+  end)
+  return e, r
+end
+
+--- Edit `path` and wait until a ds4 client is attached to it and initialized.
+local function edit_and_attach(path)
+  vim.cmd.edit(vim.fn.fnameescape(path))
+  local bufnr = vim.api.nvim_get_current_buf()
+  local client
+  wait_for('a ds4 client attached to ' .. path, function()
+    client = vim.lsp.get_clients({ name = 'ds4', bufnr = bufnr })[1]
+    return client ~= nil and client.initialized == true and client_mod.state[client.id] ~= nil
+  end)
+  return client, bufnr
+end
+
+local function buffer_text(buf)
+  return table.concat(vim.api.nvim_buf_get_lines(buf, 0, -1, false), '\n')
+end
+
+--- Run a user command and wait for its result buffer to be (re)filled; fail at once with the
+--- message if the command reports an error instead.
+local function run_command(cmd, kind)
+  if ui.buffer(kind) then
+    vim.bo[ui.buffer(kind)].modifiable = true
+    vim.api.nvim_buf_set_lines(ui.buffer(kind), 0, -1, false, {})
+  end
+  local count = #notified
+  local function new_error()
+    for i = count + 1, #notified do
+      if notified[i].level == vim.log.levels.ERROR then
+        return notified[i].msg
+      end
+    end
+  end
+  vim.cmd(cmd)
+  wait_for(kind .. ' buffer after ' .. cmd, function()
+    local buf = ui.buffer(kind)
+    return new_error() ~= nil or (buf ~= nil and buffer_text(buf) ~= '')
+  end)
+  local problem = new_error()
+  if problem then
+    error(cmd .. ' failed: ' .. problem, 2)
+  end
+  return ui.buffer(kind), buffer_text(ui.buffer(kind))
+end
+
+local function plan_params()
+  return {
+    session = { file = cfg.session },
+    request = REQUEST,
+    model = { provider = 'anthropic', id = 'claude-sonnet-4-5', contextWindow = 200000 },
+  }
+end
+
+local trusted_client, trusted_buf
+local planned
+
+test('attaches_to_a_file_in_a_workspace', function()
+  trusted_client, trusted_buf = edit_and_attach(cfg.roots.trusted .. '/a.txt')
+  eq(trusted_client.name, 'ds4', 'client name')
+  eq(trust_mod.normalize(trusted_client.root_dir), trust_mod.normalize(cfg.roots.trusted), 'root')
+  eq(trusted_client.offset_encoding, 'utf-8', 'negotiated position encoding')
+  eq(trusted_client.server_info.name, 'ds4-lsp', 'serverInfo.name')
+end)
+
+test('trust_is_true_for_a_trusted_root', function()
+  local err, health = await(function(cb)
+    ds4.health(cb, { bufnr = trusted_buf })
+  end)
+  assert(not err, vim.inspect(err))
+  eq(health.server.trusted, true, 'server.trusted')
+  local state = ds4.trust_state(trusted_buf)
+  eq(state.source, 'trusted_roots', 'trust source')
+  eq(state.sent, true, 'trust sent to the server')
+end)
+
+test('trust_is_false_by_default', function()
+  local client, buf = edit_and_attach(cfg.roots.untrusted .. '/b.txt')
+  assert(client.id ~= trusted_client.id, 'a second root gets its own server')
+  local err, health = await(function(cb)
+    ds4.health(cb, { bufnr = buf })
+  end)
+  assert(not err, vim.inspect(err))
+  eq(health.server.trusted, false, 'server.trusted')
+  eq(ds4.trust_state(buf).source, 'default', 'trust source')
+  eq(#prompts, 0, 'prompts shown without a UI')
+end)
+
+test('granting_trust_updates_the_running_server', function()
+  local client, buf = edit_and_attach(cfg.roots.untrusted .. '/b.txt')
+  vim.cmd('Ds4Trust')
+  local err, health = await(function(cb)
+    ds4.health(cb, { bufnr = buf })
+  end)
+  assert(not err, vim.inspect(err))
+  eq(health.server.trusted, true, 'server.trusted after :Ds4Trust')
+  eq(#vim.lsp.get_clients({ name = 'ds4', bufnr = buf }), 1, 'clients on the buffer')
+  eq(
+    vim.lsp.get_clients({ name = 'ds4', bufnr = buf })[1].id,
+    client.id,
+    'same client (no restart)'
+  )
+  eq(trust_mod.read()[trust_mod.normalize(cfg.roots.untrusted)], 'allow', 'remembered decision')
+  eq(#health.configWarnings, 0, 'configWarnings')
+
+  vim.cmd('Ds4Trust deny')
+  err, health = await(function(cb)
+    ds4.health(cb, { bufnr = buf })
+  end)
+  assert(not err, vim.inspect(err))
+  eq(health.server.trusted, false, 'server.trusted after :Ds4Trust deny')
+  eq(ds4.trust_state(buf).source, 'denied', 'trust source')
+end)
+
+test('an_undecided_root_is_asked_about_once', function()
+  local real = client_mod.ui_attached
+  client_mod.ui_attached = function()
+    return true
+  end
+  local ok, problem = pcall(function()
+    local _, buf = edit_and_attach(cfg.roots.prompted .. '/c.txt')
+    wait_for('the trust prompt', function()
+      return #prompts == 1
+    end)
+    assert(prompts[1]:find(trust_mod.normalize(cfg.roots.prompted), 1, true), prompts[1])
+    wait_for('the grant to reach the server', function()
+      return ds4.trust_state(buf).sent == true
+    end)
+    local err, health = await(function(cb)
+      ds4.health(cb, { bufnr = buf })
+    end)
+    assert(not err, vim.inspect(err))
+    eq(health.server.trusted, true, 'server.trusted after answering Trust')
+    -- Another file of the same root: no second prompt.
+    edit_and_attach(cfg.roots.prompted .. '/d.txt')
+    eq(#prompts, 1, 'prompts')
+  end)
+  client_mod.ui_attached = real
+  assert(ok, problem)
+end)
+
+test('plan_through_the_lua_api', function()
+  local err, result = await(function(cb)
+    ds4.plan(plan_params(), cb, { bufnr = trusted_buf })
+  end)
+  assert(not err, vim.inspect(err))
+  planned = result
+  eq(result.mode, 'managed', 'mode')
+  assert(result.manifestId:match('^m%-%x+$'), result.manifestId)
+  eq(result.manifestStored, true, 'manifestStored')
+  eq(result.session.file, cfg.session, 'session.file')
+  eq(result.model.source, 'request', 'model.source')
+  eq(result.budget.contextWindow, 200000, 'budget.contextWindow')
+  assert(
+    #result.messages > 0 and #result.messages < result.stats.counts.messages,
+    'the plan dropped messages'
+  )
+  assert(result.stats.counts.supplements > 0, 'history evidence was retrieved')
+  local last = result.messages[#result.messages]
+  eq(last.role, 'user', 'last message role')
+  eq(last.content[1].text, REQUEST, 'last message text')
+  eq(ds4.last_manifest_id, result.manifestId, 'last_manifest_id')
+end)
+
+test('retrieve_through_the_lua_api', function()
+  local err, result = await(function(cb)
+    ds4.retrieve({
+      session = { file = cfg.session },
+      query = 'port user-message-selector.ts DynamicBorder to the theme',
+      maxResults = 3,
+    }, cb)
+  end)
+  assert(not err, vim.inspect(err))
+  eq(result.status, 'ok', 'status')
+  eq(#result.history, 3, 'hits')
+  local hit = result.history[1]
+  assert(
+    type(hit.score) == 'number' and hit.reason:find('DynamicBorder', 1, true),
+    vim.inspect(hit)
+  )
+  assert(hit.excerpt ~= '', 'excerpt')
+end)
+
+test('manifest_through_the_lua_api', function()
+  assert(planned, 'needs plan_through_the_lua_api')
+  local err, result = await(function(cb)
+    ds4.manifest({ id = planned.manifestId }, cb)
+  end)
+  assert(not err, vim.inspect(err))
+  eq(result.id, planned.manifestId, 'id')
+  eq(result.itemCounts.included, planned.stats.counts.included, 'itemCounts.included')
+  eq(result.included, nil, 'summary view drops the item lists')
+  err, result = await(function(cb)
+    ds4.manifest({ session = { file = cfg.session }, latest = true, view = 'excluded' }, cb)
+  end)
+  assert(not err, vim.inspect(err))
+  eq(result.id, planned.manifestId, 'latest id')
+  eq(#result.excluded, planned.stats.counts.excluded, 'excluded items')
+end)
+
+test('invalid_params_come_back_as_an_error', function()
+  local err, result = await(function(cb)
+    ds4.plan({ session = { file = 12 } }, cb)
+  end)
+  eq(result, nil, 'result')
+  eq(err.code, -32602, 'error code')
+  assert(err.message:find('params.session.file', 1, true), err.message)
+end)
+
+test('health_reports_the_database_from_cmd_env', function()
+  local err, result = await(function(cb)
+    ds4.health(cb, { bufnr = trusted_buf })
+  end)
+  assert(not err, vim.inspect(err))
+  eq(result.databasePath, cfg.db, 'databasePath')
+  eq(result.server.name, 'ds4-lsp', 'server.name')
+  eq(result.server.positionEncoding, 'utf-8', 'server.positionEncoding')
+  assert(result.sessions >= 1 and result.entries > 0, vim.inspect(result))
+end)
+
+test('rebuild_reports_progress', function()
+  local events = {}
+  local autocmd = vim.api.nvim_create_autocmd('LspProgress', {
+    callback = function(args)
+      local params = args.data and args.data.params or {}
+      if type(params.token) == 'string' and params.token:match('^ds4%-nvim%-') then
+        events[#events + 1] = params.value.kind
+      end
+    end,
+  })
+  local err, result = await(function(cb)
+    ds4.rebuild(cb, { bufnr = trusted_buf })
+  end)
+  vim.api.nvim_del_autocmd(autocmd)
+  assert(not err, vim.inspect(err))
+  assert(result.sessions >= 1, vim.inspect(result))
+  eq(#result.failed, 0, 'failed sessions')
+  eq(events[1], 'begin', 'first progress event')
+  eq(events[#events], 'end', 'last progress event')
+end)
+
+test('ds4plan_renders_the_plan_with_its_manifest_id', function()
+  vim.api.nvim_set_current_buf(trusted_buf)
+  local buf, text =
+    run_command('Ds4Plan --session=' .. vim.fn.fnameescape(cfg.session) .. ' ' .. REQUEST, 'plan')
+  local id = ds4.last_manifest_id
+  assert(id and text:find(id, 1, true), 'manifest id ' .. tostring(id) .. ' not in:\n' .. text)
+  assert(text:find('# ds4 plan: mode managed', 1, true), text)
+  assert(text:find('## Evidence: %d+ items'), text)
+  assert(text:find('## Excluded: [%d,]+ items'), text)
+  assert(text:find('older turn outside the recent tail', 1, true), 'excluded reasons:\n' .. text)
+  assert(not text:find('"manifestId"', 1, true), 'raw JSON in the buffer')
+  eq(vim.bo[buf].buftype, 'nofile', 'buftype')
+  eq(vim.bo[buf].filetype, 'ds4', 'filetype')
+  eq(vim.bo[buf].modifiable, false, 'modifiable')
+  eq(vim.api.nvim_buf_get_name(buf), 'ds://plan', 'buffer name')
+end)
+
+test('ds4plan_takes_the_session_from_vim_g_or_setup', function()
+  vim.api.nvim_set_current_buf(trusted_buf)
+  local count = #notified
+  vim.cmd('Ds4Plan ' .. REQUEST)
+  local message = notified[count + 1] and notified[count + 1].msg or ''
+  assert(
+    message:find('no session file', 1, true),
+    'expected a "no session file" error, got: ' .. message
+  )
+
+  vim.g.ds4_session_file = cfg.session
+  local _, text = run_command('Ds4Plan --mode=observer ' .. REQUEST, 'plan')
+  vim.g.ds4_session_file = nil
+  assert(text:find('# ds4 plan: mode observer', 1, true), text)
+
+  ds4.setup({
+    cmd = cfg.cmd,
+    cmd_env = { DS4_DB = cfg.db },
+    trusted_roots = { cfg.roots.trusted },
+    session_file = function()
+      return cfg.session
+    end,
+  })
+  vim.api.nvim_set_current_buf(trusted_buf)
+  _, text = run_command('Ds4Plan ' .. REQUEST, 'plan')
+  assert(text:find(ds4.last_manifest_id, 1, true), text)
+end)
+
+test('the_other_commands_render_readable_buffers', function()
+  assert(planned, 'needs plan_through_the_lua_api')
+  vim.api.nvim_set_current_buf(trusted_buf)
+  local _, text = run_command(
+    'Ds4Retrieve --session='
+      .. vim.fn.fnameescape(cfg.session)
+      .. ' --max=2 port user-message-selector.ts DynamicBorder to the theme',
+    'retrieve'
+  )
+  assert(text:find('# ds4 retrieve: status ok · 2 hits', 1, true), text)
+  assert(text:find('## 1. v1-', 1, true), text)
+
+  vim.api.nvim_set_current_buf(trusted_buf)
+  vim.g.ds4_session_file = cfg.session
+  _, text = run_command('Ds4Manifest', 'manifest')
+  vim.g.ds4_session_file = nil
+  assert(text:find('# ds4 manifest ' .. ds4.last_manifest_id, 1, true), text)
+  assert(text:find('## Excluded:', 1, true), text)
+
+  vim.api.nvim_set_current_buf(trusted_buf)
+  _, text = run_command('Ds4Manifest ' .. planned.manifestId .. ' --view=included', 'manifest')
+  assert(text:find('# ds4 manifest ' .. planned.manifestId, 1, true), text)
+  assert(text:find('kind%s+source%s+group'), 'item list:\n' .. text)
+
+  vim.api.nvim_set_current_buf(trusted_buf)
+  _, text = run_command('Ds4Health', 'health')
+  assert(text:find('# ds4 health: ok', 1, true), text)
+  assert(text:find('database     ' .. cfg.db, 1, true), text)
+  assert(text:find('trusted      true (trusted_roots)', 1, true), text)
+
+  vim.api.nvim_set_current_buf(trusted_buf)
+  _, text = run_command('Ds4Rebuild', 'rebuild')
+  assert(text:find('# ds4 rebuild: %d+ sessions'), text)
+  assert(text:find(cfg.session, 1, true), text)
+end)
+
+test('checkhealth_ds4', function()
+  vim.api.nvim_set_current_buf(trusted_buf)
+  vim.cmd('checkhealth ds4')
+  local text = buffer_text(0)
+  vim.cmd('bwipeout')
+  assert(text:find('version: ds4-lsp ', 1, true), text)
+  assert(text:find('client %d+: root ' .. vim.pesc(trust_mod.normalize(cfg.roots.trusted))), text)
+  assert(text:find('trusted: true (trusted_roots', 1, true), text)
+  assert(text:find('database: ' .. cfg.db, 1, true), text)
+  assert(not text:find('ERROR'), text)
+end)
+
+test('the_help_file_has_valid_tags_and_links', function()
+  vim.cmd('helptags ' .. vim.fn.fnameescape(cfg.doc_dir))
+  local tags = {}
+  for _, line in ipairs(vim.fn.readfile(cfg.doc_dir .. '/tags')) do
+    tags[line:match('^(%S+)')] = true
+  end
+  for _, tag in ipairs({
+    'ds4.txt',
+    'ds4',
+    'ds4-setup',
+    'ds4-trust',
+    'ds4-api',
+    'ds4-session',
+    ':Ds4Plan',
+    ':Ds4Trust',
+    'ds4.plan()',
+  }) do
+    assert(tags[tag], 'missing help tag ' .. tag)
+  end
+  vim.opt.runtimepath:append(vim.fs.dirname(cfg.doc_dir))
+  local doc = table.concat(vim.fn.readfile(cfg.doc_dir .. '/ds4.txt'), '\n')
+  for link in doc:gmatch('|([^|%s]+)|') do
+    local ok, problem = pcall(vim.cmd.help, link)
+    assert(ok, ('|%s| does not resolve: %s'):format(link, tostring(problem)))
+  end
+  vim.cmd('helpclose')
+end)
+
+test('update_settings_reaches_the_running_servers', function()
+  ds4.update_settings({ context = { mode = 'observer' } })
+  local err, result = await(function(cb)
+    ds4.plan(plan_params(), cb, { bufnr = trusted_buf })
+  end)
+  assert(not err, vim.inspect(err))
+  eq(result.mode, 'observer', 'mode after update_settings')
+  ds4.update_settings({ context = { mode = 'managed' } })
+  err, result = await(function(cb)
+    ds4.plan(plan_params(), cb, { bufnr = trusted_buf })
+  end)
+  assert(not err, vim.inspect(err))
+  eq(result.mode, 'managed', 'mode after the second update_settings')
+end)
+
+test('the_float_view_opens_a_floating_window', function()
+  ds4.setup({
+    cmd = cfg.cmd,
+    cmd_env = { DS4_DB = cfg.db },
+    trusted_roots = { cfg.roots.trusted },
+    view = 'float',
+  })
+  for _, win in ipairs(vim.api.nvim_list_wins()) do
+    if vim.api.nvim_win_get_buf(win) == ui.buffer('health') then
+      vim.api.nvim_win_close(win, true)
+    end
+  end
+  vim.api.nvim_set_current_buf(trusted_buf)
+  local buf = run_command('Ds4Health', 'health')
+  local win = vim.api.nvim_get_current_win()
+  eq(vim.api.nvim_win_get_buf(win), buf, 'current window shows the health buffer')
+  eq(vim.api.nvim_win_get_config(win).relative, 'editor', 'floating window')
+  vim.api.nvim_feedkeys('q', 'x', false)
+  assert(not vim.api.nvim_win_is_valid(win), 'q closes the window')
+end)
+
+test('database_path_option_is_sent_as_init_option', function()
+  ds4.setup({ cmd = cfg.cmd, database_path = cfg.other_db, trusted_roots = {} })
+  local _, buf = edit_and_attach(cfg.roots.other .. '/e.txt')
+  local err, result = await(function(cb)
+    ds4.health(cb, { bufnr = buf })
+  end)
+  assert(not err, vim.inspect(err))
+  eq(result.databasePath, cfg.other_db, 'databasePath')
+  eq(result.server.trusted, false, 'server.trusted')
+end)
+
+-- Results, then stop every server before exiting.
+local file = assert(io.open(cfg.results, 'w'))
+file:write(vim.json.encode({ tests = results, notified = notified }))
+file:close()
+
+for _, client in ipairs(vim.lsp.get_clients()) do
+  client:stop()
+end
+vim.wait(5000, function()
+  return #vim.lsp.get_clients({ _uninitialized = true }) == 0
+end, 10)
+
+local failed = 0
+for _, r in ipairs(results) do
+  if not r.ok then
+    failed = failed + 1
+  end
+end
+os.exit(failed == 0 and 0 or 1)

