@@ -358,6 +358,27 @@ def test_stale_snippets_are_kept_for_recent_contents_only(store: Store, project:
     assert len(load_snippets(store, root, "src/shipping.ts", include_stale=True)) == len(rows)
 
 
+def test_the_fts_index_stays_in_step_with_the_snippets(store: Store, project: Path) -> None:
+    """After edits, reverts, deletions and a forced sync the external-content FTS index holds
+    exactly what a rebuild from `project_snippets` would (fts5vocab row counts compared)."""
+    path = project / "src" / "shipping.ts"
+    sync_project(store, discover(project))
+    for n in range(4):
+        write(path, SHIPPING + f"// getRate{n} データ{n}\n")
+        sync_project(store, discover(project))
+    write(path, SHIPPING + "// getRate1 データ1\n")  # revert to a kept content
+    sync_project(store, discover(project))
+    (project / "docs" / "notes.md").unlink()
+    sync_project(store, discover(project))
+    sync_project(store, discover(project), force=True)
+    conn = store.connection()
+    vocab = "SELECT term, doc, cnt FROM project_snippets_fts_vocab ORDER BY term"
+    before = conn.execute(vocab).fetchall()
+    with store.write() as conn:
+        conn.execute("INSERT INTO project_snippets_fts (project_snippets_fts) VALUES ('rebuild')")
+    assert conn.execute(vocab).fetchall() == before
+
+
 def test_lsp_line_numbers_for_crlf_and_cr_files(store: Store, project: Path) -> None:
     root = str(project.resolve())
     lines = [f"line {n}\x0c\u2028tail" for n in range(1, 101)]

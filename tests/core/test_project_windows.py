@@ -189,6 +189,10 @@ def test_declared_symbols_follow_the_heuristics() -> None:
     ]
 
 
+def test_declared_symbols_see_line_starts_of_every_line_ending() -> None:
+    assert declared_symbols("x = 1\rclass A:\r  def b(self):\r\nconst c = 1\n") == ["A", "b", "c"]
+
+
 def test_declared_symbols_are_unique_and_capped() -> None:
     text = "".join(f"def f{n}():\n    pass\ndef f{n}():\n" for n in range(300))
     names = declared_symbols(text)
@@ -206,13 +210,15 @@ def test_identifier_subwords() -> None:
 
 def test_search_text_holds_sub_words_and_cjk_bigrams() -> None:
     extra = search_text(
-        "x = getShippingMethod(parse_http_response(HTTPServer))\n"
+        "x = getShippingMethod(parse_http_response(HTTPServer, read_jsonValue, MAX_SIZE))\n"
         "# データベース接続\nplain words only\n"
     )
     lines = extra.splitlines()
     assert "get shipping method" in lines
-    assert "parse http response" in lines
     assert "http server" in lines
+    assert "read json value" in lines
+    # unicode61 already splits snake_case at "_": nothing to add for it
+    assert "parse http response" not in lines and "max size" not in lines
     assert "デー ータ タベ ベー ース ス接 接続" in lines
     assert lines[-1] == "続"  # last character of each CJK run, for one-character prefixes
     assert "plain" not in extra
@@ -274,6 +280,15 @@ def test_any_cjk_substring_is_a_match(run: str, data: st.DataObject) -> None:
     end = data.draw(st.integers(min_value=start + 1, max_value=len(run)))
     conn = _fts([f"前 {run}。", "nothing"])
     assert 1 in _matches(conn, run[start:end])
+
+
+def test_identifier_sub_words_are_found() -> None:
+    conn = _fts(["rate = getShippingMethod(order)", "parse_http_response(raw)", "HTTPServer()"])
+    assert _matches(conn, "shipping method") == {1}
+    assert _matches(conn, "ShippingMethod") == {1}
+    assert _matches(conn, "http response") == {2}
+    assert _matches(conn, "http server") == {3}
+    assert _matches(conn, "method shipping") == set()
 
 
 def test_mixed_script_terms_are_found() -> None:

@@ -714,9 +714,9 @@ def _prepare(
         and before.content_hash == content_hash
     ):
         return _Work("meta", f.rel_path, had_row=True, file_row=row)
-    snippets, chars = _snippet_rows(
-        project_path, f.rel_path, replace_lone_surrogates(text), content_hash, now
-    )
+    # `text` holds no lone surrogate: disk text is decoded with errors="replace" and buffer
+    # text went through `_live_text_reason`.
+    snippets, chars = _snippet_rows(project_path, f.rel_path, text, content_hash, now)
     return _Work(
         "index", f.rel_path, had_row=before is not None, file_row=row, snippets=snippets,
         chars=chars,

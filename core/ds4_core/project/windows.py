@@ -159,18 +159,19 @@ _MODIFIERS = (
     r"(?:(?:export|default|declare|public|private|protected|internal|abstract|final|sealed|"
     r"static|partial|data|open|unsafe|typedef|readonly|pub(?:\([^)\n]*\))?)[ \t]+)*"
 )
-# Rules 1, 3 and 4 start a line: one pass with one named group per rule.
+# Rules 1, 3 and 4 start a line: one pass with one named group per rule. The pattern starts
+# with a literal "\n" (searched for at C speed; the text is matched with "\n" prepended)
+# instead of a MULTILINE "^", which Python's engine tries at every position.
 _LINE_SYMBOLS = re.compile(
     # 1. (class|interface|enum|namespace|record|struct|trait|type) Name, after optional
     #    modifiers (at a line start, so prose such as "the class of problems" does not count)
-    rf"^[ \t]*(?:{_MODIFIERS}(?:class|interface|enum|namespace|record|struct|trait|type)"
+    rf"\n[ \t]*(?:{_MODIFIERS}(?:class|interface|enum|namespace|record|struct|trait|type)"
     rf"[ \t]+(?P<type>{_NAME})"
     # 3. (export )?(const|let|var) Name followed by = or :
     rf"|(?:export[ \t]+)?(?:const|let|var)[ \t]+(?P<var>{_NAME})[ \t]*[=:]"
     # 4. (def|fn|func) Name; also `async def`, `pub fn`, Go methods `func (r *Recv) Name`
     rf"|(?:(?:async|pub(?:\([^)\n]*\))?|const|unsafe|extern)[ \t]+)*"
     rf"(?:def|fn|func)[ \t]+(?:\([^)\n]*\)[ \t]*)?(?P<def>{_NAME}))",
-    re.MULTILINE,
 )
 _LINE_KEYWORDS = (
     "class", "interface", "enum", "namespace", "record", "struct", "trait", "type",
@@ -210,10 +211,11 @@ def declared_symbols(text: str, limit: int = MAX_SYMBOLS_PER_WINDOW) -> list[str
     found: list[tuple[int, str]] = []
     # Substring checks first: each regex pass costs far more than `in` (C speed).
     if any(keyword in text for keyword in _LINE_KEYWORDS):
-        for match in _LINE_SYMBOLS.finditer(text):
+        lines = text.replace("\r", "\n") if "\r" in text else text  # same offsets
+        for match in _LINE_SYMBOLS.finditer("\n" + lines):
             group = match.lastgroup
             if group is not None:
-                found.append((match.start(group), match.group(group)))
+                found.append((match.start(group) - 1, match.group(group)))
     if "function" in text:
         found.extend((m.start(1), m.group(1)) for m in _FUNCTION_SYMBOL.finditer(text))
     if "create" in text or "CREATE" in text or "create" in text.lower():
@@ -343,9 +345,10 @@ def search_text(text: str) -> str:
 
     Deterministic; "" when there is nothing to add.
     """
-    chunks = dict.fromkeys(text.translate(_ASCII_NON_WORD_TO_SPACE).split())
+    chunks = text.translate(_ASCII_NON_WORD_TO_SPACE).split()
     # All lower-case or all upper-case words (snake_case too) have no case boundary; unicode61
-    # already splits them at `_`. The filters run at C speed (most words are dropped here).
+    # already splits them at `_`. The filters run at C speed (most words are dropped here);
+    # repeated words hit `_subword_phrase`'s cache.
     cased = filterfalse(str.isupper, filterfalse(str.islower, chunks))
     phrases: dict[str, None]
     if text.isascii():
