@@ -1,18 +1,32 @@
 """`ds4`: the context engine on the command line.
 
-    ds4 [--db PATH] plan --session FILE [--leaf ID] [--model PROVIDER/ID] [--context-window N]
-                         [--fixed-tokens N] [--json] REQUEST
-    ds4 [--db PATH] retrieve --session FILE [--leaf ID] [--max-results N] [--json] QUERY
-    ds4 [--db PATH] manifest (ID | --latest --session FILE)
-                             [--view summary|included|excluded|full] [--json]
-    ds4 [--db PATH] index [--force] FILE...
-    ds4 [--db PATH] health [--json]
-    ds4 [--db PATH] rebuild [--json]
+    ds4 [GLOBAL] plan --session FILE [--leaf ID] [--model PROVIDER/ID] [--context-window N]
+                      [--fixed-tokens N] [--workspace DIR [--trust]] [--json] REQUEST
+    ds4 [GLOBAL] retrieve [--session FILE] [--leaf ID] [--max-results N]
+                          [--scope history|project]... [--workspace DIR [--trust]] [--json] QUERY
+    ds4 [GLOBAL] manifest (ID | --latest --session FILE)
+                          [--view summary|included|excluded|full] [--json]
+    ds4 [GLOBAL] index [--force] [--json] FILE...
+    ds4 [GLOBAL] health [--json]
+    ds4 [GLOBAL] rebuild [--json]
 
-Global options, before the command: `--db PATH`, `--settings-file FILE`, `--set KEY=VALUE`
-(settings of docs/configuration.md), `-v`. `--json` prints exactly the object the matching LSP
-request returns (docs/protocol.md). Exit codes: 0 success; 1 unexpected internal error; 2 bad usage or input you can fix (the
-message says what to do); 3 some sessions failed to index or rebuild; 130 interrupted (Ctrl-C).
+GLOBAL options, before the command: `--db PATH`, `--settings-file FILE`, `--set KEY=VALUE`
+(repeatable; settings of docs/configuration.md), `-v` (counts and timings on stderr),
+`--version`.
+
+`--json` prints exactly the object the matching LSP request returns (docs/protocol.md):
+`plan` the `ds4/plan` result, `retrieve` the `ds4/retrieve` result, `manifest` the
+`ds4/manifest` result, `health` the `ds4.health` result without `server`, `rebuild` the
+`ds4.rebuildIndex` result (failures in its `failed`). `index` has no LSP request: it prints a
+list with one object per FILE, in the order given: the file's sync result (`sessionId`,
+`sessionFile`, `outcome`, `reason`, `entriesAdded`, `entriesTotal`, `malformedLines`,
+`bytesRead`, `durationMs`, as in `ds4.rebuildIndex` `results`), or `{sessionFile, error}` for a
+file that could not be indexed (so a failure never disappears from stdout; tell the two apart
+by `error`).
+
+Exit codes: 0 success; 1 unexpected internal error; 2 bad usage or input you can fix (the
+message says what to do); 3 some session files could not be indexed or rebuilt (the others
+were); 130 interrupted (Ctrl-C).
 """
 
 from __future__ import annotations
@@ -22,10 +36,13 @@ import contextlib
 import json
 import logging
 import os
+import shlex
 import sys
+import textwrap
 import time
 from collections import Counter
 from collections.abc import Iterator, Sequence
+from pathlib import Path
 from typing import Any, TextIO
 
 from . import __version__
@@ -114,13 +131,58 @@ class _Progress:
             self.width = 0
 
 
+REPORT_WIDTH = 100
+"""Width (characters) the text reports wrap reasons at and fit excerpts into."""
+
+_WINDOW_WARNING = "context window of model"
+"""Prefix of the engine's unknown-context-window warning, which `ds4 retrieve` does not print:
+the CLI gives retrieve no model, and the window only bounds the evidence tokens."""
+
+_KIND_LABELS = {
+    "background": "older",
+    "current": "current turn",
+    "recent": "recent",
+    "summary": "summary",
+    "system": "system",
+    "history": "evidence",
+    "project": "project",
+    "pin": "pinned",
+    "memory": "memory",
+    "tool": "tool",
+}
+"""Plan item kinds as the report names them."""
+
+_SECTION_KINDS = frozenset({"recent", "current", "summary", "history", "project"})
+"""Included item kinds with a section of their own in the plan report."""
+
+
 def _fmt(n: int | float | None) -> str:
     if n is None:
         return "-"
     return f"{n:,}" if isinstance(n, int) else f"{n:,.3f}"
 
 
-def _table(rows: Sequence[Sequence[Any]], headers: Sequence[str], out: TextIO) -> None:
+def _wrap(text: str, first: str, rest: str) -> str:
+    """`text` on lines of at most `REPORT_WIDTH` characters, the first starting with `first`
+    and the others with `rest` (whitespace runs collapsed; long words are never split)."""
+    return textwrap.fill(
+        " ".join(text.split()),
+        width=max(REPORT_WIDTH, len(first) + 20, len(rest) + 20),
+        initial_indent=first,
+        subsequent_indent=rest,
+        break_long_words=False,
+        break_on_hyphens=False,
+    )
+
+
+def _table(
+    rows: Sequence[Sequence[Any]],
+    headers: Sequence[str],
+    out: TextIO,
+    reasons: Sequence[str | None] | None = None,
+) -> None:
+    """An aligned table. `reasons[i]`, when given, is printed in full under row i as
+    `why: ...`, indented to the second column and wrapped at `REPORT_WIDTH`."""
     cells = [[str(c) for c in row] for row in rows]
     widths = [len(h) for h in headers]
     for row in cells:
@@ -128,15 +190,26 @@ def _table(rows: Sequence[Sequence[Any]], headers: Sequence[str], out: TextIO) -
     out.write(
         "  " + "  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=False)).rstrip() + "\n"
     )
-    for row in cells:
+    indent = " " * (2 + widths[0] + 2)
+    for index, row in enumerate(cells):
         out.write(
             "  " + "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=False)).rstrip() + "\n"
         )
+        reason = reasons[index] if reasons is not None and index < len(reasons) else None
+        if reason:
+            out.write(_wrap(reason, indent + "why: ", indent + "     ") + "\n")
 
 
 def _one_line(text: str, limit: int) -> str:
     flat = " ".join(text.split())
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def _room(*columns: Sequence[str]) -> int:
+    """Characters left in a `REPORT_WIDTH` table row for a last column after `columns` (each
+    the header and cells of one column), at least 30."""
+    taken = 2 + sum(max((len(c) for c in column), default=0) + 2 for column in columns)
+    return max(30, REPORT_WIDTH - taken)
 
 
 def _evidence_excerpts(messages: list[dict[str, Any]]) -> dict[str, str]:
@@ -173,8 +246,24 @@ def _group_start(group_id: Any) -> tuple[int, str]:
     return (int(head) if head.isdigit() else -1, text)
 
 
-def _print_plan(result: dict[str, Any], manifest: dict[str, Any], out: TextIO) -> None:
+def _tokens(items: Sequence[dict[str, Any]]) -> int:
+    return sum(i.get("tokens", 0) or 0 for i in items)
+
+
+def _composition(items: Sequence[dict[str, Any]]) -> str:
+    """`3 older, 1 summary, 1 current turn`: item counts by kind, in first-seen order."""
+    kinds = Counter(str(i.get("kind", "?")) for i in items)
+    return ", ".join(f"{n} {_KIND_LABELS.get(kind, kind)}" for kind, n in kinds.items())
+
+
+def _print_plan(
+    result: dict[str, Any], manifest: dict[str, Any], out: TextIO, db: str | None = None
+) -> None:
+    """The `ds4 plan` report. In mode `fallback` it says the original messages are sent
+    unchanged and why, and lists them; in mode `observer` the sections are labelled as what a
+    managed plan would have done. `db` is the `--db` given, repeated in the manifest hint."""
     model, budget, stats = result["model"], result["budget"], result.get("stats", {})
+    mode = result["mode"]
     session = result.get("session")
     out.write("ds4 plan\n")
     if session:
@@ -202,26 +291,99 @@ def _print_plan(result: dict[str, Any], manifest: dict[str, Any], out: TextIO) -
     )
     included, excluded = manifest.get("included", []), manifest.get("excluded", [])
     counts = stats.get("counts", {})
-    supplements = counts.get("supplements", 0)
-    out.write(
-        f"  result    mode {result['mode']} · {_fmt(counts.get('messages', 0))} messages"
-        " (active branch + request)"
-        f" and {_fmt(supplements)} evidence candidate(s) → {_fmt(len(result['messages']))} sent"
-        f" · ~{_fmt(result['estimatedTokens'])} tokens\n"
-    )
-    if result.get("fallbackReason"):
+    messages_in = _fmt(counts.get("messages", 0))
+    sent = _fmt(len(result["messages"]))
+    if mode == "managed":
         out.write(
-            f"  fallback  {result['fallbackReason']} (the original messages are sent unchanged)\n"
+            f"  result    mode managed · {messages_in} messages (active branch + request)"
+            f" and {_fmt(counts.get('supplements', 0))} evidence candidate(s) → {sent} sent"
+            f" · ~{_fmt(result['estimatedTokens'])} tokens\n"
         )
+    else:
+        out.write(
+            f"  result    mode {mode} · {messages_in} messages (active branch + request)"
+            f" → the same {sent} sent unchanged · ~{_fmt(result['estimatedTokens'])} tokens\n"
+        )
+    if mode == "fallback":
+        out.write(
+            _wrap(
+                "ds4 did not plan this call, so the original messages are sent unchanged. "
+                f"Why: {result.get('fallbackReason') or 'not reported'}",
+                "  fallback  ",
+                " " * 12,
+            )
+            + "\n"
+        )
+        _print_fallback_items(included, excluded, out)
+    else:
+        would = mode == "observer"
+        if would:
+            planned = stats.get("plannedTokens")
+            out.write(
+                _wrap(
+                    "observer mode (context.mode) records the plan but sends the original "
+                    "messages unchanged. The sections below are what a managed plan would "
+                    f"have done: send {_fmt(counts.get('output', 0))} messages, "
+                    f"~{_fmt(planned)} tokens.",
+                    "  observer  ",
+                    " " * 12,
+                )
+                + "\n"
+            )
+        _print_plan_sections(result, manifest, included, excluded, would, out)
+    if result.get("manifestStored"):
+        db_option = f"--db {shlex.quote(db)} " if db else ""
+        out.write(
+            f"\nManifest  {result['manifestId']} (stored); inspect with: "
+            f"ds4 {db_option}manifest {result['manifestId']} --view full\n"
+        )
+    else:
+        out.write(
+            f"\nManifest  {result['manifestId']} (not stored: kept in this process's memory only, "
+            "so `ds4 manifest` cannot show it later)\n"
+        )
+    for warning in result.get("warnings", []):
+        out.write(f"warning: {warning}\n")
 
+
+def _print_fallback_items(
+    included: list[dict[str, Any]], excluded: list[dict[str, Any]], out: TextIO
+) -> None:
+    """What a fallback plan sends (every original message) and drops (synthetic context)."""
+    out.write(
+        f"\nSent unchanged: {_fmt(len(included))} message(s), {_fmt(_tokens(included))} tokens"
+        + (f" ({_composition(included)})" if included else "")
+        + "\n  nothing was trimmed to a recent tail, no evidence was added, no message was left"
+        " out\n"
+    )
+    if excluded:
+        out.write(
+            f"\nNot sent: {_fmt(len(excluded))} item(s), {_fmt(_tokens(excluded))} tokens"
+            " (a fallback adds no synthetic context)\n"
+        )
+        _print_excluded_table(excluded, out)
+
+
+def _print_plan_sections(
+    result: dict[str, Any],
+    manifest: dict[str, Any],
+    included: list[dict[str, Any]],
+    excluded: list[dict[str, Any]],
+    would: bool,
+    out: TextIO,
+) -> None:
+    """Tail, summaries, evidence, project and exclusions of a managed plan; `would`: observer
+    mode, where each section is what a managed plan would have done."""
+    stats = result.get("stats", {})
     by_kind: dict[str, list[dict[str, Any]]] = {}
     for item in included:
         by_kind.setdefault(item.get("kind", "?"), []).append(item)
+
     tail = by_kind.get("recent", []) + by_kind.get("current", [])
     groups = sorted({i.get("groupId") for i in tail if i.get("groupId")}, key=_group_start)
     out.write(
-        f"\nRecent tail kept: {len(tail)} messages in {len(groups)} turn group(s), "
-        f"{_fmt(sum(i.get('tokens', 0) for i in tail))} tokens"
+        f"\n{'Recent tail a managed plan would keep' if would else 'Recent tail kept'}: "
+        f"{len(tail)} messages in {len(groups)} turn group(s), {_fmt(_tokens(tail))} tokens"
         + (" (immediate predecessor rescued)" if stats.get("rescuedImmediatePredecessor") else "")
         + "\n"
     )
@@ -234,7 +396,7 @@ def _print_plan(result: dict[str, Any], manifest: dict[str, Any], out: TextIO) -
                 [
                     group,
                     len(members),
-                    _fmt(sum(i.get("tokens", 0) for i in members)),
+                    _fmt(_tokens(members)),
                     "current" if kinds.get("current") else "recent",
                     members[0].get("sourceId"),
                 ]
@@ -243,84 +405,117 @@ def _print_plan(result: dict[str, Any], manifest: dict[str, Any], out: TextIO) -
             out.write(f"  (showing the newest 8 of {len(groups)} groups)\n")
         _table(group_rows, ["group", "messages", "tokens", "kind", "first entry"], out)
 
-    evidence = by_kind.get("history", [])
-    excerpts = _evidence_excerpts(result["messages"])
-    retrieval_reasons = {
-        r.get("entryKey"): r.get("reason") or "" for r in manifest.get("retrieved", [])
-    }
-    evidence_tokens = sum(i.get("tokens", 0) for i in evidence)
-    out.write(
-        f"\nHistorical evidence retrieved: {len(evidence)} item(s), "
-        f"{_fmt(evidence_tokens)} tokens\n"
-    )
-    if evidence:
-        rows = []
-        for item in evidence:
-            entry_key = str(item.get("sourceId"))
-            entry_id = entry_key.split(":", 1)[-1]
-            reason = retrieval_reasons.get(entry_key) or item.get("reason") or ""
-            rows.append(
-                [
-                    f"{item.get('score', 0):.3f}",
-                    entry_id,
-                    _one_line(reason, 56),
-                    _one_line(excerpts.get(entry_id, ""), 56),
-                ]
-            )
-        _table(rows, ["score", "entry", "why it matched", "excerpt"], out)
-    else:
-        out.write("  none: no older entry on the active branch matched the request\n")
+    summaries = by_kind.get("summary", [])
+    if summaries:
+        out.write(
+            f"\n{'Summaries a managed plan would keep' if would else 'Summaries kept'}: "
+            f"{len(summaries)} item(s), {_fmt(_tokens(summaries))} tokens\n"
+        )
+        _table(
+            [
+                [s.get("sourceId"), _fmt(s.get("tokens")), s.get("groupId") or "-"]
+                for s in summaries
+            ],
+            ["entry", "tokens", "group"],
+            out,
+        )
+
+    others = [i for kind, items in by_kind.items() if kind not in _SECTION_KINDS for i in items]
+    if others:
+        out.write(
+            f"\n{'Other items a managed plan would keep' if would else 'Other items kept'}: "
+            f"{len(others)} item(s), {_fmt(_tokens(others))} tokens ({_composition(others)})\n"
+        )
+
+    _print_evidence(result, manifest, by_kind.get("history", []), would, out)
 
     project_status = (manifest.get("project") or {}).get("status")
     if project_status not in (None, "no-workspace"):
-        _print_project_section(manifest, by_kind.get("project", []), project_status, out)
+        _print_project_section(manifest, by_kind.get("project", []), project_status, would, out)
 
-    excluded_tokens = sum(i.get("tokens", 0) for i in excluded)
-    out.write(f"\nExcluded: {len(excluded)} item(s), {_fmt(excluded_tokens)} tokens\n")
+    out.write(
+        f"\n{'A managed plan would exclude' if would else 'Excluded'}: {len(excluded)} item(s), "
+        f"{_fmt(_tokens(excluded))} tokens\n"
+    )
+    if excluded:
+        _print_excluded_table(excluded, out)
+
+
+def _print_evidence(
+    result: dict[str, Any],
+    manifest: dict[str, Any],
+    evidence: list[dict[str, Any]],
+    would: bool,
+    out: TextIO,
+) -> None:
+    """Historical evidence: score | entry | excerpt, the full reason on the next line."""
+    retrieval_reasons = {
+        r.get("entryKey"): r.get("reason") or "" for r in manifest.get("retrieved", [])
+    }
+    out.write(
+        f"\n{'Historical evidence a managed plan would add' if would else 'Historical evidence retrieved'}"
+        f": {len(evidence)} item(s), {_fmt(_tokens(evidence))} tokens\n"
+    )
+    if not evidence:
+        left_out = sum(1 for i in manifest.get("excluded", []) if i.get("kind") == "history")
+        out.write(
+            f"  none: {left_out} older entr(ies) matched but none fit (see the exclusions below)\n"
+            if left_out
+            else "  none: no older entry on the active branch matched the request\n"
+        )
+        return
+    excerpts = _evidence_excerpts(result["messages"])
+    ids = [str(item.get("sourceId")).split(":", 1)[-1] for item in evidence]
+    scores = [f"{item.get('score', 0):.3f}" for item in evidence]
+    reasons = [
+        retrieval_reasons.get(str(item.get("sourceId"))) or item.get("reason") or ""
+        for item in evidence
+    ]
+    if excerpts:
+        room = _room(["score", *scores], ["entry", *ids])
+        rows = [
+            [score, entry_id, _one_line(excerpts.get(entry_id, ""), room)]
+            for score, entry_id in zip(scores, ids, strict=True)
+        ]
+        _table(rows, ["score", "entry", "excerpt"], out, reasons)
+    else:  # observer mode: the evidence messages were not sent, so there is no excerpt
+        rows = [
+            [score, entry_id, _fmt(item.get("tokens"))]
+            for score, entry_id, item in zip(scores, ids, evidence, strict=True)
+        ]
+        _table(rows, ["score", "entry", "tokens"], out, reasons)
+
+
+def _print_excluded_table(excluded: list[dict[str, Any]], out: TextIO) -> None:
+    """Excluded items grouped by kind and reason, largest group first, reasons in full."""
     reasons: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for item in excluded:
         reasons.setdefault((item.get("kind", "?"), item.get("reason") or ""), []).append(item)
-    if reasons:
-        _table(
-            [
-                [
-                    kind,
-                    len(items),
-                    _fmt(sum(i.get("tokens", 0) for i in items)),
-                    _one_line(reason, 70),
-                ]
-                for (kind, reason), items in sorted(reasons.items(), key=lambda kv: -len(kv[1]))
-            ],
-            ["kind", "items", "tokens", "reason"],
-            out,
-        )
-    if result.get("manifestStored"):
-        out.write(
-            f"\nManifest  {result['manifestId']} (stored); inspect with: "
-            f"ds4 manifest {result['manifestId']} --view full\n"
-        )
-    else:
-        out.write(
-            f"\nManifest  {result['manifestId']} (not stored: kept in this process's memory only, "
-            "so `ds4 manifest` cannot show it later)\n"
-        )
-    for warning in result.get("warnings", []):
-        out.write(f"warning: {warning}\n")
+    ordered = sorted(reasons.items(), key=lambda kv: -len(kv[1]))
+    _table(
+        [[kind, len(items), _fmt(_tokens(items))] for (kind, _), items in ordered],
+        ["kind", "items", "tokens"],
+        out,
+        [reason for (_, reason), _ in ordered],
+    )
 
 
 def _print_project_section(
-    manifest: dict[str, Any], items: list[dict[str, Any]], status: str, out: TextIO
+    manifest: dict[str, Any],
+    items: list[dict[str, Any]],
+    status: str,
+    would: bool,
+    out: TextIO,
 ) -> None:
     snippets = {s["snippetId"]: s for s in manifest.get("projectSnippets") or []}
-    tokens = sum(i.get("tokens", 0) for i in items)
     out.write(
-        f"\nProject snippets included: {len(items)} item(s), {_fmt(tokens)} tokens"
-        f" (workspace {status})\n"
+        f"\n{'Project snippets a managed plan would add' if would else 'Project snippets included'}"
+        f": {len(items)} item(s), {_fmt(_tokens(items))} tokens (workspace {status})\n"
     )
     if status == "untrusted":
         out.write("  none: the workspace is untrusted, so its files were not read (--trust)\n")
         return
-    rows = []
+    rows, reasons = [], []
     for item in items:
         snippet = snippets.get(str(item.get("sourceId")), {})
         lines = snippet.get("lines") or ["?", "?"]
@@ -329,11 +524,11 @@ def _print_project_section(
                 f"{item.get('score', 0):.3f}",
                 f"{snippet.get('path', '?')}:{lines[0]}-{lines[1]}",
                 "modified" if snippet.get("modified") else "",
-                _one_line(snippet.get("reason") or item.get("reason") or "", 56),
             ]
         )
+        reasons.append(snippet.get("reason") or item.get("reason") or "")
     if rows:
-        _table(rows, ["score", "lines", "tree", "why it matched"], out)
+        _table(rows, ["score", "lines", "tree"], out, reasons)
     for dropped in (manifest.get("project") or {}).get("dropped", []):
         out.write(f"  left out {dropped['path']}: {dropped['reason']}\n")
 
@@ -349,26 +544,29 @@ def _print_retrieve(result: dict[str, Any], out: TextIO) -> None:
         f" · other branches {stats['alternateBranchCandidates']}"
         f" · already in context {stats['alreadyInContext']}\n\n"
     )
-    if result["history"]:
+    hits = result["history"]
+    if hits:
+        scores = [f"{h['score']:.3f}" for h in hits]
+        ids = [str(h["entryId"]) for h in hits]
+        roles = [h["role"] or "-" for h in hits]
+        created = [(h.get("createdAt") or "")[:19] for h in hits]
+        room = _room(["score", *scores], ["entry", *ids], ["role", *roles], ["created", *created])
         _table(
             [
-                [
-                    f"{h['score']:.3f}",
-                    h["entryId"],
-                    h["role"] or "-",
-                    (h.get("createdAt") or "")[:19],
-                    _one_line(h["reason"], 40),
-                    _one_line(h["excerpt"], 60),
-                ]
-                for h in result["history"]
+                [score, entry_id, role, when, _one_line(h["excerpt"], room)]
+                for score, entry_id, role, when, h in zip(
+                    scores, ids, roles, created, hits, strict=True
+                )
             ],
-            ["score", "entry", "role", "created", "reason", "excerpt"],
+            ["score", "entry", "role", "created", "excerpt"],
             out,
+            [h["reason"] for h in hits],
         )
     if result.get("projectStatus") is not None:
         _print_project_hits(result, out)
     for warning in result.get("warnings", []):
-        out.write(f"warning: {warning}\n")
+        if not warning.startswith(_WINDOW_WARNING):
+            out.write(f"warning: {warning}\n")
 
 
 def _print_project_hits(result: dict[str, Any], out: TextIO) -> None:
@@ -381,12 +579,12 @@ def _print_project_hits(result: dict[str, Any], out: TextIO) -> None:
                     f"{h['score']:.3f}",
                     f"{h['path']}:{h['startLine']}-{h['endLine']}",
                     "modified" if h.get("modified") else "",
-                    _one_line(h["reason"], 56),
                 ]
                 for h in hits
             ],
-            ["score", "lines", "tree", "why it matched"],
+            ["score", "lines", "tree"],
             out,
+            [h["reason"] for h in hits],
         )
 
 
@@ -431,7 +629,7 @@ def _print_manifest(manifest: dict[str, Any], out: TextIO) -> None:
                     i.get("groupId") or "-",
                     _fmt(i.get("tokens")),
                     f"{i.get('score') or 0:.3f}",
-                    _one_line(i.get("reason") or "", 60),
+                    " ".join((i.get("reason") or "").split()),
                 ]
                 for i in items
             ],
@@ -473,17 +671,36 @@ def _open_workspace(engine: ContextEngine, args: argparse.Namespace, err: TextIO
         progress.close()
 
 
+_EPILOG = """\
+database:
+  --db PATH, else $DS4_DB, else the setting storage.databasePath (relative to
+  $XDG_DATA_HOME/ds4-lsp), else $XDG_DATA_HOME/ds4-lsp/context.db
+  (~/.local/share/ds4-lsp/context.db when XDG_DATA_HOME is unset or not absolute)
+
+exit codes:
+  0    success
+  1    unexpected internal error (rerun with -v for the traceback)
+  2    bad usage or input you can fix (the message says what to do)
+  3    some session files could not be indexed or rebuilt (the others were)
+  130  interrupted (Ctrl-C)
+
+Settings: docs/configuration.md. --json output: docs/protocol.md."""
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The `ds4` argument parser (see the module docstring for the synopsis)."""
     parser = argparse.ArgumentParser(
         prog="ds4",
         description="DS4 context engine: index Pi sessions, retrieve history, plan model calls.",
+        epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"ds4 {__version__}")
     parser.add_argument(
         "--db",
         metavar="PATH",
-        help="database file (default: $DS4_DB, else ~/.local/share/ds4-lsp/context.db)",
+        help="database file (default: $DS4_DB, else the storage.databasePath setting, else "
+        "$XDG_DATA_HOME/ds4-lsp/context.db; see below)",
     )
     parser.add_argument(
         "--set",
@@ -705,6 +922,60 @@ def run(
             engine.close()
 
 
+def _index(engine: ContextEngine, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    """`ds4 index FILE...`: sync each file; a file that cannot be indexed is reported on stderr
+    (and, with --json, as `{sessionFile, error}` in its place in the list) and the others are
+    still indexed. Exit 3 when any file failed."""
+    outcomes: list[dict[str, Any]] = []
+    failures = 0
+    for file in args.files:
+        progress = _Progress(err)
+        try:
+            outcomes.append(engine.index_session(file, force=args.force, progress=progress))
+        except RequestError as exc:
+            failures += 1
+            message = _usage_message(exc, "index")
+            err.write(f"ds4: {message}\n")
+            outcomes.append({"sessionFile": _absolute(file), "error": message})
+        finally:
+            progress.close()
+    results = [r for r in outcomes if "error" not in r]
+    if args.json:
+        _emit_json(outcomes, out)
+    elif results:
+        _table(
+            [
+                [
+                    r["sessionId"] or "-",
+                    r["outcome"] + (f" ({r['reason']})" if r.get("reason") else ""),
+                    _fmt(r["entriesTotal"]),
+                    _fmt(r["malformedLines"]),
+                    f"{r['durationMs']:.1f}",
+                    os.path.basename(r["sessionFile"]),
+                ]
+                for r in results
+            ],
+            ["session", "outcome", "entries", "malformed", "ms", "file"],
+            out,
+        )
+    if failures == len(args.files):
+        err.write(f"ds4: none of the {failures} file(s) could be indexed (see above)\n")
+    elif failures:
+        err.write(
+            f"ds4: {failures} of {len(args.files)} file(s) could not be indexed (see above); "
+            + ("the other one was\n" if len(results) == 1 else f"the other {len(results)} were\n")
+        )
+    return EXIT_PARTIAL if failures else EXIT_OK
+
+
+def _absolute(file: str) -> str:
+    """`file` as the engine names session files (user-expanded, resolved), for index errors."""
+    try:
+        return str(Path(file).expanduser().resolve())
+    except (OSError, RuntimeError, ValueError):  # e.g. a symlink loop, a NUL in the path
+        return file
+
+
 def _dispatch(engine: ContextEngine, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     if args.command == "plan":
         provider, model_id = _parse_model(args.model)
@@ -728,7 +999,7 @@ def _dispatch(engine: ContextEngine, args: argparse.Namespace, out: TextIO, err:
             _emit_json(result, out)
         else:
             manifest = engine.manifest(ManifestRequest(id=result["manifestId"], view="full"))
-            _print_plan(result, manifest, out)
+            _print_plan(result, manifest, out, db=args.db)
         return EXIT_OK
     if args.command == "retrieve":
         scopes = tuple(
@@ -782,40 +1053,7 @@ def _dispatch(engine: ContextEngine, args: argparse.Namespace, out: TextIO, err:
             _print_manifest(manifest, out)
         return EXIT_OK
     if args.command == "index":
-        results, failures = [], 0
-        for file in args.files:
-            progress = _Progress(err)
-            try:
-                results.append(engine.index_session(file, force=args.force, progress=progress))
-            except RequestError as exc:
-                failures += 1
-                err.write(f"ds4: {_usage_message(exc, 'index')}\n")
-            finally:
-                progress.close()
-        if args.json:
-            _emit_json(results, out)
-        else:
-            _table(
-                [
-                    [
-                        r["sessionId"] or "-",
-                        r["outcome"] + (f" ({r['reason']})" if r.get("reason") else ""),
-                        _fmt(r["entriesTotal"]),
-                        _fmt(r["malformedLines"]),
-                        f"{r['durationMs']:.1f}",
-                        os.path.basename(r["sessionFile"]),
-                    ]
-                    for r in results
-                ],
-                ["session", "outcome", "entries", "malformed", "ms", "file"],
-                out,
-            )
-        if failures:
-            err.write(
-                f"ds4: {failures} of {len(args.files)} file(s) could not be indexed "
-                "(see above); the others were\n"
-            )
-        return EXIT_PARTIAL if failures else EXIT_OK
+        return _index(engine, args, out, err)
     if args.command == "health":
         health = engine.health()
         if args.json:

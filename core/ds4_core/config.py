@@ -9,6 +9,7 @@ raises on user input.
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -177,6 +178,15 @@ def flatten_settings(raw: Mapping[str, Any], prefix: str = "") -> dict[str, Any]
     return flat
 
 
+def _shown(value: Any) -> str:
+    """A setting's value as the user wrote it: JSON (`true`, `"many"`, `{"a/*": {...}}`), or
+    Python's repr for a value JSON cannot express."""
+    try:
+        return json.dumps(value, ensure_ascii=False)
+    except (TypeError, ValueError):
+        return repr(value)
+
+
 @dataclass(frozen=True)
 class Config:
     """Validated settings. Read with `config["context.maxProjectTokens"]`."""
@@ -208,7 +218,7 @@ class Config:
                 continue
             problem = spec.validate(value)
             if problem:
-                warnings.append(f"setting {key!r} = {value!r} was ignored: {problem}")
+                warnings.append(f"setting {key!r} = {_shown(value)} was ignored: {problem}")
                 continue
             accepted[key] = value
         trial = {**merged, **accepted}

@@ -12,6 +12,7 @@ import itertools
 import json
 import logging
 import re
+import shlex
 import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -90,8 +91,9 @@ def test_plan_report_shows_budget_tail_evidence_exclusions_and_manifest(
     assert re.search(r"Recent tail kept: \d+ messages in \d+ turn group\(s\)", report)
     evidence = re.search(r"Historical evidence retrieved: (\d+) item\(s\)", report)
     assert evidence and int(evidence.group(1)) > 0
-    early = next(line for line in report.splitlines() if re.match(r"\s+[\d.]+\s+v1-4\s", line))
-    assert "exact identifier" in early or "FTS" in early  # the reason it matched
+    lines = report.splitlines()
+    early = next(i for i, line in enumerate(lines) if re.match(r"\s+[\d.]+\s+v1-4\s", line))
+    assert lines[early + 1].lstrip().startswith("why: exact identifier")  # the reason it matched
     assert re.search(r"Excluded: \d+ item\(s\)", report)
     assert "older turn outside the recent tail" in report
     manifest_ids = MANIFEST_ID.findall(report)
@@ -229,7 +231,7 @@ def test_plan_report_of_a_fallback_says_why(
     result = ds4("plan", "--session", str(pi_sessions_dir / V3), "x")
     assert result.code == 0, result.err
     assert "mode fallback" in result.out
-    assert "internal error while planning (RuntimeError)" in result.out
+    assert "internal error while planning (RuntimeError)" in " ".join(result.out.split())
 
 
 def test_plan_of_an_empty_session_says_the_manifest_is_not_stored(
@@ -239,6 +241,110 @@ def test_plan_of_an_empty_session_says_the_manifest_is_not_stored(
     assert result.code == 0, result.err
     assert "not stored" in result.out
     assert "inspect with" not in result.out  # another process could not show it
+
+
+def section(report: str, title: str) -> str:
+    """The lines of the report section whose heading starts with `title` (up to a blank line)."""
+    lines = report.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(title))
+    end = next((i for i in range(start, len(lines)) if not lines[i].strip()), len(lines))
+    return "\n".join(lines[start:end])
+
+
+def test_plan_report_of_a_fallback_says_the_messages_are_sent_unchanged(
+    ds4: Callable[..., Run], pi_sessions_dir: Path
+) -> None:
+    """A window too small for the current turn: nothing is presented as a tail or evidence."""
+    session = str(pi_sessions_dir / V3)
+    result = ds4("plan", "--session", session, "--leaf", "e6", "--context-window", "1", "x")
+
+    assert result.code == 0, result.err
+    flat = " ".join(result.out.split())
+    assert "mode fallback" in flat and "the same 5 sent unchanged" in flat
+    assert "so the original messages are sent unchanged. Why: the current turn" in flat
+    assert "Sent unchanged: 5 message(s), 85 tokens (1 summary, 3 older, 1 current turn)" in flat
+    for managed_only in ("Recent tail", "Historical evidence", "Excluded", "Summaries kept"):
+        assert managed_only not in result.out
+
+
+def test_plan_report_in_observer_mode_says_what_a_managed_plan_would_have_done(
+    ds4: Callable[..., Run], pi_sessions_dir: Path
+) -> None:
+    session = str(pi_sessions_dir / V1_LARGE)
+    observed = ds4("--set", "context.mode=observer", "plan", "--session", session, EARLY_REQUEST)
+    planned = ds4("--set", "context.mode=observer", "plan", "--session", session, "--json",
+                  EARLY_REQUEST).json()  # fmt: skip
+
+    assert observed.code == 0, observed.err
+    flat = " ".join(observed.out.split())
+    assert "mode observer · 915 messages (active branch + request) → the same 915 sent" in flat
+    would_send = (
+        f"what a managed plan would have done: send {planned['stats']['counts']['output']} "
+        f"messages, ~{planned['stats']['plannedTokens']:,} tokens"
+    )
+    assert would_send in flat
+    assert re.search(r"^Recent tail a managed plan would keep: \d+ messages", observed.out, re.M)
+    assert re.search(r"^Historical evidence a managed plan would add: 12 item", observed.out, re.M)
+    assert re.search(r"^A managed plan would exclude: \d+ item", observed.out, re.M)
+    assert not re.search(r"^(Recent tail kept|Historical evidence retrieved|Excluded):",
+                         observed.out, re.M)  # fmt: skip
+
+
+def test_plan_report_shows_the_summaries_kept(
+    ds4: Callable[..., Run], pi_sessions_dir: Path
+) -> None:
+    """The compaction summary e5 is kept: it has a section, and the sections add up."""
+    session = str(pi_sessions_dir / V3)
+    result = ds4("plan", "--session", session, "--leaf", "e6", "x")
+    plan = ds4("plan", "--session", session, "--leaf", "e6", "--json", "x").json()
+
+    assert result.code == 0, result.err
+    summaries = section(result.out, "Summaries kept:")
+    assert summaries.startswith("Summaries kept: 1 item(s), 16 tokens")
+    assert re.search(r"^\s+e5\s+16\s+group:0-0$", summaries, re.M)
+    tail = re.search(r"Recent tail kept: (\d+) messages", result.out)
+    assert tail and int(tail.group(1)) + 1 == plan["stats"]["counts"]["included"] == 5
+
+
+def test_plan_manifest_hint_repeats_db_and_works(
+    ds4: Callable[..., Run], pi_sessions_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The printed `inspect with:` command runs as is: it names the --db the plan used."""
+    db = tmp_path / "odd dir" / "plans.db"
+    result = ds4("plan", "--session", str(pi_sessions_dir / V3), "x", db_path=db)
+    assert result.code == 0, result.err
+    hint = result.out.split("inspect with: ", 1)[1].splitlines()[0]
+    assert hint.startswith(f"ds4 --db '{db}' manifest m-") and hint.endswith(" --view full")
+    shown = ds4(*shlex.split(hint)[1:], db_path=None)
+    assert shown.code == 0, shown.err
+    assert shown.out.startswith("manifest m-")
+
+    monkeypatch.setenv("DS4_DB", str(db))
+    from_env = ds4("plan", "--session", str(pi_sessions_dir / V3), "x", db_path=None)
+    assert re.search(r"inspect with: ds4 manifest m-[0-9a-f]{28} --view full$", from_env.out, re.M)
+
+
+def test_plan_report_shows_reasons_in_full(ds4: Callable[..., Run], pi_sessions_dir: Path) -> None:
+    """Evidence is score | entry | excerpt with the whole reason (FTS part too) on the next
+    line; exclusion reasons are not cut either; reason lines wrap at the report width."""
+    result = ds4("plan", "--session", str(pi_sessions_dir / V1_LARGE), EARLY_REQUEST)
+    assert result.code == 0, result.err
+    plan = ds4("plan", "--session", str(pi_sessions_dir / V1_LARGE), "--json", EARLY_REQUEST)
+    manifest = ds4("manifest", plan.json()["manifestId"], "--view", "full", "--json").json()
+
+    evidence = section(result.out, "Historical evidence retrieved:")
+    assert re.search(r"^\s+score\s+entry\s+excerpt$", evidence, re.M)
+    flat_evidence = " ".join(evidence.split())
+    for retrieved in manifest["retrieved"]:
+        assert f"why: {retrieved['reason']}" in flat_evidence
+        assert "FTS: " in retrieved["reason"]
+    excluded = " ".join(section(result.out, "Excluded:").split())
+    reasons = {item["reason"] for item in manifest["excluded"]}
+    assert any("would exceed the tail limit of" in reason for reason in reasons)
+    for reason in reasons:
+        assert f"why: {reason}" in excluded
+    for line in evidence.splitlines() + section(result.out, "Excluded:").splitlines():
+        assert len(line) <= cli.REPORT_WIDTH, line
 
 
 # -------------------------------------------------------------------------------------- retrieve
@@ -269,6 +375,32 @@ def test_retrieve_bad_max_results(ds4: Callable[..., Run], pi_sessions_dir: Path
     result = ds4("retrieve", "--session", str(pi_sessions_dir / V3), "--max-results", "0", "q")
     assert result.code == 2
     assert "--max-results" in result.err
+
+
+def test_retrieve_does_not_warn_about_the_context_window(
+    ds4: Callable[..., Run], pi_sessions_dir: Path
+) -> None:
+    """The model (here an unknown one) does not matter to `ds4 retrieve`: no window warning
+    in the report. `--json` is the engine's result, warnings included."""
+    session = str(pi_sessions_dir / V3)
+    report = ds4("retrieve", "--session", session, "sanitized")
+    assert report.code == 0, report.err
+    assert "context window" not in report.out + report.err
+    printed = ds4("retrieve", "--session", session, "--json", "sanitized").json()
+    assert any(w.startswith("context window of model 'acme/alpha'") for w in printed["warnings"])
+
+
+def test_retrieve_report_shows_the_whole_reason_under_each_hit(
+    ds4: Callable[..., Run], pi_sessions_dir: Path
+) -> None:
+    session = str(pi_sessions_dir / V1_LARGE)
+    report = ds4("retrieve", "--session", session, "--max-results", "3", EARLY_REQUEST)
+    found = ds4("retrieve", "--session", session, "--max-results", "3", "--json", EARLY_REQUEST)
+    assert report.code == 0, report.err
+    assert re.search(r"^\s+score\s+entry\s+role\s+created\s+excerpt$", report.out, re.M)
+    flat = " ".join(report.out.split())
+    for hit in found.json()["history"]:
+        assert f"why: {hit['reason']}" in flat
 
 
 # -------------------------------------------------------------------------------------- manifest
@@ -359,8 +491,11 @@ def test_index_reports_a_non_session_file_and_indexes_the_others(
 
     assert result.code == 3
     assert str(notes) in result.err and "is this a Pi session file?" in result.err
-    assert "1 of 3 file(s) could not be indexed" in result.err
-    assert [r["entriesTotal"] for r in result.json()] == [8, 5]
+    assert "1 of 3 file(s) could not be indexed (see above); the other 2 were" in result.err
+    printed = result.json()  # one object per FILE, in order; the failure in its place
+    assert [r.get("entriesTotal") for r in printed] == [8, None, 5]
+    assert printed[1] == {"sessionFile": str(notes.resolve()), "error": printed[1]["error"]}
+    assert "is this a Pi session file?" in printed[1]["error"]
     assert ds4("health", "--json").json()["sessions"] == 2
 
 
@@ -368,6 +503,25 @@ def test_index_a_missing_file(ds4: Callable[..., Run], tmp_path: Path) -> None:
     result = ds4("index", str(tmp_path / "missing.jsonl"))
     assert result.code == 3
     assert "does not exist" in result.err
+
+
+def test_index_where_every_file_fails(ds4: Callable[..., Run], tmp_path: Path) -> None:
+    """No table header and no "the others were" when there are no others; with --json the
+    failures are on stdout."""
+    notes, missing = tmp_path / "notes.txt", tmp_path / "missing.jsonl"
+    notes.write_text("not a session\n")
+
+    text = ds4("index", str(notes), str(missing))
+    assert text.code == 3
+    assert text.out == ""
+    assert "none of the 2 file(s) could be indexed (see above)" in text.err
+    assert "the other" not in text.err
+
+    printed = ds4("index", "--json", str(notes), str(missing))
+    assert printed.code == 3
+    assert [f["sessionFile"] for f in printed.json()] == [str(notes), str(missing)]
+    assert all(f.keys() == {"sessionFile", "error"} for f in printed.json())
+    assert "does not exist" in printed.json()[1]["error"]
 
 
 # ---------------------------------------------------------------------------- health, rebuild
@@ -442,6 +596,22 @@ def test_argument_errors_and_help_return_codes_instead_of_exiting(
     assert helped.code == 0 and "plan" in helped.out and "manifest" in helped.out
     no_command = ds4()
     assert no_command.code == 2
+
+
+def test_help_lists_exit_codes_and_the_default_database(ds4: Callable[..., Run]) -> None:
+    helped = ds4("--help")
+    assert helped.code == 0
+    flat = " ".join(helped.out.split())
+    for code, meaning in [
+        (0, "success"),
+        (1, "unexpected internal error"),
+        (2, "bad usage or input"),
+        (3, "some session files could not be indexed or rebuilt"),
+        (130, "interrupted"),
+    ]:
+        assert f"{code} {meaning}" in flat
+    assert "$DS4_DB" in flat and "$XDG_DATA_HOME/ds4-lsp/context.db" in flat
+    assert "~/.local/share/ds4-lsp/context.db" in flat
 
 
 def test_an_unexpected_error_is_exit_1_with_a_hint(
@@ -547,6 +717,20 @@ def test_bad_settings_are_reported_not_fatal_and_bad_syntax_is_a_usage_error(
     broken.write_text("{not json")
     failed = ds4("--settings-file", str(broken), "health")
     assert failed.code == cli.EXIT_USAGE and "not valid JSON" in failed.err
+
+
+def test_ignored_settings_show_their_values_as_json(ds4: Callable[..., Run]) -> None:
+    result = ds4(
+        "--set", "enabled=yes",
+        "--set", "retrieval.semantic=true",
+        "--set", 'modelAwareness.overrides={"anthropic/*": 5}',
+        "health",
+    )  # fmt: skip
+    assert result.code == 0
+    assert "setting 'enabled' = \"yes\" was ignored" in result.err
+    assert "setting 'retrieval.semantic' = true was ignored" in result.err
+    assert "setting 'modelAwareness.overrides' = {\"anthropic/*\": 5} was ignored" in result.err
+    assert "True" not in result.err and "{'" not in result.err
 
 
 def test_a_session_file_given_as_db_is_refused_and_untouched(
