@@ -1,0 +1,43 @@
+/**
+ * The API `activate()` returns to other extensions:
+ *
+ * ```ts
+ * const ds4 = await vscode.extensions.getExtension<Ds4Api>('ds4.ds4-lsp')?.activate();
+ * const plan = await ds4?.plan({ session: { file }, request: 'next step' });
+ * ```
+ *
+ * Each call waits for the server to be running and rejects with the server's message when
+ * it answers with an error (e.g. InvalidParams naming the field), or with a
+ * `Ds4ContractError` when the answer does not have the documented shape. Wire types:
+ * `protocol.ts` (docs/protocol.md).
+ */
+
+import type { Event } from 'vscode';
+
+import type {
+  Manifest,
+  ManifestParams,
+  PlanParams,
+  PlanResult,
+  RetrieveParams,
+  RetrieveResult,
+  ToolExecutedParams,
+} from './protocol';
+
+export type * from './protocol';
+
+export interface Ds4Api {
+  /** `ds4/plan`: plan the messages of the next model call within the model's budget. */
+  plan(params: PlanParams): Promise<PlanResult>;
+  /** `ds4/retrieve`: rank transcript evidence for a query. */
+  retrieve(params?: RetrieveParams): Promise<RetrieveResult>;
+  /** `ds4/manifest`: a plan's manifest (metadata only) by id, or a session's latest. */
+  manifest(params: ManifestParams): Promise<Manifest>;
+  /**
+   * `ds4/toolExecuted`: report an agent tool run (`write`, `edit`, `bash`, ...) so the project
+   * files it touched are re-read before the next plan. Resolves once sent.
+   */
+  toolExecuted(params: ToolExecutedParams): Promise<void>;
+  /** Fires after every successful plan made through this API or the "DS4: Plan Request" command. */
+  readonly onDidPlan: Event<PlanResult>;
+}

@@ -1,0 +1,146 @@
+/**
+ * The DS4 extension: starts `ds4-lsp`, shows its state in the status bar, adds the palette
+ * commands and the `ds4_retrieve_history` language model tool, and returns `Ds4Api` to other
+ * extensions.
+ */
+
+import * as vscode from 'vscode';
+
+import type { Ds4Api } from './api';
+import { lastSessionFile, registerCommands, rememberSessionFile } from './commands';
+import { formatHistoryForModel, HISTORY_TOOL_NAME, type HistoryToolInput, historyToolParams } from './historyTool';
+import { ManifestPanel } from './manifestPanel';
+import type { PlanParams, PlanResult } from './protocol';
+import { ServerClient } from './serverClient';
+import { presentStatus, type StatusState } from './status';
+
+let server: ServerClient | undefined;
+
+export function activate(context: vscode.ExtensionContext): Ds4Api {
+  const output = vscode.window.createOutputChannel('DS4', { log: true });
+  server = new ServerClient(output);
+  const panel = new ManifestPanel();
+  const planEmitter = new vscode.EventEmitter<PlanResult>();
+  let lastPlan: PlanResult | undefined;
+  const running = server;
+
+  const api: Ds4Api = {
+    async plan(params: PlanParams): Promise<PlanResult> {
+      const result = await (await running.requests()).plan(params);
+      lastPlan = result;
+      running.notePlan(result);
+      if (result.session && result.session.file !== lastSessionFile(context.workspaceState)) {
+        await rememberSessionFile(context.workspaceState, result.session.file);
+      }
+      planEmitter.fire(result);
+      if (panel.isOpen) {
+        // An open manifest view follows the latest plan; the caller does not wait for it.
+        running
+          .requests()
+          .then((requests) => requests.manifest({ id: result.manifestId, view: 'full' }))
+          .then((manifest) => {
+            panel.refresh(manifest, result);
+          })
+          .catch((error: unknown) => {
+            output.warn(`DS4: refreshing the manifest view: ${String(error)}`);
+          });
+      }
+      return result;
+    },
+    async retrieve(params = {}) {
+      return (await running.requests()).retrieve(params);
+    },
+    async manifest(params) {
+      return (await running.requests()).manifest(params);
+    },
+    async toolExecuted(params) {
+      await (await running.requests()).toolExecuted(params);
+    },
+    onDidPlan: planEmitter.event,
+  };
+
+  const statusItem = vscode.window.createStatusBarItem('ds4.status', vscode.StatusBarAlignment.Left, 10);
+  statusItem.name = 'DS4';
+  const showStatus = (state: StatusState): void => {
+    const presentation = presentStatus(state);
+    statusItem.text = presentation.text;
+    statusItem.tooltip = presentation.tooltip;
+    statusItem.command = presentation.command;
+    statusItem.backgroundColor =
+      presentation.severity === 'normal'
+        ? undefined
+        : new vscode.ThemeColor(`statusBarItem.${presentation.severity}Background`);
+    statusItem.show();
+  };
+  showStatus(running.state);
+
+  context.subscriptions.push(
+    output,
+    running,
+    panel,
+    planEmitter,
+    statusItem,
+    running.onDidChangeStatus(showStatus),
+    ...registerCommands({
+      server: running,
+      panel,
+      output,
+      workspaceState: context.workspaceState,
+      plan: (params) => api.plan(params),
+      lastPlan: () => lastPlan,
+    }),
+    vscode.workspace.onDidChangeConfiguration((event) => {
+      if (event.affectsConfiguration('ds4')) {
+        running.onSettingsChanged().catch((error: unknown) => {
+          output.error(`DS4: applying settings: ${String(error)}`);
+        });
+      }
+    }),
+    vscode.workspace.onDidGrantWorkspaceTrust(() => {
+      running.onTrustGranted().catch((error: unknown) => {
+        output.error(`DS4: applying workspace trust: ${String(error)}`);
+      });
+    }),
+    registerHistoryTool(running, context.workspaceState),
+  );
+
+  void running.start();
+  return api;
+}
+
+export async function deactivate(): Promise<void> {
+  await server?.stop();
+  server = undefined;
+}
+
+/** The `ds4_retrieve_history` tool: `ds4/retrieve` for chat agents. */
+function registerHistoryTool(running: ServerClient, workspaceState: vscode.Memento): vscode.Disposable {
+  return vscode.lm.registerTool<HistoryToolInput>(HISTORY_TOOL_NAME, {
+    prepareInvocation(options) {
+      const query = typeof options.input.query === 'string' ? options.input.query : '';
+      return {
+        invocationMessage: `Searching DS4 session history for "${query}"`,
+        // In an untrusted workspace a prompt could steer the agent at any local .jsonl file:
+        // let the user see which one before it is read.
+        ...(!vscode.workspace.isTrusted && {
+          confirmationMessages: {
+            title: 'Search DS4 session history?',
+            message: `Query: "${query}"\nSession: ${options.input.sessionFile ?? lastSessionFile(workspaceState) ?? '(none)'}`,
+          },
+        }),
+      };
+    },
+    async invoke(options) {
+      const parsed = historyToolParams(options.input, lastSessionFile(workspaceState));
+      if ('error' in parsed) {
+        throw new Error(parsed.error);
+      }
+      const result = await (await running.requests()).retrieve(parsed.params);
+      const budget = options.tokenizationOptions?.tokenBudget;
+      const maxChars = budget !== undefined && budget > 0 ? budget * 4 : undefined;
+      return new vscode.LanguageModelToolResult([
+        new vscode.LanguageModelTextPart(formatHistoryForModel(result, maxChars)),
+      ]);
+    },
+  });
+}

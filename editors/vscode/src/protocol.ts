@@ -1,0 +1,512 @@
+/**
+ * The ds4-lsp wire contract in TypeScript: params and results of `ds4/plan`, `ds4/retrieve`,
+ * `ds4/manifest`, the `ds4.rebuildIndex` and `ds4.health` commands, and
+ * `initializationOptions`. Field names and meanings follow docs/protocol.md; every key is
+ * camelCase. Token counts are `chars-v1` estimates (integers), durations are milliseconds,
+ * timestamps are ISO-8601 UTC strings.
+ *
+ * The `check*` functions are runtime guards for the server's answers: each returns the paths
+ * of the fields that do not have the documented type (empty when the value fits), and the
+ * matching `is*` function is the boolean form. They check the fields this extension reads
+ * and leave the rest alone, so a newer server that adds fields still passes.
+ *
+ * Pure module: no `vscode` import, usable in plain node (tests) and by other extensions.
+ */
+
+export const DS4_PLAN = 'ds4/plan';
+export const DS4_RETRIEVE = 'ds4/retrieve';
+export const DS4_MANIFEST = 'ds4/manifest';
+/** Server command ids (`workspace/executeCommand`). */
+export const REBUILD_INDEX = 'ds4.rebuildIndex';
+export const HEALTH = 'ds4.health';
+/** Notification, client to server: an agent tool ran (project knowledge re-syncs). */
+export const DS4_TOOL_EXECUTED = 'ds4/toolExecuted';
+/** Notification, server to client: a project sync ran. */
+export const DS4_INDEX_UPDATED = 'ds4/indexUpdated';
+
+/** A Pi message object exactly as in a session file (`role` plus role-specific fields). */
+export type AgentMessage = { role: string } & Record<string, unknown>;
+
+/** A Pi session file and optionally the entry whose branch is active. */
+export interface SessionRef {
+  /** Path of the session `.jsonl` file (absolute, or relative to the server's cwd). */
+  file: string;
+  /** Entry id of the active leaf; default: the last entry in file order. */
+  leafId?: string;
+}
+
+// ----------------------------------------------------------------------------- ds4/plan
+
+export interface PlanParams {
+  session?: SessionRef;
+  /** The messages the agent would send; default: built from `session`'s active branch. */
+  messages?: AgentMessage[];
+  /** Appended as a new user message. */
+  request?: string;
+  /** Missing parts come from the session, `modelAwareness.overrides` and the model table. */
+  model?: {
+    provider?: string;
+    id?: string;
+    /** Tokens. */
+    contextWindow?: number;
+    /** Tokens. */
+    maxOutputTokens?: number;
+  };
+  /** Size of the system prompt and tool schemas, tokens. Default 0. */
+  fixedTokens?: number;
+  /** Overrides the `context.mode` setting. */
+  mode?: 'managed' | 'observer';
+}
+
+/** A plan's token budget (all values tokens). */
+export interface Budget {
+  contextWindow: number;
+  outputReserve: number;
+  safetyMargin: number;
+  hardInputLimit: number;
+  softLimit: number;
+  targetInputTokens: number;
+  recentTailTokens: number;
+  maxRetrievedHistoryTokens: number;
+  maxProjectTokens: number;
+  maxSummaryTokens: number;
+  [key: string]: number;
+}
+
+export interface PlanStats {
+  counts: {
+    messages: number;
+    groups: number;
+    supplements: number;
+    included: number;
+    excluded: number;
+    output: number;
+  };
+  /** Tokens by item kind (`recent`, `history`, `current`, ...). */
+  tokens: Record<string, number>;
+  rescuedImmediatePredecessor: boolean;
+  oversizedTurnExclusions: number;
+  /** Observer mode: what a managed plan would send (tokens). */
+  plannedTokens?: number | null;
+  included: number;
+  excluded: number;
+  durationMs: number;
+}
+
+export interface PlanResult {
+  /** `fallback`: planning failed or ds4 is disabled; `messages` are the input messages. */
+  mode: 'managed' | 'observer' | 'fallback';
+  messages: AgentMessage[];
+  manifestId: string;
+  /** False when the manifest is only kept in memory (the latest 64 can still be fetched). */
+  manifestStored: boolean;
+  /** `fixedTokens` plus the estimate of `messages`. */
+  estimatedTokens: number;
+  budget: Budget;
+  model: {
+    provider: string;
+    id: string;
+    contextWindow: number;
+    maxOutputTokens: number | null;
+    /** `request`, `override`, `table:<key>` or `default`. */
+    source: string;
+  };
+  warnings: string[];
+  stats: PlanStats;
+  /** Present in mode `fallback`. */
+  fallbackReason?: string;
+  /** Present when planned from a session. */
+  session?: { id: string; file: string; leafId: string | null };
+}
+
+// ----------------------------------------------------------------------------- ds4/retrieve
+
+export interface RetrieveParams {
+  /** Default: the text of the last user message on the active branch. */
+  query?: string;
+  session?: SessionRef;
+  scopes?: ('history' | 'project')[];
+  /** 1..100; default: the `retrieval.maxResults` setting. */
+  maxResults?: number;
+  /** Bound on the excerpts' total size (tokens, >= 1). */
+  maxTokens?: number;
+}
+
+export interface HistoryHit {
+  /** `<sessionId>:<entryId>`. */
+  entryKey: string;
+  entryId: string;
+  role: string | null;
+  createdAt: string | null;
+  /** Higher is better; comparable within one answer. */
+  score: number;
+  reason: string;
+  /** The quoted transcript text. */
+  excerpt: string;
+  /** Size of `excerpt`, tokens. */
+  tokens: number;
+}
+
+export interface ProjectHit {
+  path: string;
+  /** 1-based, inclusive. */
+  startLine: number;
+  endLine: number;
+  fileHash: string;
+  score: number;
+  reason: string;
+  text: string;
+}
+
+export interface RetrievalStats {
+  candidates: number;
+  duplicates: number;
+  alternateBranchCandidates: number;
+  alreadyInContext: number;
+  latencyMs: number;
+}
+
+export interface RetrieveResult {
+  status: 'ok' | 'no-query' | 'disabled' | 'no-session';
+  query: string | null;
+  history: HistoryHit[];
+  project: ProjectHit[];
+  stats: RetrievalStats;
+  warnings: string[];
+}
+
+// ----------------------------------------------------------------------------- ds4/manifest
+
+export type ManifestView = 'summary' | 'included' | 'excluded' | 'full';
+
+/** Give `id`, or `session` with `latest: true`. */
+export interface ManifestParams {
+  id?: string;
+  session?: SessionRef;
+  latest?: boolean;
+  /** Default `summary` (no item lists, `itemCounts` instead). */
+  view?: ManifestView;
+}
+
+/** One planned item: metadata only, never message text. */
+export interface ManifestItem {
+  /** `recent`, `history`, `current`, `background`, ... */
+  kind: string;
+  sourceId: string;
+  groupId: string | null;
+  classification: string | null;
+  tokens: number;
+  score: number | null;
+  reason: string;
+}
+
+export interface Manifest {
+  id: string;
+  sessionId: string | null;
+  branchLeafId: string | null;
+  createdAt: string;
+  provider: string | null;
+  model: string | null;
+  modelSource: string | null;
+  contextWindow: number;
+  outputReserve: number;
+  hardInputLimit: number;
+  targetInputTokens: number;
+  estimatedTokens: number;
+  /** `null` until a provider reports usage. */
+  actualTokens: number | null;
+  fixedTokens: number;
+  promptHash: string | null;
+  policyVersion: string;
+  plannerVersion: string;
+  estimatorVersion: string;
+  /** The full budget: tokens, plus `calibrationRatio` (a ratio). */
+  budgets: Record<string, number>;
+  /** Present in views `included` and `full`. */
+  included?: ManifestItem[];
+  /** Present in views `excluded` and `full`. */
+  excluded?: ManifestItem[];
+  /** Present in view `summary`. */
+  itemCounts?: { included: number; excluded: number };
+  /** Present when a large excluded list was rolled up. */
+  excludedRollup?: { total: number; omitted: number };
+  summaryIds: string[];
+  retrievedEventIds: string[];
+  retrieved: { entryKey: string; score: number; reason: string }[];
+  planning: {
+    mode: string;
+    fallbackReason: string | null;
+    counts: Record<string, number>;
+    tokens: Record<string, number>;
+    rescuedImmediatePredecessor: boolean;
+    oversizedTurnExclusions: number;
+    plannedTokens: number | null;
+  };
+  retrieval: RetrievalStats | null;
+  warnings: string[];
+}
+
+// ----------------------------------------------------------------------------- commands
+
+export interface RebuildIndexResult {
+  sessions: number;
+  entries: number;
+  failed: { sessionFile: string; error: string }[];
+  durationMs: number;
+  results: {
+    sessionId: string;
+    sessionFile: string;
+    outcome: 'noop' | 'incremental' | 'rebuild' | 'skipped';
+    reason: string;
+    entriesAdded: number;
+    entriesTotal: number;
+    malformedLines: number;
+    bytesRead: number;
+    durationMs: number;
+  }[];
+}
+
+export interface HealthResult {
+  status: 'ok' | 'warning';
+  version: string;
+  schemaVersion: number;
+  databasePath: string;
+  sqliteVersion: string;
+  fts5: boolean;
+  sessions: number;
+  entries: number;
+  manifests: number;
+  ephemeralManifests: number;
+  estimator: string;
+  notices: string[];
+  configWarnings: string[];
+  /** Servers with project knowledge: e.g. `<n> project snippet(s) sent to the model have changed since`. */
+  warnings?: string[];
+  /** Servers with project knowledge: the project index (as `ds4.projectStatus`). */
+  project?: {
+    status: 'untrusted' | 'no-workspace' | 'disabled' | 'indexing' | 'ready' | 'error';
+    projectPath: string | null;
+    trusted: boolean;
+    /** Only when trusted. */
+    files?: number;
+    snippets?: number;
+    staleSnippets?: number;
+  };
+  server: {
+    name: string;
+    version: string;
+    positionEncoding: string;
+    trusted: boolean;
+  };
+}
+
+// ----------------------------------------------------------------------------- project
+
+/** `ds4/toolExecuted` params: an agent tool ran and may have changed files. */
+export interface ToolExecutedParams {
+  /** The tool's name, e.g. `write`, `edit`, `bash`, `read`. */
+  tool: string;
+  /** Files it touched when known: absolute, or relative to the workspace root. */
+  paths?: string[];
+}
+
+/** `ds4/indexUpdated` params: sent after each project sync the server runs. */
+export interface IndexUpdatedParams {
+  reason: 'initial' | 'trust' | 'edit' | 'watched' | 'tool' | 'rebuild';
+  /** Paths synced (relative to the root), or `null` for a full sync. */
+  only: string[] | null;
+  status: 'ready' | 'error' | 'untrusted' | 'no-workspace' | 'disabled';
+  /** Present with status `error`. */
+  error?: string;
+  projectPath: string | null;
+  filesIndexed: number;
+  filesUnchanged: number;
+  filesDeleted: number;
+  filesSkipped: number;
+  snippets: number;
+  durationMs: number;
+  truncated: boolean;
+  warnings: string[];
+}
+
+// ----------------------------------------------------------------------------- initialize
+
+/** `initializationOptions` of `initialize`. */
+export interface InitializationOptions {
+  /** Whether the editor trusts the workspace. */
+  trusted: boolean;
+  /** Server settings (docs/configuration.md), nested. */
+  settings: Record<string, unknown>;
+  /** The database file; overrides `DS4_DB` and `storage.databasePath`. */
+  databasePath?: string;
+}
+
+// ----------------------------------------------------------------------------- guards
+
+type Check = (value: unknown) => boolean;
+
+const isObject = (value: unknown): value is Record<string, unknown> =>
+  typeof value === 'object' && value !== null && !Array.isArray(value);
+const str: Check = (v) => typeof v === 'string';
+const num: Check = (v) => typeof v === 'number' && Number.isFinite(v);
+const int: Check = (v) => Number.isInteger(v);
+const bool: Check = (v) => typeof v === 'boolean';
+const obj: Check = isObject;
+const nullable =
+  (check: Check): Check =>
+  (v) =>
+    v === null || check(v);
+const optional =
+  (check: Check): Check =>
+  (v) =>
+    v === undefined || check(v);
+const oneOf =
+  (...options: string[]): Check =>
+  (v) =>
+    typeof v === 'string' && options.includes(v);
+const arrayOf =
+  (check: Check): Check =>
+  (v) =>
+    Array.isArray(v) && v.every(check);
+const numbersRecord: Check = (v) => isObject(v) && Object.values(v).every(num);
+
+type Shape = Record<string, Check>;
+
+/** The paths (from `path`) of the fields of `value` that fail their check. */
+function checkShape(value: unknown, shape: Shape, path: string): string[] {
+  if (!isObject(value)) {
+    return [path];
+  }
+  return Object.entries(shape)
+    .filter(([key, check]) => !check(value[key]))
+    .map(([key]) => `${path}.${key}`);
+}
+
+const shaped =
+  (shape: Shape): Check =>
+  (v) =>
+    checkShape(v, shape, '').length === 0;
+
+const MANIFEST_ITEM: Shape = {
+  kind: str,
+  sourceId: str,
+  groupId: nullable(str),
+  classification: nullable(str),
+  tokens: int,
+  score: nullable(num),
+  reason: str,
+};
+
+const PLAN_RESULT: Shape = {
+  mode: oneOf('managed', 'observer', 'fallback'),
+  messages: arrayOf(obj),
+  manifestId: str,
+  manifestStored: bool,
+  estimatedTokens: int,
+  budget: numbersRecord,
+  model: shaped({ provider: str, id: str, contextWindow: int, source: str }),
+  warnings: arrayOf(str),
+  stats: obj,
+  fallbackReason: optional(str),
+  session: optional(shaped({ id: str, file: str, leafId: nullable(str) })),
+};
+
+const RETRIEVE_RESULT: Shape = {
+  status: oneOf('ok', 'no-query', 'disabled', 'no-session'),
+  query: nullable(str),
+  history: arrayOf(
+    shaped({
+      entryKey: str,
+      entryId: str,
+      role: nullable(str),
+      createdAt: nullable(str),
+      score: num,
+      reason: str,
+      excerpt: str,
+      tokens: int,
+    }),
+  ),
+  project: arrayOf(obj),
+  stats: obj,
+  warnings: arrayOf(str),
+};
+
+const MANIFEST: Shape = {
+  id: str,
+  createdAt: str,
+  contextWindow: int,
+  outputReserve: int,
+  hardInputLimit: int,
+  targetInputTokens: int,
+  estimatedTokens: int,
+  actualTokens: nullable(int),
+  fixedTokens: int,
+  budgets: numbersRecord,
+  included: optional(arrayOf(shaped(MANIFEST_ITEM))),
+  excluded: optional(arrayOf(shaped(MANIFEST_ITEM))),
+  retrieved: arrayOf(shaped({ entryKey: str, score: num, reason: str })),
+  planning: shaped({ mode: str, tokens: numbersRecord }),
+  warnings: arrayOf(str),
+};
+
+const HEALTH_RESULT: Shape = {
+  status: oneOf('ok', 'warning'),
+  databasePath: str,
+  sessions: int,
+  entries: int,
+  manifests: int,
+  notices: arrayOf(str),
+  configWarnings: arrayOf(str),
+  warnings: optional(arrayOf(str)),
+  project: optional(shaped({ status: str, projectPath: nullable(str), trusted: bool })),
+  server: shaped({ name: str, version: str, trusted: bool }),
+};
+
+const REBUILD_INDEX_RESULT: Shape = {
+  sessions: int,
+  entries: int,
+  failed: arrayOf(shaped({ sessionFile: str, error: str })),
+  durationMs: num,
+  results: arrayOf(obj),
+};
+
+const INDEX_UPDATED: Shape = {
+  reason: str,
+  status: str,
+  error: optional(str),
+  filesIndexed: int,
+  snippets: int,
+  truncated: bool,
+  warnings: arrayOf(str),
+};
+
+/** Fields of a `ds4/plan` result that do not fit the contract (paths from `result`). */
+export const checkPlanResult = (value: unknown): string[] =>
+  checkShape(value, PLAN_RESULT, 'result');
+/** Fields of a `ds4/retrieve` result that do not fit the contract. */
+export const checkRetrieveResult = (value: unknown): string[] =>
+  checkShape(value, RETRIEVE_RESULT, 'result');
+/** Fields of a `ds4/manifest` result that do not fit the contract. */
+export const checkManifest = (value: unknown): string[] => checkShape(value, MANIFEST, 'result');
+/** Fields of a `ds4.health` result that do not fit the contract. */
+export const checkHealthResult = (value: unknown): string[] =>
+  checkShape(value, HEALTH_RESULT, 'result');
+/** Fields of a `ds4.rebuildIndex` result that do not fit the contract. */
+export const checkRebuildIndexResult = (value: unknown): string[] =>
+  checkShape(value, REBUILD_INDEX_RESULT, 'result');
+
+/** Fields of `ds4/indexUpdated` params that do not fit the contract (paths from `params`). */
+export const checkIndexUpdated = (value: unknown): string[] =>
+  checkShape(value, INDEX_UPDATED, 'params');
+
+export const isPlanResult = (value: unknown): value is PlanResult =>
+  checkPlanResult(value).length === 0;
+export const isRetrieveResult = (value: unknown): value is RetrieveResult =>
+  checkRetrieveResult(value).length === 0;
+export const isManifest = (value: unknown): value is Manifest => checkManifest(value).length === 0;
+export const isHealthResult = (value: unknown): value is HealthResult =>
+  checkHealthResult(value).length === 0;
+export const isRebuildIndexResult = (value: unknown): value is RebuildIndexResult =>
+  checkRebuildIndexResult(value).length === 0;
+export const isIndexUpdated = (value: unknown): value is IndexUpdatedParams =>
+  checkIndexUpdated(value).length === 0;

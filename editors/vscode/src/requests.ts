@@ -1,0 +1,148 @@
+/**
+ * Typed calls of the ds4 requests and commands over any JSON-RPC connection that can send
+ * requests and follow `$/progress`: the extension passes its `LanguageClient`, the end-to-end
+ * test a `vscode-jsonrpc` `MessageConnection` to the real server. Every answer is checked
+ * against the contract (`protocol.ts`) before it is handed out.
+ *
+ * Pure module: no `vscode` import.
+ */
+
+import {
+  ExecuteCommandRequest,
+  type ExecuteCommandParams,
+  type ProgressType,
+  WorkDoneProgress,
+  type WorkDoneProgressBegin,
+  type WorkDoneProgressEnd,
+  type WorkDoneProgressReport,
+} from 'vscode-languageserver-protocol';
+
+import {
+  checkHealthResult,
+  checkManifest,
+  checkPlanResult,
+  checkRebuildIndexResult,
+  checkRetrieveResult,
+  DS4_MANIFEST,
+  DS4_PLAN,
+  DS4_RETRIEVE,
+  DS4_TOOL_EXECUTED,
+  HEALTH,
+  type HealthResult,
+  type Manifest,
+  type ManifestParams,
+  type PlanParams,
+  type PlanResult,
+  REBUILD_INDEX,
+  type RebuildIndexResult,
+  type RetrieveParams,
+  type RetrieveResult,
+  type ToolExecutedParams,
+} from './protocol';
+
+/** What `LanguageClient` and `MessageConnection` have in common, as far as ds4 needs it. */
+export interface Ds4Connection {
+  sendRequest<R>(method: string, param: unknown): Promise<R>;
+  sendNotification(method: string, params: unknown): Promise<void>;
+  onProgress<P>(
+    type: ProgressType<P>,
+    token: string | number,
+    handler: (value: P) => void,
+  ): { dispose(): unknown };
+}
+
+export type WorkDoneProgressValue = WorkDoneProgressBegin | WorkDoneProgressReport | WorkDoneProgressEnd;
+
+/** Called with each `$/progress` value of a command, `begin` first and `end` last. */
+export type ProgressListener = (value: WorkDoneProgressValue) => void;
+
+/** The server answered with something that is not the documented result shape. */
+export class Ds4ContractError extends Error {
+  constructor(
+    readonly method: string,
+    readonly fields: string[],
+  ) {
+    super(
+      `${method}: the server's answer does not match the ds4 protocol (${fields.join(', ')}); ` +
+        'are the extension and ds4-lsp the same version?',
+    );
+    this.name = 'Ds4ContractError';
+  }
+}
+
+let tokenCounter = 0;
+
+/** A fresh `workDoneToken`, unique within this process. */
+export function newProgressToken(): string {
+  tokenCounter += 1;
+  return `ds4-client-${String(process.pid)}-${String(tokenCounter)}`;
+}
+
+export class Ds4Requests {
+  constructor(private readonly connection: Ds4Connection) {}
+
+  /** `ds4/plan`: plan the messages of the next model call. */
+  plan(params: PlanParams): Promise<PlanResult> {
+    return this.request(DS4_PLAN, params, checkPlanResult);
+  }
+
+  /** `ds4/retrieve`: rank transcript evidence for a query. */
+  retrieve(params: RetrieveParams = {}): Promise<RetrieveResult> {
+    return this.request(DS4_RETRIEVE, params, checkRetrieveResult);
+  }
+
+  /** `ds4/manifest`: a plan's manifest by `id`, or a session's latest. */
+  manifest(params: ManifestParams): Promise<Manifest> {
+    return this.request(DS4_MANIFEST, params, checkManifest);
+  }
+
+  /**
+   * `ds4/toolExecuted`: tell the server an agent tool ran, so the project files it may have
+   * changed are re-read before the next plan. A notification: there is no answer.
+   */
+  toolExecuted(params: ToolExecutedParams): Promise<void> {
+    return this.connection.sendNotification(DS4_TOOL_EXECUTED, params);
+  }
+
+  /** `ds4.health`, reporting its progress to `onProgress`. */
+  health(onProgress?: ProgressListener): Promise<HealthResult> {
+    return this.command(HEALTH, checkHealthResult, onProgress);
+  }
+
+  /** `ds4.rebuildIndex`: re-read every known session, reporting progress to `onProgress`. */
+  rebuildIndex(onProgress?: ProgressListener): Promise<RebuildIndexResult> {
+    return this.command(REBUILD_INDEX, checkRebuildIndexResult, onProgress);
+  }
+
+  private async request<R>(method: string, params: unknown, check: (value: unknown) => string[]): Promise<R> {
+    const result = await this.connection.sendRequest<unknown>(method, params);
+    const problems = check(result);
+    if (problems.length > 0) {
+      throw new Ds4ContractError(method, problems);
+    }
+    return result as R;
+  }
+
+  /**
+   * `workspace/executeCommand` with our own `workDoneToken`, so the server reports progress
+   * on it rather than creating a token (which VS Code would show as a notification of its
+   * own). `$/progress` arrives on the same stream before the answer, so every value has
+   * been delivered when this resolves.
+   */
+  private async command<R>(
+    command: string,
+    check: (value: unknown) => string[],
+    onProgress?: ProgressListener,
+  ): Promise<R> {
+    const workDoneToken = newProgressToken();
+    const subscription = onProgress
+      ? this.connection.onProgress(WorkDoneProgress.type, workDoneToken, onProgress)
+      : undefined;
+    try {
+      const params: ExecuteCommandParams = { command, arguments: [], workDoneToken };
+      return await this.request<R>(ExecuteCommandRequest.method, params, check);
+    } finally {
+      subscription?.dispose();
+    }
+  }
+}

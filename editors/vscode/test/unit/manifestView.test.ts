@@ -1,0 +1,127 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+
+import { escapeHtml, renderManifestHtml } from '../../src/manifestView';
+import { item, manifest, planResult } from '../fixtures';
+
+const NONCE = 'abcdefghijklmnop0123456789';
+const HOSTILE = `<img src=x onerror="alert(1)">'&</style><script>alert(2)</script>`;
+
+function body(html: string): string {
+  return html.slice(html.indexOf('<body>'));
+}
+
+describe('manifest webview', () => {
+  it('escapes every server-provided string, so a hostile manifest renders as text', () => {
+    const html = renderManifestHtml(
+      manifest({
+        id: `m-${HOSTILE}`,
+        model: HOSTILE,
+        modelSource: HOSTILE,
+        sessionId: HOSTILE,
+        branchLeafId: HOSTILE,
+        createdAt: HOSTILE,
+        promptHash: HOSTILE,
+        policyVersion: HOSTILE,
+        warnings: [HOSTILE],
+        retrieved: [{ entryKey: HOSTILE, score: 1, reason: HOSTILE }],
+        included: [item({ kind: HOSTILE, sourceId: HOSTILE, groupId: HOSTILE, classification: HOSTILE, reason: HOSTILE })],
+        excluded: [item({ kind: HOSTILE, sourceId: HOSTILE, reason: HOSTILE })],
+        budgets: { ...manifest().budgets, [HOSTILE]: 5 },
+        planning: { ...manifest().planning, mode: HOSTILE, fallbackReason: HOSTILE, tokens: { [HOSTILE]: 10 } },
+      }),
+      { nonce: NONCE, plan: planResult({ warnings: [HOSTILE], session: { id: 's', file: HOSTILE, leafId: null } }) },
+    );
+    assert.doesNotMatch(html, /<script/i);
+    assert.doesNotMatch(html, /<img/i);
+    assert.equal(html.match(/<\/style>/g)?.length, 1, 'only the page’s own style block closes');
+    assert.match(html, /&lt;img src=x onerror=&quot;alert\(1\)&quot;&gt;&#39;&amp;&lt;\/style&gt;&lt;script&gt;/);
+  });
+
+  it('has a strict CSP: no scripts, no remote loads, styles only from its nonce', () => {
+    const html = renderManifestHtml(manifest(), { nonce: NONCE });
+    const csp = /<meta http-equiv="Content-Security-Policy" content="([^"]*)">/.exec(html);
+    assert.equal(csp?.[1], `default-src 'none'; style-src 'nonce-${NONCE}';`);
+    assert.match(html, new RegExp(`<style nonce="${NONCE}">`));
+    // Inline style attributes would be blocked by this CSP: widths must be classes.
+    assert.doesNotMatch(body(html), /\sstyle=/);
+    assert.doesNotMatch(html, /\s(src|href)=/);
+    assert.doesNotMatch(html, /https?:\/\//);
+  });
+
+  it('defines a CSS rule for every width and position class it uses', () => {
+    const html = renderManifestHtml(manifest(), { nonce: NONCE });
+    const used = new Set(body(html).match(/\b[wl]\d+\b/g));
+    assert.ok(used.size > 3);
+    for (const name of used) {
+      assert.match(html, new RegExp(`\\.${name}\\{(width|left):[\\d.]+%\\}`), name);
+    }
+  });
+
+  it('shows the numbers a person asks for: tokens, limits, counts, kinds against caps', () => {
+    const html = body(renderManifestHtml(manifest(), { nonce: NONCE }));
+    assert.match(html, /36,349 tokens/);
+    assert.match(html, /target 140,000, hard limit 163,232/);
+    assert.match(html, /4 included/);
+    assert.match(html, /3 excluded/);
+    assert.match(html, /anthropic\/claude-sonnet-4-5/);
+    // recent: 29,276 of the 32,000 tail cap.
+    assert.match(html, /recent<\/td><td class="num">29,276<\/td><td class="num">32,000<\/td>.*91%/);
+    assert.match(html, /Retrieved history cap<\/td><td class="num">16,000/);
+    assert.match(html, /<code title="d703a1a9-1b7b-4fb1-b512-c9738b1fe617:v1-4">v1-4<\/code><\/td><td class="num">92.94<\/td><td>FTS: selector, files, port, theme; active branch/);
+    assert.match(html, /not reported/);
+  });
+
+  it('groups excluded items by reason, largest first, and lists every item', () => {
+    const html = body(renderManifestHtml(manifest(), { nonce: NONCE }));
+    const oversized = html.indexOf('<tr><td>oversized turn</td><td class="num">1</td><td class="num">5,000</td>');
+    const older = html.indexOf(
+      '<tr><td>older turn outside the recent tail; no retrieval evidence</td><td class="num">2</td><td class="num">26</td>',
+    );
+    assert.ok(oversized > 0 && older > oversized, 'reasons sorted by tokens');
+    assert.match(html, /All excluded items \(3\)/);
+    assert.match(html, /<code>v1-9<\/code>/);
+  });
+
+  it('caps long item tables and says how many rows it left out', () => {
+    const many = Array.from({ length: 30 }, (_, index) => item({ sourceId: `v1-${String(index)}` }));
+    const html = renderManifestHtml(manifest({ included: many }), { nonce: NONCE, maxRows: 10 });
+    assert.match(html, /20 more not shown/);
+    assert.doesNotMatch(html, /<code>v1-10<\/code>/);
+  });
+
+  it('says the item lists were not loaded for a summary-view manifest', () => {
+    const summary = manifest({ itemCounts: { included: 252, excluded: 675 } });
+    delete summary.included;
+    delete summary.excluded;
+    const html = renderManifestHtml(summary, { nonce: NONCE });
+    assert.match(html, /Included <span class="sub">252 items/);
+    assert.match(html, /Excluded <span class="sub">675 items/);
+    assert.equal(html.match(/not loaded \(summary view\)/g)?.length, 2);
+  });
+
+  it('counts rolled-up excluded items that are not listed', () => {
+    const html = renderManifestHtml(manifest({ excludedRollup: { total: 5000, omitted: 4997 } }), { nonce: NONCE });
+    assert.match(html, /4,997 of 5,000 excluded items were rolled up/);
+    assert.match(html, /5,000 excluded/);
+  });
+
+  it('leads with the fallback reason and the plan warnings', () => {
+    const html = renderManifestHtml(
+      manifest({ planning: { ...manifest().planning, mode: 'fallback', fallbackReason: 'index could not be updated' } }),
+      { nonce: NONCE, plan: planResult({ warnings: ['unknown context window; using 128,000'] }) },
+    );
+    assert.match(html, /Fell back to the original messages:<\/strong> index could not be updated/);
+    assert.match(html, /unknown context window; using 128,000/);
+    assert.match(html, /class="pill mode-fallback">fallback/);
+  });
+
+  it('refuses a nonce that could break out of the CSP', () => {
+    assert.throws(() => renderManifestHtml(manifest(), { nonce: "x'; script-src *" }), /nonce/);
+    assert.throws(() => renderManifestHtml(manifest(), { nonce: 'short' }), /nonce/);
+  });
+
+  it('escapeHtml covers the five HTML-special characters', () => {
+    assert.equal(escapeHtml(`<a href="x">'&'</a>`), '&lt;a href=&quot;x&quot;&gt;&#39;&amp;&#39;&lt;/a&gt;');
+  });
+});

@@ -1,0 +1,92 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+
+import { Ds4ContractError, type Ds4Connection, Ds4Requests, type WorkDoneProgressValue } from '../../src/requests';
+import { healthResult, planResult } from '../fixtures';
+
+/** A connection that answers from `answers` and plays `progress` on the request's token. */
+function fakeConnection(answers: Record<string, unknown>, progress: WorkDoneProgressValue[] = []) {
+  const sent: { method: string; param: unknown }[] = [];
+  const notified: { method: string; params: unknown }[] = [];
+  const listeners = new Map<string | number, (value: unknown) => void>();
+  let disposed = 0;
+  const connection: Ds4Connection = {
+    sendRequest<R>(method: string, param: unknown): Promise<R> {
+      sent.push({ method, param });
+      const token = (param as { workDoneToken?: string }).workDoneToken;
+      const listener = token === undefined ? undefined : listeners.get(token);
+      for (const value of progress) {
+        listener?.(value);
+      }
+      const key = method === 'workspace/executeCommand' ? (param as { command: string }).command : method;
+      return Promise.resolve(answers[key] as R);
+    },
+    sendNotification(method: string, params: unknown): Promise<void> {
+      notified.push({ method, params });
+      return Promise.resolve();
+    },
+    onProgress(_type, token, handler) {
+      listeners.set(token, handler as (value: unknown) => void);
+      return {
+        dispose: () => {
+          disposed += 1;
+          listeners.delete(token);
+        },
+      };
+    },
+  };
+  return { connection, sent, notified, disposedCount: () => disposed };
+}
+
+describe('ds4 requests', () => {
+  it('sends ds4/plan params unchanged and returns the checked result', async () => {
+    const { connection, sent } = fakeConnection({ 'ds4/plan': planResult() });
+    const params = { session: { file: '/s.jsonl' }, request: 'next', fixedTokens: 10 };
+    const result = await new Ds4Requests(connection).plan(params);
+    assert.equal(result.manifestId, 'm-01a22bfe7ae5956d3018a646656d');
+    assert.deepEqual(sent, [{ method: 'ds4/plan', param: params }]);
+  });
+
+  it('runs commands with no arguments and its own progress token, and stops listening after', async () => {
+    const progress: WorkDoneProgressValue[] = [
+      { kind: 'begin', title: 'ds4: checking health', percentage: 0 },
+      { kind: 'end', message: 'status ok' },
+    ];
+    const { connection, sent, disposedCount } = fakeConnection({ 'ds4.health': healthResult() }, progress);
+    const seen: WorkDoneProgressValue[] = [];
+    await new Ds4Requests(connection).health((value) => seen.push(value));
+    assert.deepEqual(seen, progress);
+    const param = sent[0]?.param as { command: string; arguments: unknown[]; workDoneToken: string };
+    assert.equal(sent[0]?.method, 'workspace/executeCommand');
+    assert.equal(param.command, 'ds4.health');
+    assert.deepEqual(param.arguments, []);
+    assert.match(param.workDoneToken, /^ds4-client-\d+-\d+$/);
+    assert.equal(disposedCount(), 1);
+  });
+
+  it('uses a fresh token for each command', async () => {
+    const { connection, sent } = fakeConnection({ 'ds4.health': healthResult() });
+    const requests = new Ds4Requests(connection);
+    await requests.health(() => undefined);
+    await requests.health(() => undefined);
+    const tokens = sent.map((request) => (request.param as { workDoneToken: string }).workDoneToken);
+    assert.notEqual(tokens[0], tokens[1]);
+  });
+
+  it('reports an agent tool run as a ds4/toolExecuted notification', async () => {
+    const { connection, sent, notified } = fakeConnection({});
+    await new Ds4Requests(connection).toolExecuted({ tool: 'edit', paths: ['src/shipping.py'] });
+    assert.deepEqual(notified, [{ method: 'ds4/toolExecuted', params: { tool: 'edit', paths: ['src/shipping.py'] } }]);
+    assert.deepEqual(sent, []);
+  });
+
+  it('rejects an answer of the wrong shape, naming the fields (version skew)', async () => {
+    const { connection } = fakeConnection({ 'ds4/plan': { ...planResult(), estimatedTokens: '36349', manifestId: undefined } });
+    await assert.rejects(new Ds4Requests(connection).plan({}), (error: unknown) => {
+      assert.ok(error instanceof Ds4ContractError);
+      assert.deepEqual(error.fields, ['result.manifestId', 'result.estimatedTokens']);
+      assert.match(error.message, /ds4\/plan: .*same version/);
+      return true;
+    });
+  });
+});

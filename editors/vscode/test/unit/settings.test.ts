@@ -1,0 +1,142 @@
+import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, it } from 'node:test';
+
+import {
+  buildConfigurationChange,
+  buildInitializationOptions,
+  expandPath,
+  LAUNCH_SETTING_KEYS,
+  launchKey,
+  readServerSettings,
+  resolveServerLaunch,
+  SERVER_SETTING_KEYS,
+} from '../../src/settings';
+import { reader } from '../fixtures';
+
+const PACKAGE_ROOT = join(__dirname, '..', '..', '..');
+const PATHS = { homeDir: '/home/me', workspaceFolder: '/work/proj' };
+
+interface ConfigurationProperty {
+  default: unknown;
+  type: string;
+}
+const packageJson = JSON.parse(readFileSync(join(PACKAGE_ROOT, 'package.json'), 'utf8')) as {
+  contributes: { configuration: { properties: Record<string, ConfigurationProperty> } };
+  capabilities: { untrustedWorkspaces: { supported: string; restrictedConfigurations: string[] } };
+};
+const properties = packageJson.contributes.configuration.properties;
+/** What VS Code's `getConfiguration('ds4')` returns with no user settings: the defaults. */
+const defaults = reader(
+  Object.fromEntries(Object.entries(properties).map(([key, property]) => [key.replace(/^ds4\./, ''), property.default])),
+);
+
+describe('settings mapping', () => {
+  it('sends every server setting, nested, and none of the client launch settings', () => {
+    const settings = readServerSettings(defaults);
+    assert.deepEqual(settings.context, {
+      mode: 'managed',
+      targetFillRatio: 0.7,
+      softLimitRatio: 0.8,
+      hardLimitRatio: 0.9,
+      minimumOutputReserve: 8192,
+      preferredOutputReserve: 32768,
+      recentTailTokens: 64000,
+      rescueImmediatePredecessor: true,
+      maxRetrievedHistoryTokens: 16000,
+      maxProjectTokens: 20000,
+      maxSummaryTokens: 12000,
+    });
+    assert.deepEqual(settings.retrieval, { exact: true, fts: true, maxResults: 12 });
+    assert.deepEqual(settings.modelAwareness, { enabled: true, overrides: {} });
+    assert.deepEqual(settings.diagnostics, { storeContextManifest: true, logLevel: 'info' });
+    assert.deepEqual(settings.storage, { busyTimeoutMs: 5000 });
+    assert.equal(settings.enabled, true);
+    assert.equal(settings.server, undefined);
+    assert.equal(settings.databasePath, undefined);
+  });
+
+  it('passes user values through as plain JSON, including override objects', () => {
+    const overrides = { 'local/qwen3-coder': { contextWindow: 32768, maxOutputTokens: 8192 } };
+    const frozen = Object.freeze({ ...overrides });
+    const settings = readServerSettings(reader({ 'context.mode': 'observer', 'modelAwareness.overrides': frozen }));
+    assert.deepEqual(settings, { context: { mode: 'observer' }, modelAwareness: { overrides } });
+    assert.ok(!Object.isFrozen((settings.modelAwareness as Record<string, unknown>).overrides));
+  });
+
+  it('builds initializationOptions with trust, settings and an expanded database path', () => {
+    const options = buildInitializationOptions(false, reader({ databasePath: '~/db/context.db', 'retrieval.maxResults': 5 }), PATHS);
+    assert.deepEqual(options, {
+      trusted: false,
+      settings: { retrieval: { maxResults: 5 } },
+      databasePath: '/home/me/db/context.db',
+    });
+    assert.equal('databasePath' in buildInitializationOptions(true, reader({ databasePath: '  ' }), PATHS), false);
+  });
+
+  it('reports trust beside the settings on a configuration change', () => {
+    assert.deepEqual(buildConfigurationChange(true, reader({ 'context.mode': 'observer' })), {
+      settings: { ds4: { context: { mode: 'observer' }, trusted: true } },
+    });
+  });
+
+  it('starts ds4-lsp by default and <python> -m ds4_lsp when a Python is set, never with --stdio', () => {
+    assert.deepEqual(resolveServerLaunch(reader({}), PATHS), { command: 'ds4-lsp', args: [] });
+    assert.deepEqual(resolveServerLaunch(reader({ 'server.command': '${workspaceFolder}/.venv/bin/ds4-lsp', 'server.args': ['--log-level', 'debug'] }), PATHS), {
+      command: '/work/proj/.venv/bin/ds4-lsp',
+      args: ['--log-level', 'debug'],
+    });
+    assert.deepEqual(
+      resolveServerLaunch(reader({ 'server.command': 'ignored', 'server.pythonPath': '~/venv/bin/python', 'server.args': ['--log-level', 'info', 3] }), PATHS),
+      { command: '/home/me/venv/bin/python', args: ['-m', 'ds4_lsp', '--log-level', 'info'] },
+    );
+  });
+
+  it('asks for a restart only when the launch command or the database changes', () => {
+    const base = { 'server.command': 'ds4-lsp', 'context.mode': 'managed' };
+    const key = launchKey(reader(base), PATHS);
+    assert.equal(launchKey(reader({ ...base, 'context.mode': 'observer' }), PATHS), key);
+    assert.notEqual(launchKey(reader({ ...base, 'server.command': '/opt/ds4-lsp' }), PATHS), key);
+    assert.notEqual(launchKey(reader({ ...base, databasePath: '/tmp/x.db' }), PATHS), key);
+    assert.notEqual(launchKey(reader({ ...base, 'server.args': ['--log-level', 'debug'] }), PATHS), key);
+  });
+
+  it('expands ~, ${userHome} and ${workspaceFolder}, and leaves an unknown folder visible', () => {
+    assert.equal(expandPath('~', PATHS), '/home/me');
+    assert.equal(expandPath('${userHome}/a', PATHS), '/home/me/a');
+    assert.equal(expandPath('${workspaceFolder}/b', { homeDir: '/h' }), '${workspaceFolder}/b');
+    assert.equal(expandPath('/x/~/y', PATHS), '/x/~/y');
+  });
+});
+
+describe('package.json settings', () => {
+  it('contributes exactly the server settings plus the launch settings', () => {
+    const expected = [...SERVER_SETTING_KEYS, ...LAUNCH_SETTING_KEYS].map((key) => `ds4.${key}`).sort();
+    assert.deepEqual(Object.keys(properties).sort(), expected);
+  });
+
+  it('restricts the launch settings in untrusted workspaces (a workspace must not pick the command)', () => {
+    const trust = packageJson.capabilities.untrustedWorkspaces;
+    assert.equal(trust.supported, 'limited');
+    assert.deepEqual([...trust.restrictedConfigurations].sort(), LAUNCH_SETTING_KEYS.map((key) => `ds4.${key}`).sort());
+  });
+
+  it('has the server defaults of docs/configuration.md', (t) => {
+    let doc: string;
+    try {
+      doc = readFileSync(join(PACKAGE_ROOT, '..', '..', 'docs', 'configuration.md'), 'utf8');
+    } catch {
+      t.skip('docs/configuration.md is not next to this checkout');
+      return;
+    }
+    const documented = new Map<string, unknown>();
+    for (const match of doc.matchAll(/^\| `([\w.]+)` \| `([^`]*)` \|/gm)) {
+      documented.set(match[1] ?? '', JSON.parse(match[2] ?? '') as unknown);
+    }
+    for (const key of SERVER_SETTING_KEYS) {
+      assert.ok(documented.has(key), `${key} is documented`);
+      assert.deepEqual(properties[`ds4.${key}`]?.default, documented.get(key), key);
+    }
+  });
+});
