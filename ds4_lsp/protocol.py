@@ -40,8 +40,11 @@ from ds4_core.requests import ManifestRequest, ModelSpec, PlanRequest, RetrieveR
 DS4_PLAN = "ds4/plan"
 DS4_RETRIEVE = "ds4/retrieve"
 DS4_MANIFEST = "ds4/manifest"
+DS4_TOOL_EXECUTED = "ds4/toolExecuted"
+DS4_INDEX_UPDATED = "ds4/indexUpdated"
 REBUILD_INDEX = "ds4.rebuildIndex"
 HEALTH = "ds4.health"
+PROJECT_STATUS = "ds4.projectStatus"
 
 JsonObject = dict[str, Any]
 """A JSON object passed through as is (Pi `AgentMessage`, settings, stats)."""
@@ -191,6 +194,18 @@ class ManifestParams:
 
 
 @attrs.define
+class ToolExecutedParams:
+    """`ds4/toolExecuted` params (a notification): an agent tool ran.
+
+    `tool` is the tool's name (`write`, `edit`, `bash`, `read`, ...); `paths` the files it
+    touched when known, absolute or relative to the workspace root.
+    """
+
+    tool: str
+    paths: list[str] = attrs.Factory(list)
+
+
+@attrs.define
 class InitializationOptions:
     """`initializationOptions` of `initialize`.
 
@@ -301,8 +316,9 @@ class HistoryHit:
 
 @attrs.define
 class ProjectHit:
-    """A project snippet (reserved: this version returns none). Lines are 1-based,
-    inclusive; `fileHash` is the sha256 of the file's bytes."""
+    """A project snippet of a trusted workspace, re-validated against the live text. Lines
+    are 1-based, inclusive; `path` is relative to the project root; `fileHash` is the sha256
+    of the file's text. The engine's other fields (`snippetId`, `tokens`, ...) pass through."""
 
     path: str
     start_line: int
@@ -412,12 +428,23 @@ class ManifestResponseMessage:
     jsonrpc: str = "2.0"
 
 
-MESSAGE_TYPES: dict[str, tuple[type, type]] = {
+@attrs.define
+class ToolExecutedMessage:
+    """The JSON-RPC notification `ds4/toolExecuted`."""
+
+    params: ToolExecutedParams
+    method: str = DS4_TOOL_EXECUTED
+    jsonrpc: str = "2.0"
+
+
+MESSAGE_TYPES: dict[str, tuple[type, type | None]] = {
     DS4_PLAN: (PlanRequestMessage, PlanResponseMessage),
     DS4_RETRIEVE: (RetrieveRequestMessage, RetrieveResponseMessage),
     DS4_MANIFEST: (ManifestRequestMessage, ManifestResponseMessage),
+    DS4_TOOL_EXECUTED: (ToolExecutedMessage, None),
 }
-"""method -> (request message type, response message type) for the custom requests."""
+"""method -> (message type, response message type or None for a notification) for the custom
+requests and notifications."""
 
 
 # --------------------------------------------------------------------------- converter

@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import logging
-import sqlite3
 import traceback
 from collections.abc import Callable, Generator
 from concurrent.futures import ThreadPoolExecutor
@@ -34,16 +33,21 @@ from pygls.protocol import (
 
 from ds4_core.config import flatten_settings
 from ds4_core.engine import ContextEngine
-from ds4_core.requests import RequestError
+from ds4_core.requests import DatabaseUnavailableError, RequestError
 
 from . import __version__
+from .documents import LspWorkspace
+from .handlers.diagnostics import StaleSnippet
 from .logs import apply_log_level_setting
+from .project_sync import ProjectSync
 from .protocol import (
     DS4_MANIFEST,
     DS4_PLAN,
     DS4_RETRIEVE,
+    DS4_TOOL_EXECUTED,
     HEALTH,
     MESSAGE_TYPES,
+    PROJECT_STATUS,
     REBUILD_INDEX,
     InitializationOptions,
     describe_structure_error,
@@ -135,6 +139,24 @@ class Ds4Protocol(LanguageServerProtocol):
             return
         super().handle_message(message)
 
+    @lsp_method(types.INITIALIZE)
+    def lsp_initialize(self, params: types.InitializeParams) -> Generator[Any, Any, Any]:
+        """pygls's initialize, with its workspace replaced by an `LspWorkspace` (documents
+        with LSP line semantics, `ds4_lsp.documents`) before the handler or any didOpen."""
+        steps = super().lsp_initialize(params)
+        try:
+            step = next(steps)  # pygls has created the workspace and yields the handler
+        except StopIteration as done:
+            self._workspace = LspWorkspace.replacing(self.workspace)
+            return done.value
+        self._workspace = LspWorkspace.replacing(self.workspace)
+        while True:
+            reply = yield step
+            try:
+                step = steps.send(reply)
+            except StopIteration as done:
+                return done.value
+
     @lsp_method(types.WORKSPACE_EXECUTE_COMMAND)
     def lsp_workspace__execute_command(
         self, params: types.ExecuteCommandParams
@@ -153,7 +175,9 @@ class Ds4Server(LanguageServer):
     """The ds4 language server: one `ContextEngine` plus the LSP session around it.
 
     The engine is created in `initialize` (see `open_engine`); `engine` raises a JSON-RPC
-    error before that. `options` holds the parsed `initializationOptions`.
+    error before that. `options` holds the parsed `initializationOptions`; `project` schedules
+    project syncs (`ds4_lsp.project_sync`); `stale_snippets` holds the stale-snippet
+    diagnostics last published per document URI (unquoted), for hovers.
     """
 
     protocol: Ds4Protocol
@@ -165,6 +189,8 @@ class Ds4Server(LanguageServer):
         self._engine_problem = "send `initialize` first"
         self._executor = ThreadPoolExecutor(ENGINE_THREADS, thread_name_prefix="ds4-engine")
         self._in_flight: set[asyncio.Future[Any]] = set()
+        self.project = ProjectSync(self)
+        self.stale_snippets: dict[str, list[StaleSnippet]] = {}
 
     # ------------------------------------------------------------------ engine
 
@@ -176,6 +202,11 @@ class Ds4Server(LanguageServer):
                 f"ds4: the context engine is not running: {self._engine_problem}"
             )
         return self._engine
+
+    @property
+    def has_engine(self) -> bool:
+        """Whether the engine is running (false before `initialize` or when it failed)."""
+        return self._engine is not None
 
     async def open_engine(self, options: InitializationOptions) -> list[str]:
         """Create the engine (off the loop) from `initializationOptions` and open its database.
@@ -200,13 +231,9 @@ class Ds4Server(LanguageServer):
         loop = asyncio.get_running_loop()
         try:
             health = await loop.run_in_executor(self._executor, self._engine.health)
-        except (OSError, sqlite3.Error) as exc:  # messages name the file, never session text
-            log.error("cannot open the database: %s", type(exc).__name__)
-            return [
-                *messages,
-                f"ds4: cannot open the database '{self._engine.database_path}': {exc}; "
-                "set initializationOptions.databasePath or DS4_DB to a writable location",
-            ]
+        except DatabaseUnavailableError as exc:  # names the file and what to do
+            log.error("cannot open the database")
+            return [*messages, f"ds4: {exc}"]
         except Exception as exc:
             log.error("cannot open the database: %s", type(exc).__name__)
             return [*messages, f"ds4: cannot open the database ({type(exc).__name__})"]
@@ -234,6 +261,9 @@ class Ds4Server(LanguageServer):
             ) from None
         except JsonRpcException:
             raise
+        except DatabaseUnavailableError as exc:  # actionable, not a bug: no stack trace
+            log.error("%s: database unavailable", label)
+            raise JsonRpcInternalError(f"{label}: {exc}") from None
         except Exception as exc:
             frames = "".join(traceback.format_tb(exc.__traceback__))
             log.error("%s failed: %s\n%s", label, type(exc).__name__, frames)
@@ -243,7 +273,9 @@ class Ds4Server(LanguageServer):
             ) from None
 
     async def close_engine(self) -> None:
-        """Wait up to `SHUTDOWN_GRACE_S` for engine calls in flight, then close the database."""
+        """Stop background project work, wait up to `SHUTDOWN_GRACE_S` for engine calls in
+        flight, then close the database."""
+        await self.project.stop()
         pending = [future for future in self._in_flight if not future.done()]
         if pending:
             log.info("shutdown: waiting for %d engine call(s)", len(pending))
@@ -273,13 +305,15 @@ class Ds4Server(LanguageServer):
     @property
     def supports_work_done_progress(self) -> bool:
         """Whether the client accepts `window/workDoneProgress/create`."""
-        window = self.client_capabilities.window
+        capabilities = getattr(self.protocol, "client_capabilities", None)  # None before initialize
+        window = capabilities.window if capabilities else None
         return bool(window and window.work_done_progress)
 
     @property
     def supports_configuration(self) -> bool:
         """Whether the client answers `workspace/configuration`."""
-        workspace = self.client_capabilities.workspace
+        capabilities = getattr(self.protocol, "client_capabilities", None)  # None before initialize
+        workspace = capabilities.workspace if capabilities else None
         return bool(workspace and workspace.configuration)
 
     def report_server_error(self, error: Exception, source: Any) -> None:
@@ -313,20 +347,42 @@ def create_server() -> Ds4Server:
     """
     # Imported here: the handler modules import `Ds4Server` from this module at run time
     # (pygls resolves command annotations with typing.get_type_hints).
-    from .handlers import commands, lifecycle, manifest, plan, retrieve, settings
+    from .handlers import (
+        commands,
+        documents,
+        hover,
+        lifecycle,
+        manifest,
+        plan,
+        project,
+        retrieve,
+        settings,
+    )
 
     server = Ds4Server(
         "ds4-lsp", __version__, protocol_cls=Ds4Protocol, converter_factory=server_converter
     )
     # lifecycle
     server.feature(types.INITIALIZE)(lifecycle.initialize)
+    server.feature(types.INITIALIZED)(project.initialized)
     server.feature(types.SHUTDOWN)(lifecycle.shutdown)
     server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)(settings.did_change_configuration)
-    # custom requests
+    # documents: an open buffer is the live text of its file
+    server.feature(types.TEXT_DOCUMENT_DID_OPEN)(documents.did_open)
+    server.feature(types.TEXT_DOCUMENT_DID_CHANGE)(documents.did_change)
+    server.feature(types.TEXT_DOCUMENT_DID_SAVE, types.SaveOptions(include_text=False))(
+        documents.did_save
+    )
+    server.feature(types.TEXT_DOCUMENT_DID_CLOSE)(documents.did_close)
+    server.feature(types.WORKSPACE_DID_CHANGE_WATCHED_FILES)(documents.did_change_watched_files)
+    server.feature(types.TEXT_DOCUMENT_HOVER)(hover.hover)
+    # custom requests and notifications
     server.feature(DS4_PLAN)(plan.plan)
     server.feature(DS4_RETRIEVE)(retrieve.retrieve)
     server.feature(DS4_MANIFEST)(manifest.manifest)
+    server.feature(DS4_TOOL_EXECUTED)(project.tool_executed)
     # workspace/executeCommand
     server.command(REBUILD_INDEX)(commands.rebuild_index)
     server.command(HEALTH)(commands.health)
+    server.command(PROJECT_STATUS)(commands.project_status)
     return server

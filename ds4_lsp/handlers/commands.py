@@ -1,6 +1,8 @@
-"""Workspace commands (`workspace/executeCommand`): `ds4.rebuildIndex`, `ds4.health`.
+"""Workspace commands (`workspace/executeCommand`): `ds4.rebuildIndex`, `ds4.health`,
+`ds4.projectStatus`.
 
-Both take no arguments, return JSON, and report `$/progress` (see `ds4_lsp.progress`).
+All take no arguments and return JSON; `ds4.rebuildIndex` and `ds4.health` report
+`$/progress` (see `ds4_lsp.progress`).
 """
 
 from __future__ import annotations
@@ -9,30 +11,52 @@ from typing import Any
 
 from pygls.exceptions import JsonRpcInvalidParams
 
+from ds4_core.engine import ProgressCallback
+from ds4_lsp.handlers.diagnostics import publish_stale_snippets
 from ds4_lsp.progress import WorkDoneProgress
-from ds4_lsp.protocol import HEALTH, REBUILD_INDEX
+from ds4_lsp.protocol import HEALTH, PROJECT_STATUS, REBUILD_INDEX
 from ds4_lsp.server import Ds4Server
 
 
 async def rebuild_index(ls: Ds4Server, *arguments: Any) -> dict[str, Any]:
-    """`ds4.rebuildIndex`: re-read every session the database knows, from scratch.
+    """`ds4.rebuildIndex`: re-read every session the database knows, from scratch, and (in a
+    trusted workspace) rescan the whole project, re-reading every file.
 
-    Returns {sessions, entries, failed: [{sessionFile, error}], durationMs, results}. Reports
-    the percentage of sessions done. Errors: InvalidParams when given arguments.
+    Returns {sessions, entries, failed: [{sessionFile, error}], durationMs, results, project}
+    (`project`: the project sync, or null when untrusted). Reports the percentage done; the
+    project part is also reported with `ds4/indexUpdated` (reason `rebuild`). Errors:
+    InvalidParams when given arguments.
     """
-    _expect_no_arguments(REBUILD_INDEX, arguments)
+    expect_no_arguments(REBUILD_INDEX, arguments)
+    await ls.project.flush()  # edits still in the debounce become live text first
     async with WorkDoneProgress(ls, "ds4: rebuilding the index") as progress:
-        result = await ls.run_engine(ls.engine.rebuild, progress.report, method=REBUILD_INDEX)
+        report = _rising(progress.report) if ls.project.active else progress.report
+        result = await ls.run_engine(ls.engine.rebuild, report, method=REBUILD_INDEX)
         progress.end_message = (
             f"{result['sessions']} session(s), {result['entries']} entries, "
             f"{len(result['failed'])} failed"
         )
+    if result.get("project"):
+        ls.project.report("rebuild", result["project"], None)
+        await publish_stale_snippets(ls, ls.project.open_uris())
     ls.log_request(
         REBUILD_INDEX,
         f"sessions={result['sessions']} entries={result['entries']} "
         f"failed={len(result['failed'])} duration_ms={result['durationMs']:.1f}",
     )
     return result
+
+
+def _rising(report: ProgressCallback) -> ProgressCallback:
+    """One rising percentage for a rebuild with a project rescan: the engine reports the
+    sessions (messages `<done>/<total> sessions`) from 0 to their total, then the project
+    from 0 to its own; the client sees sessions as 0-50 % and the project as 50-100 %."""
+
+    def phased(done: int, total: int, message: str) -> None:
+        offset = 0 if message.endswith(" sessions") else total
+        report(offset + done, 2 * total, message)
+
+    return phased
 
 
 async def health(ls: Ds4Server, *arguments: Any) -> dict[str, Any]:
@@ -42,7 +66,7 @@ async def health(ls: Ds4Server, *arguments: Any) -> dict[str, Any]:
     manifests, notices, configWarnings, ...} and `server: {name, version, positionEncoding,
     trusted}`. Errors: InvalidParams when given arguments.
     """
-    _expect_no_arguments(HEALTH, arguments)
+    expect_no_arguments(HEALTH, arguments)
     async with WorkDoneProgress(ls, "ds4: checking health") as progress:
         result = await ls.run_engine(ls.engine.health, method=HEALTH)
         progress.end_message = f"status {result['status']}"
@@ -52,12 +76,42 @@ async def health(ls: Ds4Server, *arguments: Any) -> dict[str, Any]:
         "version": ls.version,
         "positionEncoding": str(getattr(encoding, "value", encoding)),
         "trusted": ls.options.trusted,
+        **editor_facts(ls),
     }
     ls.log_request(HEALTH, f"status={result['status']} sessions={result['sessions']}")
     return result
 
 
-def _expect_no_arguments(command: str, arguments: tuple[Any, ...]) -> None:
+async def project_status(ls: Ds4Server, *arguments: Any) -> dict[str, Any]:
+    """`ds4.projectStatus`: the engine's project status plus this session's editor facts.
+
+    Returns {status, projectPath, trusted, files, snippets, staleSnippets, git, indexedAt}
+    (counts only when trusted) and `editor: {watchingFiles, openDocuments,
+    staleSnippetDiagnostics}`. Pending edits are indexed first. Errors: InvalidParams when
+    given arguments.
+    """
+    expect_no_arguments(PROJECT_STATUS, arguments)
+    await ls.project.flush()
+    result = await ls.run_engine(ls.engine.project_status, method=PROJECT_STATUS)
+    result["editor"] = editor_facts(ls)
+    ls.log_request(
+        PROJECT_STATUS,
+        f"status={result.get('status')} files={result.get('files', 0)} "
+        f"snippets={result.get('snippets', 0)}",
+    )
+    return result
+
+
+def editor_facts(ls: Ds4Server) -> dict[str, Any]:
+    """{watchingFiles, openDocuments, staleSnippetDiagnostics} of this LSP session."""
+    return {
+        "watchingFiles": ls.project.watching,
+        "openDocuments": len(ls.workspace.text_documents),
+        "staleSnippetDiagnostics": sum(len(s) for s in ls.stale_snippets.values()),
+    }
+
+
+def expect_no_arguments(command: str, arguments: tuple[Any, ...]) -> None:
     """Accept `[]` or `[{}]`/`[null]` (what some clients send); refuse anything else."""
     if all(argument in (None, {}) for argument in arguments) and len(arguments) <= 1:
         return

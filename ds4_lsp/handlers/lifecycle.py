@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 from lsprotocol import types
+from pygls.uris import to_fs_path
 
 from ds4_lsp.protocol import parse_initialization_options
 from ds4_lsp.server import Ds4Server
 
 
 async def initialize(ls: Ds4Server, params: types.InitializeParams) -> None:
-    """`initialize`: read `initializationOptions`, start the engine and open its database.
+    """`initialize`: read `initializationOptions`, start the engine and open its database,
+    then give it the workspace root and trust (nothing is read yet: indexing a trusted
+    workspace starts after `initialized`).
 
     Invalid options and settings are ignored and each is shown with `window/showMessage`
     (Warning), as are database notices (a corrupt file moved aside); none of them is fatal.
@@ -18,6 +21,19 @@ async def initialize(ls: Ds4Server, params: types.InitializeParams) -> None:
     warnings += await ls.open_engine(options)
     for warning in warnings:
         ls.show_message(warning)
+    ls.project.root = workspace_root(params)
+    if ls.has_engine:
+        await ls.project.set_workspace()
+
+
+def workspace_root(params: types.InitializeParams) -> str | None:
+    """The project root: the first workspace folder, else `rootUri`, else `rootPath`; None
+    for a non-file URI or when the client opened no folder."""
+    if params.workspace_folders:
+        return to_fs_path(params.workspace_folders[0].uri)
+    if params.root_uri:
+        return to_fs_path(params.root_uri)
+    return params.root_path or None
 
 
 async def shutdown(ls: Ds4Server, params: None) -> None:

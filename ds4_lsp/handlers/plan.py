@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ds4_lsp.handlers.diagnostics import publish_stale_snippets
 from ds4_lsp.protocol import DS4_PLAN, PlanParams, PlanResult
 from ds4_lsp.server import Ds4Server
 
@@ -11,8 +12,13 @@ async def plan(ls: Ds4Server, params: PlanParams) -> PlanResult:
 
     Errors: InvalidParams naming the field (bad session file, leaf id, ...); planning failures
     are not errors but mode `fallback` with the caller's messages (DESIGN.md, fail open).
+    Pending project syncs run first; afterwards the open documents' stale-snippet
+    diagnostics are republished.
     """
+    await ls.project.before_request()  # pending edits and tool runs are indexed first
     result = await ls.run_engine(ls.engine.plan, params.to_core(), method=DS4_PLAN)
     answer = PlanResult.from_core(result, DS4_PLAN)
     ls.log_request(DS4_PLAN, answer.log_summary())
+    if ls.project.active:  # this plan may have sent, or superseded, snippets of open files
+        ls.project.spawn(publish_stale_snippets(ls, ls.project.open_uris()))
     return answer

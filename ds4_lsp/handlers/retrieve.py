@@ -7,10 +7,12 @@ from ds4_lsp.server import Ds4Server
 
 
 async def retrieve(ls: Ds4Server, params: RetrieveParams) -> RetrieveResult:
-    """`ds4/retrieve`: rank transcript evidence for a query (default: the last user message).
+    """`ds4/retrieve`: rank transcript and project evidence for a query (default: the last
+    user message). Pending project syncs run first.
 
     Errors: InvalidParams naming the field (`maxResults` out of 1..100, bad session file).
     """
+    await ls.project.before_request()  # pending edits and tool runs are indexed first
     result = await ls.run_engine(ls.engine.retrieve, params.to_core(), method=DS4_RETRIEVE)
     answer = RetrieveResult.from_core(result, DS4_RETRIEVE)
     ls.log_request(DS4_RETRIEVE, answer.log_summary())

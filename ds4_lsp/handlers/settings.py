@@ -30,6 +30,7 @@ async def did_change_configuration(
     if trusted is not None and trusted != ls.options.trusted:
         ls.options.trusted = trusted
         log.info("workspace trust changed: trusted=%s", trusted)
+        await ls.project.trust_changed()  # a grant starts indexing, without a restart
     settings = settings_section(params.settings)
     if settings is not None:
         settings = {k: v for k, v in settings.items() if k != "trusted"} or None

@@ -73,3 +73,22 @@ async def servers(client_name: str, tmp_path: Path, database_path: Path) -> Asyn
 async def client(servers: Servers) -> LanguageClient:
     """A server started with default options."""
     return await servers.start()
+
+
+@pytest.fixture
+def project_dir(tmp_path: Path) -> Path:
+    """An empty project folder (the workspace of `project_servers`), apart from the test's
+    database and session copies."""
+    root = tmp_path / "project"
+    root.mkdir()
+    return root
+
+
+@pytest_asyncio.fixture
+async def project_servers(
+    client_name: str, project_dir: Path, database_path: Path
+) -> AsyncIterator[Servers]:
+    """Like `servers`, with `project_dir` as the workspace folder."""
+    started = Servers(client_name, project_dir, database_path)
+    yield started
+    await started.stop_all()

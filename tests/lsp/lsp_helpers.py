@@ -46,7 +46,8 @@ class Servers:
         """Spawn `python -m ds4_lsp *args` and run `initialize` / `initialized`.
 
         `client_features` (method -> handler) are registered on the client before
-        `initialize`, so they see everything the server sends from the start.
+        `initialize`, so they see everything the server sends from the start. Like a real
+        editor, the client accepts `client/registerCapability` unless told otherwise.
         """
         config = ClientServerConfig(
             server_command=[sys.executable, "-m", "ds4_lsp", *args],
@@ -54,7 +55,11 @@ class Servers:
         )
         client = await config.start()
         assert isinstance(client, LanguageClient)
-        for method, handler in (client_features or {}).items():
+        features = {
+            types.CLIENT_REGISTER_CAPABILITY: accept_registration,
+            **(client_features or {}),
+        }
+        for method, handler in features.items():
             client.feature(method)(handler)
         self._running.append(client)
         await asyncio.wait_for(
@@ -91,6 +96,10 @@ class Servers:
         """Stop every server still running."""
         for client in list(self._running):
             await self.stop(client)
+
+
+def accept_registration(params: types.RegistrationParams) -> None:
+    """Answer `client/registerCapability` with success (pytest-lsp has no handler for it)."""
 
 
 def plain(value: Any) -> Any:

@@ -13,10 +13,23 @@ def test_every_method_and_command_is_registered_on_a_fresh_server() -> None:
     assert first is not second
     for server in (first, second):
         assert isinstance(server.protocol, Ds4Protocol)
-        assert {"ds4/plan", "ds4/retrieve", "ds4/manifest"} <= set(server.protocol.fm.features)
+        assert {"ds4/plan", "ds4/retrieve", "ds4/manifest", "ds4/toolExecuted"} <= set(
+            server.protocol.fm.features
+        )
         assert {
             types.INITIALIZE,
+            types.INITIALIZED,
             types.SHUTDOWN,
             types.WORKSPACE_DID_CHANGE_CONFIGURATION,
+            types.WORKSPACE_DID_CHANGE_WATCHED_FILES,
+            types.TEXT_DOCUMENT_DID_OPEN,
+            types.TEXT_DOCUMENT_DID_CHANGE,
+            types.TEXT_DOCUMENT_DID_SAVE,
+            types.TEXT_DOCUMENT_DID_CLOSE,
+            types.TEXT_DOCUMENT_HOVER,
         } <= set(server.protocol.fm.features)
-        assert set(server.protocol.fm.commands) == {"ds4.rebuildIndex", "ds4.health"}
+        assert set(server.protocol.fm.commands) == {
+            "ds4.rebuildIndex",
+            "ds4.health",
+            "ds4.projectStatus",
+        }

@@ -25,7 +25,7 @@ from ..config import Config
 from ..retrieval.descriptor import TaskDescriptor
 from ..store import Store
 from .discovery import DiscoveredFile, Discovery, ProjectRootError, discover_project
-from .filters import read_indexable
+from .filters import path_exclusion, read_indexable
 from .index import ProjectSyncResult, live_hash, sync_project
 from .search import ProjectHit, ProjectRetrieval, render_project_snippet, search_project
 from .sent import record_sent_snippets, stale_snippets_for
@@ -227,13 +227,25 @@ class ProjectWorkspace:
             self.sync()
 
     def _partial_discovery(self, rels: Sequence[str]) -> Discovery:
-        """A Discovery of just `rels`, statted now, keeping the git facts of the last full one."""
+        """A Discovery of just `rels`, statted now, keeping the git facts of the last full one.
+
+        Only files the last full discovery listed may be indexed here: they passed the
+        exclusions and the ignore rules (`.gitignore`, `.git/info/exclude`), which cannot be
+        judged for one path alone. A path it did not list (a new file, or an ignored, excluded
+        or secret one) is left out now and a full sync is marked due, so a new file is indexed
+        by the next full discovery and an excluded one never is.
+        """
         assert self.root is not None
         previous = self._last_discovery
         known = {f.rel_path: f for f in previous.files} if previous else {}
         files: list[DiscoveredFile] = []
         skipped: list[tuple[str, str]] = []
         for rel in sorted(set(rels)):
+            if rel not in known or path_exclusion(rel) is not None:
+                skipped.append((rel, path_exclusion(rel) or "not in the last full discovery"))
+                with self._lock:
+                    self._sync_due = True
+                continue
             path = self.root / rel
             try:
                 stat = path.lstat()

@@ -1,0 +1,181 @@
+"""Open editor buffers with LSP line semantics (`LspTextDocument`, `LspWorkspace`).
+
+pygls's `TextDocument` splits lines with `str.splitlines()`, which also breaks at `\\f`, `\\v`,
+`\\x1c`-`\\x1e`, `\\x85`, U+2028 and U+2029. LSP 3.17 ("Text Documents") ends lines at `\\n`,
+`\\r\\n` and `\\r` only, so an incremental edit to a buffer holding a form feed landed on the
+wrong line (lsp-notes.md pitfall 3). pygls's position codec also clamps a character past the
+end of a line to one unit *before* the end on an unterminated last line, and mutates the
+`Position` it is given (pitfall 4).
+
+`LspTextDocument` keeps pygls's API but splits lines by the LSP rule, converts client
+positions itself (negotiated encoding: UTF-8, UTF-16 or UTF-32 code units, counted by pygls's
+codec) and applies incremental edits as one splice at code-point offsets. `Ds4Protocol` swaps
+pygls's workspace for an `LspWorkspace` during `initialize`, before any document is opened.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from lsprotocol import types
+from pygls.workspace import TextDocument, Workspace
+from pygls.workspace.position_codec import ServerTextPosition, ServerTextRange
+
+LINE_BREAK = re.compile(r"\r\n|\r|\n")
+"""A line terminator in LSP 3.17: `\\r\\n`, `\\r` or `\\n`, nothing else."""
+
+
+def split_lines(text: str) -> tuple[str, ...]:
+    """`text` split into lines by LSP rules, each keeping its terminator.
+
+    Like `str.splitlines(True)` except that only `\\n`, `\\r\\n` and `\\r` end a line. The empty
+    line after a final terminator is not listed (as with `splitlines`): position
+    `(len(lines), 0)` is the end of such a text.
+    """
+    lines: list[str] = []
+    start = 0
+    for match in LINE_BREAK.finditer(text):
+        lines.append(text[start : match.end()])
+        start = match.end()
+    if start < len(text):
+        lines.append(text[start:])
+    return tuple(lines)
+
+
+def line_content(line: str) -> str:
+    """`line` without its terminator."""
+    if line.endswith("\r\n"):
+        return line[:-2]
+    if line.endswith(("\n", "\r")):
+        return line[:-1]
+    return line
+
+
+class LspTextDocument(TextDocument):
+    """A `TextDocument` whose lines, positions and incremental edits follow LSP 3.17.
+
+    Positions from the client are in the session's position encoding. A character past the
+    end of a line means the end of that line (before its terminator); a line past the last one
+    means the end of the document. Incoming `Position` objects are never modified.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._split_of: str | None = None
+        self._lines: tuple[str, ...] = ()
+        self._starts: tuple[int, ...] = ()
+
+    @property
+    def lines(self) -> tuple[str, ...]:
+        """The lines of `source` (LSP terminators only, each kept), cached per text."""
+        self._split()
+        return self._lines
+
+    def _split(self) -> None:
+        source = self.source
+        if source is not self._split_of:
+            self._lines = split_lines(source)
+            starts = [0]
+            for line in self._lines:
+                starts.append(starts[-1] + len(line))
+            self._starts = tuple(starts)
+            self._split_of = source
+
+    def position_from_client_units(self, position: types.Position) -> ServerTextPosition:
+        """`position` (client units) as a line and code-point column, clamped into the text."""
+        lines = self.lines
+        if position.line >= len(lines):
+            if lines and line_content(lines[-1]) == lines[-1]:  # unterminated last line
+                return ServerTextPosition(len(lines) - 1, len(lines[-1]))
+            return ServerTextPosition(len(lines), 0)
+        content = line_content(lines[position.line])
+        units = 0
+        for column, char in enumerate(content):
+            if units >= position.character:
+                return ServerTextPosition(position.line, column)
+            units += self.position_codec.impl.code_units_for_char(char)
+        return ServerTextPosition(position.line, len(content))
+
+    def range_from_client_units(self, range: types.Range) -> ServerTextRange:
+        """`range` (client units) in code points, each end clamped into the text."""
+        return ServerTextRange(
+            self.position_from_client_units(range.start), self.position_from_client_units(range.end)
+        )
+
+    def offset_at_server_position(self, server_position: ServerTextPosition) -> int:
+        """Index into `source` of a line and code-point column."""
+        self._split()
+        if server_position.line >= len(self._lines):
+            return self._starts[-1]
+        return self._starts[server_position.line] + server_position.character
+
+    def offset_at_position(self, client_position: types.Position) -> int:
+        """Index into `source` of a position in client units (clamped into the text)."""
+        return self.offset_at_server_position(self.position_from_client_units(client_position))
+
+    def _apply_incremental_change(self, change: types.TextDocumentContentChangePartial) -> None:
+        """Replace the text between the change's range ends with `change.text` (one splice)."""
+        source = self.source
+        start = self.offset_at_position(change.range.start)
+        end = self.offset_at_position(change.range.end)
+        if end < start:  # a reversed range: replace what lies between its ends
+            start, end = end, start
+        self._source = source[:start] + change.text + source[end:]
+
+    def line_range(self, start_line: int, end_line: int) -> types.Range:
+        """The range (client units) covering 1-based lines `start_line..end_line` inclusive,
+        from the start of the first to the end of the last line's text; both clamped into
+        the document."""
+        lines = self.lines
+        last = max(len(lines) - 1, 0)
+        first_index = min(max(start_line - 1, 0), last)
+        last_index = min(max(end_line - 1, first_index), last)
+        end_column = len(line_content(lines[last_index])) if lines else 0
+        return types.Range(
+            start=types.Position(line=first_index, character=0),
+            end=self.position_to_client_units(ServerTextPosition(last_index, end_column)),
+        )
+
+
+class LspWorkspace(Workspace):
+    """A pygls `Workspace` whose text documents are `LspTextDocument`s."""
+
+    @classmethod
+    def replacing(cls, workspace: Workspace) -> LspWorkspace:
+        """A workspace with the root, folders, sync kind and encoding of `workspace`, which
+        must not hold documents yet (it is replaced during `initialize`)."""
+        return cls(
+            workspace.root_uri,
+            workspace._sync_kind,  # no public accessor in pygls 2.1
+            list(workspace.folders.values()),
+            workspace.position_encoding,
+        )
+
+    def _create_text_document(
+        self,
+        doc_uri: str,
+        source: str | None = None,
+        version: int | None = None,
+        language_id: str | None = None,
+    ) -> TextDocument:
+        return LspTextDocument(
+            doc_uri,
+            source=source,
+            version=version,
+            language_id=language_id,
+            sync_kind=self._sync_kind,
+            position_codec=self.position_codec,
+        )
+
+
+def as_lsp_document(document: TextDocument) -> LspTextDocument:
+    """`document` itself when it is an `LspTextDocument`, else a copy of its text that is."""
+    if isinstance(document, LspTextDocument):
+        return document
+    return LspTextDocument(
+        document.uri,
+        source=document.source,
+        version=document.version,
+        position_codec=document.position_codec,
+    )

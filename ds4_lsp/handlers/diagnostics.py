@@ -1,0 +1,115 @@
+"""Stale-snippet diagnostics: project lines the model saw that the open buffer no longer has.
+
+For each open document, `ContextEngine.stale_snippets(path, live_text)` lists the snippets a
+stored plan sent whose lines changed since. Each becomes an Information diagnostic (source
+`ds4`, code `stale-snippet`) over those lines, in the session's position encoding; the hover
+(`handlers/hover.py`) explains it. Published after each project sync that concerns the document
+and after each `ds4/plan`; a newer plan that sends the current text clears it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote
+
+from lsprotocol import types
+from pygls.exceptions import JsonRpcException
+from pygls.uris import to_fs_path
+
+from ds4_lsp.documents import as_lsp_document
+
+if TYPE_CHECKING:
+    from ds4_lsp.server import Ds4Server
+
+SOURCE = "ds4"
+CODE = "stale-snippet"
+
+
+@dataclass(frozen=True)
+class StaleSnippet:
+    """One published stale snippet: its range (client units) and the engine's record
+    `{snippetId, startLine, endLine, manifestId, sentAt, change}` (1-based lines)."""
+
+    range: types.Range
+    record: dict[str, Any]
+
+
+def diagnostic(snippet: StaleSnippet) -> types.Diagnostic:
+    """The Information diagnostic of `snippet`."""
+    record = snippet.record
+    return types.Diagnostic(
+        range=snippet.range,
+        severity=types.DiagnosticSeverity.Information,
+        source=SOURCE,
+        code=CODE,
+        message=(
+            f"The model was sent an older version of lines {record['startLine']}-"
+            f"{record['endLine']} (plan {record['manifestId']}); {record['change']} since"
+        ),
+        data={"snippetId": record["snippetId"], "manifestId": record["manifestId"]},
+    )
+
+
+async def publish_stale_snippets(ls: Ds4Server, uris: Iterable[str]) -> None:
+    """Recompute and publish the stale-snippet diagnostics of each open document in `uris`.
+
+    A document edited while its snippets were computed is skipped (the edit's own sync
+    republishes it). Only changed diagnostics are sent. Engine failures are logged and leave
+    the last published diagnostics in place.
+    """
+    if not ls.project.active:
+        return
+    for uri in dict.fromkeys(uris):
+        document = ls.workspace.text_documents.get(unquote(uri))
+        path = to_fs_path(uri)
+        if document is None or path is None:
+            continue
+        version, text = document.version, document.source
+        try:
+            records = await ls.run_engine(ls.engine.stale_snippets, path, text, method=CODE)
+        except JsonRpcException:  # logged by run_engine
+            continue
+        current = ls.workspace.text_documents.get(unquote(uri))
+        if current is None or current.version != version or not ls.project.active:
+            continue
+        lsp_document = as_lsp_document(current)
+        snippets = [
+            StaleSnippet(lsp_document.line_range(r["startLine"], r["endLine"]), r) for r in records
+        ]
+        _publish(ls, uri, version, snippets)
+
+
+def clear_stale_snippets(ls: Ds4Server, uris: Iterable[str]) -> None:
+    """Withdraw the stale-snippet diagnostics of `uris` (document closed, trust revoked)."""
+    for uri in uris:
+        if ls.stale_snippets.pop(unquote(uri), None):
+            ls.text_document_publish_diagnostics(
+                types.PublishDiagnosticsParams(uri=uri, diagnostics=[])
+            )
+
+
+def _publish(ls: Ds4Server, uri: str, version: int | None, snippets: list[StaleSnippet]) -> None:
+    key = unquote(uri)
+    previous = ls.stale_snippets.get(key)
+    if previous is not None and previous == snippets:
+        return
+    if previous is None and not snippets:
+        ls.stale_snippets[key] = snippets
+        return
+    ls.stale_snippets[key] = snippets
+    ls.text_document_publish_diagnostics(
+        types.PublishDiagnosticsParams(
+            uri=uri,
+            version=version if _supports_version(ls) else None,
+            diagnostics=[diagnostic(s) for s in snippets],
+        )
+    )
+
+
+def _supports_version(ls: Ds4Server) -> bool:
+    """Whether the client accepts `version` in publishDiagnostics."""
+    text_document = ls.client_capabilities.text_document
+    publish = text_document.publish_diagnostics if text_document else None
+    return bool(publish and publish.version_support)

@@ -1,0 +1,354 @@
+"""When the project index is brought up to date, and telling the client (`ds4/indexUpdated`).
+
+One `ProjectSync` per server. It holds the workspace root and trust the engine was given,
+collects what changed (editor buffers, watched files, agent tool runs) and runs the matching
+`ContextEngine.sync_project` calls after a short debounce, one batch at a time, off the event
+loop. Every sync it runs is reported with a `ds4/indexUpdated` notification (docs/protocol.md)
+and followed by fresh stale-snippet diagnostics for the open documents it concerns.
+
+Nothing here runs while the workspace is untrusted: no sync, no live text, no diagnostics
+(issue 3, "Trust boundary"). The engine enforces the same rule on its side.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import logging
+from collections.abc import Callable, Coroutine, Iterable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote
+
+from lsprotocol import types
+from pygls.exceptions import JsonRpcException
+from pygls.uris import to_fs_path
+
+from .handlers.diagnostics import clear_stale_snippets, publish_stale_snippets
+from .progress import WorkDoneProgress
+from .protocol import DS4_INDEX_UPDATED
+
+if TYPE_CHECKING:
+    from .server import Ds4Server
+
+log = logging.getLogger("ds4_lsp.project")
+
+EDIT_DEBOUNCE_S = 0.15
+"""Quiet time after the last buffer change before it is re-indexed (s). With the sync itself
+(a few ms for one file) the edit is in the index well within 250 ms of the last keystroke,
+unless a full sync is already running."""
+
+WATCH_DEBOUNCE_S = 0.3
+"""Quiet time after the last watched-file event before the full sync (s): a branch switch
+sends hundreds of events and gets one sync."""
+
+TOOL_DEBOUNCE_S = 0.05
+"""Quiet time after an agent tool run before its sync (s): coalesces parallel tool calls."""
+
+WATCHER_REGISTRATION_ID = "ds4-watched-files"
+"""Id of the dynamic `workspace/didChangeWatchedFiles` registration."""
+
+REGISTRATION_TIMEOUT_S = 10.0
+"""How long to wait for the client to accept the watcher registration (s)."""
+
+
+class ProjectSync:
+    """Schedules project syncs for one server and reports them (see the module docstring).
+
+    `active` is true while the engine has a trusted workspace root. Pending work is kept as
+    three sets: buffers whose text changed (URIs), files a tool reported writing (paths, re-read
+    even when their size and mtime look unchanged) and whether a full sync is due (and why).
+    """
+
+    def __init__(self, ls: Ds4Server) -> None:
+        self._ls = ls
+        self.root: str | None = None
+        """The folder the client opened (workspaceFolders[0], else rootUri), as a path."""
+        self.project_path: str | None = None
+        """The canonical root the engine uses, while `active`."""
+        self.active = False
+        self.watching = False
+        """Whether the client sends `workspace/didChangeWatchedFiles` (dynamic registration
+        succeeded). Without it every `ds4/plan` and `ds4/retrieve` sweeps the project."""
+        self._buffers: set[str] = set()
+        self._forced: set[str] = set()
+        self._full_reason: str | None = None
+        self._timer: asyncio.TimerHandle | None = None
+        self._lock = asyncio.Lock()
+        self._tasks: set[asyncio.Task[Any]] = set()
+
+    # ------------------------------------------------------------------ workspace and trust
+
+    async def set_workspace(self) -> bool:
+        """Give the engine the root and the client's trust decision (`set_workspace`); returns
+        whether project knowledge is now active (a root, trusted).
+
+        Called in `initialize` and after a trust change. A root the engine refuses (the home
+        directory, the filesystem root, not a directory) is shown with `window/showMessage`
+        and project knowledge stays off. Starts no sync: see `start` and `trust_changed`.
+        """
+        ls = self._ls
+        trusted = ls.options.trusted
+        if not ls.has_engine:
+            return False
+        async with self._lock:
+            try:
+                status = await ls.run_engine(
+                    ls.engine.set_workspace, self.root, trusted, method="workspace"
+                )
+            except JsonRpcException as exc:  # a refused root, or an engine failure (logged)
+                ls.show_message(f"ds4: project knowledge is off: {exc.message}")
+                status = {"status": "no-workspace", "projectPath": None}
+                try:
+                    await ls.run_engine(ls.engine.set_workspace, None, trusted, method="workspace")
+                except JsonRpcException:
+                    pass
+            self.project_path = status.get("projectPath")
+            self.active = bool(trusted and self.project_path)
+            log.info("workspace: status=%s trusted=%s", status.get("status"), trusted)
+        return self.active
+
+    def start(self, reason: str) -> None:
+        """Index the project in the background with `$/progress` (reason `initial` after
+        `initialized`, `trust` after a grant); open buffers count as live text."""
+        if self.active:
+            self._buffers.update(self.open_uris())
+            self.request_full(reason, delay=None)
+
+    async def trust_changed(self) -> None:
+        """Apply a new trust decision: a grant starts indexing without a restart; a
+        withdrawal stops all project work and clears the stale-snippet diagnostics."""
+        was_active = self.active
+        if await self.set_workspace():
+            if not was_active:
+                await self.watch_files()
+                self.start("trust")
+        else:
+            self._cancel_pending()
+            clear_stale_snippets(self._ls, self.open_uris())
+
+    async def watch_files(self) -> None:
+        """Ask the client to send `workspace/didChangeWatchedFiles` for every file (dynamic
+        registration), when its capabilities allow it and not already done. Otherwise, or if
+        the client refuses, `before_request` sweeps the project instead."""
+        workspace = self._ls.client_capabilities.workspace
+        watched = workspace.did_change_watched_files if workspace else None
+        if self.watching or not (watched and watched.dynamic_registration):
+            return
+        registration = types.Registration(
+            id=WATCHER_REGISTRATION_ID,
+            method=types.WORKSPACE_DID_CHANGE_WATCHED_FILES,
+            register_options=types.DidChangeWatchedFilesRegistrationOptions(
+                watchers=[types.FileSystemWatcher(glob_pattern="**/*")]
+            ),
+        )
+        try:
+            await asyncio.wait_for(
+                self._ls.client_register_capability_async(
+                    types.RegistrationParams(registrations=[registration])
+                ),
+                REGISTRATION_TIMEOUT_S,
+            )
+        except Exception as exc:  # refused or unanswered: sweep before requests instead
+            log.warning("watched files not registered: %s", type(exc).__name__)
+            return
+        self.watching = True
+
+    # ------------------------------------------------------------------ what changed
+
+    def buffer_changed(self, uri: str) -> None:
+        """An editor buffer was opened, changed, saved or closed: re-index it after
+        `EDIT_DEBOUNCE_S` (its live text, or the disk once closed)."""
+        if self.active and to_fs_path(uri) is not None:
+            self._buffers.add(uri)
+            self._schedule(EDIT_DEBOUNCE_S)
+
+    def files_changed(self) -> None:
+        """The client reported changed files on disk: a full sync after `WATCH_DEBOUNCE_S`
+        (unchanged files are skipped by size and mtime, so it stays cheap)."""
+        if self.active:
+            self.request_full("watched", delay=WATCH_DEBOUNCE_S)
+
+    def tool_ran(self, paths: Iterable[str]) -> None:
+        """An agent tool that may write ran: re-read the `paths` it reported (even with an
+        unchanged size and mtime) and run a full sync, after `TOOL_DEBOUNCE_S`."""
+        if self.active:
+            self._forced.update(paths)
+            self.request_full("tool", delay=TOOL_DEBOUNCE_S)
+
+    def request_full(self, reason: str, *, delay: float | None) -> None:
+        """Make a full sync due for `reason`; run it after `delay` seconds, or now in the
+        background with `$/progress` when `delay` is None."""
+        if not self.active:
+            return
+        self._full_reason = self._full_reason or reason
+        if delay is None:
+            self._cancel_timer()
+            self.spawn(self.flush(progress_title="ds4: indexing the project"))
+        else:
+            self._schedule(delay)
+
+    # ------------------------------------------------------------------ running syncs
+
+    async def before_request(self) -> None:
+        """Bring the index up to date before `ds4/plan` or `ds4/retrieve`: pending edits and
+        tool syncs run now. A client that cannot watch files gets a sweep instead: the engine
+        syncs the whole project (skipping unchanged files by size and mtime) before it
+        searches, so edits made outside the editor are found."""
+        async with self._lock:  # a trust change or a batch in progress finishes first
+            active = self.active
+        if not active:
+            return
+        if not self.watching:
+            await self._ls.run_engine(self._ls.engine.mark_project_changed, method="sweep")
+        if self._buffers or self._forced or self._full_reason or self._lock.locked():
+            await self.flush()
+
+    async def flush(self, progress_title: str | None = None) -> None:
+        """Run everything pending now (one batch), then report it and republish diagnostics.
+
+        Batches never overlap: a flush waits for the one running. Engine failures are logged
+        (by `run_engine`) and end the batch; the server keeps serving.
+        """
+        self._cancel_timer()
+        async with self._lock:
+            if not self.active:
+                return
+            buffers, forced, full = self._buffers, self._forced, self._full_reason
+            self._buffers, self._forced, self._full_reason = set(), set(), None
+            if not (buffers or forced or full):
+                return
+            live = self._live_texts(buffers)
+            if progress_title is None:
+                runs = await self._run(live, forced, full, None)
+            else:
+                async with WorkDoneProgress(self._ls, progress_title) as progress:
+                    runs = await self._run(live, forced, full, progress.report)
+                    if runs:
+                        last = runs[-1][1]
+                        progress.end_message = (
+                            f"{last.get('filesIndexed', 0)} file(s) indexed, "
+                            f"{last.get('snippets', 0)} snippet(s)"
+                        )
+        for reason, result, only in runs:
+            self.report(reason, result, only)
+        republish = self.open_uris() if full or forced else buffers
+        await publish_stale_snippets(self._ls, republish)
+
+    async def _run(
+        self,
+        live: dict[str, str | None],
+        forced: set[str],
+        full: str | None,
+        progress: Callable[[int, int, str], None] | None,
+    ) -> list[tuple[str, dict[str, Any], list[str] | None]]:
+        """Set the live texts, then sync: the forced paths, then everything (when `full`) or
+        just the changed buffers. Returns (reason, result, only) per sync."""
+        engine = self._ls.engine
+
+        def work() -> list[tuple[str, dict[str, Any], list[str] | None]]:
+            for path, text in live.items():
+                engine.set_live_text(path, text)
+            runs: list[tuple[str, dict[str, Any], list[str] | None]] = []
+            if forced:
+                only = sorted(forced)
+                runs.append(("tool", engine.sync_project(only=only, force=True), only))
+            if full:
+                runs.append((full, engine.sync_project(progress=progress), None))
+            elif live:
+                only = sorted(live)
+                runs.append(("edit", engine.sync_project(only=only), only))
+            return runs
+
+        try:
+            return await self._ls.run_engine(work, method="project sync")
+        except JsonRpcException:  # logged by run_engine with its type and frames
+            return []
+
+    def report(self, reason: str, result: dict[str, Any], only: list[str] | None) -> None:
+        """`ds4/indexUpdated` for one sync, and a log line (counts only)."""
+        params = {**result, "reason": reason, "only": self._relative(only)}
+        self._ls.protocol.notify(DS4_INDEX_UPDATED, params)
+        self._ls.log_request(
+            DS4_INDEX_UPDATED,
+            f"reason={reason} status={result.get('status')} "
+            f"indexed={result.get('filesIndexed', 0)} "
+            f"unchanged={result.get('filesUnchanged', 0)} "
+            f"deleted={result.get('filesDeleted', 0)} snippets={result.get('snippets', 0)}",
+        )
+
+    # ------------------------------------------------------------------ helpers
+
+    def _live_texts(self, uris: Iterable[str]) -> dict[str, str | None]:
+        """path -> the buffer's text now, or None when it is no longer open."""
+        documents = self._ls.workspace.text_documents
+        live: dict[str, str | None] = {}
+        for uri in uris:
+            path = to_fs_path(uri)
+            if path is not None:
+                document = documents.get(unquote(uri))
+                live[path] = document.source if document is not None else None
+        return live
+
+    def open_uris(self) -> list[str]:
+        """URIs of the open text documents (file: URIs only)."""
+        return [
+            document.uri
+            for document in self._ls.workspace.text_documents.values()
+            if to_fs_path(document.uri) is not None
+        ]
+
+    def _relative(self, paths: list[str] | None) -> list[str] | None:
+        """`paths` relative to the project root where they lie inside it (POSIX form), under
+        the canonical root or the root as the client named it; others unchanged."""
+        if paths is None:
+            return None
+        roots = [Path(r) for r in (self.project_path, self.root) if r]
+        relative = []
+        for path in paths:
+            for root in roots:
+                try:
+                    relative.append(Path(path).relative_to(root).as_posix())
+                    break
+                except ValueError:
+                    continue
+            else:
+                relative.append(Path(path).as_posix())
+        return relative
+
+    def _schedule(self, delay: float) -> None:
+        """(Re)start the debounce timer: `flush` runs `delay` seconds after the last call."""
+        self._cancel_timer()
+        loop = asyncio.get_running_loop()
+        self._timer = loop.call_later(delay, lambda: self.spawn(self.flush()))
+
+    def _cancel_timer(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    def _cancel_pending(self) -> None:
+        self._cancel_timer()
+        self._buffers, self._forced, self._full_reason = set(), set(), None
+
+    def spawn(self, coroutine: Coroutine[Any, Any, Any]) -> None:
+        """Run `coroutine` as a tracked background task in a fresh context (so it does not
+        inherit a command's `workDoneToken`); its failure is logged by type."""
+        task = asyncio.get_running_loop().create_task(coroutine, context=contextvars.Context())
+        self._tasks.add(task)
+        task.add_done_callback(self._finished)
+
+    def _finished(self, task: asyncio.Task[Any]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            error = task.exception()
+            log.error("background project task failed: %s", type(error).__name__)
+
+    async def stop(self) -> None:
+        """Cancel the debounce timer and every background task (at `shutdown`)."""
+        self._cancel_pending()
+        tasks = list(self._tasks)
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)

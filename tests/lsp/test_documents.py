@@ -1,0 +1,158 @@
+"""`LspTextDocument`: incremental edits land where an LSP client means them.
+
+The reference model below is independent of the code under test: it works on code-point
+offsets, finds lines with a regex over `\\n`, `\\r\\n`, `\\r` (LSP 3.17) and counts client
+units by encoding the text (`len(s.encode("utf-16-le")) // 2`). A client computes each edit's
+range from the text it holds, exactly like the model.
+"""
+
+from __future__ import annotations
+
+import re
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from lsprotocol import types
+from pygls.workspace import PositionCodec
+
+from ds4_lsp.documents import LspTextDocument, LspWorkspace, split_lines
+
+ENCODINGS = ["utf-8", "utf-16", "utf-32"]
+
+PIECES = ["a", "b", "é", "中", "😀", "\n", "\r", "\r\n", "\f", "\v", "\x1c", "\x85",
+          "\u2028", "\u2029", " "]  # fmt: skip
+"""Text is drawn from these: astral and BMP characters, every LSP terminator and every
+character `str.splitlines` wrongly treats as one."""
+
+texts = st.lists(st.sampled_from(PIECES), max_size=40).map("".join)
+
+
+def model_units(text: str, encoding: str) -> int:
+    """Length of `text` in the client's code units."""
+    if encoding == "utf-8":
+        return len(text.encode("utf-8"))
+    if encoding == "utf-16":
+        return len(text.encode("utf-16-le")) // 2
+    return len(text)
+
+
+def model_position(text: str, offset: int, encoding: str) -> types.Position:
+    """The client's position of code-point `offset` in `text`."""
+    breaks = [m.end() for m in re.finditer(r"\r\n|\r|\n", text) if m.end() <= offset]
+    line_start = breaks[-1] if breaks else 0
+    return types.Position(
+        line=len(breaks), character=model_units(text[line_start:offset], encoding)
+    )
+
+
+def inside_crlf(text: str, offset: int) -> bool:
+    """True between the `\\r` and `\\n` of a CRLF: no LSP position names that offset."""
+    return 0 < offset < len(text) and text[offset - 1] == "\r" and text[offset] == "\n"
+
+
+def document(text: str, encoding: str) -> LspTextDocument:
+    return LspTextDocument(
+        "file:///tmp/x.txt", source=text, version=0, position_codec=PositionCodec(encoding)
+    )
+
+
+@settings(max_examples=400, deadline=None)
+@given(data=st.data(), start=texts, encoding=st.sampled_from(ENCODINGS))
+def test_any_sequence_of_incremental_edits_gives_the_reference_text(
+    data: st.DataObject, start: str, encoding: str
+) -> None:
+    """Random splices (any encoding, any terminators, form feeds, U+2028, emoji) applied as
+    LSP incremental changes give exactly the text the reference model computes."""
+    doc = document(start, encoding)
+    expected = start
+    for _ in range(data.draw(st.integers(1, 6), label="edits")):
+        offsets = [o for o in range(len(expected) + 1) if not inside_crlf(expected, o)]
+        a = data.draw(st.sampled_from(offsets), label="start")
+        b = data.draw(st.sampled_from([o for o in offsets if o >= a]), label="end")
+        new = data.draw(texts, label="new text")
+        change = types.TextDocumentContentChangePartial(
+            range=types.Range(
+                start=model_position(expected, a, encoding),
+                end=model_position(expected, b, encoding),
+            ),
+            text=new,
+        )
+        doc.apply_change(change)
+        expected = expected[:a] + new + expected[b:]
+        assert doc.source == expected
+
+
+@settings(max_examples=200, deadline=None)
+@given(text=texts)
+def test_lines_end_only_at_lsp_terminators(text: str) -> None:
+    """`lines` keeps every character, and no line holds a terminator before its end."""
+    lines = split_lines(text)
+    assert "".join(lines) == text
+    for line in lines[:-1]:
+        assert re.search(r"(\r\n|\r|\n)\Z", line)
+    for line in lines:
+        assert not re.search(r"\r\n|\r|\n", line.rstrip("\r\n"))
+
+
+def test_an_edit_after_a_form_feed_lands_on_the_clients_line() -> None:
+    """The pygls 2.1.1 failure of lsp-notes.md pitfall 3: `"a\\fb\\nc\\n"` edited at line 1
+    (the line holding `c`) must change `c`, not `b`."""
+    doc = document("a\fb\nc\n", "utf-16")
+    doc.apply_change(
+        types.TextDocumentContentChangePartial(
+            range=types.Range(types.Position(1, 0), types.Position(1, 1)), text="Z"
+        )
+    )
+    assert doc.source == "a\fb\nZ\n"
+    assert doc.lines == ("a\fb\n", "Z\n")
+
+
+def test_out_of_range_positions_clamp_to_the_line_or_document_end_without_mutation() -> None:
+    """A character past a line's end means the end of its text (not past the terminator,
+    and not one before the end of an unterminated last line); a line past the end means the
+    end of the document. The client's Position objects are left as they were."""
+    doc = document("ab\r\ncd", "utf-16")
+    past_line = types.Position(0, 99)
+    past_last_line = types.Position(1, 99)
+    past_document = types.Position(7, 3)
+    assert doc.offset_at_position(past_line) == 2
+    assert doc.offset_at_position(past_last_line) == 6
+    assert doc.offset_at_position(past_document) == 6
+    assert (past_line.character, past_last_line.character, past_document.line) == (99, 99, 7)
+
+    doc.apply_change(
+        types.TextDocumentContentChangePartial(
+            range=types.Range(types.Position(1, 99), types.Position(9, 0)), text="!"
+        )
+    )
+    assert doc.source == "ab\r\ncd!"
+
+
+def test_line_range_covers_whole_lines_in_client_units() -> None:
+    """1-based inclusive lines become a range ending after the last line's text, measured
+    in the negotiated encoding (an emoji is 4 UTF-8 units, 2 UTF-16 units, 1 UTF-32 unit)."""
+    text = "x = 1\ny = '😀'\fz\r\nw\n"
+    ends = {"utf-8": 12, "utf-16": 10, "utf-32": 9}
+    for encoding, end in ends.items():
+        assert document(text, encoding).line_range(1, 2) == types.Range(
+            types.Position(0, 0), types.Position(1, end)
+        )
+    assert document(text, "utf-16").line_range(3, 40) == types.Range(
+        types.Position(2, 0), types.Position(2, 1)
+    )
+
+
+def test_the_workspace_creates_lsp_documents() -> None:
+    """Documents opened in an `LspWorkspace` use LSP lines and the workspace's encoding."""
+    workspace = LspWorkspace.replacing(
+        LspWorkspace("file:///tmp/ws", position_encoding=types.PositionEncodingKind.Utf8)
+    )
+    workspace.put_text_document(
+        types.TextDocumentItem(
+            uri="file:///tmp/ws/a.txt", language_id="text", version=1, text="\u2028é\n"
+        )  # fmt: skip
+    )
+    doc = workspace.get_text_document("file:///tmp/ws/a.txt")
+    assert isinstance(doc, LspTextDocument)
+    assert doc.lines == ("\u2028é\n",)
+    assert doc.position_codec.encoding == types.PositionEncodingKind.Utf8

@@ -1,0 +1,195 @@
+"""Keeping the project index fresh: editor buffers, files changed outside the editor, agent
+tool runs, and the rebuild and status commands. Each test runs with VS Code's capabilities
+(UTF-16, watched files through dynamic registration) and Neovim's (UTF-8, no dynamic
+registration). Waits are on `ds4/indexUpdated` notifications, never on sleeps."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from lsp_helpers import Servers, execute, request
+from lsprotocol import types
+from project_helpers import (
+    ENCODINGS,
+    change_document,
+    hits_in,
+    open_document,
+    retrieve_project,
+    start_project_client,
+    units,
+)
+
+from ds4_lsp.project_sync import EDIT_DEBOUNCE_S
+
+NOTES = "src/notes.txt"
+NOTES_TEXT = "héllo 😀 world\r\nalpha\fbeta\u2028delta\r\ngamma line\r\nlast line\r\n"
+"""CRLF line ends, an emoji, a form feed and U+2028 inside lines (which str.splitlines would
+split, moving every later line)."""
+
+
+async def test_edits_to_an_open_buffer_reach_the_project_index(
+    project_servers: Servers, project_dir: Path, client_name: str
+) -> None:
+    """Incremental edits after an emoji and below a form feed (CRLF file) are applied where
+    the client meant them, and the buffer's text is searchable after the debounce, although
+    the file on disk never changed."""
+    encoding = ENCODINGS[client_name]
+    notes = project_dir / NOTES
+    notes.parent.mkdir()
+    notes.write_bytes(NOTES_TEXT.encode())
+    project = await start_project_client(project_servers, trusted=True)
+    client = project.lsp
+    await project.wait_index(lambda u: u["reason"] == "initial" and u["status"] == "ready")
+
+    uri = open_document(client, notes, NOTES_TEXT)
+    after_emoji = units("héllo 😀", encoding)
+    change_document(client, uri, 2, (0, after_emoji), (0, after_emoji), "xylophone_token")
+    change_document(client, uri, 3, (2, 0), (2, len("gamma")), "zanzibar_quux")
+    change_document(client, uri, 4, (3, 0), (4, 0), "")  # delete "last line\r\n"
+    expected = "héllo 😀xylophone_token world\r\nalpha\fbeta\u2028delta\r\nzanzibar_quux line\r\n"
+
+    update = await project.wait_index(
+        lambda u: u["reason"] == "edit" and NOTES in (u["only"] or [])
+    )
+    assert update["status"] == "ready"
+    assert EDIT_DEBOUNCE_S + update["durationMs"] / 1000 < 0.25  # the issue's bound
+    found = hits_in(await retrieve_project(client, "zanzibar_quux"), NOTES)
+    assert found, "the edited buffer's text is not in the index"
+    (hit,) = found
+    assert hit["text"].replace("\r\n", "\n") == expected.replace("\r\n", "\n").rstrip("\n")
+    assert (hit["startLine"], hit["endLine"]) == (1, 3)
+    assert notes.read_bytes() == NOTES_TEXT.encode()  # the disk still has the old text
+
+
+async def test_edits_made_outside_the_editor_are_found(
+    project_servers: Servers, project_dir: Path, client_name: str
+) -> None:
+    """VS Code gets a file watcher (dynamic registration) and its didChangeWatchedFiles
+    leads to a sync; Neovim cannot watch files, so each ds4/retrieve sweeps the project
+    first. Either way a file written by another program is found."""
+    (project_dir / "README.md").write_text("nothing to see\n")
+    project = await start_project_client(project_servers, trusted=True)
+    client = project.lsp
+    await project.wait_index(lambda u: u["reason"] == "initial")
+    watched = [
+        r for r in project.registrations if r.method == types.WORKSPACE_DID_CHANGE_WATCHED_FILES
+    ]
+
+    external = project_dir / "lib" / "external.py"
+    external.parent.mkdir()
+    external.write_text("def quux_frobnicate():\n    return 42\n")
+    if client_name == "visual-studio-code":
+        assert len(watched) == 1
+        client.workspace_did_change_watched_files(
+            types.DidChangeWatchedFilesParams(
+                changes=[types.FileEvent(uri=external.as_uri(), type=types.FileChangeType.Created)]
+            )
+        )
+        update = await project.wait_index(lambda u: u["reason"] == "watched")
+        assert update["filesIndexed"] == 1
+    else:
+        assert watched == []
+    assert hits_in(await retrieve_project(client, "quux_frobnicate"), "lib/external.py")
+    status = await execute(client, "ds4.projectStatus")
+    assert status["editor"]["watchingFiles"] is (client_name == "visual-studio-code")
+
+
+async def test_write_tools_trigger_a_sync_and_read_only_tools_do_not(
+    project_servers: Servers, project_dir: Path
+) -> None:
+    """The file is rewritten with the same size and mtime, so no sweep or watcher can see
+    it: only the sync a `ds4/toolExecuted` causes finds the new text. `read` causes none,
+    `edit` (with the path) does."""
+    target = project_dir / "src" / "tool_target.txt"
+    target.parent.mkdir()
+    target.write_text("fruit kumquat_tarts here\n")
+    project = await start_project_client(project_servers, trusted=True)
+    client = project.lsp
+    await project.wait_index(lambda u: u["reason"] == "initial")
+
+    before = target.stat()
+    target.write_text("fruit persimmon_pie here\n")
+    os.utime(target, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert target.stat().st_size == before.st_size
+
+    client.protocol.notify("ds4/toolExecuted", {"tool": "read", "paths": [str(target)]})
+    assert hits_in(await retrieve_project(client, "persimmon_pie"), "src/tool_target.txt") == []
+    assert [u for u in project.index_updates if u["reason"] == "tool"] == []
+
+    client.protocol.notify("ds4/toolExecuted", {"tool": "edit", "paths": ["src/tool_target.txt"]})
+    assert hits_in(await retrieve_project(client, "persimmon_pie"), "src/tool_target.txt")
+    update = await project.wait_index(lambda u: u["reason"] == "tool" and u["only"])
+    assert update["only"] == ["src/tool_target.txt"] and update["filesIndexed"] == 1
+
+
+async def test_rebuild_rescans_the_project_and_status_counts_it(
+    project_servers: Servers, project_dir: Path, pi_session_copy: Callable[[str], Path]
+) -> None:
+    """ds4.rebuildIndex re-reads every project file (reported with ds4/indexUpdated, reason
+    `rebuild`) with one rising progress percentage over sessions and project; ds4.projectStatus
+    and ds4.health report the counts and the trust state."""
+    for number in range(3):
+        (project_dir / f"module_{number}.py").write_text(f"def function_{number}():\n    pass\n")
+    project = await start_project_client(project_servers, trusted=True)
+    client = project.lsp
+    await project.wait_index(lambda u: u["reason"] == "initial")
+    session = pi_session_copy("openclaw-v3-single-turn-6a5d2a19.jsonl")
+    await request(client, "ds4/plan", {"session": {"file": str(session)}, "request": "hi"})
+
+    client.progress_reports["rebuild-1"] = []
+    rebuilt = await execute(client, "ds4.rebuildIndex", token="rebuild-1")
+    assert rebuilt["sessions"] == 1 and rebuilt["project"]["status"] == "ready"
+    reports: list[Any] = list(client.progress_reports["rebuild-1"])
+    percentages = [
+        r.percentage
+        for r in reports
+        if isinstance(r, types.WorkDoneProgressReport) and r.percentage is not None
+    ]
+    assert percentages == sorted(percentages) and percentages[-1] == 100
+    update = await project.wait_index(lambda u: u["reason"] == "rebuild")
+    assert update["filesIndexed"] == 3
+
+    status = await execute(client, "ds4.projectStatus")
+    assert status["status"] == "ready" and status["trusted"] is True
+    assert status["files"] == 3 and status["snippets"] >= 3
+    assert Path(status["projectPath"]) == project_dir.resolve()
+    health = await execute(client, "ds4.health")
+    assert health["project"]["files"] == 3 and health["server"]["trusted"] is True
+    assert isinstance(health["schemaVersion"], int)
+
+
+EXCLUDED_BUFFERS = {
+    ".env": "API_HOST=wibble_wobble_host\n",
+    "node_modules/pkg/index.js": "const wibble_wobble_host = 1;\n",
+    "ignored_dir/notes.txt": "wibble_wobble_host here\n",
+}
+
+
+async def test_buffers_and_tool_paths_of_excluded_files_are_never_indexed(
+    project_servers: Servers, project_dir: Path
+) -> None:
+    """Editing a `.env`, a file under `node_modules/` or a gitignored file, or reporting a
+    tool write to one, indexes none of them: only `ok.txt` is indexed by the edit's sync."""
+    (project_dir / ".gitignore").write_text("ignored_dir/\n")
+    (project_dir / "ok.txt").write_text("nothing here\n")
+    for rel, text in EXCLUDED_BUFFERS.items():
+        (project_dir / rel).parent.mkdir(parents=True, exist_ok=True)
+        (project_dir / rel).write_text(text)
+    project = await start_project_client(project_servers, trusted=True)
+    client = project.lsp
+    await project.wait_index(lambda u: u["reason"] == "initial")
+
+    for rel, text in {**EXCLUDED_BUFFERS, "ok.txt": "nothing here\n"}.items():
+        uri = open_document(client, project_dir / rel, text)
+        change_document(client, uri, 2, (0, 0), (0, 0), "x")
+    edit = await project.wait_index(lambda u: u["reason"] == "edit")
+    client.protocol.notify("ds4/toolExecuted", {"tool": "write", "paths": list(EXCLUDED_BUFFERS)})
+    tool = await project.wait_index(lambda u: u["reason"] == "tool" and u["only"])
+    found = await retrieve_project(client, "wibble_wobble_host")
+
+    assert edit["filesIndexed"] == 1
+    assert tool["filesIndexed"] == 0
+    assert found["project"] == []
