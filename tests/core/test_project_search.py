@@ -409,6 +409,29 @@ def test_declared_symbol_outranks_its_callers_and_tests(indexed):
     assert "declared symbol" in first.reason
 
 
+def test_qualified_name_finds_a_method_declared_far_from_its_class(tmp_path):
+    """`OrderBook.settle`: the window declaring `settle` (line 153) does not mention
+    `OrderBook` (line 1), but the file declares it; a lone `settle()` elsewhere is not it."""
+    book = ["class OrderBook:", '    """Resting orders by price."""']
+    book += [f"    LEVEL_{n} = {n}" for n in range(150)]
+    book += ["    def settle(self):", "        return self.LEVEL_1"]
+    root = build_project(
+        tmp_path / "p",
+        {"src/book.py": "\n".join(book) + "\n", "src/other.py": "def settle():\n    return 0\n"},
+    )
+    store, project_path = index(tmp_path, root)
+    result = search_project(
+        store, project_path, describe_task("why does OrderBook.settle return 1?"), max_results=5,
+        max_tokens=20_000,
+    )  # fmt: skip
+    spans = [(h.path, h.end_line) for h in result.hits]
+    method = spans.index(("src/book.py", 154))
+    assert "declared symbol: OrderBook.settle" in result.hits[method].reason
+    assert method < spans.index(("src/other.py", 2))
+    assert all("declared symbol" not in h.reason for h in result.hits if h.path == "src/other.py")
+    store.close()
+
+
 def test_identifier_sub_words_are_found_from_prose(indexed):
     """`shipping method` finds `getShippingMethod` (unicode61 keeps it one token)."""
     result = search(indexed, "where is the shipping method chosen for a cart?")
@@ -624,6 +647,45 @@ def test_only_current_snippets_are_returned(tmp_path):
         store, project_path, describe_task("new_name_here"), max_results=5, max_tokens=9000
     )
     assert gone.hits == []
+
+
+def test_other_projects_in_the_same_store_never_crowd_out_or_leak(tmp_path):
+    """One store holds every project: rows of a big project that match better must not push
+    a small project's matches out (bm25 ranks the whole FTS index before the project
+    filter), and are never returned for it."""
+    store = open_store(tmp_path / "db" / "context.db")
+    noisy = "def ledger_reconciliation():\n    # ledger reconciliation ledger reconciliation\n"
+    big = build_project(tmp_path / "big", {f"src/m{n}.py": noisy for n in range(450)})
+    small = build_project(
+        tmp_path / "small",
+        {"src/books.py": "def close_books():\n    # run the ledger reconciliation first\n"
+         + "    return ledger_reconciliation()\n" + "# padding\n" * 60},
+    )  # fmt: skip
+    sync_project(store, discover_project(big, use_git=False))
+    small_path = sync_project(store, discover_project(small, use_git=False)).project_path
+    for query in ("ledger reconciliation", "`ledger_reconciliation`", '"ledger reconciliation"'):
+        result = search_project(
+            store, small_path, describe_task(query), max_results=5, max_tokens=9000
+        )
+        assert [h.path for h in result.hits] == ["src/books.py"], query
+    store.close()
+
+
+def test_a_broken_full_text_index_degrades_to_exact_matches_with_a_warning(tmp_path):
+    root = build_project(tmp_path / "p", {"src/a.py": CONFIG_WATCHER, "README.md": README})
+    store, project_path = index(tmp_path, root)
+    with store.write() as conn:
+        conn.execute("DROP TABLE project_snippets_fts_vocab")
+        conn.execute("DROP TABLE project_snippets_fts")
+    result = search_project(
+        store, project_path, describe_task("why is invalidate_cache slow?"), max_results=5,
+        max_tokens=9000,
+    )  # fmt: skip
+    assert result.status == "ok"
+    assert [h.path for h in result.hits] == ["src/a.py"]
+    assert "declared symbol: invalidate_cache" in result.hits[0].reason
+    assert result.warnings and "full-text search of the project index failed" in result.warnings[0]
+    store.close()
 
 
 @pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")

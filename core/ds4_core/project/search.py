@@ -34,17 +34,22 @@ otherwise match every window; a weak symbol only counts when a window declares i
 is one FTS5 query over `content`, `file_path`, `symbols` and `search_text` (bm25 column weights
 1, 2.5, 2, 1): identifiers as themselves and their sub-words (`fts_terms_for`: `shipping method`
 finds `getShippingMethod`), plain keywords by a light stem as a prefix (`invalidated` ->
-`"invalidat" *`, so it also finds `invalidate_cache`), each CJK bigram of a CJK keyword as a
-concept of its own (a sentence need not appear verbatim). For a file, each concept counts once,
-with its best window's bm25 (`m(c, f)`); the file's evidence is `sum_c m(c, f) * (0.5 + 0.5 *
-coverage)`, where coverage is the share of concept weight (a concept's weight: its best bm25 in
-the project) the file matches anywhere. So a file that touches every concept beats one that
-repeats one word, and a long file does not win by length. Test files (`tests/`, `test_*.py`,
-`*_test.go`, `*.spec.ts`, `__tests__/`, ...) and documentation (`*.md`, `*.rst`, `docs/`,
-`README*`, ...) have their evidence halved unless the request is about tests or docs, so they
-rank above the source they describe only when they match twice as well. Files are ranked by
-evidence; each file offers its best window, and its second best when that one has at least half
-the best one's bm25.
+`"invalidat" *`, so it also finds `invalidate_cache`) or their usual short form in code
+(`configuration` -> `config`), each CJK bigram of a CJK keyword as a concept of its own (a
+sentence need not appear verbatim). A concept's weight is its idf over the index (always
+positive; FTS5's own idf is ~0 for a word in half the rows, which in a small project is most
+telling words); its score in a window is that weight times the window's bm25 relative to the
+concept's best window (or times 0.4 when it only occurs there: see `_concept_pass` for how
+common concepts are kept cheap). For a file, each concept counts once, with its best window
+(`m(c, f)`), plus half its weight when the file's path names it (`config_watcher.py` for
+`config`); the file's evidence is `sum_c (m(c, f) + path(c, f)) * (0.5 + 0.5 * coverage)`,
+where coverage is the share of the concept weight the file matches anywhere. So a file that
+touches every concept beats one that repeats one word, and a long file does not win by length.
+Test files (`tests/`, `test_*.py`, `*_test.go`, `*.spec.ts`, `__tests__/`, ...) and
+documentation (`*.md`, `*.rst`, `docs/`, `README*`, ...) have their evidence halved unless the
+request is about tests or docs, so they rank above the source they describe only when they
+match twice as well. Files are ranked by evidence (the FTS tier above); each file offers its
+best window, and its second best when that one scores at least half as much.
 
 **Selection.** Windows are taken in rank order: a window with the same text as a selected one
 is an exact duplicate, one overlapping a selected window of the same file by half or more of the
@@ -68,6 +73,7 @@ import sqlite3
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
+from functools import lru_cache
 from typing import Any, Literal
 
 from ds4_core.retrieval.descriptor import (
@@ -87,7 +93,7 @@ from ds4_core.retrieval.evidence import (
 from ds4_core.retrieval.history import LiteralTerm, fold
 from ds4_core.store.database import Store
 
-from .windows import fts_terms_for
+from .windows import fts_terms_for, identifier_subwords
 
 ProjectStatus = Literal["ok", "no-query", "generic", "disabled", "no-index"]
 
@@ -122,8 +128,21 @@ EXACT_ROW_LIMIT = 200
 """Rows each exact-tier term may read (best bm25 first)."""
 FTS_MIN_FILES = 24
 """Files (at least; 3 x max_results when more) whose windows get an FTS tier score."""
-CONCEPT_ROW_LIMIT = 2000
+CONCEPT_ROW_LIMIT = 200
 """Rows each FTS concept may read (best bm25 first)."""
+COMMON_SHARE = 0.05
+COMMON_MIN_ROWS = 2000
+"""In an index of at least this many rows, a concept found in more than `COMMON_SHARE` of
+them is common: not ranked by bm25, only counted where it occurs (see `_concept_pass`)."""
+MIN_RANKED_CONCEPTS = 2
+FILL_SHARE = 0.25
+"""In a prose request (no identifier, file or phrase), at least `MIN_RANKED_CONCEPTS`
+concepts are ranked by bm25 (the rarest), among those found in at most `FILL_SHARE` of the
+rows; in any request, at least one."""
+UNRANKED_PRESENCE = 0.4
+"""Share of its idf a concept adds to a window where it occurs without a bm25 score."""
+PATH_SHARE = 0.5
+"""Share of its idf a concept adds to a file whose path names it."""
 MIN_STEM_CHARS = 4
 BM25_WEIGHTS = (1.0, 2.5, 2.0, 1.0)
 """bm25 column weights: content, file_path, symbols, search_text."""
@@ -159,6 +178,8 @@ _CJK_CHAR = re.compile(
 )
 _CJK_RUN = re.compile(_CJK_CHAR.pattern + "{2,}")
 _SPACE = re.compile(r"\s")
+_WORD = re.compile(r"\w+")
+_PATHLIKE = re.compile(r"[/\\]")
 _TEST_DIRS = frozenset({"test", "tests", "__tests__", "spec", "specs", "testing", "__mocks__"})
 _TEST_NAME = re.compile(
     r"(?:test_.+|.+_tests?\.[a-z0-9]+|.+\.(?:test|spec)\.[a-z0-9]+|conftest\.py"
@@ -183,7 +204,13 @@ _WINDOW_COLUMNS = (
     "s.symbols, s.token_estimate, pf.modified, pf.tracked, pf.git_commit"
 )
 _BM25 = "bm25(project_snippets_fts, {}, {}, {}, {})".format(*BM25_WEIGHTS)
-_EXACT_BY_INDEX_SQL = (
+_EXACT_SQL = (
+    f"SELECT {_WINDOW_COLUMNS} FROM (SELECT rowid AS id, {_BM25} AS score "
+    "FROM project_snippets_fts WHERE project_snippets_fts MATCH ? ORDER BY score LIMIT ?) AS r "
+    f"CROSS JOIN project_snippets AS s ON s.rowid = r.id {_FILE_JOIN} WHERE {_VALID} "
+    "ORDER BY r.score"
+)
+_EXACT_JOIN_FIRST_SQL = (
     f"SELECT {_WINDOW_COLUMNS} FROM project_snippets_fts AS f "
     f"CROSS JOIN project_snippets AS s ON s.rowid = f.rowid {_FILE_JOIN} "
     f"WHERE project_snippets_fts MATCH ? AND {_VALID} ORDER BY {_BM25} LIMIT ?"
@@ -197,6 +224,18 @@ _SYMBOLS_SCAN_SQL = (
     f"WHERE {_VALID} AND (' ' || s.symbols || ' ') LIKE ? ESCAPE '\\' LIMIT ?"
 )
 _CONCEPT_SQL = (
+    f"SELECT r.id, s.file_path, r.score FROM (SELECT rowid AS id, {_BM25} AS score "
+    "FROM project_snippets_fts WHERE project_snippets_fts MATCH ? ORDER BY score LIMIT ?) AS r "
+    f"CROSS JOIN project_snippets AS s ON s.rowid = r.id {_FILE_JOIN} WHERE {_VALID} "
+    "ORDER BY r.score"
+)
+_ROWIDS_SQL = (
+    "SELECT group_concat(rowid) FROM project_snippets_fts WHERE project_snippets_fts MATCH ?"
+)
+_MATCH_BEYOND_SQL = (
+    "SELECT 1 FROM project_snippets_fts WHERE project_snippets_fts MATCH ? LIMIT 1 OFFSET ?"
+)
+_CONCEPT_JOIN_FIRST_SQL = (
     f"SELECT s.rowid, s.file_path, {_BM25} FROM project_snippets_fts AS f "
     f"CROSS JOIN project_snippets AS s ON s.rowid = f.rowid {_FILE_JOIN} "
     f"WHERE project_snippets_fts MATCH ? AND {_VALID} ORDER BY 3 LIMIT ?"
@@ -384,10 +423,48 @@ def _is_weak(symbol: str, backticked: set[str]) -> bool:
 
 @dataclass(frozen=True)
 class _Concept:
-    """One FTS query concept: `label` (shown in reasons) and its FTS5 MATCH text."""
+    """One FTS query concept: `label` (shown in reasons), its FTS5 MATCH text, and how it
+    matches a file path: any alternative of `path_forms` (words that must all be among the
+    path's lower-case sub-words, the last one as a prefix when its flag is set)."""
 
     label: str
     query: str
+    path_forms: tuple[tuple[tuple[str, ...], bool], ...] = ()
+
+
+def _term_path_forms(term: str) -> tuple[tuple[tuple[str, ...], bool], ...]:
+    words = tuple(w for piece in _WORD.findall(term) for w in identifier_subwords(piece))
+    return ((words, False),) if words and not _has_cjk(term) else ()
+
+
+@lru_cache(maxsize=65536)
+def path_words(path: str) -> frozenset[str]:
+    """The lower-case sub-words of a path: `src/app/configWatcher.py` -> src app config
+    watcher py."""
+    return frozenset(w for piece in _WORD.findall(path) for w in identifier_subwords(piece))
+
+
+def _files_naming(concepts: Sequence[_Concept], paths: Iterable[str]) -> list[set[str]]:
+    """For each concept, the `paths` whose words it names (`_Concept.path_forms`: all words
+    of a form among the path's sub-words, the last one as a prefix when flagged)."""
+    words_of = {path: path_words(path) for path in paths}
+    vocabulary = frozenset().union(*words_of.values()) if words_of else frozenset()
+    named: list[set[str]] = []
+    for concept in concepts:
+        files: set[str] = set()
+        for words, prefix in concept.path_forms:
+            *whole, last = words
+            needed = frozenset(whole)
+            if not needed <= vocabulary:
+                continue
+            lasts = {w for w in vocabulary if w == last or (prefix and w.startswith(last))}
+            if not lasts:
+                continue
+            files.update(
+                p for p, pw in words_of.items() if needed <= pw and not lasts.isdisjoint(pw)
+            )
+        named.append(files)
+    return named
 
 
 @dataclass(frozen=True)
@@ -445,9 +522,12 @@ def _keyword_concepts(keyword: str) -> list[_Concept]:
         short = _abbreviation(keyword)
         if short:
             query += f" OR {fts_phrase(short)}" + (" *" if len(short) >= MIN_STEM_CHARS else "")
-        return [_Concept(keyword, query)]
+        forms: list[tuple[tuple[str, ...], bool]] = [((keyword_stem(keyword),), True)]
+        if short:
+            forms.append(((short,), len(short) >= MIN_STEM_CHARS))
+        return [_Concept(keyword, query, tuple(forms))]
     phrases = fts_terms_for(keyword)
-    return [_Concept(keyword, " OR ".join(phrases))] if phrases else []
+    return [_Concept(keyword, " OR ".join(phrases), _term_path_forms(keyword))] if phrases else []
 
 
 def plan_query(descriptor: TaskDescriptor) -> QueryPlan:
@@ -457,7 +537,10 @@ def plan_query(descriptor: TaskDescriptor) -> QueryPlan:
     weak: list[str] = []
     for symbol in descriptor.symbols:
         (weak if _is_weak(symbol, backticked) else strong).append(symbol)
-    identifiers = unique([*strong, *descriptor.errors], None)
+    # A path is a file, not an identifier (the path tiers and an FTS concept handle it).
+    identifiers = unique(
+        (t for t in [*strong, *descriptor.errors] if not _PATHLIKE.search(t)), None
+    )
     declared: list[tuple[str, str | None]] = []
     for name in unique([*identifiers, *weak], None):
         if name.startswith("-"):
@@ -480,7 +563,9 @@ def plan_query(descriptor: TaskDescriptor) -> QueryPlan:
             found = _keyword_concepts(term)
         else:
             queries = fts_terms_for(term)
-            found = [_Concept(term, " OR ".join(queries))] if queries else []
+            found = (
+                [_Concept(term, " OR ".join(queries), _term_path_forms(term))] if queries else []
+            )
         for concept in found:
             if concept.query in seen:
                 continue
@@ -592,12 +677,26 @@ class _Search:
             "project index (ds4.rebuildIndex)."
         )
 
+    def more_than(self, fts_query: str, count: int) -> bool:
+        """True when more than `count` rows of the FTS index (any project, stale or not)
+        match `fts_query`."""
+        cursor = self.conn.execute(_MATCH_BEYOND_SQL, (fts_query, count))
+        return cursor.fetchone() is not None
+
     def by_index(self, fts_query: str, limit: int) -> list[_Window] | None:
-        """Windows matching `fts_query`, best bm25 first; None after an FTS5 error."""
+        """Valid windows matching `fts_query`, best bm25 first; None after an FTS5 error.
+
+        bm25 ranks the whole FTS index first and only the best `limit` rows are joined to
+        their snippet and file (the join costs more than bm25 per row); when rows of other
+        projects or stale rows crowd that first cut, the join-first statement runs instead.
+        """
         if not self.index_usable:
             return None
         try:
-            return self.rows(_EXACT_BY_INDEX_SQL, (fts_query, self.project_path, limit))
+            found = self.rows(_EXACT_SQL, (fts_query, limit, self.project_path))
+            if len(found) < limit // 2 and self.more_than(fts_query, limit):
+                found = self.rows(_EXACT_JOIN_FIRST_SQL, (fts_query, self.project_path, limit))
+            return found
         except sqlite3.Error as exc:
             self.fts_failed("exact pass", exc)
             return None
@@ -666,26 +765,35 @@ def _path_tier(search: _Search, files: Sequence[str]) -> set[str]:
     return set(named)
 
 
+def _declaring(search: _Search, name: str) -> list[_Window]:
+    """Valid windows whose `symbols` hold `name` exactly (FTS5 on `symbols`, else LIKE)."""
+    clean = replace_lone_surrogates(name)
+    if not has_token_characters(clean):
+        return []
+    rows = search.by_index(f"symbols : {fts_phrase(clean)}", EXACT_ROW_LIMIT)
+    if rows is None:
+        pattern = _like_pattern(f" {clean} ")
+        if pattern is None:
+            return []
+        rows = search.rows(
+            _SYMBOLS_SCAN_SQL, (search.project_path, f"%{pattern}%", EXACT_ROW_LIMIT)
+        )
+    return [w for w in rows if clean in w.symbols.split()]
+
+
 def _declared_tier(search: _Search, declared: Sequence[tuple[str, str | None]]) -> None:
-    """Windows whose `symbols` hold a name the request mentions (115)."""
+    """Windows that declare a name the request mentions (115). For a qualified name
+    (`ConfigWatcher.poll`), the window declares its last segment and the first one occurs
+    in the window or is declared in the same file."""
     for name, owner in declared:
-        clean = replace_lone_surrogates(name)
-        if not has_token_characters(clean):
-            continue
-        rows = search.by_index(f"symbols : {fts_phrase(clean)}", EXACT_ROW_LIMIT)
-        if rows is None:
-            pattern = _like_pattern(f" {clean} ")
-            if pattern is None:
-                continue
-            rows = search.rows(
-                _SYMBOLS_SCAN_SQL, (search.project_path, f"%{pattern}%", EXACT_ROW_LIMIT)
-            )
-        owner_term = LiteralTerm.of(owner) if owner else None
-        for window in rows:
-            if clean not in window.symbols.split():
-                continue
-            if owner_term is not None and not owner_term.occurs_in(window.folded()):
-                continue
+        windows = _declaring(search, name)
+        if owner is not None and windows:
+            owner_term = LiteralTerm.of(owner)
+            owner_files = {w.path for w in _declaring(search, owner)}
+            windows = [
+                w for w in windows if w.path in owner_files or owner_term.occurs_in(w.folded())
+            ]
+        for window in windows:
             window.add(SCORE_DECLARED_SYMBOL, name if owner is None else f"{owner}.{name}")
 
 
@@ -717,86 +825,120 @@ def _literal_tier(search: _Search, terms: Sequence[str], tier: int) -> None:
                 window.add(tier, term)
 
 
-def _concept_pass(search: _Search, concepts: Sequence[_Concept]) -> list[float]:
-    """Run each concept's FTS query and record its score in every window it matches.
+def _concept_rows(search: _Search, query: str) -> list[tuple[int, str, float]]:
+    """(rowid, path, bm25) of the `CONCEPT_ROW_LIMIT` best valid windows matching `query`
+    (the same two statements as `_Search.by_index`)."""
+    rows = search.conn.execute(
+        _CONCEPT_SQL, (query, CONCEPT_ROW_LIMIT, search.project_path)
+    ).fetchall()
+    if len(rows) < CONCEPT_ROW_LIMIT // 2 and search.more_than(query, CONCEPT_ROW_LIMIT):
+        rows = search.conn.execute(
+            _CONCEPT_JOIN_FIRST_SQL, (query, search.project_path, CONCEPT_ROW_LIMIT)
+        ).fetchall()
+    return rows
+
+
+def _concept_pass(search: _Search, concepts: Sequence[_Concept], *, prose: bool) -> list[float]:
+    """Run each concept's FTS queries and record its score in the windows it matches.
 
     FTS5's bm25 clamps the inverse document frequency of a phrase found in more than half
     the rows to ~0, which in a small project silences its commonest (and often most
     telling) words. So a window's score for concept c is `idf(c) * bm25(c, w) / max_w
     bm25(c, w)`: bm25 only orders the windows of one concept (term frequency, length,
-    column weights), and `idf(c) = ln(1 + (N - n + 0.5) / (n + 0.5))` (always positive) over
-    the N current windows of the project, n of which match. Returns each concept's idf (its
-    weight for coverage; 0 when it matched nothing).
+    column weights), and `idf(c) = ln(1 + (N - n + 0.5) / (n + 0.5))` (always positive),
+    with N the rows of the index and n those matching.
+
+    bm25 costs about 2 us per matching row, and a common word matches most rows. So each
+    concept first lists the rows it matches (rowids only, cheap); bm25 then ranks the
+    `CONCEPT_ROW_LIMIT` best rows of each concept that is not common (in an index of
+    `COMMON_MIN_ROWS` or more, found in more than `COMMON_SHARE` of the rows; the rarest is
+    ranked anyway, and in a `prose` request the `MIN_RANKED_CONCEPTS` rarest of those in at
+    most `FILL_SHARE` of the rows). Every window found by a ranked concept
+    or an exact tier also gets `idf(c) * UNRANKED_PRESENCE` for each concept it contains
+    without a bm25 score (a common one, or one whose best rows it is not among). Returns
+    each concept's idf, its weight for coverage (0 when it matched nothing).
     """
     weights = [0.0] * len(concepts)
     if not concepts or not search.index_usable:
         return weights
-    (total,) = search.conn.execute(
-        "SELECT count(*) FROM project_snippets WHERE project_path = ? AND stale = 0",
-        (search.project_path,),
-    ).fetchone()
-    for index, concept in enumerate(concepts):
-        try:
-            rows = search.conn.execute(
-                _CONCEPT_SQL, (concept.query, search.project_path, CONCEPT_ROW_LIMIT)
-            ).fetchall()
-        except sqlite3.Error as exc:
-            search.fts_failed("FTS pass", exc)
-            break
-        if not rows:
-            continue
-        best = max(-float(row[2]) for row in rows)
-        matched = len(rows)
-        idf = math.log(1 + (max(total, matched) - matched + 0.5) / (matched + 0.5))
-        weights[index] = idf
-        for rowid, path, bm25 in rows:
-            share = -float(bm25) / best if best > 0 else 1.0
-            search.window(rowid, path).concepts[index] = idf * max(share, 0.0)
+    conn = search.conn
+    try:
+        (total,) = conn.execute("SELECT count(*) FROM project_snippets").fetchone()
+        present: list[set[int]] = []
+        for concept in concepts:
+            (listed,) = conn.execute(_ROWIDS_SQL, (concept.query,)).fetchone()
+            present.append({int(r) for r in listed.split(",")} if listed else set())
+        found = sorted((i for i, rows in enumerate(present) if rows), key=lambda i: len(present[i]))
+        rare = [
+            i for i in found if total < COMMON_MIN_ROWS or len(present[i]) <= COMMON_SHARE * total
+        ]
+        fill = [i for i in found if len(present[i]) <= FILL_SHARE * total]
+        wanted = min(len(fill), MIN_RANKED_CONCEPTS) if prose else 1
+        ranked = found[: max(len(rare), wanted, 1)]
+        for index in found:
+            matched = len(present[index])
+            weights[index] = math.log(1 + (max(total, matched) - matched + 0.5) / (matched + 0.5))
+        for index in ranked:
+            rows = _concept_rows(search, concepts[index].query)
+            best = max((-float(row[2]) for row in rows), default=0.0)
+            for rowid, path, bm25 in rows:
+                share = -float(bm25) / best if best > 0 else 1.0
+                search.window(rowid, path).concepts[index] = weights[index] * max(share, 0.0)
+        for window in search.windows.values():
+            for index in found:
+                if index not in window.concepts and window.rowid in present[index]:
+                    window.concepts[index] = weights[index] * UNRANKED_PRESENCE
+    except sqlite3.Error as exc:
+        search.fts_failed("FTS pass", exc)
     return weights
 
 
-@dataclass
-class _FileEvidence:
-    path: str
-    windows: list[_Window]
-    evidence: float
+@lru_cache(maxsize=65536)
+def _cached_role(path: str) -> Literal["source", "test", "doc"]:
+    return file_role(path)
 
 
-def _rank_files(search: _Search, weights: Sequence[float], plan: QueryPlan) -> list[_FileEvidence]:
-    """Files with FTS evidence, best first (module docstring, "Prose: files first")."""
+def _demoted(path: str, plan: QueryPlan) -> bool:
+    """A test or doc file, in a request that is not about tests or docs."""
+    role = _cached_role(path)
+    return (role == "test" and not plan.about_tests) or (role == "doc" and not plan.about_docs)
+
+
+def _rank_files(search: _Search, weights: Sequence[float], plan: QueryPlan, limit: int) -> None:
+    """Rank the files with FTS evidence (module docstring, "Prose: files first") and give the
+    best window (and a close second) of the first `limit` files their FTS tier score."""
     total = sum(weights)
-    by_file: dict[str, list[_Window]] = {}
+    if total <= 0:
+        return
+    best_by_file: dict[str, dict[int, float]] = {}
+    windows_by_file: dict[str, list[_Window]] = {}
     for window in search.windows.values():
-        if window.concepts:
-            by_file.setdefault(window.path, []).append(window)
-    ranked: list[_FileEvidence] = []
-    for path, windows in by_file.items():
-        best: dict[int, float] = {}
-        for window in windows:
-            for index, score in window.concepts.items():
-                if score > best.get(index, 0.0):
-                    best[index] = score
-        coverage = sum(weights[i] for i in best) / total if total > 0 else 0.0
-        evidence = sum(best.values()) * (0.5 + 0.5 * coverage)
-        role = file_role(path)
-        if (role == "test" and not plan.about_tests) or (role == "doc" and not plan.about_docs):
+        if not window.concepts:
+            continue
+        windows_by_file.setdefault(window.path, []).append(window)
+        best = best_by_file.setdefault(window.path, {})
+        for index, score in window.concepts.items():
+            if score > best.get(index, 0.0):
+                best[index] = score
+    naming = _files_naming(plan.concepts, best_by_file)
+    in_paths = [(i, files) for i, files in enumerate(naming) if files and weights[i] > 0]
+    ranked: list[tuple[float, str]] = []
+    for path, best in best_by_file.items():
+        named = [i for i, files in in_paths if path in files]
+        coverage = sum(weights[i] for i in set(best) | set(named)) / total
+        strength = sum(best.values()) + PATH_SHARE * sum(weights[i] for i in named)
+        evidence = strength * (0.5 + 0.5 * coverage)
+        if _demoted(path, plan):
             evidence *= ROLE_DEMOTION
-        windows.sort(key=lambda w: (-w.relevance, w.rowid))
-        ranked.append(_FileEvidence(path, windows, evidence))
-    ranked.sort(key=lambda f: (-f.evidence, f.path))
-    return ranked
-
-
-def _assign_fts_scores(files: Sequence[_FileEvidence], limit: int) -> None:
-    """Give the best window (and a close second) of the first `limit` files their FTS tier."""
-    for rank, entry in enumerate(files[:limit]):
+        ranked.append((evidence, path))
+    ranked.sort(key=lambda item: (-item[0], item[1]))
+    for rank, (_evidence, path) in enumerate(ranked[:limit]):
+        windows = sorted(windows_by_file[path], key=lambda w: (-w.relevance, w.start_line))
         top = max(SCORE_FTS_MIN, SCORE_FTS_MAX - FTS_RANK_STEP * rank)
-        first = entry.windows[0]
+        first = windows[0]
         first.fts_score = float(top)
-        if len(entry.windows) > 1:
-            second = entry.windows[1]
-            if second.relevance >= SECOND_WINDOW_SHARE * first.relevance:
-                second.fts_score = float(max(SCORE_FTS_MIN, top - SECOND_WINDOW_STEP))
+        if len(windows) > 1 and windows[1].relevance >= SECOND_WINDOW_SHARE * first.relevance:
+            windows[1].fts_score = float(max(SCORE_FTS_MIN, top - SECOND_WINDOW_STEP))
 
 
 # ----------------------------------------------------------------------------- scoring
@@ -920,8 +1062,9 @@ def search_project(
     _declared_tier(search, plan.declared)
     _literal_tier(search, plan.phrases, SCORE_PHRASE)
     _literal_tier(search, plan.identifiers, SCORE_SYMBOL_TEXT)
-    weights = _concept_pass(search, plan.concepts)
-    _assign_fts_scores(_rank_files(search, weights, plan), max(FTS_MIN_FILES, 3 * max_results))
+    prose = not (plan.files or plan.identifiers or plan.phrases)
+    weights = _concept_pass(search, plan.concepts, prose=prose)
+    _rank_files(search, weights, plan, max(FTS_MIN_FILES, 3 * max_results))
 
     candidates = [w for w in search.windows.values() if w.tiers or w.fts_score is not None]
     search.load_missing(candidates)
