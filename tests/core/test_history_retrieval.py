@@ -7,6 +7,7 @@ Sessions are indexed with the real `open_store` + `sync_session`; small sessions
 from __future__ import annotations
 
 import json
+import random
 import shutil
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -375,3 +376,208 @@ def test_cjk_words_of_a_request_find_the_entries_that_contain_them(
     assert [h.entry_id for h in whole.hits] == ["m1"]
     split = indexed.retrieve("主题 设置")
     assert {h.entry_id for h in split.hits} == {"m1", "m2"}
+
+
+# --- The optimised search gives the results of the plain one -------------------------------------
+#
+# `retrieve_history` takes shortcuts that must not change a single hit: bm25 scoring restricted to
+# the entries that can reach the top (`_Search._ranked_scores`), matches of a long term taken from
+# a shorter complete term it contains (`implies`), bonus matches checked only where unknown
+# (`_Search.matching`), a cheap dedup key first (`_SeenTexts`). Each is switched off here and the
+# results compared, on real requests of the large session.
+
+
+def _real_requests(indexed: Indexed) -> list[str]:
+    """User messages and identifier questions of the session, taken at regular intervals."""
+    rows = (
+        indexed.store.connection()
+        .execute(
+            "SELECT role, searchable_text FROM entries WHERE session_id = ? "
+            "AND entry_type = 'message' ORDER BY seq",
+            (indexed.session_id,),
+        )
+        .fetchall()
+    )
+    users = list(dict.fromkeys(text for role, text in rows if role == "user" and len(text) >= 20))
+    requests = [text[:2000] for text in users[:: max(1, len(users) // 24)][:24]]
+    identifiers: list[str] = []
+    for _role, text in rows:
+        descriptor = describe_task(text[:4000])
+        for value in (*descriptor.files, *descriptor.symbols):
+            if len(value) >= 6 and value not in identifiers:
+                identifiers.append(value)
+    chosen = identifiers[:: max(1, len(identifiers) // 16)][:16]
+    return requests + [f"where is `{value}` used?" for value in chosen]
+
+
+def _outcome(result: HistoryRetrieval) -> tuple:
+    stats = result.stats
+    counters = (stats.candidates, stats.duplicates, stats.alternate_branch_candidates)
+    return result.status, result.hits, result.warnings, counters, stats.already_in_context
+
+
+def test_optimised_search_gives_the_hits_of_the_plain_search(
+    large: Indexed, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ds4_core.retrieval import history
+
+    requests = _real_requests(large)
+    budgets = [(12, 16_000), (4, 1_500), (30, 60_000)]
+    excluded = {f"v1-{n}" for n in range(40, 400, 7)}
+    calls = {"pruned": 0, "implied": 0}
+    scored, implied = history._Search._scored, history._Search._implied
+
+    def counting_scored(self: history._Search, sql: str, params: tuple) -> list:
+        calls["pruned"] += sql == history._FTS_RANKED_AMONG_SQL
+        return scored(self, sql, params)
+
+    def counting_implied(self: history._Search, term: history.LiteralTerm) -> list | None:
+        found = implied(self, term)
+        calls["implied"] += found is not None
+        return found
+
+    monkeypatch.setattr(history._Search, "_scored", counting_scored)
+    monkeypatch.setattr(history._Search, "_implied", counting_implied)
+    optimised = [
+        _outcome(large.retrieve(r, max_results=n, max_tokens=t, exclude=excluded))
+        for r in requests
+        for n, t in budgets
+    ]
+    assert calls["pruned"] and calls["implied"], "the shortcuts were not exercised"
+
+    def plain_matching(
+        self: history._Search, term: history.LiteralTerm, pool: history._Pool
+    ) -> set[int]:
+        known = self.matched.get(term.text, set())
+        if term.text in self.complete:
+            return known
+        return known | {c.rowid for c in pool.candidates if term.occurs_in(c.folded)}
+
+    class PlainSeen:
+        def __init__(self) -> None:
+            self.keys: set[bytes] = set()
+
+        def add(self, folded: bytes) -> bool:
+            key = b" ".join(folded.split())
+            new = key not in self.keys
+            self.keys.add(key)
+            return new
+
+    monkeypatch.setattr(history, "PRUNE_MAX_BOUND", 0.0)
+    monkeypatch.setattr(history, "implies", lambda inner, outer: False)
+    monkeypatch.setattr(history._Search, "matching", plain_matching)
+    monkeypatch.setattr(history, "_SeenTexts", PlainSeen)
+    plain = [
+        _outcome(large.retrieve(r, max_results=n, max_tokens=t, exclude=excluded))
+        for r in requests
+        for n, t in budgets
+    ]
+    assert optimised == plain
+
+
+def test_ranked_rows_are_those_of_the_plain_bm25_statement(large: Indexed) -> None:
+    """The FTS pass returns what `ORDER BY bm25(entries_fts) LIMIT ?` returns, ties included."""
+    from ds4_core.retrieval import history
+
+    conn = large.store.connection()
+    plain_sql = (
+        "SELECT f.rowid FROM entries_fts AS f CROSS JOIN entries AS e ON e.rowid = f.rowid "
+        "WHERE entries_fts MATCH ? AND e.session_id = ? "
+        "AND e.entry_type IN ('message', 'custom_message') ORDER BY bm25(entries_fts) LIMIT ?"
+    )
+    for request in _real_requests(large):
+        descriptor = describe_task(request)
+        search = history._Search(conn, large.session_id, 72)
+        for text in descriptor.exact_identifiers:
+            search.literal(history.LiteralTerm.of(text))
+        terms, vocab = history._informative_terms(conn, descriptor.query_terms)
+        query = history.build_fts_query(terms)
+        if query is None:
+            continue
+        expected = [row[0] for row in conn.execute(plain_sql, (query, large.session_id, 72))]
+        assert [c.rowid for c in search.ranked(terms, query, vocab)] == expected, request
+
+
+def test_the_bm25_row_count_is_read_from_the_index(large: Indexed) -> None:
+    from ds4_core.retrieval import history
+
+    conn = large.store.connection()
+    (entries,) = conn.execute("SELECT count(*) FROM entries").fetchone()
+    assert history._fts_row_count(conn) == entries
+
+
+TEXTS = st.text(st.sampled_from(list("ab.-_ /\x00éA1") + ["\u0301", "字", "\u2192"]), max_size=40)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    texts=st.lists(TEXTS, min_size=1, max_size=6),
+    term=TEXTS.filter(bool),
+    below=st.integers(0, 7),
+    order=st.randoms(),
+)
+def test_pool_scan_matches_like_checking_each_text(
+    texts: list[str], term: str, below: int, order: random.Random
+) -> None:
+    from ds4_core.retrieval import history
+
+    candidates = [
+        history._Candidate((n, "k", f"e{n}", None, None, 0, text.encode()))
+        for n, text in enumerate(texts)
+    ]
+    order.shuffle(candidates)
+    literal = history.LiteralTerm.of(term)
+    expected = {c.rowid for c in candidates if literal.occurs_in(c.folded)}
+    pool = history._Pool(candidates)
+    assert pool.matching(literal) == expected
+    assert pool.matching(literal, below=below) == {rowid for rowid in expected if rowid < below}
+
+
+@settings(max_examples=400, deadline=None)
+@given(outer=TEXTS.filter(bool), data=st.data())
+def test_a_term_implies_the_parts_it_is_said_to(outer: str, data: st.DataObject) -> None:
+    """`implies(inner, outer)`: every text `outer` matches, `inner` matches too."""
+    from ds4_core.retrieval import history
+
+    start = data.draw(st.integers(0, len(outer) - 1))
+    inner = outer[start : data.draw(st.integers(start + 1, len(outer)))]
+    inner_term, outer_term = history.LiteralTerm.of(inner), history.LiteralTerm.of(outer)
+    if not history.implies(inner_term, outer_term):
+        return
+    for before in ("", " ", "a", "1", "é", "字", "_", "\u0301", "\u2192"):
+        folded = history.fold(before + outer + "x")
+        if outer_term.occurs_in(folded):
+            assert inner_term.occurs_in(folded), (inner, outer, before)
+
+
+SPACED = st.lists(
+    st.sampled_from(["a", "B", " ", "\t\n", "\r\x0b\x0c", "\x1c", "x" * 60, " " * 200]), max_size=14
+).map("".join)
+
+
+@settings(max_examples=400, deadline=None)
+@given(texts=st.lists(SPACED, max_size=8))
+def test_cheap_dedup_key_agrees_with_the_whitespace_key(texts: list[str]) -> None:
+    from ds4_core.retrieval import history
+
+    seen, keys = history._SeenTexts(), set()
+    for text in texts:
+        folded = history.fold(text)
+        key = b" ".join(folded.split())
+        assert seen.add(folded) == (key not in keys)
+        keys.add(key)
+
+
+def test_which_terms_imply_which() -> None:
+    from ds4_core.retrieval.history import LiteralTerm, implies
+
+    def check(inner: str, outer: str) -> bool:
+        return implies(LiteralTerm.of(inner), LiteralTerm.of(outer))
+
+    assert check("cli.ts", "packages/coding-agent/src/cli.ts")
+    assert check("ModuleJob", "ModuleJob.run")
+    assert check("/src", "a/src/b")  # starts with punctuation: matches anywhere
+    assert not check("theme.ts", "mytheme.ts")  # inside a word
+    assert not check("Manager", "SessionManager")
+    assert not check("abc", "éabc")  # after a non-ASCII character: not known to start a word
+    assert not check("src/cli.ts", "cli.ts")

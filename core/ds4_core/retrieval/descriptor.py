@@ -375,7 +375,7 @@ def _is_symbol_word(value: str) -> bool:
 _CJK_RUN = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]{2,}")
 """Runs of Han, kana and Hangul characters. unicode61 (FTS5) indexes such a run as one token,
 so words inside it can only be found literally."""
-CJK_TERM_LIMIT = 12
+CJK_TERM_LIMIT = 8
 
 
 def cjk_terms(text: str) -> tuple[str, ...]:

@@ -5,9 +5,10 @@ Pipeline (all within one session, only `message` / `custom_message` entries):
 1. **Literal pass** (`exact=True`): every exact identifier and every quoted phrase of the
    `TaskDescriptor` is searched literally; each term keeps its `query_limit` newest matches
    (file order), `query_limit = max(max_results, min(100, max_results * 6))`.
-2. **FTS pass** (`fts=True`): `build_fts_query(query_terms)` bound to `entries_fts MATCH ?`,
-   ordered by `bm25(entries_fts)`, first `query_limit` rows. The FTS terms of a hit are the query
-   terms that occur in its text as substrings.
+2. **FTS pass** (`fts=True`): `build_fts_query(informative_terms(query_terms))` bound to
+   `entries_fts MATCH ?`, ordered by `bm25(entries_fts)` (ties: lower rowid first, which is what
+   the plain `ORDER BY bm25 LIMIT` gives), first `query_limit` rows. The FTS terms of a hit are
+   the query terms that occur in its text as substrings.
 3. **Eligibility**: an entry already in the caller's context (`exclude_entry_ids`) is dropped
    (`already_in_context`); an entry not on the active branch (`branch_entry_ids`) is dropped and
    counted in `alternate_branch_candidates`.
@@ -42,8 +43,35 @@ Literal matching (a decision; ds4 uses a case-sensitive `instr` scan):
   0.05-1 ms. Both paths give the same matches ("newest" is rowid order on the index path and
   `seq` order on the scan path; the store inserts entries in file order, so they agree).
 
+Speed measures. None changes a result: each is exact, and tests compare each with the plain
+computation on real requests (bench/history_retrieval.py: the worst requests are pasted stack
+traces with two dozen paths and identifiers).
+
+* Rows are read once per request, their text as the stored UTF-8 bytes (decoded only to quote
+  it). The index path streams rowids and reads the rows not read yet in batches of the next
+  `query_limit - found` rowids, so it never reads past the last match it keeps. A term of
+  `LONG_TERM_WORDS` words or more (a path: rare, and slow for FTS5 to read backwards) takes all
+  its rowids oldest first in one go and walks them newest first.
+* Terms are searched shortest first. A term containing a term that was searched to the end
+  (fewer than `query_limit` matches), at a place where that term's word-start rule is sure to
+  hold (`implies`: `cli.ts` in `src/cli.ts`), has its matches among that term's: they are
+  checked there, without a query.
+* Bonuses: a term the literal pass searched to the end has its match set; one it stopped at
+  `query_limit` matches has it for every entry above the rowid of the last one (all were
+  checked), so only older candidates are checked. Other terms check the candidates their FTS
+  prefilter selects when it selects no more entries than there are candidates, else every
+  candidate, in one `find` scan over their texts joined by NUL.
+* FTS pass: bm25 is a sum over the query's phrases that an entry contains, each part under
+  idf (k1 + 1). The entries containing a rarer phrase are scored first; when the
+  `query_limit`-th score beats the most that the common phrases alone can add up to (their
+  document counts are known: fts5vocab, or one count query), no entry holding only common
+  phrases can enter the result, and those are never scored (`_Search._ranked_scores`).
+* Dedup groups texts by the start of their key and builds the key (white-space runs as one
+  space) only for different texts of one group (`_SeenTexts`).
+
 Every user-supplied term reaches SQLite as a bound parameter; FTS5 text comes only from
-`descriptor.build_fts_query` and `_prefilter_query`, which quote every term.
+`descriptor.fts_phrase` (OR-ed by `build_fts_query` or `_Search._ranked_scores`) and
+`_prefilter_query`, which quote every term.
 
 Failures: an `sqlite3.Error` raised by an FTS5 statement never escapes. The literal pass falls
 back to the `LIKE` scan (same matches, slower), the FTS pass is skipped, and a warning says so in
@@ -57,10 +85,10 @@ import math
 import re
 import sqlite3
 import time
-from bisect import bisect_right
-from collections.abc import Collection, Iterable, Sequence
+from bisect import bisect_left, bisect_right
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
-from functools import cached_property
+from itertools import islice
 from typing import Literal
 
 from ds4_core.retrieval.descriptor import (
@@ -99,13 +127,21 @@ _ROW_COLUMNS = (
     "e.rowid, e.entry_key, e.entry_id, e.role, e.created_at, e.token_estimate, "
     "CAST(e.searchable_text AS BLOB)"
 )
-_ROWID_BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 500)  # `IN (...)` sizes (few statements)
+_ROWID_BATCHES = (1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 256, 500)  # `IN (...)` sizes
+_ROWS_BY_ID_SQL = {
+    size: f"SELECT {_ROW_COLUMNS} FROM entries AS e WHERE e.rowid IN ({', '.join('?' * size)})"
+    for size in _ROWID_BATCHES
+}
 
 _LITERAL_BY_INDEX_SQL = (
     "SELECT f.rowid FROM entries_fts AS f CROSS JOIN entries AS e ON e.rowid = f.rowid "
     f"WHERE entries_fts MATCH ? AND e.session_id = ? AND e.entry_type IN {_TYPES_SQL} "
     "ORDER BY f.rowid DESC"
 )
+_LITERAL_BY_INDEX_ASC_SQL = _LITERAL_BY_INDEX_SQL.replace("DESC", "ASC")
+LONG_TERM_WORDS = 4
+"""A term of this many words or more is read from the index oldest first, whole (then taken
+newest first): such terms are rare, and FTS5 reads a phrase of common words backwards slowly."""
 _LITERAL_BY_SCAN_SQL = (
     f"SELECT {_ROW_COLUMNS} FROM entries AS e "
     f"WHERE e.session_id = ? AND e.entry_type IN {_TYPES_SQL} "
@@ -128,6 +164,7 @@ _FTS_RANKED_AMONG_SQL = (  # the same, scored only for the entries matching a se
     f"AND e.session_id = ? AND e.entry_type IN {_TYPES_SQL} "
     "ORDER BY bm25(entries_fts), f.rowid LIMIT ?"
 )
+
 
 @dataclass(frozen=True)
 class HistoryHit:
@@ -298,28 +335,34 @@ def _fts_warning(where: str, exc: sqlite3.Error) -> str:
     )
 
 
-@dataclass(eq=False)
 class _Candidate:
-    rowid: int
-    entry_key: str
-    entry_id: str
-    role: str | None
-    created_at: str | None
-    token_estimate: int
-    raw: bytes  # the stored UTF-8 of searchable_text
-    exact: list[str] = field(default_factory=list)
-    phrases: list[str] = field(default_factory=list)
-    fts_terms: list[str] = field(default_factory=list)
-    fts_rank: int | None = None
+    """One entry read from the store, and what the passes found in it."""
 
-    @cached_property
-    def folded(self) -> bytes:
-        """`fold(self.text)`: the stored UTF-8 with ASCII letters lowercased."""
-        return self.raw.lower()
+    __slots__ = (
+        "rowid", "entry_key", "entry_id", "role", "created_at", "token_estimate", "raw",
+        "folded", "exact", "phrases", "fts_terms", "fts_rank", "_text",
+    )  # fmt: skip
 
-    @cached_property
+    def __init__(self, row: tuple) -> None:
+        self.rowid: int = row[0]
+        self.entry_key: str = row[1]
+        self.entry_id: str = row[2]
+        self.role: str | None = row[3]
+        self.created_at: str | None = row[4]
+        self.token_estimate = int(row[5] or 0)
+        self.raw: bytes = row[6]  # the stored UTF-8 of searchable_text
+        self.folded: bytes = self.raw.lower()  # = fold(self.text)
+        self.exact: list[str] = []
+        self.phrases: list[str] = []
+        self.fts_terms: list[str] = []
+        self.fts_rank: int | None = None
+        self._text: str | None = None
+
+    @property
     def text(self) -> str:
-        return self.raw.decode("utf-8", "replace")  # the store only writes valid UTF-8
+        if self._text is None:
+            self._text = self.raw.decode("utf-8", "replace")  # the store writes valid UTF-8
+        return self._text
 
 
 def implies(inner: LiteralTerm, outer: LiteralTerm) -> bool:
@@ -349,42 +392,51 @@ def implies(inner: LiteralTerm, outer: LiteralTerm) -> bool:
 
 
 class _Pool:
-    """The folded texts of some candidates joined by NUL: one `find` scan per term."""
+    """Candidates in rowid order, their folded texts joined by NUL: one `find` scan per term."""
 
-    def __init__(self, candidates: Sequence[_Candidate]) -> None:
-        self.candidates = candidates
-        self.rowids = [c.rowid for c in candidates]
-        self.starts: list[int] = []
-        at = 0
-        for c in candidates:
-            self.starts.append(at)
-            at += len(c.folded) + 1
-        self.corpus = b"\x00".join(c.folded for c in candidates)
+    def __init__(self, candidates: Iterable[_Candidate]) -> None:
+        self.candidates = sorted(candidates, key=lambda c: c.rowid)
+        self.rowids = [c.rowid for c in self.candidates]
+        self._corpus: tuple[bytes, list[int]] | None = None
 
-    def matching(self, term: LiteralTerm) -> set[int]:
-        """Rowids of the candidates `term` matches (`term.occurs_in` on each, same result).
+    def _joined(self) -> tuple[bytes, list[int]]:
+        if self._corpus is None:
+            starts: list[int] = []
+            at = 0
+            for c in self.candidates:
+                starts.append(at)
+                at += len(c.folded) + 1
+            self._corpus = (b"\x00".join(c.folded for c in self.candidates), starts)
+        return self._corpus
 
-        A needle without NUL cannot match across the NUL separators, and a match right after a
-        separator starts a word, as one at offset 0 of its text does.
+    def matching(self, term: LiteralTerm, below: int | None = None) -> set[int]:
+        """Rowids of the candidates (under rowid `below`, if given) that `term` matches.
+
+        Same result as `term.occurs_in` on each: a needle without NUL cannot match across the
+        NUL separators, and a match right after a separator starts a word, as one at offset 0
+        of its text does.
         """
         needle = term.needle
-        if not needle:
+        count = len(self.rowids) if below is None else bisect_left(self.rowids, below)
+        if not needle or not count:
             return set()
         if 0 in needle:
-            return {c.rowid for c in self.candidates if term.occurs_in(c.folded)}
-        corpus, starts, rowids = self.corpus, self.starts, self.rowids
+            return {c.rowid for c in self.candidates[:count] if term.occurs_in(c.folded)}
+        corpus, starts = self._joined()
+        end = starts[count] - 1 if count < len(starts) else len(corpus)
+        rowids = self.rowids
         found: set[int] = set()
         find = corpus.find
-        at = find(needle)
+        at = find(needle, 0, end)
         while at >= 0:
             if term.word_start and at > 0 and not _starts_word(corpus, at):
-                at = find(needle, at + 1)
+                at = find(needle, at + 1, end)
                 continue
             index = bisect_right(starts, at) - 1
             found.add(rowids[index])
-            if index + 1 >= len(starts):
+            if index + 1 >= count:
                 break
-            at = find(needle, starts[index + 1])
+            at = find(needle, starts[index + 1], end)
         return found
 
 
@@ -451,8 +503,8 @@ BM25_K1 = 1.2
 PRUNE_MIN_DOCS = 150
 """A phrase in fewer indexed entries than this is never left out of the scored set."""
 PRUNE_MAX_BOUND = 6.0
-"""Phrases are left out of the scored set while their bm25 bound (see `_Search.ranked`) stays
-under this; past it the 72nd score would rarely beat the bound."""
+"""Phrases are left out of the scored set while their bm25 bound (`_Search._ranked_scores`)
+stays under this; past it the `query_limit`-th score would rarely beat the bound."""
 
 
 def _bm25_bound(phrases: Iterable[_Phrase], rows: int) -> float:
@@ -482,30 +534,30 @@ class _Search:
         self.matched: dict[str, set[int]] = {}  # term text -> rowids where it matched
         self.complete: set[str] = set()  # terms whose `matched` covers the whole session
         self.exhausted: dict[str, LiteralTerm] = {}  # those of them searched to the end
+        self.floor: dict[str, int] = {}  # term -> rowid above which `matched` is complete
+        self.span: dict[str, int] = {}  # term -> rowids its `limit` newest matches spread over
         self.warnings: list[str] = []
         self.index_usable = True
 
     def _row(self, row: tuple) -> _Candidate:
         found = self.rows.get(row[0])
         if found is None:
-            found = _Candidate(row[0], row[1], row[2], row[3], row[4], int(row[5] or 0), row[6])
-            self.rows[row[0]] = found
+            found = self.rows[row[0]] = _Candidate(row)
         return found
 
     def _load(self, rowids: list[int]) -> None:
         """Read the rows of `rowids` not read yet (they are known to be eligible)."""
-        missing = [rowid for rowid in rowids if rowid not in self.rows]
+        rows = self.rows
+        missing = [rowid for rowid in rowids if rowid not in rows]
         while missing:
             size = next((n for n in _ROWID_BATCHES if n >= len(missing)), _ROWID_BATCHES[-1])
             chunk, missing = missing[:size], missing[size:]
-            padded = chunk + [chunk[-1]] * (size - len(chunk))  # a few distinct statements
-            marks = ", ".join("?" * size)
-            for row in self.conn.execute(
-                f"SELECT {_ROW_COLUMNS} FROM entries AS e WHERE e.rowid IN ({marks})", padded
-            ):
-                self._row(row)
+            chunk += [chunk[-1]] * (size - len(chunk))  # padded: a few distinct statements
+            for row in self.conn.execute(_ROWS_BY_ID_SQL[size], chunk):
+                if row[0] not in rows:
+                    rows[row[0]] = _Candidate(row)
 
-    def _found(self, term: LiteralTerm, candidate: _Candidate, matched: set[int]) -> None:
+    def _found(self, candidate: _Candidate, matched: set[int]) -> None:
         matched.add(candidate.rowid)
         self.candidates.setdefault(candidate.rowid, candidate)
 
@@ -516,7 +568,7 @@ class _Search:
         for row in rows:
             candidate = self._row(row)
             if term.occurs_in(candidate.folded):
-                self._found(term, candidate, matched)
+                self._found(candidate, matched)
                 found.append(candidate)
                 if len(found) >= self.limit:
                     return found
@@ -527,26 +579,30 @@ class _Search:
         self.complete.add(term.text)
         self.exhausted[term.text] = term
 
-    def _take_rowids(self, term: LiteralTerm, cursor: sqlite3.Cursor) -> list[_Candidate]:
-        """`_take` over a cursor of rowids: rows not read yet are read in batches.
+    def _take_rowids(self, term: LiteralTerm, rowids: Iterator[int]) -> list[_Candidate]:
+        """`_take` over rowids, newest first: rows not read yet are read in batches.
 
         A batch is the next `limit - found` rowids, so it never reads past the last match kept.
+        Stopping there, every entry above that rowid has been checked (`floor`).
         """
         found: list[_Candidate] = []
         matched = self.matched.setdefault(term.text, set())
-        rows = self.rows
+        rows, candidates, occurs_in, limit = self.rows, self.candidates, term.occurs_in, self.limit
         while True:
-            batch = [row[0] for row in cursor.fetchmany(self.limit - len(found))]
+            batch = list(islice(rowids, limit - len(found)))
             if not batch:
                 self._exhausted(term)
                 return found
             self._load(batch)
             for rowid in batch:
                 candidate = rows.get(rowid)
-                if candidate is not None and term.occurs_in(candidate.folded):
-                    self._found(term, candidate, matched)
+                if candidate is not None and occurs_in(candidate.folded):
+                    matched.add(rowid)
+                    candidates.setdefault(rowid, candidate)
                     found.append(candidate)
-                    if len(found) >= self.limit:
+                    if len(found) >= limit:
+                        self.floor[term.text] = rowid
+                        self.span[term.text] = found[0].rowid - rowid + 1
                         return found
 
     def _implied(self, term: LiteralTerm) -> list[_Candidate] | None:
@@ -566,7 +622,7 @@ class _Search:
         for rowid in sorted(best, reverse=True):
             candidate = self.rows[rowid]
             if term.occurs_in(candidate.folded):
-                self._found(term, candidate, matched)
+                self._found(candidate, matched)
                 found.append(candidate)
         self._exhausted(term)
         return found
@@ -577,10 +633,16 @@ class _Search:
         if implied is not None:
             return implied
         if term.prefilter is not None and self.index_usable:
+            params = (term.prefilter, self.session_id)
             try:
-                cursor = self.conn.execute(_LITERAL_BY_INDEX_SQL, (term.prefilter, self.session_id))
+                if len(_ASCII_WORD.findall(term.text)) >= LONG_TERM_WORDS:
+                    rowids = [
+                        row[0] for row in self.conn.execute(_LITERAL_BY_INDEX_ASC_SQL, params)
+                    ]
+                    return self._take_rowids(term, reversed(rowids))
+                cursor = self.conn.execute(_LITERAL_BY_INDEX_SQL, params)
                 try:
-                    return self._take_rowids(term, cursor)
+                    return self._take_rowids(term, (row[0] for row in cursor))
                 finally:
                     cursor.close()
             except sqlite3.Error as exc:
@@ -599,32 +661,52 @@ class _Search:
     def matching(self, term: LiteralTerm, pool: _Pool) -> set[int]:
         """Rowids of the candidates in `pool` that `term` matches, plus its literal matches.
 
-        A term searched to the end by the literal pass has its full match set already.
+        A term searched to the end by the literal pass has its full match set already; one the
+        index path stopped at `limit` matches has it above its `floor` rowid (every entry there
+        was checked), so only older candidates are checked. Other terms: when the term's FTS
+        prefilter selects no more entries (all sessions) than the pool holds, only the selected
+        candidates are checked; otherwise the whole pool is scanned (`_Pool.matching`).
         """
         known = self.matched.get(term.text, set())
         if term.text in self.complete:
             return known
+        floor = self.floor.get(term.text)
+        if floor is not None:
+            return known | pool.matching(term, below=floor)
+        occurs_in = term.occurs_in
+        if term.prefilter is not None and self.index_usable and len(pool.candidates) > 8:
+            cap = len(pool.candidates)
+            try:
+                rows = self.conn.execute(
+                    "SELECT rowid FROM entries_fts WHERE entries_fts MATCH ? LIMIT ?",
+                    (term.prefilter, cap + 1),
+                ).fetchall()
+            except sqlite3.Error as exc:
+                self.index_usable = False
+                self.warnings.append(_fts_warning("ranking", exc))
+            else:
+                if len(rows) <= cap:
+                    selected = {row[0] for row in rows}
+                    return known | {
+                        c.rowid
+                        for c in pool.candidates
+                        if c.rowid in selected and occurs_in(c.folded)
+                    }
         return known | pool.matching(term)
 
     def _scored(self, sql: str, params: tuple) -> list[tuple[int, float]]:
         return [(row[0], row[1]) for row in self.conn.execute(sql, params)]
 
-    def ranked(self, phrases: list[_Phrase], fts_query: str) -> list[_Candidate]:
+    def ranked(
+        self, terms: Sequence[str], fts_query: str, vocab: dict[str, int]
+    ) -> list[_Candidate]:
         """The first `limit` eligible entries by bm25 (ties: lower rowid), best first.
 
-        Same result as scoring every entry `fts_query` matches, with less scoring: bm25 is a sum
-        over the phrases an entry contains, so an entry containing only "common" phrases C scores
-        no better than -bound(C) (`_bm25_bound`). The entries containing another phrase are
-        scored first (the full query still scores them, so the values are FTS5's own); if the
-        `limit`-th of them beats -bound(C), no C-only entry can enter. Otherwise C shrinks to
-        what that score allows and the scoring is redone once, or done on every entry.
-
-        C: phrases with a known document count (`_Phrase.docs`) of at least PRUNE_MIN_DOCS, most
-        common first, while the bound stays under PRUNE_MAX_BOUND; never all of them. [] after
-        an FTS error.
+        `fts_query` is `build_fts_query(terms)`; `vocab`: document counts by token, as far as
+        known (`_informative_terms`). [] after an FTS error. See `_ranked_scores`.
         """
         try:
-            scored = self._ranked_scores(phrases, fts_query)
+            scored = self._ranked_scores(terms, fts_query, vocab)
         except sqlite3.Error as exc:
             self.index_usable = False
             self.warnings.append(_fts_warning("FTS pass", exc))
@@ -636,13 +718,70 @@ class _Search:
             self.candidates.setdefault(candidate.rowid, candidate)
         return found
 
-    def _ranked_scores(self, phrases: list[_Phrase], fts_query: str) -> list[tuple[int, float]]:
+    def _counted(self, phrase: _Phrase, vocab: dict[str, int], least: float) -> _Phrase:
+        """`phrase` with its document count, if cheap to know or likely to be at least `least`.
+
+        A one-token phrase takes it from `vocab`. A longer one is counted with FTS5 when its
+        literal search stopped at `limit` matches and their spread over the rowids read so far
+        suggests `least` or more entries.
+        """
+        token = _single_ascii_token(phrase.term)
+        if token is not None:
+            docs = vocab.get(token)
+            return phrase if docs is None else replace(phrase, docs=docs)
+        span = self.span.get(phrase.term)
+        if span is None or self.limit * (max(self.rows) - min(self.rows) + 1) < least * span:
+            return phrase
+        (docs,) = self.conn.execute(
+            "SELECT count(*) FROM entries_fts WHERE entries_fts MATCH ?", (phrase.text,)
+        ).fetchone()
+        return replace(phrase, docs=docs)
+
+    def _fewer_than_limit(self, phrases: list[_Phrase]) -> bool:
+        """A guess: do the entries containing `phrases` fall short of `limit`?
+
+        Counted from what is known without a query: the literal matches of terms searched to
+        the end, and document counts. A phrase with neither makes the answer no.
+        """
+        seen: set[int] = set()
+        docs = 0
+        for phrase in phrases:
+            if phrase.term in self.exhausted:
+                seen |= self.matched[phrase.term]
+            elif phrase.docs is not None:
+                docs += phrase.docs
+            else:
+                return False
+        return len(seen) + docs < self.limit
+
+    def _ranked_scores(
+        self, terms: Sequence[str], fts_query: str, vocab: dict[str, int]
+    ) -> list[tuple[int, float]]:
+        """(rowid, bm25) of the first `limit` eligible entries `fts_query` matches, best first.
+
+        Same result as scoring every entry the query matches, with less scoring: bm25 is a sum
+        over the query's phrases an entry contains, so an entry containing only phrases of a
+        set C scores no better than -bound(C) (`_bm25_bound`). The entries containing another
+        phrase are scored first (by the full query: the values are FTS5's own); if the
+        `limit`-th of them beats -bound(C), no entry containing only C can enter. Otherwise C
+        shrinks to what that score allows and the scoring is redone once, or done on every
+        entry. C: phrases in at least PRUNE_MIN_DOCS indexed entries (known counts only), most
+        common first, while bound(C) stays under PRUNE_MAX_BOUND; never every phrase.
+        """
         full = (fts_query, self.session_id, self.limit)
-        rows = _fts_row_count(self.conn) if phrases else None
-        if rows is None or " OR ".join(p.text for p in phrases) != fts_query:
+        phrases = _fts_phrases(terms)
+        rows = _fts_row_count(self.conn)
+        if (
+            rows is None
+            or rows < COMMON_TERM_MIN_ENTRIES
+            or " OR ".join(p.text for p in phrases) != fts_query
+        ):
             return self._scored(_FTS_RANKED_SQL, full)
+        ratio = math.exp(PRUNE_MAX_BOUND / (BM25_K1 + 1))
+        least = max(PRUNE_MIN_DOCS, (rows + 0.5 - 0.5 * ratio) / (1 + ratio))
+        phrases = [self._counted(p, vocab, least / 2) for p in phrases]
         common = sorted(
-            (p for p in phrases if p.docs is not None and p.docs >= PRUNE_MIN_DOCS),
+            (p for p in phrases if p.docs is not None and p.docs >= least),
             key=lambda p: -(p.docs or 0),
         )
         left_out: list[_Phrase] = []
@@ -650,6 +789,8 @@ class _Search:
             if _bm25_bound([*left_out, phrase], rows) >= PRUNE_MAX_BOUND:
                 break
             left_out.append(phrase)
+        if left_out and self._fewer_than_limit([p for p in phrases if p not in left_out]):
+            left_out = []  # the scored set would not fill `limit`: not worth a try
         for _attempt in range(2):
             if not left_out or len(left_out) >= len(phrases):
                 break
@@ -770,7 +911,9 @@ class _Ranked:
         return "; ".join(reasons)
 
 
-def _rank(search: _Search, eligible: list[_Candidate], descriptor: TaskDescriptor) -> list[_Ranked]:
+def _rank(
+    search: _Search, eligible: list[_Candidate], descriptor: TaskDescriptor
+) -> Iterator[_Ranked]:
     """Score and sort the eligible candidates (ds4-reference.md 3.2 "Score", "Sort order")."""
     bonus: dict[int, float] = dict.fromkeys((c.rowid for c in eligible), 0.0)
     matching: dict[str, set[int]] = {}
@@ -789,12 +932,13 @@ def _rank(search: _Search, eligible: list[_Candidate], descriptor: TaskDescripto
             for rowid in rowids:
                 if rowid in bonus:
                     bonus[rowid] += points
-    created = {c.rowid: iso_to_ms(c.created_at) for c in eligible}
-    times = [ms for ms in created.values() if ms is not None]
+    created = [iso_to_ms(c.created_at) for c in eligible]
+    times = [ms for ms in created if ms is not None]
     oldest = min(times, default=0)
     newest = max(times, default=0)
-    ranked: list[_Ranked] = []
-    for c in eligible:
+    spread = newest > oldest
+    scored: list[tuple[int, float, int, str, int]] = []  # the sort key, then the index
+    for index, c in enumerate(eligible):
         score = bonus[c.rowid]
         if c.exact:
             score += 100 + min(12, 3 * (len(c.exact) - 1))
@@ -803,16 +947,15 @@ def _rank(search: _Search, eligible: list[_Candidate], descriptor: TaskDescripto
         if c.fts_terms:
             score += 60 + max(0, 10 - (c.fts_rank if c.fts_rank is not None else 10))
         score += 15 + _ROLE_AUTHORITY.get(c.role or "", 1)
-        ms = created[c.rowid]
-        if ms is not None and newest > oldest:
+        ms = created[index]
+        if ms is not None and spread:
             score += (ms - oldest) / (newest - oldest) * 8
         score -= min(12, max(0, c.token_estimate) / 1000)
-        literal_priority = 2 if c.exact else 1 if c.phrases else 0
-        ranked.append(_Ranked(c, round(score, 6), literal_priority, ms))
-    ranked.sort(
-        key=lambda r: (-r.literal_priority, -r.score, -(r.created_ms or 0), r.candidate.entry_id)
-    )
-    return ranked
+        priority = 2 if c.exact else 1 if c.phrases else 0
+        scored.append((-priority, -round(score, 6), -(ms or 0), c.entry_id, index))
+    scored.sort()
+    for neg_priority, neg_score, _ms, _entry_id, index in scored:
+        yield _Ranked(eligible[index], -neg_score, -neg_priority, created[index])
 
 
 def _fit(item: _Ranked, remaining: int) -> HistoryHit | None:
@@ -847,45 +990,30 @@ def _as_set(ids: Collection[str]) -> Collection[str]:
     return ids if isinstance(ids, set | frozenset) else set(ids)
 
 
-def _counted(
-    conn: sqlite3.Connection, search: _Search, phrase: _Phrase, doc_counts: dict[str, int]
-) -> _Phrase:
-    """`phrase` with its document count when it is cheap to know or likely to pay off.
-
-    A one-token phrase takes it from the vocabulary counts `informative_terms` read; a longer one
-    whose literal search stopped at `limit` matches (so it is common) is counted with FTS5.
-    """
-    token = _single_ascii_token(phrase.term)
-    if token is not None:
-        docs = doc_counts.get(token)
-        return phrase if docs is None else replace(phrase, docs=docs)
-    if phrase.term in search.matched and phrase.term not in search.complete:
-        try:
-            (docs,) = conn.execute(
-                "SELECT count(*) FROM entries_fts WHERE entries_fts MATCH ?", (phrase.text,)
-            ).fetchone()
-        except sqlite3.Error:
-            return phrase
-        return replace(phrase, docs=docs)
-    return phrase
-
-
 class _SeenTexts:
     """Texts already ranked, compared by their dedup key `b" ".join(folded.split())`.
 
-    The key is computed only for texts equal once all ASCII white space is removed (a cheaper
-    key that equal keys share) and different as they are.
+    Texts are grouped by the first 64 bytes of the key without its spaces (a function of the key,
+    read from the start of the text); within a group, equal texts are equal, and the key is
+    computed only for texts that differ.
     """
 
     def __init__(self) -> None:
         self.groups: dict[bytes, list[bytes]] = {}
 
+    @staticmethod
+    def _head(folded: bytes) -> bytes:
+        head = folded[:256].translate(None, _ASCII_WHITESPACE)
+        if len(head) < 64 and len(folded) > 256:
+            head = folded.translate(None, _ASCII_WHITESPACE)
+        return head[:64]
+
     def add(self, folded: bytes) -> bool:
         """Record `folded`; False when its key was already recorded."""
-        squeezed = folded.translate(None, _ASCII_WHITESPACE)
-        group = self.groups.get(squeezed)
+        head = self._head(folded)
+        group = self.groups.get(head)
         if group is None:
-            self.groups[squeezed] = [folded]
+            self.groups[head] = [folded]
             return True
         if folded in group:
             return False
@@ -968,9 +1096,8 @@ def retrieve_history(
     else:
         fts_query = None
     if fts_query is not None and search.index_usable:
-        phrases = [_counted(conn, search, p, doc_counts) for p in _fts_phrases(fts_terms)]
         needles = [(t, fold(replace_lone_surrogates(t))) for t in descriptor.query_terms]
-        for rank, c in enumerate(search.ranked(phrases, fts_query)):
+        for rank, c in enumerate(search.ranked(fts_terms, fts_query, doc_counts)):
             if c.fts_rank is None:
                 c.fts_rank = rank
                 folded = c.folded
