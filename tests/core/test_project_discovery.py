@@ -505,3 +505,11 @@ def test_files_carry_lstat_size_and_mtime(tmp_path: Path) -> None:
     (file,) = discover_project(tmp_path, use_git=False).files
     assert (file.size_bytes, file.mtime_ns) == (5, 1_700_000_000_123_456_789)
     assert (file.tracked, file.modified) == (False, False)
+
+
+def test_a_linked_root_is_listed_under_its_canonical_path(tmp_path: Path) -> None:
+    write_tree(tmp_path / "real", {"a.py": "x"})
+    (tmp_path / "alias").symlink_to(tmp_path / "real", target_is_directory=True)
+    discovery = discover_project(tmp_path / "alias", use_git=False)
+    assert discovery.root == (tmp_path / "real").resolve()
+    assert listed(discovery) == {"a.py"}

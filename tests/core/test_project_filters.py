@@ -8,11 +8,16 @@ from __future__ import annotations
 
 import codecs
 import os
+import re
 from pathlib import Path
 
 import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
 from ds4_core.project.filters import (
+    _CASE_FOLD_FIXES,
+    _is_placeholder,
     decode_text,
     path_exclusion,
     read_indexable,
@@ -211,6 +216,9 @@ def test_high_confidence_secrets_are_found(text: str, kind: str) -> None:
         'secret = "REDACTED_FOR_DOCS"\n',
         'token = "dummy-token-for-tests"\n',
         'password = "************"\n',
+        'password = "{db_password_from_vault}"\n',  # a format-string template
+        'dsn_password = "%(db_password)s"\n',
+        'token = "$GITHUB_TOKEN_VALUE"\n',
         'password = "short"\n',  # fewer than 12 characters
         "password = os.environ['DB_PASSWORD']\n",  # not a quoted literal
         'if password == "correcthorsebattery":\n',  # a comparison, not an assignment
@@ -222,6 +230,143 @@ def test_high_confidence_secrets_are_found(text: str, kind: str) -> None:
 )
 def test_placeholders_and_ordinary_code_are_kept(text: str) -> None:
     assert secret_reason(text) is None
+
+
+# --- secret_reason: the anchored fast path equals the plain scan ---------------------------
+#
+# `secret_reason` only tries its patterns where a literal anchor occurs. The reference below is
+# the implementation it replaced, which scanned the whole text with each pattern (placeholder
+# rules are shared: `_is_placeholder` was not changed). Both must give the same answer always.
+
+_REF_PRIVATE_KEY = re.compile(r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----")
+_REF_TOKENS: tuple[tuple[re.Pattern[str], str], ...] = (
+    (re.compile(r"\b(?:AKIA|ASIA)[A-Z0-9]{16}\b"), "AWS access key id"),
+    (re.compile(r"\bghp_[A-Za-z0-9]{20,}"), "GitHub token"),
+    (re.compile(r"\bgithub_pat_[A-Za-z0-9_]{20,}"), "GitHub token"),
+    (re.compile(r"\bglpat-[A-Za-z0-9_\-]{20,}"), "GitLab token"),
+    (re.compile(r"\bxox[baprs]-[A-Za-z0-9\-]{10,}"), "Slack token"),
+)
+_REF_SECRET_ASSIGNMENT = re.compile(
+    r"""(?ix)
+    (?<![A-Za-z0-9])
+    [A-Za-z0-9_.\-]*?
+    (?P<name>api[_\-]?key|authorization|client[_\-]?secret|password|private[_\-]?key|secret|token)
+    (?:["']\]?|\])?
+    (?:\s*:\s*[A-Za-z_][\w.\[\]| ]*?)?
+    \s*(?::=|=>|[:=])\s*
+    (?P<quote>["'`])
+    (?P<value>[^"'`\r\n]{12,})
+    (?P=quote)
+    """
+)
+
+
+def reference_secret_reason(text: str) -> str | None:
+    if _REF_PRIVATE_KEY.search(text):
+        return "private key"
+    for pattern, kind in _REF_TOKENS:
+        for match in pattern.finditer(text):
+            if "EXAMPLE" not in match.group(0).upper():
+                return kind
+    for match in _REF_SECRET_ASSIGNMENT.finditer(text):
+        if not _is_placeholder(match.group("value")):
+            name = match.group("name").lower().replace("-", "_")
+            return f"secret assignment ({name})"
+    return None
+
+
+# Pieces of names: every case, longer identifiers, and the non-ASCII letters that `(?i)`
+# matches to ASCII ones (`ſ` s, `ı` and `İ` i, Kelvin sign k).
+_NAMES = [
+    "password", "PASSWORD", "Passwd", "api_key", "API-KEY", "apiKey", "apikey", "api",
+    "authorization", "Authorization", "client_secret", "clientSecret", "client", "private_key",
+    "privateKey", "private", "secret", "SECRET", "token", "Token", "tokens", "secretoken",
+    "clientoken", "DB_", "x.", "my-", "github", "\u017fecret", "ap\u0131_key", "author\u0130zation",
+    "api_\u212aey", "\u017f", "\u0131", "\u0130", "\u212a",
+]  # fmt: skip
+_SEPARATORS = [
+    "=", ":", ":=", "=>", "==", " = ", ": ", ": str = ", ": Optional[str] ", " : a.b|None = ",
+    "[", "]", "['", "']", '"]', '"', "'", "`", " ", "\t", "\n", "\r", "\r\n", "$", "{", "}",
+]  # fmt: skip
+_VALUES = [
+    REAL_LOOKING, "x" * 11, "x" * 12, "abcabcabcabc", "a" * 13, "example-" + REAL_LOOKING,
+    "your_" + REAL_LOOKING, "${X}", "{{x}}", "{name}", "%(name)s", "$VAR", "<value>", "****",
+    "process.env.X", "token=", "password:", "\u00e9" * 12, "\u212a" * 12, "\u2014", "\U0001f600",
+    "\ud800",  # a lone surrogate, which `str` allows
+]  # fmt: skip
+_TOKEN_PIECES = [
+    "AK" + "IA", "AS" + "IA", "Q3EGUWLZ7XMN4PRT", "IOSFODNN7EXAMPLE", "EXAMPLE", "gh" + "p_",
+    "github" + "_pat_", "gl" + "pat-", "xo" + "xb-", "xo" + "xz-", "xox", "x7Kq2Lm9Pz4Rt8Vw3Yb6",
+    "AbCdEfGhIjKl", "0123456789", "-----BEGIN ", "RSA ", "OPENSSH ", "PRIVATE" + " KEY",
+    " BLOCK", "-----", "CERTIFICATE",
+]  # fmt: skip
+_BENIGN = [
+    "def main():\n    return 0\n", "import os\n", "# a comment\n", "tokenizer.tokenize(x)",
+    "private final int count;", "if password == other:", "\u00e9t\u00e9", "\u03a3\u03a3 ",
+    "\u00df", "\u00b5",
+]  # fmt: skip
+_FRAGMENT = st.one_of(
+    st.sampled_from(_NAMES),
+    st.sampled_from(_SEPARATORS),
+    st.sampled_from(_VALUES),
+    st.sampled_from(_TOKEN_PIECES),
+    st.sampled_from(_BENIGN),
+    st.text(alphabet="aZk9_-.: =\"'`[]\n\u017f\u0131", max_size=14),
+)
+# A well-formed assignment, so that generated texts often hold one (and often several).
+_ASSIGNMENT = st.builds(
+    lambda lead, name, sep, quote, value, close: f"{lead}{name}{sep}{quote}{value}{close}",
+    st.sampled_from(["", " ", "x", "_", ".", "-", "1", "['", '"', "\u00e9", "\u0131"]),
+    st.sampled_from(_NAMES),
+    st.sampled_from(["=", ": ", " = ", ":=", " => ", "']: ", '": ', ": str = ", ":x = ", "=="]),
+    st.sampled_from(['"', "'", "`"]),
+    st.sampled_from(_VALUES),
+    st.sampled_from(['"', "'", "`", "", "\n"]),
+)
+_TEXTS = st.lists(st.one_of(_ASSIGNMENT, _FRAGMENT), max_size=16).map("".join)
+
+
+@settings(max_examples=500, deadline=None)
+@given(text=_TEXTS)
+@example(text=f'password = "example token="{REAL_LOOKING}"')  # a later name inside a match
+@example(text=f'secretoken = "{REAL_LOOKING}"')  # names overlap: `secret` fails, `token` holds
+@example(text=f'{{"client_secret": "{REAL_LOOKING}"}}')  # `client_secret`, not `secret`
+@example(text="gl" + "pat-EXAMPLE" + "x" * 20 + "-gl" + "pat-" + "y" * 20)  # one match, skipped
+@example(text=f'\u0130\u0131 \u017fecret = "{REAL_LOOKING}"')  # `İ` lowers to two characters
+@example(text=f'api_\u212aey = "{REAL_LOOKING}"')
+@example(text=f'\ud800 token = "{REAL_LOOKING}"')
+def test_secret_reason_equals_the_full_scan_reference(text: str) -> None:
+    assert secret_reason(text) == reference_secret_reason(text)
+
+
+def test_case_fold_fixes_list_every_non_ascii_match_of_an_ascii_letter() -> None:
+    # The fast path finds names in an ASCII copy of the text; it relies on this list being
+    # complete for the running Python's Unicode database.
+    letter = re.compile("(?i)[a-z]")
+    found = [char for char in map(chr, range(0x80, 0x110000)) if letter.match(char)]
+    as_letter = {
+        char: next(ord(x) for x in "abcdefghijklmnopqrstuvwxyz" if re.match(f"(?i){x}", char))
+        for char in found
+    }
+    assert as_letter == dict(_CASE_FOLD_FIXES)
+
+
+@pytest.mark.parametrize(
+    ("text", "kind"),
+    [
+        (f'\u017fecret = "{REAL_LOOKING}"', "secret assignment (\u017fecret)"),
+        (
+            f'\u00e9\u0130 DB_PA\u017f\u017fWORD = "{REAL_LOOKING}"',
+            "secret assignment (pa\u017f\u017fword)",
+        ),
+        (f'secretoken = "{REAL_LOOKING}"', "secret assignment (token)"),
+        (f'password = "example token="{REAL_LOOKING}"', None),
+        (f'password = "example-value-x" or token = "{REAL_LOOKING}"', "secret assignment (token)"),
+        ("gl" + "pat-EXAMPLE" + "x" * 20 + "-gl" + "pat-" + "y" * 20, None),
+    ],
+)
+def test_secret_assignment_edge_cases(text: str, kind: str | None) -> None:
+    assert secret_reason(text) == kind == reference_secret_reason(text)
 
 
 # --- read_indexable ------------------------------------------------------------------------

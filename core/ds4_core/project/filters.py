@@ -15,9 +15,11 @@ from __future__ import annotations
 
 import codecs
 import errno
+import heapq
 import os
 import re
 import stat
+from collections.abc import Iterator
 from pathlib import Path
 
 IGNORED_DIRECTORIES = frozenset(
@@ -115,20 +117,31 @@ _CONTROL_BYTES = bytes([*range(0, 7), *range(14, 32)])
 _CONTROL_CHARS = re.compile("[\x00-\x06\x0e-\x1f]")
 _LINE_BREAK = re.compile("\r\n|\r|\n")
 
+# Secret detection is the costliest check on a large project, so no pattern scans the text.
+# Every match of these patterns starts with a literal anchor; `bytes.find` locates anchors (in
+# C, at memory speed) in a one-byte-per-character copy of the text (`_AnchorText`), and a
+# pattern is only tried, anchored, where one occurs (`_anchored_matches`). The results are
+# exactly those of `pattern.search` / `pattern.finditer` over the whole text.
 _PRIVATE_KEY = re.compile(r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----")
-_TOKENS: tuple[tuple[re.Pattern[str], str], ...] = (
-    (re.compile(r"\b(?:AKIA|ASIA)[A-Z0-9]{16}\b"), "AWS access key id"),
-    (re.compile(r"\bghp_[A-Za-z0-9]{20,}"), "GitHub token"),
-    (re.compile(r"\bgithub_pat_[A-Za-z0-9_]{20,}"), "GitHub token"),
-    (re.compile(r"\bglpat-[A-Za-z0-9_\-]{20,}"), "GitLab token"),
-    (re.compile(r"\bxox[baprs]-[A-Za-z0-9\-]{10,}"), "Slack token"),
+_PRIVATE_KEY_ANCHORS = (b"-----BEGIN ",)
+_TOKENS: tuple[tuple[re.Pattern[str], tuple[bytes, ...], str], ...] = (
+    (re.compile(r"\b(?:AKIA|ASIA)[A-Z0-9]{16}\b"), (b"AKIA", b"ASIA"), "AWS access key id"),
+    (re.compile(r"\bghp_[A-Za-z0-9]{20,}"), (b"ghp_",), "GitHub token"),
+    (re.compile(r"\bgithub_pat_[A-Za-z0-9_]{20,}"), (b"github_pat_",), "GitHub token"),
+    (re.compile(r"\bglpat-[A-Za-z0-9_\-]{20,}"), (b"glpat-",), "GitLab token"),
+    (re.compile(r"\bxox[baprs]-[A-Za-z0-9\-]{10,}"), (b"xox",), "Slack token"),
 )
 # `name = "value"`, `name: 'value'`, `"name": "value"`, `name: str = "value"`, `['name'] => 'v'`;
 # the name may end a longer identifier (`DB_PASSWORD`, `githubToken`, `apiKey`).
+#
+# The rule was first written as one scan, `(?<![A-Za-z0-9])[A-Za-z0-9_.\-]*?(?P<name>...)...`,
+# whose lazy identifier prefix made it slow. That prefix never decides a result: it can always
+# reach back to the start of its run of identifier characters (where the lookbehind holds), and
+# a match ends with a quote, outside any such run. So the matches of the scan are found by
+# trying the rest of it, below, at each occurrence of a name in turn, skipping occurrences
+# inside the previous match (the reason only uses `name` and `value`).
 _SECRET_ASSIGNMENT = re.compile(
     r"""(?ix)
-    (?<![A-Za-z0-9])
-    [A-Za-z0-9_.\-]*?
     (?P<name>api[_\-]?key|authorization|client[_\-]?secret|password|private[_\-]?key|secret|token)
     (?:["']\]?|\])?
     (?:\s*:\s*[A-Za-z_][\w.\[\]| ]*?)?
@@ -137,6 +150,24 @@ _SECRET_ASSIGNMENT = re.compile(
     (?P<value>[^"'`\r\n]{12,})
     (?P=quote)
     """
+)
+# Every name above starts with one of these, looked for in the case-folded copy of the text.
+_SECRET_NAME_ANCHORS = (
+    b"api",
+    b"authorization",
+    b"client",
+    b"password",
+    b"private",
+    b"secret",
+    b"token",
+)
+# The only non-ASCII characters that a case-insensitive pattern matches to an ASCII letter,
+# with that letter (`(?i)[a-z]` over all of Unicode; a test keeps the list complete).
+_CASE_FOLD_FIXES = (
+    ("\u0130", ord("i")),
+    ("\u0131", ord("i")),
+    ("\u017f", ord("s")),
+    ("\u212a", ord("k")),
 )
 _PLACEHOLDER_WORDS = (
     "example",
@@ -154,7 +185,10 @@ _PLACEHOLDER_WORDS = (
     "xxxx",
     "****",
 )
-_ANGLE_PLACEHOLDER = re.compile(r"<[^<>]*>")
+# `<value>`, and template references: `{name}` (format strings), `%(name)s`, a bare `$NAME`.
+_TEMPLATE_PLACEHOLDER = re.compile(
+    r"<[^<>]*>|\{[A-Za-z_][\w.\[\]]*\}|%\([A-Za-z_]\w*\)s|^\$[A-Za-z_]\w*$"
+)
 
 
 def path_exclusion(rel_path: str) -> str | None:
@@ -252,30 +286,89 @@ def secret_reason(text: str) -> str | None:
     `client_secret`, `password`, `private_key`, `secret` or `token` (also as the end of a
     longer name such as `DB_PASSWORD` or `githubToken`) to a quoted value of 12 or more
     characters, unless the value looks like a placeholder (`example`, `placeholder`,
-    `redacted`, `dummy`, `changeme`, `your_`, `process.env`, `${VAR}`, `{{var}}`, `<value>`,
-    `xxxx`, ...). Access key ids containing `EXAMPLE` (AWS documentation keys) are placeholders
-    too.
+    `redacted`, `dummy`, `changeme`, `your_`, `process.env`, `${VAR}`, `$VAR`, `{{var}}`,
+    `{name}`, `%(name)s`, `<value>`, `xxxx`, ...). Access key ids containing `EXAMPLE` (AWS
+    documentation keys) are placeholders too.
 
     The reason names the kind of secret (e.g. `secret assignment (password)`), never the value.
     """
-    if _PRIVATE_KEY.search(text):
+    anchor_text = _AnchorText(text)
+    if next(_anchored_matches(_PRIVATE_KEY, text, anchor_text.exact, _PRIVATE_KEY_ANCHORS), None):
         return "private key"
-    for pattern, kind in _TOKENS:
-        for match in pattern.finditer(text):
+    for pattern, anchors, kind in _TOKENS:
+        for match in _anchored_matches(pattern, text, anchor_text.exact, anchors):
             if "EXAMPLE" not in match.group(0).upper():
                 return kind
-    for match in _SECRET_ASSIGNMENT.finditer(text):
+    folded = anchor_text.folded()
+    for match in _anchored_matches(_SECRET_ASSIGNMENT, text, folded, _SECRET_NAME_ANCHORS):
         if not _is_placeholder(match.group("value")):
             name = match.group("name").lower().replace("-", "_")
             return f"secret assignment ({name})"
     return None
 
 
+class _AnchorText:
+    """One byte per character of a text, so that `bytes.find` positions are text positions.
+
+    `exact`: ASCII characters as they are, any other character (a lone surrogate included) as
+    `?`. `folded()`: the same, lower-cased, except that the non-ASCII characters that a
+    case-insensitive pattern matches to an ASCII letter (`_CASE_FOLD_FIXES`) are that letter;
+    so `folded()[i]` is the lower-case letter `x` exactly when `(?i)x` matches `text[i]`.
+    (`str.lower` would not do: it is slow on non-ASCII text, lowers `İ` to two characters and
+    leaves `ı` and `ſ` as they are.)
+    """
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.exact = text.encode("ascii", errors="replace")
+
+    def folded(self) -> bytes:
+        folded = self.exact.lower()
+        if self.text.isascii():
+            return folded
+        patched: bytearray | None = None
+        for char, letter in _CASE_FOLD_FIXES:
+            index = self.text.find(char)
+            while index >= 0:
+                if patched is None:
+                    patched = bytearray(folded)
+                patched[index] = letter
+                index = self.text.find(char, index + 1)
+        return folded if patched is None else bytes(patched)
+
+
+def _anchored_matches(
+    pattern: re.Pattern[str], text: str, haystack: bytes, anchors: tuple[bytes, ...]
+) -> Iterator[re.Match[str]]:
+    """What `pattern.finditer(text)` yields, for a pattern whose matches are never empty and
+    always start where one of `anchors` occurs in `haystack` (an `_AnchorText` copy of `text`).
+
+    The pattern is tried, anchored, at each occurrence of an anchor in order (`match` at a
+    position still sees the characters before it, for lookbehinds and `\\b`); as with
+    `finditer`, a match only counts if it starts at or after the end of the previous one.
+    """
+    end = 0
+    for start in heapq.merge(*(_occurrences(haystack, anchor) for anchor in anchors)):
+        if start < end:
+            continue
+        match = pattern.match(text, start)
+        if match is not None:
+            yield match
+            end = match.end()
+
+
+def _occurrences(haystack: bytes, anchor: bytes) -> Iterator[int]:
+    index = haystack.find(anchor)
+    while index >= 0:
+        yield index
+        index = haystack.find(anchor, index + 1)
+
+
 def _is_placeholder(value: str) -> bool:
     lowered = value.lower()
     if any(word in lowered for word in _PLACEHOLDER_WORDS):
         return True
-    if _ANGLE_PLACEHOLDER.search(value):
+    if _TEMPLATE_PLACEHOLDER.search(value):
         return True
     return len(set(value)) <= 2  # "************", "aaaaaaaaaaaa", "-----------"
 
