@@ -424,7 +424,7 @@ def _git(root: Path, *args: str) -> bytes:
         raise _GitError(f"cannot run git: {error.strerror or error}") from error
     if completed.returncode != 0:
         message = completed.stderr.decode("utf-8", "replace").strip()
-        lines = message.splitlines()
+        lines = message.split("\n")
         detail = lines[-1] if lines else f"exit status {completed.returncode}"
         expected = not message or "not a git repository" in message
         raise _GitError(f"`git {args[0]}`: {detail}", expected=expected)
