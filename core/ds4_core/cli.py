@@ -1062,6 +1062,12 @@ def _dispatch(engine: ContextEngine, args: argparse.Namespace, out: TextIO, err:
             for key, value in health.items():
                 if isinstance(value, list):
                     value = "; ".join(str(v) for v in value) if value else "none"
+                elif isinstance(value, dict):
+                    value = ", ".join(
+                        f"{k} {json.dumps(v) if isinstance(v, dict | list) else v}"
+                        for k, v in value.items()
+                        if v is not None
+                    )
                 out.write(f"  {key:<20} {value}\n")
         return EXIT_OK
     if args.command == "rebuild":
