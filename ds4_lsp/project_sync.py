@@ -190,6 +190,11 @@ class ProjectSync:
 
     # ------------------------------------------------------------------ running syncs
 
+    @property
+    def busy(self) -> bool:
+        """True while a sync batch runs (e.g. the first index of a large workspace)."""
+        return self._lock.locked()
+
     async def before_request(self) -> None:
         """Bring the index up to date before `ds4/plan` or `ds4/retrieve`: pending edits and
         tool syncs run now. A client that cannot watch files gets a sweep instead: the engine

@@ -235,15 +235,29 @@ class ContextEngine:
 
         Returns {sessions, entries, failed: [{sessionFile, error}], durationMs, results: [...]}.
         A session whose file disappeared or became unreadable is listed in `failed` and the
-        others still rebuild. `progress(done, total, message)` counts sessions.
+        others still rebuild. In a trusted workspace the whole project is rescanned too
+        (`project`). `progress(done, 100, message)` is one rising percentage: the sessions,
+        then (with a project) the sessions as 0-50 % and the project as 50-100 %.
         """
         started = time.perf_counter()
         known = session_repo.list_sessions(self.store)
         results: list[dict[str, Any]] = []
         failed: list[dict[str, str]] = []
         total = len(known)
-        if progress:
-            progress(0, total, f"rebuilding {total} session(s)")
+        with_project = self._workspace is not None and self._workspace.active()
+        session_share = 50 if with_project else 100
+
+        def session_progress(done: int, message: str) -> None:
+            if progress:
+                progress((session_share * done) // max(1, total), 100, message)
+
+        def project_progress(done: int, whole: int, message: str) -> None:
+            if progress:
+                progress(
+                    session_share + ((100 - session_share) * done) // max(1, whole), 100, message
+                )
+
+        session_progress(0, f"rebuilding {total} session(s)")
         for done, row in enumerate(known, start=1):
             session_file = row["session_file"]
             if not Path(session_file).is_file():
@@ -260,12 +274,11 @@ class ContextEngine:
                     results.append(_sync_to_wire(synced))
                 except RequestError as exc:  # unreadable, or no longer a Pi session
                     failed.append({"sessionFile": session_file, "error": str(exc)})
-            if progress:
-                progress(done, total, f"{done}/{total} sessions")
+            session_progress(done, f"{done}/{total} sessions")
         project = None
-        if self._workspace is not None and self._workspace.active():
+        if with_project:
             try:
-                project = self.sync_project(force=True, progress=progress)
+                project = self.sync_project(force=True, progress=project_progress)
             except Exception as exc:  # the session rebuild stands; report the project part
                 log.warning("project rescan failed: error=%s", describe_failure(exc))
                 project = {"status": "error", "error": type(exc).__name__}

@@ -11,7 +11,6 @@ from typing import Any
 
 from pygls.exceptions import JsonRpcInvalidParams
 
-from ds4_core.engine import ProgressCallback
 from ds4_lsp.handlers.diagnostics import publish_stale_snippets
 from ds4_lsp.progress import WorkDoneProgress
 from ds4_lsp.protocol import HEALTH, PROJECT_STATUS, REBUILD_INDEX
@@ -30,8 +29,7 @@ async def rebuild_index(ls: Ds4Server, *arguments: Any) -> dict[str, Any]:
     expect_no_arguments(REBUILD_INDEX, arguments)
     await ls.project.flush()  # edits still in the debounce become live text first
     async with WorkDoneProgress(ls, "ds4: rebuilding the index") as progress:
-        report = _rising(progress.report) if ls.project.active else progress.report
-        result = await ls.run_engine(ls.engine.rebuild, report, method=REBUILD_INDEX)
+        result = await ls.run_engine(ls.engine.rebuild, progress.report, method=REBUILD_INDEX)
         progress.end_message = (
             f"{result['sessions']} session(s), {result['entries']} entries, "
             f"{len(result['failed'])} failed"
@@ -45,18 +43,6 @@ async def rebuild_index(ls: Ds4Server, *arguments: Any) -> dict[str, Any]:
         f"failed={len(result['failed'])} duration_ms={result['durationMs']:.1f}",
     )
     return result
-
-
-def _rising(report: ProgressCallback) -> ProgressCallback:
-    """One rising percentage for a rebuild with a project rescan: the engine reports the
-    sessions (messages `<done>/<total> sessions`) from 0 to their total, then the project
-    from 0 to its own; the client sees sessions as 0-50 % and the project as 50-100 %."""
-
-    def phased(done: int, total: int, message: str) -> None:
-        offset = 0 if message.endswith(" sessions") else total
-        report(offset + done, 2 * total, message)
-
-    return phased
 
 
 async def health(ls: Ds4Server, *arguments: Any) -> dict[str, Any]:
@@ -87,11 +73,12 @@ async def project_status(ls: Ds4Server, *arguments: Any) -> dict[str, Any]:
 
     Returns {status, projectPath, trusted, files, snippets, staleSnippets, git, indexedAt}
     (counts only when trusted) and `editor: {watchingFiles, openDocuments,
-    staleSnippetDiagnostics}`. Pending edits are indexed first. Errors: InvalidParams when
-    given arguments.
+    staleSnippetDiagnostics}`. Pending edits are indexed first, unless a sync is running: then
+    it answers at once (status `indexing`). Errors: InvalidParams when given arguments.
     """
     expect_no_arguments(PROJECT_STATUS, arguments)
-    await ls.project.flush()
+    if not ls.project.busy:  # while a batch runs, answer now: the status says `indexing`
+        await ls.project.flush()
     result = await ls.run_engine(ls.engine.project_status, method=PROJECT_STATUS)
     result["editor"] = editor_facts(ls)
     ls.log_request(

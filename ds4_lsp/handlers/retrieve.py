@@ -8,11 +8,13 @@ from ds4_lsp.server import Ds4Server
 
 async def retrieve(ls: Ds4Server, params: RetrieveParams) -> RetrieveResult:
     """`ds4/retrieve`: rank transcript and project evidence for a query (default: the last
-    user message). Pending project syncs run first.
+    user message). Pending project syncs run first when the project scope is asked for; a
+    history-only request never waits for project indexing.
 
     Errors: InvalidParams naming the field (`maxResults` out of 1..100, bad session file).
     """
-    await ls.project.before_request()  # pending edits and tool runs are indexed first
+    if "project" in (params.scopes or ()):
+        await ls.project.before_request()  # pending edits and tool runs are indexed first
     result = await ls.run_engine(ls.engine.retrieve, params.to_core(), method=DS4_RETRIEVE)
     answer = RetrieveResult.from_core(result, DS4_RETRIEVE)
     ls.log_request(DS4_RETRIEVE, answer.log_summary())

@@ -167,8 +167,9 @@ class ProjectWorkspace:
             self._indexing = True
             started = time.perf_counter()
             try:
+                # One rising percentage: discovery 0-5 %, indexing files 5-100 %.
                 if progress:
-                    progress(0, 3, "discovering project files")
+                    progress(0, 100, "discovering project files")
                 if only is not None:
                     rels = [r for r in (self.relative(p) for p in only) if r is not None]
                     discovery = self._partial_discovery(rels)
@@ -181,7 +182,7 @@ class ProjectWorkspace:
                     )
                     rels = None
                 if progress:
-                    progress(1, 3, f"indexing {len(discovery.files)} files")
+                    progress(5, 100, f"indexing {len(discovery.files)} files")
                 result = sync_project(
                     self._store(),
                     discovery,
@@ -190,7 +191,11 @@ class ProjectWorkspace:
                     only=rels,
                     max_file_bytes=config["project.maxFileBytes"],
                     progress=(
-                        (lambda done, total: progress(done, total, "indexing project files"))
+                        (
+                            lambda done, total: progress(
+                                5 + (95 * done) // max(1, total), 100, "indexing project files"
+                            )
+                        )
                         if progress
                         else None
                     ),
@@ -202,7 +207,7 @@ class ProjectWorkspace:
                 self._last = result
                 self._problem = None
                 if progress:
-                    progress(3, 3, "project index ready")
+                    progress(100, 100, "project index ready")
             except ProjectRootError as exc:
                 self._problem = str(exc)
                 return {"status": "error", "projectPath": str(self.root), "error": str(exc)}
