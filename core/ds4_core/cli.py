@@ -625,7 +625,9 @@ def _print_manifest(manifest: dict[str, Any], out: TextIO) -> None:
             [
                 [
                     i.get("kind"),
-                    i.get("sourceId"),
+                    f"{i['path']}:{i['lines'][0]}-{i['lines'][1]}"
+                    if i.get("path") and i.get("lines")
+                    else i.get("sourceId"),
                     i.get("groupId") or "-",
                     _fmt(i.get("tokens")),
                     f"{i.get('score') or 0:.3f}",
@@ -666,9 +668,18 @@ def _open_workspace(engine: ContextEngine, args: argparse.Namespace, err: TextIO
         return
     progress = _Progress(err)
     try:
-        engine.sync_project(progress=progress)
+        synced = engine.sync_project(progress=progress)
     finally:
         progress.close()
+    for warning in synced.get("warnings") or []:
+        err.write(f"ds4: warning: {warning}\n")
+    if synced.get("truncated"):
+        err.write(
+            "ds4: warning: the project index stopped at project.maxFiles / project.maxTotalBytes;"
+            " files after that (in path order) are not searched (raise them with --set)\n"
+        )
+    if synced.get("status") == "error":
+        err.write(f"ds4: warning: project knowledge is off: {synced.get('error')}\n")
 
 
 _EPILOG = """\

@@ -831,6 +831,11 @@ class ContextEngine:
             return []
         included = {item.source_id for item in plan.included if item.kind == "project"}
         sent = [h for h in project.retrieval.hits if h.snippet_id in included]
+        where = {h.snippet_id: h for h in project.retrieval.hits}
+        for item in (*manifest.get("included", []), *manifest.get("excluded", [])):
+            hit = where.get(item.get("sourceId")) if item.get("kind") == "project" else None
+            if hit is not None:  # a readable label for editors; metadata, never source text
+                item["path"], item["lines"] = hit.path, [hit.start_line, hit.end_line]
         manifest["project"].update(
             {
                 "dropped": [{"path": p, "reason": r} for p, r in project.dropped],

@@ -242,3 +242,10 @@ def test_cjk_words_become_literal_terms() -> None:
     assert describe_task("主题 设置").phrases == ("主题", "设置")
     sentence = describe_task("我想知道数据库连接为什么失败")
     assert "数据" in sentence.phrases and "失败" in sentence.phrases
+
+
+def test_filler_verbs_are_not_keywords() -> None:
+    """'how is X used' must not pull in every entry that says 'used'."""
+    found = describe_task("how is the shipping cost used and where is it called?")
+    assert "used" not in found.keywords and "called" not in found.keywords
+    assert "shipping" in found.keywords

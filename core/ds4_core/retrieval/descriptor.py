@@ -43,6 +43,16 @@ ERROR_LIMIT = 12
 KEYWORD_LIMIT = 20
 FTS_TERM_LIMIT = 16
 
+FILLER_WORDS: frozenset[str] = frozenset(
+    """
+    also actually anything everything something thing things like maybe much many really
+    seem seems some still used uses using called calling very getting going goes here
+    """.split()
+)
+"""English words that are not in the reference's STOPWORDS but say nothing about *what* a
+request is about ("how is X used", "where is it called"); as keywords they pulled in entries
+whose only match was the filler (a decision beyond ds4-reference.md 3.1)."""
+
 STOPWORDS: frozenset[str] = frozenset(
     """
     about after again aggiungi allora anche ancora avere before come considerare continua
@@ -429,7 +439,11 @@ def describe_task(text: str) -> TaskDescriptor:
     lower = bounded.lower()
     technologies = tuple(name for name, pattern in _TECHNOLOGY_PATTERNS if pattern.search(lower))
     keywords = unique(
-        (w for w in _KEYWORD.findall(lower) if w not in STOPWORDS and not _ALL_DIGITS.fullmatch(w)),
+        (
+            w
+            for w in _KEYWORD.findall(lower)
+            if w not in STOPWORDS and w not in FILLER_WORDS and not _ALL_DIGITS.fullmatch(w)
+        ),
         KEYWORD_LIMIT,
     )
     exact_identifiers = unique([*backticked, *files, *symbols, *errors])
