@@ -27,7 +27,15 @@ REPO = Path(__file__).resolve().parents[2]
 PLUGIN_DIR = REPO / "editors" / "nvim"
 LUA_TESTS = Path(__file__).resolve().parent / "nvim" / "test_plugin.lua"
 SESSION = REPO / "examples" / "pi-mono-v1-large-session.jsonl"
-RUN_TIMEOUT_S = 120
+RUN_TIMEOUT_S = 180
+SHIPPING_SOURCE = '''"""Shipping costs for orders."""
+
+
+def compute_shipping_cost(weight_kg: float, zone: str) -> float:
+    """The shipping cost of a parcel: a base rate per zone plus a rate per kilogram."""
+    base = {"domestic": 4.5, "europe": 9.0, "world": 15.0}[zone]
+    return round(base + 1.25 * weight_kg, 2)
+'''
 
 CASES = [
     "attaches_to_a_file_in_a_workspace",
@@ -44,6 +52,13 @@ CASES = [
     "ds4plan_renders_the_plan_with_its_manifest_id",
     "ds4plan_takes_the_session_from_vim_g_or_setup",
     "the_other_commands_render_readable_buffers",
+    "retrieve_with_scopes_returns_project_hits",
+    "ds4retrieve_scope_flag_renders_project_hits",
+    "plan_and_manifest_show_project_snippets_as_path_lines",
+    "health_shows_the_project_status",
+    "tool_executed_sends_ds4_tool_executed",
+    "setup_expands_tilde_in_cmd",
+    "checkhealth_advises_the_repository_install",
     "checkhealth_ds4",
     "the_help_file_has_valid_tags_and_links",
     "update_settings_reaches_the_running_servers",
@@ -122,6 +137,9 @@ def lua_results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str,
         for file in files:
             (root / file).write_text(f"{name}\n")
         roots[name] = str(root)
+    # A small source file in the trusted workspace: project knowledge indexes it, so
+    # `ds4/retrieve` with the `project` scope (and plans) find it.
+    (Path(roots["trusted"]) / "shipping.py").write_text(SHIPPING_SOURCE)
     doc_dir = base / "helpdoc" / "doc"
     doc_dir.mkdir(parents=True)
     shutil.copyfile(PLUGIN_DIR / "doc" / "ds4.txt", doc_dir / "ds4.txt")

@@ -11,7 +11,7 @@
  * Pure module: no `vscode` import.
  */
 
-import type { Manifest, ManifestItem, PlanResult } from './protocol';
+import type { Manifest, ManifestItem, PlanResult, ProjectSnippet } from './protocol';
 import { formatInt } from './status';
 
 export interface RenderOptions {
@@ -84,6 +84,7 @@ export function renderManifestHtml(manifest: Manifest, options: RenderOptions): 
     renderWindow(page, manifest),
     renderKinds(page, manifest),
     renderRetrieved(manifest),
+    renderProject(manifest),
     renderIncluded(page, manifest),
     renderExcluded(page, manifest),
     renderBudgets(manifest),
@@ -280,7 +281,7 @@ function renderIncluded(page: Page, manifest: Manifest): string {
 <h2>Included <span class="sub">${formatInt(manifest.included.length)} items, ${formatInt(sumTokens(manifest.included))} tokens</span></h2>
 <table><thead><tr><th>Kind</th><th class="num">Items</th><th class="num">Tokens</th></tr></thead>
 <tbody>${summary.join('')}</tbody></table>
-${itemTable(page, 'All included items, in plan order', manifest.included)}
+${itemTable(page, 'All included items, in plan order', manifest.included, snippetsById(manifest))}
 </section>`;
 }
 
@@ -306,19 +307,32 @@ function renderExcluded(page: Page, manifest: Manifest): string {
 ${rollupNote}
 <table><thead><tr><th>Why it was left out</th><th class="num">Items</th><th class="num">Tokens</th></tr></thead>
 <tbody>${summary.join('')}</tbody></table>
-${itemTable(page, 'All excluded items', manifest.excluded)}
+${itemTable(page, 'All excluded items', manifest.excluded, snippetsById(manifest))}
 </section>`;
 }
 
-function itemTable(page: Page, title: string, items: ManifestItem[]): string {
+function itemTable(
+  page: Page,
+  title: string,
+  items: ManifestItem[],
+  snippets: Map<string, ProjectSnippet>,
+): string {
   if (items.length === 0) {
     return '';
   }
   const shown = items.slice(0, page.maxRows);
-  const rows = shown.map(
-    (item) =>
-      `<tr><td><span class="swatch ${kindClass(item.kind)}"></span>${escapeHtml(item.kind)}</td><td><code>${escapeHtml(item.sourceId)}</code></td><td>${item.groupId === null ? '' : `<code>${escapeHtml(item.groupId)}</code>`}</td><td>${escapeHtml(item.classification ?? '')}</td><td class="num">${formatInt(item.tokens)}</td><td class="num">${item.score === null ? '' : formatScore(item.score)}</td><td>${escapeHtml(item.reason)}</td></tr>`,
-  );
+  const rows = shown.map((item) => {
+    const snippet = item.kind === 'project' ? snippets.get(item.sourceId) : undefined;
+    const source = snippet
+      ? `<code title="${escapeHtml(`snippet ${item.sourceId}`)}">${escapeHtml(snippetLabel(snippet))}</code>`
+      : `<code>${escapeHtml(item.sourceId)}</code>`;
+    const score = item.score ?? snippet?.score ?? null;
+    const reason =
+      snippet && snippet.reason !== '' && snippet.reason !== item.reason
+        ? `${item.reason}; ${snippet.reason}`
+        : item.reason;
+    return `<tr><td><span class="swatch ${kindClass(item.kind)}"></span>${escapeHtml(item.kind)}</td><td>${source}</td><td>${item.groupId === null ? '' : `<code>${escapeHtml(item.groupId)}</code>`}</td><td>${escapeHtml(item.classification ?? '')}</td><td class="num">${formatInt(item.tokens)}</td><td class="num">${score === null ? '' : formatScore(score)}</td><td>${escapeHtml(reason)}</td></tr>`;
+  });
   const more =
     items.length > shown.length
       ? `<p class="muted">${formatInt(items.length - shown.length)} more not shown.</p>`
@@ -326,6 +340,64 @@ function itemTable(page: Page, title: string, items: ManifestItem[]): string {
   return `<details><summary>${escapeHtml(title)} (${formatInt(items.length)})</summary>
 <table class="items"><thead><tr><th>Kind</th><th>Source</th><th>Group</th><th>Class</th><th class="num">Tokens</th><th class="num">Score</th><th>Reason</th></tr></thead>
 <tbody>${rows.join('')}</tbody></table>${more}</details>`;
+}
+
+/** Project snippets of the manifest by snippet id (`sourceId` of `project` items). */
+function snippetsById(manifest: Manifest): Map<string, ProjectSnippet> {
+  return new Map((manifest.projectSnippets ?? []).map((snippet) => [snippet.snippetId, snippet]));
+}
+
+/** `src/app.py:12-40`. */
+function snippetLabel(snippet: ProjectSnippet): string {
+  const [start, end] = snippet.lines;
+  return `${snippet.path}:${String(start)}-${String(end)}`;
+}
+
+/**
+ * Project knowledge: the project search's status, the workspace revision, the snippets the
+ * plan sent (path and lines, score, why) and the files left out. Omitted for servers without
+ * project knowledge (no `project` in the manifest).
+ */
+function renderProject(manifest: Manifest): string {
+  const project = manifest.project;
+  const snippets = manifest.projectSnippets ?? [];
+  const revision = manifest.projectRevision ?? null;
+  if (project === undefined && snippets.length === 0 && revision === null) {
+    return '';
+  }
+  const facts = [
+    project !== undefined && `status <strong>${escapeHtml(project.status)}</strong>`,
+    revision?.branch && `branch <code>${escapeHtml(revision.branch)}</code>`,
+    revision?.head && `head <code title="${escapeHtml(revision.head)}">${escapeHtml(revision.head.slice(0, 12))}</code>`,
+    typeof revision?.dirty === 'boolean' && (revision.dirty ? 'working tree dirty' : 'working tree clean'),
+    revision !== null && revision.branch === null && revision.head === null && 'no git',
+    revision?.indexedAt && `indexed ${formatDate(revision.indexedAt)}`,
+    project?.reindexed &&
+      project.reindexed.length > 0 &&
+      `${formatInt(project.reindexed.length)} changed file(s) re-indexed`,
+  ].filter(isText);
+  const rows = snippets.map(
+    (snippet) =>
+      `<tr><td><code title="${escapeHtml(`snippet ${snippet.snippetId}`)}">${escapeHtml(snippetLabel(snippet))}</code></td><td class="num">${formatScore(snippet.score)}</td><td>${escapeHtml(snippet.reason)}</td><td>${snippet.modified ? 'modified' : ''}</td></tr>`,
+  );
+  const table =
+    rows.length > 0
+      ? `<table><thead><tr><th>Lines</th><th class="num">Score</th><th>Why it matched</th><th>Tree</th></tr></thead>
+<tbody>${rows.join('')}</tbody></table>`
+      : '<p class="muted">No project snippets were sent with this plan.</p>';
+  const dropped = project?.dropped ?? [];
+  const droppedList =
+    dropped.length > 0
+      ? `<h3>Left out <span class="sub">${formatInt(dropped.length)} file(s)</span></h3><ul>${dropped
+          .map((entry) => `<li><code>${escapeHtml(entry.path)}</code>: ${escapeHtml(entry.reason)}</li>`)
+          .join('')}</ul>`
+      : '';
+  return `<section class="project">
+<h2>Project <span class="sub">${formatInt(snippets.length)} snippets</span></h2>
+<p class="meta">${facts.join(' · ')}</p>
+${table}
+${droppedList}
+</section>`;
 }
 
 function renderBudgets(manifest: Manifest): string {

@@ -244,6 +244,37 @@ export interface Manifest {
   };
   retrieval: RetrievalStats | null;
   warnings: string[];
+  /** Servers with project knowledge: the project snippets the plan sent (metadata only). */
+  projectSnippets?: ProjectSnippet[];
+  /** Servers with project knowledge: the workspace revision at plan time (`null` without one). */
+  projectRevision?: ProjectRevision | null;
+  /** Servers with project knowledge: the project search of the plan. */
+  project?: {
+    status: string;
+    dropped?: { path: string; reason: string }[];
+    reindexed?: string[];
+  };
+}
+
+/** A project snippet a plan sent: included items of kind `project` have it as `sourceId`. */
+export interface ProjectSnippet {
+  snippetId: string;
+  path: string;
+  fileHash: string;
+  /** `[startLine, endLine]`, 1-based, inclusive. */
+  lines: [number, number];
+  score: number;
+  reason: string;
+  modified: boolean;
+  gitCommit: string | null;
+}
+
+export interface ProjectRevision {
+  branch: string | null;
+  head: string | null;
+  dirty: boolean | null;
+  changedPaths?: string[];
+  indexedAt?: string | null;
 }
 
 // ----------------------------------------------------------------------------- commands

@@ -407,6 +407,213 @@ test('the_other_commands_render_readable_buffers', function()
   assert(text:find(cfg.session, 1, true), text)
 end)
 
+--- Wait until the project index of `bufnr`'s server is `ready` (ds4.projectStatus).
+local function wait_project_ready(bufnr)
+  local deadline = vim.uv.now() + TIMEOUT_MS
+  local last
+  repeat
+    local err, status = await(function(cb)
+      ds4.project_status(cb, { bufnr = bufnr })
+    end)
+    assert(not err, vim.inspect(err))
+    last = status
+    if status.status == 'ready' then
+      return status
+    end
+    vim.wait(100)
+  until vim.uv.now() > deadline
+  error('the project index is not ready: ' .. vim.inspect(last))
+end
+
+test('retrieve_with_scopes_returns_project_hits', function()
+  local status = wait_project_ready(trusted_buf)
+  eq(status.trusted, true, 'projectStatus.trusted')
+  assert(status.files >= 2, vim.inspect(status))
+  -- Project only: no session needed; params pass through unchanged.
+  local err, result = await(function(cb)
+    ds4.retrieve({ query = 'compute_shipping_cost', scopes = { 'project' } }, cb, {
+      bufnr = trusted_buf,
+    })
+  end)
+  assert(not err, vim.inspect(err))
+  eq(result.projectStatus, 'ok', 'projectStatus')
+  assert(#result.project >= 1, vim.inspect(result))
+  local hit = result.project[1]
+  eq(hit.path, 'shipping.py', 'path')
+  assert(type(hit.startLine) == 'number' and hit.endLine >= hit.startLine, vim.inspect(hit))
+  assert(type(hit.score) == 'number' and hit.reason ~= '', vim.inspect(hit))
+  assert(hit.text:find('def compute_shipping_cost', 1, true), hit.text)
+  eq(#result.history, 0, 'no history without the history scope')
+  -- Both scopes, with the session.
+  err, result = await(function(cb)
+    ds4.retrieve({
+      session = { file = cfg.session },
+      query = 'compute_shipping_cost DynamicBorder theme',
+      scopes = { 'history', 'project' },
+      maxResults = 3,
+    }, cb, { bufnr = trusted_buf })
+  end)
+  assert(not err, vim.inspect(err))
+  eq(result.status, 'ok', 'status')
+  eq(result.projectStatus, 'ok', 'projectStatus')
+  assert(#result.history > 0 and #result.project > 0, vim.inspect(result))
+  -- Without scopes: history only (the server default).
+  err, result = await(function(cb)
+    ds4.retrieve({ session = { file = cfg.session }, query = 'compute_shipping_cost' }, cb, {
+      bufnr = trusted_buf,
+    })
+  end)
+  assert(not err, vim.inspect(err))
+  eq(result.projectStatus, vim.NIL, 'projectStatus without the project scope')
+  eq(#result.project, 0, 'project hits without the project scope')
+end)
+
+test('ds4retrieve_scope_flag_renders_project_hits', function()
+  vim.api.nvim_set_current_buf(trusted_buf)
+  local _, text = run_command('Ds4Retrieve --scope=project compute_shipping_cost', 'retrieve')
+  assert(text:find('## Project: %d+ hits · status ok'), text)
+  assert(text:find('shipping%.py:%d+%-%d+'), text)
+  assert(text:find('def compute_shipping_cost', 1, true), 'snippet text:\n' .. text)
+  assert(text:find('score%s+lines%s+tokens%s+tree%s+reason'), text)
+
+  vim.api.nvim_set_current_buf(trusted_buf)
+  _, text = run_command(
+    'Ds4Retrieve --session='
+      .. vim.fn.fnameescape(cfg.session)
+      .. ' --scope=history,project --max=2 compute_shipping_cost DynamicBorder theme',
+    'retrieve'
+  )
+  assert(text:find('# ds4 retrieve: status ok · 2 hits · %d+ project hits %(project ok%)'), text)
+  assert(text:find('## 1. v1-', 1, true), text)
+  assert(text:find('## P1. shipping%.py:%d+%-%d+'), text)
+
+  -- A bad scope is an error, not a request.
+  local count = #notified
+  vim.cmd('Ds4Retrieve --scope=files compute_shipping_cost')
+  local message = notified[count + 1] and notified[count + 1].msg or ''
+  assert(message:find('--scope takes history and/or project', 1, true), message)
+  local scopes = require('ds4.commands').parse_scopes('project, history,project')
+  eq(table.concat(scopes, ','), 'project,history', 'parse_scopes')
+end)
+
+test('plan_and_manifest_show_project_snippets_as_path_lines', function()
+  local err, result = await(function(cb)
+    ds4.plan({
+      session = { file = cfg.session },
+      request = 'where is compute_shipping_cost defined in shipping.py?',
+      model = { provider = 'anthropic', id = 'claude-sonnet-4-5', contextWindow = 200000 },
+    }, cb, { bufnr = trusted_buf })
+  end)
+  assert(not err, vim.inspect(err))
+  local manifest
+  err, manifest = await(function(cb)
+    ds4.manifest({ id = result.manifestId, view = 'full' }, cb)
+  end)
+  assert(not err, vim.inspect(err))
+  eq(manifest.project.status, 'ready', 'manifest project.status')
+  assert(#manifest.projectSnippets >= 1, vim.inspect(manifest.projectSnippets))
+  local snippet = manifest.projectSnippets[1]
+  eq(snippet.path, 'shipping.py', 'snippet path')
+
+  vim.api.nvim_set_current_buf(trusted_buf)
+  local _, text = run_command('Ds4Manifest ' .. result.manifestId .. ' --view=included', 'manifest')
+  assert(text:find('## Project: %d+ snippets · status ready'), text)
+  assert(text:find('revision     branch', 1, true), text)
+  local label = ('shipping.py:%d-%d'):format(snippet.lines[1], snippet.lines[2])
+  assert(text:find('project%s+' .. vim.pesc(label)), 'project item by path:lines:\n' .. text)
+  assert(not text:find(snippet.snippetId, 1, true), 'snippet id shown:\n' .. text)
+
+  vim.api.nvim_set_current_buf(trusted_buf)
+  _, text = run_command(
+    'Ds4Plan --session='
+      .. vim.fn.fnameescape(cfg.session)
+      .. ' where is compute_shipping_cost defined in shipping.py?',
+    'plan'
+  )
+  assert(text:find('## Project: %d+ snippets · status ready'), text)
+  assert(text:find(label, 1, true), text)
+  assert(not text:find(snippet.snippetId, 1, true), 'snippet id shown:\n' .. text)
+end)
+
+test('health_shows_the_project_status', function()
+  local err, result = await(function(cb)
+    ds4.health(cb, { bufnr = trusted_buf })
+  end)
+  assert(not err, vim.inspect(err))
+  eq(result.project.status, 'ready', 'health project.status')
+  vim.api.nvim_set_current_buf(trusted_buf)
+  local _, text = run_command('Ds4Health', 'health')
+  assert(text:find('  project      ready · ', 1, true), text)
+  assert(text:find(' files · ', 1, true), text)
+end)
+
+test('tool_executed_sends_ds4_tool_executed', function()
+  local path = cfg.roots.trusted .. '/pricing.py'
+  vim.fn.writefile({ 'def apply_voucher_discount(total, voucher):', '    return total - voucher' }, path)
+  local sent, send_err = false, nil
+  ds4.tool_executed('write', { path }, {
+    bufnr = trusted_buf,
+    cb = function(e)
+      sent, send_err = true, e
+    end,
+  })
+  wait_for('the notification to be sent', function()
+    return sent
+  end)
+  assert(not send_err, vim.inspect(send_err))
+  -- The write schedules a sync that runs before the next retrieve at the latest.
+  local err, result = await(function(cb)
+    ds4.retrieve({ query = 'apply_voucher_discount', scopes = { 'project' } }, cb, {
+      bufnr = trusted_buf,
+    })
+  end)
+  assert(not err, vim.inspect(err))
+  local paths = vim.tbl_map(function(h)
+    return h.path
+  end, result.project)
+  assert(vim.tbl_contains(paths, 'pricing.py'), vim.inspect(result))
+  -- A read-only tool and no paths are fine too.
+  ds4.tool_executed('read', nil, { bufnr = trusted_buf })
+  local ok = pcall(ds4.tool_executed, 12)
+  assert(not ok, 'tool must be a string')
+end)
+
+test('setup_expands_tilde_in_cmd', function()
+  local config = require('ds4.config')
+  local saved = config.options
+  local home = vim.fs.normalize('~')
+  local ok, problem = pcall(function()
+    local options = config.set({ cmd = { '~/src/ds4-lsp/.venv/bin/ds4-lsp', '--log-level', '~' } })
+    eq(options.cmd[1], home .. '/src/ds4-lsp/.venv/bin/ds4-lsp', 'cmd[1]')
+    eq(options.cmd[3], '~', 'arguments as given')
+    eq(config.set({ cmd = '~/bin/ds4-lsp' }).cmd[1], home .. '/bin/ds4-lsp', 'string cmd')
+    eq(config.set({ cmd = { 'ds4-lsp' } }).cmd[1], 'ds4-lsp', 'a name on PATH')
+  end)
+  config.options = saved
+  assert(ok, problem)
+end)
+
+test('checkhealth_advises_the_repository_install', function()
+  ds4.setup({ cmd = { '~/no-such-dir/ds4-lsp' }, trusted_roots = { cfg.roots.trusted } })
+  eq(vim.lsp.config.ds4.cmd[1], vim.fs.normalize('~') .. '/no-such-dir/ds4-lsp', 'expanded cmd')
+  vim.api.nvim_set_current_buf(trusted_buf)
+  vim.cmd('checkhealth ds4')
+  local text = buffer_text(0)
+  vim.cmd('bwipeout')
+  ds4.setup({
+    cmd = cfg.cmd,
+    cmd_env = { DS4_DB = cfg.db },
+    trusted_roots = { cfg.roots.trusted },
+    session_file = function()
+      return cfg.session
+    end,
+  })
+  assert(text:find(vim.fs.normalize('~') .. '/no-such-dir/ds4-lsp\' is not executable', 1, true), text)
+  assert(text:find('./scripts/demo.sh', 1, true), text)
+  assert(text:find('pip install ./core .', 1, true), text)
+  assert(not text:find('pip install ds4-lsp', 1, true), text)
+end)
+
 test('checkhealth_ds4', function()
   vim.api.nvim_set_current_buf(trusted_buf)
   vim.cmd('checkhealth ds4')
@@ -416,10 +623,13 @@ test('checkhealth_ds4', function()
   assert(text:find('client %d+: root ' .. vim.pesc(trust_mod.normalize(cfg.roots.trusted))), text)
   assert(text:find('trusted: true (trusted_roots', 1, true), text)
   assert(text:find('database: ' .. cfg.db, 1, true), text)
+  assert(text:find('project: ready · ', 1, true), text)
   assert(not text:find('ERROR'), text)
 end)
 
 test('the_help_file_has_valid_tags_and_links', function()
+  -- Result windows of earlier cases would leave no room for a help window (E36).
+  vim.cmd('silent! only')
   vim.cmd('helptags ' .. vim.fn.fnameescape(cfg.doc_dir))
   local tags = {}
   for _, line in ipairs(vim.fn.readfile(cfg.doc_dir .. '/tags')) do
@@ -435,6 +645,9 @@ test('the_help_file_has_valid_tags_and_links', function()
     ':Ds4Plan',
     ':Ds4Trust',
     'ds4.plan()',
+    'ds4.retrieve()',
+    'ds4.tool_executed()',
+    'ds4.project_status()',
   }) do
     assert(tags[tag], 'missing help tag ' .. tag)
   end

@@ -284,6 +284,30 @@ function M.request(method, params, cb, opts)
   end)
 end
 
+--- Send the notification `method` with `params` to the ds4 client of `opts.bufnr` (default:
+--- current buffer), starting it if needed; then `cb(err)` when given.
+---@param method string
+---@param params table
+---@param cb fun(err: table?)?
+---@param opts {bufnr: integer?}?
+function M.notify(method, params, cb, opts)
+  opts = opts or {}
+  cb = cb or function(err)
+    if err then
+      vim.notify(method .. ': ' .. err.message, vim.log.levels.WARN)
+    end
+  end
+  M.with_client(opts.bufnr, function(err, client)
+    if err or not client then
+      return cb(as_error(err or 'ds4: no client'))
+    end
+    if not client:notify(method, params) then
+      return cb({ message = 'ds4: the server is not running (see :checkhealth ds4)' })
+    end
+    cb(nil)
+  end)
+end
+
 --- Run a server command (`ds4.health`, `ds4.rebuildIndex`) with a work-done token.
 ---@param command string
 ---@param cb fun(err: table?, result: any)

@@ -1,4 +1,5 @@
 --- User commands: :Ds4Plan, :Ds4Retrieve, :Ds4Manifest, :Ds4Health, :Ds4Rebuild, :Ds4Trust.
+--- :Ds4Retrieve --scope=history,project searches the session and/or the trusted workspace.
 ---
 --- Flags are `--name=value` (quote values with spaces: `--session="a b.jsonl"`). For :Ds4Plan
 --- and :Ds4Retrieve they come first and `--` ends them; the rest of the line is the request or
@@ -8,7 +9,7 @@ local M = {}
 
 local FLAGS = {
   Ds4Plan = { 'session', 'leaf', 'model', 'context-window', 'fixed-tokens', 'mode' },
-  Ds4Retrieve = { 'session', 'leaf', 'max', 'max-tokens' },
+  Ds4Retrieve = { 'session', 'leaf', 'max', 'max-tokens', 'scope' },
   Ds4Manifest = { 'session', 'view' },
 }
 
@@ -130,14 +131,52 @@ function M.plan(opts)
   end)
 end
 
+local SCOPES = { history = true, project = true }
+
+--- `history,project` -> `{ 'history', 'project' }`; nil and the problem for an unknown scope.
+---@param value string
+---@return string[]? scopes
+---@return string? problem
+function M.parse_scopes(value)
+  local scopes = {}
+  for _, scope in ipairs(vim.split(value, ',', { plain = true, trimempty = true })) do
+    scope = vim.trim(scope)
+    if not SCOPES[scope] then
+      return nil,
+        ('Ds4Retrieve: --scope takes history and/or project (comma-separated), got %q'):format(
+          value
+        )
+    end
+    if not vim.tbl_contains(scopes, scope) then
+      scopes[#scopes + 1] = scope
+    end
+  end
+  if #scopes == 0 then
+    return nil, 'Ds4Retrieve: --scope needs history and/or project, e.g. --scope=history,project'
+  end
+  return scopes, nil
+end
+
 function M.retrieve(opts)
   local flags, rest = M.parse('Ds4Retrieve', opts.args)
   if not flags then
     return notify_error(rest)
   end
-  local session = session_ref('Ds4Retrieve', flags)
-  if not session then
-    return
+  local scopes
+  if flags.scope then
+    local problem
+    scopes, problem = M.parse_scopes(flags.scope)
+    if not scopes then
+      return notify_error(problem)
+    end
+  end
+  -- A project-only search needs no session; history (the default scope) does.
+  local session
+  if not scopes or vim.tbl_contains(scopes, 'history') or flags.session then
+    session = session_ref('Ds4Retrieve', flags)
+    if not session then
+      return
+    end
   end
   local max = integer_flag('Ds4Retrieve', 'max', flags.max)
   local max_tokens = integer_flag('Ds4Retrieve', 'max-tokens', flags['max-tokens'])
@@ -149,6 +188,7 @@ function M.retrieve(opts)
     query = rest ~= '' and rest or nil,
     maxResults = max,
     maxTokens = max_tokens,
+    scopes = scopes,
   }
   require('ds4').retrieve(params, function(err, result)
     if err then
@@ -282,6 +322,8 @@ local function complete_flags(command)
       end
     elseif vim.startswith(arg_lead, '--mode=') then
       out = { '--mode=managed', '--mode=observer' }
+    elseif vim.startswith(arg_lead, '--scope=') then
+      out = { '--scope=history', '--scope=project', '--scope=history,project' }
     end
     return vim.tbl_filter(function(item)
       return vim.startswith(item, arg_lead)
@@ -300,7 +342,8 @@ function M.create()
   create('Ds4Retrieve', M.retrieve, {
     nargs = '*',
     complete = complete_flags('Ds4Retrieve'),
-    desc = 'ds4: rank history evidence for a query ([--session=PATH] QUERY)',
+    desc = 'ds4: rank history and/or project evidence for a query '
+      .. '([--session=PATH] [--scope=history,project] QUERY)',
   })
   create('Ds4Manifest', M.manifest, {
     nargs = '*',

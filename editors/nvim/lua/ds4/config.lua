@@ -94,8 +94,26 @@ function M.set(opts)
   if type(merged.cmd) == 'string' then
     merged.cmd = { merged.cmd }
   end
+  merged.cmd = M.expand_cmd(merged.cmd)
   M.options = merged
   return merged
+end
+
+--- `cmd` with `~` (and `$VAR`s) in its executable expanded: `vim.lsp` starts the server
+--- without a shell, so `{ '~/src/ds4-lsp/.venv/bin/ds4-lsp' }` would not be found. The
+--- arguments are passed as given. A copy; functions are returned as they are.
+---@param cmd string[]|function
+---@return string[]|function
+function M.expand_cmd(cmd)
+  if type(cmd) ~= 'table' or type(cmd[1]) ~= 'string' then
+    return cmd
+  end
+  local expanded = vim.deepcopy(cmd)
+  local first = expanded[1]
+  if first:find('^~') or first:find('%$') then
+    expanded[1] = vim.fs.normalize(first)
+  end
+  return expanded
 end
 
 --- The `vim.lsp.config('ds4', ...)` overrides these options imply.

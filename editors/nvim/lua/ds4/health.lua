@@ -47,8 +47,9 @@ function M.check()
     health.info('cmd is a function; cannot check the executable')
   elseif vim.fn.executable(cmd[1]) == 0 then
     health.error(("'%s' is not executable"):format(tostring(cmd[1])), {
-      'pip install ds4-lsp (or ./scripts/demo.sh in the repository)',
-      "setup({ cmd = { '/path/to/.venv/bin/ds4-lsp' } })",
+      'ds4-lsp is not on PyPI: in a checkout of the ds4-lsp repository run ./scripts/demo.sh '
+        .. '(it creates .venv/bin/ds4-lsp), or `pip install ./core .` from the repository root',
+      "then setup({ cmd = { '~/src/ds4-lsp/.venv/bin/ds4-lsp' } }) (`~` is expanded)",
     })
   else
     health.ok(('%s (%s)'):format(vim.fn.exepath(cmd[1]), table.concat(cmd, ' ')))
@@ -128,8 +129,31 @@ function M.check()
             tostring(r.manifests)
           )
         )
+        local project = r.project
+        if type(project) ~= 'table' then
+          -- Older servers: ask ds4.projectStatus (an error means no project knowledge).
+          local status = c:request_sync(
+            'workspace/executeCommand',
+            { command = 'ds4.projectStatus' },
+            10000
+          )
+          project = status and not status.err and status.result or nil
+        end
+        local line = require('ds4.render').project_status_line(project)
+        if not line then
+          health.info('project: this server has no project knowledge')
+        elseif project.status == 'error' then
+          health.warn('project: ' .. line)
+        elseif project.status == 'untrusted' then
+          health.info('project: ' .. line .. ' (trust the workspace to index its files)')
+        else
+          health.ok('project: ' .. line)
+        end
         for _, notice in ipairs(r.notices or {}) do
           health.warn('notice: ' .. notice)
+        end
+        for _, warning in ipairs(r.warnings or {}) do
+          health.warn(warning)
         end
         for _, warning in ipairs(r.configWarnings or {}) do
           health.warn('setting ignored: ' .. warning)

@@ -49,6 +49,8 @@ function M.plan(params, cb, opts)
   end, opts)
 end
 
+--- `ds4/retrieve`. Params pass through, e.g. `scopes = { 'history', 'project' }` (default
+--- `{ 'history' }`); project hits come back in `result.project`, with `result.projectStatus`.
 ---@param params table?
 ---@param cb fun(err: table?, result: table?)
 ---@param opts {bufnr: integer?}?
@@ -71,6 +73,28 @@ end
 function M.health(cb, opts)
   vim.validate('cb', cb, 'function')
   client.execute('ds4.health', cb, opts)
+end
+
+--- `ds4.projectStatus` (workspace/executeCommand): the project index of the workspace.
+---@param cb fun(err: table?, result: table?)
+---@param opts {bufnr: integer?}?
+function M.project_status(cb, opts)
+  vim.validate('cb', cb, 'function')
+  client.execute('ds4.projectStatus', cb, opts)
+end
+
+--- Report an agent tool run: sends the `ds4/toolExecuted` notification (`{ tool, paths }`) to
+--- the ds4 server of `opts.bufnr` (default: the current buffer), starting it if needed.
+--- `write`, `edit`, `bash` and unknown tools make the server re-sync the project (the `paths`
+--- re-read first); `read`, `grep`, `find` and `ls` do nothing. `cb(err)` is optional.
+---@param tool string e.g. 'write', 'edit', 'bash'
+---@param paths string[]? files the tool touched: absolute or relative to the workspace root
+---@param opts {bufnr: integer?, cb: fun(err: table?)?}?
+function M.tool_executed(tool, paths, opts)
+  vim.validate('tool', tool, 'string')
+  vim.validate('paths', paths, 'table', true)
+  opts = opts or {}
+  client.notify('ds4/toolExecuted', { tool = tool, paths = paths or {} }, opts.cb, opts)
 end
 
 --- `ds4.rebuildIndex` (workspace/executeCommand), with `$/progress`.

@@ -87,6 +87,97 @@ local function sum_tokens(items)
   return total
 end
 
+--- `path:start-end` of a manifest project snippet (`lines = { start, end }`) or of a
+--- `ds4/retrieve` project hit (`startLine`, `endLine`).
+---@param snippet table
+---@return string
+function M.snippet_label(snippet)
+  local lines = val(snippet.lines)
+  local first = lines and val(lines[1]) or val(snippet.startLine)
+  local last = lines and val(lines[2]) or val(snippet.endLine)
+  return ('%s:%s-%s'):format(
+    tostring(val(snippet.path) or '?'),
+    tostring(first or '?'),
+    tostring(last or '?')
+  )
+end
+
+--- The manifest's project snippets by snippet id (the `sourceId` of `project` items).
+---@param manifest table?
+---@return table<string, table>
+local function snippets_by_id(manifest)
+  local by_id = {}
+  for _, snippet in ipairs(manifest and val(manifest.projectSnippets) or {}) do
+    by_id[tostring(snippet.snippetId)] = snippet
+  end
+  return by_id
+end
+
+--- What to show for an item's source: `path:lines` for a project snippet the manifest
+--- describes, else the source id.
+---@param item table
+---@param snippets table<string, table>
+---@return string
+local function source_label(item, snippets)
+  local id = tostring(val(item.sourceId) or '-')
+  local snippet = val(item.kind) == 'project' and snippets[id] or nil
+  return snippet and M.snippet_label(snippet) or id
+end
+
+--- "## Project" of a manifest: status, revision, the snippets sent (path:lines, score,
+--- reason) and the files left out. Empty for servers without project knowledge.
+---@param manifest table
+---@param items table[]? the manifest's `project` items (for their tokens), when listed
+---@return string[]
+function M.project_section(manifest, items)
+  local project = val(manifest.project)
+  local snippets = val(manifest.projectSnippets) or {}
+  local revision = val(manifest.projectRevision)
+  if not project and #snippets == 0 and not revision then
+    return {}
+  end
+  local tokens = {}
+  for _, item in ipairs(items or {}) do
+    tokens[tostring(val(item.sourceId))] = val(item.tokens)
+  end
+  local lines = {
+    '',
+    ('## Project: %d snippets · status %s'):format(
+      #snippets,
+      tostring(project and val(project.status) or '-')
+    ),
+  }
+  if revision then
+    local dirty = val(revision.dirty)
+    lines[#lines + 1] = ('  revision     branch %s · head %s · %s'):format(
+      tostring(val(revision.branch) or '-'),
+      tostring(val(revision.head) or '-'):sub(1, 12),
+      dirty == nil and 'no git' or (dirty and 'dirty' or 'clean')
+    )
+  end
+  local reindexed = project and val(project.reindexed) or {}
+  if #reindexed > 0 then
+    lines[#lines + 1] = ('  reindexed    %s'):format(table.concat(reindexed, ', '))
+  end
+  if #snippets > 0 then
+    local rows = {}
+    for _, snippet in ipairs(snippets) do
+      rows[#rows + 1] = {
+        ('%.3f'):format(tonumber(val(snippet.score)) or 0),
+        M.snippet_label(snippet),
+        M.num(tokens[tostring(snippet.snippetId)]),
+        val(snippet.modified) and 'modified' or '',
+        M.one_line(val(snippet.reason), 60),
+      }
+    end
+    append(lines, M.table(rows, { 'score', 'lines', 'tokens', 'tree', 'reason' }))
+  end
+  for _, dropped in ipairs(project and val(project.dropped) or {}) do
+    lines[#lines + 1] = ('  left out %s: %s'):format(tostring(dropped.path), tostring(dropped.reason))
+  end
+  return lines
+end
+
 --- Start index of a planner group id `group:<start>-<end>` (for sorting).
 local function group_start(group_id)
   return tonumber(tostring(group_id):match('^group:(%d+)')) or -1
@@ -310,6 +401,9 @@ function M.plan(result, manifest)
       append(lines, M.table(rows, { 'score', 'entry', 'tokens', 'why it matched', 'excerpt' }))
     end
 
+    -- Project snippets: path:lines, score and why (never the snippet ids).
+    append(lines, M.project_section(manifest, by_kind.project))
+
     -- Excluded, counted by reason.
     local rollup = val(manifest.excludedRollup)
     local excluded_total = rollup and val(rollup.total) or #excluded
@@ -346,10 +440,14 @@ end
 function M.retrieve(result)
   local stats = result.stats or {}
   local hits = val(result.history) or {}
+  local project = val(result.project) or {}
+  local project_status = val(result.projectStatus)
   local lines = {
-    ('# ds4 retrieve: status %s · %d hits · %s ms'):format(
+    ('# ds4 retrieve: status %s · %d hits%s · %s ms'):format(
       result.status,
       #hits,
+      project_status and (' · %d project hits (project %s)'):format(#project, project_status)
+        or '',
       M.num(stats.latencyMs)
     ),
     '',
@@ -390,6 +488,39 @@ function M.retrieve(result)
       end
       if #excerpt > 12 then
         lines[#lines + 1] = ('  … (%d more lines)'):format(#excerpt - 12)
+      end
+    end
+  end
+  if project_status then
+    lines[#lines + 1] = ''
+    lines[#lines + 1] = ('## Project: %d hits · status %s'):format(#project, project_status)
+  end
+  if #project > 0 then
+    local rows = {}
+    for i, h in ipairs(project) do
+      rows[#rows + 1] = {
+        tostring(i),
+        ('%.3f'):format(tonumber(val(h.score)) or 0),
+        M.snippet_label(h),
+        M.num(h.tokens),
+        val(h.modified) and 'modified' or '',
+        M.one_line(val(h.reason), 60),
+      }
+    end
+    append(lines, M.table(rows, { '#', 'score', 'lines', 'tokens', 'tree', 'reason' }))
+    for i, h in ipairs(project) do
+      lines[#lines + 1] = ''
+      lines[#lines + 1] = ('## P%d. %s (score %.3f)'):format(
+        i,
+        M.snippet_label(h),
+        tonumber(val(h.score)) or 0
+      )
+      local text = vim.split(tostring(val(h.text) or ''), '\n', { plain = true })
+      for j = 1, math.min(#text, 12) do
+        lines[#lines + 1] = '  ' .. text[j]
+      end
+      if #text > 12 then
+        lines[#lines + 1] = ('  … (%d more lines)'):format(#text - 12)
       end
     end
   end
@@ -470,6 +601,15 @@ function M.manifest(manifest, list_items)
     append(lines, M.table(rows, { 'score', 'entry', 'reason' }))
   end
 
+  local project_items = {}
+  for _, i in ipairs(val(manifest.included) or {}) do
+    if val(i.kind) == 'project' then
+      project_items[#project_items + 1] = i
+    end
+  end
+  append(lines, M.project_section(manifest, project_items))
+
+  local snippets = snippets_by_id(manifest)
   for _, section in ipairs({ 'included', 'excluded' }) do
     local items = val(manifest[section])
     if items then
@@ -488,7 +628,7 @@ function M.manifest(manifest, list_items)
         for _, i in ipairs(items) do
           rows[#rows + 1] = {
             tostring(val(i.kind) or '-'),
-            tostring(val(i.sourceId) or '-'),
+            source_label(i, snippets),
             tostring(val(i.groupId) or '-'),
             M.num(i.tokens),
             ('%.3f'):format(tonumber(val(i.score)) or 0),
@@ -512,6 +652,34 @@ function M.manifest(manifest, list_items)
     lines[#lines + 1] = 'warning: ' .. w
   end
   return lines
+end
+
+--- One line for a project status (`ds4.projectStatus`, or `project` of `ds4.health`): the
+--- status, root, counts and git revision. nil without one (servers before project knowledge).
+---@param project table?
+---@return string?
+function M.project_status_line(project)
+  if type(project) ~= 'table' then
+    return nil
+  end
+  local parts = { tostring(val(project.status) or '-') }
+  if val(project.projectPath) then
+    parts[#parts + 1] = tostring(project.projectPath)
+  end
+  if val(project.files) then
+    parts[#parts + 1] = ('%s files · %s snippets'):format(M.num(project.files), M.num(project.snippets))
+  end
+  if val(project.staleSnippets) and project.staleSnippets > 0 then
+    parts[#parts + 1] = ('%s stale snippets'):format(M.num(project.staleSnippets))
+  end
+  local git = val(project.git)
+  if type(git) == 'table' and val(git.branch) then
+    parts[#parts + 1] = ('branch %s%s'):format(git.branch, val(git.dirty) and ' (dirty)' or '')
+  end
+  if val(project.status) == 'untrusted' then
+    parts[#parts + 1] = 'files not read (:Ds4Trust)'
+  end
+  return table.concat(parts, ' · ')
 end
 
 --- A `ds4.health` result, with what the plugin knows of the client.
@@ -557,8 +725,15 @@ function M.health(result, client_info)
       M.num(result.ephemeralManifests)
     ),
   })
+  local project_line = M.project_status_line(val(result.project))
+  if project_line then
+    lines[#lines + 1] = '  project      ' .. project_line
+  end
   for _, n in ipairs(val(result.notices) or {}) do
     lines[#lines + 1] = '  notice: ' .. n
+  end
+  for _, w in ipairs(val(result.warnings) or {}) do
+    lines[#lines + 1] = '  warning: ' .. w
   end
   for _, w in ipairs(val(result.configWarnings) or {}) do
     lines[#lines + 1] = '  setting ignored: ' .. w

@@ -124,4 +124,78 @@ describe('manifest webview', () => {
   it('escapeHtml covers the five HTML-special characters', () => {
     assert.equal(escapeHtml(`<a href="x">'&'</a>`), '&lt;a href=&quot;x&quot;&gt;&#39;&amp;&#39;&lt;/a&gt;');
   });
+
+  it('shows project items as path:lines with score and reason, and a Project section', () => {
+    const snippetId = 'a'.repeat(64);
+    const droppedId = 'b'.repeat(64);
+    const html = body(
+      renderManifestHtml(
+        manifest({
+          included: [
+            item(),
+            item({ kind: 'project', sourceId: snippetId, groupId: null, classification: null, tokens: 410, score: 131.5, reason: 'project snippet' }),
+          ],
+          excluded: [
+            item({ kind: 'project', sourceId: droppedId, groupId: null, classification: null, tokens: 900, score: 40, reason: 'over the project cap' }),
+          ],
+          projectSnippets: [
+            {
+              snippetId,
+              path: 'src/shipping.py',
+              fileHash: 'c'.repeat(64),
+              lines: [12, 40],
+              score: 131.5,
+              reason: 'symbol shipping_cost; path',
+              modified: true,
+              gitCommit: '3f2c9a1e00',
+            },
+          ],
+          projectRevision: { branch: 'main', head: '3f2c9a1e5b7d0011223344', dirty: true, changedPaths: ['src/shipping.py'], indexedAt: '2026-11-30T10:41:07.512Z' },
+          project: { status: 'ready', dropped: [{ path: 'src/big.bin', reason: 'binary' }], reindexed: ['src/shipping.py'] },
+        }),
+        { nonce: NONCE },
+      ),
+    );
+    // The included item: path and lines instead of the 64-hex id (kept as the hover title).
+    assert.match(html, new RegExp(`<code title="snippet ${snippetId}">src/shipping.py:12-40</code>`));
+    assert.doesNotMatch(html, new RegExp(`<code>${snippetId}</code>`));
+    assert.match(html, /src\/shipping.py:12-40<\/code><\/td><td><\/td><td><\/td><td class="num">410<\/td><td class="num">131.50<\/td><td>project snippet; symbol shipping_cost; path<\/td>/);
+    // An excluded project item the plan did not send has no snippet record: its id stays.
+    assert.match(html, new RegExp(`<code>${droppedId}</code>`));
+    // The Project section.
+    assert.match(html, /<h2>Project <span class="sub">1 snippets<\/span><\/h2>/);
+    assert.match(html, /status <strong>ready<\/strong>/);
+    assert.match(html, /branch <code>main<\/code>/);
+    assert.match(html, /head <code title="3f2c9a1e5b7d0011223344">3f2c9a1e5b7d<\/code>/);
+    assert.match(html, /working tree dirty/);
+    assert.match(html, /1 changed file\(s\) re-indexed/);
+    assert.match(html, /<td class="num">131.50<\/td><td>symbol shipping_cost; path<\/td><td>modified<\/td>/);
+    assert.match(html, /<code>src\/big.bin<\/code>: binary/);
+  });
+
+  it('shows the project status without snippets (untrusted workspace), and no section for old servers', () => {
+    const untrusted = body(
+      renderManifestHtml(manifest({ project: { status: 'untrusted' }, projectSnippets: [], projectRevision: null }), { nonce: NONCE }),
+    );
+    assert.match(untrusted, /<h2>Project/);
+    assert.match(untrusted, /status <strong>untrusted<\/strong>/);
+    assert.match(untrusted, /No project snippets were sent/);
+    const old = body(renderManifestHtml(manifest(), { nonce: NONCE }));
+    assert.doesNotMatch(old, /<h2>Project/);
+  });
+
+  it('escapes project paths, reasons and revision fields', () => {
+    const html = renderManifestHtml(
+      manifest({
+        included: [item({ kind: 'project', sourceId: HOSTILE })],
+        projectSnippets: [{ snippetId: HOSTILE, path: HOSTILE, fileHash: 'x', lines: [1, 2], score: 1, reason: HOSTILE, modified: false, gitCommit: null }],
+        projectRevision: { branch: HOSTILE, head: HOSTILE, dirty: false },
+        project: { status: HOSTILE, dropped: [{ path: HOSTILE, reason: HOSTILE }] },
+      }),
+      { nonce: NONCE },
+    );
+    assert.doesNotMatch(html, /<script/i);
+    assert.doesNotMatch(html, /<img/i);
+    assert.equal(html.match(/<\/style>/g)?.length, 1);
+  });
 });

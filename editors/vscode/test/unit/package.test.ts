@@ -59,4 +59,22 @@ describe('extension manifest', () => {
       assert.doesNotMatch(compiled, /require\("vscode(-languageclient[^"]*)?"\)/, name);
     }
   });
+
+  it('ships only runtime files: .vscodeignore leaves out build, lint and test files everywhere', () => {
+    const rules = readFileSync(join(PACKAGE_ROOT, '.vscodeignore'), 'utf8')
+      .split('\n')
+      .map((line) => line.trim())
+      .filter((line) => line !== '' && !line.startsWith('#'));
+    // Every top-level file is left out except the allow-list (vsce: any `!` match ships).
+    assert.ok(rules.includes('*'));
+    assert.deepEqual(
+      rules.filter((rule) => rule.startsWith('!')).sort(),
+      ['!LICENSE', '!README.md', '!out/src/**/*.js', '!package.json'],
+    );
+    // ... and these also in the dependencies vsce copies from node_modules.
+    for (const rule of ['out/**', 'src/**', 'test/**', '**/*.map', '**/*.ts', '**/*.tsbuildinfo', '**/tsconfig*.json', '**/eslint.config.*']) {
+      assert.ok(rules.includes(rule), rule);
+    }
+  });
 });
+

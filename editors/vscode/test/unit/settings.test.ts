@@ -49,6 +49,13 @@ describe('settings mapping', () => {
       maxSummaryTokens: 12000,
     });
     assert.deepEqual(settings.retrieval, { exact: true, fts: true, maxResults: 12 });
+    assert.deepEqual(settings.project, {
+      enabled: true,
+      maxFiles: 10000,
+      maxFileBytes: 512000,
+      maxTotalBytes: 50000000,
+      maxResults: 8,
+    });
     assert.deepEqual(settings.modelAwareness, { enabled: true, overrides: {} });
     assert.deepEqual(settings.diagnostics, { storeContextManifest: true, logLevel: 'info' });
     assert.deepEqual(settings.storage, { busyTimeoutMs: 5000 });
@@ -63,6 +70,22 @@ describe('settings mapping', () => {
     const settings = readServerSettings(reader({ 'context.mode': 'observer', 'modelAwareness.overrides': frozen }));
     assert.deepEqual(settings, { context: { mode: 'observer' }, modelAwareness: { overrides } });
     assert.ok(!Object.isFrozen((settings.modelAwareness as Record<string, unknown>).overrides));
+  });
+
+  it('forwards the project settings a user changes, nested under project', () => {
+    const settings = readServerSettings(
+      reader({ 'project.enabled': false, 'project.maxFiles': 500, 'project.maxFileBytes': 1000, 'project.maxTotalBytes': 2000, 'project.maxResults': 3, 'context.maxProjectTokens': 4000 }),
+    );
+    assert.deepEqual(settings, {
+      project: { enabled: false, maxFiles: 500, maxFileBytes: 1000, maxTotalBytes: 2000, maxResults: 3 },
+      context: { maxProjectTokens: 4000 },
+    });
+    const change = buildConfigurationChange(true, reader({ 'project.enabled': false }));
+    assert.deepEqual(change, { settings: { ds4: { project: { enabled: false }, trusted: true } } });
+    for (const key of ['project.enabled', 'project.maxFiles', 'project.maxFileBytes', 'project.maxTotalBytes', 'project.maxResults', 'context.maxProjectTokens']) {
+      assert.ok(SERVER_SETTING_KEYS.includes(key), key);
+      assert.ok(properties[`ds4.${key}`], `package.json contributes ds4.${key}`);
+    }
   });
 
   it('builds initializationOptions with trust, settings and an expanded database path', () => {
