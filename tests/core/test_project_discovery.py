@@ -513,3 +513,96 @@ def test_a_linked_root_is_listed_under_its_canonical_path(tmp_path: Path) -> Non
     discovery = discover_project(tmp_path / "alias", use_git=False)
     assert discovery.root == (tmp_path / "real").resolve()
     assert listed(discovery) == {"a.py"}
+
+
+# --- A root that an enclosing repository ignores ---------------------------------------------
+
+
+@pytest.mark.parametrize("use_git", [True, False])
+def test_root_ignored_by_an_enclosing_repository_is_listed_with_its_own_rules(
+    tmp_path: Path, use_git: bool
+) -> None:
+    # Like pyenv: the repository at the top ignores `/versions`, the workspace is below it.
+    write_tree(
+        tmp_path,
+        {
+            ".gitignore": "/versions\n*.py\n",  # the enclosing `*.py` must not apply either
+            "tool.py": "x",
+            "versions/3.11/lib/.gitignore": "*.log\n",
+            "versions/3.11/lib/os.py": "x",
+            "versions/3.11/lib/debug.log": "x",
+            "versions/3.11/lib/sub/re.py": "x",
+        },
+    )
+    git(tmp_path, "init", "-q")
+    root = tmp_path / "versions" / "3.11" / "lib"
+    assert git_lists(root) == set()  # what Git alone would give
+    discovery = discover_project(root, use_git=use_git)
+    assert listed(discovery) == {".gitignore", "os.py", "sub/re.py"}
+    assert discovery.git is None
+    assert discovery.warnings == [
+        f"the enclosing Git repository at '{tmp_path.resolve()}' ignores this folder, so its"
+        " ignore rules were not applied; files are listed using only the ignore files in this"
+        " folder and below"
+    ]
+
+
+def test_root_under_a_dotfiles_repository_that_ignores_everything(tmp_path: Path) -> None:
+    # A dotfiles repository at ~ with `*` in its .gitignore; the project has no repository.
+    write_tree(
+        tmp_path,
+        {".gitignore": "*\n!.gitignore\n!.bashrc\n", ".bashrc": "x", "src/proj/app.py": "x"},
+    )
+    git(tmp_path, "init", "-q")
+    git(tmp_path, "add", ".gitignore", ".bashrc")
+    git(tmp_path, "commit", "-q", "-m", "dotfiles")
+    discovery = discover_project(tmp_path / "src" / "proj")
+    assert listed(discovery) == {"app.py"}
+    assert len(discovery.warnings) == 1
+    assert "ignores this folder" in discovery.warnings[0]
+    assert str(tmp_path.resolve()) in discovery.warnings[0]
+
+
+def test_ignored_root_with_tracked_files_keeps_gits_answer(tmp_path: Path) -> None:
+    write_tree(tmp_path, {".gitignore": "/gen\n", "gen/a.py": "x", "gen/b.py": "x"})
+    git(tmp_path, "init", "-q")
+    git(tmp_path, "add", "-f", "gen/a.py")
+    discovery = discover_project(tmp_path / "gen")
+    assert listed(discovery) == {"a.py"} == git_lists(tmp_path / "gen")
+    assert discovery.git is not None
+    assert discovery.warnings == []
+
+
+def test_a_subdirectory_that_is_not_ignored_gives_no_warning(tmp_path: Path) -> None:
+    write_tree(tmp_path, {".gitignore": "*.log\n", "sub/a.py": "x", "sub/b.log": "x"})
+    git(tmp_path, "init", "-q")
+    discovery = discover_project(tmp_path / "sub")
+    assert listed(discovery) == {"a.py"}
+    assert discovery.git is not None
+    assert discovery.warnings == []
+
+
+@pytest.mark.parametrize("use_git", [True, False])
+def test_everything_ignored_gives_a_warning_saying_why(tmp_path: Path, use_git: bool) -> None:
+    write_tree(tmp_path, {".gitignore": "*\n", "a.py": "x", "b/c.py": "x"})
+    git(tmp_path, "init", "-q")
+    discovery = discover_project(tmp_path, use_git=use_git)
+    assert discovery.files == []
+    assert len(discovery.warnings) == 1
+    assert "ignore rules" in discovery.warnings[0]
+    assert "exclude all of them" in discovery.warnings[0]
+
+
+def test_everything_skipped_gives_a_warning_with_the_reasons(tmp_path: Path) -> None:
+    write_tree(tmp_path, {"package-lock.json": "{}", "logo.png": b"\x89PNG"})
+    discovery = discover_project(tmp_path)
+    assert discovery.files == []
+    (warning,) = discovery.warnings
+    assert "all 2 candidates were skipped" in warning
+    assert "lockfile" in warning and "binary extension .png" in warning
+
+
+def test_an_empty_folder_gives_no_warning(tmp_path: Path) -> None:
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "empty" / "sub").mkdir()
+    assert discover_project(tmp_path / "empty").warnings == []

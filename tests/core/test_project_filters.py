@@ -17,7 +17,6 @@ from hypothesis import strategies as st
 
 from ds4_core.project.filters import (
     _CASE_FOLD_FIXES,
-    _is_placeholder,
     decode_text,
     path_exclusion,
     read_indexable,
@@ -232,111 +231,179 @@ def test_placeholders_and_ordinary_code_are_kept(text: str) -> None:
     assert secret_reason(text) is None
 
 
-# --- secret_reason: the anchored fast path equals the plain scan ---------------------------
+# --- secret_reason: shapes found since the anchored rewrite ---------------------------------
 #
-# `secret_reason` only tries its patterns where a literal anchor occurs. The reference below is
-# the implementation it replaced, which scanned the whole text with each pattern (placeholder
-# rules are shared: `_is_placeholder` was not changed). Both must give the same answer always.
+# Every secret-shaped value is assembled here at run time from short pieces.
 
-_REF_PRIVATE_KEY = re.compile(r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----")
-_REF_TOKENS: tuple[tuple[re.Pattern[str], str], ...] = (
-    (re.compile(r"\b(?:AKIA|ASIA)[A-Z0-9]{16}\b"), "AWS access key id"),
-    (re.compile(r"\bghp_[A-Za-z0-9]{20,}"), "GitHub token"),
-    (re.compile(r"\bgithub_pat_[A-Za-z0-9_]{20,}"), "GitHub token"),
-    (re.compile(r"\bglpat-[A-Za-z0-9_\-]{20,}"), "GitLab token"),
-    (re.compile(r"\bxox[baprs]-[A-Za-z0-9\-]{10,}"), "Slack token"),
+
+def fake(length: int, *, salt: str = "") -> str:
+    """A random-looking value of `length` characters: mixed case and digits, no words."""
+    pieces = ["Tq9", "vX2", "mLr", "8kZ", "p4W", "b7Y", "c3N", "f6H"]
+    chars = "".join(pieces[(i + len(salt)) % len(pieces)] for i in range(length // 3 + 1))
+    return chars[:length]
+
+
+STRIPE_LIVE = "sk" + "_live_" + fake(24)
+STRIPE_TEST = "sk" + "_test_" + fake(24)
+STRIPE_RESTRICTED = "rk" + "_live_" + fake(24)
+STRIPE_PUBLISHABLE = "pk" + "_live_" + fake(24)
+GOOGLE_KEY = "AI" + "za" + fake(35)
+DJANGO_KEY = "django-" + "insecure-" + fake(28).lower()
+AWS_SECRET = fake(40)
+BEARER = fake(32)
+
+
+@pytest.mark.parametrize(
+    ("text", "kind"),
+    [
+        # (a) names that contain a keyword
+        (f'SECRET_KEY = "{DJANGO_KEY}"\n', "secret assignment (secret)"),
+        (f'AWS_SECRET_ACCESS_KEY = "{AWS_SECRET}"\n', "secret assignment (secret)"),
+        (f"aws_access_key = '{AWS_SECRET}'\n", "secret assignment (access_key)"),
+        (f'clientSecret: "{REAL_LOOKING}"\n', "secret assignment (client_secret)"),
+        (f'{{"client_secret": "{REAL_LOOKING}"}}', "secret assignment (client_secret)"),
+        (f'private_key_passphrase = "{REAL_LOOKING}"\n', "secret assignment (private_key)"),
+        (f'authKey: "{REAL_LOOKING}"\n', "secret assignment (auth)"),
+        (f'author_token = "{REAL_LOOKING}"\n', "secret assignment (token)"),
+        (f'DB_PWD = "{REAL_LOOKING}"\n', "secret assignment (pwd)"),
+        (f'smtp_passwd = "{REAL_LOOKING}"\n', "secret assignment (passwd)"),
+        # (b) unquoted values in configuration files
+        ("POSTGRES_PASSWORD: hunter2" + "hunter2\n", "secret assignment (password)"),
+        (f"export AWS_SECRET_ACCESS_KEY={AWS_SECRET}\n", "secret assignment (secret)"),
+        ("[db]\npassword = s3cr3t" + "v4lu3\nhost = db\n", "secret assignment (password)"),
+        ("db.pass" + "word=" + fake(12) + "\n", "secret assignment (password)"),
+        ("API_TO" + "KEN=" + fake(16), "secret assignment (token)"),  # `.env`, no final newline
+        ("  api_" + "key: " + fake(20) + "  # production\n", "secret assignment (api_key)"),
+        # (c) credentials in URLs
+        (
+            "DATABASE_URL=postgres://app:" + fake(12) + "@db.internal:5432/app\n",
+            "credentials in URL",
+        ),
+        ("url = 'redis://:" + fake(12) + "@cache:6379/0'\n", "credentials in URL"),
+        ("amqp://guest2:" + fake(10) + "@rabbit/\n", "credentials in URL"),
+        # (d) bearer tokens
+        ("Authorization: Bearer " + BEARER + "\n", "bearer token"),
+        (f'curl -H "Authorization: Bearer {BEARER}" https://api\n', "bearer token"),
+        (f"headers['Authorization'] = 'Bearer {BEARER}'\n", "bearer token"),
+        # (e) more token shapes
+        (f'stripe.api_key = "{STRIPE_LIVE}"', "Stripe key"),
+        (f"STRIPE={STRIPE_TEST}", "Stripe key"),
+        (f"key: {STRIPE_RESTRICTED}", "Stripe key"),
+        (f"<script>Stripe('{STRIPE_PUBLISHABLE}')</script>", "Stripe key"),
+        (f"maps.js?key={GOOGLE_KEY}&v=3", "Google API key"),
+    ],
 )
-_REF_SECRET_ASSIGNMENT = re.compile(
-    r"""(?ix)
-    (?<![A-Za-z0-9])
-    [A-Za-z0-9_.\-]*?
-    (?P<name>api[_\-]?key|authorization|client[_\-]?secret|password|private[_\-]?key|secret|token)
-    (?:["']\]?|\])?
-    (?:\s*:\s*[A-Za-z_][\w.\[\]| ]*?)?
-    \s*(?::=|=>|[:=])\s*
-    (?P<quote>["'`])
-    (?P<value>[^"'`\r\n]{12,})
-    (?P=quote)
-    """
+def test_new_secret_shapes_are_found(text: str, kind: str) -> None:
+    reason = secret_reason(text)
+    assert reason == kind
+    for secret in (DJANGO_KEY, AWS_SECRET, BEARER, STRIPE_LIVE, GOOGLE_KEY, REAL_LOOKING):
+        assert secret not in (reason or "")
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "password = get_password()\n",
+        "token = request.headers['X-Token']\n",
+        'token = request.headers["Authorization"]\n',
+        "password = None\n",
+        "password: null\n",
+        "secret: true\n",
+        "api_key: 12345678901234\n",  # numbers only
+        "password = os.environ['DB_PASSWORD']\n",
+        "API_KEY = os.getenv('API_KEY')\n",
+        "token = self.token\n",
+        "access_key = settings.AWS_ACCESS_KEY_ID\n",
+        "password = password2\n",  # another variable
+        "password=self.password2\n",
+        "    token=token_value,\n",
+        "token = next(tokens)\n",
+        "token = tokens[0]\n",
+        "if token == TOKEN_END:\n",
+        "password: ${DB_PASSWORD}\n",
+        "PASSWORD=$DB_PASSWORD\n",
+        'export TOKEN="$(cat /run/secrets/token)"\n',
+        "token: ${{ secrets.GITHUB_TOKEN }}\n",
+        "password: !vault |\n",
+        "password: *default_password\n",
+        "secret_key = config['SECRET_KEY']\n",
+        "password: str\n",
+        "password: Incomplete\n",  # a stub's annotation
+        "token = Punctuation\n",
+        "def login(password: str, token: Optional[str] = None):\n",
+        "self.auth = HTTPBasicAuth(user, pw)\n",
+        "PWD=/home/user/project\n",
+        "secret_key_path = '/etc/ssl/private/server.pem'\n",
+        'TOKEN_URL = "https://oauth2.googleapis.com/token"\n',
+        'tokenizer_name = "bert-base-uncased-v2"\n',
+        "max_tokens = 4096\n",
+        'author = "Guido van Rossum"\n',
+        'AUTHOR = "Guido van Rossum"\n',
+        f'oauth = "{REAL_LOOKING}"\n',  # `auth` is not a word part of `oauth`
+        f'"auth0": "types-auth0-{REAL_LOOKING}"\n',
+        'token_type = "refresh_token"\n',
+        'password_help = "Enter your password here"\n',
+        '"SecretArn": "arn:aws:secretsmanager:us-west-2:123456789012:secret:db-1AbCdE"\n',
+        'token_range = "%d,%d-%d,%d:"\n',
+        'password = "%(pw)s and more"\n',
+        "passwords = ['abc123def456']\n",
+        "http://user:password@example.com/\n",
+        "postgres://postgres:postgres@localhost/db\n",
+        "redis://:${REDIS_PASSWORD}@redis:6379\n",
+        "https://user:<password>@host.internal/\n",
+        "ftp://anonymous:***@ftp.internal/\n",
+        "Authorization: Bearer <token>\n",
+        "Authorization: Bearer ${TOKEN}\n",
+        "the Bearer authentication scheme is described in RFC 6750\n",
+        "sk" + "_live_" + "short\n",
+    ],
 )
+def test_ordinary_code_and_config_lines_are_not_secrets(text: str) -> None:
+    assert secret_reason(text) is None
 
 
-def reference_secret_reason(text: str) -> str | None:
-    if _REF_PRIVATE_KEY.search(text):
-        return "private key"
-    for pattern, kind in _REF_TOKENS:
-        for match in pattern.finditer(text):
-            if "EXAMPLE" not in match.group(0).upper():
-                return kind
-    for match in _REF_SECRET_ASSIGNMENT.finditer(text):
-        if not _is_placeholder(match.group("value")):
-            name = match.group("name").lower().replace("-", "_")
-            return f"secret assignment ({name})"
-    return None
-
-
-# Pieces of names: every case, longer identifiers, and the non-ASCII letters that `(?i)`
-# matches to ASCII ones (`ſ` s, `ı` and `İ` i, Kelvin sign k).
+# Pieces of texts for the robustness test: names, separators, values, token pieces, benign
+# code, and the non-ASCII letters that `(?i)` matches to ASCII ones.
 _NAMES = [
-    "password", "PASSWORD", "Passwd", "api_key", "API-KEY", "apiKey", "apikey", "api",
-    "authorization", "Authorization", "client_secret", "clientSecret", "client", "private_key",
-    "privateKey", "private", "secret", "SECRET", "token", "Token", "tokens", "secretoken",
-    "clientoken", "DB_", "x.", "my-", "github", "\u017fecret", "ap\u0131_key", "author\u0130zation",
-    "api_\u212aey", "\u017f", "\u0131", "\u0130", "\u212a",
+    "password", "PASSWORD", "Passwd", "pwd", "api_key", "API-KEY", "apiKey", "api", "auth",
+    "authorization", "Authorization", "client_secret", "clientSecret", "private_key",
+    "access_key", "secret", "SECRET_KEY", "token", "Token", "tokens", "secretoken", "DB_",
+    "x.", "my-", "github", "\u017fecret", "ap\u0131_key", "author\u0130zation", "api_\u212aey",
+    "\u017f", "\u0131", "\u0130", "\u212a", "Bearer ", "bearer\t", "://", "@", "export ",
 ]  # fmt: skip
 _SEPARATORS = [
-    "=", ":", ":=", "=>", "==", " = ", ": ", ": str = ", ": Optional[str] ", " : a.b|None = ",
-    "[", "]", "['", "']", '"]', '"', "'", "`", " ", "\t", "\n", "\r", "\r\n", "$", "{", "}",
+    "=", ":", ":=", "=>", "==", " = ", ": ", ": str = ", "[", "]", "['", "']", '"]', '"', "'",
+    "`", " ", "\t", "\n", "\r", "\r\n", "$", "{", "}", "#", "(", ")",
 ]  # fmt: skip
 _VALUES = [
-    REAL_LOOKING, "x" * 11, "x" * 12, "abcabcabcabc", "a" * 13, "example-" + REAL_LOOKING,
-    "your_" + REAL_LOOKING, "${X}", "{{x}}", "{name}", "%(name)s", "$VAR", "<value>", "****",
-    "process.env.X", "token=", "password:", "\u00e9" * 12, "\u212a" * 12, "\u2014", "\U0001f600",
-    "\ud800",  # a lone surrogate, which `str` allows
+    REAL_LOOKING, fake(8), fake(40), "x" * 12, "${X}", "{{x}}", "%(name)s", "$VAR", "<value>",
+    "****", "\u00e9" * 12, "\u212a" * 12, "\u2014", "\U0001f600", "\ud800", "user:pa55word",
 ]  # fmt: skip
 _TOKEN_PIECES = [
-    "AK" + "IA", "AS" + "IA", "Q3EGUWLZ7XMN4PRT", "IOSFODNN7EXAMPLE", "EXAMPLE", "gh" + "p_",
-    "github" + "_pat_", "gl" + "pat-", "xo" + "xb-", "xo" + "xz-", "xox", "x7Kq2Lm9Pz4Rt8Vw3Yb6",
-    "AbCdEfGhIjKl", "0123456789", "-----BEGIN ", "RSA ", "OPENSSH ", "PRIVATE" + " KEY",
-    " BLOCK", "-----", "CERTIFICATE",
-]  # fmt: skip
-_BENIGN = [
-    "def main():\n    return 0\n", "import os\n", "# a comment\n", "tokenizer.tokenize(x)",
-    "private final int count;", "if password == other:", "\u00e9t\u00e9", "\u03a3\u03a3 ",
-    "\u00df", "\u00b5",
+    "AK" + "IA", "gh" + "p_", "gl" + "pat-", "xo" + "xb-", "sk" + "_live_", "k_test_", "AI" + "za",
+    "-----BEGIN ", "PRIVATE" + " KEY", "-----", "0123456789",
 ]  # fmt: skip
 _FRAGMENT = st.one_of(
     st.sampled_from(_NAMES),
     st.sampled_from(_SEPARATORS),
     st.sampled_from(_VALUES),
     st.sampled_from(_TOKEN_PIECES),
-    st.sampled_from(_BENIGN),
-    st.text(alphabet="aZk9_-.: =\"'`[]\n\u017f\u0131", max_size=14),
+    st.text(max_size=14),
 )
-# A well-formed assignment, so that generated texts often hold one (and often several).
-_ASSIGNMENT = st.builds(
-    lambda lead, name, sep, quote, value, close: f"{lead}{name}{sep}{quote}{value}{close}",
-    st.sampled_from(["", " ", "x", "_", ".", "-", "1", "['", '"', "\u00e9", "\u0131"]),
-    st.sampled_from(_NAMES),
-    st.sampled_from(["=", ": ", " = ", ":=", " => ", "']: ", '": ', ": str = ", ":x = ", "=="]),
-    st.sampled_from(['"', "'", "`"]),
-    st.sampled_from(_VALUES),
-    st.sampled_from(['"', "'", "`", "", "\n"]),
-)
-_TEXTS = st.lists(st.one_of(_ASSIGNMENT, _FRAGMENT), max_size=16).map("".join)
+_TEXTS = st.lists(_FRAGMENT, max_size=20).map("".join)
 
 
 @settings(max_examples=500, deadline=None)
 @given(text=_TEXTS)
-@example(text=f'password = "example token="{REAL_LOOKING}"')  # a later name inside a match
-@example(text=f'secretoken = "{REAL_LOOKING}"')  # names overlap: `secret` fails, `token` holds
-@example(text=f'{{"client_secret": "{REAL_LOOKING}"}}')  # `client_secret`, not `secret`
-@example(text="gl" + "pat-EXAMPLE" + "x" * 20 + "-gl" + "pat-" + "y" * 20)  # one match, skipped
-@example(text=f'\u0130\u0131 \u017fecret = "{REAL_LOOKING}"')  # `İ` lowers to two characters
-@example(text=f'api_\u212aey = "{REAL_LOOKING}"')
-@example(text=f'\ud800 token = "{REAL_LOOKING}"')
-def test_secret_reason_equals_the_full_scan_reference(text: str) -> None:
-    assert secret_reason(text) == reference_secret_reason(text)
+@example(text="")
+@example(text="\ud800 token = " + REAL_LOOKING)
+@example(text="auth")  # a keyword at the very start and end
+@example(text="://:@")
+def test_secret_reason_never_raises_and_never_reveals(text: str) -> None:
+    reason = secret_reason(text)
+    assert reason is None or isinstance(reason, str)
+    for value in (REAL_LOOKING, fake(40)):
+        assert value not in (reason or "")
 
 
 def test_case_fold_fixes_list_every_non_ascii_match_of_an_ascii_letter() -> None:
@@ -363,10 +430,11 @@ def test_case_fold_fixes_list_every_non_ascii_match_of_an_ascii_letter() -> None
         (f'password = "example token="{REAL_LOOKING}"', None),
         (f'password = "example-value-x" or token = "{REAL_LOOKING}"', "secret assignment (token)"),
         ("gl" + "pat-EXAMPLE" + "x" * 20 + "-gl" + "pat-" + "y" * 20, None),
+        (f"tokens = 1\nauthor_token = '{REAL_LOOKING}'", "secret assignment (token)"),
     ],
 )
 def test_secret_assignment_edge_cases(text: str, kind: str | None) -> None:
-    assert secret_reason(text) == kind == reference_secret_reason(text)
+    assert secret_reason(text) == kind
 
 
 # --- read_indexable ------------------------------------------------------------------------
@@ -439,3 +507,8 @@ def test_minified_content_without_min_name_is_skipped(tmp_path: Path) -> None:
     path = tmp_path / "bundle.js"
     path.write_text("function a(){return 1};" * 300)
     assert read_indexable(path, max_file_bytes=100_000) == (None, "minified")
+
+
+def test_this_file_is_indexable_itself() -> None:
+    # The fakes above are assembled at run time, so the file holds no secret-shaped literal.
+    assert secret_reason(Path(__file__).read_text(encoding="utf-8")) is None

@@ -21,6 +21,13 @@ the same answer Git would:
 - `.git` entries are never candidates, and a directory holding a repository of its own (a
   nested clone) is not entered, as with Git.
 
+When the root lies in a repository that ignores it (or a directory above it) and tracks
+nothing under it, such as `~/.pyenv/versions/...` under pyenv's own repository or a project
+under a dotfiles repository at `~` that ignores `*`, the root is listed as if it were in no
+repository (the global ignore file and the `.gitignore` files at and below the root), with a
+warning naming the enclosing repository. A listing that ends empty while the root holds files
+gets a warning saying why (everything skipped, or everything excluded by ignore rules).
+
 Either way, symbolic links are never followed (they are reported as skipped with reason
 `symlink`), no path outside the canonical root is listed, and `filters.path_exclusion`
 applies to every candidate. Candidates are taken in sorted path order and the bounds
@@ -161,6 +168,9 @@ def discover_project(
     canonical = _canonical_root(root)
     discovery = Discovery(root=canonical)
     listing = _git_listing(canonical, discovery.warnings) if use_git else None
+    ignored_by: Path | None = None
+    if isinstance(listing, _IgnoredByEnclosing):
+        ignored_by, listing = listing.top, None
     if listing is not None:
         discovery.git = listing.state
         _select(
@@ -173,7 +183,7 @@ def discover_project(
             max_total_bytes,
         )
     else:
-        walk = _Walk(canonical, discovery.warnings)
+        walk = _Walk(canonical, discovery.warnings, ignored_by=ignored_by)
         empty: frozenset[str] = frozenset()
         _select(
             discovery,
@@ -190,8 +200,55 @@ def discover_project(
                 f"stopped walking after {MAX_WALK_DIRECTORIES} directories; files in the"
                 " remaining directories are not listed"
             )
+    if not discovery.files and not discovery.truncated:
+        _explain_empty(discovery)
     discovery.skipped.sort()
     return discovery
+
+
+def _explain_empty(discovery: Discovery) -> None:
+    """Add a warning when nothing was listed although the root holds files."""
+    if not _has_any_file(discovery.root):
+        return
+    if discovery.skipped:
+        reasons = sorted({reason for _, reason in discovery.skipped})
+        shown = ", ".join(reasons[:5]) + (", ..." if len(reasons) > 5 else "")
+        discovery.warnings.append(
+            f"no file can be indexed: all {len(discovery.skipped)} candidates were skipped"
+            f" ({shown}); everything else is excluded by ignore rules"
+        )
+    else:
+        discovery.warnings.append(
+            "no file can be indexed: the folder has files, but ignore rules (.gitignore files,"
+            " .git/info/exclude or the global Git ignore file) exclude all of them"
+        )
+
+
+def _has_any_file(root: Path, limit: int = 10_000) -> bool:
+    """True when a regular file or a link sits under `root` (outside `.git`); looks at no more
+    than `limit` directory entries."""
+    pending = [root]
+    seen = 0
+    while pending:
+        directory = pending.pop()
+        try:
+            with os.scandir(directory) as iterator:
+                for entry in iterator:
+                    seen += 1
+                    if seen > limit:
+                        return False
+                    if entry.name == ".git":
+                        continue
+                    try:
+                        if entry.is_dir(follow_symlinks=False):
+                            pending.append(Path(entry.path))
+                        elif entry.is_file(follow_symlinks=False) or entry.is_symlink():
+                            return True
+                    except OSError:
+                        continue
+        except OSError:
+            continue
+    return False
 
 
 def _canonical_root(root: Path) -> Path:
@@ -347,6 +404,13 @@ class _GitListing:
     state: GitState
 
 
+@dataclass(frozen=True, slots=True)
+class _IgnoredByEnclosing:
+    """The root lies in a repository (whose work tree starts at `top`) that ignores it."""
+
+    top: Path
+
+
 class _GitError(Exception):
     """A Git command failed. `expected` marks failures that are normal, not worth a warning
     (Git is not installed, the root is not in a work tree, no commit or branch yet)."""
@@ -356,8 +420,10 @@ class _GitError(Exception):
         self.expected = expected
 
 
-def _git_listing(root: Path, warnings: list[str]) -> _GitListing | None:
-    """Ask Git for the candidates and state; None (and maybe a warning) to use the walk."""
+def _git_listing(root: Path, warnings: list[str]) -> _GitListing | _IgnoredByEnclosing | None:
+    """Ask Git for the candidates and state; None (and maybe a warning) to use the walk, or
+    `_IgnoredByEnclosing` when the repository ignores the root itself (or a directory above
+    it) and tracks nothing under it: the walk then applies only the root's own ignore files."""
     try:
         prefix = os.fsdecode(_git(root, "rev-parse", "--show-prefix")).strip("\n")
     except _GitError as error:
@@ -383,6 +449,12 @@ def _git_listing(root: Path, warnings: list[str]) -> _GitListing | None:
     except _GitError as error:
         warnings.append(f"git failed in '{root}' ({error}); listing files without Git")
         return None
+    if prefix and not tracked and not untracked and _git_ignores_root(root):
+        try:
+            top = Path(os.fsdecode(_git(root, "rev-parse", "--show-toplevel")).strip("\n"))
+        except _GitError:
+            top = root.parents[len(Path(prefix).parts) - 1]
+        return _IgnoredByEnclosing(top)
     changed: set[str] = set()
     for record in status:
         path = record[3:]  # "XY path"
@@ -399,6 +471,15 @@ def _git_listing(root: Path, warnings: list[str]) -> _GitListing | None:
         changed_paths=tuple(sorted(changed)),
     )
     return _GitListing(candidates=candidates, tracked=tracked_set, state=state)
+
+
+def _git_ignores_root(root: Path) -> bool:
+    """Does the repository's ignore configuration exclude `root` (or a directory above it)?"""
+    try:
+        _git(root, "check-ignore", "-q", "--", ".")
+    except _GitError:
+        return False  # exit status 1: not ignored (or any failure: keep Git's answer)
+    return True
 
 
 def _git(root: Path, *args: str) -> bytes:
@@ -641,9 +722,10 @@ class _Walk:
     them. Symbolic links are reported, never entered; a directory seen twice (a bind-mount
     loop) is not entered again."""
 
-    def __init__(self, root: Path, warnings: list[str]) -> None:
+    def __init__(self, root: Path, warnings: list[str], *, ignored_by: Path | None = None) -> None:
         self.root = root
         self.warnings = warnings
+        self._ignored_by = ignored_by
         self.truncated = False
         self._directories = 0
         self._seen: set[tuple[int, int]] = set()
@@ -651,6 +733,10 @@ class _Walk:
     def candidates(self) -> Iterator[str]:
         """Yield root-relative candidate paths in sorted order (a nested repository as
         `dir/`, a symbolic link as its own path for the caller to report)."""
+        if self._ignored_by is not None:
+            self._warn_ignored_by(self._ignored_by)
+            yield from self._walk(self.root, "", "", self._isolated_levels())
+            return
         top = self._repository_top()
         levels: list[_Level] = []
         global_file = _global_ignore_file()
@@ -674,9 +760,30 @@ class _Walk:
             prefix = f"{prefix}/{part}" if prefix else part
             directory = directory / part
             if _excluded(levels, prefix, is_dir=True):
+                # The enclosing repository ignores the root (or a directory above it): list
+                # the root as if it were in no repository, with a warning.
+                self._warn_ignored_by(top)
+                yield from self._walk(self.root, "", "", self._isolated_levels())
                 return
             levels.append(self._level(directory, prefix))
         yield from self._walk(self.root, prefix, "", levels)
+
+    def _isolated_levels(self) -> list[_Level]:
+        """Ignore rules for a root in no repository: the global file and the root's own."""
+        levels: list[_Level] = []
+        global_file = _global_ignore_file()
+        if global_file is not None:
+            rules = _parse_ignore_file(global_file, str(global_file), self.warnings)
+            levels.append(_Level("", rules))
+        levels.append(self._level(self.root, ""))
+        return levels
+
+    def _warn_ignored_by(self, top: Path) -> None:
+        self.warnings.append(
+            f"the enclosing Git repository at '{top}' ignores this folder, so its ignore rules"
+            " were not applied; files are listed using only the ignore files in this folder"
+            " and below"
+        )
 
     def _repository_top(self) -> Path | None:
         for directory in (self.root, *self.root.parents):

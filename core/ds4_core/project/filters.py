@@ -130,37 +130,117 @@ _TOKENS: tuple[tuple[re.Pattern[str], tuple[bytes, ...], str], ...] = (
     (re.compile(r"\bgithub_pat_[A-Za-z0-9_]{20,}"), (b"github_pat_",), "GitHub token"),
     (re.compile(r"\bglpat-[A-Za-z0-9_\-]{20,}"), (b"glpat-",), "GitLab token"),
     (re.compile(r"\bxox[baprs]-[A-Za-z0-9\-]{10,}"), (b"xox",), "Slack token"),
+    (  # sk_live_, sk_test_, rk_live_, rk_test_, pk_live_ (anchored after the first letter)
+        re.compile(r"(?:(?<=\b[sr])k_(?:live|test)|(?<=\bp)k_live)_[A-Za-z0-9]{16,}"),
+        (b"k_live_", b"k_test_"),
+        "Stripe key",
+    ),
+    (re.compile(r"\bAIza[0-9A-Za-z_\-]{35}(?![0-9A-Za-z_\-])"), (b"AIza",), "Google API key"),
 )
-# `name = "value"`, `name: 'value'`, `"name": "value"`, `name: str = "value"`, `['name'] => 'v'`;
-# the name may end a longer identifier (`DB_PASSWORD`, `githubToken`, `apiKey`).
-#
-# The rule was first written as one scan, `(?<![A-Za-z0-9])[A-Za-z0-9_.\-]*?(?P<name>...)...`,
-# whose lazy identifier prefix made it slow. That prefix never decides a result: it can always
-# reach back to the start of its run of identifier characters (where the lookbehind holds), and
-# a match ends with a quote, outside any such run. So the matches of the scan are found by
-# trying the rest of it, below, at each occurrence of a name in turn, skipping occurrences
-# inside the previous match (the reason only uses `name` and `value`).
+# `Bearer <token>` (an `Authorization` header in code, config or a curl line): 20 or more
+# token characters, of at least two kinds (so that prose such as "Bearer authentication" is not
+# a token). Anchored on `bearer` in the case-folded copy.
+_BEARER = re.compile(r"(?i)bearer[ \t]+(?P<value>[A-Za-z0-9\-._~+/]{20,}=*)(?![\w\-.~+/=])")
+_BEARER_ANCHORS = (b"bearer",)
+# `scheme://user:password@host`, anchored on `://`.
+_URL_CREDENTIALS = re.compile(
+    r"://(?P<user>[^\s:/?#@\"'`<>,]*):(?P<password>[^\s:/?#@\"'`<>,]+)@"
+    r"(?P<host>[A-Za-z0-9\[][^\s/?#\"'`<>]*)"
+)
+_URL_ANCHORS = (b"://",)
+_TRIVIAL_URL_PASSWORDS = frozenset(
+    {
+        "pass", "password", "passwd", "pwd", "pw", "secret", "test", "testing", "example",
+        "changeme", "admin", "root", "guest", "user", "username", "foo", "bar", "baz", "xxx",
+        "mypassword", "mysecret", "token", "hunter2", "s3cret", "secret123", "password123",
+    }
+)  # fmt: skip
+
+# `name = value` for a secret-like name. The name contains one of the keywords below (as a
+# word part: `SECRET_KEY`, `AWS_SECRET_ACCESS_KEY`, `githubToken`, `db.password`, `authKey`),
+# then comes an optional closing quote or bracket (`"password":`, `['token']`), an optional type
+# annotation and an assignment operator, then either
+# - a quoted value (`"..."`, `'...'`, `` `...` ``) of 8 or more characters on one line, or
+# - an unquoted value that runs to the end of the line (config files: YAML, `.env`, shell,
+#   `.ini`, `.properties`), 8 or more characters without spaces or code punctuation.
+# Only the part from the keyword on is matched (anchored where the keyword occurs); the rest
+# of the name is looked at by `_assignment_reason`.
 _SECRET_ASSIGNMENT = re.compile(
     r"""(?ix)
-    (?P<name>api[_\-]?key|authorization|client[_\-]?secret|password|private[_\-]?key|secret|token)
+    (?P<name>api[_\-]?key|auth|passw(?:or)?d|pwd|private[_\-]?key|secret|token|access[_\-]?key)
+    (?P<rest>[a-z0-9_.\-]*)
     (?:["']\]?|\])?
-    (?:\s*:\s*[A-Za-z_][\w.\[\]| ]*?)?
-    \s*(?::=|=>|[:=])\s*
-    (?P<quote>["'`])
-    (?P<value>[^"'`\r\n]{12,})
-    (?P=quote)
+    (?:
+      (?:\s*:\s*[A-Za-z_][\w.\[\]| ]*?)?
+      \s*(?::=|=>|[:=])\s*
+      (?P<quote>["'`])
+      (?P<value>[^"'`\r\n]{12,})
+      (?P=quote)
+    |
+      [ \t]*[:=][ \t]*
+      (?P<bare>[^\s"'`(){}\[\]<>,;$\\=:|&*!\#%@][^\s"'`(){}\[\]<>,;$\\]{7,})
+      [ \t]*(?:\#[^\r\n]*)?
+      (?=[\r\n]|\Z)
+    )
     """
 )
-# Every name above starts with one of these, looked for in the case-folded copy of the text.
+# Every keyword above starts with one of these, looked for in the case-folded copy of the text.
 _SECRET_NAME_ANCHORS = (
+    b"access",
     b"api",
-    b"authorization",
-    b"client",
-    b"password",
+    b"auth",
+    b"passw",
     b"private",
+    b"pwd",
     b"secret",
     b"token",
 )
+# Lower-case letters that may directly continue a keyword within the same word part.
+_KEYWORD_CONTINUATIONS = {"auth": ("orization",), "secret": ("key",)}
+# Names ending like this take any quoted value of 12 or more characters (spaces included).
+_STRONG_ENDINGS = (
+    "password", "passwd", "secret", "token", "api_key", "apikey", "private_key", "privatekey",
+    "access_key", "accesskey", "secret_key", "secretkey", "authorization",
+)  # fmt: skip
+# Other names holding a keyword must end with one of these word parts (`SECRET_ACCESS_KEY`,
+# `authKey`, `AUTH_TOKEN`); their values must be `_secret_shaped`.
+_SECRET_LAST_PARTS = frozenset(
+    {"key", "token", "secret", "password", "passwd", "pwd", "pass", "passphrase", "auth",
+     "credential", "credentials", "cred", "creds"}
+)  # fmt: skip
+# A name whose last word part is one of these names something about a secret, not a secret.
+_NON_SECRET_SUFFIXES = frozenset(
+    {
+        "url", "uri", "urls", "path", "file", "filename", "dir", "type", "types", "name",
+        "names", "field", "fields", "header", "prefix", "suffix", "length", "len", "env",
+        "var", "endpoint", "help", "label", "message", "msg", "prompt", "pattern", "regex",
+        "re", "format", "fmt", "mode", "method", "methods", "scheme", "class", "kind", "text",
+        "hint", "template", "placeholder", "error", "errors", "count", "limit", "size",
+        "timeout", "expiry", "expires", "expiration", "ttl", "enabled", "required", "policy",
+        "strategy", "provider", "backend", "store", "cache", "hash", "hasher", "hashers",
+        "version", "command", "cmd", "flag", "option", "options", "source", "location",
+        "id", "host", "port", "user", "username", "login", "display", "title", "desc",
+        "description", "doc", "docs", "form", "input", "widget", "view", "handler", "manager",
+        "validator", "validators", "reset", "changed", "change", "min", "max",
+    }
+)  # fmt: skip
+_NAME_PART = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
+_IDENTIFIER_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-")
+# Unquoted values that are code or configuration references, not secrets.
+_BARE_REFERENCE = re.compile(
+    r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)+\Z"  # a.b.c attribute access
+    r"|(?:/|~/|\./|\.\./)"  # a path
+    r"|.*://"  # a URL (credentials in it are checked separately)
+    r"|arn:"  # an Amazon resource name
+)
+_CASE_FOLD_TABLE = {ord(char): letter for char, letter in (
+    ("\u0130", "i"), ("\u0131", "i"), ("\u017f", "s"), ("\u212a", "k"))}  # fmt: skip
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+_NAME_WORDS = ("pass", "pwd", "token", "secret", "key", "auth", "cred")
+_BARE_WORDS = frozenset(
+    {"none", "null", "nil", "true", "false", "undefined", "required", "optional", "string",
+     "secret", "password", "notset", "unset", "empty", "disabled", "enabled"}
+)  # fmt: skip
 # The only non-ASCII characters that a case-insensitive pattern matches to an ASCII letter,
 # with that letter (`(?i)[a-z]` over all of Unicode; a test keeps the list complete).
 _CASE_FOLD_FIXES = (
@@ -181,13 +261,14 @@ _PLACEHOLDER_WORDS = (
     "your-",
     "process.env",
     "${",
+    "$(",
     "{{",
     "xxxx",
     "****",
 )
 # `<value>`, and template references: `{name}` (format strings), `%(name)s`, a bare `$NAME`.
 _TEMPLATE_PLACEHOLDER = re.compile(
-    r"<[^<>]*>|\{[A-Za-z_][\w.\[\]]*\}|%\([A-Za-z_]\w*\)s|^\$[A-Za-z_]\w*$"
+    r"%[-#0 +]*[0-9]*(?:\.[0-9]+)?[sdifxr]|<[^<>]*>|\{[A-Za-z_][\w.\[\]]*\}|%\([A-Za-z_]\w*\)s|^\$[A-Za-z_]\w*$"
 )
 
 
@@ -280,17 +361,37 @@ def _is_minified(text: str) -> bool:
 def secret_reason(text: str) -> str | None:
     """Return why `text` looks like it holds a secret, or None.
 
-    High-confidence signals only (ds4-reference.md 3.9): a PEM private key header; an AWS
-    access key id (`AKIA`/`ASIA` + 16); GitHub (`ghp_`, `github_pat_`), GitLab (`glpat-`) and
-    Slack (`xox[baprs]-`) tokens; and an assignment of `api_key`, `authorization`,
-    `client_secret`, `password`, `private_key`, `secret` or `token` (also as the end of a
-    longer name such as `DB_PASSWORD` or `githubToken`) to a quoted value of 12 or more
-    characters, unless the value looks like a placeholder (`example`, `placeholder`,
-    `redacted`, `dummy`, `changeme`, `your_`, `process.env`, `${VAR}`, `$VAR`, `{{var}}`,
-    `{name}`, `%(name)s`, `<value>`, `xxxx`, ...). Access key ids containing `EXAMPLE` (AWS
-    documentation keys) are placeholders too.
+    Signals (ds4-reference.md 3.9), checked in this order:
 
-    The reason names the kind of secret (e.g. `secret assignment (password)`), never the value.
+    - a PEM private key header (`private key`);
+    - well-known token shapes: AWS access key ids (`AKIA`/`ASIA` + 16), GitHub (`ghp_`,
+      `github_pat_`), GitLab (`glpat-`), Slack (`xox[baprs]-`), Stripe (`sk_live_`,
+      `sk_test_`, `rk_live_`, `rk_test_`, `pk_live_` + 16 or more) and Google API keys
+      (`AIza` + 35); values containing `EXAMPLE` (documentation keys) do not count;
+    - `Bearer <token>` with 20 or more token characters of at least two kinds (`bearer token`);
+    - credentials in a URL, `scheme://user:password@host`, unless the password is a
+      placeholder (`password`, `pass`, `${VAR}`, `<password>`, `***`, the user name again, ...)
+      or the host is an example host (`credentials in URL`);
+    - an assignment (`=`, `:`, `:=`, `=>`) to a name containing `secret`, `password`,
+      `passwd`, `pwd`, `token`, `api_key`/`apikey`, `access_key`, `private_key`,
+      `client_secret` or `auth` as a word part (`SECRET_KEY`, `AWS_SECRET_ACCESS_KEY`,
+      `githubToken`, `db.password`, `authKey`; not `tokens`, `tokenizer`, `author`, `oauth`,
+      nor names ending in a part such as `_url`, `_path`, `_type`, `_name`, `_hash`) of
+      - a quoted value of 12 or more characters when the name ends with a keyword (`password`,
+        `DB_PASSWORD`, `api_key`, `secret_key`), or
+      - a quoted value, or an unquoted value running to the end of the line (YAML, `.env`,
+        shell `export`, `.ini`, `.properties`), that is secret-shaped: 8 or more characters
+        without spaces, with a letter and a digit or symbol, not a reference (`${X}`, `$X`,
+        `os.environ[...]`, `get_password()`, `settings.password`, a path, a URL) and not a
+        word such as `None`, `null` or `true`.
+
+    Values that look like placeholders never count (`example`, `placeholder`, `redacted`,
+    `dummy`, `changeme`, `your_`, `process.env`, `${VAR}`, `$VAR`, `{{var}}`, `{name}`,
+    `%(name)s`, `<value>`, `xxxx`, a value of one or two distinct characters, ...).
+
+    Every pattern starts with a literal anchor and is only tried where one occurs, so the
+    check runs at close to memory speed. The reason names the kind of secret (e.g.
+    `secret assignment (password)`), never the value.
     """
     anchor_text = _AnchorText(text)
     if next(_anchored_matches(_PRIVATE_KEY, text, anchor_text.exact, _PRIVATE_KEY_ANCHORS), None):
@@ -299,12 +400,121 @@ def secret_reason(text: str) -> str | None:
         for match in _anchored_matches(pattern, text, anchor_text.exact, anchors):
             if "EXAMPLE" not in match.group(0).upper():
                 return kind
+    for match in _anchored_matches(_URL_CREDENTIALS, text, anchor_text.exact, _URL_ANCHORS):
+        if _is_url_secret(match):
+            return "credentials in URL"
     folded = anchor_text.folded()
-    for match in _anchored_matches(_SECRET_ASSIGNMENT, text, folded, _SECRET_NAME_ANCHORS):
-        if not _is_placeholder(match.group("value")):
-            name = match.group("name").lower().replace("-", "_")
-            return f"secret assignment ({name})"
+    for match in _anchored_matches(_BEARER, text, folded, _BEARER_ANCHORS):
+        value = match.group("value")
+        if _character_kinds(value) >= 2 and not _is_placeholder(value):
+            return "bearer token"
+    return _assignment_reason(text, folded)
+
+
+def _assignment_reason(text: str, folded: bytes) -> str | None:
+    """The first secret assignment (see `secret_reason`), as `secret assignment (<keyword>)`.
+
+    Like `_anchored_matches`, but an occurrence whose name is rejected (`tokens`, `author`)
+    does not hide the keywords after it (`author_token`).
+    """
+    end = 0
+    for start in heapq.merge(*(_occurrences(folded, anchor) for anchor in _SECRET_NAME_ANCHORS)):
+        if start < end:
+            continue
+        match = _SECRET_ASSIGNMENT.match(text, start)
+        if match is None:
+            continue
+        keyword = match.group("name").lower().replace("-", "_")
+        rest = match.group("rest")
+        strong = _name_strength(text, start, keyword, rest)
+        if strong is None:
+            continue
+        end = match.end()
+        value = match.group("value")
+        if value is not None:
+            if _is_placeholder(value):
+                continue
+            if not (strong and len(value) >= 12) and not _secret_shaped(value):
+                continue
+        else:
+            bare = match.group("bare")
+            if _is_placeholder(bare) or not _secret_shaped(bare):
+                continue
+            if _IDENTIFIER.match(bare) and any(word in bare.lower() for word in _NAME_WORDS):
+                continue  # another variable: `password = password2`, `token = auth_token_v2`
+        if keyword == "auth" and rest.lower().startswith("orization"):
+            keyword = "authorization"
+        elif keyword == "secret" and not rest:
+            before = text[max(0, start - 7) : start].lower().replace("-", "_")
+            if before.endswith(("client_", "client")):
+                keyword = "client_secret"
+        return f"secret assignment ({keyword})"
     return None
+
+
+def _name_strength(text: str, start: int, keyword: str, rest: str) -> bool | None:
+    """None when the name around the keyword at `start` is not a secret's name; else whether
+    it ends with a keyword (`DB_PASSWORD`, `SECRET_KEY`; True) or only holds one
+    (`AWS_SECRET_ACCESS_KEY`, `authKey`; False)."""
+    lowered_rest = rest.lower()
+    continuation = len(lowered_rest) - len(lowered_rest.lstrip("abcdefghijklmnopqrstuvwxyz"))
+    if continuation and rest[0].islower() == text[start + len(keyword) - 1].islower():
+        # The keyword's word part goes on: `tokens`, `tokenizer`, `secretary`, `author`.
+        if not lowered_rest.startswith(_KEYWORD_CONTINUATIONS.get(keyword, ())):
+            return None
+    if keyword in ("auth", "pwd") and start > 0:
+        before = text[start - 1]
+        if before.isalpha() and not (before.islower() and text[start].isupper()):
+            return None  # `oauth`, `OLDPWD`; `basicAuth` is fine
+    first = start
+    while first > 0 and text[first - 1] in _IDENTIFIER_CHARS:
+        first -= 1
+    name = text[first : start + len(keyword) + len(rest)]
+    if not name.isascii():
+        name = name.translate(_CASE_FOLD_TABLE)
+    parts = _NAME_PART.findall(name)
+    last = parts[-1].lower() if parts else ""
+    if last in _NON_SECRET_SUFFIXES:
+        return None
+    if name.lower().replace("-", "_").endswith(_STRONG_ENDINGS):
+        return True
+    return False if last in _SECRET_LAST_PARTS else None
+
+
+def _character_kinds(value: str) -> int:
+    return (
+        any(char.islower() for char in value)
+        + any(char.isupper() for char in value)
+        + any(char.isdigit() for char in value)
+    )
+
+
+def _secret_shaped(value: str) -> bool:
+    """An unquoted (or weakly named) value that looks like a real secret, not code."""
+    if len(value) < 8 or any(char.isspace() for char in value):
+        return False
+    if value.lower() in _BARE_WORDS or _BARE_REFERENCE.match(value):
+        return False
+    if "$" in value or "(" in value or "[" in value or "{" in value:
+        return False
+    # Two kinds of letters and digits, and a digit or symbol: not a number, word or name.
+    if _character_kinds(value) < 2:
+        return False
+    return any(char.isdigit() or (not char.isalnum() and char not in "_.-") for char in value)
+
+
+def _is_url_secret(match: re.Match[str]) -> bool:
+    user = match.group("user")
+    password = match.group("password")
+    host = match.group("host").lower()
+    lowered = password.lower()
+    if lowered in _TRIVIAL_URL_PASSWORDS or password == user or len(password) < 4:
+        return False
+    if "example" in host or host.startswith(("host", "server", "domain")):
+        return False
+    if password.startswith(("$", "%", "{", "<", "*")) or password.endswith(("}", ">")):
+        return False
+    return not _is_placeholder(password)
 
 
 class _AnchorText:
