@@ -26,6 +26,8 @@ def secret_values() -> dict[str, str]:
         "assigned": "s3cr3t-" + "k9" * 8,
         "envfile": "ENVONLY" + "v" * 12,
         "pem": "MIIB" + "q" * 40,
+        "django": "django-insecure-" + "k3j4h5" * 4,
+        "aws_secret": "wJalr" + "XUtnF9" * 5,
     }
 
 
@@ -44,6 +46,11 @@ def test_secret_files_and_lines_never_reach_the_index(
         f'client_secret = "{secret_values["assigned"]}"\nINVOICE_LIMIT = 3\n'
     )
     (project / "src" / "aws.py").write_text(f'KEY_ID = "{secret_values["aws"]}"  # invoice\n')
+    (project / "mysite").mkdir()
+    (project / "mysite" / "settings.py").write_text(
+        f'SECRET_KEY = "{secret_values["django"]}"\n'
+        f'AWS_SECRET_ACCESS_KEY = "{secret_values["aws_secret"]}"\nALLOWED_INVOICE_HOSTS = []\n'
+    )
     (project / ".env").write_text(f"INVOICE_API_KEY={secret_values['envfile']}\n")
     (project / "deploy.pem").write_text(f"-----BEGIN CERTIFICATE-----\n{secret_values['pem']}\n")
     key_header = "-----BEGIN " + "RSA PRIVATE KEY-----"
@@ -71,7 +78,14 @@ def test_secret_files_and_lines_never_reach_the_index(
 
     assert status["files"] >= 2  # the clean files are indexed...
     assert "src/billing.py" in paths or "src/placeholder.py" in paths
-    for name in ("src/client.py", "src/settings.py", "src/aws.py", ".env", "deploy.pem"):
+    for name in (
+        "src/client.py",
+        "src/settings.py",
+        "src/aws.py",
+        ".env",
+        "deploy.pem",
+        "mysite/settings.py",
+    ):
         assert name not in paths  # ...the secret ones are not
     stored = _database_bytes(db)
     for value in secret_values.values():
