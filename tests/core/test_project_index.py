@@ -450,3 +450,66 @@ def test_reindexing_one_500_line_file_is_fast(store: Store, project: Path) -> No
         timings.append(time.perf_counter() - started)
         assert result.files_indexed == 1
     assert min(timings) < 0.1  # measured ~5-10 ms; generous against slow CI machines
+
+
+def file_texts(store: Store, project_path: str, word: str) -> list[str]:
+    """Files whose whole-file full text (`project_file_texts_fts`) holds `word`."""
+    rows = (
+        store.connection()
+        .execute(
+            "SELECT t.file_path FROM project_file_texts_fts AS f "
+            "JOIN project_file_texts AS t ON t.rowid = f.rowid "
+            "WHERE project_file_texts_fts MATCH ? AND t.project_path = ? ORDER BY t.file_path",
+            (f'"{word}"', project_path),
+        )
+        .fetchall()
+    )
+    return [row[0] for row in rows]
+
+
+def test_whole_file_texts_follow_edits_and_deletions(store: Store, project: Path) -> None:
+    """One `project_file_texts` row per current file (content, path words and identifier
+    sub-words), rewritten on edits, dropped on deletion; its FTS index stays in step."""
+    root = str(sync_project(store, discover(project)).project_path)
+    assert file_texts(store, root, "shipping") == ["src/shipping.ts"]  # getShippingMethod
+    assert file_texts(store, root, "http") == ["src/http_util.py"]
+    write(project / "src" / "http_util.py", "def fetch_rates():\n    return []\n")
+    sync_project(store, discover(project))
+    assert file_texts(store, root, "partition") == []
+    assert file_texts(store, root, "rates") == ["src/http_util.py", "src/shipping.ts"]
+    (project / "docs" / "notes.md").unlink()
+    sync_project(store, discover(project))
+    conn = store.connection()
+    rows = conn.execute(
+        "SELECT file_path, content_hash FROM project_file_texts WHERE project_path = ? "
+        "ORDER BY file_path",
+        (root,),
+    ).fetchall()
+    current = conn.execute(
+        "SELECT file_path, content_hash FROM project_files WHERE project_path = ? "
+        "AND status = 'current' ORDER BY file_path",
+        (root,),
+    ).fetchall()
+    assert rows == current and len(rows) == 2
+    vocab_sql = "SELECT count(*) FROM project_file_texts_fts WHERE project_file_texts_fts MATCH ?"
+    before = conn.execute(vocab_sql, ('"rates"',)).fetchone()
+    with store.write() as conn:
+        conn.execute(
+            "INSERT INTO project_file_texts_fts (project_file_texts_fts) VALUES ('integrity-check')"
+        )
+    assert conn.execute(vocab_sql, ('"rates"',)).fetchone() == before
+
+
+def test_files_without_a_whole_file_text_get_one_on_the_next_sync(
+    store: Store, project: Path
+) -> None:
+    """An index built before migration 6 has no `project_file_texts` rows: the next sync
+    re-reads those files (even unchanged ones) and writes just the missing rows."""
+    root = str(sync_project(store, discover(project)).project_path)
+    with store.write() as conn:
+        conn.execute("DELETE FROM project_file_texts")
+    result = sync_project(store, discover(project))
+    assert (result.files_indexed, result.files_unchanged, result.snippets) == (0, 3, 0)
+    assert file_texts(store, root, "shipping") == ["src/shipping.ts"]
+    again = sync_project(store, discover(project))
+    assert (again.files_indexed, again.files_unchanged) == (0, 3)

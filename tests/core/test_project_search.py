@@ -30,7 +30,9 @@ from ds4_core.project.search import (
     ProjectRetrieval,
     file_role,
     keyword_stem,
+    plan_query,
     render_project_snippet,
+    request_words,
     search_project,
 )
 from ds4_core.retrieval import describe_task
@@ -395,6 +397,29 @@ def test_prose_request_still_returns_tests_and_docs_after_the_source(indexed):
     found = paths(search(indexed, "the cache is not invalidated after the config is reloaded"))
     assert {"tests/test_config_watcher.py", "README.md"} <= set(found)
     assert found.index("src/app/config_watcher.py") < found.index("tests/test_config_watcher.py")
+
+
+def test_request_words_keep_short_words_and_drop_stopwords():
+    """The whole-file bm25 query takes every word of 2+ characters that is not a stopword,
+    unstemmed (`describe_task`'s keywords keep only words of 4+)."""
+    assert request_words("Wait for an ack from all workers, then go") == (
+        "wait", "ack", "all", "workers", "go",
+    )  # fmt: skip
+    plan = plan_query(describe_task("Wait for an ack from all workers"))
+    assert plan.request_words == ("wait", "ack", "all", "workers")
+
+
+@pytest.mark.parametrize(
+    ("query", "expected"),
+    [
+        ("pick the shipping method and delivery price of a cart", "src/web/checkout.ts"),
+        ("parse raw responses from the carrier", "src/app/http_parser.py"),
+    ],
+)
+def test_prose_request_ranks_files_by_their_whole_text(indexed, query, expected):
+    """Words spread over a file (and identifier sub-words: `getShippingMethod`) rank it
+    first at file level."""
+    assert paths(search(indexed, query))[0] == expected
 
 
 def test_request_about_tests_ranks_the_test_file_first(indexed):

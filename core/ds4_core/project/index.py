@@ -23,6 +23,10 @@ Decisions:
   one `store.write()` transaction each, files read outside the write lock; a file's rows are
   always written in one transaction, and `project_states` in the last one. A failed write
   rolls back its batch: those files keep their previous rows (and are retried next sync).
+* Every current file also has one `project_file_texts` row (whole-file full text: its path
+  words, content and identifier sub-words; `file_text`), written and deleted with the file's
+  row. A current file without one (an index built before migration 6) is read again on the
+  next sync even when unchanged, and only gets that row when its content is the same.
 * Snippets are inserted with multi-row `INSERT ... VALUES` statements with bound parameters:
   each statement writing through the FTS5 trigger makes FTS5 flush, so one row per statement
   is several times slower (see `store.sessions`).
@@ -75,6 +79,7 @@ _FILE_COLUMNS = (
     "project_path, file_path, content_hash, size_bytes, mtime_ns, language, git_commit, "
     "modified, tracked, status, indexed_at"
 )
+_TEXT_COLUMN_COUNT = 4
 _QUERY_CHUNK = 400  # values per `IN (...)`, well under SQLite's bound-variable limit
 
 LANGUAGES: dict[str, str] = {
@@ -322,18 +327,23 @@ class _Work:
     file_row: tuple[Any, ...] | None = None
     snippets: list[tuple[Any, ...]] | None = None
     chars: int = 0
+    text_row: tuple[str, str, str, str] | None = None  # a `project_file_texts` row
 
 
 def _snippet_rows(
     project_path: str, file_path: str, text: str, file_hash: str, now: str
-) -> tuple[list[tuple[Any, ...]], int]:
-    """Rows (in `_SNIPPET_COLUMNS` order) for the windows of `text`, and their total chars."""
+) -> tuple[list[tuple[Any, ...]], int, str]:
+    """Rows (in `_SNIPPET_COLUMNS` order) for the windows of `text`, their total chars, and
+    the file's `file_text` (built from the windows' `search_text`, so it is computed once)."""
     rows: list[tuple[Any, ...]] = []
+    extras: dict[str, None] = {}
     chars = 0
     path_words = search_text(file_path)
     for window in window_lines(text):
         content = window.text
         extra = search_text(content)
+        if extra:
+            extras.update(dict.fromkeys(extra.split("\n")))
         rows.append(
             (
                 snippet_id(project_path, file_path, file_hash, window.start_line, window.end_line),
@@ -351,7 +361,48 @@ def _snippet_rows(
             )
         )
         chars += len(content) + len(extra)
-    return rows, chars
+    return rows, chars, _join_text(path_words, text, "\n".join(extras))
+
+
+def file_text(file_path: str, text: str) -> str:
+    """The whole-file full text indexed for `file_path` (`project_file_texts.text`): its path
+    words, its content and the identifier sub-words of its content (`search_text`; a sync
+    that windows the file writes those of its windows instead, computed once)."""
+    return _join_text(search_text(file_path), text, search_text(text))
+
+
+def _join_text(path_words: str, text: str, extra: str) -> str:
+    return "\n".join(part for part in (path_words, text, extra) if part)
+
+
+def _text_row(
+    project_path: str, file_path: str, content_hash: str, text: str
+) -> tuple[str, str, str, str]:
+    return (project_path, file_path, content_hash, file_text(file_path, text))
+
+
+def _missing_texts(
+    conn: sqlite3.Connection, project_path: str, paths: Collection[str] | None
+) -> set[str]:
+    """Current stored files of the project without a `project_file_texts` row."""
+    rows = conn.execute(
+        "SELECT pf.file_path FROM project_files AS pf LEFT JOIN project_file_texts AS t "
+        "ON t.project_path = pf.project_path AND t.file_path = pf.file_path "
+        "WHERE pf.project_path = ? AND pf.status = 'current' AND t.rowid IS NULL",
+        (project_path,),
+    ).fetchall()
+    missing = {row[0] for row in rows}
+    return missing if paths is None else missing & set(paths)
+
+
+@lru_cache(maxsize=8)
+def _upsert_texts_sql(rows: int) -> str:
+    values = ", ".join([f"({', '.join('?' * _TEXT_COLUMN_COUNT)})"] * rows)
+    return (
+        "INSERT INTO project_file_texts (project_path, file_path, content_hash, text) "
+        f"VALUES {values} ON CONFLICT (project_path, file_path) DO UPDATE SET "
+        "content_hash = excluded.content_hash, text = excluded.text"
+    )
 
 
 def _live_text_reason(text: str, max_file_bytes: int) -> tuple[str | None, str | None]:
@@ -469,7 +520,17 @@ def _write_batch(
                 f"WHERE project_path = ? AND file_path IN ({marks})",
                 (now, project_path, *chunk),
             )
+            conn.execute(
+                f"DELETE FROM project_file_texts WHERE project_path = ? AND file_path IN ({marks})",
+                (project_path, *chunk),
+            )
         limit = conn.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER)
+        per_text = max(1, min(100, limit // _TEXT_COLUMN_COUNT))
+        texts = iter(w.text_row for w in batch if w.text_row is not None)
+        while text_rows := list(islice(texts, per_text)):
+            conn.execute(
+                _upsert_texts_sql(len(text_rows)), [value for row in text_rows for value in row]
+            )
         per_statement = max(1, min(1000, limit // _SNIPPET_COLUMN_COUNT))
         rows = iter(row for w in batch if w.snippets for row in w.snippets)
         while chunk_rows := list(islice(rows, per_statement)):
@@ -547,6 +608,7 @@ def sync_project(
     ]
     skipped_paths = [p for p, _reason in discovery.skipped if wanted is None or p in wanted]
     stored = _load_stored(store.connection(), project_path, wanted)
+    missing_texts = _missing_texts(store.connection(), project_path, wanted)
 
     indexed = unchanged = deleted = skipped = written = 0
     skipped += len(skipped_paths)
@@ -572,12 +634,14 @@ def sync_project(
         present.add(f.rel_path)
         before = stored.get(f.rel_path)
         current = before is not None and before.status == "current"
+        needs_text = f.rel_path in missing_texts
         buffer = live_text(f.rel_path)
         work: _Work | None = None
         if buffer is not None:
             if (
                 current
                 and not force
+                and not needs_text
                 and before is not None
                 and before.content_hash == live_hash(buffer)
             ):
@@ -593,11 +657,13 @@ def sync_project(
                 text, reason = _live_text_reason(buffer, max_file_bytes)
                 size_bytes = len(buffer.encode("utf-8", "replace"))
                 work = _prepare(
-                    project_path, f, head, now, text, before, force, size_bytes, LIVE_MTIME_NS
-                )
+                    project_path, f, head, now, text, before, force, size_bytes, LIVE_MTIME_NS,
+                    needs_text,
+                )  # fmt: skip
         elif (
             current
             and not force
+            and not needs_text
             and before is not None
             and before.size_bytes == f.size_bytes
             and before.mtime_ns == f.mtime_ns
@@ -608,8 +674,9 @@ def sync_project(
         else:
             text, reason = read_indexable(root / f.rel_path, max_file_bytes=max_file_bytes)
             work = _prepare(
-                project_path, f, head, now, text, before, force, f.size_bytes, f.mtime_ns
-            )
+                project_path, f, head, now, text, before, force, f.size_bytes, f.mtime_ns,
+                needs_text,
+            )  # fmt: skip
         if work is not None:
             if work.kind == "index":
                 indexed += 1
@@ -701,8 +768,10 @@ def _prepare(
     force: bool,
     size_bytes: int,
     mtime_ns: int,
+    needs_text: bool = False,
 ) -> _Work:
-    """The write for one file read from disk or a buffer (`text`; None when refused)."""
+    """The write for one file read from disk or a buffer (`text`; None when refused);
+    `needs_text`: the file has no `project_file_texts` row yet."""
     if text is None:
         return _Work("delete", f.rel_path, had_row=before is not None)
     content_hash = live_hash(text)
@@ -713,13 +782,14 @@ def _prepare(
         and before.status == "current"
         and before.content_hash == content_hash
     ):
-        return _Work("meta", f.rel_path, had_row=True, file_row=row)
+        text_row = _text_row(project_path, f.rel_path, content_hash, text) if needs_text else None
+        return _Work("meta", f.rel_path, had_row=True, file_row=row, text_row=text_row)
     # `text` holds no lone surrogate: disk text is decoded with errors="replace" and buffer
     # text went through `_live_text_reason`.
-    snippets, chars = _snippet_rows(project_path, f.rel_path, text, content_hash, now)
+    snippets, chars, whole = _snippet_rows(project_path, f.rel_path, text, content_hash, now)
     return _Work(
         "index", f.rel_path, had_row=before is not None, file_row=row, snippets=snippets,
-        chars=chars,
+        chars=chars + len(whole), text_row=(project_path, f.rel_path, content_hash, whole),
     )  # fmt: skip
 
 
@@ -736,6 +806,7 @@ __all__ = [
     "ProjectSyncResult",
     "SnippetRow",
     "file_state",
+    "file_text",
     "index_counts",
     "language_for",
     "live_hash",

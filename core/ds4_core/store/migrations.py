@@ -20,7 +20,8 @@ The schema itself (column lists from docs/architecture.md "store"):
   checkpoint of ds4-reference.md 3.12, plus `resume_json` for `ResumeState`);
 * `context_manifests` (ds4-reference.md 3.15; the v4 columns folded in);
 * `project_states`, `project_files`, `project_snippets`, `project_snippets_fts` (migration 4,
-  docs/project-knowledge.md "Storage").
+  docs/project-knowledge.md "Storage");
+* `project_file_texts`, `project_file_texts_fts` (migration 6: whole-file full text).
 
 FTS5 external content caveats (SQLite documentation, "External Content Tables"): the index is
 keyed by `entries.rowid`, and `entries` has a TEXT primary key, so its rowids are implicit. Never
@@ -280,12 +281,54 @@ CREATE INDEX project_sent_snippets_file
 """Which project snippets each stored manifest sent (lines and text as sent), for stale-snippet
 diagnostics; rows go with their manifest (ds4_core/project/sent.py)."""
 
+_PROJECT_FILE_TEXTS = """
+CREATE TABLE project_file_texts (
+    project_path TEXT NOT NULL,
+    file_path TEXT NOT NULL,
+    content_hash TEXT NOT NULL,
+    text TEXT NOT NULL,
+    UNIQUE (project_path, file_path)
+) STRICT;
+
+CREATE VIRTUAL TABLE project_file_texts_fts USING fts5(
+    text,
+    content='project_file_texts',
+    content_rowid='rowid',
+    tokenize='unicode61 remove_diacritics 2'
+);
+
+CREATE TRIGGER project_file_texts_fts_after_insert AFTER INSERT ON project_file_texts BEGIN
+    INSERT INTO project_file_texts_fts (rowid, text) VALUES (new.rowid, new.text);
+END;
+
+CREATE TRIGGER project_file_texts_fts_after_delete AFTER DELETE ON project_file_texts BEGIN
+    INSERT INTO project_file_texts_fts (project_file_texts_fts, rowid, text)
+    VALUES ('delete', old.rowid, old.text);
+END;
+
+CREATE TRIGGER project_file_texts_fts_after_update AFTER UPDATE ON project_file_texts
+WHEN old.rowid IS NOT new.rowid OR old.text IS NOT new.text BEGIN
+    INSERT INTO project_file_texts_fts (project_file_texts_fts, rowid, text)
+    VALUES ('delete', old.rowid, old.text);
+    INSERT INTO project_file_texts_fts (rowid, text) VALUES (new.rowid, new.text);
+END;
+"""
+"""Whole-file full text of the current project files (project retrieval's file ranking for
+prose requests: bm25 over one row per file). `text` is the file's path words, its content and
+the identifier sub-words of its content (`windows.search_text`), so `shipping method` finds
+`getShippingMethod`. One row per current file (deleted files lose theirs), written in the same
+transaction as the file's `project_files` row; `content_hash` is the hash of the content it was
+built from. External content with the same caveats as `entries_fts` (no VACUUM without a
+rebuild, no INSERT OR REPLACE). A database migrated from version 5 has no rows yet: the next
+sync re-reads every file without one."""
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "initial-session-index", _INITIAL_SESSION_INDEX),
     Migration(2, "context-manifests", _CONTEXT_MANIFESTS),
     Migration(3, "entries-fts-vocab", _ENTRIES_FTS_VOCAB),
     Migration(4, "project-knowledge-index", _PROJECT_KNOWLEDGE_INDEX),
     Migration(5, "project-sent-snippets", _PROJECT_SENT_SNIPPETS),
+    Migration(6, "project-files-fts", _PROJECT_FILE_TEXTS),
 )
 """All migrations in version order. Never edit an entry once released: add a new one."""
 
