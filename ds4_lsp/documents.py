@@ -1,6 +1,6 @@
 """Open editor buffers with LSP line semantics (`LspTextDocument`, `LspWorkspace`).
 
-pygls's `TextDocument` splits lines with `str.splitlines()`, which also breaks at `\\f`, `\\v`,
+pygls's `TextDocument` splits lines with `str.splitlines`, which also breaks at `\\f`, `\\v`,
 `\\x1c`-`\\x1e`, `\\x85`, U+2028 and U+2029. LSP 3.17 ("Text Documents") ends lines at `\\n`,
 `\\r\\n` and `\\r` only, so an incremental edit to a buffer holding a form feed landed on the
 wrong line (lsp-notes.md pitfall 3). pygls's position codec also clamps a character past the

@@ -3,7 +3,7 @@
 Rules from ds4-reference.md 3.10 unless said otherwise:
 
 * Lines end at "\\n", "\\r\\n" or "\\r" only (LSP 3.17 "Text Documents"), never at what
-  `str.splitlines()` also accepts (form feed, U+2028, U+0085, ...): a snippet's line numbers must
+  `str.splitlines` also accepts (form feed, U+2028, U+0085, ...): a snippet's line numbers must
   be the editor's line numbers. Lines are 1-based and inclusive.
 * Windows of 80 lines start every 80 - 12 = 68 lines; at most 200 per file; a window over
   20,000 characters is cut and ends with `[DS4 snippet truncated]`; blank windows are skipped.
