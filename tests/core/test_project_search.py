@@ -11,9 +11,11 @@ comments.
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
+import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
@@ -21,6 +23,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from ds4_core.config import Config
+from ds4_core.project import workspace as workspace_module
 from ds4_core.project.discovery import discover_project
 from ds4_core.project.index import sync_project
 from ds4_core.project.search import (
@@ -35,6 +39,7 @@ from ds4_core.project.search import (
     request_words,
     search_project,
 )
+from ds4_core.project.workspace import ProjectWorkspace
 from ds4_core.retrieval import describe_task
 from ds4_core.retrieval.evidence import text_block_message_tokens
 from ds4_core.store import Store, open_store
@@ -830,3 +835,99 @@ def test_any_request_text_never_raises(indexed, parts, budget):
     assert result.warnings == []
     assert sum(h.tokens for h in result.hits) <= max(budget, 0)
     assert len(result.hits) <= 4
+
+
+def test_an_exact_path_does_not_pull_in_every_file_of_the_same_name(tmp_path):
+    """`pkg_b/__init__.py` names one file: the other `__init__.py` files are not read as
+    basename matches (only a bare `__init__.py` names them all)."""
+    files = {f"src/pkg_{x}/__init__.py": f'"""Package {x}."""\n\nVALUE_{x} = 1\n' for x in "abc"}
+    store, project_path = index(tmp_path, build_project(tmp_path / "p", files))
+    for query in ("look at pkg_b/__init__.py", "look at src/pkg_b/__init__.py"):
+        found = search_project(
+            store, project_path, describe_task(query), max_results=8, max_tokens=20_000
+        )
+        assert found.hits[0].path == "src/pkg_b/__init__.py", query
+        assert found.hits[0].score >= 140
+        others = [h for h in found.hits if h.path != "src/pkg_b/__init__.py"]
+        assert all("basename" not in h.reason and h.score < 125 for h in others), query
+    bare = search_project(
+        store, project_path, describe_task("what does __init__.py do"), max_results=8,
+        max_tokens=20_000,
+    )  # fmt: skip
+    assert sorted(h.path for h in bare.hits) == sorted(files)
+    assert all("basename: __init__.py" in h.reason for h in bare.hits)
+    store.close()
+
+
+def test_a_found_file_name_is_not_a_qualified_symbol_and_ranks_the_file_naming_itself(tmp_path):
+    """`help.py` found by basename: the one of its files whose text names it ranks first,
+    and a window elsewhere declaring `py` that mentions `help` is not a declared-symbol hit."""
+    files = {
+        "a/help.py": "def show():\n    return 'a'\n",
+        "b/help.py": '"""help.py: show the help menu."""\n\ndef show():\n    return 2\n',
+        "c/other.py": "def py():\n    return help\n",
+    }
+    store, project_path = index(tmp_path, build_project(tmp_path / "p", files))
+    found = search_project(
+        store, project_path, describe_task("what does help.py do?"), max_results=8,
+        max_tokens=20_000,
+    )  # fmt: skip
+    assert [h.path for h in found.hits[:2]] == ["b/help.py", "a/help.py"]
+    assert all("declared symbol" not in h.reason for h in found.hits)
+    store.close()
+
+
+def _workspace(tmp_path: Path, files: Mapping[str, str]) -> tuple[ProjectWorkspace, Store, Path]:
+    store = open_store(tmp_path / "db" / "context.db")
+    root = build_project(tmp_path / "p", files)
+    workspace = ProjectWorkspace(lambda: store, Config)
+    workspace.set_workspace(root, trusted=True)
+    return workspace, store, root
+
+
+def test_live_validation_trusts_an_unchanged_stat_and_rereads_a_racy_file(tmp_path, monkeypatch):
+    """A hit's file is not read again when its size and mtime are the indexed ones and its
+    mtime is older than the racy window; inside the window it is read, so a same-size
+    rewrite that keeps the mtime is caught and re-indexed."""
+    workspace, store, root = _workspace(tmp_path, {"src/ledger.py": CONFIG_WATCHER})
+    target = root / "src/ledger.py"
+    old = time.time_ns() - 3600 * 10**9
+    os.utime(target, ns=(old, old))
+    workspace.sync()
+    reads: list[Path] = []
+    real_read = workspace_module.read_indexable
+
+    def counting_read(path: Path, **kwargs: int) -> tuple[str | None, str | None]:
+        reads.append(path)
+        return real_read(path, **kwargs)
+
+    monkeypatch.setattr(workspace_module, "read_indexable", counting_read)
+    query = describe_task("`ConfigWatcher`")
+    first = workspace.search(query, max_results=4, max_tokens=20_000)
+    assert first.retrieval.hits and not first.reindexed and not first.dropped
+    assert reads == []
+
+    # same size, same mtime, different text: trusted outside the racy window ...
+    text = CONFIG_WATCHER.replace("Polls the config", "Reads the config")
+    assert len(text) == len(CONFIG_WATCHER)
+    target.write_text(text, encoding="utf-8")
+    os.utime(target, ns=(old, old))
+    monkeypatch.setattr(workspace_module, "RACY_WINDOW_NS", 2 * 3600 * 10**9)
+    # ... and read inside it: the change is seen and the file re-indexed
+    again = workspace.search(query, max_results=4, max_tokens=20_000)
+    assert reads and again.reindexed == ["src/ledger.py"]
+    assert all(hit.text in text for hit in again.retrieval.hits)
+    store.close()
+
+
+def test_live_validation_reads_a_file_whose_stat_changed(tmp_path, monkeypatch):
+    workspace, store, root = _workspace(tmp_path, {"src/ledger.py": CONFIG_WATCHER})
+    workspace.sync()
+    target = root / "src/ledger.py"
+    target.write_text(CONFIG_WATCHER + "\n# appended\n", encoding="utf-8")
+    found = workspace.search(describe_task("`ConfigWatcher`"), max_results=4, max_tokens=20_000)
+    assert found.reindexed == ["src/ledger.py"] and found.retrieval.hits
+    target.unlink()
+    gone = workspace.search(describe_task("`ConfigWatcher`"), max_results=4, max_tokens=20_000)
+    assert not gone.retrieval.hits or gone.dropped
+    store.close()

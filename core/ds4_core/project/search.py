@@ -13,7 +13,7 @@ nothing is read. No current file indexed for the project: `no-index`.
 | match | score | how |
 |---|---|---|
 | exact relative path | 140 | a descriptor file equal to the path, or to its trailing segments |
-| exact basename | 125 | a descriptor file whose last segment is the file name |
+| exact basename | 125 | a descriptor file's last segment is the file name (none matches by path) |
 | declared symbol | 115 | the window declares the name (`symbols` column; case-sensitive) |
 | exact phrase | 90 | a quoted phrase (or backticked text with spaces) in the content |
 | symbol text | 85 | an identifier in the content, starting a word (`LiteralTerm`) |
@@ -226,41 +226,46 @@ _VALID = (
 _FILE_JOIN = (
     "JOIN project_files AS pf ON pf.project_path = s.project_path AND pf.file_path = s.file_path"
 )
+_VALID_FLAG = (
+    "(s.project_path = ?3 AND s.stale = 0 AND pf.status = 'current' "
+    "AND pf.content_hash = s.file_hash)"
+)
+"""`_VALID` as a column (NULL when the snippet or file row is missing), project path ?3."""
 _WINDOW_COLUMNS = (
-    "s.rowid, s.snippet_id, s.file_path, s.file_hash, s.start_line, s.end_line, s.content, "
+    "s.rowid, s.snippet_id, s.file_path, s.file_hash, s.start_line, s.end_line, "
     "s.symbols, s.token_estimate, pf.modified, pf.tracked, pf.git_commit"
 )
+"""A window's columns without its text (`_Search.load_text` reads that for the few that need
+it: windows are read by the hundred, and only a few are quoted)."""
+_TEXT_COLUMNS = _WINDOW_COLUMNS + ", s.content"
 _BM25 = "bm25(project_snippets_fts, {}, {}, {}, {})".format(*BM25_WEIGHTS)
-_EXACT_SQL = (
-    f"SELECT {_WINDOW_COLUMNS} FROM (SELECT rowid AS id, {_BM25} AS score "
-    "FROM project_snippets_fts WHERE project_snippets_fts MATCH ? ORDER BY score LIMIT ?) AS r "
-    f"CROSS JOIN project_snippets AS s ON s.rowid = r.id {_FILE_JOIN} WHERE {_VALID} "
-    "ORDER BY r.score"
+_FIRST_CUT = (
+    f"(SELECT rowid AS id, {_BM25} AS score FROM project_snippets_fts "
+    "WHERE project_snippets_fts MATCH ?1 ORDER BY score LIMIT ?2) AS r "
+    "LEFT JOIN project_snippets AS s ON s.rowid = r.id LEFT JOIN project_files AS pf "
+    "ON pf.project_path = s.project_path AND pf.file_path = s.file_path ORDER BY r.score"
 )
+"""The best rows of the FTS index for a query (?1, at most ?2), valid or not, each with its
+snippet and file: so the caller knows both how many matched (up to ?2) and which are valid."""
+_EXACT_SQL = f"SELECT {_WINDOW_COLUMNS}, {_VALID_FLAG} FROM {_FIRST_CUT}"
+_EXACT_TEXT_SQL = f"SELECT {_TEXT_COLUMNS}, {_VALID_FLAG} FROM {_FIRST_CUT}"
 _EXACT_JOIN_FIRST_SQL = (
     f"SELECT {_WINDOW_COLUMNS} FROM project_snippets_fts AS f "
     f"CROSS JOIN project_snippets AS s ON s.rowid = f.rowid {_FILE_JOIN} "
     f"WHERE project_snippets_fts MATCH ? AND {_VALID} ORDER BY {_BM25} LIMIT ?"
 )
+_EXACT_JOIN_FIRST_TEXT_SQL = _EXACT_JOIN_FIRST_SQL.replace(_WINDOW_COLUMNS, _TEXT_COLUMNS, 1)
 _CONTENT_SCAN_SQL = (
-    f"SELECT {_WINDOW_COLUMNS} FROM project_snippets AS s {_FILE_JOIN} "
+    f"SELECT {_TEXT_COLUMNS} FROM project_snippets AS s {_FILE_JOIN} "
     f"WHERE {_VALID} AND s.content LIKE ? ESCAPE '\\' LIMIT ?"
 )
 _SYMBOLS_SCAN_SQL = (
     f"SELECT {_WINDOW_COLUMNS} FROM project_snippets AS s {_FILE_JOIN} "
     f"WHERE {_VALID} AND (' ' || s.symbols || ' ') LIKE ? ESCAPE '\\' LIMIT ?"
 )
-_CONCEPT_SQL = (
-    f"SELECT r.id, s.file_path, r.score FROM (SELECT rowid AS id, {_BM25} AS score "
-    "FROM project_snippets_fts WHERE project_snippets_fts MATCH ? ORDER BY score LIMIT ?) AS r "
-    f"CROSS JOIN project_snippets AS s ON s.rowid = r.id {_FILE_JOIN} WHERE {_VALID} "
-    "ORDER BY r.score"
-)
+_CONCEPT_SQL = f"SELECT r.id, s.file_path, r.score, {_VALID_FLAG} FROM {_FIRST_CUT}"
 _ROWIDS_SQL = (
     "SELECT group_concat(rowid) FROM project_snippets_fts WHERE project_snippets_fts MATCH ?"
-)
-_MATCH_BEYOND_SQL = (
-    "SELECT 1 FROM project_snippets_fts WHERE project_snippets_fts MATCH ? LIMIT 1 OFFSET ?"
 )
 _CONCEPT_JOIN_FIRST_SQL = (
     f"SELECT s.rowid, s.file_path, {_BM25} FROM project_snippets_fts AS f "
@@ -279,6 +284,9 @@ _FILE_TEXT_SQL = (
     "AND pf.content_hash = t.content_hash ORDER BY score LIMIT ?"
 )
 _CHUNK = 500
+_WINDOW_COLUMN_COUNT = _WINDOW_COLUMNS.count(",") + 1
+_TEXT_BATCH = 16
+"""Ranked windows whose text is read at once during selection."""
 
 
 # ----------------------------------------------------------------------------- results
@@ -655,9 +663,16 @@ class _Window:
     tiers: dict[int, list[str]] = field(default_factory=dict)  # tier score -> terms
     concepts: dict[int, float] = field(default_factory=dict)  # concept index -> -bm25
     fts_score: float | None = None
+    loaded: bool = False  # the row's columns (`_WINDOW_COLUMNS`) are read
     _folded: bytes | None = None
 
     def load(self, row: Sequence[Any]) -> None:
+        """Take a `_WINDOW_COLUMNS` row (or `_TEXT_COLUMNS`: then the text too)."""
+        if len(row) > _WINDOW_COLUMN_COUNT and self.content is None:
+            self.content = row[_WINDOW_COLUMN_COUNT]
+        if self.loaded:
+            return
+        self.loaded = True
         (
             _rowid,
             self.snippet_id,
@@ -665,19 +680,19 @@ class _Window:
             self.file_hash,
             self.start_line,
             self.end_line,
-            self.content,
             symbols,
             token_estimate,
             modified,
             tracked,
             self.git_commit,
-        ) = row
+        ) = row[:_WINDOW_COLUMN_COUNT]
         self.symbols = symbols or ""
         self.token_estimate = int(token_estimate or 0)
         self.modified = bool(modified)
         self.tracked = bool(tracked)
 
     def folded(self) -> bytes:
+        """The folded text (`fold`); the text must have been read (`_Search.load_text`)."""
         if self._folded is None:
             self._folded = fold(replace_lone_surrogates(self.content or ""))
         return self._folded
@@ -713,8 +728,7 @@ class _Search:
         found = []
         for row in self.conn.execute(sql, params):
             window = self.window(row[0], row[2])
-            if window.content is None:
-                window.load(row)
+            window.load(row)
             found.append(window)
         return found
 
@@ -726,32 +740,38 @@ class _Search:
             "project index (ds4.rebuildIndex)."
         )
 
-    def more_than(self, fts_query: str, count: int) -> bool:
-        """True when more than `count` rows of the FTS index (any project, stale or not)
-        match `fts_query`."""
-        cursor = self.conn.execute(_MATCH_BEYOND_SQL, (fts_query, count))
-        return cursor.fetchone() is not None
-
-    def by_index(self, fts_query: str, limit: int) -> list[_Window] | None:
-        """Valid windows matching `fts_query`, best bm25 first; None after an FTS5 error.
+    def by_index(self, fts_query: str, limit: int, *, text: bool = False) -> list[_Window] | None:
+        """Valid windows matching `fts_query`, best bm25 first (with their text when `text`);
+        None after an FTS5 error.
 
         bm25 ranks the whole FTS index first and only the best `limit` rows are joined to
-        their snippet and file (the join costs more than bm25 per row); when rows of other
-        projects or stale rows crowd that first cut, the join-first statement runs instead.
+        their snippet and file (the join costs more than bm25 per row); when that first cut is
+        full and rows of other projects or stale rows take half of it or more, the join-first
+        statement runs instead.
         """
         if not self.index_usable:
             return None
         try:
-            found = self.rows(_EXACT_SQL, (fts_query, limit, self.project_path))
-            if len(found) < limit // 2 and self.more_than(fts_query, limit):
-                found = self.rows(_EXACT_JOIN_FIRST_SQL, (fts_query, self.project_path, limit))
+            cut = self.conn.execute(
+                _EXACT_TEXT_SQL if text else _EXACT_SQL, (fts_query, limit, self.project_path)
+            ).fetchall()
+            found = []
+            for row in cut:
+                if row[-1]:
+                    window = self.window(row[0], row[2])
+                    window.load(row[:-1])
+                    found.append(window)
+            if len(cut) >= limit and len(found) < limit // 2:
+                sql = _EXACT_JOIN_FIRST_TEXT_SQL if text else _EXACT_JOIN_FIRST_SQL
+                found = self.rows(sql, (fts_query, self.project_path, limit))
             return found
         except sqlite3.Error as exc:
             self.fts_failed("exact pass", exc)
             return None
 
     def load_missing(self, windows: Iterable[_Window]) -> None:
-        missing = [w.rowid for w in windows if w.content is None]
+        """Read the columns (not the text) of `windows` not read yet."""
+        missing = [w.rowid for w in windows if not w.loaded]
         for start in range(0, len(missing), _CHUNK):
             chunk = missing[start : start + _CHUNK]
             marks = ", ".join("?" * len(chunk))
@@ -760,6 +780,18 @@ class _Search:
                 f"WHERE s.rowid IN ({marks})",
                 chunk,
             )
+
+    def load_text(self, windows: Iterable[_Window]) -> None:
+        """Read the text of `windows` that have none yet."""
+        missing = {w.rowid: w for w in windows if w.content is None}
+        rowids = list(missing)
+        for start in range(0, len(rowids), _CHUNK):
+            chunk = rowids[start : start + _CHUNK]
+            marks = ", ".join("?" * len(chunk))
+            for rowid, content in self.conn.execute(
+                f"SELECT rowid, content FROM project_snippets WHERE rowid IN ({marks})", chunk
+            ):
+                missing[rowid].content = content
 
 
 def _like_pattern(term: str) -> str | None:
@@ -785,9 +817,11 @@ def _normalise_file_term(term: str, project_path: str) -> str:
     return "/".join(parts)
 
 
-def _path_tier(search: _Search, files: Sequence[str]) -> set[str]:
-    """Mark the windows of files named by path (140) or basename (125); the named files."""
+def _path_tier(search: _Search, files: Sequence[str]) -> tuple[set[str], set[str]]:
+    """Mark the windows of files named by path (140) or basename (125); the named files, and
+    the file names (last segments) of the terms that found one."""
     named: dict[str, tuple[int, str]] = {}
+    found_names: set[str] = set()
     for term in files:
         rel = _normalise_file_term(replace_lone_surrogates(term), search.project_path)
         if not rel:
@@ -799,19 +833,25 @@ def _path_tier(search: _Search, files: Sequence[str]) -> set[str]:
             "AND (file_path = ? OR file_path = ? OR file_path LIKE ? ESCAPE '\\')",
             (search.project_path, rel, base, f"%{pattern}" if pattern else rel),
         ).fetchall()
+        found: dict[str, int] = {}
         for (path,) in rows:
             if path == rel or ("/" in rel and path.endswith("/" + rel)):
-                tier = SCORE_PATH
+                found[path] = SCORE_PATH
             elif path.rsplit("/", 1)[-1] == base:
-                tier = SCORE_BASENAME
-            else:
-                continue
+                found[path] = SCORE_BASENAME
+        if found:
+            found_names.add(replace_lone_surrogates(term).replace("\\", "/").rsplit("/", 1)[-1])
+        if SCORE_PATH in found.values():
+            # the term names these files by path: other files of the same name are not meant
+            # (and `__init__.py` alone would read the windows of hundreds of files)
+            found = {path: tier for path, tier in found.items() if tier == SCORE_PATH}
+        for path, tier in found.items():
             if path not in named or named[path][0] < tier:
                 named[path] = (tier, term)
     for path, (tier, term) in named.items():
         for window in search.rows(_FILE_WINDOWS_SQL, (search.project_path, path)):
             window.add(tier, term)
-    return set(named)
+    return set(named), found_names
 
 
 def _declaring(search: _Search, name: str) -> list[_Window]:
@@ -839,6 +879,7 @@ def _declared_tier(search: _Search, declared: Sequence[tuple[str, str | None]]) 
         if owner is not None and windows:
             owner_term = LiteralTerm.of(owner)
             owner_files = {w.path for w in _declaring(search, owner)}
+            search.load_text(w for w in windows if w.path not in owner_files)
             windows = [
                 w for w in windows if w.path in owner_files or owner_term.occurs_in(w.folded())
             ]
@@ -846,41 +887,74 @@ def _declared_tier(search: _Search, declared: Sequence[tuple[str, str | None]]) 
             window.add(SCORE_DECLARED_SYMBOL, name if owner is None else f"{owner}.{name}")
 
 
-def _literal_tier(search: _Search, terms: Sequence[str], tier: int) -> None:
+def _literal_tier(
+    search: _Search, terms: Sequence[str], tier: int, within: Sequence[str] | None = None
+) -> None:
     """Windows whose content holds a term literally (phrases 90, identifiers 85).
 
     Candidates come from FTS5 (an ASCII term: its words in sequence in `content`, the last
     as a prefix; any other term: its `fts_terms_for` phrases, which also reach CJK bigrams in
-    `search_text`), else from a LIKE scan; each is then checked with `LiteralTerm`.
+    `search_text`), else from a LIKE scan; each is then checked with `LiteralTerm`. With
+    `within`, only the windows of those files are candidates (a LIKE scan of them).
     """
     for term in terms:
         literal = LiteralTerm.of(term)
         clean = replace_lone_surrogates(term)
-        if literal.prefilter is not None:
-            fts_query: str | None = f"content : {literal.prefilter}"
-        else:
-            phrases = [] if clean.isascii() else fts_terms_for(clean)
-            fts_query = " OR ".join(phrases) if phrases else None
-        rows = search.by_index(fts_query, EXACT_ROW_LIMIT) if fts_query is not None else None
+        rows = (
+            _literal_candidates(search, literal, clean)
+            if within is None
+            else _literal_candidates_within(search, clean, within)
+        )
         if rows is None:
-            pattern = _like_pattern(clean)
-            if pattern is None:
-                continue
-            rows = search.rows(
-                _CONTENT_SCAN_SQL, (search.project_path, f"%{pattern}%", EXACT_ROW_LIMIT)
-            )
+            continue
+        search.load_text(rows)
         for window in rows:
             if literal.occurs_in(window.folded()):
                 window.add(tier, term)
 
 
+def _literal_candidates(search: _Search, literal: LiteralTerm, clean: str) -> list[_Window] | None:
+    """Candidate windows of `_literal_tier` from FTS5, else from a LIKE scan of the project."""
+    if literal.prefilter is not None:
+        fts_query: str | None = f"content : {literal.prefilter}"
+    else:
+        phrases = [] if clean.isascii() else fts_terms_for(clean)
+        fts_query = " OR ".join(phrases) if phrases else None
+    rows = search.by_index(fts_query, EXACT_ROW_LIMIT, text=True) if fts_query else None
+    if rows is None:
+        pattern = _like_pattern(clean)
+        if pattern is None:
+            return None
+        rows = search.rows(
+            _CONTENT_SCAN_SQL, (search.project_path, f"%{pattern}%", EXACT_ROW_LIMIT)
+        )
+    return rows
+
+
+def _literal_candidates_within(
+    search: _Search, clean: str, within: Sequence[str]
+) -> list[_Window] | None:
+    """Candidate windows of `_literal_tier` among those of the files `within` (LIKE scan)."""
+    pattern = _like_pattern(clean)
+    paths = list(within)[:_CHUNK]
+    if pattern is None or not paths:
+        return None
+    marks = ", ".join("?" * len(paths))
+    return search.rows(
+        f"SELECT {_TEXT_COLUMNS} FROM project_snippets AS s {_FILE_JOIN} "
+        f"WHERE {_VALID} AND s.file_path IN ({marks}) AND s.content LIKE ? ESCAPE '\\'",
+        (search.project_path, *paths, f"%{pattern}%"),
+    )
+
+
 def _concept_rows(search: _Search, query: str) -> list[tuple[int, str, float]]:
     """(rowid, path, bm25) of the `CONCEPT_ROW_LIMIT` best valid windows matching `query`
     (the same two statements as `_Search.by_index`)."""
-    rows = search.conn.execute(
+    cut = search.conn.execute(
         _CONCEPT_SQL, (query, CONCEPT_ROW_LIMIT, search.project_path)
     ).fetchall()
-    if len(rows) < CONCEPT_ROW_LIMIT // 2 and search.more_than(query, CONCEPT_ROW_LIMIT):
+    rows = [row[:3] for row in cut if row[3]]
+    if len(cut) >= CONCEPT_ROW_LIMIT and len(rows) < CONCEPT_ROW_LIMIT // 2:
         rows = search.conn.execute(
             _CONCEPT_JOIN_FIRST_SQL, (query, search.project_path, CONCEPT_ROW_LIMIT)
         ).fetchall()
@@ -916,7 +990,7 @@ def _concept_pass(search: _Search, concepts: Sequence[_Concept], *, prose: bool)
         present: list[set[int]] = []
         for concept in concepts:
             (listed,) = conn.execute(_ROWIDS_SQL, (concept.query,)).fetchone()
-            present.append({int(r) for r in listed.split(",")} if listed else set())
+            present.append(set(map(int, listed.split(","))) if listed else set())
         search.present = present
         found = sorted((i for i, rows in enumerate(present) if rows), key=lambda i: len(present[i]))
         rare = [
@@ -934,10 +1008,13 @@ def _concept_pass(search: _Search, concepts: Sequence[_Concept], *, prose: bool)
             for rowid, path, bm25 in rows:
                 share = -float(bm25) / best if best > 0 else 1.0
                 search.window(rowid, path).concepts[index] = weights[index] * max(share, 0.0)
-        for window in search.windows.values():
-            for index in found:
-                if index not in window.concepts and window.rowid in present[index]:
-                    window.concepts[index] = weights[index] * UNRANKED_PRESENCE
+        windows = search.windows
+        for index in found:
+            presence = weights[index] * UNRANKED_PRESENCE
+            for rowid in present[index].intersection(windows):
+                held = windows[rowid].concepts
+                if index not in held:
+                    held[index] = presence
     except sqlite3.Error as exc:
         search.fts_failed("FTS pass", exc)
     return weights
@@ -1185,17 +1262,24 @@ def search_project(
         )
 
     search = _Search(conn, project_path)
-    named = _path_tier(search, plan.files)
-    _declared_tier(search, plan.declared)
+    named, file_names = _path_tier(search, plan.files)
+    # A file name the path tier found (`decoder.py`) is that file: not a qualified symbol
+    # (`py` declared by a window mentioning `decoder`), and only looked for as text in the
+    # files it names (a file that names itself in its text is the likelier one).
+    qualified = {(n.rsplit(".", 1)[-1], n.split(".", 1)[0]) for n in file_names if "." in n}
+    _declared_tier(search, [d for d in plan.declared if d not in qualified])
     _literal_tier(search, plan.phrases, SCORE_PHRASE)
-    _literal_tier(search, plan.identifiers, SCORE_SYMBOL_TEXT)
+    _literal_tier(search, [i for i in plan.identifiers if i not in file_names], SCORE_SYMBOL_TEXT)
+    _literal_tier(
+        search, [i for i in plan.identifiers if i in file_names], SCORE_SYMBOL_TEXT, sorted(named)
+    )
     prose = not (plan.files or plan.identifiers or plan.phrases)
     weights = _concept_pass(search, plan.concepts, prose=prose)
     _rank_files(search, weights, plan, max(FTS_MIN_FILES, 3 * max_results), prose=prose)
 
     candidates = [w for w in search.windows.values() if w.tiers or w.fts_score is not None]
     search.load_missing(candidates)
-    scored = [s for w in candidates if w.content is not None and (s := _score(w, plan, named))]
+    scored = [s for w in candidates if w.loaded and (s := _score(w, plan, named))]
     scored.sort(
         key=lambda s: (
             -s.score,
@@ -1210,11 +1294,15 @@ def search_project(
     seen_text: set[str] = set()
     per_file: dict[str, list[_Window]] = {}
     duplicates = overlapping = capped = used = 0
-    for item in scored:
+    for position, item in enumerate(scored):
         if len(hits) >= max_results:
             break
         window = item.window
-        text = window.content or ""
+        if window.content is None:  # read the text of the next windows in rank order
+            search.load_text(s.window for s in scored[position : position + _TEXT_BATCH])
+        if window.content is None:
+            continue  # its row is gone
+        text = window.content
         if text in seen_text:
             duplicates += 1
             continue

@@ -7,7 +7,9 @@ stored project index is read (issue 3, "Trust boundary").
 
 Before a snippet is injected its live text (open buffer, else the file on disk) is hashed
 again (ds4-reference.md 3.10): a changed file is re-indexed and the query rerun once; a
-deleted, binary, newly sensitive, symlinked or oversized file is dropped.
+deleted, binary, newly sensitive, symlinked or oversized file is dropped. A file whose `lstat`
+shows the indexed size and mtime is not read again unless its mtime is under 2 s old
+(`ProjectWorkspace._disk_hash`, Git's racy-clean rule).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
+from stat import S_ISREG
 from typing import Any
 
 from ..config import Config
@@ -36,6 +39,12 @@ READ_ONLY_TOOLS = frozenset({"read", "grep", "find", "ls"})
 """Pi's built-in tools that never change files (issue 3: they schedule no sync)."""
 
 ProgressCallback = Callable[[int, int, str], None]
+
+RACY_WINDOW_NS = 2_000_000_000
+"""A file modified less than this long ago (ns) is always re-read to validate a hit (Git's
+racy-clean rule: a rewrite within one timestamp tick can keep size and mtime)."""
+HASH_CACHE_SIZE = 4096
+"""Disk hashes (by path, size and mtime) `ProjectWorkspace` keeps between searches."""
 
 
 @dataclass(frozen=True)
@@ -66,6 +75,7 @@ class ProjectWorkspace:
         self._last: ProjectSyncResult | None = None
         self._last_discovery: Discovery | None = None
         self._problem: str | None = None
+        self._hash_cache: dict[str, tuple[int, int, str]] = {}  # rel -> (size, mtime_ns, hash)
 
     # ----------------------------------------------------------------- state
 
@@ -326,17 +336,16 @@ class ProjectWorkspace:
         dropped: list[tuple[str, str]] = []
         hashes: dict[str, str | None] = {}
         reasons: dict[str, str | None] = {}
+        stored = self._stored_stats({hit.path for hit in hits})
         for hit in hits:
             if hit.path not in hashes:
                 live = self.live_text(hit.path)
                 if live is not None:
                     hashes[hit.path], reasons[hit.path] = live_hash(live), None
                 else:
-                    text, reason = read_indexable(
-                        self.root / hit.path, max_file_bytes=config["project.maxFileBytes"]
+                    hashes[hit.path], reasons[hit.path] = self._disk_hash(
+                        hit.path, stored.get(hit.path), config["project.maxFileBytes"]
                     )
-                    hashes[hit.path] = live_hash(text) if text is not None else None
-                    reasons[hit.path] = reason
             if hashes[hit.path] is None:
                 if hit.path not in (p for p, _ in dropped):
                     dropped.append((hit.path, reasons[hit.path] or "unreadable"))
@@ -346,6 +355,70 @@ class ProjectWorkspace:
             else:
                 valid.append(hit)
         return valid, changed, dropped
+
+    def _stored_stats(self, paths: set[str]) -> dict[str, tuple[int, int, str]]:
+        """`{path: (size_bytes, mtime_ns, content_hash)}` of the current indexed rows of
+        `paths` (one statement)."""
+        if not paths:
+            return {}
+        ordered = sorted(paths)
+        marks = ", ".join("?" * len(ordered))
+        rows = (
+            self._store()
+            .connection()
+            .execute(
+                "SELECT file_path, size_bytes, mtime_ns, content_hash FROM project_files "
+                f"WHERE project_path = ? AND status = 'current' AND file_path IN ({marks})",
+                (str(self.root), *ordered),
+            )
+        )
+        return {path: (int(size), int(mtime), str(digest)) for path, size, mtime, digest in rows}
+
+    def _disk_hash(
+        self, rel: str, stored: tuple[int, int, str] | None, max_file_bytes: int
+    ) -> tuple[str | None, str | None]:
+        """`(live hash, None)` of the file `rel` on disk, or `(None, reason)`.
+
+        The file is not read when its `lstat` (a regular file, not oversized) shows the size
+        and `mtime_ns` of the indexed row (`stored`; a row indexed from an open buffer has
+        `mtime_ns` -1 and never matches) or of the last hash computed here (`_hash_cache`):
+        that row's (or hash's) text is the file's. Like Git's racy-clean rule, a file whose
+        mtime lies within `RACY_WINDOW_NS` of now is always read, so a rewrite that keeps size
+        and mtime (possible within one timestamp tick) is still caught: once the window has
+        passed, a further rewrite gets a new mtime.
+        """
+        assert self.root is not None
+        path = self.root / rel
+        try:
+            info = os.lstat(path)
+        except (OSError, ValueError):
+            info = None
+        trusted_stat = (
+            info is not None
+            and S_ISREG(info.st_mode)
+            and info.st_size <= max_file_bytes
+            and time.time_ns() - info.st_mtime_ns >= RACY_WINDOW_NS
+        )
+        if trusted_stat:
+            assert info is not None
+            key = (info.st_size, info.st_mtime_ns)
+            if stored is not None and stored[:2] == key:
+                return stored[2], None
+            with self._lock:
+                cached = self._hash_cache.get(rel)
+            if cached is not None and cached[:2] == key:
+                return cached[2], None
+        text, reason = read_indexable(path, max_file_bytes=max_file_bytes)
+        if text is None:
+            return None, reason
+        digest = live_hash(text)
+        if trusted_stat:
+            assert info is not None
+            with self._lock:
+                if len(self._hash_cache) >= HASH_CACHE_SIZE:
+                    self._hash_cache.clear()
+                self._hash_cache[rel] = (info.st_size, info.st_mtime_ns, digest)
+        return digest, None
 
     def render(self, hit: ProjectHit, git_head: str | None) -> dict[str, Any]:
         """The quoted project-source message of `hit` (ds4-reference.md 3.10)."""
