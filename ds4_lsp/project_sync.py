@@ -63,7 +63,8 @@ class ProjectSync:
     def __init__(self, ls: Ds4Server) -> None:
         self._ls = ls
         self.root: str | None = None
-        """The folder the client opened (workspaceFolders[0], else rootUri), as a path."""
+        """The folder the client opened (workspaceFolders[0], else rootUri), as a path; after
+        `workspace/didChangeWorkspaceFolders`, the first remaining folder."""
         self.project_path: str | None = None
         """The canonical root the engine uses, while `active`."""
         self.active = False
@@ -83,7 +84,7 @@ class ProjectSync:
         """Give the engine the root and the client's trust decision (`set_workspace`); returns
         whether project knowledge is now active (a root, trusted).
 
-        Called in `initialize` and after a trust change. A root the engine refuses (the home
+        Called in `initialize`, after a trust change and after a workspace folder change. A root the engine refuses (the home
         directory, the filesystem root, not a directory) is shown with `window/showMessage`
         and project knowledge stays off. Starts no sync: see `start` and `trust_changed`.
         """
@@ -126,6 +127,21 @@ class ProjectSync:
         else:
             self._cancel_pending()
             clear_stale_snippets(self._ls, self.open_uris())
+
+    async def root_changed(self, root: str | None) -> None:
+        """The client changed its workspace folders and `root` (the first remaining folder,
+        or None) is the new project root: pending work for the old root is dropped, its
+        stale-snippet diagnostics withdrawn, the engine gets the new root with the current
+        trust (`set_workspace`), and a trusted root is indexed in the background (reason
+        `workspace`). Nothing happens when the root did not change."""
+        if root == self.root:
+            return
+        self.root = root
+        self._cancel_pending()
+        clear_stale_snippets(self._ls, self.open_uris())
+        if await self.set_workspace():
+            await self.watch_files()
+            self.start("workspace")
 
     async def watch_files(self) -> None:
         """Ask the client to send `workspace/didChangeWatchedFiles` for every file (dynamic

@@ -367,6 +367,9 @@ def create_server() -> Ds4Server:
     server.feature(types.INITIALIZED)(project.initialized)
     server.feature(types.SHUTDOWN)(lifecycle.shutdown)
     server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)(settings.did_change_configuration)
+    server.feature(types.WORKSPACE_DID_CHANGE_WORKSPACE_FOLDERS)(
+        project.did_change_workspace_folders
+    )
     # documents: an open buffer is the live text of its file
     server.feature(types.TEXT_DOCUMENT_DID_OPEN)(documents.did_open)
     server.feature(types.TEXT_DOCUMENT_DID_CHANGE)(documents.did_change)

@@ -5,10 +5,15 @@ The scheduling itself lives in `ds4_lsp.project_sync.ProjectSync` (`ls.project`)
 
 from __future__ import annotations
 
+import logging
+
 from lsprotocol import types
+from pygls.uris import to_fs_path
 
 from ds4_lsp.protocol import DS4_TOOL_EXECUTED, ToolExecutedParams
 from ds4_lsp.server import Ds4Server
+
+log = logging.getLogger("ds4_lsp.project")
 
 
 async def initialized(ls: Ds4Server, params: types.InitializedParams) -> None:
@@ -17,6 +22,20 @@ async def initialized(ls: Ds4Server, params: types.InitializedParams) -> None:
     if ls.project.active:
         await ls.project.watch_files()
         ls.project.start("initial")
+
+
+async def did_change_workspace_folders(
+    ls: Ds4Server, params: types.DidChangeWorkspaceFoldersParams
+) -> None:
+    """`workspace/didChangeWorkspaceFolders`: pygls has already applied the change to
+    `ls.workspace.folders`; the project root becomes the first remaining folder (None when
+    none is left or it is not a `file:` URI). A new root is given to the engine with the
+    current trust and, when trusted, indexed in the background (`ds4/indexUpdated` reason
+    `workspace`)."""
+    folders = list(ls.workspace.folders.values())
+    root = to_fs_path(folders[0].uri) if folders else None
+    log.info("workspace folders changed: %d folder(s)", len(folders))
+    await ls.project.root_changed(root)
 
 
 def tool_executed(ls: Ds4Server, params: ToolExecutedParams) -> None:

@@ -513,3 +513,36 @@ def test_files_without_a_whole_file_text_get_one_on_the_next_sync(
     assert file_texts(store, root, "shipping") == ["src/shipping.ts"]
     again = sync_project(store, discover(project))
     assert (again.files_indexed, again.files_unchanged) == (0, 3)
+
+
+def test_a_file_past_the_window_cap_is_reported_as_partial(
+    store: Store, project: Path, tmp_path: Path
+) -> None:
+    """A 15,000-line file keeps only its first 200 windows (~13,600 lines): the sync lists it
+    in `partial_files` and `ProjectWorkspace.sync` warns about it; the end is not searchable."""
+    from ds4_core.config import Config
+    from ds4_core.project.workspace import ProjectWorkspace
+
+    text = "".join(f"value_{i} = {i}\n" for i in range(1, 15_001))
+    (project / "src" / "huge.py").write_text(text)
+    result = sync_project(store, discover(project))
+    assert result.partial_files == ("src/huge.py",)
+    root = str(project.resolve())
+    snippets = load_snippets(store, root, "src/huge.py")
+    assert len(snippets) == 200 and snippets[-1].end_line < 15_000
+    assert search(store, root, "value_14999") == []
+    assert sync_project(store, discover(project)).partial_files == ()  # unchanged: not re-read
+
+    with open_store(tmp_path / "db2" / "context.db") as other:
+        workspace = ProjectWorkspace(lambda: other, Config)
+        workspace.set_workspace(project, trusted=True)
+        wire = workspace.sync()
+    assert wire["partialFiles"] == ["src/huge.py"]
+    assert (
+        "1 file(s) are longer than 200 windows of 80 lines; only their first ~13,600 lines "
+        "are searched: src/huge.py"
+    ) in wire["warnings"]
+
+
+def test_a_short_file_is_not_partial(store: Store, project: Path) -> None:
+    assert sync_project(store, discover(project)).partial_files == ()

@@ -46,7 +46,14 @@ from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 from ds4_core.project.filters import decode_text, read_indexable, secret_reason
-from ds4_core.project.windows import declared_symbols, search_text, snippet_id, window_lines
+from ds4_core.project.windows import (
+    MAX_WINDOWS_PER_FILE,
+    content_line_count,
+    declared_symbols,
+    search_text,
+    snippet_id,
+    window_lines,
+)
 from ds4_core.retrieval.descriptor import replace_lone_surrogates
 from ds4_core.store.database import Store, utc_now_iso
 from ds4_core.tokens import estimate_text_tokens, sha256_hex
@@ -69,6 +76,9 @@ STALE_GENERATIONS_KEPT = 2
 BATCH_FILES = 256
 BATCH_CHARS = 8_000_000
 """A write transaction holds at most this many files / characters of snippet text."""
+
+MAX_PARTIAL_FILES_LISTED = 50
+"""`ProjectSyncResult.partial_files` lists at most this many paths."""
 
 _SNIPPET_COLUMNS = (
     "snippet_id, project_path, file_path, file_hash, start_line, end_line, content, symbols, "
@@ -144,6 +154,9 @@ class ProjectSyncResult:
         snippets: snippets written (inserted, updated or revived) by this sync.
         duration_ms: wall time of the sync.
         truncated: discovery stopped at a cap (not every file was seen).
+        partial_files: files (re-)windowed by this sync whose end was not windowed: longer
+            than `MAX_WINDOWS_PER_FILE` windows (relative paths, sorted, at most
+            `MAX_PARTIAL_FILES_LISTED`). Only the sync that windows a file reports it.
     """
 
     project_path: str
@@ -154,6 +167,7 @@ class ProjectSyncResult:
     snippets: int
     duration_ms: float
     truncated: bool
+    partial_files: tuple[str, ...] = ()
 
 
 class FileState(NamedTuple):
@@ -328,6 +342,7 @@ class _Work:
     snippets: list[tuple[Any, ...]] | None = None
     chars: int = 0
     text_row: tuple[str, str, str, str] | None = None  # a `project_file_texts` row
+    partial: bool = False  # `index` only: the file's end was not windowed (window cap)
 
 
 def _snippet_rows(
@@ -612,6 +627,7 @@ def sync_project(
 
     indexed = unchanged = deleted = skipped = written = 0
     skipped += len(skipped_paths)
+    partial: list[str] = []
     batch: list[_Work] = []
     batch_chars = 0
     total = len(files)
@@ -680,6 +696,8 @@ def sync_project(
         if work is not None:
             if work.kind == "index":
                 indexed += 1
+                if work.partial:
+                    partial.append(f.rel_path)
             elif work.kind == "meta":
                 unchanged += 1
             else:
@@ -731,6 +749,7 @@ def sync_project(
         snippets=written,
         duration_ms=(time.perf_counter() - started) * 1000.0,
         truncated=bool(discovery.truncated),
+        partial_files=tuple(sorted(partial)[:MAX_PARTIAL_FILES_LISTED]),
     )
 
 
@@ -787,9 +806,12 @@ def _prepare(
     # `text` holds no lone surrogate: disk text is decoded with errors="replace" and buffer
     # text went through `_live_text_reason`.
     snippets, chars, whole = _snippet_rows(project_path, f.rel_path, text, content_hash, now)
+    # At the window cap, a last window ending before the last line means the rest was cut.
+    partial = len(snippets) >= MAX_WINDOWS_PER_FILE and snippets[-1][5] < content_line_count(text)
     return _Work(
         "index", f.rel_path, had_row=before is not None, file_row=row, snippets=snippets,
         chars=chars + len(whole), text_row=(project_path, f.rel_path, content_hash, whole),
+        partial=partial,
     )  # fmt: skip
 
 
@@ -799,6 +821,7 @@ __all__ = [
     "DEFAULT_MAX_FILE_BYTES",
     "LANGUAGES",
     "LIVE_MTIME_NS",
+    "MAX_PARTIAL_FILES_LISTED",
     "STALE_GENERATIONS_KEPT",
     "FileState",
     "IndexCounts",

@@ -29,9 +29,10 @@ from ..retrieval.descriptor import TaskDescriptor
 from ..store import Store
 from .discovery import DiscoveredFile, Discovery, ProjectRootError, discover_project
 from .filters import path_exclusion, read_indexable
-from .index import ProjectSyncResult, live_hash, sync_project
+from .index import MAX_PARTIAL_FILES_LISTED, ProjectSyncResult, live_hash, sync_project
 from .search import ProjectHit, ProjectRetrieval, render_project_snippet, search_project
 from .sent import record_sent_snippets, stale_snippets_for
+from .windows import MAX_WINDOWS_PER_FILE, SNIPPET_LINES, SNIPPET_OVERLAP
 
 log = logging.getLogger("ds4_core.project")
 
@@ -232,7 +233,10 @@ class ProjectWorkspace:
             result.snippets,
             (time.perf_counter() - started) * 1000,
         )
-        return {"status": "ready", **_sync_to_wire(result), "warnings": list(discovery.warnings)}
+        warnings = list(discovery.warnings)
+        if result.partial_files:
+            warnings.append(partial_files_warning(result.partial_files))
+        return {"status": "ready", **_sync_to_wire(result), "warnings": warnings}
 
     def ensure_fresh(self) -> None:
         """Run a full sync when one is due (trust just granted, a tool wrote files, a watched
@@ -503,4 +507,15 @@ def _sync_to_wire(result: ProjectSyncResult) -> dict[str, Any]:
         "snippets": result.snippets,
         "durationMs": round(result.duration_ms, 3),
         "truncated": result.truncated,
+        "partialFiles": list(result.partial_files),
     }
+
+
+def partial_files_warning(paths: Sequence[str]) -> str:
+    """The sync warning for files whose end is not indexed (`ProjectSyncResult.partial_files`)."""
+    lines = (MAX_WINDOWS_PER_FILE - 1) * (SNIPPET_LINES - SNIPPET_OVERLAP) + SNIPPET_LINES
+    count = f"{len(paths)}+" if len(paths) >= MAX_PARTIAL_FILES_LISTED else str(len(paths))
+    return (
+        f"{count} file(s) are longer than {MAX_WINDOWS_PER_FILE} windows of {SNIPPET_LINES} "
+        f"lines; only their first ~{round(lines, -2):,} lines are searched: {', '.join(paths)}"
+    )

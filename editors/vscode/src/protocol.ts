@@ -343,7 +343,7 @@ export interface ToolExecutedParams {
 
 /** `ds4/indexUpdated` params: sent after each project sync the server runs. */
 export interface IndexUpdatedParams {
-  reason: 'initial' | 'trust' | 'edit' | 'watched' | 'tool' | 'rebuild';
+  reason: 'initial' | 'trust' | 'edit' | 'watched' | 'tool' | 'rebuild' | 'workspace';
   /** Paths synced (relative to the root), or `null` for a full sync. */
   only: string[] | null;
   status: 'ready' | 'error' | 'untrusted' | 'no-workspace' | 'disabled';
@@ -357,6 +357,8 @@ export interface IndexUpdatedParams {
   snippets: number;
   durationMs: number;
   truncated: boolean;
+  /** Files longer than 200 windows of 80 lines, whose end is not searched. */
+  partialFiles?: string[];
   warnings: string[];
 }
 
