@@ -186,8 +186,8 @@ class ContextEngine:
                 f"cannot open the database '{self.database_path}': {reason}; choose a writable "
                 "location with --db, initializationOptions.databasePath or DS4_DB"
             ) from exc
-        for notice in store.notices:
-            log.warning("database notice: %s", notice)
+        if store.notices:
+            log.warning("database notices: %d (shown to the user)", len(store.notices))
         return store
 
     @property
@@ -197,8 +197,9 @@ class ContextEngine:
 
     def update_settings(self, raw: Mapping[str, Any] | None) -> list[str]:
         """Apply settings on top of the current ones; returns warnings for ignored values."""
-        self.config, warnings = self.config.with_settings(raw)
-        self.config_warnings = warnings
+        with self._store_lock:
+            config, warnings = self.config.with_settings(raw)
+            self.config, self.config_warnings = config, warnings
         return warnings
 
     def close(self) -> None:
@@ -1182,7 +1183,6 @@ class ContextEngine:
 
         `status` is `ok`, or `warning` when notices or configuration warnings exist.
         """
-        import sqlite3
 
         store = self.store
         counts = session_repo.counts(store)

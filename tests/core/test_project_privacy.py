@@ -91,3 +91,20 @@ def test_secret_files_and_lines_never_reach_the_index(
     for value in secret_values.values():
         assert value not in texts
         assert value.encode() not in stored, value
+
+
+def test_buffers_of_an_old_root_never_stand_for_files_of_a_new_one(tmp_path: Path) -> None:
+    """Open-buffer texts are keyed by relative path: a re-root forgets them all."""
+    first, second = tmp_path / "a", tmp_path / "b"
+    for root in (first, second):
+        (root / "src").mkdir(parents=True)
+        (root / "src" / "app.py").write_text("def handler():\n    return 1\n")
+    engine = ContextEngine(database_path=tmp_path / "state" / "context.db")
+    try:
+        engine.set_workspace(str(first), trusted=True)
+        assert engine.set_live_text(str(first / "src" / "app.py"), "edited in a") == "src/app.py"
+        engine.set_workspace(str(second), trusted=True)
+        workspace = engine._workspace
+        assert workspace is not None and workspace.live_text("src/app.py") is None
+    finally:
+        engine.close()

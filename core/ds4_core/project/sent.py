@@ -112,6 +112,8 @@ def stale_snippets_for(
         )
         .fetchall()
     )
+    if not rows:
+        return []  # nothing was sent from this file: no need to split its text
     live = _lines(live_text) if live_text is not None else None
     covered: list[tuple[int, int]] = []
     stale: list[dict[str, Any]] = []

@@ -29,7 +29,13 @@ from ..retrieval.descriptor import TaskDescriptor
 from ..store import Store
 from .discovery import DiscoveredFile, Discovery, ProjectRootError, discover_project
 from .filters import path_exclusion, read_indexable
-from .index import MAX_PARTIAL_FILES_LISTED, ProjectSyncResult, live_hash, sync_project
+from .index import (
+    MAX_PARTIAL_FILES_LISTED,
+    ProjectSyncResult,
+    live_hash,
+    project_state,
+    sync_project,
+)
 from .search import ProjectHit, ProjectRetrieval, render_project_snippet, search_project
 from .sent import record_sent_snippets, stale_snippets_for
 from .windows import MAX_WINDOWS_PER_FILE, SNIPPET_LINES, SNIPPET_OVERLAP
@@ -77,6 +83,7 @@ class ProjectWorkspace:
         self._last_discovery: Discovery | None = None
         self._problem: str | None = None
         self._hash_cache: dict[str, tuple[int, int, str]] = {}  # rel -> (size, mtime_ns, hash)
+        self._rejected: set[str] = set()  # edited paths the last full discovery did not list
 
     # ----------------------------------------------------------------- state
 
@@ -87,6 +94,12 @@ class ProjectWorkspace:
             if canonical != self.root or trusted != self.trusted:
                 self._sync_due = True
                 self._last_discovery = None
+                self._rejected.clear()
+            if canonical != self.root:
+                # Buffers and hashes are keyed by paths relative to the old root: drop them,
+                # so an old buffer's text can never stand for a file of the new root.
+                self._live.clear()
+                self._hash_cache.clear()
             self.root, self.trusted = canonical, bool(trusted)
             self._problem = None
 
@@ -169,12 +182,15 @@ class ProjectWorkspace:
         `only` restricts the work to those paths (editor edits); a full sync runs discovery
         (git or the ignore-aware walk) first.
         """
-        status = self.status_word()
-        if status in ("disabled", "no-workspace", "untrusted"):
-            return {"status": status, "projectPath": str(self.root) if self.root else None}
-        assert self.root is not None
         config = self._config()
         with self._sync_lock:
+            with self._lock:  # one consistent view of the root for the whole sync
+                root = self.root
+                status = self.status_word()
+                if status in ("disabled", "no-workspace", "untrusted") or root is None:
+                    return {"status": status, "projectPath": str(root) if root else None}
+                if only is None:
+                    self._sync_due = False  # events arriving from now on make it due again
             self._indexing = True
             started = time.perf_counter()
             try:
@@ -186,7 +202,7 @@ class ProjectWorkspace:
                     discovery = self._partial_discovery(rels)
                 else:
                     discovery = discover_project(
-                        self.root,
+                        root,
                         max_files=config["project.maxFiles"],
                         max_file_bytes=config["project.maxFileBytes"],
                         max_total_bytes=config["project.maxTotalBytes"],
@@ -211,17 +227,23 @@ class ProjectWorkspace:
                         else None
                     ),
                 )
-                if only is None:
-                    with self._lock:
-                        self._sync_due = False
-                        self._last_discovery = discovery
-                self._last = result
-                self._problem = None
+                with self._lock:
+                    if self.root == root:  # not re-rooted meanwhile
+                        if only is None:
+                            self._last_discovery = discovery
+                            self._rejected.clear()
+                        self._last = result
+                        self._problem = None
                 if progress:
                     progress(100, 100, "project index ready")
             except ProjectRootError as exc:
                 self._problem = str(exc)
-                return {"status": "error", "projectPath": str(self.root), "error": str(exc)}
+                return {"status": "error", "projectPath": str(root), "error": str(exc)}
+            except BaseException:
+                if only is None:
+                    with self._lock:
+                        self._sync_due = True  # it did not happen: still due
+                raise
             finally:
                 self._indexing = False
         log.info(
@@ -243,7 +265,10 @@ class ProjectWorkspace:
         file changed, or never synced). Cheap when nothing changed: unchanged files are skipped
         by size, mtime, modified state and git HEAD."""
         if self.active() and self._sync_due:
-            self.sync()
+            with self._sync_lock:  # another request may have just run it
+                due = self._sync_due
+            if due:
+                self.sync()
 
     def _partial_discovery(self, rels: Sequence[str]) -> Discovery:
         """A Discovery of just `rels`, statted now, keeping the git facts of the last full one.
@@ -263,7 +288,9 @@ class ProjectWorkspace:
             if rel not in known or path_exclusion(rel) is not None:
                 skipped.append((rel, path_exclusion(rel) or "not in the last full discovery"))
                 with self._lock:
-                    self._sync_due = True
+                    if rel not in self._rejected:  # once per path until the next full sync
+                        self._rejected.add(rel)
+                        self._sync_due = True
                 continue
             path = self.root / rel
             try:
@@ -482,6 +509,12 @@ class ProjectWorkspace:
             "indexedAt": state[0] if state else None,
         }
 
+    def _indexed_at(self) -> str | None:
+        if self.root is None:
+            return None
+        state = project_state(self._store(), str(self.root))
+        return state.indexed_at if state is not None else None
+
     def revision(self) -> dict[str, Any] | None:
         """`projectRevision` of the manifest: branch, HEAD, dirty, changed paths, index time."""
         discovery = self._last_discovery
@@ -493,7 +526,7 @@ class ProjectWorkspace:
             "head": git.head if git else None,
             "dirty": git.dirty if git else None,
             "changedPaths": list(git.changed_paths)[:200] if git else [],
-            "indexedAt": self.counts().get("indexedAt"),
+            "indexedAt": self._indexed_at(),
         }
 
 
