@@ -16,8 +16,10 @@ async def plan(ls: Ds4Server, params: PlanParams) -> PlanResult:
     diagnostics are republished.
     """
     await ls.project.before_request()  # pending edits and tool runs are indexed first
-    result = await ls.run_engine(ls.engine.plan, params.to_core(), method=DS4_PLAN)
-    answer = PlanResult.from_core(result, DS4_PLAN)
+    request = params.to_core()
+    answer = await ls.run_engine(  # the wire conversion of a large plan runs off the loop too
+        lambda: PlanResult.from_core(ls.engine.plan(request), DS4_PLAN), method=DS4_PLAN
+    )
     ls.log_request(DS4_PLAN, answer.log_summary())
     if ls.project.active:  # this plan may have sent, or superseded, snippets of open files
         ls.project.spawn(publish_stale_snippets(ls, ls.project.open_uris()))

@@ -15,7 +15,10 @@ async def retrieve(ls: Ds4Server, params: RetrieveParams) -> RetrieveResult:
     """
     if "project" in (params.scopes or ()):
         await ls.project.before_request()  # pending edits and tool runs are indexed first
-    result = await ls.run_engine(ls.engine.retrieve, params.to_core(), method=DS4_RETRIEVE)
-    answer = RetrieveResult.from_core(result, DS4_RETRIEVE)
+    request = params.to_core()
+    answer = await ls.run_engine(  # the wire conversion runs off the loop too
+        lambda: RetrieveResult.from_core(ls.engine.retrieve(request), DS4_RETRIEVE),
+        method=DS4_RETRIEVE,
+    )
     ls.log_request(DS4_RETRIEVE, answer.log_summary())
     return answer
