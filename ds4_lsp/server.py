@@ -8,6 +8,7 @@ Everything blocking (SQLite, session files) runs on `Ds4Server`'s engine thread 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextvars
 import logging
 import traceback
@@ -188,7 +189,10 @@ class Ds4Server(LanguageServer):
         self._engine: ContextEngine | None = None
         self._engine_problem = "send `initialize` first"
         self._executor = ThreadPoolExecutor(ENGINE_THREADS, thread_name_prefix="ds4-engine")
-        self._in_flight: set[asyncio.Future[Any]] = set()
+        # Engine calls still running on a worker thread. Tracked as concurrent futures: an
+        # awaiting task may be cancelled (shutdown stops background syncs), but its thread
+        # keeps using SQLite until the call returns, and the database must outlive it.
+        self._in_flight: set[concurrent.futures.Future[Any]] = set()
         self.project = ProjectSync(self)
         self.stale_snippets: dict[str, list[StaleSnippet]] = {}
 
@@ -228,9 +232,11 @@ class Ds4Server(LanguageServer):
         messages = list(self._engine.config_warnings)
         if settings and "diagnostics.logLevel" in flatten_settings(settings):
             apply_log_level_setting(self._engine.config["diagnostics.logLevel"])
-        loop = asyncio.get_running_loop()
         try:
-            health = await loop.run_in_executor(self._executor, self._engine.health)
+            running = self._executor.submit(self._engine.health)
+            self._in_flight.add(running)
+            running.add_done_callback(self._in_flight.discard)
+            health = await asyncio.wrap_future(running)
         except DatabaseUnavailableError as exc:  # names the file and what to do
             log.error("cannot open the database")
             return [*messages, f"ds4: {exc}"]
@@ -248,11 +254,11 @@ class Ds4Server(LanguageServer):
         with its type and stack frames only (never its message: it may quote session text).
         """
         label = method or "ds4"
-        future = asyncio.get_running_loop().run_in_executor(self._executor, fn, *args)
-        self._in_flight.add(future)
-        future.add_done_callback(self._in_flight.discard)
+        running = self._executor.submit(fn, *args)
+        self._in_flight.add(running)
+        running.add_done_callback(self._in_flight.discard)
         try:
-            return await future
+            return await asyncio.wrap_future(running)
         except RequestError as exc:
             log.info("%s: rejected input (field %s)", label, exc.field)
             raise JsonRpcInvalidParams(
@@ -276,10 +282,16 @@ class Ds4Server(LanguageServer):
         """Stop background project work, wait up to `SHUTDOWN_GRACE_S` for engine calls in
         flight, then close the database."""
         await self.project.stop()
-        pending = [future for future in self._in_flight if not future.done()]
+        pending = [asyncio.wrap_future(f) for f in self._in_flight if not f.done()]
         if pending:
             log.info("shutdown: waiting for %d engine call(s)", len(pending))
-            await asyncio.wait(pending, timeout=SHUTDOWN_GRACE_S)
+            _done, still_running = await asyncio.wait(pending, timeout=SHUTDOWN_GRACE_S)
+            if still_running:
+                # Closing SQLite under a running call could crash the process: leave the
+                # database open; the worker finishes before the interpreter exits.
+                log.warning("shutdown: %d engine call(s) still running", len(still_running))
+                self._executor.shutdown(wait=False)
+                return
         if self._engine is not None:
             try:
                 await self.run_engine(self._engine.close, method="shutdown")
