@@ -125,6 +125,20 @@ class _Prepared:
     budget: ContextBudget
     warnings: list[str]
 
+    def plan(
+        self, fixed_tokens: int, config: Config, supplements: Sequence[Supplement] = ()
+    ) -> ContextPlan:
+        """`plan_context` over these messages (their source ids and token counts reused)."""
+        return plan_context(
+            self.messages,
+            fixed_tokens=fixed_tokens,
+            budget=self.budget,
+            config=config,
+            supplements=supplements,
+            message_source_ids=self.source_ids,
+            message_tokens=self.message_tokens,
+        )
+
 
 class ContextEngine:
     """The DS4 context engine over one SQLite database.
@@ -640,9 +654,9 @@ class ContextEngine:
         )
         sent = self._add_project_provenance(manifest, plan, project)
         stored = self._keep_manifest(manifest, prepared.session_id, config, warnings)
-        if stored and sent and self._project is not None:
+        if stored and sent and self._workspace is not None:
             try:
-                self._project.record_sent(manifest_id, manifest["createdAt"], sent)
+                self._workspace.record_sent(manifest_id, manifest["createdAt"], sent)
             except Exception as exc:  # provenance is best effort; the plan stands
                 log.warning("sent snippets not recorded: error=%s", describe_failure(exc))
         warnings = [*warnings, *plan.warnings]
@@ -691,56 +705,27 @@ class ContextEngine:
         """A dry plan without supplements, then the plan with the history evidence the dry
         plan leaves out (for a session) and live-validated project snippets (for a trusted
         workspace). May raise; `plan` turns that into a fallback."""
-        dry = plan_context(
-            prepared.messages,
-            fixed_tokens=fixed_tokens,
-            budget=prepared.budget,
-            config=config,
-            message_source_ids=prepared.source_ids,
-            message_tokens=prepared.message_tokens,
-        )
+        dry = prepared.plan(fixed_tokens, config)
         if dry.mode == "fallback":
             return dry, None, None
         supplements: list[Supplement] = []
         retrieval = None
         if prepared.session_id is not None:
             retrieval = self._retrieve_for(prepared, dry, config)
-            for hit in retrieval.hits:
-                message = render_evidence(hit)
-                supplements.append(
-                    Supplement(
-                        kind="history",
-                        source_id=hit.entry_key,
-                        message=message,
-                        tokens=estimate_message_tokens(message),
-                        score=hit.score,
-                    )
-                )
+            supplements += [
+                _supplement("history", h.entry_key, render_evidence(h), h.score)
+                for h in retrieval.hits
+            ]
         project = self._project_search(prepared, config, prepared.warnings)
-        if project is not None:
-            for project_hit in project.retrieval.hits:
-                message = self._workspace.render(project_hit, project.git_head)  # type: ignore[union-attr]
-                supplements.append(
-                    Supplement(
-                        kind="project",
-                        source_id=project_hit.snippet_id,
-                        message=message,
-                        tokens=estimate_message_tokens(message),
-                        score=project_hit.score,
-                    )
-                )
+        if project is not None and self._workspace is not None:
+            render = self._workspace.render
+            supplements += [
+                _supplement("project", h.snippet_id, render(h, project.git_head), h.score)
+                for h in project.retrieval.hits
+            ]
         if not supplements:
             return dry, retrieval, project
-        plan = plan_context(
-            prepared.messages,
-            fixed_tokens=fixed_tokens,
-            budget=prepared.budget,
-            config=config,
-            supplements=supplements,
-            message_source_ids=prepared.source_ids,
-            message_tokens=prepared.message_tokens,
-        )
-        return plan, retrieval, project
+        return prepared.plan(fixed_tokens, config, supplements), retrieval, project
 
     def _project_search(
         self, prepared: _Prepared, config: Config, warnings: list[str]
@@ -748,7 +733,7 @@ class ContextEngine:
         """Live-validated project hits for the last user message, or None when project
         knowledge is not in use (no workspace, untrusted, disabled). A failure becomes a
         warning: history evidence and the tail still go out (fail open)."""
-        workspace = self._project
+        workspace = self._workspace
         if workspace is None or not workspace.active():
             return None
         try:
@@ -763,20 +748,31 @@ class ContextEngine:
             return None
 
     def _retrieve_for(
-        self, prepared: _Prepared, dry: ContextPlan, config: Config
+        self,
+        prepared: _Prepared,
+        dry: ContextPlan,
+        config: Config,
+        query: str | None = None,
+        max_results: int | None = None,
+        max_tokens: int | None = None,
     ) -> HistoryRetrieval:
-        """History evidence for entries on the active branch that the planned context leaves
-        out, for the text of the last user message."""
-        descriptor = describe_task(last_user_text(prepared.messages) or "")
-        in_context = {item.source_id for item in dry.included if item.source_id}
+        """History evidence for entries on the active branch that the planned context `dry`
+        leaves out (everything, when it fell back), for `query` (default: the text of the
+        last user message). Limits default to the settings and the budget."""
+        text = query if query is not None else last_user_text(prepared.messages)
+        in_context = (
+            {item.source_id for item in dry.included if item.source_id}
+            if dry.mode != "fallback"
+            else set()
+        )
         return retrieve_history(
             self.store,
             prepared.session_id or "",
-            descriptor,
+            describe_task(text or ""),
             branch_entry_ids=prepared.branch_entry_ids,
             exclude_entry_ids=in_context,
-            max_results=config["retrieval.maxResults"],
-            max_tokens=prepared.budget.max_retrieved_history_tokens,
+            max_results=max_results or config["retrieval.maxResults"],
+            max_tokens=max_tokens or prepared.budget.max_retrieved_history_tokens,
             exact=config["retrieval.exact"],
             fts=config["retrieval.fts"],
         )
@@ -823,7 +819,7 @@ class ContextEngine:
     ) -> list[ProjectHit]:
         """Add `project`, `projectSnippets` and `projectRevision` to `manifest` (metadata only:
         ids, paths, hashes, lines, scores; never source text). Returns the hits sent."""
-        workspace = self._project
+        workspace = self._workspace
         status = workspace.status_word() if workspace is not None else "no-workspace"
         manifest["project"] = {"status": status}
         manifest["projectSnippets"] = []
@@ -860,10 +856,6 @@ class ContextEngine:
         return sent
 
     # ----------------------------------------------------------------- project knowledge
-
-    @property
-    def _project(self) -> ProjectWorkspace | None:
-        return self._workspace
 
     def set_workspace(self, root: str | os.PathLike[str] | None, trusted: bool) -> dict[str, Any]:
         """Set the workspace root and whether it is trusted (docs/project-knowledge.md).
@@ -1030,29 +1022,13 @@ class ContextEngine:
         request: RetrieveRequest,
         config: Config,
     ) -> None:
-        dry = plan_context(
-            prepared.messages,
-            fixed_tokens=0,
-            budget=prepared.budget,
-            config=config,
-            message_source_ids=prepared.source_ids,
-            message_tokens=prepared.message_tokens,
-        )
-        exclude = (
-            {item.source_id for item in dry.included if item.source_id}
-            if dry.mode != "fallback"
-            else set()
-        )
-        retrieval = retrieve_history(
-            self.store,
-            prepared.session_id or "",
-            describe_task(query),
-            branch_entry_ids=prepared.branch_entry_ids,
-            exclude_entry_ids=exclude,
-            max_results=request.max_results or config["retrieval.maxResults"],
-            max_tokens=request.max_tokens or prepared.budget.max_retrieved_history_tokens,
-            exact=config["retrieval.exact"],
-            fts=config["retrieval.fts"],
+        retrieval = self._retrieve_for(
+            prepared,
+            prepared.plan(0, config),
+            config,
+            query=query,
+            max_results=request.max_results,
+            max_tokens=request.max_tokens,
         )
         result["warnings"].extend(retrieval.warnings)
         log.info(
@@ -1216,6 +1192,17 @@ class ContextEngine:
 MAX_MODEL_TOKENS = 10_000_000
 """Largest context window or output limit accepted, as for `modelAwareness.overrides`
 (ds4-reference.md 2)."""
+
+
+def _supplement(kind: str, source_id: str, message: dict[str, Any], score: float) -> Supplement:
+    """A planner supplement for a rendered evidence or project message (tokens: chars-v1)."""
+    return Supplement(
+        kind=kind,  # type: ignore[arg-type]
+        source_id=source_id,
+        message=message,
+        tokens=estimate_message_tokens(message),
+        score=score,
+    )
 
 
 def _check_model(model: ModelSpec) -> None:

@@ -93,6 +93,15 @@ def describe_change(sent: list[str], live: list[str], start_line: int) -> str | 
     return f"line {a} changed" if a == b else f"lines {a}-{b} changed"
 
 
+def sent_paths(store: Store, project_path: str) -> list[str]:
+    """Files of `project_path` that stored plans sent snippets of."""
+    rows = store.connection().execute(
+        "SELECT DISTINCT file_path FROM project_sent_snippets WHERE project_path = ?",
+        (project_path,),
+    )
+    return [row[0] for row in rows]
+
+
 def stale_snippets_for(
     store: Store, project_path: str, file_path: str, live_text: str | None
 ) -> list[dict[str, Any]]:

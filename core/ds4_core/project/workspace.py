@@ -32,12 +32,13 @@ from .filters import path_exclusion, read_indexable
 from .index import (
     MAX_PARTIAL_FILES_LISTED,
     ProjectSyncResult,
+    index_counts,
     live_hash,
     project_state,
     sync_project,
 )
 from .search import ProjectHit, ProjectRetrieval, render_project_snippet, search_project
-from .sent import record_sent_snippets, stale_snippets_for
+from .sent import record_sent_snippets, sent_paths, stale_snippets_for
 from .windows import MAX_WINDOWS_PER_FILE, SNIPPET_LINES, SNIPPET_OVERLAP
 
 log = logging.getLogger("ds4_core.project")
@@ -482,31 +483,13 @@ class ProjectWorkspace:
         snippets), indexedAt} of this workspace's index."""
         if self.root is None:
             return {}
-        conn = self._store().connection()
-        project = str(self.root)
-        (files,) = conn.execute(
-            "SELECT count(*) FROM project_files WHERE project_path = ? AND status = 'current'",
-            (project,),
-        ).fetchone()
-        (snippets,) = conn.execute(
-            "SELECT count(*) FROM project_snippets WHERE project_path = ? AND stale = 0",
-            (project,),
-        ).fetchone()
-        sent_paths = [
-            row[0]
-            for row in conn.execute(
-                "SELECT DISTINCT file_path FROM project_sent_snippets WHERE project_path = ?",
-                (project,),
-            )
-        ]
-        state = conn.execute(
-            "SELECT indexed_at FROM project_states WHERE project_path = ?", (project,)
-        ).fetchone()
+        store, project = self._store(), str(self.root)
+        counts = index_counts(store, project)
         return {
-            "files": files,
-            "snippets": snippets,
-            "sentPaths": sent_paths,
-            "indexedAt": state[0] if state else None,
+            "files": counts.files,
+            "snippets": counts.snippets,
+            "sentPaths": sent_paths(store, project),
+            "indexedAt": self._indexed_at(),
         }
 
     def _indexed_at(self) -> str | None:
