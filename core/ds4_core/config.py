@@ -143,6 +143,27 @@ SETTINGS: dict[str, SettingSpec] = {
         50_000_000, _int_range(0), "Most bytes indexed over all files."
     ),
     "project.maxResults": SettingSpec(8, _int_range(1, 100), "Most project snippets per request."),
+    "compaction.enabled": SettingSpec(
+        True, _bool, "Serve ds4/compact (false: requests get an error, Pi compacts natively)."
+    ),
+    "compaction.keepRecentTokens": SettingSpec(
+        20000,
+        _int_range(0),
+        "Recent tokens kept verbatim when ds4/compact derives the span (Pi's default, 20000).",
+    ),
+    "compaction.summaryTokenLimit": SettingSpec(
+        4000,
+        _int_range(256, 100000),
+        "Largest summary node (tokens); the active root never exceeds it.",
+    ),
+    "compaction.maxRequestInputTokens": SettingSpec(
+        64000,
+        _int_range(1000),
+        "Largest ds4/summarize prompt (tokens); a larger span is summarized offline.",
+    ),
+    "compaction.summarizeTimeoutMs": SettingSpec(
+        120000, _int_range(100, 3600000), "How long to wait for the client's ds4/summarize."
+    ),
     "modelAwareness.enabled": SettingSpec(True, _bool, "Use adaptive ceilings by context window."),
     "modelAwareness.overrides": SettingSpec(
         {}, _overrides, "Per-model limits keyed '*', 'provider/*' or 'provider/model'."

@@ -8,6 +8,7 @@ prints exactly what the matching LSP request returns (see docs/protocol.md).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from collections.abc import Callable
 from typing import Any, Literal
 
 Scope = Literal["history", "project"]
@@ -84,9 +85,74 @@ class ManifestRequest:
     view: ManifestView = "summary"
 
 
+CompactionReason = Literal["manual", "threshold", "overflow"]
+COMPACTION_REASONS: tuple[str, ...] = ("manual", "threshold", "overflow")
+"""Pi's compaction reasons (pi-session-format.md 9, `session_before_compact`)."""
+
+
+@dataclass(frozen=True)
+class CompactRequest:
+    """Inputs of `ContextEngine.compact` (`ds4/compact`; docs/compaction.md).
+
+    `first_kept_entry_id` chooses the span (the entries before it on the active branch, after
+    the branch's latest compaction, are summarized); absent, the server keeps the most recent
+    `compaction.keepRecentTokens` tokens. `previous_summary_id`, when given, must be the
+    branch's current root (it is checked, never trusted).
+    """
+
+    session: SessionRef
+    reason: CompactionReason = "manual"
+    first_kept_entry_id: str | None = None
+    previous_summary_id: str | None = None
+    custom_instructions: str | None = None
+
+
+@dataclass(frozen=True)
+class SummarizeCall:
+    """What the engine asks a summarizer for: the `ds4/summarize` params (server to client).
+
+    Attributes:
+        summary_kind: "segment" (the node the text becomes).
+        prompt: the full prompt (contract, file lists, previous summary, conversation source).
+        source_hash: the segment's source hash (docs/compaction.md), hex sha256.
+        token_limit: the most tokens the summary may have (chars-v1 estimate).
+        session_id: the Pi session id.
+        source_entry_ids: the span's entry ids, in order.
+        read_files / modified_files: the known file inventories of the span.
+    """
+
+    summary_kind: str
+    prompt: str
+    source_hash: str
+    token_limit: int
+    session_id: str
+    source_entry_ids: tuple[str, ...]
+    read_files: tuple[str, ...]
+    modified_files: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class SummarizeAnswer:
+    """A summarizer's answer: the summary text and, when known, who wrote it."""
+
+    summary: str
+    provider: str | None = None
+    model: str | None = None
+
+
+class SummarizerUnavailable(RuntimeError):
+    """The summarizer could not answer (not offered, failed, timed out, bad shape). The message
+    becomes the compaction's `fallbackReason`, and the offline summarizer is used instead."""
+
+
 class DatabaseUnavailableError(RuntimeError):
     """The database cannot be opened or created; the message names the path and what to do.
 
     Not a bug and not the request's fault: callers show the message as is (the CLI exits 2,
     the LSP answers an error with this text, without a stack trace).
     """
+
+
+Summarizer = Callable[[SummarizeCall], SummarizeAnswer]
+"""Obtains a summary (e.g. the editor's model over `ds4/summarize`). Raises
+`SummarizerUnavailable` (or anything else) to make the engine fall back to the offline summary."""
