@@ -7,6 +7,9 @@
     ds4 [GLOBAL] manifest (ID | --latest --session FILE)
                           [--view summary|included|excluded|full] [--json]
     ds4 [GLOBAL] index [--force] [--json] FILE...
+    ds4 [GLOBAL] compact --session FILE [--leaf ID] [--reason manual|threshold|overflow]
+                         [--first-kept ID] [--json | --entry]
+    ds4 [GLOBAL] summaries --session FILE [--leaf ID] [--json | --dot] [--output PATH]
     ds4 [GLOBAL] health [--json]
     ds4 [GLOBAL] rebuild [--json]
 
@@ -24,6 +27,12 @@ list with one object per FILE, in the order given: the file's sync result (`sess
 file that could not be indexed (so a failure never disappears from stdout; tell the two apart
 by `error`).
 
+`compact` prepares one compaction with the offline summarizer (the CLI has no model): `--json`
+prints the `ds4/compact` result, `--entry` the Pi compaction entry to append (one JSON line).
+ds4 never writes the session file; the batch stays `prepared` until the session contains that
+entry (the next sync marks it `committed`). `summaries` shows the session's summary graph:
+`--json` prints the `ds4.summaries` view, `--dot` Graphviz DOT.
+
 Exit codes: 0 success; 1 unexpected internal error; 2 bad usage or input you can fix (the
 message says what to do); 3 some session files could not be indexed or rebuilt (the others
 were); 130 interrupted (Ctrl-C).
@@ -33,15 +42,18 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import io
 import json
 import logging
 import os
+import secrets
 import shlex
 import sys
 import textwrap
 import time
 from collections import Counter
 from collections.abc import Iterator, Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -49,6 +61,7 @@ from . import __version__
 from .config import flatten_settings
 from .engine import ContextEngine
 from .requests import (
+    CompactRequest,
     DatabaseUnavailableError,
     ManifestRequest,
     ModelSpec,
@@ -77,6 +90,19 @@ _OPTION_OF_FIELD: dict[str, dict[str, str]] = {
         "maxResults": "--max-results",
     },
     "manifest": {"session.file": "--session", "view": "--view"},
+    "compact": {
+        "file": "--session",
+        "session.file": "--session",
+        "session.leafId": "--leaf",
+        "firstKeptEntryId": "--first-kept",
+        "reason": "--reason",
+    },
+    "summaries": {
+        "file": "--session",
+        "session.file": "--session",
+        "session.leafId": "--leaf",
+        "output": "--output",
+    },
 }
 """Engine request fields (wire spelling) -> the `ds4` option that supplies them, per command."""
 
@@ -640,6 +666,171 @@ def _print_manifest(manifest: dict[str, Any], out: TextIO) -> None:
         )
 
 
+COMMIT_NOTE = (
+    "ds4 never writes your session file; append this compaction entry through Pi (or your "
+    "agent), and the next sync marks it committed."
+)
+"""What `ds4 compact` says about the batch it prepared (it is not in the session yet)."""
+
+
+def _utc_now_ms() -> str:
+    """Now as ISO-8601 UTC with milliseconds and `Z`, as Pi writes entry timestamps."""
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def compaction_entry(result: dict[str, Any]) -> dict[str, Any]:
+    """The Pi compaction entry that carries a `ds4/compact` result (what `--entry` prints).
+
+    `{"type": "compaction", "id", "parentId", "timestamp", "summary", "firstKeptEntryId",
+    "tokensBefore", "details", "fromHook": true}`: the id is 8 random hex characters (as Pi
+    makes them), the parent the leaf the compaction was prepared on, the timestamp now (ISO-8601
+    UTC, milliseconds). `details.ds4ContextEngine.summaryId` is what lets the next sync mark
+    the prepared batch committed. (A v1 session file has no ids: its reader numbers the
+    appended line like any other, so the id and parent here are ignored there.)
+    """
+    compaction = result["compaction"]
+    return {
+        "type": "compaction",
+        "id": secrets.token_hex(4),
+        "parentId": result["session"]["leafId"],
+        "timestamp": _utc_now_ms(),
+        "summary": compaction["summary"],
+        "firstKeptEntryId": compaction["firstKeptEntryId"],
+        "tokensBefore": compaction["tokensBefore"],
+        "details": compaction["details"],
+        "fromHook": True,
+    }
+
+
+def _yes_no(value: Any) -> str:
+    return "yes" if value else "no"
+
+
+def _print_compact(result: dict[str, Any], out: TextIO, session_arg: str) -> None:
+    """The `ds4 compact` report: the span, the new nodes, validation, the summary text, and
+    how the prepared batch becomes committed. `session_arg` is the --session given, repeated
+    in the `--entry` hint."""
+    span, validation, tokens = result["span"], result["validation"], result["tokens"]
+    session = result["session"]
+    out.write(
+        f"ds4 compact: prepared {result['summaryKind']} {result['summaryId']}"
+        f" (level {result['graphLevel']}) · {result['summarizer']} summary"
+        f" · {result['durationMs']:.1f} ms\n"
+    )
+    out.write(f"  session     {session['id']}  leaf {session.get('leafId')}\n")
+    out.write(f"              {session['file']}\n")
+    out.write(
+        f"  span        {_fmt(span['messageCount'])} message(s), {_fmt(span['tokens'])} tokens"
+        f" summarized ({_fmt(span['sourceEntryCount'])} entries)\n"
+        f"              {_fmt(span['keptTokens'])} tokens kept verbatim from entry"
+        f" {span['firstKeptEntryId']} · split turn {_yes_no(span['isSplitTurn'])}\n"
+    )
+    previous = span.get("previousSummaryId")
+    out.write(
+        "  extends     "
+        + (
+            f"the branch's current root {previous}\n"
+            if previous
+            else "nothing: this is the branch's first summary\n"
+        )
+    )
+    if result["summaryKind"] == "aggregate":
+        out.write(
+            f"  nodes       aggregate {result['summaryId']} (level {result['graphLevel']})"
+            f" = [{previous}, segment {result['segmentSummaryId']}]\n"
+        )
+    else:
+        out.write(f"  nodes       segment {result['summaryId']} (level {result['graphLevel']})\n")
+    out.write(
+        f"  validation  {validation['status']}"
+        f" · issues {', '.join(validation['issueCodes']) or 'none'}"
+        f" · repairs {', '.join(validation['repairs']) or 'none'}\n"
+    )
+    out.write(
+        f"  summary     {_fmt(tokens['summary'])} tokens (limit {_fmt(tokens['limit'])})"
+        f" · tokens before {_fmt(result['compaction']['tokensBefore'])}\n"
+    )
+    if result["summarizer"] == "offline":
+        out.write(
+            "  summarizer  offline (ds4/offline-v1, deterministic): the CLI has no model to ask\n"
+        )
+    out.write(f"\nSummary {result['summaryId']} (the text the model sees instead of the span):\n")
+    for line in result["compaction"]["summary"].splitlines():
+        out.write(f"  {line}".rstrip() + "\n")
+    out.write(
+        "\n"
+        + _wrap(
+            f"Prepared, not written: {COMMIT_NOTE} Until then later ds4 commands list the "
+            "batch as failed (left prepared by a finished process); the entry revives it. "
+            f"`ds4 compact --session {shlex.quote(session_arg)} --entry` prints the entry as "
+            "the one JSON line to append (each run prepares a new batch).",
+            "",
+            "",
+        )
+        + "\n"
+    )
+    for warning in result.get("warnings", []):
+        out.write(f"warning: {warning}\n")
+
+
+def _print_summaries(view: dict[str, Any], out: TextIO) -> None:
+    """The `ds4 summaries` report: a header (session, leaf, active root, counts) and the view's
+    text tree (its legend says what `*` marks)."""
+    nodes = view.get("nodes") or []
+    counts = view.get("counts") or {}
+    out.write("ds4 summaries\n")
+    out.write(f"  session   {view.get('sessionId')}  leaf {view.get('leafId')}\n")
+    out.write(f"            {view.get('sessionFile')}\n")
+    active = view.get("activeRootId")
+    out.write(
+        "  active    "
+        + (
+            f"{active} (the summary the model sees on this leaf)\n"
+            if active
+            else "none: the active branch has no compaction yet\n"
+        )
+    )
+    kinds = Counter(str(node.get("kind")) for node in nodes)
+    lifecycles = ", ".join(
+        f"{counts.get(state, 0)} {state}"
+        for state in ("committed", "prepared", "failed")
+        if counts.get(state)
+    )
+    out.write(
+        f"  nodes     {len(nodes)}"
+        + (f" ({', '.join(f'{n} {kind}' for kind, n in kinds.items())})" if nodes else "")
+        + (f" · {lifecycles}" if lifecycles else "")
+        + (f" · {counts.get('roots', 0)} root(s)" if nodes else "")
+        + "\n"
+    )
+    if not nodes:
+        out.write(
+            "\nNo summaries yet: `ds4 compact --session FILE --entry` prints a compaction entry "
+            "to append, or let Pi compact.\n"
+        )
+        return
+    out.write("\n" + str(view.get("tree") or "").rstrip("\n") + "\n")
+
+
+def _write_output(text: str, path: str | None, out: TextIO, err: TextIO, what: str) -> None:
+    """`text` to `path` (`--output`) or, without one, to `out`.
+
+    Raises:
+        RequestError: the file cannot be written (field `output`).
+    """
+    if path is None:
+        out.write(text)
+        return
+    try:
+        Path(path).expanduser().write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise RequestError(
+            f"output: cannot write '{path}': {exc.strerror or exc}; choose a writable path",
+            "output",
+        ) from exc
+    err.write(f"ds4: wrote {what} to '{path}'\n")
+
+
 def _workspace_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--workspace",
@@ -702,7 +893,8 @@ def build_parser() -> argparse.ArgumentParser:
     """The `ds4` argument parser (see the module docstring for the synopsis)."""
     parser = argparse.ArgumentParser(
         prog="ds4",
-        description="DS4 context engine: index Pi sessions, retrieve history, plan model calls.",
+        description="DS4 context engine: index Pi sessions, retrieve history, plan model calls, "
+        "compact sessions into a summary graph.",
         epilog=_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -787,6 +979,52 @@ def build_parser() -> argparse.ArgumentParser:
     i.add_argument("--force", action="store_true", help="rebuild even if unchanged")
     i.add_argument("--json", action="store_true")
     i.add_argument("files", nargs="+", metavar="FILE")
+
+    c = sub.add_parser(
+        "compact",
+        help="prepare a compaction of a session (offline summary); prints the entry to append",
+    )
+    c.add_argument("--session", required=True, metavar="FILE", help="Pi session .jsonl file")
+    c.add_argument(
+        "--leaf", metavar="ID", help="leaf entry id of the active branch (default: last entry)"
+    )
+    c.add_argument(
+        "--reason",
+        choices=["manual", "threshold", "overflow"],
+        default="manual",
+        help="why the session is compacted, as Pi says it (default manual)",
+    )
+    c.add_argument(
+        "--first-kept",
+        metavar="ID",
+        help="first entry kept verbatim (default: keep the newest compaction.keepRecentTokens "
+        "tokens, cut at a turn boundary)",
+    )
+    compact_output = c.add_mutually_exclusive_group()
+    compact_output.add_argument(
+        "--json", action="store_true", help="print the ds4/compact result as JSON"
+    )
+    compact_output.add_argument(
+        "--entry",
+        action="store_true",
+        help="print only the Pi compaction entry to append to the session, as one JSON line",
+    )
+
+    s = sub.add_parser("summaries", help="show a session's summary graph (compactions)")
+    s.add_argument("--session", required=True, metavar="FILE", help="Pi session .jsonl file")
+    s.add_argument(
+        "--leaf", metavar="ID", help="leaf entry id of the active branch (default: last entry)"
+    )
+    summaries_output = s.add_mutually_exclusive_group()
+    summaries_output.add_argument(
+        "--json", action="store_true", help="print the ds4.summaries view as JSON"
+    )
+    summaries_output.add_argument(
+        "--dot",
+        action="store_true",
+        help="print the graph as Graphviz DOT (e.g. | dot -Tsvg > graph.svg)",
+    )
+    s.add_argument("--output", metavar="PATH", help="write to PATH instead of stdout")
 
     h = sub.add_parser("health", help="database and engine health")
     h.add_argument("--json", action="store_true")
@@ -979,6 +1217,15 @@ def _index(engine: ContextEngine, args: argparse.Namespace, out: TextIO, err: Te
     return EXIT_PARTIAL if failures else EXIT_OK
 
 
+def _sync_with_progress(engine: ContextEngine, file: str, err: TextIO) -> None:
+    """Index (or incrementally sync) `file` first, with a progress bar for a long first read."""
+    progress = _Progress(err)
+    try:
+        engine.index_session(file, progress=progress)
+    finally:
+        progress.close()
+
+
 def _absolute(file: str) -> str:
     """`file` as the engine names session files (user-expanded, resolved), for index errors."""
     try:
@@ -1065,6 +1312,51 @@ def _dispatch(engine: ContextEngine, args: argparse.Namespace, out: TextIO, err:
         return EXIT_OK
     if args.command == "index":
         return _index(engine, args, out, err)
+    if args.command == "compact":
+        _sync_with_progress(engine, args.session, err)
+        try:
+            result = engine.compact(
+                CompactRequest(
+                    session=SessionRef(args.session, args.leaf),
+                    reason=args.reason,
+                    first_kept_entry_id=args.first_kept,
+                )
+            )
+        except RequestError as exc:
+            if exc.field is not None or "pass firstKeptEntryId" not in str(exc):
+                raise
+            raise RequestError(  # the engine's hint in the CLI's words
+                str(exc).replace(
+                    "pass firstKeptEntryId",
+                    "pass --first-kept ID (or lower --set compaction.keepRecentTokens=N)",
+                )
+            ) from exc
+        if args.entry:
+            out.write(
+                json.dumps(compaction_entry(result), ensure_ascii=False, separators=(",", ":"))
+                + "\n"
+            )
+        elif args.json:
+            _emit_json(result, out)
+        else:
+            _print_compact(result, out, args.session)
+        return EXIT_OK
+    if args.command == "summaries":
+        _sync_with_progress(engine, args.session, err)
+        ref = SessionRef(args.session, args.leaf)
+        if args.dot:
+            _write_output(engine.summaries_dot(ref), args.output, out, err, "the DOT graph")
+            return EXIT_OK
+        view = engine.summaries(ref)
+        text = io.StringIO()
+        if args.json:
+            _emit_json(view, text)
+        else:
+            _print_summaries(view, text)
+        _write_output(
+            text.getvalue(), args.output, out, err, "the JSON view" if args.json else "the report"
+        )
+        return EXIT_OK
     if args.command == "health":
         health = engine.health()
         if args.json:

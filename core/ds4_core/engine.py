@@ -29,6 +29,11 @@ from typing import TYPE_CHECKING, Any
 import peewee
 
 from . import __version__
+from .compaction.nodes import SummaryNode
+from .compaction.records import nodes_from_compaction_entry
+from .compaction.render import graph_view, render_dot
+from .compaction.service import prepare_compaction
+from .compaction.span import SpanError, prepare_span
 from .config import DEFAULT_CONFIG, Config
 from .logs import describe_failure
 from .manifest import (
@@ -52,6 +57,8 @@ from .planner import (
     resolve_overrides,
 )
 from .requests import (
+    COMPACTION_REASONS,
+    CompactRequest,
     DatabaseUnavailableError,
     ManifestRequest,
     ModelSpec,
@@ -59,6 +66,7 @@ from .requests import (
     RequestError,
     RetrieveRequest,
     SessionRef,
+    Summarizer,
 )
 from .retrieval import (
     HistoryRetrieval,
@@ -73,11 +81,12 @@ from .sessions import (
     build_session_context,
     read_all,
 )
-from .sessions.reader import SessionFile
+from .sessions.reader import SessionEntry, SessionFile
 from .sessions.sync import SyncResult, sync_session
 from .store import Store, open_store, resolve_database_path
 from .store import manifests as manifest_repo
 from .store import sessions as session_repo
+from .store import summaries as summary_repo
 from .store.database import ForeignDatabaseError
 from .tokens import ESTIMATOR_VERSION, estimate_message_tokens
 
@@ -107,6 +116,13 @@ class _CachedSession:
     mtime_ns: int
     file: SessionFile
     contexts: dict[str | None, tuple[SessionContext, list[int]]] = field(default_factory=dict)
+    _by_id: dict[str, SessionEntry] | None = None
+
+    def entry(self, entry_id: str) -> SessionEntry | None:
+        """The entry with `entry_id` (the last one on duplicate ids), or None."""
+        if self._by_id is None:
+            self._by_id = {e.entry_id: e for e in self.file.entries}
+        return self._by_id.get(entry_id)
 
 
 @dataclass
@@ -124,6 +140,7 @@ class _Prepared:
     profile: ModelProfile
     budget: ContextBudget
     warnings: list[str]
+    summary_ids: dict[str, str] = field(default_factory=dict)
 
     def plan(
         self, fixed_tokens: int, config: Config, supplements: Sequence[Supplement] = ()
@@ -202,6 +219,13 @@ class ContextEngine:
             ) from exc
         if store.notices:
             log.warning("database notices: %d (shown to the user)", len(store.notices))
+        try:
+            failed = summary_repo.fail_leftover_prepared(store)
+        except (sqlite3.Error, peewee.PeeweeException) as exc:  # the store still serves
+            log.warning("leftover prepared summaries not marked: error=%s", describe_failure(exc))
+        else:
+            if failed:
+                log.info("compaction: %d prepared summary node(s) left over marked failed", failed)
         return store
 
     @property
@@ -335,7 +359,11 @@ class ContextEngine:
         store = self.store  # opened first, so an OSError below is about the session file
         try:
             result = sync_session(
-                store, path, force=force, progress=bytes_progress if progress else None
+                store,
+                path,
+                force=force,
+                progress=bytes_progress if progress else None,
+                on_compactions=self._import_compactions,
             )
         except SessionFormatError as exc:
             raise RequestError(str(exc), field) from exc
@@ -353,6 +381,24 @@ class ContextEngine:
             result.duration_ms,
         )
         return result
+
+    def _import_compactions(self, session_id: str, entries: list[SessionEntry]) -> None:
+        """Sync hook: record the summary nodes the session's compaction entries carry (ours
+        become `committed`; Pi-native ones become `branch` nodes). One bad entry is logged and
+        skipped; it never fails the sync."""
+        store = self.store
+        for entry in entries:
+            try:
+                nodes = nodes_from_compaction_entry(session_id, entry)
+                if nodes:
+                    summary_repo.import_committed(store, nodes)
+            except (ValueError, sqlite3.IntegrityError) as exc:
+                log.warning(
+                    "compaction entry not imported: session=%s entry=%s error=%s",
+                    session_id,
+                    entry.entry_id,
+                    describe_failure(exc),
+                )
 
     # ----------------------------------------------------------------- sessions
 
@@ -483,6 +529,7 @@ class ContextEngine:
         warnings: list[str] = []
         session_id = session_file = leaf_id = None
         branch: set[str] = set()
+        summary_ids: dict[str, str] = {}
         session_model = None
         tokens: list[int] | None = None
         if session is not None:
@@ -496,6 +543,8 @@ class ContextEngine:
                 )
             leaf_id = context.leaf_id
             branch = set(context.path_entry_ids)
+            if session_id is not None:
+                summary_ids = self._context_summary_ids(session_id, path, context)
             session_model = context.model
             if session_id is not None and sync:
                 try:
@@ -535,7 +584,24 @@ class ContextEngine:
             profile,
             budget,
             warnings,
+            summary_ids,
         )
+
+    def _context_summary_ids(
+        self, session_id: str, path: Path, context: SessionContext
+    ) -> dict[str, str]:
+        """Summary node id of each compaction entry whose summary is in `context` (ours: the
+        `ds4ContextEngine.summaryId`; Pi-native: the imported `branch` node's id)."""
+        cached = self._cached_session(path)
+        found: dict[str, str] = {}
+        for message, entry_id in zip(context.messages, context.message_entry_ids, strict=True):
+            if message.get("role") != "compactionSummary" or entry_id is None:
+                continue
+            entry = cached.entry(entry_id)
+            nodes = nodes_from_compaction_entry(session_id, entry) if entry else []
+            if nodes:
+                found[entry_id] = nodes[-1].summary_id
+        return found
 
     def _budget_for(
         self,
@@ -652,6 +718,9 @@ class ContextEngine:
             warnings=warnings,
             retrieval_stats=_stats_to_wire(retrieval) if retrieval else None,
         )
+        manifest["summaryIds"] = [
+            prepared.summary_ids.get(source_id, source_id) for source_id in manifest["summaryIds"]
+        ]
         sent = self._add_project_provenance(manifest, plan, project)
         stored = self._keep_manifest(manifest, prepared.session_id, config, warnings)
         if stored and sent and self._workspace is not None:
@@ -1151,6 +1220,181 @@ class ContextEngine:
         newest = max(candidates, key=lambda m: (str(m.get("createdAt")), str(m.get("id"))))
         return view_manifest(newest, request.view)
 
+    # ----------------------------------------------------------------- compaction
+
+    def compact(
+        self,
+        request: CompactRequest,
+        summarizer: Summarizer | None = None,
+        *,
+        after_insert: Callable[[SummaryNode], None] | None = None,
+    ) -> dict[str, Any]:
+        """Prepare one compaction of the session's active branch (`ds4/compact`;
+        docs/compaction.md).
+
+        Syncs the session (importing the summary nodes its compaction entries carry), prepares
+        the span, resolves the branch's current root from the branch's own latest compaction
+        entry, obtains the summary (`summarizer`, else offline), and stores the new segment
+        (and aggregate) as `prepared`. `summarizer` is called at most once, on this thread.
+
+        Returns:
+            {compaction: {summary, firstKeptEntryId, tokensBefore, details}, summaryId,
+            segmentSummaryId, operationId, summaryKind, graphLevel, summarizer,
+            fallbackReason, validation, span, tokens, warnings} (docs/protocol.md).
+
+        Raises:
+            RequestError: compaction disabled, an unknown reason, a missing or unreadable
+                session file, an unknown leaf, a bad `firstKeptEntryId`, a
+                `previousSummaryId` that is not the branch's root, or nothing to compact.
+        """
+        config = self.config
+        if not config["compaction.enabled"]:
+            raise RequestError(
+                "compaction is turned off by the compaction.enabled setting; turn it on, or let "
+                "Pi compact natively",
+                "compaction.enabled",
+            )
+        if request.reason not in COMPACTION_REASONS:
+            raise RequestError(
+                "reason: expected one of " + ", ".join(repr(r) for r in COMPACTION_REASONS),
+                "reason",
+            )
+        started = time.perf_counter()
+        path = self._session_path(request.session.file, "session.file")
+        parsed, context, tokens, path = self._session_context(request.session)
+        if parsed.header is None:
+            raise RequestError(
+                f"session.file: '{path}' holds no Pi session yet; there is nothing to compact",
+                "session.file",
+            )
+        session_id = parsed.header.session_id
+        self._sync(path, force=False, progress=None)
+        try:
+            span = prepare_span(
+                context,
+                tokens,
+                first_kept_entry_id=request.first_kept_entry_id,
+                keep_recent_tokens=int(config["compaction.keepRecentTokens"]),
+            )
+        except SpanError as exc:
+            raise RequestError(str(exc), exc.field) from exc
+        previous_root = self._branch_root(session_id, path, span.previous_compaction_entry_id)
+        previous_id = previous_root.summary_id if previous_root else None
+        if request.previous_summary_id is not None and request.previous_summary_id != previous_id:
+            raise RequestError(
+                f"previousSummaryId: '{request.previous_summary_id}' is not the current root of "
+                "this branch ("
+                + (f"which is '{previous_id}'" if previous_id else "the branch has no summary yet")
+                + "); the previous summary comes from the branch's own latest compaction",
+                "previousSummaryId",
+            )
+        prepared = prepare_compaction(
+            self.store,
+            session_id=session_id,
+            span=span,
+            reason=request.reason,
+            previous_root=previous_root,
+            config=config,
+            summarizer=summarizer,
+            custom_instructions=request.custom_instructions,
+            after_insert=after_insert,
+        )
+        result = prepared.result
+        result["session"] = {"id": session_id, "file": str(path), "leafId": context.leaf_id}
+        duration_ms = (time.perf_counter() - started) * 1000
+        result["durationMs"] = round(duration_ms, 3)
+        log.info(
+            "compact: session=%s summary=%s kind=%s level=%d messages=%d summarizer=%s "
+            "duration_ms=%.1f",
+            session_id,
+            prepared.root.summary_id,
+            prepared.root.kind,
+            prepared.root.graph_level,
+            span.message_count,
+            result["summarizer"],
+            duration_ms,
+        )
+        return result
+
+    def _branch_root(
+        self, session_id: str, path: Path, compaction_entry_id: str | None
+    ) -> SummaryNode | None:
+        """The summary node carried by the branch's latest compaction entry (never the
+        session-wide newest), importing it from the entry when the store lacks it."""
+        if compaction_entry_id is None:
+            return None
+        store = self.store
+        node = summary_repo.node_for_entry(store, session_id, compaction_entry_id)
+        if node is not None:
+            return node
+        entry = self._cached_session(path).entry(compaction_entry_id)
+        nodes = nodes_from_compaction_entry(session_id, entry) if entry else []
+        if not nodes:
+            return None  # an empty summary: Pi sends nothing, so there is nothing to extend
+        summary_repo.import_committed(store, nodes)
+        return summary_repo.get_node(store, nodes[-1].summary_id) or nodes[-1]
+
+    def compact_committed(self, summary_id: str, entry_id: str | None = None) -> dict[str, Any]:
+        """Mark the operation holding `summary_id` committed (`ds4/compactCommitted`).
+
+        Returns {summaryId, changed: [ids]}; `changed` is empty for an unknown id or an
+        operation already committed.
+        """
+        changed = summary_repo.mark_committed(self.store, summary_id, entry_id)
+        log.info("compact committed: summary=%s changed=%d", summary_id, len(changed))
+        return {"summaryId": summary_id, "changed": changed}
+
+    def compact_failed(self, summary_id: str, reason: str | None = None) -> dict[str, Any]:
+        """Mark the prepared operation holding `summary_id` failed (`ds4/compactFailed`).
+
+        Returns {summaryId, changed: [ids]}; committed nodes are never changed.
+        """
+        changed = summary_repo.mark_failed(self.store, summary_id, reason)
+        log.info("compact failed: summary=%s changed=%d", summary_id, len(changed))
+        return {"summaryId": summary_id, "changed": changed}
+
+    def summaries(self, session: SessionRef) -> dict[str, Any]:
+        """The session's summary graph as seen from the leaf (`ds4.summaries`,
+        `ds4 summaries`): the view of `compaction.render.graph_view` with the active root and
+        its transitive children marked, and the text tree.
+
+        Raises:
+            RequestError: a missing or unreadable session file, or an unknown leaf.
+        """
+        path = self._session_path(session.file, "session.file")
+        parsed, context, _tokens, path = self._session_context(session)
+        if parsed.header is None:
+            raise RequestError(
+                f"session.file: '{path}' holds no Pi session yet; it has no summaries",
+                "session.file",
+            )
+        session_id = parsed.header.session_id
+        self._sync(path, force=False, progress=None)
+        compaction_entry = next(
+            (
+                entry_id
+                for message, entry_id in zip(
+                    reversed(context.messages), reversed(context.message_entry_ids), strict=True
+                )
+                if message.get("role") == "compactionSummary"
+            ),
+            None,
+        )
+        root = self._branch_root(session_id, path, compaction_entry)
+        nodes = summary_repo.session_nodes(self.store, session_id)
+        return graph_view(
+            nodes,
+            active_root_id=root.summary_id if root else None,
+            active_path_entry_ids=set(context.path_entry_ids),
+            session_id=session_id,
+            session_file=str(path),
+            leaf_id=context.leaf_id,
+        )
+
+    def summaries_dot(self, session: SessionRef) -> str:
+        """The summary graph of `summaries(session)` as Graphviz DOT."""
+        return render_dot(self.summaries(session))
+
     # ----------------------------------------------------------------- health
 
     def health(self) -> dict[str, Any]:
@@ -1175,6 +1419,7 @@ class ContextEngine:
             "sessions": counts["sessions"],
             "entries": counts["entries"],
             "manifests": manifest_repo.count_manifests(store),
+            "summaries": summary_repo.counts(store),
             "ephemeralManifests": len(self._ephemeral),
             "estimator": ESTIMATOR_VERSION,
             "notices": notices,

@@ -7,8 +7,8 @@ prints exactly what the matching LSP request returns (see docs/protocol.md).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 Scope = Literal["history", "project"]

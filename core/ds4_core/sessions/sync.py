@@ -46,6 +46,7 @@ Errors propagate and leave the previous index untouched (every write is one tran
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import os
 import queue
@@ -133,6 +134,12 @@ class SyncResult:
     malformed_lines: int
     bytes_read: int
     duration_ms: float
+
+
+CompactionHook = Callable[[str, list[SessionEntry]], None]
+"""Called as `hook(session_id, compaction_entries)` inside the sync's write transaction with the
+`compaction` entries this sync indexed (all of them on a rebuild, the new ones otherwise), so a
+derived record of them (the summary graph) commits or rolls back with the entries."""
 
 
 class _StateRaced(Exception):
@@ -332,6 +339,7 @@ def _incremental(
     size: int,
     progress: ProgressCallback | None,
     started: float,
+    on_compactions: CompactionHook | None = None,
 ) -> SyncResult | str:
     """Append what follows the checkpoint; returns the result, or a reason to rebuild."""
     header = _stored_header(store, prior, resume)
@@ -393,6 +401,9 @@ def _incremental(
                 indexed_at=prior.indexed_at,
             )
             added = repo.append_entries(store, session_id, rows, state, reposition=reposition)
+            compactions = [e for e in new.values() if e.entry_type == "compaction"]
+            if on_compactions is not None and compactions:
+                on_compactions(session_id, compactions)
     except _EntryChanged:
         return REASON_ENTRY_CHANGED
     if progress is not None:
@@ -497,6 +508,7 @@ def _rebuild(
     size: int,
     progress: ProgressCallback | None,
     started: float,
+    on_compactions: CompactionHook | None = None,
 ) -> SyncResult:
     """Read the whole file and replace the session's rows; `reason=None` means "decide".
 
@@ -515,13 +527,15 @@ def _rebuild(
         known = repo.get_index_state(store, session_id)
         reason = REASON_PATH_CHANGED if known is not None else REASON_NO_PRIOR_STATE
     last: list[SessionEntry | None] = [first]
+    compactions: list[SessionEntry] = []
 
     def rows() -> Iterator[IndexedEntry]:
         if first is None:
             return
-        yield _to_row(session_id, first)
-        for entry in entries:
+        for entry in itertools.chain((first,), entries):
             last[0] = entry
+            if entry.entry_type == "compaction":
+                compactions.append(entry)
             yield _to_row(session_id, entry)
 
     def final_state() -> IndexState:
@@ -551,15 +565,19 @@ def _rebuild(
         )
 
     def write(stream: Iterator[IndexedEntry]) -> int:
-        return repo.replace_session(
-            store,
-            session_id=session_id,
-            session_file=path,
-            project_path=header.cwd or None,
-            header_json=json.dumps(header.data, ensure_ascii=False, separators=(",", ":")),
-            entries=stream,
-            state=final_state,
-        )
+        with store.write():
+            total = repo.replace_session(
+                store,
+                session_id=session_id,
+                session_file=path,
+                project_path=header.cwd or None,
+                header_json=json.dumps(header.data, ensure_ascii=False, separators=(",", ":")),
+                entries=stream,
+                state=final_state,
+            )
+            if on_compactions is not None and compactions:
+                on_compactions(session_id, compactions)
+        return total
 
     if size >= THREADED_REBUILD_BYTES and not store.in_write():
         # (inside a caller's write() the writer thread could never take the lock)
@@ -582,16 +600,21 @@ def _rebuild(
 
 
 def _sync_once(
-    store: Store, path: str, force: bool, progress: ProgressCallback | None, started: float
+    store: Store,
+    path: str,
+    force: bool,
+    progress: ProgressCallback | None,
+    started: float,
+    on_compactions: CompactionHook | None,
 ) -> SyncResult:
     size, mtime_ms = _stat(path)
     prior = repo.index_state_for_file(store, path)
     if size == 0:
         return _skip_empty(store, path, prior, started)
     if force:
-        return _rebuild(store, path, REASON_FORCED, prior, size, progress, started)
+        return _rebuild(store, path, REASON_FORCED, prior, size, progress, started, on_compactions)
     if prior is None:
-        return _rebuild(store, path, None, None, size, progress, started)
+        return _rebuild(store, path, None, None, size, progress, started, on_compactions)
     if prior.file_size == size and prior.file_mtime_ms == mtime_ms:
         return SyncResult(
             prior.session_id,
@@ -607,11 +630,11 @@ def _sync_once(
     resume = _Resume.from_json(prior.resume_json)
     reason = _rebuild_reason(path, prior, resume, size)
     if reason is None and resume is not None:
-        outcome = _incremental(store, path, prior, resume, size, progress, started)
+        outcome = _incremental(store, path, prior, resume, size, progress, started, on_compactions)
         if isinstance(outcome, SyncResult):
             return outcome
         reason = outcome
-    return _rebuild(store, path, reason, prior, size, progress, started)
+    return _rebuild(store, path, reason, prior, size, progress, started, on_compactions)
 
 
 def sync_session(
@@ -620,6 +643,7 @@ def sync_session(
     *,
     force: bool = False,
     progress: ProgressCallback | None = None,
+    on_compactions: CompactionHook | None = None,
 ) -> SyncResult:
     """Bring the index of the Pi session file at `path` up to date (ds4-reference.md 3.12).
 
@@ -635,6 +659,7 @@ def sync_session(
         force: rebuild even when nothing changed (reason "forced").
         progress: called with `(bytes_done, bytes_total)` of this read about every MiB and
             once at the end, on the calling thread.
+        on_compactions: see `CompactionHook`; an exception from it rolls the sync back.
 
     Raises:
         SessionFormatError: the file is not a Pi session (`NotAPiSessionError`) or its format
@@ -645,7 +670,7 @@ def sync_session(
     file_key = canonical_session_file(path)
     for _attempt in range(_RACE_RETRIES):
         try:
-            return _sync_once(store, file_key, force, progress, started)
+            return _sync_once(store, file_key, force, progress, started, on_compactions)
         except _StateRaced:
             continue
     raise RuntimeError(

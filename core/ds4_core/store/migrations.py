@@ -22,6 +22,8 @@ The schema itself (column lists from docs/architecture.md "store"):
 * `project_states`, `project_files`, `project_snippets`, `project_snippets_fts` (migration 4,
   docs/project-knowledge.md "Storage");
 * `project_file_texts`, `project_file_texts_fts` (migration 6: whole-file full text).
+* `summaries`, `summary_sources`, `summary_edges` (migration 7: the summary graph,
+  docs/compaction.md "Storage").
 
 FTS5 external content caveats (SQLite documentation, "External Content Tables"): the index is
 keyed by `entries.rowid`, and `entries` has a TEXT primary key, so its rowids are implicit. Never
@@ -322,6 +324,67 @@ built from. External content with the same caveats as `entries_fts` (no VACUUM w
 rebuild, no INSERT OR REPLACE). A database migrated from version 5 has no rows yet: the next
 sync re-reads every file without one."""
 
+_SUMMARY_GRAPH = """
+CREATE TABLE summaries (
+    summary_id TEXT PRIMARY KEY,
+    session_id TEXT NOT NULL,
+    summary_kind TEXT NOT NULL CHECK (summary_kind IN ('segment', 'aggregate', 'branch')),
+    content TEXT NOT NULL,
+    source_hash TEXT NOT NULL,
+    graph_level INTEGER NOT NULL CHECK (graph_level >= 0),
+    created_at TEXT NOT NULL,
+    validation_status TEXT NOT NULL
+        CHECK (validation_status IN ('valid', 'warning', 'invalid')),
+    validation_issue_codes_json TEXT NOT NULL DEFAULT '[]',
+    provider TEXT,
+    model TEXT,
+    first_kept_entry_id TEXT,
+    tokens_before INTEGER,
+    compaction_reason TEXT,
+    lifecycle_status TEXT NOT NULL DEFAULT 'committed'
+        CHECK (lifecycle_status IN ('prepared', 'committed', 'failed')),
+    pi_compaction_entry_id TEXT,
+    operation_id TEXT NOT NULL,
+    failure_reason TEXT,
+    metadata_json TEXT NOT NULL DEFAULT '{}',
+    UNIQUE (session_id, pi_compaction_entry_id)
+) STRICT;
+
+CREATE INDEX summaries_session_lifecycle ON summaries (session_id, lifecycle_status);
+
+CREATE INDEX summaries_operation ON summaries (operation_id);
+
+CREATE TABLE summary_sources (
+    summary_id TEXT NOT NULL REFERENCES summaries(summary_id) ON DELETE CASCADE,
+    position INTEGER NOT NULL,
+    entry_id TEXT NOT NULL,
+    PRIMARY KEY (summary_id, position)
+) STRICT;
+
+CREATE TABLE summary_edges (
+    parent_id TEXT NOT NULL REFERENCES summaries(summary_id) ON DELETE CASCADE,
+    child_id TEXT NOT NULL REFERENCES summaries(summary_id),
+    child_order INTEGER NOT NULL,
+    PRIMARY KEY (parent_id, child_order),
+    CHECK (parent_id <> child_id)
+) STRICT;
+
+CREATE INDEX summary_edges_child ON summary_edges (child_id);
+"""
+"""The summary graph (docs/compaction.md "Storage"; ds4-reference.md 3.11 v1 + v5 + v6 folded
+into one migration). One `summaries` row per node: kind, level, content, provenance
+(`source_hash`), validation, provider/model, the compaction it belongs to, and its lifecycle
+(`prepared` -> `committed` | `failed`; rows imported from a session file are `committed`).
+`session_id` has NO foreign key to `sessions`: nodes must survive a session index rebuild
+(committed ones are re-imported idempotently from the compaction entries anyway). Pi entry ids
+are unique only per session, so `pi_compaction_entry_id` is unique per session (NULLs are
+distinct in SQLite UNIQUE constraints, so any number of rows may have none). `operation_id` is
+the summary id of the root of the operation that created the row (the unit committed or failed
+together). `summary_sources` holds the entries a node summarizes directly, in span order;
+`summary_edges` the ordered children of an aggregate. A child may not be deleted while a parent
+points at it (no cascade on `child_id`); deleting a parent removes its edges. The implicit rowid
+of `summaries` is the insertion order used to break `created_at` ties."""
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "initial-session-index", _INITIAL_SESSION_INDEX),
     Migration(2, "context-manifests", _CONTEXT_MANIFESTS),
@@ -329,6 +392,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(4, "project-knowledge-index", _PROJECT_KNOWLEDGE_INDEX),
     Migration(5, "project-sent-snippets", _PROJECT_SENT_SNIPPETS),
     Migration(6, "project-files-fts", _PROJECT_FILE_TEXTS),
+    Migration(7, "summary-graph", _SUMMARY_GRAPH),
 )
 """All migrations in version order. Never edit an entry once released: add a new one."""
 

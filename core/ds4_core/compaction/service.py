@@ -1,0 +1,398 @@
+"""One compaction: summary, validation, graph nodes, prepared batch, and the compaction entry
+the client writes (ds4-reference.md 3.13; docs/compaction.md).
+
+The engine prepares the span and resolves the previous root; this module turns them into a
+`prepared` batch (a `segment`, plus an `aggregate` over `[previousRoot, segment]` when the
+branch already has a root) and the wire result of `ds4/compact`.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from typing import Any
+
+from ..config import Config
+from ..logs import describe_failure
+from ..requests import SummarizeCall, Summarizer
+from ..store import summaries as summary_repo
+from ..store.database import Store
+from ..tokens import estimate_text_tokens
+from .contract import (
+    Evidence,
+    Validation,
+    aggregate_source_hash,
+    build_prompt,
+    repair_summary,
+    segment_source_hash,
+    validate_summary,
+)
+from .merge import MERGE_MODEL, MERGE_PROVIDER, merge_summaries
+from .nodes import SummaryNode, new_summary_id
+from .offline import OFFLINE_MODEL, OFFLINE_PROVIDER, offline_summary
+from .records import compaction_details
+from .span import Span
+from .transcript import conversation_text, file_operations
+
+log = logging.getLogger(__name__)
+
+MAX_INVENTORY_FILES = 100
+"""Most files kept in an aggregate's read / modified inventory (the most recent ones), so the
+details each compaction entry carries stay bounded however long the session grows."""
+
+NO_SUMMARIZER_REASON = (
+    "no model summarizer was offered (an LSP client offers one by declaring "
+    "capabilities.experimental.ds4.summarize)"
+)
+
+
+def utc_now_iso() -> str:
+    """Current UTC time as ISO-8601 with milliseconds and `Z`."""
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+@dataclass(frozen=True)
+class SummaryChoice:
+    """The segment text and where it came from.
+
+    Attributes:
+        text: the summary (valid, or with warnings only).
+        initial: validation of the text as the summarizer gave it (before repairs).
+        final: validation of `text`.
+        repairs: names of the repairs applied (docs/compaction.md).
+        summarizer: "client" or "offline".
+        fallback_reason: why the offline summary was used, or None.
+        provider, model: who wrote the text.
+    """
+
+    text: str
+    initial: Validation
+    final: Validation
+    repairs: tuple[str, ...]
+    summarizer: str
+    fallback_reason: str | None
+    provider: str | None
+    model: str | None
+
+
+def _token_limit(config: Config) -> int:
+    """The largest summary node, in tokens: `compaction.summaryTokenLimit`, and never more than
+    `context.maxSummaryTokens` (so the planner can always include the active root)."""
+    limit = int(config["compaction.summaryTokenLimit"])
+    cap = int(config["context.maxSummaryTokens"])
+    return max(1, min(limit, cap)) if cap > 0 else limit
+
+
+def choose_summary(
+    span: Span,
+    *,
+    source_text: str,
+    read_files: Sequence[str],
+    modified_files: Sequence[str],
+    source_hash: str,
+    session_id: str,
+    token_limit: int,
+    config: Config,
+    summarizer: Summarizer | None,
+    custom_instructions: str | None = None,
+) -> SummaryChoice:
+    """The segment's summary: the summarizer's (validated, repaired where the reference
+    repairs) or, when it is absent, fails, times out, answers invalid text, or the prompt is
+    over `compaction.maxRequestInputTokens`, the offline summary (always valid)."""
+    evidence = Evidence(
+        source_text, span.previous_summary, tuple(read_files), tuple(modified_files)
+    )
+    reason: str | None = NO_SUMMARIZER_REASON
+    initial: Validation | None = None
+    if summarizer is not None:
+        prompt = build_prompt(
+            conversation_text=source_text,
+            previous_summary=span.previous_summary,
+            read_files=read_files,
+            modified_files=modified_files,
+            token_limit=token_limit,
+            custom_instructions=custom_instructions,
+        )
+        prompt_tokens = estimate_text_tokens(prompt)
+        request_limit = int(config["compaction.maxRequestInputTokens"])
+        if prompt_tokens > request_limit:
+            reason = (
+                f"the summary prompt has {prompt_tokens} tokens, over "
+                f"compaction.maxRequestInputTokens ({request_limit}); summarized offline"
+            )
+        else:
+            call = SummarizeCall(
+                summary_kind="segment",
+                prompt=prompt,
+                source_hash=source_hash,
+                token_limit=token_limit,
+                session_id=session_id,
+                source_entry_ids=span.source_entry_ids,
+                read_files=tuple(read_files),
+                modified_files=tuple(modified_files),
+            )
+            try:
+                answer = summarizer(call)
+            except Exception as exc:  # any failure: the offline summary stands in
+                reason = str(exc) or type(exc).__name__
+                log.info("summarizer failed: error=%s", describe_failure(exc))
+            else:
+                repaired = repair_summary(answer.summary, evidence)
+                initial = repaired.initial
+                tokens = estimate_text_tokens(repaired.text)
+                if not repaired.accepted:
+                    reason = (
+                        "the client's summary failed validation ("
+                        + ", ".join(repaired.initial.codes)
+                        + f"): {repaired.reason}"
+                    )
+                elif tokens > token_limit:
+                    reason = (
+                        f"the client's summary has {tokens} tokens, over the limit of "
+                        f"{token_limit} (compaction.summaryTokenLimit)"
+                    )
+                else:
+                    return SummaryChoice(
+                        repaired.text,
+                        repaired.initial,
+                        repaired.validation,
+                        repaired.repairs,
+                        "client",
+                        None,
+                        answer.provider,
+                        answer.model,
+                    )
+    text = offline_summary(
+        span.messages,
+        read_files=read_files,
+        modified_files=modified_files,
+        token_limit=token_limit,
+        previous_summary=span.previous_summary,
+        source_text=source_text,
+    )
+    final = validate_summary(text, evidence)
+    return SummaryChoice(
+        text,
+        initial if initial is not None else final,
+        final,
+        (),
+        "offline",
+        reason,
+        OFFLINE_PROVIDER,
+        OFFLINE_MODEL,
+    )
+
+
+def _recent_union(older: Sequence[str], newer: Sequence[str], limit: int) -> list[str]:
+    """`older` then `newer`, deduplicated (a repeated file moves to its latest position), the
+    last `limit` kept."""
+    order: dict[str, None] = {}
+    for path in [*older, *newer]:
+        order.pop(path, None)
+        order[path] = None
+    return list(order)[-limit:]
+
+
+@dataclass(frozen=True)
+class PreparedCompaction:
+    """The outcome of `prepare_compaction`: the stored nodes and the `ds4/compact` result."""
+
+    root: SummaryNode
+    segment: SummaryNode
+    result: dict[str, Any]
+
+
+def prepare_compaction(
+    store: Store,
+    *,
+    session_id: str,
+    span: Span,
+    reason: str,
+    previous_root: SummaryNode | None,
+    config: Config,
+    summarizer: Summarizer | None,
+    custom_instructions: str | None = None,
+    after_insert: Callable[[SummaryNode], None] | None = None,
+) -> PreparedCompaction:
+    """Summarize `span`, build the segment (and aggregate) and store them as `prepared`.
+
+    Args:
+        store: the open store.
+        session_id: the Pi session id.
+        span: from `prepare_span`.
+        reason: manual | threshold | overflow.
+        previous_root: the branch's current root node (resolved from the branch's latest
+            compaction entry), or None.
+        config: settings snapshot (compaction.*, context.maxSummaryTokens).
+        summarizer: the client's model, or None for the offline summarizer.
+        custom_instructions: extra instructions for the summarizer prompt.
+        after_insert: test hook passed to `insert_prepared` (failure injection).
+
+    Returns:
+        The nodes and the result: {compaction: {summary, firstKeptEntryId, tokensBefore,
+        details}, summaryId, segmentSummaryId, operationId, summaryKind, graphLevel,
+        summarizer, fallbackReason, validation: {status, issueCodes, repairs}, span: {...},
+        warnings}.
+
+    Raises:
+        sqlite3.Error / peewee errors: the batch could not be stored (nothing of it remains).
+    """
+    source_text = conversation_text(span.messages)
+    read_files, modified_files = file_operations(span.messages)
+    source_hash = segment_source_hash(
+        source_text, span.previous_summary, span.source_entry_ids, read_files, modified_files
+    )
+    token_limit = _token_limit(config)
+    choice = choose_summary(
+        span,
+        source_text=source_text,
+        read_files=read_files,
+        modified_files=modified_files,
+        source_hash=source_hash,
+        session_id=session_id,
+        token_limit=token_limit,
+        config=config,
+        summarizer=summarizer,
+        custom_instructions=custom_instructions,
+    )
+    generated_at = utc_now_iso()
+    segment_id = new_summary_id()
+    metadata: dict[str, Any] = {
+        "readFiles": list(read_files),
+        "modifiedFiles": list(modified_files),
+        "isSplitTurn": span.is_split_turn,
+        "messageCount": span.message_count,
+        "summarizer": choice.summarizer,
+        "repairs": list(choice.repairs),
+    }
+    if choice.fallback_reason is not None:
+        metadata["fallbackReason"] = choice.fallback_reason
+    segment = SummaryNode(
+        summary_id=segment_id,
+        session_id=session_id,
+        kind="segment",
+        content=choice.text,
+        source_hash=source_hash,
+        graph_level=0,
+        created_at=generated_at,
+        validation_status=choice.final.status,
+        validation_issue_codes=tuple(choice.initial.codes),
+        provider=choice.provider,
+        model=choice.model,
+        first_kept_entry_id=span.first_kept_entry_id,
+        tokens_before=span.tokens_before,
+        reason=reason,
+        lifecycle="prepared",
+        operation_id=segment_id,
+        source_entry_ids=span.source_entry_ids,
+        metadata=metadata,
+    )
+    nodes = [segment]
+    root = segment
+    if previous_root is not None:
+        aggregate_id = new_summary_id()
+        agg_read = _recent_union(previous_root.read_files, read_files, MAX_INVENTORY_FILES)
+        agg_modified = _recent_union(
+            previous_root.modified_files, modified_files, MAX_INVENTORY_FILES
+        )
+        agg_read = [path for path in agg_read if path not in set(agg_modified)]
+        content = merge_summaries(
+            previous_root.content,
+            segment.content,
+            read_files=agg_read,
+            modified_files=agg_modified,
+            token_limit=token_limit,
+        )
+        merged_evidence = Evidence(
+            previous_root.content + "\n\n" + segment.content,
+            "",
+            tuple(agg_read),
+            tuple(agg_modified),
+        )
+        validation = validate_summary(content, merged_evidence)
+        root = SummaryNode(
+            summary_id=aggregate_id,
+            session_id=session_id,
+            kind="aggregate",
+            content=content,
+            source_hash=aggregate_source_hash(
+                [
+                    (
+                        previous_root.summary_id,
+                        previous_root.kind,
+                        previous_root.source_hash,
+                        previous_root.graph_level,
+                    ),
+                    (segment.summary_id, segment.kind, segment.source_hash, segment.graph_level),
+                ]
+            ),
+            graph_level=max(previous_root.graph_level, segment.graph_level) + 1,
+            created_at=generated_at,
+            validation_status=validation.status,
+            validation_issue_codes=tuple(validation.codes),
+            provider=MERGE_PROVIDER,
+            model=MERGE_MODEL,
+            first_kept_entry_id=span.first_kept_entry_id,
+            tokens_before=span.tokens_before,
+            reason=reason,
+            lifecycle="prepared",
+            operation_id=aggregate_id,
+            child_ids=(previous_root.summary_id, segment.summary_id),
+            metadata={"readFiles": agg_read, "modifiedFiles": agg_modified},
+        )
+        segment = replace(segment, operation_id=aggregate_id)
+        nodes = [segment, root]
+    summary_repo.insert_prepared(store, nodes, after_insert=after_insert)
+    embedded = [segment] if root is not segment else []
+    details = compaction_details(
+        root,
+        embedded,
+        is_split_turn=span.is_split_turn,
+        message_count=span.message_count,
+        source_entry_ids=span.source_entry_ids,
+        segment_summary_id=segment.summary_id,
+    )
+    warnings: list[str] = []
+    if choice.fallback_reason is not None and choice.fallback_reason != NO_SUMMARIZER_REASON:
+        warnings.append(f"offline summary used: {choice.fallback_reason}")
+    if root.validation_status == "invalid":  # a merge bug, never expected: say it
+        warnings.append(
+            "the aggregate summary failed validation: " + ", ".join(root.validation_issue_codes)
+        )
+    result: dict[str, Any] = {
+        "compaction": {
+            "summary": root.content,
+            "firstKeptEntryId": span.first_kept_entry_id,
+            "tokensBefore": span.tokens_before,
+            "details": details,
+        },
+        "summaryId": root.summary_id,
+        "segmentSummaryId": segment.summary_id,
+        "operationId": root.operation_id,
+        "summaryKind": root.kind,
+        "graphLevel": root.graph_level,
+        "summarizer": choice.summarizer,
+        "fallbackReason": choice.fallback_reason,
+        "validation": {
+            "status": choice.final.status,
+            "issueCodes": list(choice.initial.codes),
+            "repairs": list(choice.repairs),
+        },
+        "span": {
+            "messageCount": span.message_count,
+            "tokens": span.span_tokens,
+            "keptTokens": span.kept_tokens,
+            "isSplitTurn": span.is_split_turn,
+            "firstKeptEntryId": span.first_kept_entry_id,
+            "previousSummaryId": previous_root.summary_id if previous_root else None,
+            "sourceEntryCount": len(span.source_entry_ids),
+        },
+        "tokens": {
+            "summary": estimate_text_tokens(root.content),
+            "limit": token_limit,
+        },
+        "warnings": warnings,
+    }
+    return PreparedCompaction(root, segment, result)

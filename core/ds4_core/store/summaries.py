@@ -1,0 +1,641 @@
+"""Repository for the summary graph: `summaries`, `summary_sources`, `summary_edges` (migration 7).
+
+Rules (docs/compaction.md "Graph rules", "Storage"; ds4-reference.md 3.11 v5/v6 and 3.13):
+
+* A node is immutable once stored: its content, kind, level, sources and children never change.
+  Only its lifecycle (`prepared` -> `committed` | `failed`, `failed` -> `committed`), its
+  `failure_reason` and the Pi compaction entry id that carries it are updated.
+* The unit of change is the *operation*: every node created by one compaction shares the
+  `operation_id` (the summary id of the operation's root) and is committed or failed together.
+* Children are stored before their parents (a child must already exist or come earlier in the
+  same batch), so the graph is acyclic by construction.
+* Every call costs O(its batch) (primary-key and index lookups only), never O(graph), except
+  `session_nodes`, `export_graph`, `counts` and `fail_leftover_prepared`, which read what they
+  return or scan once at startup; `transitive_sources` costs O(the nodes under the root).
+
+All functions take the `Store` first. Writes open `with store.write():` themselves (a caller's
+enclosing write turns them into a savepoint), so an exception inside leaves nothing behind.
+Reads work from any thread.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
+from dataclasses import fields
+from itertools import islice
+from typing import Any, cast
+
+from ds4_core.compaction.nodes import (
+    LIFECYCLES,
+    SUMMARY_KINDS,
+    Lifecycle,
+    SummaryKind,
+    SummaryNode,
+    ValidationStatus,
+)
+from ds4_core.store.database import Store
+
+VALIDATION_STATUSES: tuple[str, ...] = ("valid", "warning", "invalid")
+"""Allowed `validation_status` values (the CHECK of migration 7)."""
+
+DEFAULT_LEFTOVER_REASON = "left prepared when the server stopped"
+"""`failure_reason` of batches found `prepared` at startup (docs/compaction.md "The flow" 6)."""
+
+_QUERY_CHUNK = 500  # ids per `IN (...)` lookup, well under SQLite's bound-variable limit
+
+_COLUMNS = (
+    "summary_id",
+    "session_id",
+    "summary_kind",
+    "content",
+    "source_hash",
+    "graph_level",
+    "created_at",
+    "validation_status",
+    "validation_issue_codes_json",
+    "provider",
+    "model",
+    "first_kept_entry_id",
+    "tokens_before",
+    "compaction_reason",
+    "lifecycle_status",
+    "pi_compaction_entry_id",
+    "operation_id",
+    "metadata_json",
+)
+_SELECT = f"SELECT {', '.join(_COLUMNS)} FROM summaries"
+_INSERT = f"INSERT INTO summaries ({', '.join(_COLUMNS)}) VALUES ({', '.join('?' * len(_COLUMNS))})"
+
+
+def _chunks(values: Iterable[str], size: int = _QUERY_CHUNK) -> Iterator[list[str]]:
+    iterator = iter(values)
+    while chunk := list(islice(iterator, size)):
+        yield chunk
+
+
+def _encode_json(node: SummaryNode, value: Any, what: str) -> str:
+    try:
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(
+            f"summary node {node.summary_id!r}: its {what} is not JSON-ready ({exc})"
+        ) from None
+
+
+def _row_params(node: SummaryNode, lifecycle: str) -> tuple[Any, ...]:
+    """The `summaries` row of `node` (in `_COLUMNS` order) with `lifecycle`."""
+    return (
+        node.summary_id,
+        node.session_id,
+        node.kind,
+        node.content,
+        node.source_hash,
+        node.graph_level,
+        node.created_at,
+        node.validation_status,
+        _encode_json(node, list(node.validation_issue_codes), "validation_issue_codes"),
+        node.provider,
+        node.model,
+        node.first_kept_entry_id,
+        node.tokens_before,
+        node.reason,
+        lifecycle,
+        node.pi_entry_id,
+        node.operation_id or node.summary_id,
+        _encode_json(node, node.metadata, "metadata"),
+    )
+
+
+def _check_node(node: SummaryNode) -> None:
+    """Raise ValueError when `node` would violate a CHECK of migration 7 (clearer than
+    SQLite's "CHECK constraint failed")."""
+    problems: list[str] = []
+    if not isinstance(node.summary_id, str) or not node.summary_id:
+        problems.append("an empty summary_id")
+    if node.kind not in SUMMARY_KINDS:
+        problems.append(f"kind {node.kind!r} (expected one of {', '.join(SUMMARY_KINDS)})")
+    if isinstance(node.graph_level, bool) or not isinstance(node.graph_level, int):
+        problems.append(f"graph_level {node.graph_level!r} (expected an integer >= 0)")
+    elif node.graph_level < 0:
+        problems.append(f"graph_level {node.graph_level} (expected >= 0)")
+    if node.validation_status not in VALIDATION_STATUSES:
+        problems.append(f"validation_status {node.validation_status!r}")
+    if node.summary_id in node.child_ids:
+        problems.append("itself as a child")
+    if node.tokens_before is not None and (
+        isinstance(node.tokens_before, bool) or not isinstance(node.tokens_before, int)
+    ):
+        problems.append(f"tokens_before {node.tokens_before!r} (expected an integer or None)")
+    if problems:
+        raise ValueError(f"cannot store summary node {node.summary_id!r}: " + "; ".join(problems))
+
+
+def _stored_ids(conn: sqlite3.Connection, ids: Iterable[str]) -> set[str]:
+    found: set[str] = set()
+    for chunk in _chunks(dict.fromkeys(ids)):
+        rows = conn.execute(
+            f"SELECT summary_id FROM summaries WHERE summary_id IN ({', '.join('?' * len(chunk))})",
+            chunk,
+        ).fetchall()
+        found.update(row[0] for row in rows)
+    return found
+
+
+def _missing_children(
+    nodes: Sequence[SummaryNode], stored: set[str], skip: set[str] | None = None
+) -> list[str]:
+    """`child (of parent)` descriptions of children that are neither stored nor earlier in
+    `nodes`; nodes whose id is in `skip` are not checked (their edges are not written)."""
+    available = set(stored)
+    missing: list[str] = []
+    for node in nodes:
+        if skip is None or node.summary_id not in skip:
+            missing.extend(
+                f"{child} (child of {node.summary_id})"
+                for child in node.child_ids
+                if child not in available
+            )
+        available.add(node.summary_id)
+    return missing
+
+
+def _write_node(conn: sqlite3.Connection, node: SummaryNode, lifecycle: str) -> None:
+    conn.execute(_INSERT, _row_params(node, lifecycle))
+    if node.source_entry_ids:
+        conn.executemany(
+            "INSERT INTO summary_sources (summary_id, position, entry_id) VALUES (?, ?, ?)",
+            [(node.summary_id, i, entry_id) for i, entry_id in enumerate(node.source_entry_ids)],
+        )
+    if node.child_ids:
+        conn.executemany(
+            "INSERT INTO summary_edges (parent_id, child_id, child_order) VALUES (?, ?, ?)",
+            [(node.summary_id, child, i) for i, child in enumerate(node.child_ids)],
+        )
+
+
+def insert_prepared(
+    store: Store,
+    nodes: Sequence[SummaryNode],
+    *,
+    after_insert: Callable[[SummaryNode], None] | None = None,
+) -> None:
+    """Store one compaction operation's nodes as `prepared`, in ONE write transaction.
+
+    Each node's row (lifecycle forced to `prepared`, whatever `node.lifecycle` says; an empty
+    `operation_id` becomes the node's own id), its sources (in order) and its edges (in child
+    order) are written in list order, so children must already be stored or come earlier in
+    `nodes`. `after_insert(node)` runs after each node's rows are written (a failure-injection
+    hook for tests): if it raises, the whole batch is rolled back and the exception propagates.
+
+    Raises:
+        ValueError: before anything is written, when a node id is repeated in the batch or
+            already stored, a child is neither stored nor earlier in the batch, a field
+            violates the schema (kind, level, validation status, self-edge), or the metadata is
+            not JSON-ready. The message names the ids.
+        sqlite3.IntegrityError: e.g. a `pi_entry_id` already used by another node of the
+            session (prepared nodes normally have none).
+    """
+    if not nodes:
+        return
+    seen: set[str] = set()
+    repeated: list[str] = []
+    for node in nodes:
+        _check_node(node)
+        if node.summary_id in seen:
+            repeated.append(node.summary_id)
+        seen.add(node.summary_id)
+    if repeated:
+        raise ValueError(f"summary ids repeated in one batch: {', '.join(repeated)}")
+    for node in nodes:
+        _row_params(node, "prepared")  # metadata that is not JSON-ready fails before writing
+    with store.write() as conn:
+        batch_ids = [node.summary_id for node in nodes]
+        already = _stored_ids(conn, batch_ids)
+        if already:
+            raise ValueError(
+                "summary ids already stored (node ids are immutable; make new ids): "
+                + ", ".join(i for i in batch_ids if i in already)
+            )
+        children = {c for node in nodes for c in node.child_ids} - seen
+        missing = _missing_children(nodes, _stored_ids(conn, children))
+        if missing:
+            raise ValueError(
+                "summary children must be stored before their parents; missing: "
+                + ", ".join(missing)
+            )
+        for node in nodes:
+            _write_node(conn, node, "prepared")
+            if after_insert is not None:
+                after_insert(node)
+
+
+def _operation_rows(conn: sqlite3.Connection, summary_id: str) -> tuple[str, list[tuple[str, str]]]:
+    """(operation id, [(summary_id, lifecycle)] in insertion order) of the operation holding
+    `summary_id`; ("", []) when the id is unknown."""
+    row = conn.execute(
+        "SELECT operation_id FROM summaries WHERE summary_id = ?", (summary_id,)
+    ).fetchone()
+    if row is None:
+        return "", []
+    operation_id = row[0]
+    rows = conn.execute(
+        "SELECT summary_id, lifecycle_status FROM summaries WHERE operation_id = ? ORDER BY rowid",
+        (operation_id,),
+    ).fetchall()
+    return operation_id, [(r[0], r[1]) for r in rows]
+
+
+def _pi_entry_holder(conn: sqlite3.Connection, session_id: str, pi_entry_id: str) -> str | None:
+    row = conn.execute(
+        "SELECT summary_id FROM summaries WHERE session_id = ? AND pi_compaction_entry_id = ?",
+        (session_id, pi_entry_id),
+    ).fetchone()
+    return None if row is None else str(row[0])
+
+
+def mark_committed(store: Store, summary_id: str, pi_entry_id: str | None = None) -> list[str]:
+    """Mark every node of the operation holding `summary_id` `committed`.
+
+    `prepared` and `failed` nodes become `committed` (their `failure_reason` is cleared);
+    committed ones stay. When `pi_entry_id` is given it is recorded on the operation's root
+    (the node whose id is the operation id) if the root has none yet and no other node of the
+    session already carries that entry id (an entry id, once recorded, is kept: the session
+    file is re-imported by `import_committed`, which is authoritative).
+
+    Returns the ids whose row changed, in insertion order; empty for an unknown id. Never
+    raises for an unknown id.
+    """
+    with store.write() as conn:
+        operation_id, rows = _operation_rows(conn, summary_id)
+        if not rows:
+            return []
+        changed = [sid for sid, lifecycle in rows if lifecycle != "committed"]
+        if changed:
+            conn.execute(
+                "UPDATE summaries SET lifecycle_status = 'committed', failure_reason = NULL "
+                "WHERE operation_id = ? AND lifecycle_status <> 'committed'",
+                (operation_id,),
+            )
+        if pi_entry_id:
+            root = conn.execute(
+                "SELECT session_id, pi_compaction_entry_id FROM summaries WHERE summary_id = ?",
+                (operation_id,),
+            ).fetchone()
+            if (
+                root is not None
+                and root[1] is None
+                and _pi_entry_holder(conn, root[0], pi_entry_id) is None
+            ):
+                conn.execute(
+                    "UPDATE summaries SET pi_compaction_entry_id = ? WHERE summary_id = ?",
+                    (pi_entry_id, operation_id),
+                )
+                if operation_id not in changed:
+                    changed.append(operation_id)
+        return changed
+
+
+def mark_failed(store: Store, summary_id: str, reason: str | None = None) -> list[str]:
+    """Mark the `prepared` nodes of the operation holding `summary_id` `failed`, storing
+    `reason` as their `failure_reason`. Committed nodes stay committed (the session file
+    proved them), failed ones keep their first reason.
+
+    Returns the ids changed, in insertion order; empty for an unknown id (never raises).
+    """
+    with store.write() as conn:
+        operation_id, rows = _operation_rows(conn, summary_id)
+        changed = [sid for sid, lifecycle in rows if lifecycle == "prepared"]
+        if changed:
+            conn.execute(
+                "UPDATE summaries SET lifecycle_status = 'failed', failure_reason = ? "
+                "WHERE operation_id = ? AND lifecycle_status = 'prepared'",
+                (reason, operation_id),
+            )
+        return changed
+
+
+def fail_leftover_prepared(store: Store, reason: str = DEFAULT_LEFTOVER_REASON) -> int:
+    """Mark every `prepared` node (all sessions) `failed` with `reason`; returns how many.
+
+    Called once at server start (docs/compaction.md "The flow" 6): a batch still prepared then
+    was never confirmed. A later sync that finds its compaction entry commits it again. Scans
+    `summaries` once (startup only).
+    """
+    with store.write() as conn:
+        cursor = conn.execute(
+            "UPDATE summaries SET lifecycle_status = 'failed', failure_reason = ? "
+            "WHERE lifecycle_status = 'prepared'",
+            (reason,),
+        )
+        return int(cursor.rowcount)
+
+
+def import_committed(store: Store, nodes: Sequence[SummaryNode]) -> list[str]:
+    """Idempotently store nodes reconstructed from a session file as `committed`.
+
+    One write transaction, nodes processed in list order:
+
+    * a node whose id is already stored (or came earlier in `nodes`) is set `committed` (its
+      `failure_reason` cleared) and, when the given node has a `pi_entry_id` and the row has
+      none, gets it; its content, kind, level, sources and edges are never changed, and the
+      row keeps its `session_id` (a forked session reusing a summary id shares the row);
+    * a missing node is inserted `committed` with its sources and edges.
+
+    The session file is authoritative for which node a Pi compaction entry carries: when
+    another node of the session already holds that `pi_entry_id` (e.g. a client reported the
+    wrong entry to `mark_committed`), the other node loses it.
+
+    Returns the ids inserted or changed (including ones that lost a `pi_entry_id`), unique, in
+    the order they were touched; empty when everything was already stored as given.
+
+    Raises:
+        ValueError: before anything is written, when a node to insert has a child that is
+            neither stored nor earlier in `nodes` (the message names the ids; the caller logs
+            it and skips that compaction entry, so import entry by entry), or a node to insert
+            violates the schema or has metadata that is not JSON-ready.
+    """
+    if not nodes:
+        return []
+    with store.write() as conn:
+        ids = [node.summary_id for node in nodes]
+        stored = _stored_ids(conn, ids)
+        to_insert: set[str] = set()
+        seen = set(stored)
+        for node in nodes:
+            if node.summary_id not in seen:
+                _check_node(node)
+                _row_params(node, "committed")  # JSON problems before writing
+                to_insert.add(node.summary_id)
+                seen.add(node.summary_id)
+        children = {c for node in nodes for c in node.child_ids} - set(ids)
+        skip = {node.summary_id for node in nodes} - to_insert
+        missing = _missing_children(nodes, stored | _stored_ids(conn, children), skip)
+        if missing:
+            raise ValueError(
+                "cannot import summary nodes whose children exist nowhere (not stored, not "
+                "earlier in the same import): " + ", ".join(missing)
+            )
+        changed: dict[str, None] = {}
+        for node in nodes:
+            if node.summary_id in to_insert:
+                to_insert.discard(node.summary_id)  # a repeat later in the list updates
+                if node.pi_entry_id:
+                    changed.update(_release_pi_entry(conn, node.session_id, node.pi_entry_id))
+                _write_node(conn, node, "committed")
+                changed[node.summary_id] = None
+                continue
+            row = conn.execute(
+                "SELECT session_id, lifecycle_status, pi_compaction_entry_id FROM summaries "
+                "WHERE summary_id = ?",
+                (node.summary_id,),
+            ).fetchone()
+            if row[1] != "committed":
+                conn.execute(
+                    "UPDATE summaries SET lifecycle_status = 'committed', failure_reason = NULL "
+                    "WHERE summary_id = ?",
+                    (node.summary_id,),
+                )
+                changed[node.summary_id] = None
+            if node.pi_entry_id and row[2] is None:
+                changed.update(_release_pi_entry(conn, row[0], node.pi_entry_id))
+                conn.execute(
+                    "UPDATE summaries SET pi_compaction_entry_id = ? WHERE summary_id = ?",
+                    (node.pi_entry_id, node.summary_id),
+                )
+                changed[node.summary_id] = None
+        return list(changed)
+
+
+def _release_pi_entry(
+    conn: sqlite3.Connection, session_id: str, pi_entry_id: str
+) -> dict[str, None]:
+    """Clear `pi_entry_id` from whichever node of the session holds it; returns that id."""
+    holder = _pi_entry_holder(conn, session_id, pi_entry_id)
+    if holder is None:
+        return {}
+    conn.execute(
+        "UPDATE summaries SET pi_compaction_entry_id = NULL WHERE summary_id = ?", (holder,)
+    )
+    return {holder: None}
+
+
+def _decode_list(text: str) -> tuple[str, ...]:
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return ()
+    return tuple(v for v in value if isinstance(v, str)) if isinstance(value, list) else ()
+
+
+def _decode_dict(text: str) -> dict[str, Any]:
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def _node_from_row(
+    row: Sequence[Any], sources: Sequence[str], children: Sequence[str]
+) -> SummaryNode:
+    return SummaryNode(
+        summary_id=row[0],
+        session_id=row[1],
+        kind=cast(SummaryKind, row[2]),
+        content=row[3],
+        source_hash=row[4],
+        graph_level=row[5],
+        created_at=row[6],
+        validation_status=cast(ValidationStatus, row[7]),
+        validation_issue_codes=_decode_list(row[8]),
+        provider=row[9],
+        model=row[10],
+        first_kept_entry_id=row[11],
+        tokens_before=row[12],
+        reason=row[13],
+        lifecycle=cast(Lifecycle, row[14]),
+        pi_entry_id=row[15],
+        operation_id=row[16],
+        source_entry_ids=tuple(sources),
+        child_ids=tuple(children),
+        metadata=_decode_dict(row[17]),
+    )
+
+
+def get_node(store: Store, summary_id: str) -> SummaryNode | None:
+    """The stored node `summary_id` with its sources and ordered children, or None."""
+    conn = store.connection()
+    row = conn.execute(f"{_SELECT} WHERE summary_id = ?", (summary_id,)).fetchone()
+    if row is None:
+        return None
+    sources = conn.execute(
+        "SELECT entry_id FROM summary_sources WHERE summary_id = ? ORDER BY position",
+        (summary_id,),
+    ).fetchall()
+    children = conn.execute(
+        "SELECT child_id FROM summary_edges WHERE parent_id = ? ORDER BY child_order",
+        (summary_id,),
+    ).fetchall()
+    return _node_from_row(row, [r[0] for r in sources], [r[0] for r in children])
+
+
+def session_nodes(
+    store: Store, session_id: str, *, lifecycles: Collection[str] | None = None
+) -> list[SummaryNode]:
+    """Every node of `session_id` (only those whose lifecycle is in `lifecycles` when given),
+    with sources and ordered children, ordered by `created_at` then insertion.
+
+    Three queries, each O(the session's nodes). Raises ValueError for an unknown lifecycle.
+    """
+    wanted: set[str] | None = None
+    if lifecycles is not None:
+        wanted = set(lifecycles)
+        unknown = wanted - set(LIFECYCLES)
+        if unknown:
+            raise ValueError(
+                f"unknown lifecycle(s) {sorted(unknown)}; expected {', '.join(LIFECYCLES)}"
+            )
+    conn = store.connection()
+    rows = [
+        row
+        for row in conn.execute(
+            f"{_SELECT} WHERE session_id = ? ORDER BY created_at, rowid", (session_id,)
+        )
+        if wanted is None or row[14] in wanted
+    ]
+    if not rows:
+        return []
+    sources: dict[str, list[str]] = {}
+    for summary_id, entry_id in conn.execute(
+        "SELECT src.summary_id, src.entry_id FROM summary_sources AS src "
+        "JOIN summaries AS s ON s.summary_id = src.summary_id "
+        "WHERE s.session_id = ? ORDER BY src.summary_id, src.position",
+        (session_id,),
+    ):
+        sources.setdefault(summary_id, []).append(entry_id)
+    children: dict[str, list[str]] = {}
+    for parent_id, child_id in conn.execute(
+        "SELECT e.parent_id, e.child_id FROM summary_edges AS e "
+        "JOIN summaries AS s ON s.summary_id = e.parent_id "
+        "WHERE s.session_id = ? ORDER BY e.parent_id, e.child_order",
+        (session_id,),
+    ):
+        children.setdefault(parent_id, []).append(child_id)
+    return [_node_from_row(row, sources.get(row[0], ()), children.get(row[0], ())) for row in rows]
+
+
+def node_for_entry(store: Store, session_id: str, pi_entry_id: str) -> SummaryNode | None:
+    """The node carried by Pi compaction entry `pi_entry_id` of `session_id`, or None."""
+    row = (
+        store.connection()
+        .execute(
+            "SELECT summary_id FROM summaries WHERE session_id = ? AND pi_compaction_entry_id = ?",
+            (session_id, pi_entry_id),
+        )
+        .fetchone()
+    )
+    return None if row is None else get_node(store, row[0])
+
+
+_REACH = (
+    "WITH RECURSIVE reach(id) AS (SELECT ? UNION "
+    "SELECT e.child_id FROM summary_edges AS e JOIN reach ON e.parent_id = reach.id) "
+)
+
+
+def transitive_sources(store: Store, summary_id: str) -> list[str]:
+    """The entry ids `summary_id` summarizes, transitively: the union of the direct sources of
+    the node and every node under it, in order of first appearance walking depth-first
+    (pre-order, children in `child_order`). For an aggregate chain that is the oldest span
+    first. Empty for an unknown id.
+
+    Two recursive-CTE queries over the nodes under the root (each visited once, shared
+    children included), then an iterative walk: no recursion limit, O(nodes under the root).
+    """
+    conn = store.connection()
+    children: dict[str, list[str]] = {}
+    for parent_id, child_id in conn.execute(
+        _REACH + "SELECT e.parent_id, e.child_id FROM summary_edges AS e "
+        "WHERE e.parent_id IN (SELECT id FROM reach) ORDER BY e.parent_id, e.child_order",
+        (summary_id,),
+    ):
+        children.setdefault(parent_id, []).append(child_id)
+    sources: dict[str, list[str]] = {}
+    for node_id, entry_id in conn.execute(
+        _REACH + "SELECT src.summary_id, src.entry_id FROM summary_sources AS src "
+        "WHERE src.summary_id IN (SELECT id FROM reach) ORDER BY src.summary_id, src.position",
+        (summary_id,),
+    ):
+        sources.setdefault(node_id, []).append(entry_id)
+    result: dict[str, None] = {}
+    visited: set[str] = set()
+    stack = [summary_id]
+    while stack:
+        node_id = stack.pop()
+        if node_id in visited:
+            continue
+        visited.add(node_id)
+        result.update(dict.fromkeys(sources.get(node_id, ())))
+        stack.extend(reversed(children.get(node_id, ())))
+    return list(result)
+
+
+def node_record(node: SummaryNode) -> dict[str, Any]:
+    """`node` as a JSON-ready dict: every `SummaryNode` field by its Python name, tuples as
+    lists, metadata as stored."""
+    record: dict[str, Any] = {}
+    for spec in fields(node):
+        value = getattr(node, spec.name)
+        record[spec.name] = list(value) if isinstance(value, tuple) else value
+    return record
+
+
+def export_graph(store: Store, session_id: str) -> dict[str, Any]:
+    """The canonical JSON-ready form of the session's COMMITTED graph, for equality checks
+    ("rebuilding from the JSONL restores everything exactly").
+
+    Shape: `{"sessionId": str, "nodes": [node_record(node), ...] sorted by summary_id,
+    "edges": [[parent_id, child_order, child_id], ...] sorted}`. Node records hold every
+    `SummaryNode` field (lifecycle included, always "committed" here); `failure_reason` and
+    row order are bookkeeping and are left out.
+    """
+    nodes = sorted(
+        session_nodes(store, session_id, lifecycles=("committed",)), key=lambda n: n.summary_id
+    )
+    edges = sorted(
+        [node.summary_id, order, child]
+        for node in nodes
+        for order, child in enumerate(node.child_ids)
+    )
+    return {"sessionId": session_id, "nodes": [node_record(n) for n in nodes], "edges": edges}
+
+
+def counts(store: Store) -> dict[str, int]:
+    """Stored nodes across all sessions: `{"summaries", "prepared", "committed", "failed"}`."""
+    result = {"summaries": 0, **dict.fromkeys(LIFECYCLES, 0)}
+    for lifecycle, count in store.connection().execute(
+        "SELECT lifecycle_status, COUNT(*) FROM summaries GROUP BY lifecycle_status"
+    ):
+        result[lifecycle] = int(count)
+        result["summaries"] += int(count)
+    return result
+
+
+__all__ = [
+    "DEFAULT_LEFTOVER_REASON",
+    "VALIDATION_STATUSES",
+    "counts",
+    "export_graph",
+    "fail_leftover_prepared",
+    "get_node",
+    "import_committed",
+    "insert_prepared",
+    "mark_committed",
+    "mark_failed",
+    "node_for_entry",
+    "node_record",
+    "session_nodes",
+    "transitive_sources",
+]

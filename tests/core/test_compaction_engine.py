@@ -1,0 +1,470 @@
+"""`ContextEngine.compact` and the summary graph on real SQLite files and session files
+(ds4-reference.md 3.13; docs/compaction.md)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from session_files import SessionWriter
+
+from ds4_core.compaction.nodes import PI_SUMMARY_ISSUE, SummaryNode, pi_summary_id
+from ds4_core.engine import ContextEngine
+from ds4_core.requests import (
+    CompactRequest,
+    ManifestRequest,
+    ModelSpec,
+    PlanRequest,
+    RequestError,
+    SessionRef,
+    SummarizeAnswer,
+    SummarizeCall,
+    SummarizerUnavailable,
+)
+from ds4_core.store import summaries as summary_repo
+
+MODEL = ModelSpec(provider="anthropic", id="claude-sonnet-4-5", context_window=200_000)
+SMALL = {"compaction": {"keepRecentTokens": 150}}
+
+
+@pytest.fixture
+def engine(tmp_path: Path) -> ContextEngine:
+    eng = ContextEngine(database_path=tmp_path / "db" / "ds4.db", settings=SMALL)
+    yield eng
+    eng.close()
+
+
+def _session(tmp_path: Path, turns: int = 6, name: str = "s.jsonl") -> SessionWriter:
+    writer = SessionWriter(tmp_path / name)
+    for n in range(1, turns + 1):
+        writer.turn(n)
+    return writer
+
+
+def _compact(engine: ContextEngine, writer: SessionWriter, **kwargs: Any) -> dict[str, Any]:
+    leaf = kwargs.pop("leaf", None)
+    summarizer = kwargs.pop("summarizer", None)
+    request = CompactRequest(session=SessionRef(str(writer.path), leaf), **kwargs)
+    return engine.compact(request, summarizer)
+
+
+def _commit(engine: ContextEngine, writer: SessionWriter, result: dict[str, Any]) -> str:
+    """Append the compaction entry as Pi would and sync (detects the commit)."""
+    entry_id = writer.compaction(result["compaction"])
+    engine.index_session(writer.path)
+    return entry_id
+
+
+def _nodes(engine: ContextEngine, session_id: str) -> dict[str, SummaryNode]:
+    return {n.summary_id: n for n in summary_repo.session_nodes(engine.store, session_id)}
+
+
+# ----------------------------------------------------------------- one compaction
+
+
+def test_first_compaction_is_a_prepared_offline_segment(
+    engine: ContextEngine, tmp_path: Path
+) -> None:
+    writer = _session(tmp_path)
+    result = _compact(engine, writer, reason="threshold")
+    assert result["summaryKind"] == "segment" and result["graphLevel"] == 0
+    assert result["summarizer"] == "offline"
+    assert "no model summarizer" in result["fallbackReason"]
+    assert result["validation"]["status"] == "valid"
+    record = result["compaction"]["details"]["ds4ContextEngine"]
+    assert record["schemaVersion"] == 2 and record["contractVersion"] == 1
+    assert record["summaryId"] == result["summaryId"] == record["segmentSummaryId"]
+    assert record["reason"] == "threshold"
+    assert record["embeddedNodes"] == []
+    assert record["sourceEntryIds"][0] == "00000001"
+    assert result["compaction"]["firstKeptEntryId"] not in record["sourceEntryIds"]
+    details = result["compaction"]["details"]
+    assert "src/parser_1.py" in details["modifiedFiles"]
+    summary = result["compaction"]["summary"]
+    assert summary.startswith("## Objective")
+    assert "`src/parser_1.py`" in summary
+    node = summary_repo.get_node(engine.store, result["summaryId"])
+    assert node is not None and node.lifecycle == "prepared" and node.pi_entry_id is None
+    assert node.source_entry_ids == tuple(record["sourceEntryIds"])
+
+
+def test_writing_the_entry_commits_it_and_it_becomes_the_active_root(
+    engine: ContextEngine, tmp_path: Path
+) -> None:
+    writer = _session(tmp_path)
+    result = _compact(engine, writer)
+    entry_id = _commit(engine, writer, result)
+    node = summary_repo.get_node(engine.store, result["summaryId"])
+    assert node is not None and node.lifecycle == "committed" and node.pi_entry_id == entry_id
+    view = engine.summaries(SessionRef(str(writer.path)))
+    assert view["activeRootId"] == result["summaryId"]
+    roles = {n["summaryId"]: n["role"] for n in view["nodes"]}
+    assert roles[result["summaryId"]] == "active-root"
+    assert "*" in view["tree"]
+
+
+def test_chained_compactions_build_aggregates_over_previous_root_and_new_segment(
+    engine: ContextEngine, tmp_path: Path
+) -> None:
+    writer = _session(tmp_path)
+    first = _compact(engine, writer)
+    _commit(engine, writer, first)
+    for n in range(7, 11):
+        writer.turn(n)
+    second = _compact(engine, writer)
+    assert second["summaryKind"] == "aggregate" and second["graphLevel"] == 1
+    record = second["compaction"]["details"]["ds4ContextEngine"]
+    assert record["childSummaryIds"] == [first["summaryId"], second["segmentSummaryId"]]
+    assert [n["summaryId"] for n in record["embeddedNodes"]] == [second["segmentSummaryId"]]
+    assert second["span"]["previousSummaryId"] == first["summaryId"]
+    # the second segment's span starts after the first compaction's kept entry
+    assert first["compaction"]["firstKeptEntryId"] in record["sourceEntryIds"]
+    _commit(engine, writer, second)
+    for n in range(11, 15):
+        writer.turn(n)
+    third = _compact(engine, writer)
+    assert third["graphLevel"] == 2
+    sources = summary_repo.transitive_sources(engine.store, third["summaryId"])
+    assert sources[0] == "00000001"
+    assert set(record["sourceEntryIds"]) <= set(sources)
+
+
+def test_previous_summary_id_must_be_the_branch_root(engine: ContextEngine, tmp_path: Path) -> None:
+    writer = _session(tmp_path)
+    with pytest.raises(RequestError) as raised:
+        _compact(engine, writer, previous_summary_id="s-0000000000000000")
+    assert raised.value.field == "previousSummaryId"
+    first = _compact(engine, writer)
+    _commit(engine, writer, first)
+    writer.turn(7)
+    writer.turn(8)
+    assert _compact(engine, writer, previous_summary_id=first["summaryId"])["graphLevel"] == 1
+
+
+def test_bad_requests_name_their_field(engine: ContextEngine, tmp_path: Path) -> None:
+    writer = _session(tmp_path, turns=1)
+    with pytest.raises(RequestError) as raised:
+        _compact(engine, writer, reason="sometimes")
+    assert raised.value.field == "reason"
+    with pytest.raises(RequestError) as raised:
+        engine.compact(CompactRequest(session=SessionRef(str(tmp_path / "missing.jsonl"))))
+    assert raised.value.field == "session.file"
+    big = ContextEngine(database_path=tmp_path / "db2" / "ds4.db")  # default keep: 20000 tokens
+    try:
+        with pytest.raises(RequestError, match="nothing to compact"):
+            _compact(big, writer)
+    finally:
+        big.close()
+
+
+# ----------------------------------------------------------------- summarizers
+
+
+def _valid_client_summary(call: SummarizeCall) -> str:
+    files = "\n".join(f"- `{p}`" for p in call.modified_files) or "- None"
+    sections = {
+        "Objective": "- Fix the parser bugs one file at a time.",
+        "User Constraints": "- Keep the API stable.",
+        "Durable Decisions": "- None",
+        "Completed Work": "- Edited `src/parser_1.py` to strip whitespace.",
+        "Current State": "- Tests pass.",
+        "Files Read": "- None",
+        "Files Modified": files,
+        "Commands / Tests": "- `pytest tests/test_parser_1.py -q`",
+        "Errors / Risks": "- None",
+        "Open Questions": "- None",
+        "Next Actions": "- Continue with the next file.",
+        "Critical Exact Values": "- `return value.strip()`",
+    }
+    return "\n\n".join(f"## {k}\n{v}" for k, v in sections.items())
+
+
+def test_a_valid_client_summary_is_used(engine: ContextEngine, tmp_path: Path) -> None:
+    writer = _session(tmp_path)
+    calls: list[SummarizeCall] = []
+
+    def summarizer(call: SummarizeCall) -> SummarizeAnswer:
+        calls.append(call)
+        return SummarizeAnswer(_valid_client_summary(call), "acme", "m-1")
+
+    result = _compact(engine, writer, summarizer=summarizer)
+    assert len(calls) == 1
+    call = calls[0]
+    assert "<conversation-source>" in call.prompt and call.token_limit == 4000
+    assert call.source_hash == result["compaction"]["details"]["ds4ContextEngine"]["sourceHash"]
+    assert result["summarizer"] == "client" and result["fallbackReason"] is None
+    record = result["compaction"]["details"]["ds4ContextEngine"]
+    assert (record["provider"], record["model"]) == ("acme", "m-1")
+
+
+def test_unusable_client_summaries_fall_back_offline_with_the_reason(
+    engine: ContextEngine, tmp_path: Path
+) -> None:
+    writer = _session(tmp_path)
+
+    def broken(call: SummarizeCall) -> SummarizeAnswer:
+        return SummarizeAnswer("## Objective\n- only one section")
+
+    result = _compact(engine, writer, summarizer=broken)
+    assert result["summarizer"] == "offline"
+    assert "missing-section" in result["fallbackReason"]
+    assert (
+        "missing-section" in result["validation"]["issueCodes"]
+        or result["validation"]["status"] == "valid"
+    )
+
+    def times_out(call: SummarizeCall) -> SummarizeAnswer:
+        raise SummarizerUnavailable("the client did not answer ds4/summarize within 300 ms")
+
+    result = _compact(engine, writer, summarizer=times_out)
+    assert result["summarizer"] == "offline"
+    assert result["fallbackReason"] == "the client did not answer ds4/summarize within 300 ms"
+    assert any("offline summary used" in w for w in result["warnings"])
+
+
+def test_repairable_client_summary_is_repaired(engine: ContextEngine, tmp_path: Path) -> None:
+    writer = _session(tmp_path)
+
+    def sloppy(call: SummarizeCall) -> SummarizeAnswer:
+        text = _valid_client_summary(call)
+        text = text.replace("## Files Read\n- None", "## Files Read\n- `src/never_read.py`")
+        text = text.replace("- Tests pass.", "- Tests pass with `flag=--made-up`.")
+        return SummarizeAnswer(text)
+
+    result = _compact(engine, writer, summarizer=sloppy)
+    assert result["summarizer"] == "client"
+    assert {"unsupported-read-file", "unsupported-exact-value"} <= set(
+        result["validation"]["issueCodes"]
+    )
+    assert "files-overwritten" in result["validation"]["repairs"]
+    summary = result["compaction"]["summary"]
+    assert "never_read" not in summary and "--made-up" not in summary
+
+
+# ----------------------------------------------------------------- atomicity and lifecycle
+
+
+def test_a_failure_between_node_inserts_leaves_no_partial_batch(
+    engine: ContextEngine, tmp_path: Path
+) -> None:
+    writer = _session(tmp_path)
+    first = _compact(engine, writer)
+    _commit(engine, writer, first)
+    writer.turn(7)
+    writer.turn(8)
+    before = _nodes(engine, writer.session_id)
+
+    def boom(node: SummaryNode) -> None:
+        if node.kind == "segment":  # after the first of the two nodes
+            raise RuntimeError("injected failure")
+
+    with pytest.raises(RuntimeError, match="injected"):
+        engine.compact(
+            CompactRequest(session=SessionRef(str(writer.path))), None, after_insert=boom
+        )
+    assert _nodes(engine, writer.session_id) == before
+    # and the engine still compacts afterwards
+    assert _compact(engine, writer)["graphLevel"] == 1
+
+
+def test_notifications_and_leftover_prepared_batches(tmp_path: Path) -> None:
+    db = tmp_path / "db" / "ds4.db"
+    writer = _session(tmp_path)
+    engine = ContextEngine(database_path=db, settings=SMALL)
+    one = _compact(engine, writer)
+    two = _compact(engine, writer)
+    three = _compact(engine, writer)
+    assert engine.compact_failed(one["summaryId"], "user cancelled")["changed"] == [
+        one["summaryId"]
+    ]
+    assert engine.compact_committed(two["summaryId"])["changed"] == [two["summaryId"]]
+    assert engine.compact_failed(two["summaryId"])["changed"] == []  # committed stays
+    engine.close()
+    restarted = ContextEngine(database_path=db, settings=SMALL)
+    try:
+        lifecycles = {
+            n.summary_id: n.lifecycle
+            for n in summary_repo.session_nodes(restarted.store, writer.session_id)
+        }
+        assert lifecycles == {
+            one["summaryId"]: "failed",
+            two["summaryId"]: "committed",
+            three["summaryId"]: "failed",
+        }
+        # the JSONL is canonical: a failed batch whose entry shows up becomes committed
+        _commit(restarted, writer, three)
+        node = summary_repo.get_node(restarted.store, three["summaryId"])
+        assert node is not None and node.lifecycle == "committed"
+    finally:
+        restarted.close()
+
+
+# ----------------------------------------------------------------- branches
+
+
+def test_branches_compact_separately(engine: ContextEngine, tmp_path: Path) -> None:
+    writer = _session(tmp_path, turns=3)
+    fork = writer.leaf
+    for n in range(4, 8):
+        writer.turn(n, topic="lexer")
+    a = _compact(engine, writer)
+    a_entry = _commit(engine, writer, a)
+    writer.turn(8, topic="lexer")
+    writer.turn(9, topic="lexer")
+    a_leaf = writer.leaf
+    writer.leaf = fork  # the second branch starts before branch A's compaction
+    for n in range(4, 8):
+        writer.turn(n, topic="printer")
+    b = _compact(engine, writer)
+    assert b["summaryKind"] == "segment"  # no aggregate over branch A's root
+    assert b["span"]["previousSummaryId"] is None
+    _commit(engine, writer, b)
+    writer.turn(8, topic="printer")
+    writer.turn(9, topic="printer")
+    b2 = _compact(engine, writer)
+    assert b2["compaction"]["details"]["ds4ContextEngine"]["childSummaryIds"][0] == b["summaryId"]
+    a2 = _compact(engine, writer, leaf=a_leaf)
+    assert a2["compaction"]["details"]["ds4ContextEngine"]["childSummaryIds"][0] == a["summaryId"]
+    view_a = engine.summaries(SessionRef(str(writer.path), a_leaf))
+    roles = {n["summaryId"]: n["role"] for n in view_a["nodes"]}
+    assert view_a["activeRootId"] == a["summaryId"]
+    assert roles[b["summaryId"]] == "alternate-branch"
+    assert a_entry  # branch A's entry is on its own path only
+
+
+# ----------------------------------------------------------------- reconstruction
+
+
+def test_rebuilding_from_the_jsonl_alone_restores_the_graph_exactly(tmp_path: Path) -> None:
+    writer = _session(tmp_path, turns=4)
+    db = tmp_path / "db" / "ds4.db"
+    engine = ContextEngine(database_path=db, settings=SMALL)
+    for n in range(5, 10):
+        result = _compact(engine, writer)
+        _commit(engine, writer, result)
+        writer.turn(n)
+        writer.turn(n + 100)
+    before = summary_repo.export_graph(engine.store, writer.session_id)
+    view_before = engine.summaries(SessionRef(str(writer.path)))
+    engine.close()
+    for path in db.parent.iterdir():
+        path.unlink()
+    rebuilt = ContextEngine(database_path=db, settings=SMALL)
+    try:
+        rebuilt.index_session(writer.path)
+        assert summary_repo.export_graph(rebuilt.store, writer.session_id) == before
+        view_after = rebuilt.summaries(SessionRef(str(writer.path)))
+        assert view_after["activeRootId"] == view_before["activeRootId"]
+        assert view_after["tree"] == view_before["tree"]
+        levels = sorted(n["level"] for n in view_after["nodes"])
+        assert levels[-1] == 4
+    finally:
+        rebuilt.close()
+
+
+def test_pi_native_compaction_fixture_imports_as_a_branch_node(
+    engine: ContextEngine, pi_session_copy: Callable[[str], Path]
+) -> None:
+    path = pi_session_copy("v3-branching-compaction.jsonl")
+    engine.index_session(path)
+    view = engine.summaries(SessionRef(str(path)))
+    session_id = view["sessionId"]
+    node = summary_repo.get_node(engine.store, pi_summary_id(session_id, "e5"))
+    assert node is not None
+    assert node.kind == "branch" and node.validation_status == "warning"
+    assert PI_SUMMARY_ISSUE in node.validation_issue_codes
+    assert node.first_kept_entry_id == "e3" and node.tokens_before == 100
+    assert node.lifecycle == "committed" and node.pi_entry_id == "e5"
+
+
+def test_v1_compaction_with_first_kept_entry_index(engine: ContextEngine, tmp_path: Path) -> None:
+    path = tmp_path / "v1.jsonl"
+    lines: list[dict[str, Any]] = [
+        {
+            "type": "session",
+            "id": "v1-session",
+            "timestamp": "2025-05-01T10:00:00.000Z",
+            "cwd": "/w",
+        },
+    ]
+    for n in range(6):
+        lines.append(
+            {
+                "type": "message",
+                "timestamp": "2025-05-01T10:00:01.000Z",
+                "message": {"role": "user", "content": f"question {n}", "timestamp": 1},
+            }
+        )
+        lines.append(
+            {
+                "type": "message",
+                "timestamp": "2025-05-01T10:00:02.000Z",
+                "message": {
+                    "role": "assistant",
+                    "content": [{"type": "text", "text": f"answer {n}"}],
+                    "timestamp": 2,
+                },
+            }
+        )
+    # header = index 0, so index 9 is the 9th entry: v1-9 (pi-session-format.md, version table)
+    lines.append(
+        {
+            "type": "compaction",
+            "timestamp": "2025-05-01T10:00:03.000Z",
+            "summary": "Old summary.",
+            "firstKeptEntryIndex": 9,
+            "tokensBefore": 5000,
+        }
+    )
+    lines.append(
+        {
+            "type": "message",
+            "timestamp": "2025-05-01T10:00:04.000Z",
+            "message": {"role": "user", "content": "go on", "timestamp": 3},
+        }
+    )
+    path.write_text("".join(json.dumps(x) + "\n" for x in lines), encoding="utf-8")
+    view = engine.summaries(SessionRef(str(path)))
+    (node,) = summary_repo.session_nodes(engine.store, "v1-session")
+    assert node.kind == "branch" and node.first_kept_entry_id == "v1-9"
+    assert view["activeRootId"] == node.summary_id
+    plan = engine.plan(PlanRequest(session=SessionRef(str(path)), request="next", model=MODEL))
+    stored = engine.manifest(ManifestRequest(id=plan["manifestId"], view="full"))
+    assert stored["summaryIds"] == [node.summary_id]
+
+
+def test_manifest_records_the_active_root_summary_id(engine: ContextEngine, tmp_path: Path) -> None:
+    writer = _session(tmp_path)
+    result = _compact(engine, writer)
+    _commit(engine, writer, result)
+    writer.turn(20)
+    plan = engine.plan(
+        PlanRequest(session=SessionRef(str(writer.path)), request="continue", model=MODEL)
+    )
+    stored = engine.manifest(ManifestRequest(id=plan["manifestId"], view="full"))
+    assert stored["summaryIds"] == [result["summaryId"]]
+    roles = [m.get("role") for m in plan["messages"]]
+    assert "compactionSummary" in roles
+
+
+def test_a_malformed_ds4_record_never_breaks_the_sync(
+    engine: ContextEngine, tmp_path: Path
+) -> None:
+    writer = _session(tmp_path, turns=2)
+    writer.append(
+        "compaction",
+        summary="## Objective\n- x",
+        firstKeptEntryId="00000009",
+        tokensBefore=10,
+        details={
+            "ds4ContextEngine": {"schemaVersion": 2, "summaryId": 42, "embeddedNodes": "nope"}
+        },
+    )
+    writer.turn(3)
+    result = engine.index_session(writer.path)
+    assert result["entriesTotal"] > 0
+    view = engine.summaries(SessionRef(str(writer.path)))
+    assert len(view["nodes"]) == 1

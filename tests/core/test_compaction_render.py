@@ -1,0 +1,369 @@
+"""Views of the summary graph: roles, the text tree and Graphviz DOT (docs/compaction.md "Graph
+rules"; the `ds4.summaries` command and `ds4 summaries --json`)."""
+
+from __future__ import annotations
+
+import json
+import re
+import xml.etree.ElementTree as ET
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ds4_core.compaction.nodes import SummaryNode
+from ds4_core.compaction.render import LEGEND, MAX_INDENT_DEPTH, graph_view, render_dot, render_tree
+from ds4_core.tokens import estimate_text_tokens
+
+SESSION = "sess-r"
+
+
+def node(
+    summary_id: str,
+    kind: str = "segment",
+    children: tuple[str, ...] = (),
+    *,
+    level: int = 0,
+    lifecycle: str = "committed",
+    pi_entry_id: str | None = None,
+    content: str | None = None,
+) -> SummaryNode:
+    return SummaryNode(
+        summary_id=summary_id,
+        session_id=SESSION,
+        kind=kind,  # type: ignore[arg-type]
+        content=content if content is not None else f"SECRET CONTENT OF {summary_id} " * 3,
+        source_hash="h",
+        graph_level=level,
+        created_at="2026-01-01T00:00:00.000Z",
+        validation_status="valid",
+        lifecycle=lifecycle,  # type: ignore[arg-type]
+        pi_entry_id=pi_entry_id,
+        operation_id=summary_id,
+        source_entry_ids=("e1", "e2") if kind != "aggregate" else (),
+        child_ids=children,
+    )
+
+
+def every_role_graph() -> list[SummaryNode]:
+    """Main line s0 -> a1, a Pi-native compaction pn, then a3 = agg[pn, s3] (the active root);
+    another branch b1 = agg[s0, t1]; a pending a4 = agg[a3, s4]; a failed f5."""
+    return [
+        node("s0", pi_entry_id="p0"),
+        node("s1"),
+        node("a1", "aggregate", ("s0", "s1"), level=1, pi_entry_id="p1"),
+        node("t1"),
+        node("b1", "aggregate", ("s0", "t1"), level=1, pi_entry_id="q1"),
+        node("pn", "branch", pi_entry_id="pn"),
+        node("s3"),
+        node("a3", "aggregate", ("pn", "s3"), level=1, pi_entry_id="p3"),
+        node("s4", lifecycle="prepared"),
+        node("a4", "aggregate", ("a3", "s4"), level=2, lifecycle="prepared"),
+        node("f5", lifecycle="failed"),
+    ]
+
+
+def view_of(nodes: list[SummaryNode], active_root_id: str | None = "a3") -> dict[str, Any]:
+    return graph_view(
+        nodes,
+        active_root_id=active_root_id,
+        active_path_entry_ids=["p0", "p1", "pn", "p3", "leaf"],
+        session_id=SESSION,
+        session_file="/s/sess-r.jsonl",
+        leaf_id="leaf",
+    )
+
+
+def test_every_node_gets_its_role() -> None:
+    view = view_of(every_role_graph())
+    roles = {n["summaryId"]: n["role"] for n in view["nodes"]}
+    assert roles == {
+        "a3": "active-root",
+        "pn": "active",
+        "s3": "active",
+        "a1": "past-head",
+        "s0": "inner",
+        "s1": "inner",
+        "t1": "inner",
+        "b1": "alternate-branch",
+        "s4": "prepared",
+        "a4": "prepared",
+        "f5": "failed",
+    }
+    assert view["roots"] == [
+        {"summaryId": "a3", "role": "active-root"},
+        {"summaryId": "a1", "role": "past-head"},
+        {"summaryId": "b1", "role": "alternate-branch"},
+        {"summaryId": "a4", "role": "prepared"},
+        {"summaryId": "f5", "role": "failed"},
+    ]
+    assert view["activeRootId"] == "a3" and view["leafId"] == "leaf"
+    assert view["sessionFile"] == "/s/sess-r.jsonl" and view["sessionId"] == SESSION
+    assert view["counts"] == {
+        "nodes": 11,
+        "committed": 8,
+        "prepared": 2,
+        "failed": 1,
+        "roots": 5,
+        "active-root": 1,
+        "active": 2,
+        "past-head": 1,
+        "alternate-branch": 1,
+        "inner": 3,
+    }
+
+
+def test_the_view_carries_no_summary_text_but_its_token_estimate() -> None:
+    nodes = every_role_graph()
+    view = view_of(nodes)
+    assert "SECRET CONTENT" not in json.dumps(view)
+    a3 = next(n for n in view["nodes"] if n["summaryId"] == "a3")
+    assert a3 == {
+        "summaryId": "a3",
+        "kind": "aggregate",
+        "level": 1,
+        "lifecycle": "committed",
+        "validationStatus": "valid",
+        "validationIssueCodes": [],
+        "createdAt": "2026-01-01T00:00:00.000Z",
+        "provider": None,
+        "model": None,
+        "tokens": estimate_text_tokens(nodes[7].content),
+        "sourceEntryCount": 0,
+        "childIds": ["pn", "s3"],
+        "piEntryId": "p3",
+        "firstKeptEntryId": None,
+        "reason": None,
+        "role": "active-root",
+    }
+
+
+def test_without_an_active_root_every_committed_root_is_a_branch_or_past_head() -> None:
+    roles = {n["summaryId"]: n["role"] for n in view_of(every_role_graph(), None)["nodes"]}
+    assert roles["a3"] == "past-head" and roles["pn"] == "inner"
+    unknown = view_of(every_role_graph(), "not-a-node")
+    assert unknown["activeRootId"] is None
+
+
+def test_the_tree_starts_from_the_active_root_and_marks_its_path() -> None:
+    nodes = every_role_graph()
+    tok = estimate_text_tokens(nodes[0].content)
+    agg_tok = estimate_text_tokens(nodes[2].content)
+    tree = view_of(nodes)["tree"]
+    assert tree.splitlines() == [
+        LEGEND,
+        f"* a3 aggregate L1 committed valid {agg_tok} tok (active root)",
+        f"*   pn branch L0 committed valid {tok} tok",
+        f"*   s3 segment L0 committed valid {tok} tok",
+        f"  a1 aggregate L1 committed valid {agg_tok} tok (past head)",
+        f"    s0 segment L0 committed valid {tok} tok",
+        f"    s1 segment L0 committed valid {tok} tok",
+        f"  b1 aggregate L1 committed valid {agg_tok} tok (alternate branch)",
+        f"    s0 segment L0 committed valid {tok} tok (see above)",
+        f"    t1 segment L0 committed valid {tok} tok",
+        f"  a4 aggregate L2 prepared valid {agg_tok} tok",
+        f"*   a3 aggregate L1 committed valid {agg_tok} tok (see above)",
+        f"    s4 segment L0 prepared valid {tok} tok",
+        f"  f5 segment L0 failed valid {tok} tok",
+    ]
+    assert render_tree(view_of([])) == "no summaries"
+
+
+def chain(levels: int) -> list[SummaryNode]:
+    nodes = [node("s-0", pi_entry_id="p-0")]
+    previous = "s-0"
+    for index in range(1, levels + 1):
+        nodes.append(node(f"s-{index}"))
+        nodes.append(
+            node(
+                f"a-{index}",
+                "aggregate",
+                (previous, f"s-{index}"),
+                level=index,
+                pi_entry_id=f"p-{index}",
+            )
+        )
+        previous = f"a-{index}"
+    return nodes
+
+
+def test_a_thousand_level_chain_renders_without_recursion_and_bounded_indentation() -> None:
+    nodes = chain(1000)
+    view = view_of(nodes, "a-1000")
+    lines = view["tree"].splitlines()[1:]
+    assert len(lines) == len(nodes) == 2001
+    assert all(line.startswith("* ") for line in lines)
+    assert lines[0].startswith("* a-1000 aggregate L1000")
+    assert max(len(line) for line in lines) < 2 * MAX_INDENT_DEPTH + 100
+    assert "[+968] " in view["tree"]  # depth 1000 is drawn at the cap with its depth marked
+    assert view["counts"]["active"] == 2000
+    dot = render_dot(view)
+    assert dot.count(" -> ") == 2000
+
+
+def parse_dot(text: str) -> tuple[dict[str, dict[str, str]], list[tuple[str, str, dict[str, str]]]]:
+    """A small DOT parser for the subset render_dot writes (Graphviz is not installed here):
+    returns ({node: attributes}, [(tail, head, attributes)]); raises AssertionError on any
+    syntax error, unbalanced HTML string or unterminated quoted string."""
+    tokens: list[tuple[str, str]] = []
+    i = 0
+    while i < len(text):
+        ch = text[i]
+        if ch.isspace():
+            i += 1
+        elif text.startswith("->", i):
+            tokens.append(("op", "->"))
+            i += 2
+        elif ch in "{}[]=;,":
+            tokens.append(("op", ch))
+            i += 1
+        elif ch == '"':
+            match = re.compile(r'"((?:\\.|[^"\\])*)"', re.S).match(text, i)
+            assert match, f"unterminated quoted string at {i}"
+            tokens.append(("id", match.group(1)))
+            i = match.end()
+        elif ch == "<":
+            depth, j = 0, i
+            while True:
+                assert j < len(text), "unterminated HTML string"
+                depth += {"<": 1, ">": -1}.get(text[j], 0)
+                j += 1
+                if depth == 0:
+                    break
+            tokens.append(("html", text[i + 1 : j - 1]))
+            i = j
+        else:
+            match = re.compile(r"[A-Za-z_][A-Za-z0-9_]*|-?(?:\d+\.?\d*|\.\d+)").match(text, i)
+            assert match, f"unexpected character {ch!r} at {i}"
+            tokens.append(("id", match.group(0)))
+            i = match.end()
+    pos = 0
+
+    def take(kind: str | None = None, value: str | None = None) -> tuple[str, str]:
+        nonlocal pos
+        assert pos < len(tokens), "unexpected end"
+        token = tokens[pos]
+        assert kind is None or token[0] == kind, f"expected {kind}, got {token}"
+        assert value is None or token[1] == value, f"expected {value!r}, got {token}"
+        pos += 1
+        return token
+
+    def attributes() -> dict[str, str]:
+        result: dict[str, str] = {}
+        if pos < len(tokens) and tokens[pos] == ("op", "["):
+            take()
+            while tokens[pos] != ("op", "]"):
+                key = take("id")[1]
+                take("op", "=")
+                kind, value = take()
+                assert kind in ("id", "html")
+                if kind == "html":
+                    ET.fromstring(f"<x>{value}</x>")  # a well-formed HTML-like label
+                result[key] = value
+                if tokens[pos] in (("op", ","), ("op", ";")):
+                    take()
+            take("op", "]")
+        return result
+
+    take("id", "digraph")
+    if tokens[pos][0] == "id":
+        take("id")
+    take("op", "{")
+    nodes: dict[str, dict[str, str]] = {}
+    edges: list[tuple[str, str, dict[str, str]]] = []
+    while tokens[pos] != ("op", "}"):
+        name = take("id")[1]
+        if tokens[pos] == ("op", "->"):
+            take()
+            head = take("id")[1]
+            edges.append((name, head, attributes()))
+        else:
+            attrs = attributes()
+            if name not in ("graph", "node", "edge"):
+                nodes[name] = attrs
+        if tokens[pos] == ("op", ";"):
+            take()
+    take("op", "}")
+    assert pos == len(tokens), "text after the graph"
+    return nodes, edges
+
+
+def label_text(html: str) -> str:
+    root = ET.fromstring(f"<x>{html.replace('<BR/>', chr(10))}</x>")
+    return "".join(root.itertext())
+
+
+def test_dot_has_one_styled_node_per_summary_and_ordered_edges() -> None:
+    view = view_of(every_role_graph())
+    nodes, edges = parse_dot(render_dot(view))
+    ids = {label_text(attrs["label"]).splitlines()[0]: name for name, attrs in nodes.items()}
+    assert set(ids) == {n["summaryId"] for n in view["nodes"]}
+    assert nodes[ids["a3"]]["style"] == "bold,filled"
+    assert nodes[ids["s3"]]["style"] == "bold,filled"
+    assert nodes[ids["f5"]]["style"] == "dashed"
+    assert "style" not in nodes[ids["a1"]]
+    assert label_text(nodes[ids["a4"]]["label"]).splitlines() == [
+        "a4",
+        "aggregate L2",
+        "prepared valid",
+        "prepared",
+    ]
+    assert (ids["a3"], ids["pn"], {"label": "0"}) in edges
+    assert (ids["a3"], ids["s3"], {"label": "1"}) in edges
+    assert len(edges) == 8
+
+
+WEIRD = [
+    'quote"inside',
+    "back\\slash\\",
+    "<b>&amp; html</b>",
+    "new\nline\r\nand\rcr",
+    "ctl\x00\x01\x1b\x7f",
+    "lone\ud800surrogate",
+    "]; digraph x { a -> b }",
+    "tab\tand ünïcødé ✓",
+]
+
+
+@pytest.mark.parametrize("weird", WEIRD)
+def test_dot_escapes_any_id_and_session_text(weird: str) -> None:
+    nodes = [node(weird + "-child"), node(weird, "aggregate", (weird + "-child",), level=1)]
+    view = graph_view(
+        nodes,
+        active_root_id=weird,
+        active_path_entry_ids=(),
+        session_id=weird,
+        session_file=None,
+        leaf_id=None,
+    )
+    dot = render_dot(view)
+    parsed_nodes, edges = parse_dot(dot)
+    assert len(parsed_nodes) == 2 and len(edges) == 1
+    first_lines = {label_text(a["label"]).split("\n")[0] for a in parsed_nodes.values()}
+    if (
+        "\n" not in weird
+        and "\r" not in weird
+        and not re.search(r"[\x00-\x08\x0b-\x1f\x7f\ud800-\udfff]", weird)
+    ):
+        assert weird.replace("\t", " ") in first_lines  # a tab is drawn as a space
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.text(min_size=1, max_size=12), min_size=1, max_size=6, unique=True), st.text())
+def test_dot_is_always_parseable(ids: list[str], session: str) -> None:
+    nodes = [node(ids[0])] + [
+        node(summary_id, "aggregate", (ids[index],), level=index + 1)
+        for index, summary_id in enumerate(ids[1:])
+    ]
+    view = graph_view(
+        nodes,
+        active_root_id=ids[-1],
+        active_path_entry_ids=(),
+        session_id=session,
+        session_file=None,
+        leaf_id=None,
+    )
+    parsed_nodes, edges = parse_dot(render_dot(view))
+    assert len(parsed_nodes) == len(ids) and len(edges) == len(ids) - 1
+    assert len(view["tree"].splitlines()) == len(ids) + 1

@@ -1,0 +1,137 @@
+"""Write Pi session files for tests (v3 format, pi-session-format.md 4-5).
+
+`SessionWriter` appends entries the way Pi does: one JSON object per line, each entry linked
+to the current leaf by `parentId`, so tests can grow a session, branch it, and append the
+compaction entries `ds4/compact` returns.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+
+class SessionWriter:
+    """Appends Pi v3 entries to `path` (created with a header on construction).
+
+    Ids are 8 hex characters from a counter, so they are deterministic per writer.
+    `leaf` is the id new entries attach to; set it to branch.
+    """
+
+    def __init__(
+        self, path: Path, session_id: str = "0a1b2c3d-sess", cwd: str = "/work/demo"
+    ) -> None:
+        self.path = path
+        self.session_id = session_id
+        self._next = 0
+        self.leaf: str | None = None
+        self._minute = 0
+        header = {
+            "type": "session",
+            "version": 3,
+            "id": session_id,
+            "timestamp": "2026-11-01T09:00:00.000Z",
+            "cwd": cwd,
+        }
+        path.write_text(json.dumps(header) + "\n", encoding="utf-8")
+
+    def _timestamp(self) -> str:
+        self._minute += 1
+        hours, minutes = divmod(self._minute, 60)
+        return f"2026-11-01T{9 + hours % 14:02d}:{minutes:02d}:00.000Z"
+
+    def append(self, entry_type: str, **data: Any) -> str:
+        """Append one entry under the current leaf; returns its id (and makes it the leaf)."""
+        self._next += 1
+        entry_id = f"{self._next:08x}"
+        record = {
+            "type": entry_type,
+            "id": entry_id,
+            "parentId": self.leaf,
+            "timestamp": self._timestamp(),
+            **data,
+        }
+        with self.path.open("a", encoding="utf-8") as handle:
+            handle.write(json.dumps(record, ensure_ascii=False) + "\n")
+        self.leaf = entry_id
+        return entry_id
+
+    def user(self, text: str) -> str:
+        return self.append("message", message={"role": "user", "content": text, "timestamp": 1})
+
+    def assistant(
+        self, text: str = "", calls: list[tuple[str, str, dict[str, Any]]] | None = None
+    ) -> str:
+        """An assistant message with text and `(call_id, tool_name, arguments)` tool calls."""
+        content: list[dict[str, Any]] = [{"type": "text", "text": text}] if text else []
+        for call_id, name, arguments in calls or []:
+            content.append(
+                {"type": "toolCall", "id": call_id, "name": name, "arguments": arguments}
+            )
+        return self.append(
+            "message",
+            message={
+                "role": "assistant",
+                "content": content,
+                "provider": "anthropic",
+                "model": "claude-sonnet-4-5",
+                "stopReason": "toolUse" if calls else "stop",
+                "timestamp": 2,
+            },
+        )
+
+    def tool_result(self, call_id: str, name: str, text: str, is_error: bool = False) -> str:
+        return self.append(
+            "message",
+            message={
+                "role": "toolResult",
+                "toolCallId": call_id,
+                "toolName": name,
+                "content": [{"type": "text", "text": text}],
+                "isError": is_error,
+                "timestamp": 3,
+            },
+        )
+
+    def turn(self, n: int, topic: str = "parser") -> str:
+        """A realistic turn: a user request, a read, an edit, a bash test run, a reply.
+        Returns the user message's id."""
+        first = self.user(
+            f"Step {n}: fix the {topic} bug in `src/{topic}_{n}.py`; keep the API stable."
+        )
+        self.assistant("Reading the file.", [(f"r{n}", "read", {"path": f"src/{topic}_{n}.py"})])
+        self.tool_result(f"r{n}", "read", f"def {topic}_{n}(value):\n    return value  # TODO")
+        self.assistant(
+            "Editing.",
+            [
+                (
+                    f"e{n}",
+                    "edit",
+                    {
+                        "path": f"src/{topic}_{n}.py",
+                        "oldText": "return value",
+                        "newText": "return value.strip()",
+                    },
+                )
+            ],
+        )
+        self.tool_result(f"e{n}", "edit", "Edited 1 location.")
+        self.assistant(
+            "Running tests.",
+            [(f"b{n}", "bash", {"command": f"pytest tests/test_{topic}_{n}.py -q"})],
+        )
+        self.tool_result(f"b{n}", "bash", f"1 passed in 0.0{n % 10}s")
+        self.assistant(f"Fixed `{topic}_{n}`: it strips whitespace now. All tests pass.")
+        return first
+
+    def compaction(self, compaction: dict[str, Any]) -> str:
+        """Append the compaction entry a `ds4/compact` result asks for (as Pi would)."""
+        return self.append(
+            "compaction",
+            summary=compaction["summary"],
+            firstKeptEntryId=compaction["firstKeptEntryId"],
+            tokensBefore=compaction["tokensBefore"],
+            details=compaction["details"],
+            fromHook=True,
+        )
