@@ -468,3 +468,29 @@ def test_a_malformed_ds4_record_never_breaks_the_sync(
     assert result["entriesTotal"] > 0
     view = engine.summaries(SessionRef(str(writer.path)))
     assert len(view["nodes"]) == 1
+
+
+def test_lone_surrogates_in_the_transcript_become_replacement_characters(
+    engine: ContextEngine, tmp_path: Path
+) -> None:
+    writer = _session(tmp_path, turns=2)
+    with writer.path.open("a", encoding="utf-8") as handle:  # JSON allows a lone \ud800
+        handle.write(
+            '{"type":"message","id":"0000ffff","parentId":"%s","timestamp":"2026-11-01T11:00:00.000Z",'
+            '"message":{"role":"user","content":"odd `bad\\ud800value` here","timestamp":9}}\n'
+            % writer.leaf
+        )
+    writer.leaf = "0000ffff"
+    writer.turn(3)
+    writer.turn(4)
+
+    def echo(call: SummarizeCall) -> SummarizeAnswer:
+        return SummarizeAnswer(
+            _valid_client_summary(call).replace("- None", "- `bad\ud800value`", 1)
+        )
+
+    result = _compact(engine, writer, summarizer=echo)
+    assert "bad\ufffdvalue" in result["compaction"]["summary"]
+    node = summary_repo.get_node(engine.store, result["summaryId"])
+    assert node is not None and "\ud800" not in node.content
+    assert result["compaction"]["summary"].encode("utf-8")  # encodable: no lone surrogate left

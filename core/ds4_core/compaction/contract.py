@@ -51,6 +51,7 @@ SECTIONS: tuple[str, ...] = (
 FILES_READ = "Files Read"
 FILES_MODIFIED = "Files Modified"
 FILE_SECTIONS: tuple[str, ...] = (FILES_READ, FILES_MODIFIED)
+"""The sections listing files: checked against the inventories, not as exact values."""
 NONE_BULLET = "None"
 """Text of the bullet an empty section holds (`- None`)."""
 

@@ -17,6 +17,7 @@ from typing import Any
 from ..config import Config
 from ..logs import describe_failure
 from ..requests import SummarizeCall, Summarizer
+from ..retrieval.descriptor import replace_lone_surrogates
 from ..store import summaries as summary_repo
 from ..store.database import Store
 from ..tokens import estimate_text_tokens
@@ -139,7 +140,7 @@ def choose_summary(
                 reason = str(exc) or type(exc).__name__
                 log.info("summarizer failed: error=%s", describe_failure(exc))
             else:
-                repaired = repair_summary(answer.summary, evidence)
+                repaired = repair_summary(replace_lone_surrogates(answer.summary), evidence)
                 initial = repaired.initial
                 tokens = estimate_text_tokens(repaired.text)
                 if not repaired.accepted:
@@ -183,6 +184,17 @@ def choose_summary(
         OFFLINE_PROVIDER,
         OFFLINE_MODEL,
     )
+
+
+def _scrubbed(value: Any) -> Any:
+    """`value` with lone surrogates in every string (keys included) replaced by U+FFFD."""
+    if isinstance(value, str):
+        return replace_lone_surrogates(value)
+    if isinstance(value, dict):
+        return {_scrubbed(k): _scrubbed(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_scrubbed(v) for v in value]
+    return value
 
 
 def _recent_union(older: Sequence[str], newer: Sequence[str], limit: int) -> list[str]:
@@ -239,6 +251,12 @@ def prepare_compaction(
     Raises:
         sqlite3.Error / peewee errors: the batch could not be stored (nothing of it remains).
     """
+    # Lone UTF-16 surrogates (legal in JSON session lines) cannot be hashed as UTF-8 or stored
+    # by SQLite: they become U+FFFD in everything derived from the span, consistently.
+    messages = [_scrubbed(m) for m in span.messages]
+    span = replace(
+        span, messages=messages, previous_summary=replace_lone_surrogates(span.previous_summary)
+    )
     source_text = conversation_text(span.messages)
     read_files, modified_files = file_operations(span.messages)
     source_hash = segment_source_hash(
