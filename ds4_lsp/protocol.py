@@ -16,7 +16,7 @@ field is present (None as `null`) except the few the engine only sets when they 
 So the LSP answer equals what `ds4 ... --json` prints. docs/protocol.md documents each field.
 """
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from types import GenericAlias
 from typing import Any, Literal, TypeVar, Union, get_args, get_origin
 
@@ -32,19 +32,35 @@ from cattrs.errors import (
 )
 from cattrs.gen import make_dict_structure_fn, override
 from lsprotocol import converters
-from pygls.exceptions import JsonRpcInternalError
+from pygls.exceptions import JsonRpcInternalError, JsonRpcInvalidParams
 from pygls.protocol import default_converter
 
-from ds4_core.requests import ManifestRequest, ModelSpec, PlanRequest, RetrieveRequest, SessionRef
+from ds4_core.requests import (
+    CompactionReason,
+    CompactRequest,
+    ManifestRequest,
+    ModelSpec,
+    PlanRequest,
+    RetrieveRequest,
+    SessionRef,
+    SummarizeAnswer,
+    SummarizeCall,
+    SummarizerUnavailable,
+)
 
 DS4_PLAN = "ds4/plan"
 DS4_RETRIEVE = "ds4/retrieve"
 DS4_MANIFEST = "ds4/manifest"
 DS4_TOOL_EXECUTED = "ds4/toolExecuted"
 DS4_INDEX_UPDATED = "ds4/indexUpdated"
+DS4_COMPACT = "ds4/compact"
+DS4_SUMMARIZE = "ds4/summarize"
+DS4_COMPACT_COMMITTED = "ds4/compactCommitted"
+DS4_COMPACT_FAILED = "ds4/compactFailed"
 REBUILD_INDEX = "ds4.rebuildIndex"
 HEALTH = "ds4.health"
 PROJECT_STATUS = "ds4.projectStatus"
+SUMMARIES = "ds4.summaries"
 
 JsonObject = dict[str, Any]
 """A JSON object passed through as is (Pi `AgentMessage`, settings, stats)."""
@@ -54,6 +70,7 @@ MsgId = Union[int, str]  # noqa: UP007 - a runtime type alias that cattrs dispat
 Scope = Literal["history", "project"]
 ManifestView = Literal["summary", "included", "excluded", "full"]
 PlanMode = Literal["managed", "observer"]
+SummariesFormat = Literal["json", "dot"]
 
 R = TypeVar("R")
 
@@ -203,6 +220,109 @@ class ToolExecutedParams:
 
     tool: str
     paths: list[str] = attrs.Factory(list)
+
+
+@attrs.define
+class CompactParams:
+    """`ds4/compact` params: summarize the older part of a session's active branch.
+
+    `firstKeptEntryId` chooses the span (the entries before it, after the branch's latest
+    compaction); absent, the most recent `compaction.keepRecentTokens` tokens are kept.
+    `previousSummaryId`, when given, must be the branch's current root (it is checked).
+    `customInstructions` are passed on to the summarizer's prompt (docs/compaction.md).
+    """
+
+    session: SessionParams
+    reason: CompactionReason = "manual"
+    first_kept_entry_id: str | None = None
+    previous_summary_id: str | None = None
+    custom_instructions: str | None = None
+
+    def to_core(self) -> CompactRequest:
+        """The core `CompactRequest`."""
+        return CompactRequest(
+            session=self.session.to_core(),
+            reason=self.reason,
+            first_kept_entry_id=self.first_kept_entry_id,
+            previous_summary_id=self.previous_summary_id,
+            custom_instructions=self.custom_instructions,
+        )
+
+
+@attrs.define
+class CompactCommittedParams:
+    """`ds4/compactCommitted` params (a notification): the client wrote the compaction entry
+    of the operation whose root is `summaryId`; `entryId` is that Pi entry's id, if known."""
+
+    summary_id: str
+    entry_id: str | None = None
+
+
+@attrs.define
+class CompactFailedParams:
+    """`ds4/compactFailed` params (a notification): the client did not write the compaction
+    entry of the operation whose root is `summaryId`; `reason` says why, if known."""
+
+    summary_id: str
+    reason: str | None = None
+
+
+@attrs.define
+class SummariesArguments:
+    """The one argument object of the `ds4.summaries` command: the session (and leaf) whose
+    summary graph to show, and `format` (`dot` adds the Graphviz text as `dot`)."""
+
+    session: SessionParams
+    format: SummariesFormat = "json"
+
+
+@attrs.define
+class SummarizeParams:
+    """`ds4/summarize` params (a request from the server to the client).
+
+    `prompt` is the whole prompt (summary contract, file lists, previous summary, the quoted
+    conversation source); `tokenLimit` the most tokens the summary may have (chars-v1);
+    `sourceHash` the hex sha256 of the span (docs/compaction.md "Source hashes");
+    `sourceEntryIds` the span's entry ids in order; `readFiles` / `modifiedFiles` the known
+    file inventories of the span.
+    """
+
+    summary_kind: str
+    prompt: str
+    source_hash: str
+    token_limit: int
+    session_id: str
+    source_entry_ids: list[str]
+    read_files: list[str]
+    modified_files: list[str]
+
+    @classmethod
+    def from_core(cls, call: SummarizeCall) -> "SummarizeParams":
+        """The wire params of the engine's summarize call."""
+        return cls(
+            summary_kind=call.summary_kind,
+            prompt=call.prompt,
+            source_hash=call.source_hash,
+            token_limit=call.token_limit,
+            session_id=call.session_id,
+            source_entry_ids=list(call.source_entry_ids),
+            read_files=list(call.read_files),
+            modified_files=list(call.modified_files),
+        )
+
+
+@attrs.define
+class SummarizeResult:
+    """`ds4/summarize` result (the client's answer): the summary text (Markdown, the twelve
+    sections of docs/compaction.md) and, when known, the provider and model that wrote it."""
+
+    summary: str
+    provider: str | None = None
+    model: str | None = None
+
+    def to_core(self) -> SummarizeAnswer:
+        """The core `SummarizeAnswer`."""
+        return SummarizeAnswer(summary=self.summary, provider=self.provider, model=self.model)
 
 
 @attrs.define
@@ -368,6 +488,84 @@ class RetrieveResult:
         )
 
 
+@attrs.define
+class CompactionEntry:
+    """The Pi compaction entry for the client to append (without `type`, `id`, `parentId`,
+    `timestamp`, which the client's session writer sets). `tokensBefore` in tokens; `details`
+    holds `readFiles`, `modifiedFiles` and the `ds4ContextEngine` record (schema 2)."""
+
+    summary: str
+    first_kept_entry_id: str
+    tokens_before: int
+    details: JsonObject
+    extra: JsonObject = attrs.field(factory=dict, repr=False)
+
+
+@attrs.define
+class CompactValidation:
+    """How the summary fared against the contract: `status` valid | warning | invalid,
+    `issueCodes` found before repairs, `repairs` applied (names, in order)."""
+
+    status: str
+    issue_codes: list[str] = attrs.Factory(list)
+    repairs: list[str] = attrs.Factory(list)
+    extra: JsonObject = attrs.field(factory=dict, repr=False)
+
+
+@attrs.define
+class CompactSpan:
+    """What was summarized: `messageCount` messages of `tokens` tokens before
+    `firstKeptEntryId`; `isSplitTurn` when the cut falls inside a turn; `previousSummaryId` the
+    branch's root before this compaction (null for the first one)."""
+
+    message_count: int
+    tokens: int
+    is_split_turn: bool
+    first_kept_entry_id: str | None = None
+    previous_summary_id: str | None = None
+    extra: JsonObject = attrs.field(factory=dict, repr=False)
+
+
+@attrs.define
+class CompactResult:
+    """`ds4/compact` result.
+
+    `summaryId` is the new root (the node whose text is `compaction.summary`), `segmentSummaryId`
+    the new segment (the same id when there was no previous root); `summaryKind` is `segment` or
+    `aggregate` at `graphLevel`. `summarizer` says who wrote the segment text: `client`
+    (`ds4/summarize`) or `offline`; `fallbackReason` says why it is `offline` (null otherwise).
+    The batch stays `prepared` until `ds4/compactCommitted`, `ds4/compactFailed`, or a sync that
+    finds the entry in the session file.
+    """
+
+    compaction: CompactionEntry
+    summary_id: str
+    segment_summary_id: str
+    operation_id: str
+    summary_kind: str
+    graph_level: int
+    summarizer: str
+    validation: CompactValidation
+    span: CompactSpan
+    fallback_reason: str | None = None
+    warnings: list[str] = attrs.Factory(list)
+    extra: JsonObject = attrs.field(factory=dict, repr=False)
+
+    @classmethod
+    def from_core(cls, result: Mapping[str, Any], method: str) -> "CompactResult":
+        """Wrap the dict returned by `ContextEngine.compact` (see `result_from_core`)."""
+        return result_from_core(result, cls, method)
+
+    def log_summary(self) -> str:
+        """One log line: ids and counts only."""
+        return (
+            f"summary={self.summary_id} kind={self.summary_kind} level={self.graph_level} "
+            f"summarizer={self.summarizer} validation={self.validation.status} "
+            f"messages={self.span.message_count} tokens={self.span.tokens} "
+            f"warnings={len(self.warnings)}"
+        )
+
+
 # --------------------------------------------------------------------------- JSON-RPC envelopes
 
 
@@ -437,14 +635,76 @@ class ToolExecutedMessage:
     jsonrpc: str = "2.0"
 
 
+@attrs.define
+class CompactRequestMessage:
+    """The JSON-RPC request of `ds4/compact`."""
+
+    id: MsgId
+    params: CompactParams
+    method: str = DS4_COMPACT
+    jsonrpc: str = "2.0"
+
+
+@attrs.define
+class CompactResponseMessage:
+    """The JSON-RPC response of `ds4/compact`."""
+
+    id: MsgId
+    result: CompactResult | None = None
+    jsonrpc: str = "2.0"
+
+
+@attrs.define
+class SummarizeRequestMessage:
+    """The JSON-RPC request `ds4/summarize` (server to client)."""
+
+    id: MsgId
+    params: SummarizeParams
+    method: str = DS4_SUMMARIZE
+    jsonrpc: str = "2.0"
+
+
+@attrs.define
+class SummarizeResponseMessage:
+    """The client's response to `ds4/summarize`. The result is kept as raw JSON and checked by
+    the summarizer bridge, so a wrong shape becomes an offline fallback with a reason instead
+    of a message pygls cannot structure (which would look like no answer at all)."""
+
+    id: MsgId
+    result: Any = None
+    jsonrpc: str = "2.0"
+
+
+@attrs.define
+class CompactCommittedMessage:
+    """The JSON-RPC notification `ds4/compactCommitted`."""
+
+    params: CompactCommittedParams
+    method: str = DS4_COMPACT_COMMITTED
+    jsonrpc: str = "2.0"
+
+
+@attrs.define
+class CompactFailedMessage:
+    """The JSON-RPC notification `ds4/compactFailed`."""
+
+    params: CompactFailedParams
+    method: str = DS4_COMPACT_FAILED
+    jsonrpc: str = "2.0"
+
+
 MESSAGE_TYPES: dict[str, tuple[type, type | None]] = {
     DS4_PLAN: (PlanRequestMessage, PlanResponseMessage),
     DS4_RETRIEVE: (RetrieveRequestMessage, RetrieveResponseMessage),
     DS4_MANIFEST: (ManifestRequestMessage, ManifestResponseMessage),
     DS4_TOOL_EXECUTED: (ToolExecutedMessage, None),
+    DS4_COMPACT: (CompactRequestMessage, CompactResponseMessage),
+    DS4_SUMMARIZE: (SummarizeRequestMessage, SummarizeResponseMessage),
+    DS4_COMPACT_COMMITTED: (CompactCommittedMessage, None),
+    DS4_COMPACT_FAILED: (CompactFailedMessage, None),
 }
 """method -> (message type, response message type or None for a notification) for the custom
-requests and notifications."""
+requests and notifications, in both directions (`ds4/summarize` goes server to client)."""
 
 
 # --------------------------------------------------------------------------- converter
@@ -656,6 +916,48 @@ def result_from_core(result: Mapping[str, Any], cls: type[R], method: str) -> R:
             f"{problem} (ds4-lsp and ds4-context-core disagree on the result shape; "
             "install the same version of both)"
         ) from None
+
+
+def command_argument(command: str, arguments: Sequence[Any], cls: type[R]) -> R:
+    """Structure the one argument object of a workspace command into `cls`.
+
+    Raises:
+        JsonRpcInvalidParams: not exactly one argument, or fields of the wrong type or
+            missing; the message names each field from `arguments[0]` (e.g.
+            `ds4.summaries: arguments[0].session.file: required field missing`) and
+            `data.fields` lists their paths (lsp-notes.md pitfall 13).
+    """
+    if len(arguments) != 1:
+        raise JsonRpcInvalidParams(
+            message=f"{command}: arguments: expected one argument object (got {len(arguments)})",
+            data={"fields": ["arguments"]},
+        )
+    try:
+        return CONVERTER.structure(arguments[0], cls)
+    except BaseValidationError as exc:
+        message, fields = describe_structure_error(command, exc, root="arguments[0]")
+    except WireTypeError as exc:  # the argument itself is not an object
+        message, fields = f"{command}: arguments[0]: {exc}", ["arguments[0]"]
+    raise JsonRpcInvalidParams(message=message, data={"fields": fields})
+
+
+def summarize_answer(result: Any) -> SummarizeAnswer:
+    """The core answer from the client's `ds4/summarize` result (raw JSON).
+
+    Raises:
+        SummarizerUnavailable: the result is not an object with a string `summary`, or its
+            `provider` / `model` are not strings; the message (the compaction's
+            `fallbackReason`) says which, without echoing the values.
+    """
+    if not isinstance(result, dict) or not isinstance(result.get("summary"), str):
+        raise SummarizerUnavailable(f"{DS4_SUMMARIZE} answered without a string `summary`")
+    # `provider: null` / `model: null` mean "unknown", as if absent.
+    present = {key: value for key, value in result.items() if value is not None}
+    try:
+        return CONVERTER.structure(present, SummarizeResult).to_core()
+    except BaseValidationError as exc:
+        problem, _ = describe_structure_error(DS4_SUMMARIZE, exc, root="result")
+        raise SummarizerUnavailable(f"{problem} in the client's answer") from None
 
 
 def parse_initialization_options(raw: Any) -> tuple[InitializationOptions, list[str]]:

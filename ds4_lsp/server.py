@@ -3,6 +3,9 @@ table that maps LSP methods and commands to handlers (`create_server()`).
 
 Everything blocking (SQLite, session files) runs on `Ds4Server`'s engine thread pool through
 `run_engine`, never on the event loop, so the server answers requests while a rebuild runs.
+An engine call that needs the client (the `ds4/summarize` summarizer of `ds4/compact`) sends
+its request back through the loop with `request_client_from_thread` and blocks only its own
+worker thread.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ import concurrent.futures
 import contextvars
 import logging
 import traceback
+import uuid
 from collections.abc import Callable, Generator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
@@ -34,7 +38,7 @@ from pygls.protocol import (
 
 from ds4_core.config import flatten_settings
 from ds4_core.engine import ContextEngine
-from ds4_core.requests import DatabaseUnavailableError, RequestError
+from ds4_core.requests import DatabaseUnavailableError, RequestError, RequestFailedError
 
 from . import __version__
 from .documents import LspWorkspace
@@ -42,6 +46,9 @@ from .handlers.diagnostics import StaleSnippet
 from .logs import apply_log_level_setting
 from .project_sync import ProjectSync
 from .protocol import (
+    DS4_COMPACT,
+    DS4_COMPACT_COMMITTED,
+    DS4_COMPACT_FAILED,
     DS4_MANIFEST,
     DS4_PLAN,
     DS4_RETRIEVE,
@@ -50,6 +57,7 @@ from .protocol import (
     MESSAGE_TYPES,
     PROJECT_STATUS,
     REBUILD_INDEX,
+    SUMMARIES,
     InitializationOptions,
     describe_structure_error,
     server_converter,
@@ -66,6 +74,10 @@ ENGINE_THREADS = 4
 SHUTDOWN_GRACE_S = 5.0
 """How long `shutdown` waits for engine calls in flight before closing the database (s)."""
 
+CLIENT_REQUEST_GRACE_S = 5.0
+"""Extra time a worker thread waits for the event loop beyond a client request's own timeout
+(s); only reached when the loop itself is stuck."""
+
 _WORK_DONE_TOKEN: contextvars.ContextVar[types.ProgressToken | None] = contextvars.ContextVar(
     "ds4_work_done_token", default=None
 )
@@ -81,6 +93,11 @@ class MalformedMessage:
         self.id = msg_id
         self.message = message
         self.fields = fields
+
+
+class ClientRequestFailed(RuntimeError):
+    """A request to the client got no answer because the server stopped waiting for it
+    (shutdown). A timeout raises `TimeoutError`; an error answer raises `JsonRpcException`."""
 
 
 class Ds4Protocol(LanguageServerProtocol):
@@ -171,6 +188,29 @@ class Ds4Protocol(LanguageServerProtocol):
         """The `workDoneToken` of the command being handled, if the client sent one."""
         return _WORK_DONE_TOKEN.get()
 
+    @property
+    def shutting_down(self) -> bool:
+        """Whether `shutdown` was received (no new requests go to the client then)."""
+        return self._shutdown
+
+    def abandon_request(self, msg_id: str) -> None:
+        """Stop waiting for the answer to our request `msg_id` and tell the client with
+        `$/cancelRequest` (LSP 3.17 "Cancellation Support"). Call on the event loop.
+
+        pygls 2.1.1 has no API for this: cancelling the future `send_request` returned neither
+        sends `$/cancelRequest` nor unregisters it, and the answer the client still owes
+        (LSP: a cancelled request is answered, usually with RequestCancelled) would then be
+        set on a cancelled future (InvalidStateError). So the id is re-registered with a
+        future nobody awaits, which takes that late answer quietly.
+        """
+        if self._request_futures.pop(msg_id, None) is None:
+            return  # answered meanwhile
+        if self._shutdown:  # pygls drops every incoming message after shutdown
+            self._result_types.pop(msg_id, None)
+        else:
+            self._request_futures[msg_id] = concurrent.futures.Future()
+        self.notify(types.CANCEL_REQUEST, types.CancelParams(id=msg_id))
+
 
 class Ds4Server(LanguageServer):
     """The ds4 language server: one `ContextEngine` plus the LSP session around it.
@@ -195,6 +235,9 @@ class Ds4Server(LanguageServer):
         self._in_flight: set[concurrent.futures.Future[Any]] = set()
         self.project = ProjectSync(self)
         self.stale_snippets: dict[str, list[StaleSnippet]] = {}
+        # Requests to the client being awaited (`request_client`); cancelled at shutdown so
+        # that engine calls waiting on them (ds4/compact) finish instead of timing out.
+        self._client_requests: set[asyncio.Task[Any]] = set()
 
     # ------------------------------------------------------------------ engine
 
@@ -245,11 +288,18 @@ class Ds4Server(LanguageServer):
             return [*messages, f"ds4: cannot open the database ({type(exc).__name__})"]
         return [*messages, *health.get("notices", [])]
 
-    async def run_engine(self, fn: Callable[..., T], *args: Any, method: str | None = None) -> T:
+    async def run_engine(
+        self,
+        fn: Callable[..., T],
+        *args: Any,
+        method: str | None = None,
+        field_root: str = "params",
+    ) -> T:
         """Run the blocking call `fn(*args)` on the engine thread pool and await its result.
 
         `method` (e.g. `ds4/plan`) prefixes error messages. Raises `JsonRpcInvalidParams` when
-        the engine rejects the input (`RequestError`; the message names the field) and
+        the engine rejects the input (`RequestError`; the message names the field under
+        `field_root`: `params` for requests, e.g. `arguments[0]` for a command) and
         `JsonRpcInternalError` with a generic message for any other failure, which is logged
         with its type and stack frames only (never its message: it may quote session text).
         """
@@ -259,11 +309,14 @@ class Ds4Server(LanguageServer):
         running.add_done_callback(self._in_flight.discard)
         try:
             return await asyncio.wrap_future(running)
+        except RequestFailedError as exc:
+            log.info("%s: request failed (state, not input)", label)
+            raise JsonRpcRequestFailed(message=request_error_message(label, exc)) from None
         except RequestError as exc:
             log.info("%s: rejected input (field %s)", label, exc.field)
             raise JsonRpcInvalidParams(
-                message=request_error_message(label, exc),
-                data={"fields": [f"params.{exc.field}"] if exc.field else []},
+                message=request_error_message(label, exc, field_root),
+                data={"fields": [f"{field_root}.{exc.field}"] if exc.field else []},
             ) from None
         except JsonRpcException:
             raise
@@ -279,8 +332,10 @@ class Ds4Server(LanguageServer):
             ) from None
 
     async def close_engine(self) -> None:
-        """Stop background project work, wait up to `SHUTDOWN_GRACE_S` for engine calls in
-        flight, then close the database."""
+        """Stop waiting for the client's answers and stop background project work, wait up to
+        `SHUTDOWN_GRACE_S` for engine calls in flight, then close the database."""
+        for waiting in list(self._client_requests):
+            waiting.cancel()  # a compaction waiting for ds4/summarize falls back and finishes
         await self.project.stop()
         pending = [asyncio.wrap_future(f) for f in self._in_flight if not f.done()]
         if pending:
@@ -298,6 +353,67 @@ class Ds4Server(LanguageServer):
             except JsonRpcException:  # already logged; shutdown itself must still succeed
                 pass
         self._executor.shutdown(wait=False, cancel_futures=True)
+
+    # ------------------------------------------------------------------ requests to the client
+
+    @property
+    def client_offers_summarize(self) -> bool:
+        """Whether the client declared `capabilities.experimental.ds4.summarize: true` at
+        `initialize`, i.e. it answers `ds4/summarize` (docs/protocol.md)."""
+        capabilities = getattr(self.protocol, "client_capabilities", None)  # None before initialize
+        experimental = capabilities.experimental if capabilities else None
+        ds4 = experimental.get("ds4") if isinstance(experimental, dict) else None
+        return isinstance(ds4, dict) and ds4.get("summarize") is True
+
+    async def request_client(self, method: str, params: Any, timeout_s: float) -> Any:
+        """Send the request `method` to the client and return its raw JSON result.
+
+        Waits at most `timeout_s` seconds; then the request is abandoned (`$/cancelRequest`,
+        `Ds4Protocol.abandon_request`) and `TimeoutError` raised. An error answer raises
+        pygls's `JsonRpcException` (with the client's `code` and `message`); shutdown raises
+        `ClientRequestFailed`. Runs on the event loop.
+        """
+        if self.protocol.shutting_down:
+            raise ClientRequestFailed("the server is shutting down")
+        waiting = asyncio.current_task()
+        assert waiting is not None  # a coroutine on the loop always runs in a task
+        msg_id = f"ds4-{uuid.uuid4()}"
+        answer = asyncio.wrap_future(self.protocol.send_request(method, params, msg_id=msg_id))
+        self._client_requests.add(waiting)
+        try:
+            done, _ = await asyncio.wait({answer}, timeout=timeout_s)
+        except asyncio.CancelledError:  # close_engine: shutdown
+            self.protocol.abandon_request(msg_id)
+            answer.cancel()
+            raise ClientRequestFailed("the server is shutting down") from None
+        finally:
+            self._client_requests.discard(waiting)
+        if not done:
+            self.protocol.abandon_request(msg_id)
+            answer.cancel()  # unregistered above: no answer can reach it any more
+            raise TimeoutError(f"{method}: no answer within {timeout_s * 1000:.0f} ms")
+        return answer.result()
+
+    def request_client_from_thread(
+        self, loop: asyncio.AbstractEventLoop, method: str, params: Any, timeout_s: float
+    ) -> Any:
+        """`request_client` for a worker thread (an engine callback): the request is sent and
+        awaited on `loop`, the server's event loop, while this thread blocks.
+
+        Never call it on the event loop itself (it would wait for itself). Raises what
+        `request_client` raises; `TimeoutError` also when the loop does not come back within
+        `CLIENT_REQUEST_GRACE_S` after the timeout.
+        """
+        running = asyncio.run_coroutine_threadsafe(
+            self.request_client(method, params, timeout_s), loop
+        )
+        try:
+            return running.result(timeout_s + CLIENT_REQUEST_GRACE_S)
+        except concurrent.futures.TimeoutError:
+            running.cancel()
+            raise TimeoutError(f"{method}: no answer within {timeout_s * 1000:.0f} ms") from None
+        except concurrent.futures.CancelledError:
+            raise ClientRequestFailed("the server is shutting down") from None
 
     # ------------------------------------------------------------------ client messages
 
@@ -340,16 +456,24 @@ class Ds4Server(LanguageServer):
         )
 
 
-def request_error_message(method: str, exc: RequestError) -> str:
+class JsonRpcRequestFailed(JsonRpcException):
+    """RequestFailed (-32803, LSP 3.17 "ErrorCodes"): the request was well formed but could not
+    be served (pygls 2.1.1 has no class for this code)."""
+
+    CODE = -32803
+    MESSAGE = "RequestFailed"
+
+
+def request_error_message(method: str, exc: RequestError, field_root: str = "params") -> str:
     """`ds4/retrieve: params.maxResults: expected ...` from a core `RequestError`.
 
-    The field is always named, in wire spelling under `params.`, right after the method.
+    The field is always named, in wire spelling under `field_root.`, right after the method.
     """
     text = str(exc)
     if not exc.field:
         return f"{method}: {text}"
     text = text.removeprefix(f"{exc.field}:").removeprefix(f"{method} ").strip()
-    return f"{method}: params.{exc.field}: {text}"
+    return f"{method}: {field_root}.{exc.field}: {text}"
 
 
 def create_server() -> Ds4Server:
@@ -361,6 +485,7 @@ def create_server() -> Ds4Server:
     # (pygls resolves command annotations with typing.get_type_hints).
     from .handlers import (
         commands,
+        compaction,
         documents,
         hover,
         lifecycle,
@@ -396,8 +521,13 @@ def create_server() -> Ds4Server:
     server.feature(DS4_RETRIEVE)(retrieve.retrieve)
     server.feature(DS4_MANIFEST)(manifest.manifest)
     server.feature(DS4_TOOL_EXECUTED)(project.tool_executed)
+    # compaction; the server asks the client with ds4/summarize (handlers.compaction)
+    server.feature(DS4_COMPACT)(compaction.compact)
+    server.feature(DS4_COMPACT_COMMITTED)(compaction.compact_committed)
+    server.feature(DS4_COMPACT_FAILED)(compaction.compact_failed)
     # workspace/executeCommand
     server.command(REBUILD_INDEX)(commands.rebuild_index)
     server.command(HEALTH)(commands.health)
     server.command(PROJECT_STATUS)(commands.project_status)
+    server.command(SUMMARIES)(commands.summaries)
     return server

@@ -64,6 +64,7 @@ from .requests import (
     ModelSpec,
     PlanRequest,
     RequestError,
+    RequestFailedError,
     RetrieveRequest,
     SessionRef,
     Summarizer,
@@ -1249,10 +1250,9 @@ class ContextEngine:
         """
         config = self.config
         if not config["compaction.enabled"]:
-            raise RequestError(
+            raise RequestFailedError(
                 "compaction is turned off by the compaction.enabled setting; turn it on, or let "
-                "Pi compact natively",
-                "compaction.enabled",
+                "Pi compact natively"
             )
         if request.reason not in COMPACTION_REASONS:
             raise RequestError(
@@ -1277,6 +1277,8 @@ class ContextEngine:
                 keep_recent_tokens=int(config["compaction.keepRecentTokens"]),
             )
         except SpanError as exc:
+            if exc.field is None:
+                raise RequestFailedError(str(exc)) from exc
             raise RequestError(str(exc), exc.field) from exc
         previous_root = self._branch_root(session_id, path, span.previous_compaction_entry_id)
         previous_id = previous_root.summary_id if previous_root else None

@@ -27,6 +27,12 @@ class RequestError(ValueError):
         self.field = field
 
 
+class RequestFailedError(RequestError):
+    """Well-formed input the engine cannot serve in the current state (nothing to compact,
+    compaction turned off). The LSP answers RequestFailed (-32803, LSP 3.17 "ErrorCodes")
+    rather than InvalidParams; the CLI treats it like any `RequestError`."""
+
+
 @dataclass(frozen=True)
 class SessionRef:
     """A Pi session file and optionally the leaf entry id whose branch is active."""

@@ -1,8 +1,8 @@
 """Workspace commands (`workspace/executeCommand`): `ds4.rebuildIndex`, `ds4.health`,
-`ds4.projectStatus`.
+`ds4.projectStatus`, `ds4.summaries`.
 
-All take no arguments and return JSON; `ds4.rebuildIndex` and `ds4.health` report
-`$/progress` (see `ds4_lsp.progress`).
+All return JSON. `ds4.summaries` takes one argument object; the others take none.
+`ds4.rebuildIndex` and `ds4.health` report `$/progress` (see `ds4_lsp.progress`).
 """
 
 from __future__ import annotations
@@ -13,7 +13,14 @@ from pygls.exceptions import JsonRpcInvalidParams
 
 from ds4_lsp.handlers.diagnostics import publish_stale_snippets
 from ds4_lsp.progress import WorkDoneProgress
-from ds4_lsp.protocol import HEALTH, PROJECT_STATUS, REBUILD_INDEX
+from ds4_lsp.protocol import (
+    HEALTH,
+    PROJECT_STATUS,
+    REBUILD_INDEX,
+    SUMMARIES,
+    SummariesArguments,
+    command_argument,
+)
 from ds4_lsp.server import Ds4Server
 
 
@@ -85,6 +92,34 @@ async def project_status(ls: Ds4Server, *arguments: Any) -> dict[str, Any]:
         PROJECT_STATUS,
         f"status={result.get('status')} files={result.get('files', 0)} "
         f"snippets={result.get('snippets', 0)}",
+    )
+    return result
+
+
+async def summaries(ls: Ds4Server, *arguments: Any) -> dict[str, Any]:
+    """`ds4.summaries`: the summary graph of a session as seen from a leaf.
+
+    Takes one argument `{session: {file, leafId?}, format?: "json" | "dot"}`. The session is
+    synced first (a compaction entry written since marks its batch committed). Returns the
+    engine's view {sessionId, sessionFile, leafId, activeRootId, nodes, roots, counts, tree};
+    with format `dot` also `dot`, the graph as Graphviz text. Errors: InvalidParams naming the
+    field (`arguments[0].session.file`, ...), also for a session file or leaf the engine
+    cannot use.
+    """
+    args = command_argument(SUMMARIES, arguments, SummariesArguments)
+    session = args.session.to_core()
+
+    def view() -> dict[str, Any]:
+        result = ls.engine.summaries(session)
+        if args.format == "dot":
+            result["dot"] = ls.engine.summaries_dot(session)
+        return result
+
+    result = await ls.run_engine(view, method=SUMMARIES, field_root="arguments[0]")
+    ls.log_request(
+        SUMMARIES,
+        f"session={result.get('sessionId')} nodes={len(result.get('nodes', []))} "
+        f"root={result.get('activeRootId')} format={args.format}",
     )
     return result
 

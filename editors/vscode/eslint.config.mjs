@@ -30,6 +30,8 @@ export default defineConfig(
       'src/historyTool.ts',
       'src/serverLog.ts',
       'src/sessionFiles.ts',
+      'src/summarize.ts',
+      'src/compactionView.ts',
     ],
     rules: {
       '@typescript-eslint/no-restricted-imports': [

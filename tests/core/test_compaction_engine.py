@@ -474,12 +474,13 @@ def test_lone_surrogates_in_the_transcript_become_replacement_characters(
     engine: ContextEngine, tmp_path: Path
 ) -> None:
     writer = _session(tmp_path, turns=2)
+    line = (
+        '{"type":"message","id":"0000ffff","parentId":"PARENT",'
+        '"timestamp":"2026-11-01T11:00:00.000Z",'
+        '"message":{"role":"user","content":"odd `bad\\ud800value` here","timestamp":9}}\n'
+    )
     with writer.path.open("a", encoding="utf-8") as handle:  # JSON allows a lone \ud800
-        handle.write(
-            '{"type":"message","id":"0000ffff","parentId":"%s","timestamp":"2026-11-01T11:00:00.000Z",'
-            '"message":{"role":"user","content":"odd `bad\\ud800value` here","timestamp":9}}\n'
-            % writer.leaf
-        )
+        handle.write(line.replace("PARENT", str(writer.leaf)))
     writer.leaf = "0000ffff"
     writer.turn(3)
     writer.turn(4)

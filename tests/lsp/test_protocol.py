@@ -222,3 +222,31 @@ def test_pygls_log_records_lose_their_arguments_and_exception_text() -> None:
     assert text == "Failed to handle request 7 <redacted> <redacted> [ValueError]"
     ours = logging.LogRecord("ds4_lsp", logging.INFO, __file__, 1, "n=%d", (3,), None)
     assert RedactPyglsFilter().filter(ours) and ours.getMessage() == "n=3"
+
+
+@pytest.mark.parametrize(
+    ("answer", "expected"),
+    [
+        ({"summary": "text"}, ("text", None, None)),
+        ({"summary": "text", "provider": None, "model": None}, ("text", None, None)),
+        ({"summary": "text", "provider": "acme", "model": "m-1"}, ("text", "acme", "m-1")),
+    ],
+)
+def test_summarize_answers_with_unknown_provider_are_accepted(
+    answer: dict[str, Any], expected: tuple[str, str | None, str | None]
+) -> None:
+    from ds4_lsp.protocol import summarize_answer
+
+    core = summarize_answer(answer)
+    assert (core.summary, core.provider, core.model) == expected
+
+
+@pytest.mark.parametrize(
+    "answer", [None, "text", {"summary": 3}, {"summary": "x", "provider": 5}, {"text": "x"}]
+)
+def test_badly_shaped_summarize_answers_are_refused(answer: Any) -> None:
+    from ds4_core.requests import SummarizerUnavailable
+    from ds4_lsp.protocol import summarize_answer
+
+    with pytest.raises(SummarizerUnavailable):
+        summarize_answer(answer)

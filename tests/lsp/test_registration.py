@@ -32,4 +32,5 @@ def test_every_method_and_command_is_registered_on_a_fresh_server() -> None:
             "ds4.rebuildIndex",
             "ds4.health",
             "ds4.projectStatus",
+            "ds4.summaries",
         }

@@ -19,7 +19,7 @@ from ..sessions.context import SessionContext
 
 class SpanError(ValueError):
     """The span cannot be prepared from this input; `field` names the request field to fix
-    (wire spelling), or None when the session itself has nothing to compact."""
+    (wire spelling), or None when the branch itself has nothing to compact."""
 
     def __init__(self, message: str, field: str | None = None) -> None:
         super().__init__(message)

@@ -7,7 +7,9 @@
 --- Workspace trust is decided per root by the plugin (`:help ds4-trust`) in `before_init`
 --- and sent as `initializationOptions.trusted`; it is never true by default. Keep these
 --- `before_init` / `on_init` functions if you override the config (or call the `ds4.client`
---- hooks from yours), otherwise the server is always told "untrusted".
+--- hooks from yours), otherwise the server is always told "untrusted". `before_init` also
+--- declares `capabilities.experimental.ds4.summarize` when `setup({ summarize = fn })` gave a
+--- summarizer; the `ds4/summarize` handler below calls it.
 
 ---@type vim.lsp.Config
 return {
@@ -32,6 +34,10 @@ return {
   handlers = {
     ['$/progress'] = function(err, result, ctx)
       return require('ds4.client').on_progress(err, result, ctx)
+    end,
+    -- Asked only when `before_init` declared the capability (setup option `summarize`).
+    ['ds4/summarize'] = function(err, params, ctx)
+      return require('ds4.client').on_summarize(err, params, ctx)
     end,
   },
 }

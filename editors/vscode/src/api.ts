@@ -15,12 +15,16 @@
 import type { Event } from 'vscode';
 
 import type {
+  CompactParams,
+  CompactResult,
   Manifest,
   ManifestParams,
   PlanParams,
   PlanResult,
   RetrieveParams,
   RetrieveResult,
+  SummariesParams,
+  SummariesResult,
   ToolExecutedParams,
 } from './protocol';
 
@@ -38,6 +42,24 @@ export interface Ds4Api {
    * files it touched are re-read before the next plan. Resolves once sent.
    */
   toolExecuted(params: ToolExecutedParams): Promise<void>;
+  /**
+   * `ds4/compact`: summarize the older part of a session's active branch (docs/compaction.md).
+   * With `ds4.compaction.useEditorModel` on, the server asks this extension for the summary and
+   * a VS Code chat model writes it; otherwise, or when that fails, the server writes it offline
+   * (`summarizer`, `fallbackReason`). Nothing is written to the session file: append
+   * `result.compaction` as a Pi compaction entry, then call `compactCommitted` (or
+   * `compactFailed`).
+   */
+  compact(params: CompactParams): Promise<CompactResult>;
+  /** `ds4.summaries`: a session's summary graph; `format: 'dot'` adds Graphviz DOT. */
+  summaries(params: SummariesParams): Promise<SummariesResult>;
+  /**
+   * `ds4/compactCommitted`: the agent appended the compaction entry of `summaryId` (the
+   * result's `summaryId`); `entryId` is that Pi entry's id, if known. Resolves once sent.
+   */
+  compactCommitted(summaryId: string, entryId?: string): Promise<void>;
+  /** `ds4/compactFailed`: the agent did not append the entry of `summaryId`. Resolves once sent. */
+  compactFailed(summaryId: string, reason?: string): Promise<void>;
   /** Fires after every successful plan made through this API or the "DS4: Plan Request" command. */
   readonly onDidPlan: Event<PlanResult>;
 }

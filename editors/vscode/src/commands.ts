@@ -1,17 +1,21 @@
 /**
  * The palette commands: "DS4: Rebuild Index", "DS4: Health", "DS4: Show Manifest",
- * "DS4: Plan Request", "DS4: Restart Server", "DS4: Show Output".
+ * "DS4: Plan Request", "DS4: Compact Session", "DS4: Show Summary Graph", "DS4: Copy
+ * Compaction Entry", "DS4: Restart Server", "DS4: Show Output".
  *
  * Their ids are `ds4.client.*`: vscode-languageclient registers the server's own commands
- * (`ds4.rebuildIndex`, `ds4.health`) with VS Code itself, and an id can be registered once.
+ * (`ds4.rebuildIndex`, `ds4.health`, `ds4.summaries`) with VS Code itself, and an id can be
+ * registered once.
  */
 
 import { homedir } from 'node:os';
 
 import * as vscode from 'vscode';
 
+import { compactionEntryJson, describeSummaries, NOT_WRITTEN_NOTE, renderCompactResult, renderSummaries } from './compactionView';
 import type { ManifestPanel } from './manifestPanel';
-import type { HealthResult, Manifest, PlanParams, PlanResult } from './protocol';
+import type { CompactParams, CompactResult, HealthResult, Manifest, PlanParams, PlanResult } from './protocol';
+import type { ReadOnlyDocuments } from './readOnlyDocuments';
 import type { WorkDoneProgressValue } from './requests';
 import { pathContext, type ServerClient } from './serverClient';
 import { piSessionDir, recentSessionFiles } from './sessionFiles';
@@ -29,6 +33,12 @@ export interface CommandContext {
   plan(params: PlanParams): Promise<PlanResult>;
   /** The last plan made in this window. */
   lastPlan(): PlanResult | undefined;
+  /** Read-only documents for the compaction views. */
+  documents: ReadOnlyDocuments;
+  /** Compacts through the extension API (which remembers the result). */
+  compact(params: CompactParams): Promise<CompactResult>;
+  /** The last compaction prepared in this window. */
+  lastCompaction(): CompactResult | undefined;
 }
 
 export function registerCommands(context: CommandContext): vscode.Disposable[] {
@@ -37,6 +47,9 @@ export function registerCommands(context: CommandContext): vscode.Disposable[] {
     [COMMANDS.health, () => health(context)],
     [COMMANDS.showManifest, () => showManifest(context)],
     [COMMANDS.plan, () => planRequest(context)],
+    [COMMANDS.compact, () => compactSession(context)],
+    [COMMANDS.summaries, () => showSummaryGraph(context)],
+    [COMMANDS.copyCompactionEntry, () => copyCompactionEntry(context)],
     [COMMANDS.restart, () => context.server.restart()],
     [
       COMMANDS.showOutput,
@@ -183,8 +196,87 @@ async function planRequest(context: CommandContext): Promise<void> {
   }
 }
 
+const COPY_ENTRY = 'Copy Compaction Entry';
+const SHOW_GRAPH = 'Show Summary Graph';
+const OPEN_DOT = 'Open as Graphviz DOT';
+
+/**
+ * Ask for a session (and optional focus), run `ds4/compact` with reason `manual`, and show the
+ * result read-only: span, node ids, validation, summarizer, fallback reason, the summary. The
+ * extension never writes the session file; the agent (Pi) appends the entry.
+ */
+async function compactSession(context: CommandContext): Promise<void> {
+  const file = await pickSessionFile(context, 'The session to compact');
+  if (file === undefined) {
+    return;
+  }
+  const focus = await vscode.window.showInputBox({
+    title: 'DS4: Compact Session',
+    prompt: 'Optional: what the summary should focus on (Enter for none)',
+    placeHolder: 'e.g. the parser refactoring and its open bugs',
+    ignoreFocusOut: true,
+  });
+  if (focus === undefined) {
+    return;
+  }
+  const result = await vscode.window.withProgress(
+    { location: vscode.ProgressLocation.Notification, title: 'DS4: compacting the session' },
+    () =>
+      context.compact({
+        session: { file },
+        reason: 'manual',
+        ...(focus.trim() !== '' && { customInstructions: focus.trim() }),
+      }),
+  );
+  await context.documents.show(`compaction/${result.summaryId}.md`, renderCompactResult(result, { sessionFile: file }), 'markdown');
+  const how =
+    result.summarizer === 'client'
+      ? 'written by the editor model'
+      : `written offline${result.fallbackReason ? ` (${result.fallbackReason})` : ''}`;
+  const text =
+    `DS4: summary ${result.summaryId} prepared, ${how}, validation ${result.validation.status}. ` +
+    'The agent (Pi) must append the compaction entry; ds4 never writes the session file.';
+  const choice = await vscode.window.showInformationMessage(text, COPY_ENTRY, SHOW_GRAPH);
+  if (choice === COPY_ENTRY) {
+    await copyCompactionEntry(context);
+  } else if (choice === SHOW_GRAPH) {
+    await showSummaryGraph(context, file);
+  }
+}
+
+/** Copy the last compaction's entry (one JSON line, Pi's shape) to the clipboard. */
+async function copyCompactionEntry(context: CommandContext): Promise<void> {
+  const result = context.lastCompaction();
+  if (!result) {
+    void vscode.window.showInformationMessage('DS4: no compaction was prepared in this window yet (run "DS4: Compact Session").');
+    return;
+  }
+  await vscode.env.clipboard.writeText(compactionEntryJson(result));
+  void vscode.window.showInformationMessage(
+    `DS4: copied the compaction entry of ${result.summaryId}. ${NOT_WRITTEN_NOTE.replace(/`/g, '')}`,
+  );
+}
+
+/** Show a session's summary graph as a read-only text tree, offering its Graphviz DOT. */
+async function showSummaryGraph(context: CommandContext, sessionFile?: string): Promise<void> {
+  const file = sessionFile ?? (await pickSessionFile(context, 'The session whose summary graph to show'));
+  if (file === undefined) {
+    return;
+  }
+  const requests = await context.server.requests();
+  const result = await requests.summaries({ session: { file }, format: 'dot' });
+  await context.documents.show(`summaries/${result.sessionId}.txt`, renderSummaries(result), 'plaintext');
+  const choice = await vscode.window.showInformationMessage(describeSummaries(result), OPEN_DOT);
+  if (choice === OPEN_DOT) {
+    await context.documents.show(`summaries/${result.sessionId}.dot`, result.dot ?? '', 'dot');
+  }
+}
+
 /** The workspace's recent Pi sessions, the last one used, or a file chosen in a dialog. */
-async function pickSessionFile(context: CommandContext): Promise<string | undefined> {
+async function pickSessionFile(
+  context: CommandContext,
+  placeHolder = 'The session to plan or inspect',
+): Promise<string | undefined> {
   const folder = pathContext().workspaceFolder;
   const recent = folder ? recentSessionFiles(piSessionDir(folder, process.env, homedir())) : [];
   const last = lastSessionFile(context.workspaceState);
@@ -202,7 +294,7 @@ async function pickSessionFile(context: CommandContext): Promise<string | undefi
     ];
     const picked = await vscode.window.showQuickPick(items, {
       title: 'DS4: Pi session',
-      placeHolder: 'The session to plan or inspect',
+      placeHolder,
     });
     if (picked === undefined) {
       return undefined;

@@ -1,7 +1,8 @@
 /**
  * The DS4 extension: starts `ds4-lsp`, shows its state in the status bar, adds the palette
- * commands and the `ds4_retrieve_history` language model tool, and returns `Ds4Api` to other
- * extensions.
+ * commands and the `ds4_retrieve_history` language model tool, answers the server's
+ * `ds4/summarize` with an editor chat model (`serverClient.ts`, `summarize.ts`), and returns
+ * `Ds4Api` to other extensions.
  */
 
 import * as vscode from 'vscode';
@@ -10,7 +11,8 @@ import type { Ds4Api } from './api';
 import { lastSessionFile, registerCommands, rememberSessionFile } from './commands';
 import { formatHistoryForModel, HISTORY_TOOL_NAME, type HistoryToolInput, historyToolParams } from './historyTool';
 import { ManifestPanel } from './manifestPanel';
-import type { PlanParams, PlanResult } from './protocol';
+import type { CompactParams, CompactResult, PlanParams, PlanResult } from './protocol';
+import { ReadOnlyDocuments } from './readOnlyDocuments';
 import { ServerClient } from './serverClient';
 import { presentStatus, type StatusState } from './status';
 
@@ -20,8 +22,10 @@ export function activate(context: vscode.ExtensionContext): Ds4Api {
   const output = vscode.window.createOutputChannel('DS4', { log: true });
   server = new ServerClient(output);
   const panel = new ManifestPanel();
+  const documents = new ReadOnlyDocuments();
   const planEmitter = new vscode.EventEmitter<PlanResult>();
   let lastPlan: PlanResult | undefined;
+  let lastCompaction: CompactResult | undefined;
   const running = server;
 
   const api: Ds4Api = {
@@ -56,6 +60,23 @@ export function activate(context: vscode.ExtensionContext): Ds4Api {
     async toolExecuted(params) {
       await (await running.requests()).toolExecuted(params);
     },
+    async compact(params: CompactParams): Promise<CompactResult> {
+      const result = await (await running.requests()).compact(params);
+      lastCompaction = result;
+      if (params.session.file !== lastSessionFile(context.workspaceState)) {
+        await rememberSessionFile(context.workspaceState, params.session.file);
+      }
+      return result;
+    },
+    async summaries(params) {
+      return (await running.requests()).summaries(params);
+    },
+    async compactCommitted(summaryId, entryId) {
+      await (await running.requests()).compactCommitted(summaryId, entryId);
+    },
+    async compactFailed(summaryId, reason) {
+      await (await running.requests()).compactFailed(summaryId, reason);
+    },
     onDidPlan: planEmitter.event,
   };
 
@@ -78,6 +99,7 @@ export function activate(context: vscode.ExtensionContext): Ds4Api {
     output,
     running,
     panel,
+    documents,
     planEmitter,
     statusItem,
     running.onDidChangeStatus(showStatus),
@@ -88,6 +110,9 @@ export function activate(context: vscode.ExtensionContext): Ds4Api {
       workspaceState: context.workspaceState,
       plan: (params) => api.plan(params),
       lastPlan: () => lastPlan,
+      documents,
+      compact: (params) => api.compact(params),
+      lastCompaction: () => lastCompaction,
     }),
     vscode.workspace.onDidChangeConfiguration((event) => {
       if (event.affectsConfiguration('ds4')) {

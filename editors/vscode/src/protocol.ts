@@ -1,7 +1,7 @@
 /**
  * The ds4-lsp wire contract in TypeScript: params and results of `ds4/plan`, `ds4/retrieve`,
- * `ds4/manifest`, the `ds4.rebuildIndex` and `ds4.health` commands, and
- * `initializationOptions`. Field names and meanings follow docs/protocol.md; every key is
+ * `ds4/manifest`, `ds4/compact` (and the server-to-client `ds4/summarize`), the
+ * `ds4.rebuildIndex`, `ds4.health` and `ds4.summaries` commands, and `initializationOptions`. Field names and meanings follow docs/protocol.md; every key is
  * camelCase. Token counts are `chars-v1` estimates (integers), durations are milliseconds,
  * timestamps are ISO-8601 UTC strings.
  *
@@ -23,6 +23,16 @@ export const HEALTH = 'ds4.health';
 export const DS4_TOOL_EXECUTED = 'ds4/toolExecuted';
 /** Notification, server to client: a project sync ran. */
 export const DS4_INDEX_UPDATED = 'ds4/indexUpdated';
+/** Request, client to server: summarize the older part of a session (docs/compaction.md). */
+export const DS4_COMPACT = 'ds4/compact';
+/** Request, server to client: write a summary (only to a client that declared it). */
+export const DS4_SUMMARIZE = 'ds4/summarize';
+/** Notification, client to server: the compaction entry was appended to the session. */
+export const DS4_COMPACT_COMMITTED = 'ds4/compactCommitted';
+/** Notification, client to server: the compaction entry was not appended. */
+export const DS4_COMPACT_FAILED = 'ds4/compactFailed';
+/** Server command: a session's summary graph. */
+export const SUMMARIES = 'ds4.summaries';
 
 /** A Pi message object exactly as in a session file (`role` plus role-specific fields). */
 export type AgentMessage = { role: string } & Record<string, unknown>;
@@ -362,6 +372,148 @@ export interface IndexUpdatedParams {
   warnings: string[];
 }
 
+// ----------------------------------------------------------------------------- compaction
+
+export type CompactionReason = 'manual' | 'threshold' | 'overflow';
+
+/** `ds4/compact` params (docs/compaction.md "The flow"). */
+export interface CompactParams {
+  session: SessionRef;
+  /** Default `manual`. */
+  reason?: CompactionReason;
+  /** The first entry kept verbatim (the span ends before it); default: keep the most recent
+   * `compaction.keepRecentTokens` tokens. */
+  firstKeptEntryId?: string;
+  /** When given, must be the branch's current root (checked). */
+  previousSummaryId?: string;
+  /** Passed on to the summarizer's prompt. */
+  customInstructions?: string;
+}
+
+/** The compaction entry the agent (Pi) appends to the session; ds4 never writes it. */
+export interface CompactionEntry {
+  /** The new root's text (Markdown, the twelve sections). */
+  summary: string;
+  firstKeptEntryId: string | null;
+  tokensBefore: number;
+  /** `{readFiles, modifiedFiles, ds4ContextEngine: {schemaVersion: 2, ...}}`. */
+  details: Record<string, unknown>;
+}
+
+export interface CompactResult {
+  compaction: CompactionEntry;
+  /** The new root: the node whose text is `compaction.summary`. */
+  summaryId: string;
+  /** The new segment (equal to `summaryId` when there was no previous root). */
+  segmentSummaryId: string;
+  operationId?: string;
+  summaryKind: 'segment' | 'aggregate';
+  graphLevel: number;
+  /** Who wrote the segment text: the client (`ds4/summarize`) or the offline summarizer. */
+  summarizer: 'client' | 'offline';
+  /** Why the offline summarizer was used; `null` when the client's summary was. */
+  fallbackReason: string | null;
+  validation: {
+    status: 'valid' | 'warning' | 'invalid';
+    /** Issues found before repairs. */
+    issueCodes: string[];
+    /** Repairs applied, in order. */
+    repairs: string[];
+  };
+  span: {
+    messageCount: number;
+    /** Tokens summarized. */
+    tokens: number;
+    keptTokens?: number;
+    isSplitTurn: boolean;
+    firstKeptEntryId: string | null;
+    previousSummaryId: string | null;
+    sourceEntryCount?: number;
+  };
+  /** `{summary, limit}`: the root's size and the limit, tokens. */
+  tokens?: { summary: number; limit: number };
+  warnings: string[];
+}
+
+/** `ds4/summarize` params: the server asks the client for one summary. */
+export interface SummarizeParams {
+  summaryKind: 'segment';
+  /** The complete prompt: contract, file lists, previous summary, conversation source. */
+  prompt: string;
+  sourceHash: string;
+  /** The most tokens the summary may have. */
+  tokenLimit: number;
+  sessionId: string;
+  sourceEntryIds: string[];
+  readFiles: string[];
+  modifiedFiles: string[];
+}
+
+/** `ds4/summarize` result. */
+export interface SummarizeResult {
+  summary: string;
+  provider?: string;
+  model?: string;
+}
+
+/** `ds4/compactCommitted` params. */
+export interface CompactCommittedParams {
+  /** The operation's root (`CompactResult.summaryId`). */
+  summaryId: string;
+  /** The id of the Pi entry that carries it, if known. */
+  entryId?: string;
+}
+
+/** `ds4/compactFailed` params. */
+export interface CompactFailedParams {
+  summaryId: string;
+  reason?: string;
+}
+
+/** The argument of the `ds4.summaries` command. */
+export interface SummariesParams {
+  session: SessionRef;
+  /** `dot` adds the Graphviz text as `dot`. Default `json`. */
+  format?: 'json' | 'dot';
+}
+
+/** One node of a summary graph (no content). */
+export interface SummaryGraphNode {
+  summaryId: string;
+  kind: 'segment' | 'aggregate' | 'branch';
+  level: number;
+  lifecycle: 'prepared' | 'committed' | 'failed';
+  validationStatus: string;
+  validationIssueCodes: string[];
+  createdAt: string | null;
+  provider: string | null;
+  model: string | null;
+  /** chars-v1 estimate of the content. */
+  tokens: number;
+  sourceEntryCount: number;
+  childIds: string[];
+  piEntryId: string | null;
+  firstKeptEntryId: string | null;
+  reason: string | null;
+  /** `active-root`, `active`, `past-head`, `alternate-branch`, `inner`, `prepared`, `failed`. */
+  role: string;
+}
+
+export interface SummariesResult {
+  sessionId: string;
+  sessionFile?: string | null;
+  leafId?: string | null;
+  activeRootId: string | null;
+  nodes: SummaryGraphNode[];
+  roots: { summaryId: string; role: string }[];
+  /** `{nodes, committed, prepared, failed, roots, <role>: n}`. */
+  counts: Record<string, number>;
+  /** The graph as an indented text tree. */
+  tree: string;
+  /** Graphviz DOT; present with `format: 'dot'`. */
+  dot?: string;
+}
+
 // ----------------------------------------------------------------------------- initialize
 
 /** `initializationOptions` of `initialize`. */
@@ -513,6 +665,42 @@ const INDEX_UPDATED: Shape = {
   warnings: arrayOf(str),
 };
 
+const COMPACT_RESULT: Shape = {
+  compaction: shaped({ summary: str, firstKeptEntryId: nullable(str), tokensBefore: int, details: obj }),
+  summaryId: str,
+  segmentSummaryId: str,
+  summaryKind: str,
+  graphLevel: int,
+  summarizer: oneOf('client', 'offline'),
+  fallbackReason: nullable(str),
+  validation: shaped({ status: str, issueCodes: arrayOf(str), repairs: arrayOf(str) }),
+  span: shaped({ messageCount: int, tokens: int, isSplitTurn: bool, firstKeptEntryId: nullable(str) }),
+  warnings: arrayOf(str),
+};
+
+const SUMMARIES_RESULT: Shape = {
+  sessionId: str,
+  activeRootId: nullable(str),
+  nodes: arrayOf(
+    shaped({ summaryId: str, kind: str, level: int, lifecycle: str, childIds: arrayOf(str), role: str }),
+  ),
+  roots: arrayOf(shaped({ summaryId: str, role: str })),
+  counts: numbersRecord,
+  tree: str,
+  dot: optional(str),
+};
+
+const SUMMARIZE_PARAMS: Shape = {
+  summaryKind: str,
+  prompt: str,
+  sourceHash: str,
+  tokenLimit: int,
+  sessionId: str,
+  sourceEntryIds: arrayOf(str),
+  readFiles: arrayOf(str),
+  modifiedFiles: arrayOf(str),
+};
+
 /** Fields of a `ds4/plan` result that do not fit the contract (paths from `result`). */
 export const checkPlanResult = (value: unknown): string[] =>
   checkShape(value, PLAN_RESULT, 'result');
@@ -527,6 +715,16 @@ export const checkHealthResult = (value: unknown): string[] =>
 /** Fields of a `ds4.rebuildIndex` result that do not fit the contract. */
 export const checkRebuildIndexResult = (value: unknown): string[] =>
   checkShape(value, REBUILD_INDEX_RESULT, 'result');
+
+/** Fields of a `ds4/compact` result that do not fit the contract. */
+export const checkCompactResult = (value: unknown): string[] =>
+  checkShape(value, COMPACT_RESULT, 'result');
+/** Fields of a `ds4.summaries` result that do not fit the contract. */
+export const checkSummariesResult = (value: unknown): string[] =>
+  checkShape(value, SUMMARIES_RESULT, 'result');
+/** Fields of `ds4/summarize` params that do not fit the contract (paths from `params`). */
+export const checkSummarizeParams = (value: unknown): string[] =>
+  checkShape(value, SUMMARIZE_PARAMS, 'params');
 
 /** Fields of `ds4/indexUpdated` params that do not fit the contract (paths from `params`). */
 export const checkIndexUpdated = (value: unknown): string[] =>
@@ -543,3 +741,9 @@ export const isRebuildIndexResult = (value: unknown): value is RebuildIndexResul
   checkRebuildIndexResult(value).length === 0;
 export const isIndexUpdated = (value: unknown): value is IndexUpdatedParams =>
   checkIndexUpdated(value).length === 0;
+export const isCompactResult = (value: unknown): value is CompactResult =>
+  checkCompactResult(value).length === 0;
+export const isSummariesResult = (value: unknown): value is SummariesResult =>
+  checkSummariesResult(value).length === 0;
+export const isSummarizeParams = (value: unknown): value is SummarizeParams =>
+  checkSummarizeParams(value).length === 0;

@@ -18,11 +18,18 @@ import {
 } from 'vscode-languageserver-protocol';
 
 import {
+  checkCompactResult,
   checkHealthResult,
   checkManifest,
   checkPlanResult,
   checkRebuildIndexResult,
   checkRetrieveResult,
+  checkSummariesResult,
+  type CompactParams,
+  type CompactResult,
+  DS4_COMPACT,
+  DS4_COMPACT_COMMITTED,
+  DS4_COMPACT_FAILED,
   DS4_MANIFEST,
   DS4_PLAN,
   DS4_RETRIEVE,
@@ -37,6 +44,9 @@ import {
   type RebuildIndexResult,
   type RetrieveParams,
   type RetrieveResult,
+  SUMMARIES,
+  type SummariesParams,
+  type SummariesResult,
   type ToolExecutedParams,
 } from './protocol';
 
@@ -104,6 +114,37 @@ export class Ds4Requests {
     return this.connection.sendNotification(DS4_TOOL_EXECUTED, params);
   }
 
+  /**
+   * `ds4/compact`: summarize the older part of the session's active branch. The server asks
+   * this client for the summary with `ds4/summarize` when it declared that capability, else
+   * (or when that fails) writes it offline. Nothing is written to the session file: the
+   * result's `compaction` entry is for the agent (Pi) to append.
+   */
+  compact(params: CompactParams): Promise<CompactResult> {
+    return this.request(DS4_COMPACT, params, checkCompactResult);
+  }
+
+  /** `ds4/compactCommitted`: the agent appended the compaction entry of `summaryId`. */
+  compactCommitted(summaryId: string, entryId?: string): Promise<void> {
+    return this.connection.sendNotification(DS4_COMPACT_COMMITTED, {
+      summaryId,
+      ...(entryId !== undefined && { entryId }),
+    });
+  }
+
+  /** `ds4/compactFailed`: the agent did not append the compaction entry of `summaryId`. */
+  compactFailed(summaryId: string, reason?: string): Promise<void> {
+    return this.connection.sendNotification(DS4_COMPACT_FAILED, {
+      summaryId,
+      ...(reason !== undefined && { reason }),
+    });
+  }
+
+  /** `ds4.summaries`: the session's summary graph (with `format: 'dot'` also Graphviz DOT). */
+  summaries(params: SummariesParams, onProgress?: ProgressListener): Promise<SummariesResult> {
+    return this.command(SUMMARIES, checkSummariesResult, onProgress, [params]);
+  }
+
   /** `ds4.health`, reporting its progress to `onProgress`. */
   health(onProgress?: ProgressListener): Promise<HealthResult> {
     return this.command(HEALTH, checkHealthResult, onProgress);
@@ -133,13 +174,14 @@ export class Ds4Requests {
     command: string,
     check: (value: unknown) => string[],
     onProgress?: ProgressListener,
+    args: unknown[] = [],
   ): Promise<R> {
     const workDoneToken = newProgressToken();
     const subscription = onProgress
       ? this.connection.onProgress(WorkDoneProgress.type, workDoneToken, onProgress)
       : undefined;
     try {
-      const params: ExecuteCommandParams = { command, arguments: [], workDoneToken };
+      const params: ExecuteCommandParams = { command, arguments: args, workDoneToken };
       return await this.request<R>(ExecuteCommandRequest.method, params, check);
     } finally {
       subscription?.dispose();

@@ -1,6 +1,7 @@
 /**
  * The running `ds4-lsp`: starts it with `vscode-languageclient` over stdio, restarts it when a
- * launch setting changes, sends settings and workspace trust, and keeps the status state
+ * launch setting changes, sends settings and workspace trust, answers `ds4/summarize` with an
+ * editor chat model when `ds4.compaction.useEditorModel` is on, and keeps the status state
  * (starting, indexing, ready, untrusted, error, stopped) that the status bar shows.
  */
 
@@ -23,6 +24,7 @@ import {
 
 import { Ds4Requests, type ProgressListener } from './requests';
 import { stderrLineLevel } from './serverLog';
+import { createSummarizeHandler, offersSummarize, SummarizeFeature, type SummarizeHandler, type SummaryModel } from './summarize';
 import {
   buildConfigurationChange,
   buildInitializationOptions,
@@ -53,8 +55,12 @@ export class ServerClient implements vscode.Disposable {
   private readonly statusEmitter = new vscode.EventEmitter<StatusState>();
   /** Fires whenever the status state changes. */
   readonly onDidChangeStatus = this.statusEmitter.event;
+  /** Answers `ds4/summarize` with an editor chat model. */
+  private readonly summarize: SummarizeHandler;
 
-  constructor(private readonly output: vscode.LogOutputChannel) {}
+  constructor(private readonly output: vscode.LogOutputChannel) {
+    this.summarize = editorModelSummarizer(output);
+  }
 
   get state(): StatusState {
     return this.status;
@@ -177,6 +183,12 @@ export class ServerClient implements vscode.Disposable {
       options: { cwd: paths.workspaceFolder ?? homedir(), env: process.env },
     };
     const client = new LanguageClient(CLIENT_ID, CLIENT_NAME, executable, this.clientOptions());
+    const summarize = new SummarizeFeature(
+      { onRequest: (method, handler) => client.onRequest(method, handler) },
+      () => offersSummarize(settings(), languageModelApi()),
+      this.summarize,
+    );
+    client.registerFeature(summarize);
     client.registerFeature(new ServerProgressFeature(client, this.progressListener()));
     client.onNotification(DS4_INDEX_UPDATED, (params: unknown) => {
       if (isIndexUpdated(params)) {
@@ -209,6 +221,11 @@ export class ServerClient implements vscode.Disposable {
       return;
     }
     this.update({ phase: { kind: 'ready' } });
+    this.output.info(
+      summarize.isDeclared
+        ? 'DS4: compaction summaries are written by an editor chat model (ds4/summarize offered)'
+        : 'DS4: compaction summaries are written offline by the server (ds4/summarize not offered)',
+    );
     await this.refreshHealth('after start');
   }
 
@@ -320,6 +337,27 @@ class ServerProgressFeature implements StaticFeature {
   clear(): void {
     // Nothing to undo: the client drops its handlers when it stops.
   }
+}
+
+/** Whether this VS Code has the language model API (`vscode.lm.selectChatModels`). */
+function languageModelApi(): boolean {
+  const lm = (vscode as { lm?: Partial<typeof vscode.lm> }).lm;
+  return typeof lm?.selectChatModels === 'function';
+}
+
+/** The `ds4/summarize` handler over `vscode.lm`, with `ds4.compaction.modelFamily`. */
+function editorModelSummarizer(output: vscode.LogOutputChannel): SummarizeHandler {
+  return createSummarizeHandler({
+    lm: {
+      selectChatModels: (selector): Thenable<readonly SummaryModel[]> => vscode.lm.selectChatModels(selector),
+      userMessage: (text) => vscode.LanguageModelChatMessage.User(text),
+    },
+    modelFamily: () => {
+      const family = settings().get('compaction.modelFamily');
+      return typeof family === 'string' ? family : undefined;
+    },
+    log: output,
+  });
 }
 
 /** The `ds4` settings section, read fresh (VS Code returns a snapshot). */

@@ -43,6 +43,11 @@ export const SERVER_SETTING_KEYS: readonly string[] = [
   'project.maxFileBytes',
   'project.maxTotalBytes',
   'project.maxResults',
+  'compaction.enabled',
+  'compaction.keepRecentTokens',
+  'compaction.summaryTokenLimit',
+  'compaction.maxRequestInputTokens',
+  'compaction.summarizeTimeoutMs',
   'modelAwareness.enabled',
   'modelAwareness.overrides',
   'diagnostics.storeContextManifest',
@@ -60,6 +65,14 @@ export const LAUNCH_SETTING_KEYS: readonly string[] = [
   'server.args',
   'databasePath',
 ];
+
+/**
+ * `ds4.*` settings of the extension itself, never sent to the server:
+ * `compaction.useEditorModel` (answer the server's `ds4/summarize` with a VS Code chat model;
+ * declared at `initialize`, so changing it restarts the server) and `compaction.modelFamily`
+ * (which model family to ask; read at each request).
+ */
+export const CLIENT_SETTING_KEYS: readonly string[] = ['compaction.useEditorModel', 'compaction.modelFamily'];
 
 /** The default `ds4.server.command`: `ds4-lsp` found on PATH. */
 export const DEFAULT_SERVER_COMMAND = 'ds4-lsp';
@@ -145,12 +158,14 @@ export function resolveServerLaunch(settings: SettingsReader, paths: PathContext
 
 /**
  * A string that changes exactly when the server must be restarted to apply the settings:
- * the launch command and the database path.
+ * the launch command, the database path, and `compaction.useEditorModel` (the client
+ * capabilities are declared once, at `initialize`).
  */
 export function launchKey(settings: SettingsReader, paths: PathContext): string {
   const launch = resolveServerLaunch(settings, paths);
   const databasePath = buildInitializationOptions(false, settings, paths).databasePath ?? null;
-  return JSON.stringify([launch.command, launch.args, databasePath]);
+  const editorModel = settings.get('compaction.useEditorModel') !== false;
+  return JSON.stringify([launch.command, launch.args, databasePath, editorModel]);
 }
 
 /**

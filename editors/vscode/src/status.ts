@@ -11,8 +11,11 @@ import type { WorkDoneProgressValue } from './requests';
 
 export type Phase =
   | { kind: 'starting' }
-  /** `percentage` 0..100 when the server reports one; `message` e.g. `3/10 sessions`. */
-  | { kind: 'indexing'; percentage?: number; message?: string }
+  /**
+   * Server work with `$/progress`: `percentage` 0..100 when the server reports one; `message`
+   * e.g. `3/10 sessions`; `compacting` when it is a compaction (`ds4/compact`), not indexing.
+   */
+  | { kind: 'indexing'; percentage?: number; message?: string; compacting?: boolean }
   | { kind: 'ready' }
   | { kind: 'error'; message: string }
   | { kind: 'stopped' };
@@ -48,6 +51,9 @@ export const COMMANDS = {
   plan: 'ds4.client.plan',
   restart: 'ds4.client.restartServer',
   showOutput: 'ds4.client.showOutput',
+  compact: 'ds4.client.compact',
+  summaries: 'ds4.client.summaries',
+  copyCompactionEntry: 'ds4.client.copyCompactionEntry',
 } as const;
 
 /** VS Code's own command that opens the workspace trust editor. */
@@ -61,12 +67,14 @@ export function applyProgress(state: StatusState, value: WorkDoneProgressValue):
   const previous = state.phase.kind === 'indexing' ? state.phase : undefined;
   const percentage = value.percentage ?? previous?.percentage;
   const message = value.message ?? previous?.message;
+  const compacting = value.kind === 'begin' ? /\bcompact/i.test(value.title) : previous?.compacting === true;
   return {
     ...state,
     phase: {
       kind: 'indexing',
       ...(percentage !== undefined && { percentage }),
       ...(message !== undefined && { message }),
+      ...(compacting && { compacting }),
     },
   };
 }
@@ -86,8 +94,8 @@ export function presentStatus(state: StatusState): StatusPresentation {
       const percentage =
         phase.percentage === undefined ? '' : ` ${String(Math.round(clamp(phase.percentage, 0, 100)))}%`;
       return {
-        text: `$(sync~spin) DS4 indexing${percentage}`,
-        tooltip: lines('DS4: indexing session history', phase.message),
+        text: `$(sync~spin) DS4 ${phase.compacting ? 'compacting' : 'indexing'}${percentage}`,
+        tooltip: lines(phase.compacting ? 'DS4: compacting a session' : 'DS4: indexing session history', phase.message),
         severity: 'normal',
         command: COMMANDS.showOutput,
       };

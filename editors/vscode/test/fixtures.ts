@@ -1,6 +1,15 @@
 /** Wire objects shaped like docs/protocol.md's examples, for unit tests. */
 
-import type { HealthResult, Manifest, ManifestItem, PlanResult, RetrieveResult } from '../src/protocol';
+import type {
+  CompactResult,
+  HealthResult,
+  Manifest,
+  ManifestItem,
+  PlanResult,
+  RetrieveResult,
+  SummariesResult,
+  SummarizeParams,
+} from '../src/protocol';
 
 export function item(overrides: Partial<ManifestItem> = {}): ManifestItem {
   return {
@@ -167,4 +176,146 @@ export function healthResult(overrides: Partial<HealthResult> = {}): HealthResul
 /** A `SettingsReader` over a plain object of `ds4.*` keys (without the `ds4.` prefix). */
 export function reader(values: Record<string, unknown>): { get(key: string): unknown } {
   return { get: (key: string) => values[key] };
+}
+
+/** The twelve section names of the summary contract (docs/compaction.md), in order. */
+export const SUMMARY_SECTIONS = [
+  'Objective',
+  'User Constraints',
+  'Durable Decisions',
+  'Completed Work',
+  'Current State',
+  'Files Read',
+  'Files Modified',
+  'Commands / Tests',
+  'Errors / Risks',
+  'Open Questions',
+  'Next Actions',
+  'Critical Exact Values',
+];
+
+/** A twelve-section summary; sections not given hold `- None`. */
+export function summaryText(sections: Record<string, string[]> = {}): string {
+  const lines: string[] = [];
+  for (const name of SUMMARY_SECTIONS) {
+    lines.push(`## ${name}`, ...(sections[name] ?? ['None']).map((bullet) => `- ${bullet}`));
+  }
+  return `${lines.join('\n')}\n`;
+}
+
+export function summarizeParams(overrides: Partial<SummarizeParams> = {}): SummarizeParams {
+  return {
+    summaryKind: 'segment',
+    prompt: 'You are writing a compaction summary...\n<conversation-source>\n[user] fix the parser\n</conversation-source>',
+    sourceHash: 'a'.repeat(64),
+    tokenLimit: 4000,
+    sessionId: '0a1b2c3d-sess',
+    sourceEntryIds: ['00000001', '00000002'],
+    readFiles: ['src/parser_1.py'],
+    modifiedFiles: ['src/parser_1.py'],
+    ...overrides,
+  };
+}
+
+export function compactResult(overrides: Partial<CompactResult> = {}): CompactResult {
+  const summary = summaryText({ Objective: ['Fix the parser bugs.'], 'Files Read': ['`src/parser_1.py`'] });
+  return {
+    compaction: {
+      summary,
+      firstKeptEntryId: '00000011',
+      tokensBefore: 1234,
+      details: {
+        readFiles: ['src/parser_1.py'],
+        modifiedFiles: [],
+        ds4ContextEngine: {
+          schemaVersion: 2,
+          summaryId: 's-00112233445566aa',
+          summaryKind: 'aggregate',
+          provider: 'copilot',
+          model: 'gpt-4o',
+          embeddedNodes: [{ summaryId: 's-00112233445566bb', content: summary }],
+        },
+      },
+    },
+    summaryId: 's-00112233445566aa',
+    segmentSummaryId: 's-00112233445566bb',
+    operationId: 'op-1',
+    summaryKind: 'aggregate',
+    graphLevel: 1,
+    summarizer: 'client',
+    fallbackReason: null,
+    validation: { status: 'valid', issueCodes: [], repairs: [] },
+    span: {
+      messageCount: 9,
+      tokens: 812,
+      keptTokens: 210,
+      isSplitTurn: false,
+      firstKeptEntryId: '00000011',
+      previousSummaryId: 's-0011223344556699',
+      sourceEntryCount: 9,
+    },
+    tokens: { summary: 180, limit: 4000 },
+    warnings: [],
+    ...overrides,
+  };
+}
+
+export function summariesResult(overrides: Partial<SummariesResult> = {}): SummariesResult {
+  const node = {
+    summaryId: 's-00112233445566aa',
+    kind: 'segment' as const,
+    level: 0,
+    lifecycle: 'committed' as const,
+    validationStatus: 'valid',
+    validationIssueCodes: [],
+    createdAt: '2026-11-30T12:00:00.000Z',
+    provider: 'ds4',
+    model: 'offline-v1',
+    tokens: 180,
+    sourceEntryCount: 9,
+    childIds: [],
+    piEntryId: '00000020',
+    firstKeptEntryId: '00000011',
+    reason: 'manual',
+    role: 'active-root',
+  };
+  return {
+    sessionId: '0a1b2c3d-sess',
+    sessionFile: '/home/me/sessions/s.jsonl',
+    leafId: '00000020',
+    activeRootId: node.summaryId,
+    nodes: [node],
+    roots: [{ summaryId: node.summaryId, role: 'active-root' }],
+    counts: { nodes: 1, committed: 1, prepared: 0, failed: 0, roots: 1, 'active-root': 1 },
+    tree: 'legend: * = active root ...\n* s-00112233445566aa segment L0 committed valid 180 tok (active root)',
+    ...overrides,
+  };
+}
+
+/** The known file lists the server embeds in a `ds4/summarize` prompt (`<known-files>` JSON). */
+export function knownFiles(prompt: string): { readFiles: string[]; modifiedFiles: string[] } {
+  const match = /<known-files>\n([\s\S]*?)\n<\/known-files>/.exec(prompt);
+  if (!match?.[1]) {
+    throw new Error('the prompt embeds no <known-files> block');
+  }
+  return JSON.parse(match[1]) as { readFiles: string[]; modifiedFiles: string[] };
+}
+
+/**
+ * What a careful model writes for a span of `SessionWriter.turn` turns: twelve sections, the
+ * file sections from the prompt's known lists, backticks only around text copied from the
+ * conversation.
+ */
+export function contractSummary(prompt: string): string {
+  const files = knownFiles(prompt);
+  const backticked = (paths: string[]): string[] => (paths.length > 0 ? paths.map((path) => `\`${path}\``) : ['None']);
+  return summaryText({
+    Objective: ['Fix the parser bugs step by step while keeping the API stable.'],
+    'User Constraints': ['Keep the API stable.'],
+    'Completed Work': ['Fixed `src/parser_1.py` so that it strips whitespace.'],
+    'Files Read': backticked(files.readFiles),
+    'Files Modified': backticked(files.modifiedFiles),
+    'Commands / Tests': ['`pytest tests/test_parser_1.py -q`'],
+    'Next Actions': ['Continue with the next step of the parser fixes.'],
+  });
 }

@@ -3,7 +3,8 @@
 -- Run by tests/editors/test_nvim.py as
 --   nvim --headless --clean -u NONE -i NONE -l tests/editors/nvim/test_plugin.lua CONFIG.json
 -- CONFIG.json: { plugin_dir, cmd, session, db, other_db, results, doc_dir,
---                roots = { trusted, untrusted, prompted, other } }.
+--                roots = { trusted, untrusted, prompted, other, compaction },
+--                compact_sessions = { valid, fallback, plain }, plain_first_kept }.
 -- Every test is run (a failure does not stop the others); the results are written to
 -- `results` as { tests = [{ name, ok, error }] }. Waits are `vim.wait` with a timeout.
 
@@ -648,6 +649,13 @@ test('the_help_file_has_valid_tags_and_links', function()
     'ds4.retrieve()',
     'ds4.tool_executed()',
     'ds4.project_status()',
+    'ds4-summarize',
+    ':Ds4Compact',
+    ':Ds4Summaries',
+    'ds4.compact()',
+    'ds4.summaries()',
+    'ds4.compact_committed()',
+    'ds4.compact_failed()',
   }) do
     assert(tags[tag], 'missing help tag ' .. tag)
   end
@@ -705,6 +713,266 @@ test('database_path_option_is_sent_as_init_option', function()
   assert(not err, vim.inspect(err))
   eq(result.databasePath, cfg.other_db, 'databasePath')
   eq(result.server.trusted, false, 'server.trusted')
+end)
+
+-- Compaction. The `summarize` setup option declares `experimental.ds4.summarize` for servers
+-- started from then on; the server then asks it for each summary.
+
+local SECTIONS = {
+  'Objective',
+  'User Constraints',
+  'Durable Decisions',
+  'Completed Work',
+  'Current State',
+  'Files Read',
+  'Files Modified',
+  'Commands / Tests',
+  'Errors / Risks',
+  'Open Questions',
+  'Next Actions',
+  'Critical Exact Values',
+}
+
+--- What a careful model writes for the synthetic sessions: twelve sections, the file sections
+--- from the known lists, backticks only around text copied from the conversation.
+local function valid_summary(params)
+  local function paths(list)
+    if #list == 0 then
+      return { 'None' }
+    end
+    return vim.tbl_map(function(path)
+      return '`' .. path .. '`'
+    end, list)
+  end
+  local bullets = {
+    Objective = { 'Fix the parser bugs step by step while keeping the API stable.' },
+    ['User Constraints'] = { 'Keep the API stable.' },
+    ['Completed Work'] = { 'Fixed `src/parser_1.py` so that it strips whitespace.' },
+    ['Files Read'] = paths(params.readFiles),
+    ['Files Modified'] = paths(params.modifiedFiles),
+    ['Commands / Tests'] = { '`pytest tests/test_parser_1.py -q`' },
+    ['Next Actions'] = { 'Continue with the next step of the parser fixes.' },
+  }
+  local lines = {}
+  for _, name in ipairs(SECTIONS) do
+    lines[#lines + 1] = '## ' .. name
+    for _, bullet in ipairs(bullets[name] or { 'None' }) do
+      lines[#lines + 1] = '- ' .. bullet
+    end
+  end
+  return table.concat(lines, '\n') .. '\n'
+end
+
+local summarize_calls = {}
+--- How the `summarize` callback answers; tests replace it.
+local summarize_answer = function(params, done)
+  vim.defer_fn(function()
+    done(valid_summary(params), { provider = 'nvim-test', model = 'fake-model-1' })
+  end, 20)
+end
+local answer_later = summarize_answer
+
+local function summarize(params, done)
+  summarize_calls[#summarize_calls + 1] = params
+  summarize_answer(params, done)
+end
+
+--- Append the compaction entry of a `ds4/compact` result to the session file, as Pi would;
+--- returns the new entry's id.
+local function append_compaction(path, compaction)
+  local lines = vim.fn.readfile(path)
+  local last = vim.json.decode(lines[#lines])
+  local id = ('fe%06x'):format(#lines)
+  local entry = {
+    type = 'compaction',
+    id = id,
+    parentId = last.id,
+    timestamp = '2026-11-01T12:00:00.000Z',
+    summary = compaction.summary,
+    firstKeptEntryId = compaction.firstKeptEntryId,
+    tokensBefore = compaction.tokensBefore,
+    details = compaction.details,
+    fromHook = true,
+  }
+  vim.fn.writefile({ vim.json.encode(entry) }, path, 'a')
+  return id
+end
+
+local compact_client, compact_buf, first_compaction
+
+test('summarize_callback_answer_is_used', function()
+  ds4.setup({
+    cmd = cfg.cmd,
+    cmd_env = { DS4_DB = cfg.db },
+    trusted_roots = { cfg.roots.trusted },
+    -- Keep only ~200 recent tokens, so three turns make a span.
+    settings = { compaction = { keepRecentTokens = 200 } },
+    summarize = summarize,
+  })
+  compact_client, compact_buf = edit_and_attach(cfg.roots.compaction .. '/f.txt')
+  eq(client_mod.state[compact_client.id].summarize, true, 'capability declared')
+  local err, result = await(function(cb)
+    ds4.compact({ session = { file = cfg.compact_sessions.valid } }, cb, { bufnr = compact_buf })
+  end)
+  assert(not err, vim.inspect(err))
+  eq(#summarize_calls, 1, 'summarize calls')
+  local call = summarize_calls[1]
+  eq(call.summaryKind, 'segment', 'summaryKind')
+  eq(call.sessionId, 'nvim-valid-sess', 'sessionId')
+  assert(call.prompt:find('Step 1: fix the parser bug', 1, true), 'the prompt holds the turns')
+  assert(type(call.tokenLimit) == 'number' and call.tokenLimit > 0, vim.inspect(call.tokenLimit))
+  assert(#call.sourceEntryIds > 0, 'sourceEntryIds')
+  eq(result.summarizer, 'client', 'summarizer')
+  eq(result.fallbackReason, vim.NIL, 'fallbackReason')
+  eq(result.validation.status, 'valid', 'validation.status')
+  eq(result.summaryKind, 'segment', 'summaryKind')
+  eq(vim.trim(result.compaction.summary), vim.trim(valid_summary(call)), 'the summary as written')
+  local record = result.compaction.details.ds4ContextEngine
+  eq(record.provider, 'nvim-test', 'provider')
+  eq(record.model, 'fake-model-1', 'model')
+  first_compaction = result
+end)
+
+test('summarize_callback_error_falls_back_offline', function()
+  assert(compact_buf, 'needs summarize_callback_answer_is_used')
+  local calls = #summarize_calls
+  summarize_answer = function(_, done)
+    done(nil, 'no model here')
+  end
+  local err, result = await(function(cb)
+    ds4.compact({ session = { file = cfg.compact_sessions.fallback } }, cb, { bufnr = compact_buf })
+  end)
+  assert(not err, vim.inspect(err))
+  eq(#summarize_calls, calls + 1, 'the callback was asked')
+  eq(result.summarizer, 'offline', 'summarizer')
+  assert(result.fallbackReason:find('no model here', 1, true), result.fallbackReason)
+  assert(result.fallbackReason:find('-32803', 1, true), result.fallbackReason)
+  eq(result.compaction.details.ds4ContextEngine.model, 'offline-v1', 'model')
+  ds4.compact_failed(result.summaryId, 'test: not appended', { bufnr = compact_buf })
+
+  -- A callback that raises, and one that answers an empty summary.
+  summarize_answer = function()
+    error('boom from the callback')
+  end
+  err, result = await(function(cb)
+    ds4.compact({ session = { file = cfg.compact_sessions.fallback } }, cb, { bufnr = compact_buf })
+  end)
+  assert(not err, vim.inspect(err))
+  eq(result.summarizer, 'offline', 'summarizer after an error')
+  assert(result.fallbackReason:find('boom from the callback', 1, true), result.fallbackReason)
+  ds4.compact_failed(result.summaryId, nil, { bufnr = compact_buf })
+
+  summarize_answer = function(_, done)
+    vim.schedule(function()
+      done('   ')
+    end)
+  end
+  err, result = await(function(cb)
+    ds4.compact({ session = { file = cfg.compact_sessions.fallback } }, cb, { bufnr = compact_buf })
+  end)
+  summarize_answer = answer_later
+  assert(not err, vim.inspect(err))
+  eq(result.summarizer, 'offline', 'summarizer after an empty summary')
+  assert(result.fallbackReason:find('empty', 1, true), result.fallbackReason)
+  ds4.compact_failed(result.summaryId, nil, { bufnr = compact_buf })
+end)
+
+test('ds4compact_renders_the_result_and_the_note', function()
+  assert(compact_buf, 'needs summarize_callback_answer_is_used')
+  summarize_answer = answer_later
+  vim.api.nvim_set_current_buf(compact_buf)
+  local buf, text = run_command(
+    'Ds4Compact --session='
+      .. vim.fn.fnameescape(cfg.compact_sessions.fallback)
+      .. ' threshold the parser fixes',
+    'compaction'
+  )
+  assert(text:find('# ds4 compaction: s%-%x+ %(segment, level 0%)'), text)
+  assert(text:find('note: ds4 never writes the session file', 1, true), text)
+  assert(text:find('summarizer   client (nvim-test/fake-model-1)', 1, true), text)
+  assert(text:find('validation   valid · issues none · repairs none', 1, true), text)
+  assert(
+    text:find('  span         %d+ messages · [%d,]+ tokens summarized · first kept %x+'),
+    text
+  )
+  assert(text:find('# Summary\n\n## Objective\n- Fix the parser bugs', 1, true), text)
+  assert(
+    summarize_calls[#summarize_calls].prompt:find(
+      '<custom-instructions>\nthe parser fixes\n</custom-instructions>',
+      1,
+      true
+    ),
+    'the focus reached the prompt'
+  )
+  eq(vim.api.nvim_buf_get_name(buf), 'ds://compaction', 'buffer name')
+  eq(vim.bo[buf].modifiable, false, 'modifiable')
+  -- Nothing was written to the session file.
+  local lines = vim.fn.readfile(cfg.compact_sessions.fallback)
+  assert(not lines[#lines]:find('"type":"compaction"', 1, true), 'the session file was written')
+
+  local count = #notified
+  vim.cmd('Ds4Compact --session=' .. vim.fn.fnameescape(cfg.compact_sessions.fallback) .. ' soon')
+  local message = notified[count + 1] and notified[count + 1].msg or ''
+  assert(message:find('the reason must be manual, threshold or overflow', 1, true), message)
+end)
+
+test('ds4summaries_shows_the_tree_after_a_compaction', function()
+  assert(first_compaction, 'needs summarize_callback_answer_is_used')
+  local id = first_compaction.summaryId
+  local entry_id = append_compaction(cfg.compact_sessions.valid, first_compaction.compaction)
+  local sent, send_err = false, nil
+  ds4.compact_committed(id, entry_id, {
+    bufnr = compact_buf,
+    cb = function(e)
+      sent, send_err = true, e
+    end,
+  })
+  wait_for('ds4/compactCommitted to be sent', function()
+    return sent
+  end)
+  assert(not send_err, vim.inspect(send_err))
+
+  vim.api.nvim_set_current_buf(compact_buf)
+  local session_flag = '--session=' .. vim.fn.fnameescape(cfg.compact_sessions.valid)
+  local _, text = run_command('Ds4Summaries ' .. session_flag, 'summaries')
+  assert(text:find('# ds4 summaries: session nvim-valid-sess', 1, true), text)
+  assert(text:find('active root  ' .. id, 1, true), text)
+  assert(text:find('* ' .. id .. ' segment L0 committed valid ', 1, true), text)
+  assert(text:find('(active root)', 1, true), text)
+
+  vim.api.nvim_set_current_buf(compact_buf)
+  local buf, dot = run_command('Ds4Summaries ' .. session_flag .. ' dot', 'summaries.dot')
+  eq(vim.bo[buf].filetype, 'dot', 'filetype')
+  assert(dot:find('^digraph summaries {'), dot)
+
+  local err, result = await(function(cb)
+    ds4.summaries({ session = { file = cfg.compact_sessions.valid } }, cb, { bufnr = compact_buf })
+  end)
+  assert(not err, vim.inspect(err))
+  eq(result.activeRootId, id, 'activeRootId')
+  eq(result.dot, nil, 'no dot without format dot')
+  eq(result.nodes[1].piEntryId, entry_id, 'piEntryId')
+end)
+
+test('without_summarize_the_capability_is_not_declared', function()
+  -- The trusted root's server was started before any `summarize` option.
+  eq(client_mod.state[trusted_client.id].summarize, false, 'capability declared')
+  local calls = #summarize_calls
+  local err, result = await(function(cb)
+    ds4.compact({
+      session = { file = cfg.compact_sessions.plain },
+      firstKeptEntryId = cfg.plain_first_kept,
+      reason = 'overflow',
+    }, cb, { bufnr = trusted_buf })
+  end)
+  assert(not err, vim.inspect(err))
+  eq(#summarize_calls, calls, 'the callback was not asked')
+  eq(result.summarizer, 'offline', 'summarizer')
+  assert(
+    result.fallbackReason:find('no model summarizer was offered', 1, true),
+    result.fallbackReason
+  )
+  eq(result.compaction.firstKeptEntryId, cfg.plain_first_kept, 'firstKeptEntryId')
 end)
 
 -- Results, then stop every server before exiting.

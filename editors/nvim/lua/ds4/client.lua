@@ -5,8 +5,14 @@ local trust = require('ds4.trust')
 
 local M = {}
 
---- What each running client was told about trust: `{ root, trusted, source }` by client id.
----@type table<integer, {root: string?, trusted: boolean, source: ds4.TrustSource}>
+---@class ds4.ClientState
+---@field root string?
+---@field trusted boolean
+---@field source ds4.TrustSource
+---@field summarize boolean? whether it declared `experimental.ds4.summarize`
+
+--- What each running client was told about trust (and whether it offers summaries), by id.
+---@type table<integer, ds4.ClientState>
 M.state = {}
 
 --- Trust sent in `initialize`, by client config table, until `on_init` records it by id.
@@ -41,8 +47,20 @@ local function root_of(params)
   return nil
 end
 
+--- Add `experimental.ds4.summarize = true` to `capabilities`, keeping what is there.
+---@param capabilities table
+function M.declare_summarize(capabilities)
+  local experimental = type(capabilities.experimental) == 'table' and capabilities.experimental
+    or {}
+  local ds4 = type(experimental.ds4) == 'table' and experimental.ds4 or {}
+  ds4.summarize = true
+  experimental.ds4 = ds4
+  capabilities.experimental = experimental
+end
+
 --- `before_init` of `lsp/ds4.lua`: decide trust for the client's root and send it as
---- `initializationOptions.trusted` (false unless a trust decision allows the root).
+--- `initializationOptions.trusted` (false unless a trust decision allows the root); declare
+--- `experimental.ds4.summarize` when the setup option `summarize` is a function.
 ---@param params lsp.InitializeParams
 ---@param config vim.lsp.ClientConfig
 function M.before_init(params, config)
@@ -59,7 +77,12 @@ function M.before_init(params, config)
     options.settings = vim.empty_dict()
   end
   params.initializationOptions = options
-  pending[config] = { root = root, trusted = trusted, source = source }
+  local summarize = type(require('ds4.config').options.summarize) == 'function'
+  if summarize then
+    params.capabilities = params.capabilities or {}
+    M.declare_summarize(params.capabilities)
+  end
+  pending[config] = { root = root, trusted = trusted, source = source, summarize = summarize }
 end
 
 --- `on_init` of `lsp/ds4.lua`: remember the trust sent, then ask about an undecided root
@@ -68,7 +91,8 @@ end
 function M.on_init(client)
   local sent = pending[client.config]
     or { root = client.root_dir, trusted = false, source = 'default' }
-  M.state[client.id] = { root = sent.root, trusted = sent.trusted, source = sent.source }
+  M.state[client.id] =
+    { root = sent.root, trusted = sent.trusted, source = sent.source, summarize = sent.summarize }
   -- A decision made while the server was starting.
   M.sync_trust(client)
   local options = require('ds4.config').options
@@ -114,6 +138,85 @@ function M.on_progress(err, result, ctx)
     vim.api.nvim_echo({ { text } }, false, {})
   end
   return value
+end
+
+--- The JSON-RPC error answering `ds4/summarize` (RequestFailed; the server then summarizes
+--- offline and names `message` in `fallbackReason`).
+---@param message string
+local function summarize_error(message)
+  local codes = vim.lsp.protocol.ErrorCodes
+  return vim.lsp.rpc.rpc_response_error(codes.RequestFailed or codes.InternalError, message)
+end
+
+--- The `ds4/summarize` handler of `lsp/ds4.lua` (a server-to-client request, asked only when
+--- `before_init` declared the capability): calls the setup option
+--- `summarize(params, done)` and answers with what it passes to `done`:
+--- `done(summary, { provider = ..., model = ... })` answers `{ summary, provider, model }`;
+--- `done(nil, message)` (or an error raised by the function) answers a JSON-RPC error, and
+--- the server falls back to its offline summary. `done` may be called later (asynchronously):
+--- Neovim runs server-request handlers in a coroutine, which waits for it. The server stops
+--- waiting after its `compaction.summarizeTimeoutMs`; a later answer is dropped.
+---@param params table the wire params: summaryKind, prompt, sourceHash, tokenLimit,
+---  sessionId, sourceEntryIds, readFiles, modifiedFiles
+---@return table? result
+---@return table? err
+function M.on_summarize(_, params, _)
+  local summarize = require('ds4.config').options.summarize
+  if type(summarize) ~= 'function' then
+    return nil,
+      summarize_error('ds4: no summarize function is configured (setup({ summarize = ... }))')
+  end
+  if type(params) ~= 'table' or type(params.prompt) ~= 'string' then
+    return nil,
+      vim.lsp.rpc.rpc_response_error(
+        vim.lsp.protocol.ErrorCodes.InvalidParams,
+        'ds4/summarize: params.prompt must be a string'
+      )
+  end
+  local co, is_main = coroutine.running()
+  local async = co ~= nil and not is_main
+  local finished, waiting = false, false
+  local result, problem
+  local function done(summary, info)
+    if finished then
+      return
+    end
+    finished = true
+    if type(summary) == 'string' and vim.trim(summary) ~= '' then
+      result = { summary = summary }
+      if type(info) == 'table' then
+        result.provider = type(info.provider) == 'string' and info.provider or nil
+        result.model = type(info.model) == 'string' and info.model or nil
+      end
+    elseif summary == nil then
+      problem = type(info) == 'string' and info
+        or (type(info) == 'table' and tostring(info.message or vim.inspect(info)))
+        or 'the summarize function gave no summary'
+    else
+      problem = 'the summarize function gave an empty or non-string summary'
+    end
+    if waiting then
+      vim.schedule(function()
+        coroutine.resume(co)
+      end)
+    end
+  end
+  local ok, raised = pcall(summarize, params, done)
+  if not ok and not finished then
+    finished, problem = true, 'the summarize function failed: ' .. tostring(raised)
+  end
+  if not finished then
+    if not async then
+      finished, problem = true, 'the summarize function must call done() before returning here'
+    else
+      waiting = true
+      coroutine.yield()
+    end
+  end
+  if result then
+    return result, nil
+  end
+  return nil, summarize_error(problem)
 end
 
 --- Tell `client` its root's current trust if it changed since it was last told
@@ -308,10 +411,11 @@ function M.notify(method, params, cb, opts)
   end)
 end
 
---- Run a server command (`ds4.health`, `ds4.rebuildIndex`) with a work-done token.
+--- Run a server command (`ds4.health`, `ds4.rebuildIndex`, `ds4.summaries`) with a work-done
+--- token and `opts.arguments` (default none).
 ---@param command string
 ---@param cb fun(err: table?, result: any)
----@param opts {bufnr: integer?, echo_progress: boolean?}?
+---@param opts {bufnr: integer?, echo_progress: boolean?, arguments: table?}?
 function M.execute(command, cb, opts)
   opts = opts or {}
   token_counter = token_counter + 1
@@ -319,7 +423,11 @@ function M.execute(command, cb, opts)
   if opts.echo_progress then
     echoed_tokens[token] = true
   end
-  M.request('workspace/executeCommand', { command = command, workDoneToken = token }, cb, opts)
+  local params = { command = command, workDoneToken = token }
+  if opts.arguments then
+    params.arguments = opts.arguments
+  end
+  M.request('workspace/executeCommand', params, cb, opts)
 end
 
 return M

@@ -1,9 +1,11 @@
---- User commands: :Ds4Plan, :Ds4Retrieve, :Ds4Manifest, :Ds4Health, :Ds4Rebuild, :Ds4Trust.
+--- User commands: :Ds4Plan, :Ds4Retrieve, :Ds4Manifest, :Ds4Health, :Ds4Rebuild, :Ds4Trust,
+--- :Ds4Compact, :Ds4Summaries.
 --- :Ds4Retrieve --scope=history,project searches the session and/or the trusted workspace.
 ---
---- Flags are `--name=value` (quote values with spaces: `--session="a b.jsonl"`). For :Ds4Plan
---- and :Ds4Retrieve they come first and `--` ends them; the rest of the line is the request or
---- query, taken verbatim. :Ds4Manifest takes them anywhere.
+--- Flags are `--name=value` (quote values with spaces: `--session="a b.jsonl"`). For :Ds4Plan,
+--- :Ds4Retrieve, :Ds4Compact and :Ds4Summaries they come first and `--` ends them; the rest of
+--- the line is the request, query, reason (and focus) or format, taken verbatim. :Ds4Manifest
+--- takes them anywhere.
 
 local M = {}
 
@@ -11,7 +13,11 @@ local FLAGS = {
   Ds4Plan = { 'session', 'leaf', 'model', 'context-window', 'fixed-tokens', 'mode' },
   Ds4Retrieve = { 'session', 'leaf', 'max', 'max-tokens', 'scope' },
   Ds4Manifest = { 'session', 'view' },
+  Ds4Compact = { 'session', 'leaf', 'first-kept' },
+  Ds4Summaries = { 'session', 'leaf' },
 }
+
+local REASONS = { manual = true, threshold = true, overflow = true }
 
 local function notify_error(message)
   vim.notify(message, vim.log.levels.ERROR)
@@ -302,6 +308,73 @@ function M.trust(opts)
   )
 end
 
+--- :Ds4Compact [--session=PATH] [--leaf=ID] [--first-kept=ID] [REASON] [FOCUS...]
+function M.compact(opts)
+  local flags, rest = M.parse('Ds4Compact', opts.args)
+  if not flags then
+    return notify_error(rest)
+  end
+  local session = session_ref('Ds4Compact', flags)
+  if not session then
+    return
+  end
+  local reason, focus = rest:match('^(%S+)%s*(.-)$')
+  if reason and not REASONS[reason] then
+    return notify_error(
+      ('Ds4Compact: the reason must be manual, threshold or overflow, got %q'):format(reason)
+    )
+  end
+  local params = {
+    session = session,
+    reason = reason or 'manual',
+    firstKeptEntryId = flags['first-kept'],
+    customInstructions = (focus and focus ~= '') and focus or nil,
+  }
+  vim.api.nvim_echo(
+    { { 'ds4: compacting ' .. vim.fn.fnamemodify(session.file, ':t') .. '…' } },
+    false,
+    {}
+  )
+  require('ds4').compact(params, function(err, result)
+    if err then
+      return notify_error('ds4/compact: ' .. err.message)
+    end
+    local lines =
+      require('ds4.render').compaction(result, { session = session.file, leaf = session.leafId })
+    require('ds4.ui').show('compaction', lines, 'ds4 compaction')
+  end)
+end
+
+--- :Ds4Summaries [--session=PATH] [--leaf=ID] [dot]
+function M.summaries(opts)
+  local flags, rest = M.parse('Ds4Summaries', opts.args)
+  if not flags then
+    return notify_error(rest)
+  end
+  if rest ~= '' and rest ~= 'dot' and rest ~= 'tree' then
+    return notify_error(('Ds4Summaries: give nothing (the tree) or dot, got %q'):format(rest))
+  end
+  local session = session_ref('Ds4Summaries', flags)
+  if not session then
+    return
+  end
+  local dot = rest == 'dot'
+  local params = { session = session, format = dot and 'dot' or 'json' }
+  require('ds4').summaries(params, function(err, result)
+    if err then
+      return notify_error('ds4.summaries: ' .. err.message)
+    end
+    local ui = require('ds4.ui')
+    if dot then
+      local text = type(result.dot) == 'string' and result.dot or ''
+      local lines = vim.split(vim.trim(text), '\n', { plain = true })
+      ui.show('summaries.dot', lines, 'ds4 summaries (dot)', { filetype = 'dot' })
+    else
+      ui.show('summaries', require('ds4.render').summaries(result), 'ds4 summaries')
+    end
+  end)
+end
+
 local function complete_flags(command)
   return function(arg_lead)
     local out = {}
@@ -324,6 +397,10 @@ local function complete_flags(command)
       out = { '--mode=managed', '--mode=observer' }
     elseif vim.startswith(arg_lead, '--scope=') then
       out = { '--scope=history', '--scope=project', '--scope=history,project' }
+    elseif command == 'Ds4Compact' then
+      vim.list_extend(out, { 'manual', 'threshold', 'overflow' })
+    elseif command == 'Ds4Summaries' then
+      out[#out + 1] = 'dot'
     end
     return vim.tbl_filter(function(item)
       return vim.startswith(item, arg_lead)
@@ -349,6 +426,17 @@ function M.create()
     nargs = '*',
     complete = complete_flags('Ds4Manifest'),
     desc = 'ds4: show a plan manifest ([ID] [--view=...])',
+  })
+  create('Ds4Compact', M.compact, {
+    nargs = '*',
+    complete = complete_flags('Ds4Compact'),
+    desc = 'ds4: compact the session (the agent appends the entry; ds4 never writes it) '
+      .. '([--session=PATH] [--first-kept=ID] [manual|threshold|overflow] [FOCUS])',
+  })
+  create('Ds4Summaries', M.summaries, {
+    nargs = '*',
+    complete = complete_flags('Ds4Summaries'),
+    desc = "ds4: the session's summary graph as a tree, or Graphviz DOT ([--session=PATH] [dot])",
   })
   create('Ds4Health', M.health, { nargs = 0, desc = 'ds4: server and index health' })
   create(

@@ -15,6 +15,9 @@ local M = {}
 ---@field enable boolean Call `vim.lsp.enable('ds4')` in setup().
 ---@field view 'split'|'vsplit'|'tab'|'float' Where result buffers open.
 ---@field start_timeout_ms integer How long an API call waits for the server to initialize.
+---@field summarize fun(params: table, done: fun(summary: string?, info: table|string?))? Writes
+---compaction summaries: declares `capabilities.experimental.ds4.summarize` and answers the
+---server's `ds4/summarize` (`:help ds4-summarize`). Nil: the server summarizes offline.
 
 ---@type ds4.Options
 M.defaults = {
@@ -51,6 +54,7 @@ for _, key in ipairs({
   'enable',
   'view',
   'start_timeout_ms',
+  'summarize',
 }) do
   KNOWN[key] = true
 end
@@ -72,6 +76,7 @@ function M.set(opts)
   vim.validate('filetypes', opts.filetypes, 'table', true)
   vim.validate('enable', opts.enable, 'boolean', true)
   vim.validate('start_timeout_ms', opts.start_timeout_ms, 'number', true)
+  vim.validate('summarize', opts.summarize, 'function', true)
   vim.validate('view', opts.view, function(v)
     return v == nil or VIEWS[v] ~= nil
   end, "'split', 'vsplit', 'tab' or 'float'")

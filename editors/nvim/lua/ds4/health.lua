@@ -99,6 +99,11 @@ function M.check()
     else
       health.info(line)
     end
+    if state.summarize then
+      health.info('compaction summaries: written by the setup() summarize function')
+    else
+      health.info('compaction summaries: written offline by the server (no summarize function)')
+    end
     if not c.initialized then
       health.warn('still initializing')
     else

@@ -97,6 +97,64 @@ function M.tool_executed(tool, paths, opts)
   client.notify('ds4/toolExecuted', { tool = tool, paths = paths or {} }, opts.cb, opts)
 end
 
+--- `ds4/compact`: summarize the older part of a session's active branch (docs/compaction.md).
+--- Params: `{ session = { file, leafId? }, reason?, firstKeptEntryId?, previousSummaryId?,
+--- customInstructions? }`. The server asks the `summarize` setup function for the text when
+--- one is configured, else (or when it fails) summarizes offline (`result.summarizer`,
+--- `result.fallbackReason`). ds4 never writes the session file: append `result.compaction` as
+--- a Pi compaction entry, then call `compact_committed` (or `compact_failed`).
+---@param params table
+---@param cb fun(err: table?, result: table?)
+---@param opts {bufnr: integer?}?
+function M.compact(params, cb, opts)
+  vim.validate('params', params, 'table')
+  vim.validate('cb', cb, 'function')
+  client.request('ds4/compact', params, cb, opts)
+end
+
+--- `ds4.summaries` (workspace/executeCommand): a session's summary graph. Params:
+--- `{ session = { file, leafId? }, format? = 'json'|'dot' }` (`dot` adds `result.dot`).
+---@param params table
+---@param cb fun(err: table?, result: table?)
+---@param opts {bufnr: integer?}?
+function M.summaries(params, cb, opts)
+  vim.validate('params', params, 'table')
+  vim.validate('cb', cb, 'function')
+  client.execute(
+    'ds4.summaries',
+    cb,
+    vim.tbl_extend('force', opts or {}, { arguments = { params } })
+  )
+end
+
+--- `ds4/compactCommitted`: the agent appended the compaction entry of `summary_id` (the
+--- result's `summaryId`); `entry_id` is that Pi entry's id, if known. `opts.cb(err)` optional.
+---@param summary_id string
+---@param entry_id string?
+---@param opts {bufnr: integer?, cb: fun(err: table?)?}?
+function M.compact_committed(summary_id, entry_id, opts)
+  vim.validate('summary_id', summary_id, 'string')
+  vim.validate('entry_id', entry_id, 'string', true)
+  opts = opts or {}
+  client.notify(
+    'ds4/compactCommitted',
+    { summaryId = summary_id, entryId = entry_id },
+    opts.cb,
+    opts
+  )
+end
+
+--- `ds4/compactFailed`: the agent did not append the compaction entry of `summary_id`.
+---@param summary_id string
+---@param reason string?
+---@param opts {bufnr: integer?, cb: fun(err: table?)?}?
+function M.compact_failed(summary_id, reason, opts)
+  vim.validate('summary_id', summary_id, 'string')
+  vim.validate('reason', reason, 'string', true)
+  opts = opts or {}
+  client.notify('ds4/compactFailed', { summaryId = summary_id, reason = reason }, opts.cb, opts)
+end
+
 --- `ds4.rebuildIndex` (workspace/executeCommand), with `$/progress`.
 ---@param cb fun(err: table?, result: table?)
 ---@param opts {bufnr: integer?}?

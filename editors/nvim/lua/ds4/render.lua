@@ -1,4 +1,5 @@
---- Results as readable lines (no JSON dumps): plan, retrieve, manifest, health, rebuild.
+--- Results as readable lines (no JSON dumps): plan, retrieve, manifest, health, rebuild,
+--- compaction, summaries.
 --- Every function takes the server's result table and returns a list of lines.
 
 local M = {}
@@ -779,6 +780,121 @@ function M.rebuild(result)
       lines[#lines + 1] = ('  %s: %s'):format(f.sessionFile, f.error)
     end
   end
+  return lines
+end
+
+--- Said with every compaction result: ds4 itself never writes session files.
+M.NOT_WRITTEN = 'note: ds4 never writes the session file. The agent (Pi) must append this '
+  .. 'compaction entry, then report it with ds4.compact_committed() (or ds4.compact_failed()); '
+  .. 'until then the new summary nodes stay prepared.'
+
+local function list_or_none(items)
+  items = val(items) or {}
+  return #items == 0 and 'none' or table.concat(items, ', ')
+end
+
+--- A `ds4/compact` result: what was summarized, the new nodes, who wrote the summary (and
+--- why offline), the validation, then the summary itself.
+---@param result table
+---@param context {session: string?, leaf: string?}?
+---@return string[]
+function M.compaction(result, context)
+  context = context or {}
+  local span = val(result.span) or {}
+  local validation = val(result.validation) or {}
+  local details = val(val(result.compaction) and result.compaction.details) or {}
+  local record = val(details.ds4ContextEngine) or {}
+  local writer = ''
+  if val(record.provider) or val(record.model) then
+    writer = (' (%s/%s)'):format(val(record.provider) or '?', val(record.model) or '?')
+  end
+  local lines = {
+    ('# ds4 compaction: %s (%s, level %s)'):format(
+      result.summaryId,
+      tostring(val(result.summaryKind) or '-'),
+      tostring(val(result.graphLevel) or '-')
+    ),
+    '',
+    M.NOT_WRITTEN,
+    '',
+  }
+  local segment = val(result.segmentSummaryId)
+  local fields = {
+    {
+      'session',
+      (context.session or '-') .. (context.leaf and (' (leaf ' .. context.leaf .. ')') or ''),
+    },
+    { 'summarizer', tostring(val(result.summarizer) or '-') .. writer },
+    { 'root', result.summaryId },
+    { 'segment', segment == result.summaryId and (segment .. ' (the root)') or segment },
+    { 'previous', val(span.previousSummaryId) or 'none (first compaction of this branch)' },
+    {
+      'validation',
+      ('%s · issues %s · repairs %s'):format(
+        tostring(val(validation.status) or '-'),
+        list_or_none(validation.issueCodes),
+        list_or_none(validation.repairs)
+      ),
+    },
+    {
+      'span',
+      ('%s messages · %s tokens summarized · first kept %s%s'):format(
+        M.num(span.messageCount),
+        M.num(span.tokens),
+        tostring(val(span.firstKeptEntryId) or '-'),
+        val(span.isSplitTurn) and ' · splits a turn' or ''
+      ),
+    },
+  }
+  local tokens = val(result.tokens)
+  fields[#fields + 1] = {
+    'tokens',
+    ('before %s'):format(M.num(val(result.compaction) and result.compaction.tokensBefore))
+      .. (
+        tokens and (' · summary %s of %s'):format(M.num(tokens.summary), M.num(tokens.limit))
+        or ''
+      ),
+  }
+  for _, f in ipairs(fields) do
+    lines[#lines + 1] = ('  %-12s %s'):format(f[1], tostring(f[2] or '-'))
+  end
+  local reason = val(result.fallbackReason)
+  if reason then
+    lines[#lines + 1] = '  fallback: ' .. M.one_line(reason, 400)
+  end
+  for _, w in ipairs(val(result.warnings) or {}) do
+    lines[#lines + 1] = 'warning: ' .. w
+  end
+  lines[#lines + 1] = ''
+  lines[#lines + 1] = '# Summary'
+  lines[#lines + 1] = ''
+  local summary = val(result.compaction) and val(result.compaction.summary) or ''
+  append(lines, vim.split(vim.trim(tostring(summary)), '\n', { plain = true }))
+  return lines
+end
+
+--- A `ds4.summaries` result: the active root and counts, then the server's text tree.
+---@param result table
+---@return string[]
+function M.summaries(result)
+  local counts = val(result.counts) or {}
+  local lines = {
+    ('# ds4 summaries: session %s'):format(tostring(val(result.sessionId) or '-')),
+    '',
+    ('  %-12s %s'):format('file', tostring(val(result.sessionFile) or '-')),
+    ('  %-12s %s'):format('leaf', tostring(val(result.leafId) or '-')),
+    ('  %-12s %s'):format('active root', tostring(val(result.activeRootId) or 'none')),
+    ('  %-12s %s (committed %s · prepared %s · failed %s) · roots %s'):format(
+      'nodes',
+      M.num(counts.nodes or 0),
+      M.num(counts.committed or 0),
+      M.num(counts.prepared or 0),
+      M.num(counts.failed or 0),
+      M.num(counts.roots or 0)
+    ),
+    '',
+  }
+  append(lines, vim.split(tostring(val(result.tree) or ''), '\n', { plain = true }))
   return lines
 end
 

@@ -64,18 +64,20 @@ local function open_window(buf, view, title)
 end
 
 --- Show `lines` in the `ds://<kind>` buffer and focus its window.
----@param kind string plan|retrieve|manifest|health|rebuild
+---@param kind string plan|retrieve|manifest|health|rebuild|compaction|summaries|summaries.dot
 ---@param lines string[]
 ---@param title string?
+---@param opts {filetype: string?}? filetype of the buffer (default `ds4`)
 ---@return integer bufnr
-function M.show(kind, lines, title)
+function M.show(kind, lines, title, opts)
   local buf = buffer_for(kind)
   vim.bo[buf].modifiable = true
   vim.api.nvim_buf_set_lines(buf, 0, -1, false, lines)
   vim.bo[buf].modifiable = false
   vim.bo[buf].modified = false
-  if vim.bo[buf].filetype ~= 'ds4' then
-    vim.bo[buf].filetype = 'ds4'
+  local filetype = (opts and opts.filetype) or 'ds4'
+  if vim.bo[buf].filetype ~= filetype then
+    vim.bo[buf].filetype = filetype
   end
   local win = open_window(buf, require('ds4.config').options.view, title or ('ds4 ' .. kind))
   vim.wo[win].wrap = false

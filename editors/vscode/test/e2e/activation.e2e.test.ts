@@ -1,19 +1,22 @@
 /**
  * The compiled extension, activated against a stub `vscode` module (`vscodeStub.ts`) and the
  * real `ds4-lsp`, started by vscode-languageclient itself: the API, the palette commands, the
- * status bar, the manifest webview, the history tool, a trust grant, a launch setting change
- * and deactivation. The server is `$DS4_LSP_COMMAND`, default `../../.venv/bin/ds4-lsp`.
+ * status bar, the manifest webview, the history tool, a trust grant, compaction with a summary
+ * written by a (stub) editor chat model and the summary graph, turning the editor model off,
+ * a launch setting change and deactivation. The server is `$DS4_LSP_COMMAND`, default `../../.venv/bin/ds4-lsp`.
  */
 
 import assert from 'node:assert/strict';
-import { copyFileSync, existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 
 import type { Ds4Api } from '../../src/api';
-import type { PlanResult } from '../../src/protocol';
-import { StubVscode } from './vscodeStub';
+import type { CompactResult, PlanResult } from '../../src/protocol';
+import { contractSummary } from '../fixtures';
+import { SessionWriter } from '../sessionWriter';
+import { type StubChatModel, StubVscode } from './vscodeStub';
 
 const PACKAGE_ROOT = resolve(__dirname, '..', '..', '..');
 const REPO_ROOT = resolve(PACKAGE_ROOT, '..', '..');
@@ -37,6 +40,26 @@ describe('the extension, activated without VS Code', { timeout: 120_000 }, () =>
   let extension: Extension;
   let api: Ds4Api;
   const plans: PlanResult[] = [];
+  let compactSession: SessionWriter;
+  /** Prompts the stub chat model received. */
+  const prompts: string[] = [];
+  const chatModel: StubChatModel = {
+    id: 'stub-model-1',
+    vendor: 'stub',
+    family: 'stub-family',
+    name: 'Stub Model',
+    maxInputTokens: 100_000,
+    sendRequest(messages) {
+      const prompt = (messages[0] as { content: string }).content;
+      prompts.push(prompt);
+      const answer = contractSummary(prompt);
+      async function* text(): AsyncIterable<string> {
+        await Promise.resolve();
+        yield answer;
+      }
+      return Promise.resolve({ text: text() });
+    },
+  };
 
   before(async () => {
     assert.ok(existsSync(SERVER_COMMAND), `ds4-lsp not found at ${SERVER_COMMAND}: set DS4_LSP_COMMAND`);
@@ -47,6 +70,14 @@ describe('the extension, activated without VS Code', { timeout: 120_000 }, () =>
     vscode.settings.set('server.command', SERVER_COMMAND);
     vscode.settings.set('databasePath', join(workDir, 'db', 'context.db'));
     vscode.settings.set('retrieval.maxResults', 3);
+    // A short verbatim tail, so the small synthetic session below has something to compact.
+    vscode.settings.set('compaction.keepRecentTokens', 200);
+    vscode.settings.set('compaction.modelFamily', 'stub-family');
+    vscode.chatModels = [chatModel];
+    compactSession = new SessionWriter(join(workDir, 'sessions', 'compact-me.jsonl'));
+    for (const n of [1, 2, 3]) {
+      compactSession.turn(n);
+    }
     vscode.install();
     extension = await import('../../src/extension.js');
     const state = new Map<string, unknown>();
@@ -72,18 +103,22 @@ describe('the extension, activated without VS Code', { timeout: 120_000 }, () =>
 
   it('registers the palette commands and the history tool, and starts the server', async () => {
     assert.deepEqual([...vscode.commands.keys()].sort(), [
+      'ds4.client.compact',
+      'ds4.client.copyCompactionEntry',
       'ds4.client.health',
       'ds4.client.plan',
       'ds4.client.rebuildIndex',
       'ds4.client.restartServer',
       'ds4.client.showManifest',
       'ds4.client.showOutput',
+      'ds4.client.summaries',
     ]);
     assert.deepEqual([...vscode.tools.keys()], ['ds4_retrieve_history']);
     await api.retrieve({ query: 'warm-up' }); // waits for the server
     assert.equal(vscode.statusTexts.at(-1), '$(shield) DS4 untrusted');
     assert.ok(vscode.statusTexts.includes('$(sync~spin) DS4 starting'));
     assert.ok(vscode.outputLines.some((line) => line.startsWith(`info DS4: starting ${SERVER_COMMAND}`)));
+    assert.ok(vscode.outputLines.includes('info DS4: compaction summaries are written by an editor chat model (ds4/summarize offered)'));
   });
 
   it('plans through the API, fires onDidPlan and shows the plan in the status tooltip', async () => {
@@ -146,6 +181,95 @@ describe('the extension, activated without VS Code', { timeout: 120_000 }, () =>
       assert.match(text, /; workspace not trusted/);
       text = await health();
     }
+  });
+
+  let compacted: CompactResult | undefined;
+
+  it('"DS4: Compact Session" has the editor model write the summary and shows the result read-only', async () => {
+    // Pick "Choose a session file…" (the last item) and the synthetic session in the dialog.
+    vscode.quickPick = (items) => items.at(-1);
+    vscode.openDialogAnswer = compactSession.path;
+    vscode.inputBoxAnswer = 'the parser fixes';
+    const shown = vscode.shownDocuments.length;
+    const statusBefore = vscode.statusTexts.length;
+    await vscode.commands.get('ds4.client.compact')?.();
+    vscode.quickPick = (items) => items[0];
+    const statusDuring = vscode.statusTexts.slice(statusBefore);
+    assert.ok(statusDuring.some((text) => text.startsWith('$(sync~spin) DS4 compacting')), statusDuring.join(' | '));
+    assert.equal(statusDuring.at(-1), '$(database) DS4 ready');
+    vscode.inputBoxAnswer = '';
+
+    assert.equal(prompts.length, 1, 'the server asked the extension for the summary');
+    assert.ok(prompts[0]?.includes('<custom-instructions>\nthe parser fixes\n</custom-instructions>'), 'the focus reached the prompt');
+    assert.deepEqual(vscode.modelSelectors.at(-1), { family: 'stub-family' });
+    const message = vscode.messages.at(-1)?.text ?? '';
+    assert.match(message, /^DS4: summary (s-[0-9a-f]{16}) prepared, written by the editor model, validation valid\. The agent \(Pi\) must append the compaction entry; ds4 never writes the session file\.$/);
+    const summaryId = /(s-[0-9a-f]{16})/.exec(message)?.[1] ?? '';
+    const document = vscode.shownDocuments[shown];
+    assert.ok(document && vscode.shownDocuments.length === shown + 1);
+    assert.equal(document.uri, `ds4-view:/compaction/${summaryId}.md`);
+    assert.equal(document.languageId, 'markdown');
+    assert.ok(document.text.includes('| Summarizer | client (stub/stub-model-1) |'), document.text);
+    assert.ok(document.text.includes('| Fallback reason | — |'));
+    assert.ok(document.text.includes('ds4 has not written anything to the session file'));
+    assert.ok(document.text.includes('## Objective\n- Fix the parser bugs step by step while keeping the API stable.'));
+    // Nothing was written to the session file: its last entry is still the last turn's reply.
+    assert.doesNotMatch(readFileSync(compactSession.path, 'utf8').trim().split('\n').at(-1) ?? '', /"type":"compaction"/);
+
+    await vscode.commands.get('ds4.client.copyCompactionEntry')?.();
+    const entry = JSON.parse(vscode.clipboard.at(-1) ?? '{}') as { type?: string; details?: { ds4ContextEngine?: { summaryId?: string } } };
+    assert.equal(entry.type, 'compaction');
+    assert.equal(entry.details?.ds4ContextEngine?.summaryId, summaryId);
+
+    // An agent extension appends the entry through Pi and reports it through the API.
+    compacted = await api.compact({ session: { file: compactSession.path }, reason: 'threshold' });
+    assert.equal(compacted.summarizer, 'client');
+    const entryId = compactSession.compaction(compacted);
+    await api.compactCommitted(compacted.summaryId, entryId);
+    await api.compactFailed(summaryId, 'superseded');
+    let graph = await api.summaries({ session: { file: compactSession.path } });
+    while (graph.nodes.find((node) => node.summaryId === compacted?.summaryId)?.lifecycle !== 'committed') {
+      graph = await api.summaries({ session: { file: compactSession.path } });
+    }
+    assert.equal(graph.activeRootId, compacted.summaryId);
+  });
+
+  it('"DS4: Show Summary Graph" shows the tree read-only and opens the DOT on request', async () => {
+    assert.ok(compacted, 'needs the compaction above');
+    const shown = vscode.shownDocuments.length;
+    await vscode.commands.get('ds4.client.summaries')?.(); // the last session used comes first
+    const tree = vscode.shownDocuments[shown];
+    assert.ok(tree);
+    assert.match(tree.uri, /^ds4-view:\/summaries\/0a1b2c3d-e2e-sess\.txt$/);
+    assert.equal(tree.languageId, 'plaintext');
+    assert.ok(tree.text.includes(`active root: ${compacted.summaryId}`), tree.text);
+    assert.match(tree.text, new RegExp(`\\* ${compacted.summaryId} segment L0 committed valid \\d+ tok \\(active root\\)`));
+    assert.match(vscode.messages.at(-1)?.text ?? '', /^DS4: \d+ summary node\(s\) in session 0a1b2c3d-e2e-sess, active root s-/);
+
+    // "Open as Graphviz DOT": a .dot document (language dot when an extension provides it).
+    vscode.nextMessageChoice = 'Open as Graphviz DOT';
+    await vscode.commands.get('ds4.client.summaries')?.();
+    const dot = vscode.shownDocuments.at(-1);
+    assert.equal(dot?.uri, 'ds4-view:/summaries/0a1b2c3d-e2e-sess.dot');
+    assert.match(dot.text, /^digraph summaries \{/);
+    assert.equal(dot.languageId, 'plaintext', 'no Graphviz extension in the stub: the unknown language is ignored');
+  });
+
+  it('stops offering ds4/summarize when ds4.compaction.useEditorModel is turned off (restart), and the server compacts offline', async () => {
+    vscode.settings.set('compaction.useEditorModel', false);
+    vscode.configurationChanged.fire({ affectsConfiguration: (section) => section === 'ds4' });
+    await waitFor(() => vscode.outputLines.includes('info DS4: compaction summaries are written offline by the server (ds4/summarize not offered)'));
+    compactSession.turn(4);
+    compactSession.turn(5);
+    const asked = prompts.length;
+    const result = await api.compact({ session: { file: compactSession.path } });
+    assert.equal(prompts.length, asked, 'the model was not asked');
+    assert.equal(result.summarizer, 'offline');
+    assert.match(result.fallbackReason ?? '', /no model summarizer was offered/);
+    await api.compactFailed(result.summaryId);
+    vscode.settings.set('compaction.useEditorModel', true);
+    vscode.configurationChanged.fire({ affectsConfiguration: (section) => section === 'ds4' });
+    await waitFor(() => vscode.outputLines.filter((line) => line.endsWith('(ds4/summarize offered)')).length === 2);
   });
 
   it('restarts the server when a launch setting changes, and reports a command it cannot start', async () => {

@@ -2,7 +2,7 @@
  * A stand-in for the `vscode` module, so the compiled extension can be activated in plain
  * node (there is no VS Code on the CI machine). The parts the extension itself uses are
  * modelled and recorded (commands, the tool, the status bar item, messages, the webview,
- * settings, trust); everything else vscode-languageclient touches is a "deep" stub: any
+ * settings, trust, chat models, read-only documents, the clipboard); everything else vscode-languageclient touches is a "deep" stub: any
  * property is a callable that returns another deep stub, and `dispose` does nothing.
  *
  * It checks the wiring, not VS Code's behaviour: what a command does, what the status bar
@@ -75,6 +75,33 @@ export interface QuickPickAnswer {
   label: string;
 }
 
+/** A document the extension showed: its uri, language and text at the time. */
+export interface ShownDocument {
+  uri: string;
+  languageId: string;
+  text: string;
+}
+
+/** A chat model as `vscode.lm.selectChatModels` returns it (the parts the extension uses). */
+export interface StubChatModel {
+  id: string;
+  vendor: string;
+  family: string;
+  name: string;
+  maxInputTokens: number;
+  sendRequest(messages: unknown[], options: unknown, token: unknown): Promise<{ text: AsyncIterable<string> }>;
+}
+
+interface StubUri {
+  scheme: string;
+  path: string;
+  toString(): string;
+}
+
+/** Languages the stub knows (`setTextDocumentLanguage` rejects others, as VS Code does). */
+const KNOWN_LANGUAGES = new Set(['markdown', 'plaintext', 'json']);
+const LANGUAGE_BY_EXTENSION: Record<string, string> = { md: 'markdown', txt: 'plaintext', json: 'json' };
+
 /** What the stub recorded, and the knobs a test turns. */
 export class StubVscode {
   readonly settings = new Map<string, unknown>();
@@ -88,8 +115,19 @@ export class StubVscode {
   private html: string | undefined;
   webviewOptions: unknown;
   inputBoxAnswer: string | undefined = '';
+  /** The button the next shown message answers with (then reset); default none. */
+  nextMessageChoice: string | undefined;
   quickPick: (items: QuickPickAnswer[]) => QuickPickAnswer | undefined = (items) => items[0];
   openDialogAnswer: string | undefined;
+  /** The chat models `vscode.lm.selectChatModels` returns (any family). */
+  chatModels: StubChatModel[] = [];
+  /** The selectors `vscode.lm.selectChatModels` was called with. */
+  readonly modelSelectors: unknown[] = [];
+  /** Documents shown with `window.showTextDocument`, in order. */
+  readonly shownDocuments: ShownDocument[] = [];
+  /** Text written to the clipboard, in order. */
+  readonly clipboard: string[] = [];
+  private readonly contentProviders = new Map<string, { provideTextDocumentContent(uri: StubUri): string }>();
   readonly configurationChanged = new StubEventEmitter<{ affectsConfiguration(section: string): boolean }>();
   readonly trustGranted = new StubEventEmitter<undefined>();
 
@@ -104,9 +142,11 @@ export class StubVscode {
 
   /** The `vscode` module object. */
   module(): unknown {
-    const record = (kind: 'info' | 'warning' | 'error') => (text: string): Promise<undefined> => {
+    const record = (kind: 'info' | 'warning' | 'error') => (text: string, ...buttons: unknown[]): Promise<string | undefined> => {
       this.messages.push({ kind, text });
-      return Promise.resolve(undefined);
+      const choice = this.nextMessageChoice;
+      this.nextMessageChoice = undefined;
+      return Promise.resolve(choice !== undefined && buttons.includes(choice) ? choice : undefined);
     };
     const output = (level: string) => (line: unknown): void => {
       this.outputLines.push(`${level} ${String(line)}`);
@@ -135,9 +175,35 @@ export class StubVscode {
     });
     // eslint-disable-next-line @typescript-eslint/no-this-alias -- the setters above need the instance
     const stub = this;
+    const uriFrom = (components: { scheme: string; path: string }): StubUri => ({
+      scheme: components.scheme,
+      path: components.path,
+      toString: () => `${components.scheme}:${components.path}`,
+    });
+    const documentOf = (uri: StubUri, languageId?: string) => {
+      const extension = uri.path.split('.').pop() ?? '';
+      return {
+        uri,
+        languageId: languageId ?? LANGUAGE_BY_EXTENSION[extension] ?? 'plaintext',
+        getText: () => this.contentProviders.get(uri.scheme)?.provideTextDocumentContent(uri) ?? '',
+      };
+    };
     return withDefaults('vscode', {
       version: '1.99.0',
-      env: withDefaults('env', { appName: 'Visual Studio Code', language: 'en', machineId: 'test', sessionId: 'test' }),
+      env: withDefaults('env', {
+        appName: 'Visual Studio Code',
+        language: 'en',
+        machineId: 'test',
+        sessionId: 'test',
+        clipboard: {
+          writeText: (text: string) => {
+            this.clipboard.push(text);
+            return Promise.resolve();
+          },
+        },
+      }),
+      Uri: withDefaults('Uri', { from: uriFrom }),
+      LanguageModelChatMessage: { User: (content: string) => ({ role: 1, content }) },
       EventEmitter: StubEventEmitter,
       Disposable: class {
         static from(): { dispose(): void } {
@@ -172,6 +238,10 @@ export class StubVscode {
         showInputBox: () => Promise.resolve(this.inputBoxAnswer),
         showOpenDialog: () =>
           Promise.resolve(this.openDialogAnswer === undefined ? undefined : [{ fsPath: this.openDialogAnswer }]),
+        showTextDocument: (document: ReturnType<typeof documentOf>) => {
+          this.shownDocuments.push({ uri: document.uri.toString(), languageId: document.languageId, text: document.getText() });
+          return Promise.resolve({ document });
+        },
         createWebviewPanel: (_type: string, _title: string, _show: unknown, options: unknown) => {
           this.webviewOptions = options;
           return {
@@ -202,6 +272,17 @@ export class StubVscode {
         }),
         onDidChangeConfiguration: this.configurationChanged.event,
         onDidGrantWorkspaceTrust: this.trustGranted.event,
+        registerTextDocumentContentProvider: (scheme: string, provider: { provideTextDocumentContent(uri: StubUri): string }) => {
+          this.contentProviders.set(scheme, provider);
+          return { dispose: () => this.contentProviders.delete(scheme) };
+        },
+        openTextDocument: (uri: StubUri) => Promise.resolve(documentOf(uri)),
+      }),
+      languages: withDefaults('languages', {
+        setTextDocumentLanguage: (document: ReturnType<typeof documentOf>, languageId: string) =>
+          KNOWN_LANGUAGES.has(languageId)
+            ? Promise.resolve(documentOf(document.uri, languageId))
+            : Promise.reject(new Error(`Unknown language id: ${languageId}`)),
       }),
       commands: withDefaults('commands', {
         registerCommand: (id: string, run: (...args: unknown[]) => unknown) => {
@@ -214,6 +295,10 @@ export class StubVscode {
         registerTool: (name: string, tool: unknown) => {
           this.tools.set(name, tool);
           return { dispose: () => this.tools.delete(name) };
+        },
+        selectChatModels: (selector: unknown) => {
+          this.modelSelectors.push(selector);
+          return Promise.resolve(this.chatModels);
         },
       },
     });

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { describe, it } from 'node:test';
 
 import { HISTORY_TOOL_NAME } from '../../src/historyTool';
-import { HEALTH, REBUILD_INDEX } from '../../src/protocol';
+import { HEALTH, REBUILD_INDEX, SUMMARIES } from '../../src/protocol';
 import { COMMANDS } from '../../src/status';
 
 const PACKAGE_ROOT = join(__dirname, '..', '..', '..');
@@ -20,18 +20,37 @@ interface PackageJson {
 }
 const packageJson = JSON.parse(readFileSync(join(PACKAGE_ROOT, 'package.json'), 'utf8')) as PackageJson;
 
-const PURE_MODULES = ['protocol', 'settings', 'requests', 'status', 'manifestView', 'historyTool', 'serverLog', 'sessionFiles'];
+const PURE_MODULES = [
+  'protocol',
+  'settings',
+  'requests',
+  'status',
+  'manifestView',
+  'historyTool',
+  'serverLog',
+  'sessionFiles',
+  'summarize',
+  'compactionView',
+];
 
 describe('extension manifest', () => {
-  it('puts the four DS4 commands in the palette under ids the language client does not take', () => {
+  it('puts the DS4 commands in the palette under ids the language client does not take', () => {
     const titles = packageJson.contributes.commands.map((command) => `${command.category}: ${command.title}`);
-    for (const title of ['DS4: Rebuild Index', 'DS4: Health', 'DS4: Show Manifest', 'DS4: Plan Request']) {
+    for (const title of [
+      'DS4: Rebuild Index',
+      'DS4: Health',
+      'DS4: Show Manifest',
+      'DS4: Plan Request',
+      'DS4: Compact Session',
+      'DS4: Show Summary Graph',
+      'DS4: Copy Compaction Entry',
+    ]) {
       assert.ok(titles.includes(title), title);
     }
     const ids = packageJson.contributes.commands.map((command) => command.command);
     assert.deepEqual([...ids].sort(), Object.values(COMMANDS).sort());
     // vscode-languageclient registers the server's executeCommandProvider commands itself.
-    assert.ok(!ids.includes(REBUILD_INDEX) && !ids.includes(HEALTH));
+    assert.ok(!ids.includes(REBUILD_INDEX) && !ids.includes(HEALTH) && !ids.includes(SUMMARIES));
   });
 
   it('declares the history tool with the input the tool reads', () => {

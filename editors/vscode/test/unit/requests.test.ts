@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 
 import { Ds4ContractError, type Ds4Connection, Ds4Requests, type WorkDoneProgressValue } from '../../src/requests';
-import { healthResult, planResult } from '../fixtures';
+import { compactResult, healthResult, planResult, summariesResult } from '../fixtures';
 
 /** A connection that answers from `answers` and plays `progress` on the request's token. */
 function fakeConnection(answers: Record<string, unknown>, progress: WorkDoneProgressValue[] = []) {
@@ -88,5 +88,40 @@ describe('ds4 requests', () => {
       assert.match(error.message, /ds4\/plan: .*same version/);
       return true;
     });
+  });
+
+  it('sends ds4/compact params unchanged and checks the result', async () => {
+    const { connection, sent } = fakeConnection({ 'ds4/compact': compactResult() });
+    const params = { session: { file: '/s.jsonl', leafId: '00000020' }, reason: 'manual' as const, customInstructions: 'the parser' };
+    const result = await new Ds4Requests(connection).compact(params);
+    assert.equal(result.summaryId, 's-00112233445566aa');
+    assert.deepEqual(sent, [{ method: 'ds4/compact', param: params }]);
+    const bad = fakeConnection({ 'ds4/compact': { ...compactResult(), summaryId: 7 } });
+    await assert.rejects(new Ds4Requests(bad.connection).compact(params), /ds4\/compact: .*result\.summaryId/);
+  });
+
+  it('runs ds4.summaries with its one argument object and a progress token', async () => {
+    const { connection, sent } = fakeConnection({ 'ds4.summaries': summariesResult({ dot: 'digraph summaries {\n}\n' }) });
+    const result = await new Ds4Requests(connection).summaries({ session: { file: '/s.jsonl' }, format: 'dot' });
+    assert.equal(result.dot, 'digraph summaries {\n}\n');
+    const param = sent[0]?.param as { command: string; arguments: unknown[]; workDoneToken: string };
+    assert.equal(param.command, 'ds4.summaries');
+    assert.deepEqual(param.arguments, [{ session: { file: '/s.jsonl' }, format: 'dot' }]);
+    assert.match(param.workDoneToken, /^ds4-client-/);
+  });
+
+  it('reports a commit or a failure of the compaction entry as notifications', async () => {
+    const { connection, notified } = fakeConnection({});
+    const requests = new Ds4Requests(connection);
+    await requests.compactCommitted('s-00112233445566aa', '00000021');
+    await requests.compactCommitted('s-00112233445566aa');
+    await requests.compactFailed('s-00112233445566bb', 'the user cancelled');
+    await requests.compactFailed('s-00112233445566bb');
+    assert.deepEqual(notified, [
+      { method: 'ds4/compactCommitted', params: { summaryId: 's-00112233445566aa', entryId: '00000021' } },
+      { method: 'ds4/compactCommitted', params: { summaryId: 's-00112233445566aa' } },
+      { method: 'ds4/compactFailed', params: { summaryId: 's-00112233445566bb', reason: 'the user cancelled' } },
+      { method: 'ds4/compactFailed', params: { summaryId: 's-00112233445566bb' } },
+    ]);
   });
 });

@@ -6,6 +6,7 @@ import { describe, it } from 'node:test';
 import {
   buildConfigurationChange,
   buildInitializationOptions,
+  CLIENT_SETTING_KEYS,
   expandPath,
   LAUNCH_SETTING_KEYS,
   launchKey,
@@ -55,6 +56,13 @@ describe('settings mapping', () => {
       maxFileBytes: 512000,
       maxTotalBytes: 50000000,
       maxResults: 8,
+    });
+    assert.deepEqual(settings.compaction, {
+      enabled: true,
+      keepRecentTokens: 20000,
+      summaryTokenLimit: 4000,
+      maxRequestInputTokens: 64000,
+      summarizeTimeoutMs: 120000,
     });
     assert.deepEqual(settings.modelAwareness, { enabled: true, overrides: {} });
     assert.deepEqual(settings.diagnostics, { storeContextManifest: true, logLevel: 'info' });
@@ -116,10 +124,13 @@ describe('settings mapping', () => {
     );
   });
 
-  it('asks for a restart only when the launch command or the database changes', () => {
+  it('asks for a restart only when the launch command, the database or the editor model offer changes', () => {
     const base = { 'server.command': 'ds4-lsp', 'context.mode': 'managed' };
     const key = launchKey(reader(base), PATHS);
     assert.equal(launchKey(reader({ ...base, 'context.mode': 'observer' }), PATHS), key);
+    assert.equal(launchKey(reader({ ...base, 'compaction.modelFamily': 'gpt-4o' }), PATHS), key);
+    assert.equal(launchKey(reader({ ...base, 'compaction.useEditorModel': true }), PATHS), key, 'on is the default');
+    assert.notEqual(launchKey(reader({ ...base, 'compaction.useEditorModel': false }), PATHS), key);
     assert.notEqual(launchKey(reader({ ...base, 'server.command': '/opt/ds4-lsp' }), PATHS), key);
     assert.notEqual(launchKey(reader({ ...base, databasePath: '/tmp/x.db' }), PATHS), key);
     assert.notEqual(launchKey(reader({ ...base, 'server.args': ['--log-level', 'debug'] }), PATHS), key);
@@ -134,9 +145,16 @@ describe('settings mapping', () => {
 });
 
 describe('package.json settings', () => {
-  it('contributes exactly the server settings plus the launch settings', () => {
-    const expected = [...SERVER_SETTING_KEYS, ...LAUNCH_SETTING_KEYS].map((key) => `ds4.${key}`).sort();
+  it('contributes exactly the server settings plus the launch and client settings', () => {
+    const expected = [...SERVER_SETTING_KEYS, ...LAUNCH_SETTING_KEYS, ...CLIENT_SETTING_KEYS].map((key) => `ds4.${key}`).sort();
     assert.deepEqual(Object.keys(properties).sort(), expected);
+  });
+
+  it('never sends the client settings to the server', () => {
+    const settings = readServerSettings(reader({ 'compaction.useEditorModel': false, 'compaction.modelFamily': 'gpt-4o', 'compaction.enabled': true }));
+    assert.deepEqual(settings, { compaction: { enabled: true } });
+    assert.equal(properties['ds4.compaction.useEditorModel']?.default, true);
+    assert.equal(properties['ds4.compaction.modelFamily']?.default, '');
   });
 
   it('restricts the launch settings in untrusted workspaces (a workspace must not pick the command)', () => {

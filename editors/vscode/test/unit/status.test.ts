@@ -21,6 +21,19 @@ describe('status bar', () => {
     assert.equal(presentStatus(state).text, '$(database) DS4 ready');
   });
 
+  it('says compacting while the server compacts a session, and the summary it waits for', () => {
+    let state = applyProgress(ready, { kind: 'begin', title: 'ds4: compacting the session', percentage: 0 });
+    assert.equal(presentStatus(state).text, '$(sync~spin) DS4 compacting 0%');
+    state = applyProgress(state, { kind: 'report', percentage: 50, message: "waiting for the client's summary" });
+    assert.equal(presentStatus(state).text, '$(sync~spin) DS4 compacting 50%');
+    assert.equal(presentStatus(state).tooltip, "DS4: compacting a session\nwaiting for the client's summary");
+    state = applyProgress(state, { kind: 'end' });
+    assert.equal(presentStatus(state).text, '$(database) DS4 ready');
+    // The next indexing run says indexing again.
+    state = applyProgress(state, { kind: 'begin', title: 'ds4: rebuilding the index' });
+    assert.equal(presentStatus(state).text, '$(sync~spin) DS4 indexing');
+  });
+
   it('shows indexing without a number when the server reports none', () => {
     const state = applyProgress(ready, { kind: 'begin', title: 'ds4: checking health' });
     assert.equal(presentStatus(state).text, '$(sync~spin) DS4 indexing');
