@@ -29,8 +29,9 @@ by `error`).
 
 `compact` prepares one compaction with the offline summarizer (the CLI has no model): `--json`
 prints the `ds4/compact` result, `--entry` the Pi compaction entry to append (one JSON line).
-ds4 never writes the session file; the batch stays `prepared` until the session contains that
-entry (the next sync marks it `committed`). `summaries` shows the session's summary graph:
+ds4 never writes the session file: the batch is `prepared` (a later `ds4` run, a new engine,
+lists it as `failed`) until the session contains that entry; the next sync then marks it
+`committed`. `summaries` shows the session's summary graph:
 `--json` prints the `ds4.summaries` view, `--dot` Graphviz DOT.
 
 Exit codes: 0 success; 1 unexpected internal error; 2 bad usage or input you can fix (the
