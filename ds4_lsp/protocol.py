@@ -252,19 +252,26 @@ class CompactParams:
 @attrs.define
 class CompactCommittedParams:
     """`ds4/compactCommitted` params (a notification): the client wrote the compaction entry
-    of the operation whose root is `summaryId`; `entryId` is that Pi entry's id, if known."""
+    of the operation whose root is `summaryId`; `entryId` is that Pi entry's id, if known.
+    `session` (optional) names the session file it was written to; without it the operation is
+    committed in every session where it is prepared or failed (summary ids are unique per
+    session only: a forked session holds copies)."""
 
     summary_id: str
     entry_id: str | None = None
+    session: SessionParams | None = None
 
 
 @attrs.define
 class CompactFailedParams:
     """`ds4/compactFailed` params (a notification): the client did not write the compaction
-    entry of the operation whose root is `summaryId`; `reason` says why, if known."""
+    entry of the operation whose root is `summaryId`; `reason` says why, if known. `session`
+    (optional) names the session file; without it the operation is failed in every session
+    where it is prepared."""
 
     summary_id: str
     reason: str | None = None
+    session: SessionParams | None = None
 
 
 @attrs.define

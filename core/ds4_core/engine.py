@@ -82,7 +82,7 @@ from .sessions import (
     build_session_context,
     read_all,
 )
-from .sessions.reader import SessionEntry, SessionFile
+from .sessions.reader import SessionEntry, SessionFile, read_header
 from .sessions.sync import SyncResult, sync_session
 from .store import Store, open_store, resolve_database_path
 from .store import manifests as manifest_repo
@@ -1334,26 +1334,95 @@ class ContextEngine:
         if not nodes:
             return None  # an empty summary: Pi sends nothing, so there is nothing to extend
         summary_repo.import_committed(store, nodes)
-        return summary_repo.get_node(store, nodes[-1].summary_id) or nodes[-1]
+        return summary_repo.get_node(store, session_id, nodes[-1].summary_id) or nodes[-1]
 
-    def compact_committed(self, summary_id: str, entry_id: str | None = None) -> dict[str, Any]:
+    def _lifecycle_sessions(
+        self, summary_id: str, session: SessionRef | None, *, include_failed: bool
+    ) -> list[str]:
+        """The sessions a `ds4/compactCommitted` / `ds4/compactFailed` applies to: the one
+        `session` names (its header's id; the file is not synced), else every session where
+        node `summary_id` is `prepared` (or `failed`, with `include_failed`).
+
+        Raises:
+            RequestError: `session` names a missing or unreadable file, or one without a Pi
+                session header.
+        """
+        if session is None:
+            return summary_repo.sessions_with_pending(
+                self.store, summary_id, include_failed=include_failed
+            )
+        path = self._session_path(session.file, "session.file")
+        try:
+            header = read_header(path)
+        except SessionFormatError as exc:
+            raise RequestError(str(exc), "session.file") from exc
+        except OSError as exc:
+            raise RequestError(
+                f"session.file: cannot read '{path}': {exc.strerror or exc}", "session.file"
+            ) from exc
+        if header is None:
+            raise RequestError(
+                f"session.file: '{path}' holds no Pi session yet; it has no summaries",
+                "session.file",
+            )
+        return [header.session_id]
+
+    def compact_committed(
+        self, summary_id: str, entry_id: str | None = None, session: SessionRef | None = None
+    ) -> dict[str, Any]:
         """Mark the operation holding `summary_id` committed (`ds4/compactCommitted`).
 
-        Returns {summaryId, changed: [ids]}; `changed` is empty for an unknown id or an
-        operation already committed.
-        """
-        changed = summary_repo.mark_committed(self.store, summary_id, entry_id)
-        log.info("compact committed: summary=%s changed=%d", summary_id, len(changed))
-        return {"summaryId": summary_id, "changed": changed}
+        Summary ids are unique per session only (a forked session holds copies), and the
+        notification may name no session: without `session` it applies to every session where
+        the node is `prepared` or `failed`; with it, to that session only.
 
-    def compact_failed(self, summary_id: str, reason: str | None = None) -> dict[str, Any]:
-        """Mark the prepared operation holding `summary_id` failed (`ds4/compactFailed`).
+        Returns {summaryId, sessions: [session ids changed], changed: [ids]}; `changed` is
+        empty for an unknown id or an operation already committed.
 
-        Returns {summaryId, changed: [ids]}; committed nodes are never changed.
+        Raises:
+            RequestError: `session` names a missing or unreadable session file.
         """
-        changed = summary_repo.mark_failed(self.store, summary_id, reason)
-        log.info("compact failed: summary=%s changed=%d", summary_id, len(changed))
-        return {"summaryId": summary_id, "changed": changed}
+        changed: list[str] = []
+        sessions: list[str] = []
+        for session_id in self._lifecycle_sessions(summary_id, session, include_failed=True):
+            ids = summary_repo.mark_committed(self.store, session_id, summary_id, entry_id)
+            if ids:
+                sessions.append(session_id)
+                changed.extend(ids)
+        log.info(
+            "compact committed: summary=%s sessions=%d changed=%d",
+            summary_id,
+            len(sessions),
+            len(changed),
+        )
+        return {"summaryId": summary_id, "sessions": sessions, "changed": changed}
+
+    def compact_failed(
+        self, summary_id: str, reason: str | None = None, session: SessionRef | None = None
+    ) -> dict[str, Any]:
+        """Mark the prepared operation holding `summary_id` failed (`ds4/compactFailed`):
+        in `session` when given, else in every session where the node is `prepared`.
+
+        Returns {summaryId, sessions: [session ids changed], changed: [ids]}; committed nodes
+        are never changed.
+
+        Raises:
+            RequestError: `session` names a missing or unreadable session file.
+        """
+        changed: list[str] = []
+        sessions: list[str] = []
+        for session_id in self._lifecycle_sessions(summary_id, session, include_failed=False):
+            ids = summary_repo.mark_failed(self.store, session_id, summary_id, reason)
+            if ids:
+                sessions.append(session_id)
+                changed.extend(ids)
+        log.info(
+            "compact failed: summary=%s sessions=%d changed=%d",
+            summary_id,
+            len(sessions),
+            len(changed),
+        )
+        return {"summaryId": summary_id, "sessions": sessions, "changed": changed}
 
     def summaries(self, session: SessionRef) -> dict[str, Any]:
         """The session's summary graph as seen from the leaf (`ds4.summaries`,

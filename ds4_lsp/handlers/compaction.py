@@ -97,24 +97,28 @@ def client_summarizer(ls: Ds4Server, progress: WorkDoneProgress) -> Summarizer:
 
 async def compact_committed(ls: Ds4Server, params: CompactCommittedParams) -> None:
     """`ds4/compactCommitted`: the client wrote the compaction entry; mark the operation whose
-    root is `summaryId` committed (`entryId`: the Pi entry carrying it). A notification:
-    problems are logged (ids only), never answered."""
+    root is `summaryId` committed (`entryId`: the Pi entry carrying it; `session`: the session
+    file, else every session where it is pending). A notification: problems are logged (ids
+    only), never answered."""
+    session = params.session.to_core() if params.session else None
     await _change_lifecycle(
         ls,
         DS4_COMPACT_COMMITTED,
-        lambda: ls.engine.compact_committed(params.summary_id, params.entry_id),
+        lambda: ls.engine.compact_committed(params.summary_id, params.entry_id, session),
         params.summary_id,
     )
 
 
 async def compact_failed(ls: Ds4Server, params: CompactFailedParams) -> None:
     """`ds4/compactFailed`: the client did not write the compaction entry; mark the operation
-    whose root is `summaryId` failed. A notification: problems are logged (ids only), never
-    answered; `reason` is stored with the nodes, never logged."""
+    whose root is `summaryId` failed (in `session` when given, else in every session where it
+    is prepared). A notification: problems are logged (ids only), never answered; `reason` is
+    stored with the nodes, never logged."""
+    session = params.session.to_core() if params.session else None
     await _change_lifecycle(
         ls,
         DS4_COMPACT_FAILED,
-        lambda: ls.engine.compact_failed(params.summary_id, params.reason),
+        lambda: ls.engine.compact_failed(params.summary_id, params.reason, session),
         params.summary_id,
     )
 

@@ -86,7 +86,7 @@ def test_first_compaction_is_a_prepared_offline_segment(
     summary = result["compaction"]["summary"]
     assert summary.startswith("## Objective")
     assert "`src/parser_1.py`" in summary
-    node = summary_repo.get_node(engine.store, result["summaryId"])
+    node = summary_repo.get_node(engine.store, writer.session_id, result["summaryId"])
     assert node is not None and node.lifecycle == "prepared" and node.pi_entry_id is None
     assert node.source_entry_ids == tuple(record["sourceEntryIds"])
 
@@ -97,7 +97,7 @@ def test_writing_the_entry_commits_it_and_it_becomes_the_active_root(
     writer = _session(tmp_path)
     result = _compact(engine, writer)
     entry_id = _commit(engine, writer, result)
-    node = summary_repo.get_node(engine.store, result["summaryId"])
+    node = summary_repo.get_node(engine.store, writer.session_id, result["summaryId"])
     assert node is not None and node.lifecycle == "committed" and node.pi_entry_id == entry_id
     view = engine.summaries(SessionRef(str(writer.path)))
     assert view["activeRootId"] == result["summaryId"]
@@ -127,7 +127,7 @@ def test_chained_compactions_build_aggregates_over_previous_root_and_new_segment
         writer.turn(n)
     third = _compact(engine, writer)
     assert third["graphLevel"] == 2
-    sources = summary_repo.transitive_sources(engine.store, third["summaryId"])
+    sources = summary_repo.transitive_sources(engine.store, writer.session_id, third["summaryId"])
     assert sources[0] == "00000001"
     assert set(record["sourceEntryIds"]) <= set(sources)
 
@@ -296,7 +296,7 @@ def test_notifications_and_leftover_prepared_batches(tmp_path: Path) -> None:
         }
         # the JSONL is canonical: a failed batch whose entry shows up becomes committed
         _commit(restarted, writer, three)
-        node = summary_repo.get_node(restarted.store, three["summaryId"])
+        node = summary_repo.get_node(restarted.store, writer.session_id, three["summaryId"])
         assert node is not None and node.lifecycle == "committed"
     finally:
         restarted.close()
@@ -372,7 +372,7 @@ def test_pi_native_compaction_fixture_imports_as_a_branch_node(
     engine.index_session(path)
     view = engine.summaries(SessionRef(str(path)))
     session_id = view["sessionId"]
-    node = summary_repo.get_node(engine.store, pi_summary_id(session_id, "e5"))
+    node = summary_repo.get_node(engine.store, session_id, pi_summary_id("e5"))
     assert node is not None
     assert node.kind == "branch" and node.validation_status == "warning"
     assert PI_SUMMARY_ISSUE in node.validation_issue_codes
@@ -492,6 +492,157 @@ def test_lone_surrogates_in_the_transcript_become_replacement_characters(
 
     result = _compact(engine, writer, summarizer=echo)
     assert "bad\ufffdvalue" in result["compaction"]["summary"]
-    node = summary_repo.get_node(engine.store, result["summaryId"])
+    node = summary_repo.get_node(engine.store, writer.session_id, result["summaryId"])
     assert node is not None and "\ud800" not in node.content
     assert result["compaction"]["summary"].encode("utf-8")  # encodable: no lone surrogate left
+
+
+# ----------------------------------------------------------------- forked sessions
+
+
+def _fork(writer: SessionWriter, name: str, session_id: str) -> SessionWriter:
+    """Session B as Pi's `/fork` writes it: a header with a new id and `parentSession`, then
+    a copy of A's entries (ids, compaction entries and their summary ids included)."""
+    fork = SessionWriter(writer.path.parent / name, session_id=session_id)
+    lines = writer.path.read_text(encoding="utf-8").splitlines(keepends=True)
+    header = {**json.loads(lines[0]), "id": session_id, "parentSession": str(writer.path)}
+    fork.path.write_text(json.dumps(header) + "\n" + "".join(lines[1:]), encoding="utf-8")
+    fork._next, fork._minute, fork.leaf = writer._next, writer._minute, writer.leaf
+    return fork
+
+
+def test_a_forked_session_holds_its_own_complete_graph(tmp_path: Path) -> None:
+    db = tmp_path / "db" / "ds4.db"
+    engine = ContextEngine(database_path=db, settings=SMALL)
+    a = _session(tmp_path)
+    first = _compact(engine, a)
+    _commit(engine, a, first)
+    for n in range(7, 11):
+        a.turn(n)
+    second = _compact(engine, a)
+    _commit(engine, a, second)
+    b = _fork(a, "fork.jsonl", "0a1b2c3d-fork")
+    engine.index_session(b.path)
+    graph_ids = {first["summaryId"], second["segmentSummaryId"], second["summaryId"]}
+    nodes_a, nodes_b = _nodes(engine, a.session_id), _nodes(engine, b.session_id)
+    assert set(nodes_a) == set(nodes_b) == graph_ids
+    assert {n.session_id for n in nodes_b.values()} == {b.session_id}
+    assert all(n.lifecycle == "committed" for n in nodes_b.values())
+    assert nodes_b[second["summaryId"]].child_ids == nodes_a[second["summaryId"]].child_ids
+    graph_a = summary_repo.export_graph(engine.store, a.session_id)
+
+    # B compacts further: its aggregate extends B's own previous root, A is left alone
+    for n in range(11, 15):
+        b.turn(n, topic="fork")
+    third = _compact(engine, b)
+    assert third["summaryKind"] == "aggregate"
+    assert third["span"]["previousSummaryId"] == second["summaryId"]
+    record = third["compaction"]["details"]["ds4ContextEngine"]
+    assert record["childSummaryIds"] == [second["summaryId"], third["segmentSummaryId"]]
+    root = summary_repo.get_node(engine.store, b.session_id, third["summaryId"])
+    assert root is not None and root.lifecycle == "prepared"
+    assert summary_repo.get_node(engine.store, a.session_id, third["summaryId"]) is None
+    sources_b = summary_repo.transitive_sources(engine.store, b.session_id, third["summaryId"])
+    sources_a = summary_repo.transitive_sources(engine.store, a.session_id, second["summaryId"])
+    assert sources_b[: len(sources_a)] == sources_a and len(sources_b) > len(sources_a)
+    _commit(engine, b, third)
+    assert set(_nodes(engine, b.session_id)) == graph_ids | {
+        third["summaryId"],
+        third["segmentSummaryId"],
+    }
+    assert summary_repo.export_graph(engine.store, a.session_id) == graph_a
+    view_b = engine.summaries(SessionRef(str(b.path)))
+    assert view_b["activeRootId"] == third["summaryId"]
+    assert {n["summaryId"] for n in view_b["nodes"]} == set(_nodes(engine, b.session_id))
+    view_a = engine.summaries(SessionRef(str(a.path)))
+    assert view_a["activeRootId"] == second["summaryId"]
+    assert {n["summaryId"] for n in view_a["nodes"]} == graph_ids
+    graph_b = summary_repo.export_graph(engine.store, b.session_id)
+    engine.close()
+
+    # the fork's graph is rebuilt from its own JSONL alone
+    for path in db.parent.iterdir():
+        path.unlink()
+    rebuilt = ContextEngine(database_path=db, settings=SMALL)
+    try:
+        rebuilt.index_session(b.path)
+        assert summary_repo.export_graph(rebuilt.store, b.session_id) == graph_b
+        assert summary_repo.session_nodes(rebuilt.store, a.session_id) == []
+        rebuilt.index_session(a.path)
+        assert summary_repo.export_graph(rebuilt.store, a.session_id) == graph_a
+        assert summary_repo.export_graph(rebuilt.store, b.session_id) == graph_b
+    finally:
+        rebuilt.close()
+
+
+def test_a_fork_of_a_session_with_a_pi_native_summary_imports_the_aggregate_over_it(
+    engine: ContextEngine, tmp_path: Path
+) -> None:
+    a = _session(tmp_path, turns=4)
+    kept = a.turn(5)
+    a.turn(6)
+    a.append(
+        "compaction",
+        summary="## Goal\nPi's own summary of steps 1-4.",
+        firstKeptEntryId=kept,
+        tokensBefore=4000,
+    )
+    for n in range(7, 11):
+        a.turn(n)
+    result = _compact(engine, a)
+    assert result["summaryKind"] == "aggregate"
+    branch_id = result["compaction"]["details"]["ds4ContextEngine"]["childSummaryIds"][0]
+    assert _nodes(engine, a.session_id)[branch_id].kind == "branch"
+    _commit(engine, a, result)
+    b = _fork(a, "fork.jsonl", "0a1b2c3d-fork")
+    engine.index_session(b.path)
+    nodes_b = _nodes(engine, b.session_id)
+    assert set(nodes_b) == set(_nodes(engine, a.session_id))
+    assert nodes_b[result["summaryId"]].child_ids[0] == branch_id
+    assert nodes_b[branch_id].kind == "branch" and nodes_b[branch_id].pi_entry_id is not None
+    b.turn(11, topic="fork")
+    b.turn(12, topic="fork")
+    assert _compact(engine, b)["span"]["previousSummaryId"] == result["summaryId"]
+
+
+def test_notifications_apply_to_the_session_where_the_batch_is_pending(
+    engine: ContextEngine, tmp_path: Path
+) -> None:
+    a = _session(tmp_path)
+    first = _compact(engine, a)
+    entry_id = a.compaction(first["compaction"])  # written, but A is not synced yet
+    b = _fork(a, "fork.jsonl", "0a1b2c3d-fork")
+    engine.index_session(b.path)  # B imports its copy, committed
+    assert _nodes(engine, b.session_id)[first["summaryId"]].lifecycle == "committed"
+    assert _nodes(engine, a.session_id)[first["summaryId"]].lifecycle == "prepared"
+    # no session named: applied where the batch is pending (A), B's copy is not touched
+    assert engine.compact_failed(first["summaryId"], "late") == {
+        "summaryId": first["summaryId"],
+        "sessions": [a.session_id],
+        "changed": [first["summaryId"]],
+    }
+    assert _nodes(engine, b.session_id)[first["summaryId"]].lifecycle == "committed"
+    committed = engine.compact_committed(first["summaryId"], entry_id)
+    assert committed["sessions"] == [a.session_id]
+    assert committed["changed"] == [first["summaryId"]]
+    node = summary_repo.get_node(engine.store, a.session_id, first["summaryId"])
+    assert node is not None and node.lifecycle == "committed" and node.pi_entry_id == entry_id
+    assert engine.compact_committed(first["summaryId"])["changed"] == []
+
+    # a session named: only that session's nodes change
+    for n in range(7, 11):
+        b.turn(n, topic="fork")
+    second = _compact(engine, b)
+    ids = [second["segmentSummaryId"], second["summaryId"]]
+    root = second["summaryId"]
+    in_a, in_b = SessionRef(str(a.path)), SessionRef(str(b.path), b.leaf)
+    assert engine.compact_failed(root, session=in_a)["changed"] == []  # A does not hold it
+    assert engine.compact_failed(root, session=in_b) == {
+        "summaryId": root,
+        "sessions": [b.session_id],
+        "changed": ids,
+    }
+    assert engine.compact_committed(root, "feedbeef", in_b)["changed"] == ids
+    with pytest.raises(RequestError) as raised:
+        engine.compact_committed(root, session=SessionRef(str(tmp_path / "no")))
+    assert raised.value.field == "session.file"

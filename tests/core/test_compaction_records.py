@@ -339,7 +339,7 @@ def test_rebuilding_the_database_from_the_jsonl_restores_the_graph_exactly(
             )
             repo.insert_prepared(live, [*embedded, root])
             written = written_entry(root, embedded, kwargs, f"e{index:07d}")
-            repo.mark_committed(live, root.summary_id, written.entry_id)
+            repo.mark_committed(live, SESSION, root.summary_id, written.entry_id)
             entries.append(written)
             previous = root
         native = entry({"summary": "Pi's own summary", "tokensBefore": 5}, entry_id="native01")
@@ -372,7 +372,7 @@ def test_a_pi_native_compaction_imports_as_an_unverified_branch_node() -> None:
     }
     (node,) = nodes_from_compaction_entry(SESSION, entry(data, timestamp="2026-01-01T00:10:00Z"))
     assert node == SummaryNode(
-        summary_id=pi_summary_id(SESSION, "c0ffee01"),
+        summary_id=pi_summary_id("c0ffee01"),
         session_id=SESSION,
         kind="branch",
         content="## Goal\n- ship",
@@ -385,7 +385,7 @@ def test_a_pi_native_compaction_imports_as_an_unverified_branch_node() -> None:
         tokens_before=50000,
         lifecycle="committed",
         pi_entry_id="c0ffee01",
-        operation_id=pi_summary_id(SESSION, "c0ffee01"),
+        operation_id=pi_summary_id("c0ffee01"),
         metadata={"readFiles": ["a.ts"]},
     )
 
@@ -469,7 +469,7 @@ def test_a_legacy_record_missing_fields_gets_derived_ones() -> None:
         "details": {"ds4ContextEngine": {"summaryId": 7, "validationStatus": "great"}},
     }
     (node,) = nodes_from_compaction_entry(SESSION, entry(data))
-    assert node.summary_id == pi_summary_id(SESSION, "c0ffee01")
+    assert node.summary_id == pi_summary_id("c0ffee01")
     assert node.source_hash == sha256_hex("legacy")
     assert (node.kind, node.graph_level, node.validation_status) == ("segment", 0, "warning")
     assert (node.first_kept_entry_id, node.tokens_before) == ("k", 5)
@@ -513,7 +513,7 @@ BROKEN_FIELDS = [
 def test_a_malformed_ds4_record_imports_as_pi_native_and_never_raises(record: Any) -> None:
     data = {"summary": "text", "tokensBefore": 3, "details": {"ds4ContextEngine": record}}
     (node,) = nodes_from_compaction_entry(SESSION, entry(data))
-    assert node.kind == "branch" and node.summary_id == pi_summary_id(SESSION, "c0ffee01")
+    assert node.kind == "branch" and node.summary_id == pi_summary_id("c0ffee01")
     assert node.metadata == {"malformedDs4Record": True}
     assert node.validation_issue_codes == (PI_SUMMARY_ISSUE,) and node.tokens_before == 3
 

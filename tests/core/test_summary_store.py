@@ -97,7 +97,7 @@ def build_chain(store: Store, operations: int) -> list[str]:
     for index in range(operations):
         nodes = operation(index, previous)
         repo.insert_prepared(store, nodes)
-        repo.mark_committed(store, nodes[-1].summary_id, f"pi-{index}")
+        repo.mark_committed(store, SESSION, nodes[-1].summary_id, f"pi-{index}")
         previous = nodes[-1].summary_id
         roots.append(previous)
     return roots
@@ -131,9 +131,57 @@ def test_migration_7_creates_strict_summary_tables_without_a_session_foreign_key
         assert sql.rstrip().endswith("STRICT")
     assert conn.execute("PRAGMA foreign_key_list(summaries)").fetchall() == []
     indexes = {row[1] for row in conn.execute("PRAGMA index_list(summaries)")}
-    assert {"summaries_session_lifecycle", "summaries_operation"} <= indexes
+    assert {"summaries_session_lifecycle", "summaries_operation", "summaries_summary"} <= indexes
     assert "summary_edges_child" in {
         row[1] for row in conn.execute("PRAGMA index_list(summary_edges)")
+    }
+    # every table is keyed by the session: (session_id, summary_id) and composite foreign keys
+    primary_keys = {
+        table: [
+            row[1]
+            for row in sorted(conn.execute(f"PRAGMA table_info({table})"), key=lambda r: r[5])
+            if row[5]
+        ]
+        for table in ("summaries", "summary_sources", "summary_edges")
+    }
+    assert primary_keys == {
+        "summaries": ["session_id", "summary_id"],
+        "summary_sources": ["session_id", "summary_id", "position"],
+        "summary_edges": ["session_id", "parent_id", "child_order"],
+    }
+    foreign_keys: dict[str, set[tuple[tuple[str, ...], tuple[str, ...], str]]] = {}
+    for table in ("summary_sources", "summary_edges"):
+        grouped: dict[int, list[tuple[object, ...]]] = {}
+        for row in conn.execute(f"PRAGMA foreign_key_list({table})"):
+            grouped.setdefault(row[0], []).append(row)
+        foreign_keys[table] = {
+            (
+                tuple(str(r[3]) for r in sorted(rows, key=lambda r: r[1])),
+                tuple(f"{r[2]}.{r[4]}" for r in sorted(rows, key=lambda r: r[1])),
+                str(rows[0][6]),
+            )
+            for rows in grouped.values()
+        }
+    assert foreign_keys == {
+        "summary_sources": {
+            (
+                ("session_id", "summary_id"),
+                ("summaries.session_id", "summaries.summary_id"),
+                "CASCADE",
+            )
+        },
+        "summary_edges": {
+            (
+                ("session_id", "parent_id"),
+                ("summaries.session_id", "summaries.summary_id"),
+                "CASCADE",
+            ),
+            (
+                ("session_id", "child_id"),
+                ("summaries.session_id", "summaries.summary_id"),
+                "NO ACTION",
+            ),
+        },
     }
     conn.execute(
         "INSERT INTO summaries (summary_id, session_id, summary_kind, content, source_hash, "
@@ -199,7 +247,9 @@ def test_edges_keep_children_and_cascade_from_parents(store: Store) -> None:
         conn.execute("DELETE FROM summaries WHERE summary_id = 's-1'")  # a parent points at it
     with pytest.raises(sqlite3.IntegrityError):
         conn.execute(
-            "INSERT INTO summary_edges (parent_id, child_id, child_order) VALUES ('a-1', 'a-1', 9)"
+            "INSERT INTO summary_edges (session_id, parent_id, child_order, child_id) "
+            "VALUES (?, 'a-1', 9, 'a-1')",
+            (SESSION,),
         )
     conn.execute("DELETE FROM summaries WHERE summary_id = 'a-1'")
     assert conn.execute("SELECT COUNT(*) FROM summary_edges").fetchone()[0] == 0
@@ -252,12 +302,12 @@ def test_prepared_nodes_read_back_equal_with_sources_and_ordered_children(store:
     second = operation(1, "s-0")
     repo.insert_prepared(store, first)
     repo.insert_prepared(store, [replace(n, lifecycle="committed") for n in second])
-    assert repo.get_node(store, "s-0") == first[0]
+    assert repo.get_node(store, SESSION, "s-0") == first[0]
     seg, agg = second
-    assert repo.get_node(store, "s-1") == seg  # lifecycle forced back to prepared
-    stored = repo.get_node(store, "a-1")
+    assert repo.get_node(store, SESSION, "s-1") == seg  # lifecycle forced back to prepared
+    stored = repo.get_node(store, SESSION, "a-1")
     assert stored == agg and stored is not None and stored.child_ids == ("s-0", "s-1")
-    assert repo.get_node(store, "nope") is None
+    assert repo.get_node(store, SESSION, "nope") is None
 
 
 @pytest.mark.parametrize("failing_index", [0, 1])
@@ -280,7 +330,7 @@ def test_a_failure_between_node_inserts_leaves_no_partial_batch(
     assert written == [n.summary_id for n in batch[: failing_index + 1]]
     assert table_rows(store) == before_rows
     assert repo.export_graph(store, SESSION) == before_export
-    assert all(repo.get_node(store, n.summary_id) is None for n in batch)
+    assert all(repo.get_node(store, SESSION, n.summary_id) is None for n in batch)
     repo.insert_prepared(store, batch)  # the store is still usable and the ids still free
     assert repo.counts(store)["prepared"] == 2
 
@@ -311,25 +361,26 @@ def test_committing_any_node_commits_the_whole_operation_and_records_the_entry_o
     store: Store,
 ) -> None:
     repo.insert_prepared(store, operation(0, None))
-    repo.mark_committed(store, "s-0", "p0")
+    repo.mark_committed(store, SESSION, "s-0", "p0")
     repo.insert_prepared(store, operation(1, "s-0"))
-    assert repo.mark_committed(store, "s-1", "p1") == ["s-1", "a-1"]
+    assert repo.mark_committed(store, SESSION, "s-1", "p1") == ["s-1", "a-1"]
     assert [n.lifecycle for n in repo.session_nodes(store, SESSION)] == ["committed"] * 3
-    assert repo.node_for_entry(store, SESSION, "p1") == repo.get_node(store, "a-1")
-    assert repo.get_node(store, "s-1").pi_entry_id is None  # type: ignore[union-attr]
-    assert repo.mark_committed(store, "a-1", "p1") == []  # idempotent
-    assert repo.mark_committed(store, "a-1", "p-other") == []  # a recorded entry id is kept
+    assert repo.node_for_entry(store, SESSION, "p1") == repo.get_node(store, SESSION, "a-1")
+    assert repo.get_node(store, SESSION, "s-1").pi_entry_id is None  # type: ignore[union-attr]
+    assert repo.mark_committed(store, SESSION, "a-1", "p1") == []  # idempotent
+    # a recorded entry id is kept
+    assert repo.mark_committed(store, SESSION, "a-1", "p-other") == []
     assert repo.node_for_entry(store, SESSION, "p-other") is None
-    assert repo.mark_committed(store, "unknown", "p9") == []
-    assert repo.mark_failed(store, "a-1", "too late") == []  # committed stays committed
+    assert repo.mark_committed(store, SESSION, "unknown", "p9") == []
+    assert repo.mark_failed(store, SESSION, "a-1", "too late") == []  # committed stays committed
 
 
 def test_failed_operations_keep_their_reason_and_can_still_be_committed(store: Store) -> None:
     repo.insert_prepared(store, operation(0, None))
-    repo.mark_committed(store, "s-0")
+    repo.mark_committed(store, SESSION, "s-0")
     repo.insert_prepared(store, operation(1, "s-0"))
-    assert repo.mark_failed(store, "a-1", "client said so") == ["s-1", "a-1"]
-    assert repo.mark_failed(store, "s-1", "again") == []
+    assert repo.mark_failed(store, SESSION, "a-1", "client said so") == ["s-1", "a-1"]
+    assert repo.mark_failed(store, SESSION, "s-1", "again") == []
     reasons = (
         store.connection()
         .execute("SELECT DISTINCT failure_reason FROM summaries WHERE operation_id = 'a-1'")
@@ -338,16 +389,16 @@ def test_failed_operations_keep_their_reason_and_can_still_be_committed(store: S
     assert reasons == [("client said so",)]
     assert repo.counts(store) == {"summaries": 3, "prepared": 0, "committed": 1, "failed": 2}
     # the session file later proves the entry was written
-    assert repo.mark_committed(store, "a-1", "p1") == ["s-1", "a-1"]
+    assert repo.mark_committed(store, SESSION, "a-1", "p1") == ["s-1", "a-1"]
     assert store.connection().execute(
         "SELECT COUNT(*) FROM summaries WHERE failure_reason IS NOT NULL"
     ).fetchone() == (0,)
-    assert repo.mark_failed(store, "unknown") == []
+    assert repo.mark_failed(store, SESSION, "unknown") == []
 
 
 def test_leftover_prepared_batches_fail_at_startup(store: Store) -> None:
     repo.insert_prepared(store, operation(0, None))
-    repo.mark_committed(store, "s-0")
+    repo.mark_committed(store, SESSION, "s-0")
     repo.insert_prepared(store, operation(1, "s-0"))
     repo.insert_prepared(store, [segment("other", session_id="sess-2")])
     assert repo.fail_leftover_prepared(store) == 3
@@ -364,9 +415,9 @@ def test_leftover_prepared_batches_fail_at_startup(store: Store) -> None:
 
 def test_an_entry_id_held_by_another_node_is_not_given_twice(store: Store) -> None:
     repo.insert_prepared(store, [segment("x")])
-    repo.mark_committed(store, "x", "p1")
+    repo.mark_committed(store, SESSION, "x", "p1")
     repo.insert_prepared(store, [segment("y")])
-    assert repo.mark_committed(store, "y", "p1") == ["y"]  # committed, entry id left unset
+    assert repo.mark_committed(store, SESSION, "y", "p1") == ["y"]  # committed, entry id left unset
     assert repo.node_for_entry(store, SESSION, "p1").summary_id == "x"  # type: ignore[union-attr]
 
 
@@ -401,8 +452,8 @@ def test_import_is_idempotent_and_restores_the_committed_graph_exactly(
 
 def test_import_commits_stored_nodes_without_changing_what_they_say(store: Store) -> None:
     repo.insert_prepared(store, operation(0, None))
-    repo.mark_failed(store, "s-0", "timeout")
-    original = repo.get_node(store, "s-0")
+    repo.mark_failed(store, SESSION, "s-0", "timeout")
+    original = repo.get_node(store, SESSION, "s-0")
     assert original is not None
     imported = replace(
         original,
@@ -413,17 +464,19 @@ def test_import_commits_stored_nodes_without_changing_what_they_say(store: Store
         pi_entry_id="p0",
     )
     assert repo.import_committed(store, [imported]) == ["s-0"]
-    assert repo.get_node(store, "s-0") == replace(original, lifecycle="committed", pi_entry_id="p0")
+    assert repo.get_node(store, SESSION, "s-0") == replace(
+        original, lifecycle="committed", pi_entry_id="p0"
+    )
     assert repo.import_committed(store, [replace(imported, pi_entry_id="p-other")]) == []
 
 
 def test_import_takes_an_entry_id_away_from_a_node_the_file_does_not_carry(store: Store) -> None:
     repo.insert_prepared(store, [segment("wrong")])
-    repo.mark_committed(store, "wrong", "p1")  # a client reported the wrong entry
+    repo.mark_committed(store, SESSION, "wrong", "p1")  # a client reported the wrong entry
     changed = repo.import_committed(store, [replace(segment("right"), pi_entry_id="p1")])
     assert changed == ["wrong", "right"]
     assert repo.node_for_entry(store, SESSION, "p1").summary_id == "right"  # type: ignore[union-attr]
-    assert repo.get_node(store, "wrong").pi_entry_id is None  # type: ignore[union-attr]
+    assert repo.get_node(store, SESSION, "wrong").pi_entry_id is None  # type: ignore[union-attr]
 
 
 def test_import_rejects_children_that_exist_nowhere(store: Store) -> None:
@@ -439,6 +492,88 @@ def test_import_rejects_children_that_exist_nowhere(store: Store) -> None:
     assert table_rows(store) == before
 
 
+# --- sessions: a fork holds its own copy ----------------------------------------------------
+
+FORK = "sess-fork"
+
+
+def in_session(nodes: list[SummaryNode], session_id: str) -> list[SummaryNode]:
+    return [replace(n, session_id=session_id) for n in nodes]
+
+
+def test_the_same_ids_in_another_session_are_imported_as_that_sessions_own_nodes(
+    store: Store,
+) -> None:
+    roots = build_chain(store, 3)
+    original = repo.export_graph(store, SESSION)
+    imported = [repo.import_committed(store, in_session(ops, FORK)) for ops in committed_ops(3)]
+    assert imported == [["s-0"], ["s-1", "a-1"], ["s-2", "a-2"]]  # inserted, not "found"
+    forked = repo.export_graph(store, FORK)
+    assert forked["nodes"] and forked["edges"] == original["edges"]
+    assert forked == json.loads(json.dumps(original).replace(f'"{SESSION}"', f'"{FORK}"'))
+    assert repo.export_graph(store, SESSION) == original
+    assert [n.session_id for n in repo.session_nodes(store, FORK)] == [FORK] * 5
+    assert repo.get_node(store, FORK, roots[-1]) == replace(
+        repo.get_node(store, SESSION, roots[-1]),  # type: ignore[arg-type]
+        session_id=FORK,
+    )
+    assert repo.transitive_sources(store, FORK, roots[-1]) == repo.transitive_sources(
+        store, SESSION, roots[-1]
+    )
+    assert repo.node_for_entry(store, FORK, "pi-2").session_id == FORK  # type: ignore[union-attr]
+    # lifecycle changes stay in their session
+    repo.insert_prepared(store, in_session(operation(3, roots[-1]), FORK))
+    assert repo.mark_failed(store, FORK, "a-3", "cancelled") == ["s-3", "a-3"]
+    assert repo.get_node(store, SESSION, "a-3") is None
+    assert repo.mark_committed(store, SESSION, "a-3", "p9") == []
+    assert repo.export_graph(store, SESSION) == original
+    assert repo.transitive_sources(store, SESSION, "a-3") == []
+    assert repo.transitive_sources(store, FORK, "a-3")[-2:] == ["e3a", "e3b"]
+
+
+def test_children_must_be_in_the_same_session(store: Store) -> None:
+    build_chain(store, 1)  # s-0 in SESSION only
+    before = table_rows(store)
+    seg, agg = in_session(operation(1, "s-0"), FORK)
+    with pytest.raises(ValueError, match=r"s-0 \(child of a-1\)"):
+        repo.insert_prepared(store, [seg, agg])
+    with pytest.raises(ValueError, match=r"s-0 \(child of a-1\)"):
+        repo.import_committed(store, [replace(seg, lifecycle="committed"), agg])
+    with pytest.raises(ValueError, match="one session"):
+        repo.insert_prepared(store, [segment("x"), segment("y", session_id=FORK)])
+    with pytest.raises(ValueError, match="one session"):
+        repo.import_committed(store, [segment("x"), segment("y", session_id=FORK)])
+    with pytest.raises(ValueError, match="session_id"):
+        repo.insert_prepared(store, [segment("x", session_id="")])
+    assert table_rows(store) == before
+    with pytest.raises(sqlite3.IntegrityError):  # the composite foreign key, below the checks
+        store.connection().execute(
+            "INSERT INTO summary_edges (session_id, parent_id, child_order, child_id) "
+            "VALUES (?, 's-0', 0, 's-0-elsewhere')",
+            (SESSION,),
+        )
+    repo.import_committed(store, [segment("c", session_id=FORK)])
+    with pytest.raises(sqlite3.IntegrityError):  # `c` exists, but in another session
+        store.connection().execute(
+            "INSERT INTO summary_edges (session_id, parent_id, child_order, child_id) "
+            "VALUES (?, 's-0', 0, 'c')",
+            (SESSION,),
+        )
+
+
+def test_sessions_with_pending_finds_where_an_id_is_prepared_or_failed(store: Store) -> None:
+    repo.insert_prepared(store, [segment("x")])
+    repo.insert_prepared(store, [segment("x", session_id=FORK)])
+    repo.import_committed(store, [segment("x", session_id="sess-3", lifecycle="committed")])
+    assert repo.sessions_with_pending(store, "x") == [SESSION, FORK]
+    repo.mark_failed(store, SESSION, "x")
+    assert repo.sessions_with_pending(store, "x") == [SESSION, FORK]
+    assert repo.sessions_with_pending(store, "x", include_failed=False) == [FORK]
+    repo.mark_committed(store, FORK, "x")
+    assert repo.sessions_with_pending(store, "x") == [SESSION]
+    assert repo.sessions_with_pending(store, "unknown") == []
+
+
 # --- reads -----------------------------------------------------------------------------------
 
 
@@ -447,7 +582,7 @@ def test_session_nodes_are_ordered_by_time_then_insertion_and_filtered(store: St
     repo.insert_prepared(store, [segment("z-early", created_at="2026-01-01T00:00:00.000Z")])
     repo.insert_prepared(store, [segment("a-early", created_at="2026-01-01T00:00:00.000Z")])
     repo.insert_prepared(store, [segment("elsewhere", session_id="sess-2")])
-    repo.mark_committed(store, "late")
+    repo.mark_committed(store, SESSION, "late")
     assert [n.summary_id for n in repo.session_nodes(store, SESSION)] == [
         "z-early",
         "a-early",
@@ -468,17 +603,17 @@ def test_transitive_sources_walk_children_depth_first_in_child_order(store: Stor
     repo.insert_prepared(store, [segment("s3", ("e4",))])
     repo.insert_prepared(store, [aggregate("a2", ("a1", "s3"), 2)])
     repo.insert_prepared(store, [aggregate("b", ("s3", "a1"), 2)])  # shares a1 and s3
-    assert repo.transitive_sources(store, "a2") == ["e1", "e2", "e3", "e4"]
-    assert repo.transitive_sources(store, "b") == ["e4", "e1", "e2", "e3"]
-    assert repo.transitive_sources(store, "s2") == ["e3", "e2"]
-    assert repo.transitive_sources(store, "unknown") == []
+    assert repo.transitive_sources(store, SESSION, "a2") == ["e1", "e2", "e3", "e4"]
+    assert repo.transitive_sources(store, SESSION, "b") == ["e4", "e1", "e2", "e3"]
+    assert repo.transitive_sources(store, SESSION, "s2") == ["e3", "e2"]
+    assert repo.transitive_sources(store, SESSION, "unknown") == []
 
 
 def test_a_thousand_level_chain_is_walked_quickly_oldest_span_first(store: Store) -> None:
     roots = build_chain(store, 1001)
-    assert repo.get_node(store, roots[-1]).graph_level == 1000  # type: ignore[union-attr]
+    assert repo.get_node(store, SESSION, roots[-1]).graph_level == 1000  # type: ignore[union-attr]
     started = time.perf_counter()
-    sources = repo.transitive_sources(store, roots[-1])
+    sources = repo.transitive_sources(store, SESSION, roots[-1])
     elapsed = time.perf_counter() - started
     assert len(sources) == 2002
     assert sources[:4] == ["e0a", "e0b", "e1a", "e1b"] and sources[-1] == "e1000b"

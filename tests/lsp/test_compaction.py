@@ -10,6 +10,7 @@ before `initialize`.
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -441,6 +442,67 @@ async def test_commit_and_failure_notifications_change_the_lifecycle(
     nodes = nodes_by_id(view)
     assert nodes[kept["summaryId"]]["lifecycle"] == "committed"
     assert nodes[dropped["summaryId"]]["lifecycle"] == "failed"
+
+
+def fork_session(writer: SessionWriter, name: str, session_id: str) -> SessionWriter:
+    """Session B as Pi's `/fork` writes it: a header with a new id and `parentSession`, then a
+    copy of A's entries (compaction entries and the summary ids they carry included)."""
+    fork = SessionWriter(writer.path.parent / name, session_id=session_id)
+    lines = writer.path.read_text(encoding="utf-8").splitlines(keepends=True)
+    header = {**json.loads(lines[0]), "id": session_id, "parentSession": str(writer.path)}
+    fork.path.write_text(json.dumps(header) + "\n" + "".join(lines[1:]), encoding="utf-8")
+    fork._next, fork._minute, fork.leaf = writer._next, writer._minute, writer.leaf
+    return fork
+
+
+async def test_a_forked_session_has_its_own_nodes_and_notifications_name_the_session(
+    servers: Servers, writer: SessionWriter
+) -> None:
+    """A fork copies A's compaction entry: ds4.summaries of the fork shows its own committed
+    copy of the node. A notification naming `session` changes that session's nodes only; one
+    without it changes the session where the batch is still pending."""
+    client = await servers.start(initialization_options=SMALL_SPANS)
+    first = await request(client, "ds4/compact", compact_params(writer))
+    entry_id = writer.compaction(first["compaction"])  # written; A not synced yet
+    fork = fork_session(writer, "fork.jsonl", "0a1b2c3d-fork")
+
+    view = await execute(client, "ds4.summaries", summaries_args(fork))
+    assert view["sessionId"] == fork.session_id
+    assert view["activeRootId"] == first["summaryId"]
+    assert nodes_by_id(view)[first["summaryId"]]["lifecycle"] == "committed"
+
+    summary_id = first["summaryId"]
+    line = await notify_and_wait(
+        client,
+        "ds4/compactFailed",
+        {"summaryId": summary_id, "session": {"file": str(fork.path)}},
+    )
+    assert line == f"ds4/compactFailed: summary={summary_id} changed=0"  # B's copy: committed
+    line = await notify_and_wait(client, "ds4/compactFailed", {"summaryId": summary_id})
+    assert line == f"ds4/compactFailed: summary={summary_id} changed=1"  # A's batch
+    line = await notify_and_wait(
+        client,
+        "ds4/compactCommitted",
+        {
+            "summaryId": summary_id,
+            "entryId": entry_id,
+            "session": {"file": str(writer.path), "leafId": writer.leaf},
+        },
+    )
+    assert line == f"ds4/compactCommitted: summary={summary_id} changed=1"
+
+    fork.turn(4, topic="fork")
+    fork.turn(5, topic="fork")
+    second = await request(client, "ds4/compact", compact_params(fork))
+    assert second["span"]["previousSummaryId"] == summary_id
+    view_a = await execute(client, "ds4.summaries", summaries_args(writer))
+    assert set(nodes_by_id(view_a)) == {summary_id}
+    view_b = await execute(client, "ds4.summaries", summaries_args(fork))
+    assert set(nodes_by_id(view_b)) == {
+        summary_id,
+        second["segmentSummaryId"],
+        second["summaryId"],
+    }
 
 
 async def test_a_written_compaction_entry_commits_its_batch_without_a_notification(

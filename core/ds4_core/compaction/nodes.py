@@ -32,10 +32,13 @@ def new_summary_id() -> str:
     return "s-" + secrets.token_hex(8)
 
 
-def pi_summary_id(session_id: str, entry_id: str) -> str:
+def pi_summary_id(entry_id: str) -> str:
     """The id of the `branch` node imported from Pi compaction entry `entry_id`: `pi-` + the
-    first 16 hex of sha256(`session_id:entry_id`) (Pi entry ids are unique only per session)."""
-    return "pi-" + sha256_hex(f"{session_id}:{entry_id}")[:16]
+    first 16 hex of sha256(`entry_id`). Pi entry ids are unique only per session, and so is
+    this id, which is enough: nodes are keyed by (session, summary id). A session forked by Pi
+    keeps the entry ids it copies, so its copy of the entry gets the same node id, and a copied
+    ds4 aggregate over that node still finds its child."""
+    return "pi-" + sha256_hex(entry_id)[:16]
 
 
 @dataclass(frozen=True)

@@ -468,7 +468,7 @@ def _legacy_node(
         value = record.get(key)
         return value if isinstance(value, str) and value else None
 
-    summary_id = text("summaryId") or pi_summary_id(session_id, entry.entry_id)
+    summary_id = text("summaryId") or pi_summary_id(entry.entry_id)
     status = record.get("validationStatus")
     tokens = record.get("tokensBefore")
     if not _is_int(tokens):
@@ -510,7 +510,7 @@ def _pi_native_node(
     session_id: str, entry: SessionEntry, summary: str, *, malformed: bool
 ) -> SummaryNode:
     """The `branch` node of a Pi-native compaction summary (docs/compaction.md "Graph rules")."""
-    summary_id = pi_summary_id(session_id, entry.entry_id)
+    summary_id = pi_summary_id(entry.entry_id)
     metadata: dict[str, Any] = {}
     details = entry.data.get("details")
     if isinstance(details, dict):

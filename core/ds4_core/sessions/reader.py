@@ -596,3 +596,59 @@ def read_all(path: StrPath) -> SessionFile:
         torn_tail=reader.torn_tail,
         resume_state=reader.resume_state,
     )
+
+
+PREFIX_CHECK_BYTES = 4096
+"""Bytes before the checkpoint compared by `read_more` to confirm the file only grew."""
+
+
+def checkpoint_tail(path: StrPath, checkpoint_offset: int) -> bytes:
+    """The last `PREFIX_CHECK_BYTES` (or fewer) bytes before `checkpoint_offset` in `path`."""
+    start = max(0, checkpoint_offset - PREFIX_CHECK_BYTES)
+    with open(path, "rb") as handle:
+        handle.seek(start)
+        return handle.read(checkpoint_offset - start)
+
+
+def read_more(path: StrPath, previous: SessionFile, previous_tail: bytes) -> SessionFile | None:
+    """`previous` extended by what was appended to `path` since it was read, or None when the
+    file did not simply grow (then read it again with `read_all`).
+
+    The file only grew when it is at least `previous.end_offset` bytes long and the bytes just
+    before `previous.checkpoint_offset` still equal `previous_tail` (from `checkpoint_tail`;
+    Pi only ever appends, pi-session-format.md 8). A torn final line of `previous` is dropped
+    and read again from the checkpoint. Statistics are the sums over both reads;
+    `duplicate_ids` counts only duplicates within each read (consumers use last-wins anyway).
+
+    Raises the errors of `SessionReader.entries()`.
+    """
+    if previous.header is None or previous.checkpoint_offset == 0:
+        return None
+    try:
+        size = os.stat(path).st_size
+    except OSError:
+        return None
+    if size < previous.end_offset:
+        return None
+    if checkpoint_tail(path, previous.checkpoint_offset) != previous_tail:
+        return None
+    reader = SessionReader(
+        path,
+        start_offset=previous.checkpoint_offset,
+        header=previous.header,
+        resume=previous.resume_state,
+    )
+    added = list(reader.entries())
+    kept = previous.entries
+    if previous.torn_tail and kept and kept[-1].start_offset >= previous.checkpoint_offset:
+        kept = kept[:-1]
+    return SessionFile(
+        header=previous.header,
+        entries=[*kept, *added],
+        malformed_lines=previous.malformed_lines + reader.malformed_lines,
+        duplicate_ids=previous.duplicate_ids + reader.duplicate_ids,
+        checkpoint_offset=reader.checkpoint_offset,
+        end_offset=reader.end_offset,
+        torn_tail=reader.torn_tail,
+        resume_state=reader.resume_state,
+    )

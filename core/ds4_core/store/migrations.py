@@ -326,8 +326,8 @@ sync re-reads every file without one."""
 
 _SUMMARY_GRAPH = """
 CREATE TABLE summaries (
-    summary_id TEXT PRIMARY KEY,
     session_id TEXT NOT NULL,
+    summary_id TEXT NOT NULL,
     summary_kind TEXT NOT NULL CHECK (summary_kind IN ('segment', 'aggregate', 'branch')),
     content TEXT NOT NULL,
     source_hash TEXT NOT NULL,
@@ -347,40 +347,56 @@ CREATE TABLE summaries (
     operation_id TEXT NOT NULL,
     failure_reason TEXT,
     metadata_json TEXT NOT NULL DEFAULT '{}',
+    PRIMARY KEY (session_id, summary_id),
     UNIQUE (session_id, pi_compaction_entry_id)
 ) STRICT;
 
 CREATE INDEX summaries_session_lifecycle ON summaries (session_id, lifecycle_status);
 
-CREATE INDEX summaries_operation ON summaries (operation_id);
+CREATE INDEX summaries_operation ON summaries (session_id, operation_id);
+
+CREATE INDEX summaries_summary ON summaries (summary_id);
 
 CREATE TABLE summary_sources (
-    summary_id TEXT NOT NULL REFERENCES summaries(summary_id) ON DELETE CASCADE,
+    session_id TEXT NOT NULL,
+    summary_id TEXT NOT NULL,
     position INTEGER NOT NULL,
     entry_id TEXT NOT NULL,
-    PRIMARY KEY (summary_id, position)
+    PRIMARY KEY (session_id, summary_id, position),
+    FOREIGN KEY (session_id, summary_id) REFERENCES summaries (session_id, summary_id)
+        ON DELETE CASCADE
 ) STRICT;
 
 CREATE TABLE summary_edges (
-    parent_id TEXT NOT NULL REFERENCES summaries(summary_id) ON DELETE CASCADE,
-    child_id TEXT NOT NULL REFERENCES summaries(summary_id),
+    session_id TEXT NOT NULL,
+    parent_id TEXT NOT NULL,
     child_order INTEGER NOT NULL,
-    PRIMARY KEY (parent_id, child_order),
+    child_id TEXT NOT NULL,
+    PRIMARY KEY (session_id, parent_id, child_order),
+    FOREIGN KEY (session_id, parent_id) REFERENCES summaries (session_id, summary_id)
+        ON DELETE CASCADE,
+    FOREIGN KEY (session_id, child_id) REFERENCES summaries (session_id, summary_id),
     CHECK (parent_id <> child_id)
 ) STRICT;
 
-CREATE INDEX summary_edges_child ON summary_edges (child_id);
+CREATE INDEX summary_edges_child ON summary_edges (session_id, child_id);
 """
 """The summary graph (docs/compaction.md "Storage"; ds4-reference.md 3.11 v1 + v5 + v6 folded
 into one migration). One `summaries` row per node: kind, level, content, provenance
 (`source_hash`), validation, provider/model, the compaction it belongs to, and its lifecycle
 (`prepared` -> `committed` | `failed`; rows imported from a session file are `committed`).
+Rows are keyed by `(session_id, summary_id)`: a session forked by Pi (`/fork`,
+`parentSession`) copies the compaction entries of its path, ids included, and gets its own rows
+for them, so each session's graph is complete and independent. Every table carries the session,
+and an edge joins two nodes of the SAME session (composite foreign keys).
 `session_id` has NO foreign key to `sessions`: nodes must survive a session index rebuild
 (committed ones are re-imported idempotently from the compaction entries anyway). Pi entry ids
 are unique only per session, so `pi_compaction_entry_id` is unique per session (NULLs are
 distinct in SQLite UNIQUE constraints, so any number of rows may have none). `operation_id` is
 the summary id of the root of the operation that created the row (the unit committed or failed
-together). `summary_sources` holds the entries a node summarizes directly, in span order;
+together), within the row's session. `summaries_summary` finds the sessions holding an id (the
+`ds4/compactCommitted` / `ds4/compactFailed` notifications name no session).
+`summary_sources` holds the entries a node summarizes directly, in span order;
 `summary_edges` the ordered children of an aggregate. A child may not be deleted while a parent
 points at it (no cascade on `child_id`); deleting a parent removes its edges. The implicit rowid
 of `summaries` is the insertion order used to break `created_at` ties."""

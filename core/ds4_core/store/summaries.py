@@ -2,16 +2,23 @@
 
 Rules (docs/compaction.md "Graph rules", "Storage"; ds4-reference.md 3.11 v5/v6 and 3.13):
 
+* A node is keyed by `(session_id, summary_id)`: every lookup names the session. A session
+  forked by Pi copies the compaction entries of its path, summary ids included; importing them
+  gives the fork its own rows, so each session's graph is complete and independent, and a
+  node's children are always nodes of the same session.
 * A node is immutable once stored: its content, kind, level, sources and children never change.
   Only its lifecycle (`prepared` -> `committed` | `failed`, `failed` -> `committed`), its
   `failure_reason` and the Pi compaction entry id that carries it are updated.
 * The unit of change is the *operation*: every node created by one compaction shares the
-  `operation_id` (the summary id of the operation's root) and is committed or failed together.
-* Children are stored before their parents (a child must already exist or come earlier in the
-  same batch), so the graph is acyclic by construction.
+  `operation_id` (the summary id of the operation's root) and is committed or failed together
+  (within its session).
+* Children are stored before their parents (a child must already exist in the same session or
+  come earlier in the same batch), so the graph is acyclic by construction. A batch
+  (`insert_prepared`, `import_committed`) belongs to one session.
 * Every call costs O(its batch) (primary-key and index lookups only), never O(graph), except
   `session_nodes`, `export_graph`, `counts` and `fail_leftover_prepared`, which read what they
-  return or scan once at startup; `transitive_sources` costs O(the nodes under the root).
+  return or scan once at startup; `transitive_sources` costs O(the nodes under the root) and
+  `sessions_with_pending` O(the sessions holding the id).
 
 All functions take the `Store` first. Writes open `with store.write():` themselves (a caller's
 enclosing write turns them into a savepoint), so an exception inside leaves nothing behind.
@@ -114,6 +121,8 @@ def _check_node(node: SummaryNode) -> None:
     problems: list[str] = []
     if not isinstance(node.summary_id, str) or not node.summary_id:
         problems.append("an empty summary_id")
+    if not isinstance(node.session_id, str) or not node.session_id:
+        problems.append("an empty session_id")
     if node.kind not in SUMMARY_KINDS:
         problems.append(f"kind {node.kind!r} (expected one of {', '.join(SUMMARY_KINDS)})")
     if isinstance(node.graph_level, bool) or not isinstance(node.graph_level, int):
@@ -132,12 +141,25 @@ def _check_node(node: SummaryNode) -> None:
         raise ValueError(f"cannot store summary node {node.summary_id!r}: " + "; ".join(problems))
 
 
-def _stored_ids(conn: sqlite3.Connection, ids: Iterable[str]) -> set[str]:
+def _one_session(nodes: Sequence[SummaryNode], what: str) -> str:
+    """The session every node of `nodes` belongs to; ValueError when they differ."""
+    sessions = list(dict.fromkeys(node.session_id for node in nodes))
+    if len(sessions) != 1:
+        raise ValueError(
+            f"{what} must belong to one session; got nodes of sessions "
+            + ", ".join(repr(s) for s in sessions)
+        )
+    return sessions[0]
+
+
+def _stored_ids(conn: sqlite3.Connection, session_id: str, ids: Iterable[str]) -> set[str]:
+    """The ids among `ids` stored for `session_id`."""
     found: set[str] = set()
     for chunk in _chunks(dict.fromkeys(ids)):
         rows = conn.execute(
-            f"SELECT summary_id FROM summaries WHERE summary_id IN ({', '.join('?' * len(chunk))})",
-            chunk,
+            "SELECT summary_id FROM summaries WHERE session_id = ? AND summary_id IN "
+            f"({', '.join('?' * len(chunk))})",
+            [session_id, *chunk],
         ).fetchall()
         found.update(row[0] for row in rows)
     return found
@@ -146,8 +168,9 @@ def _stored_ids(conn: sqlite3.Connection, ids: Iterable[str]) -> set[str]:
 def _missing_children(
     nodes: Sequence[SummaryNode], stored: set[str], skip: set[str] | None = None
 ) -> list[str]:
-    """`child (of parent)` descriptions of children that are neither stored nor earlier in
-    `nodes`; nodes whose id is in `skip` are not checked (their edges are not written)."""
+    """`child (of parent)` descriptions of children that are neither stored (in the batch's
+    session) nor earlier in `nodes`; nodes whose id is in `skip` are not checked (their edges
+    are not written)."""
     available = set(stored)
     missing: list[str] = []
     for node in nodes:
@@ -165,13 +188,21 @@ def _write_node(conn: sqlite3.Connection, node: SummaryNode, lifecycle: str) -> 
     conn.execute(_INSERT, _row_params(node, lifecycle))
     if node.source_entry_ids:
         conn.executemany(
-            "INSERT INTO summary_sources (summary_id, position, entry_id) VALUES (?, ?, ?)",
-            [(node.summary_id, i, entry_id) for i, entry_id in enumerate(node.source_entry_ids)],
+            "INSERT INTO summary_sources (session_id, summary_id, position, entry_id) "
+            "VALUES (?, ?, ?, ?)",
+            [
+                (node.session_id, node.summary_id, i, entry_id)
+                for i, entry_id in enumerate(node.source_entry_ids)
+            ],
         )
     if node.child_ids:
         conn.executemany(
-            "INSERT INTO summary_edges (parent_id, child_id, child_order) VALUES (?, ?, ?)",
-            [(node.summary_id, child, i) for i, child in enumerate(node.child_ids)],
+            "INSERT INTO summary_edges (session_id, parent_id, child_order, child_id) "
+            "VALUES (?, ?, ?, ?)",
+            [
+                (node.session_id, node.summary_id, i, child)
+                for i, child in enumerate(node.child_ids)
+            ],
         )
 
 
@@ -185,20 +216,22 @@ def insert_prepared(
 
     Each node's row (lifecycle forced to `prepared`, whatever `node.lifecycle` says; an empty
     `operation_id` becomes the node's own id), its sources (in order) and its edges (in child
-    order) are written in list order, so children must already be stored or come earlier in
-    `nodes`. `after_insert(node)` runs after each node's rows are written (a failure-injection
+    order) are written in list order, so children must already be stored in the same session or
+    come earlier in `nodes`. All nodes belong to one session (`node.session_id`). `after_insert(node)` runs after each node's rows are written (a failure-injection
     hook for tests): if it raises, the whole batch is rolled back and the exception propagates.
 
     Raises:
-        ValueError: before anything is written, when a node id is repeated in the batch or
-            already stored, a child is neither stored nor earlier in the batch, a field
-            violates the schema (kind, level, validation status, self-edge), or the metadata is
-            not JSON-ready. The message names the ids.
+        ValueError: before anything is written, when the nodes belong to several sessions, a
+            node id is repeated in the batch or already stored for the session, a child is
+            neither stored for the session nor earlier in the batch, a field violates the
+            schema (empty id or session, kind, level, validation status, self-edge), or the
+            metadata is not JSON-ready. The message names the ids.
         sqlite3.IntegrityError: e.g. a `pi_entry_id` already used by another node of the
             session (prepared nodes normally have none).
     """
     if not nodes:
         return
+    session_id = _one_session(nodes, "a prepared batch")
     seen: set[str] = set()
     repeated: list[str] = []
     for node in nodes:
@@ -212,18 +245,18 @@ def insert_prepared(
         _row_params(node, "prepared")  # metadata that is not JSON-ready fails before writing
     with store.write() as conn:
         batch_ids = [node.summary_id for node in nodes]
-        already = _stored_ids(conn, batch_ids)
+        already = _stored_ids(conn, session_id, batch_ids)
         if already:
             raise ValueError(
-                "summary ids already stored (node ids are immutable; make new ids): "
-                + ", ".join(i for i in batch_ids if i in already)
+                f"summary ids already stored for session {session_id!r} (node ids are "
+                "immutable; make new ids): " + ", ".join(i for i in batch_ids if i in already)
             )
         children = {c for node in nodes for c in node.child_ids} - seen
-        missing = _missing_children(nodes, _stored_ids(conn, children))
+        missing = _missing_children(nodes, _stored_ids(conn, session_id, children))
         if missing:
             raise ValueError(
-                "summary children must be stored before their parents; missing: "
-                + ", ".join(missing)
+                "summary children must be stored (in the same session) before their parents; "
+                "missing: " + ", ".join(missing)
             )
         for node in nodes:
             _write_node(conn, node, "prepared")
@@ -231,18 +264,22 @@ def insert_prepared(
                 after_insert(node)
 
 
-def _operation_rows(conn: sqlite3.Connection, summary_id: str) -> tuple[str, list[tuple[str, str]]]:
+def _operation_rows(
+    conn: sqlite3.Connection, session_id: str, summary_id: str
+) -> tuple[str, list[tuple[str, str]]]:
     """(operation id, [(summary_id, lifecycle)] in insertion order) of the operation holding
-    `summary_id`; ("", []) when the id is unknown."""
+    `summary_id` in `session_id`; ("", []) when the session has no such node."""
     row = conn.execute(
-        "SELECT operation_id FROM summaries WHERE summary_id = ?", (summary_id,)
+        "SELECT operation_id FROM summaries WHERE session_id = ? AND summary_id = ?",
+        (session_id, summary_id),
     ).fetchone()
     if row is None:
         return "", []
     operation_id = row[0]
     rows = conn.execute(
-        "SELECT summary_id, lifecycle_status FROM summaries WHERE operation_id = ? ORDER BY rowid",
-        (operation_id,),
+        "SELECT summary_id, lifecycle_status FROM summaries "
+        "WHERE session_id = ? AND operation_id = ? ORDER BY rowid",
+        (session_id, operation_id),
     ).fetchall()
     return operation_id, [(r[0], r[1]) for r in rows]
 
@@ -255,8 +292,10 @@ def _pi_entry_holder(conn: sqlite3.Connection, session_id: str, pi_entry_id: str
     return None if row is None else str(row[0])
 
 
-def mark_committed(store: Store, summary_id: str, pi_entry_id: str | None = None) -> list[str]:
-    """Mark every node of the operation holding `summary_id` `committed`.
+def mark_committed(
+    store: Store, session_id: str, summary_id: str, pi_entry_id: str | None = None
+) -> list[str]:
+    """Mark every node of the operation holding `summary_id` in `session_id` `committed`.
 
     `prepared` and `failed` nodes become `committed` (their `failure_reason` is cleared);
     committed ones stay. When `pi_entry_id` is given it is recorded on the operation's root
@@ -264,56 +303,85 @@ def mark_committed(store: Store, summary_id: str, pi_entry_id: str | None = None
     session already carries that entry id (an entry id, once recorded, is kept: the session
     file is re-imported by `import_committed`, which is authoritative).
 
-    Returns the ids whose row changed, in insertion order; empty for an unknown id. Never
-    raises for an unknown id.
+    Returns the ids whose row changed, in insertion order; empty for an id the session does
+    not hold (never raises for one). Other sessions' rows (a fork's copies) are never touched.
     """
     with store.write() as conn:
-        operation_id, rows = _operation_rows(conn, summary_id)
+        operation_id, rows = _operation_rows(conn, session_id, summary_id)
         if not rows:
             return []
         changed = [sid for sid, lifecycle in rows if lifecycle != "committed"]
         if changed:
             conn.execute(
                 "UPDATE summaries SET lifecycle_status = 'committed', failure_reason = NULL "
-                "WHERE operation_id = ? AND lifecycle_status <> 'committed'",
-                (operation_id,),
+                "WHERE session_id = ? AND operation_id = ? AND lifecycle_status <> 'committed'",
+                (session_id, operation_id),
             )
         if pi_entry_id:
             root = conn.execute(
-                "SELECT session_id, pi_compaction_entry_id FROM summaries WHERE summary_id = ?",
-                (operation_id,),
+                "SELECT pi_compaction_entry_id FROM summaries "
+                "WHERE session_id = ? AND summary_id = ?",
+                (session_id, operation_id),
             ).fetchone()
             if (
                 root is not None
-                and root[1] is None
-                and _pi_entry_holder(conn, root[0], pi_entry_id) is None
+                and root[0] is None
+                and _pi_entry_holder(conn, session_id, pi_entry_id) is None
             ):
                 conn.execute(
-                    "UPDATE summaries SET pi_compaction_entry_id = ? WHERE summary_id = ?",
-                    (pi_entry_id, operation_id),
+                    "UPDATE summaries SET pi_compaction_entry_id = ? "
+                    "WHERE session_id = ? AND summary_id = ?",
+                    (pi_entry_id, session_id, operation_id),
                 )
                 if operation_id not in changed:
                     changed.append(operation_id)
         return changed
 
 
-def mark_failed(store: Store, summary_id: str, reason: str | None = None) -> list[str]:
-    """Mark the `prepared` nodes of the operation holding `summary_id` `failed`, storing
-    `reason` as their `failure_reason`. Committed nodes stay committed (the session file
-    proved them), failed ones keep their first reason.
+def mark_failed(
+    store: Store, session_id: str, summary_id: str, reason: str | None = None
+) -> list[str]:
+    """Mark the `prepared` nodes of the operation holding `summary_id` in `session_id`
+    `failed`, storing `reason` as their `failure_reason`. Committed nodes stay committed (the
+    session file proved them), failed ones keep their first reason.
 
-    Returns the ids changed, in insertion order; empty for an unknown id (never raises).
+    Returns the ids changed, in insertion order; empty for an id the session does not hold
+    (never raises).
     """
     with store.write() as conn:
-        operation_id, rows = _operation_rows(conn, summary_id)
+        operation_id, rows = _operation_rows(conn, session_id, summary_id)
         changed = [sid for sid, lifecycle in rows if lifecycle == "prepared"]
         if changed:
             conn.execute(
                 "UPDATE summaries SET lifecycle_status = 'failed', failure_reason = ? "
-                "WHERE operation_id = ? AND lifecycle_status = 'prepared'",
-                (reason, operation_id),
+                "WHERE session_id = ? AND operation_id = ? AND lifecycle_status = 'prepared'",
+                (reason, session_id, operation_id),
             )
         return changed
+
+
+def sessions_with_pending(
+    store: Store, summary_id: str, *, include_failed: bool = True
+) -> list[str]:
+    """The sessions whose node `summary_id` is `prepared` (or `failed`, unless
+    `include_failed` is false), in the order their rows were stored.
+
+    For the `ds4/compactCommitted` / `ds4/compactFailed` notifications, which name a summary id
+    but no session: committing applies to the prepared and failed rows, failing to the prepared
+    ones. A fork's rows are imported `committed`, so normally one session answers. One indexed
+    lookup; empty for an unknown id.
+    """
+    lifecycles = ("prepared", "failed") if include_failed else ("prepared",)
+    rows = (
+        store.connection()
+        .execute(
+            "SELECT session_id FROM summaries WHERE summary_id = ? AND lifecycle_status IN "
+            f"({', '.join('?' * len(lifecycles))}) GROUP BY session_id ORDER BY MIN(rowid)",
+            (summary_id, *lifecycles),
+        )
+        .fetchall()
+    )
+    return [str(row[0]) for row in rows]
 
 
 def fail_leftover_prepared(store: Store, reason: str = DEFAULT_LEFTOVER_REASON) -> int:
@@ -337,11 +405,16 @@ def import_committed(store: Store, nodes: Sequence[SummaryNode]) -> list[str]:
 
     One write transaction, nodes processed in list order:
 
-    * a node whose id is already stored (or came earlier in `nodes`) is set `committed` (its
-      `failure_reason` cleared) and, when the given node has a `pi_entry_id` and the row has
-      none, gets it; its content, kind, level, sources and edges are never changed, and the
-      row keeps its `session_id` (a forked session reusing a summary id shares the row);
-    * a missing node is inserted `committed` with its sources and edges.
+    * a node whose id the session already holds (or that came earlier in `nodes`) is set
+      `committed` (its `failure_reason` cleared) and, when the given node has a `pi_entry_id`
+      and the row has none, gets it; its content, kind, level, sources and edges are never
+      changed;
+    * a node the session does not hold is inserted `committed` with its sources and edges,
+      even when another session holds the same id (a fork copied the compaction entry: it gets
+      its own rows, and the other session's are not touched).
+
+    All nodes belong to one session (`node.session_id`), and children must exist in that
+    session.
 
     The session file is authoritative for which node a Pi compaction entry carries: when
     another node of the session already holds that `pi_entry_id` (e.g. a client reported the
@@ -351,16 +424,18 @@ def import_committed(store: Store, nodes: Sequence[SummaryNode]) -> list[str]:
     the order they were touched; empty when everything was already stored as given.
 
     Raises:
-        ValueError: before anything is written, when a node to insert has a child that is
-            neither stored nor earlier in `nodes` (the message names the ids; the caller logs
-            it and skips that compaction entry, so import entry by entry), or a node to insert
-            violates the schema or has metadata that is not JSON-ready.
+        ValueError: before anything is written, when the nodes belong to several sessions, a
+            node to insert has a child that is neither stored for the session nor earlier in
+            `nodes` (the message names the ids; the caller logs it and skips that compaction
+            entry, so import entry by entry), or a node to insert violates the schema or has
+            metadata that is not JSON-ready.
     """
     if not nodes:
         return []
+    session_id = _one_session(nodes, "an import")
     with store.write() as conn:
         ids = [node.summary_id for node in nodes]
-        stored = _stored_ids(conn, ids)
+        stored = _stored_ids(conn, session_id, ids)
         to_insert: set[str] = set()
         seen = set(stored)
         for node in nodes:
@@ -371,38 +446,39 @@ def import_committed(store: Store, nodes: Sequence[SummaryNode]) -> list[str]:
                 seen.add(node.summary_id)
         children = {c for node in nodes for c in node.child_ids} - set(ids)
         skip = {node.summary_id for node in nodes} - to_insert
-        missing = _missing_children(nodes, stored | _stored_ids(conn, children), skip)
+        missing = _missing_children(nodes, stored | _stored_ids(conn, session_id, children), skip)
         if missing:
             raise ValueError(
-                "cannot import summary nodes whose children exist nowhere (not stored, not "
-                "earlier in the same import): " + ", ".join(missing)
+                "cannot import summary nodes whose children exist nowhere (not stored for "
+                f"session {session_id!r}, not earlier in the same import): " + ", ".join(missing)
             )
         changed: dict[str, None] = {}
         for node in nodes:
             if node.summary_id in to_insert:
                 to_insert.discard(node.summary_id)  # a repeat later in the list updates
                 if node.pi_entry_id:
-                    changed.update(_release_pi_entry(conn, node.session_id, node.pi_entry_id))
+                    changed.update(_release_pi_entry(conn, session_id, node.pi_entry_id))
                 _write_node(conn, node, "committed")
                 changed[node.summary_id] = None
                 continue
             row = conn.execute(
-                "SELECT session_id, lifecycle_status, pi_compaction_entry_id FROM summaries "
-                "WHERE summary_id = ?",
-                (node.summary_id,),
+                "SELECT lifecycle_status, pi_compaction_entry_id FROM summaries "
+                "WHERE session_id = ? AND summary_id = ?",
+                (session_id, node.summary_id),
             ).fetchone()
-            if row[1] != "committed":
+            if row[0] != "committed":
                 conn.execute(
                     "UPDATE summaries SET lifecycle_status = 'committed', failure_reason = NULL "
-                    "WHERE summary_id = ?",
-                    (node.summary_id,),
+                    "WHERE session_id = ? AND summary_id = ?",
+                    (session_id, node.summary_id),
                 )
                 changed[node.summary_id] = None
-            if node.pi_entry_id and row[2] is None:
-                changed.update(_release_pi_entry(conn, row[0], node.pi_entry_id))
+            if node.pi_entry_id and row[1] is None:
+                changed.update(_release_pi_entry(conn, session_id, node.pi_entry_id))
                 conn.execute(
-                    "UPDATE summaries SET pi_compaction_entry_id = ? WHERE summary_id = ?",
-                    (node.pi_entry_id, node.summary_id),
+                    "UPDATE summaries SET pi_compaction_entry_id = ? "
+                    "WHERE session_id = ? AND summary_id = ?",
+                    (node.pi_entry_id, session_id, node.summary_id),
                 )
                 changed[node.summary_id] = None
         return list(changed)
@@ -416,7 +492,9 @@ def _release_pi_entry(
     if holder is None:
         return {}
     conn.execute(
-        "UPDATE summaries SET pi_compaction_entry_id = NULL WHERE summary_id = ?", (holder,)
+        "UPDATE summaries SET pi_compaction_entry_id = NULL "
+        "WHERE session_id = ? AND summary_id = ?",
+        (session_id, holder),
     )
     return {holder: None}
 
@@ -464,19 +542,22 @@ def _node_from_row(
     )
 
 
-def get_node(store: Store, summary_id: str) -> SummaryNode | None:
-    """The stored node `summary_id` with its sources and ordered children, or None."""
+def get_node(store: Store, session_id: str, summary_id: str) -> SummaryNode | None:
+    """The node `summary_id` of `session_id` with its sources and ordered children, or None."""
     conn = store.connection()
-    row = conn.execute(f"{_SELECT} WHERE summary_id = ?", (summary_id,)).fetchone()
+    key = (session_id, summary_id)
+    row = conn.execute(f"{_SELECT} WHERE session_id = ? AND summary_id = ?", key).fetchone()
     if row is None:
         return None
     sources = conn.execute(
-        "SELECT entry_id FROM summary_sources WHERE summary_id = ? ORDER BY position",
-        (summary_id,),
+        "SELECT entry_id FROM summary_sources WHERE session_id = ? AND summary_id = ? "
+        "ORDER BY position",
+        key,
     ).fetchall()
     children = conn.execute(
-        "SELECT child_id FROM summary_edges WHERE parent_id = ? ORDER BY child_order",
-        (summary_id,),
+        "SELECT child_id FROM summary_edges WHERE session_id = ? AND parent_id = ? "
+        "ORDER BY child_order",
+        key,
     ).fetchall()
     return _node_from_row(row, [r[0] for r in sources], [r[0] for r in children])
 
@@ -509,17 +590,15 @@ def session_nodes(
         return []
     sources: dict[str, list[str]] = {}
     for summary_id, entry_id in conn.execute(
-        "SELECT src.summary_id, src.entry_id FROM summary_sources AS src "
-        "JOIN summaries AS s ON s.summary_id = src.summary_id "
-        "WHERE s.session_id = ? ORDER BY src.summary_id, src.position",
+        "SELECT summary_id, entry_id FROM summary_sources WHERE session_id = ? "
+        "ORDER BY summary_id, position",
         (session_id,),
     ):
         sources.setdefault(summary_id, []).append(entry_id)
     children: dict[str, list[str]] = {}
     for parent_id, child_id in conn.execute(
-        "SELECT e.parent_id, e.child_id FROM summary_edges AS e "
-        "JOIN summaries AS s ON s.summary_id = e.parent_id "
-        "WHERE s.session_id = ? ORDER BY e.parent_id, e.child_order",
+        "SELECT parent_id, child_id FROM summary_edges WHERE session_id = ? "
+        "ORDER BY parent_id, child_order",
         (session_id,),
     ):
         children.setdefault(parent_id, []).append(child_id)
@@ -536,37 +615,41 @@ def node_for_entry(store: Store, session_id: str, pi_entry_id: str) -> SummaryNo
         )
         .fetchone()
     )
-    return None if row is None else get_node(store, row[0])
+    return None if row is None else get_node(store, session_id, row[0])
 
 
 _REACH = (
-    "WITH RECURSIVE reach(id) AS (SELECT ? UNION "
-    "SELECT e.child_id FROM summary_edges AS e JOIN reach ON e.parent_id = reach.id) "
+    "WITH RECURSIVE reach(id) AS (SELECT :root UNION "
+    "SELECT e.child_id FROM summary_edges AS e "
+    "JOIN reach ON e.session_id = :session AND e.parent_id = reach.id) "
 )
 
 
-def transitive_sources(store: Store, summary_id: str) -> list[str]:
-    """The entry ids `summary_id` summarizes, transitively: the union of the direct sources of
-    the node and every node under it, in order of first appearance walking depth-first
-    (pre-order, children in `child_order`). For an aggregate chain that is the oldest span
-    first. Empty for an unknown id.
+def transitive_sources(store: Store, session_id: str, summary_id: str) -> list[str]:
+    """The entry ids node `summary_id` of `session_id` summarizes, transitively: the union of
+    the direct sources of the node and every node under it, in order of first appearance
+    walking depth-first (pre-order, children in `child_order`). For an aggregate chain that is
+    the oldest span first. Empty for an id the session does not hold.
 
     Two recursive-CTE queries over the nodes under the root (each visited once, shared
     children included), then an iterative walk: no recursion limit, O(nodes under the root).
     """
     conn = store.connection()
     children: dict[str, list[str]] = {}
+    params = {"root": summary_id, "session": session_id}
     for parent_id, child_id in conn.execute(
         _REACH + "SELECT e.parent_id, e.child_id FROM summary_edges AS e "
-        "WHERE e.parent_id IN (SELECT id FROM reach) ORDER BY e.parent_id, e.child_order",
-        (summary_id,),
+        "WHERE e.session_id = :session AND e.parent_id IN (SELECT id FROM reach) "
+        "ORDER BY e.parent_id, e.child_order",
+        params,
     ):
         children.setdefault(parent_id, []).append(child_id)
     sources: dict[str, list[str]] = {}
     for node_id, entry_id in conn.execute(
         _REACH + "SELECT src.summary_id, src.entry_id FROM summary_sources AS src "
-        "WHERE src.summary_id IN (SELECT id FROM reach) ORDER BY src.summary_id, src.position",
-        (summary_id,),
+        "WHERE src.session_id = :session AND src.summary_id IN (SELECT id FROM reach) "
+        "ORDER BY src.summary_id, src.position",
+        params,
     ):
         sources.setdefault(node_id, []).append(entry_id)
     result: dict[str, None] = {}
@@ -637,5 +720,6 @@ __all__ = [
     "node_for_entry",
     "node_record",
     "session_nodes",
+    "sessions_with_pending",
     "transitive_sources",
 ]
