@@ -29,9 +29,8 @@ by `error`).
 
 `compact` prepares one compaction with the offline summarizer (the CLI has no model): `--json`
 prints the `ds4/compact` result, `--entry` the Pi compaction entry to append (one JSON line).
-ds4 never writes the session file: the batch is `prepared` (a later `ds4` run, a new engine,
-lists it as `failed`) until the session contains that entry; the next sync then marks it
-`committed`. `summaries` shows the session's summary graph:
+ds4 never writes the session file: the batch stays `prepared` until the session contains
+that entry; the next sync then marks it `committed`. `summaries` shows the session's summary graph:
 `--json` prints the `ds4.summaries` view, `--dot` Graphviz DOT.
 
 Exit codes: 0 success; 1 unexpected internal error; 2 bad usage or input you can fix (the
@@ -761,8 +760,7 @@ def _print_compact(result: dict[str, Any], out: TextIO, session_arg: str) -> Non
     out.write(
         "\n"
         + _wrap(
-            f"Prepared, not written: {COMMIT_NOTE} Until then later ds4 commands list the "
-            "batch as failed (left prepared by a finished process); the entry revives it. "
+            f"Prepared, not written: {COMMIT_NOTE} "
             f"`ds4 compact --session {shlex.quote(session_arg)} --entry` prints the entry as "
             "the one JSON line to append (each run prepares a new batch).",
             "",

@@ -82,7 +82,7 @@ from .sessions import (
     build_session_context,
     read_all,
 )
-from .sessions.reader import SessionEntry, SessionFile, read_header
+from .sessions.reader import SessionEntry, SessionFile, checkpoint_tail, read_header, read_more
 from .sessions.sync import SyncResult, sync_session
 from .store import Store, open_store, resolve_database_path
 from .store import manifests as manifest_repo
@@ -111,12 +111,15 @@ def utc_now_iso() -> str:
 @dataclass
 class _CachedSession:
     """A parsed session file, valid while its size and mtime stay the same, with the contexts
-    built from it per leaf and their messages' token estimates (the costly part of a plan)."""
+    built from it per leaf and their messages' token estimates (the costly part of a plan).
+    `tail` is the bytes before the parse's checkpoint (`read_more` extends the parse when the
+    file only grew)."""
 
     size: int
     mtime_ns: int
     file: SessionFile
     contexts: dict[str | None, tuple[SessionContext, list[int]]] = field(default_factory=dict)
+    tail: bytes = b""
     _by_id: dict[str, SessionEntry] | None = None
 
     def entry(self, entry_id: str) -> SessionEntry | None:
@@ -220,14 +223,18 @@ class ContextEngine:
             ) from exc
         if store.notices:
             log.warning("database notices: %d (shown to the user)", len(store.notices))
-        try:
-            failed = summary_repo.fail_leftover_prepared(store)
-        except (sqlite3.Error, peewee.PeeweeException) as exc:  # the store still serves
-            log.warning("leftover prepared summaries not marked: error=%s", describe_failure(exc))
-        else:
-            if failed:
-                log.info("compaction: %d prepared summary node(s) left over marked failed", failed)
         return store
+
+    def fail_leftover_compactions(self) -> int:
+        """Mark compaction batches still `prepared` as `failed` (a server calls this once at
+        startup: nobody is left to report their commit). Returns how many nodes changed. A
+        batch whose entry later appears in its session file still becomes `committed` at the
+        next sync. The CLI does not call it: its batches wait for the entry to be appended.
+        """
+        failed = summary_repo.fail_leftover_prepared(self.store)
+        if failed:
+            log.info("compaction: %d prepared summary node(s) left over marked failed", failed)
+        return failed
 
     @property
     def notices(self) -> list[str]:
@@ -428,14 +435,20 @@ class ContextEngine:
                 self._sessions.move_to_end(key)
                 return cached
         try:
-            parsed = read_all(path)
+            parsed = None
+            if cached is not None and stat.st_size > cached.size:
+                # Pi appends: parse only the new bytes when the old ones are unchanged.
+                parsed = read_more(path, cached.file, cached.tail)
+            if parsed is None:
+                parsed = read_all(path)
+            tail = checkpoint_tail(path, parsed.checkpoint_offset)
         except SessionFormatError as exc:
             raise RequestError(str(exc), "session.file") from exc
         except OSError as exc:
             raise RequestError(
                 f"session.file: cannot read '{path}': {exc.strerror or exc}", "session.file"
             ) from exc
-        cached = _CachedSession(stat.st_size, stat.st_mtime_ns, parsed)
+        cached = _CachedSession(stat.st_size, stat.st_mtime_ns, parsed, tail=tail)
         with self._sessions_lock:
             self._sessions[key] = cached
             self._sessions.move_to_end(key)

@@ -212,9 +212,9 @@ def test_compact_appended_entry_is_committed_and_active_then_aggregates_the_next
     assert ds4_record(first)["summaryKind"] == "segment"
 
     view = ds4("summaries", "--session", str(session), "--json").json()
-    # Not in the session yet. Each `ds4` run is a fresh engine, which marks batches left
-    # `prepared` by an earlier process `failed` (docs/compaction.md); the entry revives it.
-    assert nodes_by_id(view)[first_root]["lifecycle"] == "failed"
+    # Not in the session yet: the batch waits, prepared, for the entry to be appended (only a
+    # server start marks leftover batches failed).
+    assert nodes_by_id(view)[first_root]["lifecycle"] == "prepared"
     assert view["activeRootId"] is None
 
     append_lines(session, first)

@@ -285,6 +285,10 @@ def test_notifications_and_leftover_prepared_batches(tmp_path: Path) -> None:
     engine.close()
     restarted = ContextEngine(database_path=db, settings=SMALL)
     try:
+        # a plain engine (the CLI) leaves them prepared; a server start marks them failed
+        pending = summary_repo.get_node(restarted.store, writer.session_id, three["summaryId"])
+        assert pending is not None and pending.lifecycle == "prepared"
+        assert restarted.fail_leftover_compactions() == 1
         lifecycles = {
             n.summary_id: n.lifecycle
             for n in summary_repo.session_nodes(restarted.store, writer.session_id)
