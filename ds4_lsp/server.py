@@ -277,10 +277,10 @@ class Ds4Server(LanguageServer):
             apply_log_level_setting(self._engine.config["diagnostics.logLevel"])
         try:
             # Batches still prepared were left by an earlier server: nobody will report them.
-            running = self._executor.submit(self._engine.fail_leftover_compactions)
-            self._in_flight.add(running)
-            running.add_done_callback(self._in_flight.discard)
-            await asyncio.wrap_future(running)
+            leftover = self._executor.submit(self._engine.fail_leftover_compactions)
+            self._in_flight.add(leftover)
+            leftover.add_done_callback(self._in_flight.discard)
+            await asyncio.wrap_future(leftover)
             running = self._executor.submit(self._engine.health)
             self._in_flight.add(running)
             running.add_done_callback(self._in_flight.discard)

@@ -523,6 +523,24 @@ async def test_a_written_compaction_entry_commits_its_batch_without_a_notificati
     assert view["sessionId"] == writer.session_id
 
 
+async def test_a_server_start_fails_batches_left_prepared_and_the_entry_revives_them(
+    servers: Servers, writer: SessionWriter
+) -> None:
+    """A batch still prepared when another server starts on the database is marked failed
+    (nobody is left to report it); its entry appearing in the session commits it anyway."""
+    first = await servers.start(initialization_options=SMALL_SPANS)
+    result = await request(first, "ds4/compact", compact_params(writer))
+
+    second = await servers.start(initialization_options=SMALL_SPANS)
+    view = await execute(second, "ds4.summaries", summaries_args(writer))
+    assert nodes_by_id(view)[result["summaryId"]]["lifecycle"] == "failed"
+
+    writer.compaction(result["compaction"])
+    view = await execute(second, "ds4.summaries", summaries_args(writer))
+    assert nodes_by_id(view)[result["summaryId"]]["lifecycle"] == "committed"
+    assert view["activeRootId"] == result["summaryId"]
+
+
 async def test_each_branch_compacts_separately(servers: Servers, writer: SessionWriter) -> None:
     """Two branches from one parent: each compaction sees only its own branch, and each
     branch's view has its own active root with the other branch's root as alternate."""
