@@ -127,7 +127,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=50)
     parser.add_argument("--warmup", type=int, default=5)
-    parser.add_argument("--session", type=Path, default=ROOT / "examples" / "pi-mono-v1-large-session.jsonl")
+    parser.add_argument(
+        "--session", type=Path, default=ROOT / "examples" / "pi-mono-v1-large-session.jsonl"
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         session = Path(tmp) / args.session.name
@@ -135,7 +137,10 @@ def main() -> None:
         db = Path(tmp) / "bench.db"
         baseline = in_process(session, db, args.runs, args.warmup)
         lsp, size = lsp_round_trips(session, db, args.runs, args.warmup)
-    rows = [summarize("in-process ContextEngine.plan (baseline)", baseline), summarize("ds4/plan over stdio", lsp)]
+    rows = [
+        summarize("in-process ContextEngine.plan (baseline)", baseline),
+        summarize("ds4/plan over stdio", lsp),
+    ]
     print(
         f"ds4/plan benchmark: {args.session.name}, {args.runs} runs after {args.warmup} warm-up;"
         f" result {size / 1024:.0f} KiB of JSON"
@@ -144,7 +149,9 @@ def main() -> None:
     for name, p50, p95, worst in rows:
         print(f"{name:44} {p50:9.2f} {p95:9.2f} {worst:9.2f}")
     ratio = rows[1][1] / rows[0][1] if rows[0][1] else float("nan")
-    print(f"ratio stdio/in-process p50: {ratio:.2f}x   target: stdio p50 <= 50 ms -> {'met' if rows[1][1] <= 50 else 'NOT met'}")
+    print(
+        f"ratio stdio/in-process p50: {ratio:.2f}x   target: stdio p50 <= 50 ms -> {'met' if rows[1][1] <= 50 else 'NOT met'}"
+    )
 
 
 if __name__ == "__main__":
