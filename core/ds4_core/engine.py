@@ -77,11 +77,13 @@ from .retrieval import (
     retrieve_history,
 )
 from .sessions import (
+    LAST_ENTRY,
     SessionContext,
     SessionFormatError,
-    build_session_context,
+    context_for_path,
     read_all,
 )
+from .sessions.paths import PathIndex
 from .sessions.reader import SessionEntry, SessionFile, checkpoint_tail, read_header, read_more
 from .sessions.sync import SyncResult, sync_session
 from .store import Store, open_store, resolve_database_path
@@ -120,13 +122,17 @@ class _CachedSession:
     file: SessionFile
     contexts: dict[str | None, tuple[SessionContext, list[int]]] = field(default_factory=dict)
     tail: bytes = b""
-    _by_id: dict[str, SessionEntry] | None = None
+    paths: PathIndex | None = None
+
+    def index(self) -> PathIndex:
+        """Entries by id and the active paths walked (built on first use)."""
+        if self.paths is None:
+            self.paths = PathIndex(self.file.entries)
+        return self.paths
 
     def entry(self, entry_id: str) -> SessionEntry | None:
         """The entry with `entry_id` (the last one on duplicate ids), or None."""
-        if self._by_id is None:
-            self._by_id = {e.entry_id: e for e in self.file.entries}
-        return self._by_id.get(entry_id)
+        return self.index().entry(entry_id)
 
 
 @dataclass
@@ -436,9 +442,14 @@ class ContextEngine:
                 return cached
         try:
             parsed = None
+            paths = None
             if cached is not None and stat.st_size > cached.size:
-                # Pi appends: parse only the new bytes when the old ones are unchanged.
+                # Pi appends: parse only the new bytes when the old ones are unchanged, and
+                # extend the walked paths instead of walking them again.
                 parsed = read_more(path, cached.file, cached.tail)
+                if parsed is not None and cached.paths is not None and not cached.file.torn_tail:
+                    old = len(cached.file.entries)
+                    paths = cached.paths.extended(parsed.entries, parsed.entries[old:])
             if parsed is None:
                 parsed = read_all(path)
             tail = checkpoint_tail(path, parsed.checkpoint_offset)
@@ -448,7 +459,7 @@ class ContextEngine:
             raise RequestError(
                 f"session.file: cannot read '{path}': {exc.strerror or exc}", "session.file"
             ) from exc
-        cached = _CachedSession(stat.st_size, stat.st_mtime_ns, parsed, tail=tail)
+        cached = _CachedSession(stat.st_size, stat.st_mtime_ns, parsed, tail=tail, paths=paths)
         with self._sessions_lock:
             self._sessions[key] = cached
             self._sessions.move_to_end(key)
@@ -467,10 +478,8 @@ class ContextEngine:
             found = cached.contexts.get(ref.leaf_id)
         if found is None:
             try:
-                context = (
-                    build_session_context(cached.file.entries, ref.leaf_id)
-                    if ref.leaf_id
-                    else build_session_context(cached.file.entries)
+                context = context_for_path(
+                    cached.index().path(ref.leaf_id if ref.leaf_id else LAST_ENTRY)
                 )
             except SessionFormatError as exc:
                 raise RequestError(str(exc), "session.leafId") from exc

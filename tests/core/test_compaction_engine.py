@@ -650,3 +650,44 @@ def test_notifications_apply_to_the_session_where_the_batch_is_pending(
     with pytest.raises(RequestError) as raised:
         engine.compact_committed(root, session=SessionRef(str(tmp_path / "no")))
     assert raised.value.field == "session.file"
+
+
+def test_the_session_cache_follows_appends_like_a_fresh_read(tmp_path: Path) -> None:
+    """The cached parse and walked paths are extended on append (read_more, PathIndex); every
+    answer equals what a new engine reading the file from scratch gives."""
+    writer = _session(tmp_path, turns=2)
+    warm = ContextEngine(database_path=tmp_path / "warm.db", settings=SMALL)
+
+    def messages(engine: ContextEngine, leaf: str | None = None) -> list[Any]:
+        plan = engine.plan(
+            PlanRequest(session=SessionRef(str(writer.path), leaf), request="go", model=MODEL)
+        )
+        return plan["messages"][:-1]  # the appended request carries the time of the call
+
+    try:
+        fork = writer.leaf
+        for step in range(4):
+            messages(warm)
+            writer.turn(10 + step)
+            if step == 1:  # branch back to an earlier leaf
+                writer.leaf = fork
+            if step == 2:  # a torn final line, completed afterwards
+                with writer.path.open("a", encoding="utf-8") as handle:
+                    handle.write(f'{{"type":"message","id":"torn0001","parentId":"{writer.leaf}",')
+                messages(warm)
+                with writer.path.open("a", encoding="utf-8") as handle:
+                    handle.write(
+                        '"timestamp":"2026-11-01T12:00:00.000Z","message":{"role":"user",'
+                        '"content":"completed","timestamp":5}}\n'
+                    )
+                writer.leaf = "torn0001"
+            fresh = ContextEngine(database_path=tmp_path / f"fresh{step}.db", settings=SMALL)
+            try:
+                assert messages(warm) == messages(fresh)
+                assert messages(warm, fork) == messages(fresh, fork)
+            finally:
+                fresh.close()
+        result = _compact(warm, writer)
+        assert result["span"]["messageCount"] > 0
+    finally:
+        warm.close()

@@ -394,7 +394,7 @@ def test_a_session_read_failure_falls_back_to_the_given_messages(
     def broken(*args: Any, **kwargs: Any) -> Any:
         raise KeyError("parentId")
 
-    monkeypatch.setattr(engine_module, "build_session_context", broken)
+    monkeypatch.setattr(engine_module, "context_for_path", broken)
     messages = [user_message("hello")]
     result = engine.plan(PlanRequest(session=session(pi_sessions_dir, V3), messages=messages))
     assert result["mode"] == "fallback" and result["messages"] == messages

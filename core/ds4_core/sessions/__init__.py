@@ -9,6 +9,7 @@ from ds4_core.sessions.context import (
     UnknownLeafError,
     active_path,
     build_session_context,
+    context_for_path,
     current_model,
     current_thinking_level,
 )
@@ -44,6 +45,7 @@ __all__ = [
     "UnsupportedSessionVersionError",
     "active_path",
     "build_session_context",
+    "context_for_path",
     "current_model",
     "current_thinking_level",
     "entry_role",

@@ -216,7 +216,9 @@ def _context_entries(path: list[SessionEntry]) -> tuple[list[SessionEntry], Sess
     first_kept_id = compaction.data.get("firstKeptEntryId")
     kept: list[SessionEntry] = []
     if isinstance(first_kept_id, str):
-        for index in range(compaction_index):
+        # Ids on a path are unique (the walk stops at a repeated id); the kept entry is
+        # usually just before the compaction, so search backwards.
+        for index in range(compaction_index - 1, -1, -1):
             if path[index].entry_id == first_kept_id:
                 kept = path[index:compaction_index]
                 break
@@ -265,7 +267,12 @@ def build_session_context(
     Raises:
         UnknownLeafError: `leaf_id` is a string that names no entry.
     """
-    path = active_path(entries, leaf_id)
+    return context_for_path(active_path(entries, leaf_id))
+
+
+def context_for_path(path: list[SessionEntry]) -> SessionContext:
+    """The messages Pi would send for `path` (root first, as `active_path` returns it); the
+    rules of `build_session_context`, for a caller that already has the path."""
     if not path:
         return SessionContext([], [], None, None, DEFAULT_THINKING_LEVEL, [])
     context_entries, compaction = _context_entries(path)
