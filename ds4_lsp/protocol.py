@@ -233,16 +233,16 @@ class CompactParams:
     """
 
     session: SessionParams
-    reason: CompactionReason = "manual"
+    reason: CompactionReason | None = None
     first_kept_entry_id: str | None = None
     previous_summary_id: str | None = None
     custom_instructions: str | None = None
 
     def to_core(self) -> CompactRequest:
-        """The core `CompactRequest`."""
+        """The core `CompactRequest` (`reason` absent or null: `manual`)."""
         return CompactRequest(
             session=self.session.to_core(),
-            reason=self.reason,
+            reason=self.reason or "manual",
             first_kept_entry_id=self.first_kept_entry_id,
             previous_summary_id=self.previous_summary_id,
             custom_instructions=self.custom_instructions,

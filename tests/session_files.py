@@ -52,8 +52,11 @@ class SessionWriter:
             "timestamp": self._timestamp(),
             **data,
         }
+        line = json.dumps(record, ensure_ascii=False)
+        if any("\ud800" <= ch <= "\udfff" for ch in line):
+            line = json.dumps(record)  # a lone surrogate: only its \u escape is valid UTF-8
         with self.path.open("a", encoding="utf-8") as handle:
-            handle.write(json.dumps(record, ensure_ascii=False) + "\n")
+            handle.write(line + "\n")
         self.leaf = entry_id
         return entry_id
 

@@ -678,6 +678,19 @@ def _utc_now_ms() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
+def _ends_with_newline(path: str) -> bool:
+    """Whether the file at `path` is empty or ends with `\n` (False when unreadable)."""
+    try:
+        with open(path, "rb") as handle:
+            handle.seek(0, os.SEEK_END)
+            if handle.tell() == 0:
+                return True
+            handle.seek(-1, os.SEEK_END)
+            return handle.read(1) == b"\n"
+    except OSError:
+        return False
+
+
 def compaction_entry(result: dict[str, Any]) -> dict[str, Any]:
     """The Pi compaction entry that carries a `ds4/compact` result (what `--entry` prints).
 
@@ -1331,8 +1344,11 @@ def _dispatch(engine: ContextEngine, args: argparse.Namespace, out: TextIO, err:
                 )
             ) from exc
         if args.entry:
+            # `--entry >> FILE` must not glue the entry to an unterminated last line.
+            lead = "" if _ends_with_newline(args.session) else "\n"
             out.write(
-                json.dumps(compaction_entry(result), ensure_ascii=False, separators=(",", ":"))
+                lead
+                + json.dumps(compaction_entry(result), ensure_ascii=False, separators=(",", ":"))
                 + "\n"
             )
         elif args.json:

@@ -158,7 +158,7 @@ SETTINGS: dict[str, SettingSpec] = {
     ),
     "compaction.maxRequestInputTokens": SettingSpec(
         64000,
-        _int_range(1000),
+        _int_range(100),
         "Largest ds4/summarize prompt (tokens); a larger span is summarized offline.",
     ),
     "compaction.summarizeTimeoutMs": SettingSpec(

@@ -30,7 +30,7 @@ import peewee
 
 from . import __version__
 from .compaction.nodes import SummaryNode
-from .compaction.records import nodes_from_compaction_entry
+from .compaction.records import nodes_from_compaction_entry, unverified_nodes
 from .compaction.render import graph_view, render_dot
 from .compaction.service import prepare_compaction
 from .compaction.span import SpanError, prepare_span
@@ -400,19 +400,49 @@ class ContextEngine:
         """Sync hook: record the summary nodes the session's compaction entries carry (ours
         become `committed`; Pi-native ones become `branch` nodes). One bad entry is logged and
         skipped; it never fails the sync."""
-        store = self.store
         for entry in entries:
+            self._import_entry(session_id, entry)
+
+    def _import_entry(self, session_id: str, entry: SessionEntry) -> SummaryNode | None:
+        """Store the nodes compaction `entry` carries; returns its root node (None for an
+        entry with no summary, or one that cannot be stored at all).
+
+        A ds4 record is trusted only when it fits the graph: when its summary id already holds
+        another text in this session, or its children exist nowhere, the entry is imported as
+        a Pi-native `branch` node instead (`metadata.untrustedDs4Record` says why), so the
+        graph always holds the text the model saw. Never raises for bad entries (logged)."""
+        store = self.store
+        nodes = nodes_from_compaction_entry(session_id, entry)
+        if not nodes:
+            return None
+        root = nodes[-1]
+        if root.kind != "branch":
+            held = summary_repo.get_node(store, session_id, root.summary_id)
+            if held is not None and held.content != root.content:
+                nodes = unverified_nodes(
+                    session_id, entry, f"summary id {root.summary_id} holds another text"
+                )
+        try:
+            summary_repo.import_committed(store, nodes)
+        except (ValueError, sqlite3.IntegrityError) as exc:
+            log.warning(
+                "compaction entry imported unverified: session=%s entry=%s error=%s",
+                session_id,
+                entry.entry_id,
+                describe_failure(exc),
+            )
+            nodes = unverified_nodes(session_id, entry, f"not a valid graph record: {exc}")
             try:
-                nodes = nodes_from_compaction_entry(session_id, entry)
-                if nodes:
-                    summary_repo.import_committed(store, nodes)
-            except (ValueError, sqlite3.IntegrityError) as exc:
+                summary_repo.import_committed(store, nodes)
+            except (ValueError, sqlite3.IntegrityError) as again:
                 log.warning(
                     "compaction entry not imported: session=%s entry=%s error=%s",
                     session_id,
                     entry.entry_id,
-                    describe_failure(exc),
+                    describe_failure(again),
                 )
+                return None
+        return summary_repo.get_node(store, session_id, nodes[-1].summary_id)
 
     # ----------------------------------------------------------------- sessions
 
@@ -1352,11 +1382,8 @@ class ContextEngine:
         if node is not None:
             return node
         entry = self._cached_session(path).entry(compaction_entry_id)
-        nodes = nodes_from_compaction_entry(session_id, entry) if entry else []
-        if not nodes:
-            return None  # an empty summary: Pi sends nothing, so there is nothing to extend
-        summary_repo.import_committed(store, nodes)
-        return summary_repo.get_node(store, session_id, nodes[-1].summary_id) or nodes[-1]
+        # None for an empty summary: Pi sends nothing, so there is nothing to extend.
+        return self._import_entry(session_id, entry) if entry else None
 
     def _lifecycle_sessions(
         self, summary_id: str, session: SessionRef | None, *, include_failed: bool

@@ -49,9 +49,11 @@ def compact_json(value: Any) -> str:
 
 
 def sha256_hex(data: bytes | str) -> str:
-    """Lower-case hex SHA-256 of `data` (strings are encoded as UTF-8)."""
+    """Lower-case hex SHA-256 of `data` (strings are encoded as UTF-8; lone surrogates as
+    their 3-byte WTF-8 form, so any Python string hashes)."""
     if isinstance(data, str):
-        data = data.encode("utf-8")
+        # surrogatepass: a lone UTF-16 surrogate (legal in JSON) hashes instead of raising.
+        data = data.encode("utf-8", "surrogatepass")
     return hashlib.sha256(data).hexdigest()
 
 

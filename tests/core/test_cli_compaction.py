@@ -449,3 +449,23 @@ def test_compaction_turned_off_is_a_usage_error_naming_the_setting(
     result = ds4("--set", "compaction.enabled=false", "compact", "--session", str(session))
     assert result.code == 2
     assert "compaction.enabled" in result.err
+
+
+def test_entry_starts_on_its_own_line_when_the_session_lacks_a_final_newline(
+    ds4: Callable[..., Run], tmp_path: Path
+) -> None:
+    """`ds4 compact --entry >> FILE` (the README's recipe) never glues the entry to an
+    unterminated last line: the output then starts with a newline."""
+    from session_files import SessionWriter
+
+    writer = SessionWriter(tmp_path / "torn.jsonl")
+    for n in range(1, 7):
+        writer.turn(n)
+    writer.path.write_bytes(writer.path.read_bytes().rstrip(b"\n"))
+    printed = ds4("compact", "--session", str(writer.path), "--entry", "--first-kept", "00000009")
+    assert printed.code == 0, printed.err
+    assert printed.out.startswith("\n{")
+    with writer.path.open("a", encoding="utf-8") as handle:
+        handle.write(printed.out)
+    view = ds4("summaries", "--session", str(writer.path), "--json").json()
+    assert [n["lifecycle"] for n in view["nodes"]] == ["committed"]

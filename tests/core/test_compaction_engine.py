@@ -691,3 +691,133 @@ def test_the_session_cache_follows_appends_like_a_fresh_read(tmp_path: Path) -> 
         assert result["span"]["messageCount"] > 0
     finally:
         warm.close()
+
+
+# ----------------------------------------------------------------- entries ds4 cannot trust
+
+
+def _record(entry: dict[str, Any]) -> dict[str, Any]:
+    return entry["details"]["ds4ContextEngine"]
+
+
+def test_keep_recent_tokens_zero_keeps_only_the_last_message(tmp_path: Path) -> None:
+    writer = _session(tmp_path, turns=2)
+    engine = ContextEngine(
+        database_path=tmp_path / "z.db", settings={"compaction": {"keepRecentTokens": 0}}
+    )
+    try:
+        result = _compact(engine, writer)
+        assert result["compaction"]["firstKeptEntryId"] == writer.leaf
+        assert result["span"]["keptTokens"] > 0
+    finally:
+        engine.close()
+
+
+def test_a_hand_edited_summary_is_imported_as_unverified(
+    engine: ContextEngine, tmp_path: Path
+) -> None:
+    writer = _session(tmp_path)
+    result = _compact(engine, writer)
+    compaction = dict(result["compaction"])
+    compaction["summary"] = "## Objective\n- rewritten by hand \ud800"
+    entry_id = writer.compaction(compaction)
+    view = engine.summaries(SessionRef(str(writer.path)))
+    root = summary_repo.node_for_entry(engine.store, writer.session_id, entry_id)
+    assert root is not None and root.kind == "branch"
+    assert root.metadata.get("editedDs4Summary") is True
+    assert root.content.endswith("\ufffd")  # the lone surrogate could not be stored as is
+    assert view["activeRootId"] == root.summary_id
+    writer.turn(30)
+    writer.turn(31)
+    nxt = _compact(engine, writer)
+    assert nxt["compaction"]["details"]["ds4ContextEngine"]["childSummaryIds"][0] == root.summary_id
+
+
+def test_a_record_whose_children_exist_nowhere_is_imported_as_unverified(
+    engine: ContextEngine, tmp_path: Path
+) -> None:
+    writer = _session(tmp_path)
+    result = _compact(engine, writer)
+    compaction = json.loads(json.dumps(result["compaction"]))
+    record = _record(compaction)
+    record.update(
+        summaryKind="aggregate",
+        graphLevel=1,
+        childSummaryIds=["s-aaaaaaaaaaaaaaaa", "s-bbbbbbbbbbbbbbbb"],
+        summaryId="s-cccccccccccccccc",
+    )
+    entry_id = writer.compaction(compaction)
+    engine.summaries(SessionRef(str(writer.path)))
+    root = summary_repo.node_for_entry(engine.store, writer.session_id, entry_id)
+    assert root is not None and root.kind == "branch"
+    assert "untrustedDs4Record" in root.metadata
+    writer.turn(30)
+    writer.turn(31)
+    assert _compact(engine, writer)["summaryKind"] == "aggregate"
+
+
+def test_a_summary_id_reused_with_another_text_keeps_the_text_the_model_saw(
+    engine: ContextEngine, tmp_path: Path
+) -> None:
+    writer = _session(tmp_path, turns=3)
+    fork = writer.leaf
+    for n in range(4, 8):
+        writer.turn(n)
+    result = _compact(engine, writer)
+    writer.compaction(result["compaction"])
+    writer.leaf = fork
+    for n in range(4, 8):
+        writer.turn(n, topic="other")
+    copied = json.loads(json.dumps(result["compaction"]))
+    copied["summary"] = "## Objective\n- other branch"
+    del _record(copied)["contentHash"]  # as a writer that knows nothing of it would
+    other_entry = writer.compaction(copied)
+    view = engine.summaries(SessionRef(str(writer.path)))
+    active = summary_repo.get_node(engine.store, writer.session_id, view["activeRootId"])
+    assert active is not None and active.content == "## Objective\n- other branch"
+    assert active.pi_entry_id == other_entry and active.kind == "branch"
+
+
+def test_plans_survive_lone_surrogates_in_messages(engine: ContextEngine, tmp_path: Path) -> None:
+    writer = _session(tmp_path, turns=1)
+    writer.user("odd \ud800 text")
+    plan = engine.plan(
+        PlanRequest(session=SessionRef(str(writer.path)), request="next", model=MODEL)
+    )
+    assert plan["mode"] == "managed"
+
+
+def test_a_large_span_prompt_drops_tool_output_until_it_fits(tmp_path: Path) -> None:
+    """The model still gets a large span: tool outputs are cut (4,000, 1,000, 250, 0 characters)
+    until the prompt fits compaction.maxRequestInputTokens; only then does ds4 go offline."""
+    writer = SessionWriter(tmp_path / "big.jsonl")
+    for n in range(1, 9):
+        writer.user(f"step {n}: read the log")
+        writer.assistant("reading", [(f"c{n}", "read", {"path": f"logs/{n}.txt"})])
+        writer.tool_result(f"c{n}", "read", f"line {n} " * 2000)  # ~14,000 characters each
+        writer.assistant(f"done {n}")
+    prompts: list[str] = []
+
+    def summarizer(call: SummarizeCall) -> SummarizeAnswer:
+        prompts.append(call.prompt)
+        raise SummarizerUnavailable("recorded")
+
+    def compact(limit: int) -> dict[str, Any]:
+        engine = ContextEngine(
+            database_path=tmp_path / f"{limit}.db",
+            settings={"compaction": {"keepRecentTokens": 10, "maxRequestInputTokens": limit}},
+        )
+        try:
+            return _compact(engine, writer, summarizer=summarizer)
+        finally:
+            engine.close()
+
+    compact(64000)
+    assert "characters omitted]" in prompts[-1] and "line 1 line 1" in prompts[-1]
+    compact(1000)  # (about 8,800 tokens at 4,000 characters; 2,800 at 1,000; 1,300 at 250)
+    assert "line 1 line 1" not in prompts[-1]  # tool output left out entirely
+    assert "[… " in prompts[-1] and "logs/1.txt" in prompts[-1]
+    count = len(prompts)
+    result = compact(700)
+    assert len(prompts) == count  # not even the smallest prompt fits: nobody was asked
+    assert "even without tool output" in result["fallbackReason"]

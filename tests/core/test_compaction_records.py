@@ -48,6 +48,7 @@ DOC_KEYS = [
     "segmentSummaryId",
     "readFiles",
     "modifiedFiles",
+    "contentHash",
 ]
 EMBEDDED_DOC_KEYS = [
     "summaryId",

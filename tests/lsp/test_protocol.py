@@ -250,3 +250,14 @@ def test_badly_shaped_summarize_answers_are_refused(answer: Any) -> None:
 
     with pytest.raises(SummarizerUnavailable):
         summarize_answer(answer)
+
+
+def test_compact_reason_null_or_absent_is_manual() -> None:
+    from ds4_lsp.protocol import CompactParams
+
+    for raw in ({"session": {"file": "s.jsonl"}}, {"session": {"file": "s.jsonl"}, "reason": None}):
+        assert CONVERTER.structure(raw, CompactParams).to_core().reason == "manual"
+    structured = CONVERTER.structure(
+        {"session": {"file": "s.jsonl"}, "reason": "overflow"}, CompactParams
+    )
+    assert structured.to_core().reason == "overflow"

@@ -974,9 +974,6 @@ def segment_source_hash(
 ) -> str:
     """Source hash of a `segment` node: hex sha256 of stableJSON `{conversationText,
     previousSummary, sourceEntryIds, readFiles, modifiedFiles}` (ds4-reference.md 3.13).
-
-    Raises:
-        UnicodeEncodeError: if a string holds a lone surrogate (not encodable as UTF-8).
     """
     return sha256_hex(
         stable_json(
@@ -1001,9 +998,5 @@ def aggregate_source_hash(children: Sequence[tuple[str, str, str, int]]) -> str:
 
 
 def branch_source_hash(summary: str) -> str:
-    """Source hash of a `branch` node (an imported Pi-native summary): hex sha256 of its text.
-
-    Raises:
-        UnicodeEncodeError: if `summary` holds a lone surrogate.
-    """
+    """Source hash of a `branch` node (an imported Pi-native summary): hex sha256 of its text."""
     return sha256_hex(summary)

@@ -32,9 +32,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any, TypeGuard, cast
 
+from ..retrieval.descriptor import replace_lone_surrogates
 from ..sessions.reader import SessionEntry
 from ..tokens import sha256_hex
 from .contract import CONTRACT_VERSION
@@ -84,6 +86,7 @@ ROOT_KEYS = _NODE_KEYS | {
     "segmentSummaryId",
     "embeddedNodes",
     "rootSourceEntryIds",
+    "contentHash",
 }
 """Keys of the top-level record with a meaning of their own; other keys are root metadata."""
 EMBEDDED_KEYS = _NODE_KEYS | {"content"}
@@ -95,6 +98,22 @@ _ROOT_OPERATION_KEYS = ("isSplitTurn", "messageCount")
 
 class _Malformed(ValueError):
     """A schema-2 record field has the wrong type (internal; never escapes this module)."""
+
+
+class _Edited(ValueError):
+    """The entry's summary is not the text the record was written for (internal)."""
+
+
+def scrub_surrogates(value: Any) -> Any:
+    """`value` with every lone UTF-16 surrogate in its strings (keys included) replaced by
+    U+FFFD: JSON allows them, but SQLite cannot store them and UTF-8 cannot encode them."""
+    if isinstance(value, str):
+        return replace_lone_surrogates(value)
+    if isinstance(value, dict):
+        return {scrub_surrogates(k): scrub_surrogates(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [scrub_surrogates(v) for v in value]
+    return value
 
 
 def _json_ready(value: Any) -> bool:
@@ -237,6 +256,7 @@ def details_record(
         "segmentSummaryId": segment_summary_id,
         "readFiles": fields["readFiles"],
         "modifiedFiles": fields["modifiedFiles"],
+        "contentHash": sha256_hex(root.content),
     }
     derived_sources = () if root.kind == "aggregate" else tuple(source_entry_ids)
     if tuple(root.source_entry_ids) != derived_sources:
@@ -456,6 +476,9 @@ def _schema2_nodes(
                 metadata=got.metadata(root=False),
             )
         )
+    if "contentHash" in record:
+        if top.text("contentHash") != sha256_hex(summary):
+            raise _Edited("the summary was changed after ds4 wrote it")
     return [*nodes, root]
 
 
@@ -507,9 +530,10 @@ def _legacy_node(
 
 
 def _pi_native_node(
-    session_id: str, entry: SessionEntry, summary: str, *, malformed: bool
+    session_id: str, entry: SessionEntry, summary: str, *, malformed: bool, **flags: Any
 ) -> SummaryNode:
-    """The `branch` node of a Pi-native compaction summary (docs/compaction.md "Graph rules")."""
+    """The `branch` node of a Pi-native compaction summary (docs/compaction.md "Graph rules");
+    `flags` go into its metadata (why a ds4 record was not trusted)."""
     summary_id = pi_summary_id(entry.entry_id)
     metadata: dict[str, Any] = {}
     details = entry.data.get("details")
@@ -520,6 +544,7 @@ def _pi_native_node(
                 metadata[key] = files
     if malformed:
         metadata["malformedDs4Record"] = True
+    metadata.update(flags)
     first_kept = entry.data.get("firstKeptEntryId")
     tokens = entry.data.get("tokensBefore")
     return SummaryNode(
@@ -570,6 +595,7 @@ def nodes_from_compaction_entry(session_id: str, entry: SessionEntry) -> list[Su
     """
     if entry.entry_type != "compaction":
         return []
+    entry = replace(entry, data=scrub_surrogates(entry.data))
     summary = entry.data.get("summary")
     if not isinstance(summary, str) or not summary:
         return []
@@ -585,9 +611,27 @@ def nodes_from_compaction_entry(session_id: str, entry: SessionEntry) -> list[Su
     if _is_int(version) and version == DETAILS_SCHEMA_VERSION:
         try:
             return _schema2_nodes(session_id, entry, summary, record)
+        except _Edited:
+            return [
+                _pi_native_node(session_id, entry, summary, malformed=False, editedDs4Summary=True)
+            ]
         except _Malformed:
             pass
     return [_pi_native_node(session_id, entry, summary, malformed=True)]
+
+
+def unverified_nodes(session_id: str, entry: SessionEntry, why: str) -> list[SummaryNode]:
+    """The entry imported as a Pi-native `branch` node although it carries a ds4 record, with
+    `metadata.untrustedDs4Record` = `why` (e.g. its children exist nowhere, or another entry
+    of the session already holds its summary id with another text); [] for an entry with no
+    summary. The caller decides when a record cannot be trusted."""
+    if entry.entry_type != "compaction":
+        return []
+    entry = replace(entry, data=scrub_surrogates(entry.data))
+    summary = entry.data.get("summary")
+    if not isinstance(summary, str) or not summary:
+        return []
+    return [_pi_native_node(session_id, entry, summary, malformed=False, untrustedDs4Record=why)]
 
 
 __all__ = [
@@ -597,5 +641,7 @@ __all__ = [
     "compaction_details",
     "details_record",
     "nodes_from_compaction_entry",
+    "scrub_surrogates",
+    "unverified_nodes",
     "normalize_timestamp",
 ]

@@ -33,9 +33,9 @@ from .contract import (
 from .merge import MERGE_MODEL, MERGE_PROVIDER, merge_summaries
 from .nodes import SummaryNode, new_summary_id
 from .offline import OFFLINE_MODEL, OFFLINE_PROVIDER, offline_summary
-from .records import compaction_details
+from .records import compaction_details, scrub_surrogates
 from .span import Span
-from .transcript import conversation_text, file_operations
+from .transcript import MAX_TOOL_TEXT_CHARS, conversation_text, file_operations
 
 log = logging.getLogger(__name__)
 
@@ -86,6 +86,44 @@ def _token_limit(config: Config) -> int:
     return max(1, min(limit, cap)) if cap > 0 else limit
 
 
+PROMPT_TOOL_TEXT_CHARS: tuple[int, ...] = (MAX_TOOL_TEXT_CHARS, 1000, 250, 0)
+"""Caps on each tool output in the summary prompt, tried in order until the prompt fits
+`compaction.maxRequestInputTokens` (docs/compaction.md "Limits")."""
+
+
+def _fitting_prompt(
+    span: Span,
+    *,
+    source_text: str,
+    read_files: Sequence[str],
+    modified_files: Sequence[str],
+    token_limit: int,
+    request_limit: int,
+    custom_instructions: str | None,
+) -> tuple[str | None, int]:
+    """The first prompt within `request_limit` tokens, tool output capped per
+    `PROMPT_TOOL_TEXT_CHARS`; (None, tokens of the smallest) when none fits."""
+    tokens = 0
+    for cap in PROMPT_TOOL_TEXT_CHARS:
+        text = (
+            source_text
+            if cap == MAX_TOOL_TEXT_CHARS
+            else conversation_text(span.messages, tool_text_chars=cap)
+        )
+        prompt = build_prompt(
+            conversation_text=text,
+            previous_summary=span.previous_summary,
+            read_files=read_files,
+            modified_files=modified_files,
+            token_limit=token_limit,
+            custom_instructions=custom_instructions,
+        )
+        tokens = estimate_text_tokens(prompt)
+        if tokens <= request_limit:
+            return prompt, tokens
+    return None, tokens
+
+
 def choose_summary(
     span: Span,
     *,
@@ -108,19 +146,19 @@ def choose_summary(
     reason: str | None = NO_SUMMARIZER_REASON
     initial: Validation | None = None
     if summarizer is not None:
-        prompt = build_prompt(
-            conversation_text=source_text,
-            previous_summary=span.previous_summary,
+        request_limit = int(config["compaction.maxRequestInputTokens"])
+        prompt, prompt_tokens = _fitting_prompt(
+            span,
+            source_text=source_text,
             read_files=read_files,
             modified_files=modified_files,
             token_limit=token_limit,
+            request_limit=request_limit,
             custom_instructions=custom_instructions,
         )
-        prompt_tokens = estimate_text_tokens(prompt)
-        request_limit = int(config["compaction.maxRequestInputTokens"])
-        if prompt_tokens > request_limit:
+        if prompt is None:
             reason = (
-                f"the summary prompt has {prompt_tokens} tokens, over "
+                f"the summary prompt has {prompt_tokens} tokens even without tool output, over "
                 f"compaction.maxRequestInputTokens ({request_limit}); summarized offline"
             )
         else:
@@ -186,17 +224,6 @@ def choose_summary(
     )
 
 
-def _scrubbed(value: Any) -> Any:
-    """`value` with lone surrogates in every string (keys included) replaced by U+FFFD."""
-    if isinstance(value, str):
-        return replace_lone_surrogates(value)
-    if isinstance(value, dict):
-        return {_scrubbed(k): _scrubbed(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_scrubbed(v) for v in value]
-    return value
-
-
 def _recent_union(older: Sequence[str], newer: Sequence[str], limit: int) -> list[str]:
     """`older` then `newer`, deduplicated (a repeated file moves to its latest position), the
     last `limit` kept."""
@@ -253,7 +280,7 @@ def prepare_compaction(
     """
     # Lone UTF-16 surrogates (legal in JSON session lines) cannot be hashed as UTF-8 or stored
     # by SQLite: they become U+FFFD in everything derived from the span, consistently.
-    messages = [_scrubbed(m) for m in span.messages]
+    messages = [scrub_surrogates(m) for m in span.messages]
     span = replace(
         span, messages=messages, previous_summary=replace_lone_surrogates(span.previous_summary)
     )

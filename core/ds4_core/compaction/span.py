@@ -148,9 +148,10 @@ def prepare_span(
             )
         cut = positions[0]
         if cut <= start:
+            where = "after the branch's latest compaction" if previous_entry else "of the branch"
             raise SpanError(
                 f"firstKeptEntryId: entry '{first_kept_entry_id}' leaves nothing to summarize "
-                "(it is the first message after the latest compaction); choose a later one",
+                f"(it is the first message {where}); choose a later one",
                 "firstKeptEntryId",
             )
         if not _valid_cut(messages, ids, cut, blocked):
@@ -162,8 +163,10 @@ def prepare_span(
             )
     else:
         span_total = sum(message_tokens[start:])
-        tail = 0
-        target = len(messages)
+        since = "since its latest compaction" if previous_entry else "in all"
+        # The last message is always kept: the compaction entry needs a first kept entry.
+        target = len(messages) - 1
+        tail = message_tokens[target] if messages else 0
         while target > start and tail < keep_recent_tokens:
             target -= 1
             tail += message_tokens[target]
@@ -171,11 +174,18 @@ def prepare_span(
         while cut > start and not _valid_cut(messages, ids, cut, blocked):
             cut -= 1
         if cut <= start:
-            raise SpanError(
-                f"nothing to compact: the branch holds {span_total} tokens since its latest "
-                f"compaction, within compaction.keepRecentTokens ({keep_recent_tokens}) or in "
-                "one exchange that cannot be cut; pass firstKeptEntryId to choose the span"
-            )
+            if span_total <= keep_recent_tokens:
+                why = (
+                    f"the branch holds {span_total} tokens {since}, within "
+                    f"compaction.keepRecentTokens ({keep_recent_tokens})"
+                )
+            else:
+                why = (
+                    f"keeping the newest {keep_recent_tokens} tokens (compaction.keepRecentTokens) "
+                    f"of the {span_total} {since} reaches back into the first exchange, which "
+                    "cannot be cut without separating a tool call from its result"
+                )
+            raise SpanError(f"nothing to compact: {why}; pass firstKeptEntryId to choose the span")
     span_messages = list(messages[start:cut])
     seen: set[str] = set()
     source_ids: list[str] = []

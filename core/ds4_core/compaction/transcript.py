@@ -48,6 +48,8 @@ def _capped(text: str, limit: int = MAX_TOOL_TEXT_CHARS) -> str:
     `limit // 2` characters around "[… N characters omitted]"."""
     if len(text) <= limit:
         return text
+    if limit <= 0:
+        return f"[… {len(text)} characters omitted]"
     half = limit // 2
     omitted = len(text) - 2 * half
     return f"{text[:half]}\n[… {omitted} characters omitted]\n{text[-half:]}"
@@ -95,7 +97,7 @@ def _assistant_parts(message: Mapping[str, Any]) -> Iterable[str]:
         yield _block(f"assistant {stop}" if isinstance(stop, str) else "assistant error", error)
 
 
-def _message_parts(message: Mapping[str, Any]) -> Iterable[str]:
+def _message_parts(message: Mapping[str, Any], limit: int) -> Iterable[str]:
     role = message.get("role")
     if role == "user":
         yield _block("user", message_text(message.get("content")))
@@ -106,7 +108,7 @@ def _message_parts(message: Mapping[str, Any]) -> Iterable[str]:
         header = "toolResult " + (name if isinstance(name, str) and name else "tool")
         if message.get("isError") is True:
             header += " error"
-        yield _block(header, _capped(message_text(message.get("content"))))
+        yield _block(header, _capped(message_text(message.get("content")), limit))
     elif role == "bashExecution":
         if message.get("excludeFromContext") is True:
             return
@@ -122,7 +124,7 @@ def _message_parts(message: Mapping[str, Any]) -> Iterable[str]:
             header += " truncated"
         lines = [command if isinstance(command, str) else ""]
         if isinstance(output, str) and output:
-            lines += ["[output]", _capped(output)]
+            lines += ["[output]", _capped(output, limit)]
         yield _block(header, "\n".join(lines).strip("\n"))
     elif role == "custom":
         kind = message.get("customType")
@@ -136,7 +138,9 @@ def _message_parts(message: Mapping[str, Any]) -> Iterable[str]:
         yield _block(label, message_text(message.get("content")))
 
 
-def conversation_text(messages: Sequence[Mapping[str, Any]]) -> str:
+def conversation_text(
+    messages: Sequence[Mapping[str, Any]], *, tool_text_chars: int = MAX_TOOL_TEXT_CHARS
+) -> str:
     """A stable, readable serialization of Pi `AgentMessage`s.
 
     Each message becomes one or more blocks separated by a blank line: a `[header]` line,
@@ -148,13 +152,14 @@ def conversation_text(messages: Sequence[Mapping[str, Any]]) -> str:
     `[custom type]`, `[compactionSummary]` / `[branchSummary]` (the summary), and for other
     roles `[role]` with the string or text content. Thinking blocks, images and
     `excludeFromContext` bash executions are left out; toolResult text and bashExecution
-    output keep at most `MAX_TOOL_TEXT_CHARS` characters each. Items that are not mappings are
-    skipped. Deterministic: equal input, equal text.
+    output keep at most `tool_text_chars` characters each (`MAX_TOOL_TEXT_CHARS` by default;
+    0 keeps only "[… N characters omitted]"). Items that are not mappings are skipped.
+    Deterministic: equal input, equal text.
     """
     parts: list[str] = []
     for message in messages:
         if isinstance(message, Mapping):
-            parts.extend(_message_parts(message))
+            parts.extend(_message_parts(message, tool_text_chars))
     return "\n\n".join(parts)
 
 
