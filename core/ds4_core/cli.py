@@ -791,7 +791,9 @@ def _print_summaries(view: dict[str, Any], out: TextIO) -> None:
     nodes = view.get("nodes") or []
     counts = view.get("counts") or {}
     out.write("ds4 summaries\n")
-    out.write(f"  session   {view.get('sessionId')}  leaf {view.get('leafId')}\n")
+    out.write(
+        f"  session   {view.get('sessionId')}  leaf {view.get('leafId') or '(none: the session has no entries)'}\n"
+    )
     out.write(f"            {view.get('sessionFile')}\n")
     active = view.get("activeRootId")
     out.write(
