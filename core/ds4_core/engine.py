@@ -509,7 +509,7 @@ class ContextEngine:
         if found is None:
             try:
                 context = context_for_path(
-                    cached.index().path(ref.leaf_id if ref.leaf_id else LAST_ENTRY)
+                    *cached.index().path_and_level(ref.leaf_id if ref.leaf_id else LAST_ENTRY)
                 )
             except SessionFormatError as exc:
                 raise RequestError(str(exc), "session.leafId") from exc

@@ -8,13 +8,24 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ds4_core.sessions import LAST_ENTRY, SessionEntry, UnknownLeafError, active_path
+from ds4_core.sessions import (
+    LAST_ENTRY,
+    SessionEntry,
+    UnknownLeafError,
+    active_path,
+    current_thinking_level,
+)
 from ds4_core.sessions.paths import PathIndex
 
 
-def _entry(seq: int, entry_id: str, parent_id: str | None) -> SessionEntry:
-    data: dict[str, Any] = {"type": "message", "id": entry_id, "parentId": parent_id}
-    return SessionEntry(entry_id, parent_id, "message", None, data, "", seq + 2, 0, seq)
+def _entry(
+    seq: int, entry_id: str, parent_id: str | None, level: str | None = None
+) -> SessionEntry:
+    kind = "message" if level is None else "thinking_level_change"
+    data: dict[str, Any] = {"type": kind, "id": entry_id, "parentId": parent_id}
+    if level is not None:
+        data["thinkingLevel"] = level
+    return SessionEntry(entry_id, parent_id, kind, None, data, "", seq + 2, 0, seq)
 
 
 # Each step: an id (small pool: duplicates and cycles happen) and a parent choice: the previous
@@ -44,7 +55,8 @@ def _build(raw: list[tuple[int, str, int]]) -> list[SessionEntry]:
             parent = entry_id
         else:
             parent = None
-        entries.append(_entry(seq, entry_id, parent))
+        level = ("low", "high", None)[pick % 3] if pick % 4 == 0 else None
+        entries.append(_entry(seq, entry_id, parent, level))
     return entries
 
 
@@ -61,7 +73,8 @@ def test_paths_equal_active_path_as_the_session_grows(
         current = entries[:previous]
         leaves: list[Any] = [LAST_ENTRY, *{e.entry_id for e in current}]
         for leaf in data.draw(st.lists(st.sampled_from(leaves), max_size=6)) + [LAST_ENTRY]:
-            assert index.path(leaf) == active_path(current, leaf)
+            expected = active_path(current, leaf)
+            assert index.path_and_level(leaf) == (expected, current_thinking_level(expected))
         if point is None:
             break
         index = index.extended(entries[:point], entries[previous:point])

@@ -270,9 +270,10 @@ def build_session_context(
     return context_for_path(active_path(entries, leaf_id))
 
 
-def context_for_path(path: list[SessionEntry]) -> SessionContext:
+def context_for_path(path: list[SessionEntry], thinking_level: str | None = None) -> SessionContext:
     """The messages Pi would send for `path` (root first, as `active_path` returns it); the
-    rules of `build_session_context`, for a caller that already has the path."""
+    rules of `build_session_context`, for a caller that already has the path (and, optionally,
+    its `current_thinking_level`)."""
     if not path:
         return SessionContext([], [], None, None, DEFAULT_THINKING_LEVEL, [])
     context_entries, compaction = _context_entries(path)
@@ -355,6 +356,8 @@ def context_for_path(path: list[SessionEntry]) -> SessionContext:
         message_entry_ids=source_ids,
         leaf_id=path[-1].entry_id,
         model=current_model(path),
-        thinking_level=current_thinking_level(path),
+        thinking_level=thinking_level
+        if thinking_level is not None
+        else current_thinking_level(path),
         path_entry_ids=[entry.entry_id for entry in path],
     )

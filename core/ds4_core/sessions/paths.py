@@ -17,7 +17,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Sequence
 
-from .context import LAST_ENTRY, LeafId, UnknownLeafError
+from .context import LAST_ENTRY, LeafId, UnknownLeafError, current_thinking_level
 from .reader import SessionEntry
 
 KEPT_PATHS = 4
@@ -34,9 +34,10 @@ class PathIndex:
     def __init__(self, entries: Sequence[SessionEntry]) -> None:
         self.entries = entries
         self.by_id: dict[str, SessionEntry] = {e.entry_id: e for e in entries}
-        # leaf id -> (path, ids): `ids` holds at least the path's ids (a superset is only ever
-        # less reuse, never a wrong path), shared by the paths that extend one another.
-        self._paths: OrderedDict[str, tuple[list[SessionEntry], set[str]]] = OrderedDict()
+        # leaf id -> (path, ids, level): `ids` holds at least the path's ids (a superset is only
+        # ever less reuse, never a wrong path), shared by the paths that extend one another;
+        # `level` is the thinking level at the end of the path.
+        self._paths: OrderedDict[str, tuple[list[SessionEntry], set[str], str]] = OrderedDict()
         self._lock = threading.Lock()  # the engine serves several threads
 
     def extended(self, entries: Sequence[SessionEntry], added: Sequence[SessionEntry]) -> PathIndex:
@@ -55,8 +56,8 @@ class PathIndex:
         with self._lock:
             kept = list(self._paths.items())
         index._paths = OrderedDict(
-            (leaf, (path, ids))
-            for leaf, (path, ids) in kept
+            (leaf, (path, ids, level))
+            for leaf, (path, ids, level) in kept
             if path[0].parent_id is None
             or path[0].parent_id == path[0].entry_id
             or path[0].parent_id not in index.by_id
@@ -73,11 +74,20 @@ class PathIndex:
         Raises:
             UnknownLeafError: `leaf_id` is a string that names no entry.
         """
+        return self.path_and_level(leaf_id)[0]
+
+    def path_and_level(self, leaf_id: LeafId = LAST_ENTRY) -> tuple[list[SessionEntry], str]:
+        """`path(leaf_id)` and `current_thinking_level` of it, both reused from an earlier
+        walk when the leaf extends it (the level scan would otherwise read the whole path).
+
+        Raises:
+            UnknownLeafError: `leaf_id` is a string that names no entry.
+        """
         if leaf_id is None:
-            return []
+            return [], current_thinking_level([])
         if leaf_id is LAST_ENTRY:
             if not self.entries:
-                return []
+                return [], current_thinking_level([])
             leaf = self.entries[-1]
         else:
             found = self.by_id.get(leaf_id)
@@ -88,17 +98,18 @@ class PathIndex:
             paths = dict(self._paths)
         kept = paths.get(leaf.entry_id)
         if kept is not None and kept[0][-1] is leaf:
-            return kept[0]
+            return kept[0], kept[2]
         walked: list[SessionEntry] = []
         visited: set[str] = set()
         prefix: list[SessionEntry] = []
         ids: set[str] | None = None
+        prefix_level = ""
         current: SessionEntry | None = leaf
         while current is not None and current.entry_id not in visited:
             known = paths.get(current.entry_id)
             if known is not None and known[0][-1] is current:
                 if visited.isdisjoint(known[1]):  # else the full walk meets a cycle: walk on
-                    prefix, ids = known
+                    prefix, ids, prefix_level = known
                     break
             visited.add(current.entry_id)
             walked.append(current)
@@ -110,11 +121,14 @@ class PathIndex:
         if prefix and ids is not None:
             path = prefix + walked
             ids.update(visited)  # shared: the kept path's set becomes a superset of its ids
+            changes = [e for e in walked if e.entry_type == "thinking_level_change"]
+            level = current_thinking_level(changes[-1:]) if changes else prefix_level
         else:
             path, ids = walked, visited
+            level = current_thinking_level(path)
         with self._lock:
-            self._paths[leaf.entry_id] = (path, ids)
+            self._paths[leaf.entry_id] = (path, ids, level)
             self._paths.move_to_end(leaf.entry_id)
             while len(self._paths) > KEPT_PATHS:
                 self._paths.popitem(last=False)
-        return path
+        return path, level
