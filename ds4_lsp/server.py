@@ -69,6 +69,9 @@ log = logging.getLogger("ds4_lsp")
 T = TypeVar("T")
 
 ENGINE_THREADS = 4
+COMPACTION_THREADS = 2
+"""Threads for `ds4/compact` apart from ENGINE_THREADS: a compaction may wait up to
+`compaction.summarizeTimeoutMs` for the client's `ds4/summarize`, and must not starve plans."""
 """Engine calls that may run at once (a rebuild does not block plans or retrievals)."""
 
 SHUTDOWN_GRACE_S = 5.0
@@ -229,6 +232,9 @@ class Ds4Server(LanguageServer):
         self._engine: ContextEngine | None = None
         self._engine_problem = "send `initialize` first"
         self._executor = ThreadPoolExecutor(ENGINE_THREADS, thread_name_prefix="ds4-engine")
+        self._compaction_executor = ThreadPoolExecutor(
+            COMPACTION_THREADS, thread_name_prefix="ds4-compact"
+        )
         # Engine calls still running on a worker thread. Tracked as concurrent futures: an
         # awaiting task may be cancelled (shutdown stops background syncs), but its thread
         # keeps using SQLite until the call returns, and the database must outlive it.
@@ -276,11 +282,6 @@ class Ds4Server(LanguageServer):
         if settings and "diagnostics.logLevel" in flatten_settings(settings):
             apply_log_level_setting(self._engine.config["diagnostics.logLevel"])
         try:
-            # Batches still prepared were left by an earlier server: nobody will report them.
-            leftover = self._executor.submit(self._engine.fail_leftover_compactions)
-            self._in_flight.add(leftover)
-            leftover.add_done_callback(self._in_flight.discard)
-            await asyncio.wrap_future(leftover)
             running = self._executor.submit(self._engine.health)
             self._in_flight.add(running)
             running.add_done_callback(self._in_flight.discard)
@@ -291,6 +292,14 @@ class Ds4Server(LanguageServer):
         except Exception as exc:
             log.error("cannot open the database: %s", type(exc).__name__)
             return [*messages, f"ds4: cannot open the database ({type(exc).__name__})"]
+        try:
+            # Batches still prepared were left by an earlier server: nobody will report them.
+            leftover = self._executor.submit(self._engine.fail_leftover_compactions)
+            self._in_flight.add(leftover)
+            leftover.add_done_callback(self._in_flight.discard)
+            await asyncio.wrap_future(leftover)
+        except Exception as exc:  # e.g. a locked database: the server still serves
+            log.warning("leftover compactions not marked failed: %s", type(exc).__name__)
         return [*messages, *health.get("notices", [])]
 
     async def run_engine(
@@ -299,8 +308,10 @@ class Ds4Server(LanguageServer):
         *args: Any,
         method: str | None = None,
         field_root: str = "params",
+        compaction: bool = False,
     ) -> T:
-        """Run the blocking call `fn(*args)` on the engine thread pool and await its result.
+        """Run the blocking call `fn(*args)` on the engine thread pool (`compaction`: on the
+        compaction threads, see `COMPACTION_THREADS`) and await its result.
 
         `method` (e.g. `ds4/plan`) prefixes error messages. Raises `JsonRpcInvalidParams` when
         the engine rejects the input (`RequestError`; the message names the field under
@@ -309,7 +320,8 @@ class Ds4Server(LanguageServer):
         with its type and stack frames only (never its message: it may quote session text).
         """
         label = method or "ds4"
-        running = self._executor.submit(fn, *args)
+        executor = self._compaction_executor if compaction else self._executor
+        running = executor.submit(fn, *args)
         self._in_flight.add(running)
         running.add_done_callback(self._in_flight.discard)
         try:
@@ -351,6 +363,7 @@ class Ds4Server(LanguageServer):
                 # database open; the worker finishes before the interpreter exits.
                 log.warning("shutdown: %d engine call(s) still running", len(still_running))
                 self._executor.shutdown(wait=False)
+                self._compaction_executor.shutdown(wait=False)
                 return
         if self._engine is not None:
             try:
@@ -358,6 +371,7 @@ class Ds4Server(LanguageServer):
             except JsonRpcException:  # already logged; shutdown itself must still succeed
                 pass
         self._executor.shutdown(wait=False, cancel_futures=True)
+        self._compaction_executor.shutdown(wait=False, cancel_futures=True)
 
     # ------------------------------------------------------------------ requests to the client
 

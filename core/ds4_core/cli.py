@@ -53,7 +53,6 @@ import textwrap
 import time
 from collections import Counter
 from collections.abc import Iterator, Sequence
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -70,6 +69,7 @@ from .requests import (
     RetrieveRequest,
     SessionRef,
 )
+from .store.database import utc_now_iso
 
 EXIT_OK, EXIT_INTERNAL, EXIT_USAGE, EXIT_PARTIAL = 0, 1, 2, 3
 EXIT_INTERRUPTED = 130
@@ -673,11 +673,6 @@ COMMIT_NOTE = (
 """What `ds4 compact` says about the batch it prepared (it is not in the session yet)."""
 
 
-def _utc_now_ms() -> str:
-    """Now as ISO-8601 UTC with milliseconds and `Z`, as Pi writes entry timestamps."""
-    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
 def _ends_with_newline(path: str) -> bool:
     """Whether the file at `path` is empty or ends with `\n` (False when unreadable)."""
     try:
@@ -706,7 +701,7 @@ def compaction_entry(result: dict[str, Any]) -> dict[str, Any]:
         "type": "compaction",
         "id": secrets.token_hex(4),
         "parentId": result["session"]["leafId"],
-        "timestamp": _utc_now_ms(),
+        "timestamp": utc_now_iso(),
         "summary": compaction["summary"],
         "firstKeptEntryId": compaction["firstKeptEntryId"],
         "tokensBefore": compaction["tokensBefore"],

@@ -22,7 +22,6 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -90,7 +89,7 @@ from .store import Store, open_store, resolve_database_path
 from .store import manifests as manifest_repo
 from .store import sessions as session_repo
 from .store import summaries as summary_repo
-from .store.database import ForeignDatabaseError
+from .store.database import ForeignDatabaseError, utc_now_iso
 from .tokens import ESTIMATOR_VERSION, estimate_message_tokens
 
 if TYPE_CHECKING:
@@ -103,11 +102,6 @@ ProgressCallback = Callable[[int, int, str], None]
 """progress(done, total, message): units are whatever `total` counts (bytes or sessions)."""
 
 _SESSION_CACHE_SIZE = 8
-
-
-def utc_now_iso() -> str:
-    """Current UTC time as ISO-8601 with milliseconds and `Z`."""
-    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 @dataclass
@@ -401,7 +395,15 @@ class ContextEngine:
         become `committed`; Pi-native ones become `branch` nodes). One bad entry is logged and
         skipped; it never fails the sync."""
         for entry in entries:
-            self._import_entry(session_id, entry)
+            try:
+                self._import_entry(session_id, entry)
+            except Exception as exc:  # one odd entry must never block the session's index
+                log.warning(
+                    "compaction entry not imported: session=%s entry=%s error=%s",
+                    session_id,
+                    entry.entry_id,
+                    describe_failure(exc),
+                )
 
     def _import_entry(self, session_id: str, entry: SessionEntry) -> SummaryNode | None:
         """Store the nodes compaction `entry` carries; returns its root node (None for an
@@ -415,13 +417,6 @@ class ContextEngine:
         nodes = nodes_from_compaction_entry(session_id, entry)
         if not nodes:
             return None
-        root = nodes[-1]
-        if root.kind != "branch":
-            held = summary_repo.get_node(store, session_id, root.summary_id)
-            if held is not None and held.content != root.content:
-                nodes = unverified_nodes(
-                    session_id, entry, f"summary id {root.summary_id} holds another text"
-                )
         try:
             summary_repo.import_committed(store, nodes)
         except (ValueError, sqlite3.IntegrityError) as exc:
@@ -596,8 +591,6 @@ class ContextEngine:
                 )
             leaf_id = context.leaf_id
             branch = set(context.path_entry_ids)
-            if session_id is not None:
-                summary_ids = self._context_summary_ids(session_id, path, context)
             session_model = context.model
             if session_id is not None and sync:
                 try:
@@ -610,6 +603,8 @@ class ContextEngine:
                         f"session index could not be updated ({type(exc).__name__}); "
                         "history retrieval may be incomplete"
                     )
+            if session_id is not None:
+                summary_ids = self._context_summary_ids(session_id, context)
             if messages is None:
                 built = list(context.messages)
                 source_ids: list[str | None] = list(context.message_entry_ids)
@@ -640,20 +635,21 @@ class ContextEngine:
             summary_ids,
         )
 
-    def _context_summary_ids(
-        self, session_id: str, path: Path, context: SessionContext
-    ) -> dict[str, str]:
-        """Summary node id of each compaction entry whose summary is in `context` (ours: the
-        `ds4ContextEngine.summaryId`; Pi-native: the imported `branch` node's id)."""
-        cached = self._cached_session(path)
+    def _context_summary_ids(self, session_id: str, context: SessionContext) -> dict[str, str]:
+        """Summary node id of each compaction entry whose summary is in `context`, as the sync
+        stored it (ours: the record's `summaryId`; Pi-native or untrusted: a `branch` node).
+        Empty when the index is unavailable: the manifest then names the entry ids."""
         found: dict[str, str] = {}
         for message, entry_id in zip(context.messages, context.message_entry_ids, strict=True):
             if message.get("role") != "compactionSummary" or entry_id is None:
                 continue
-            entry = cached.entry(entry_id)
-            nodes = nodes_from_compaction_entry(session_id, entry) if entry else []
-            if nodes:
-                found[entry_id] = nodes[-1].summary_id
+            try:
+                node = summary_repo.node_for_entry(self.store, session_id, entry_id)
+            except Exception as exc:  # provenance is best effort; the plan stands
+                log.warning("summary ids not resolved: error=%s", describe_failure(exc))
+                return found
+            if node is not None:
+                found[entry_id] = node.summary_id
         return found
 
     def _budget_for(
@@ -1312,7 +1308,6 @@ class ContextEngine:
                 "reason",
             )
         started = time.perf_counter()
-        path = self._session_path(request.session.file, "session.file")
         parsed, context, tokens, path = self._session_context(request.session)
         if parsed.header is None:
             raise RequestError(
@@ -1481,7 +1476,6 @@ class ContextEngine:
         Raises:
             RequestError: a missing or unreadable session file, or an unknown leaf.
         """
-        path = self._session_path(session.file, "session.file")
         parsed, context, _tokens, path = self._session_context(session)
         if parsed.header is None:
             raise RequestError(

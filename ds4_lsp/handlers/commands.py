@@ -11,6 +11,7 @@ from typing import Any
 
 from pygls.exceptions import JsonRpcInvalidParams
 
+from ds4_core.compaction.render import render_dot
 from ds4_lsp.handlers.diagnostics import publish_stale_snippets
 from ds4_lsp.progress import WorkDoneProgress
 from ds4_lsp.protocol import (
@@ -112,7 +113,7 @@ async def summaries(ls: Ds4Server, *arguments: Any) -> dict[str, Any]:
     def view() -> dict[str, Any]:
         result = ls.engine.summaries(session)
         if args.format == "dot":
-            result["dot"] = ls.engine.summaries_dot(session)
+            result["dot"] = render_dot(result)  # the same snapshot as the view
         return result
 
     result = await ls.run_engine(view, method=SUMMARIES, field_root="arguments[0]")

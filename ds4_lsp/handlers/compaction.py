@@ -45,8 +45,9 @@ async def compact(ls: Ds4Server, params: CompactParams) -> CompactResult:
     The client is asked for the summary with `ds4/summarize` when it offers it, else the
     offline summarizer writes it. Reports work-done progress (begin, a report while the client
     summarizes, end). Errors: InvalidParams naming the field (unknown session file, `leafId`,
-    `firstKeptEntryId`, a `previousSummaryId` that is not the branch's root, nothing to
-    compact, compaction disabled).
+    `firstKeptEntryId`, a `previousSummaryId` that is not the branch's root); RequestFailed
+    (-32803) when there is nothing to compact or compaction is turned off. Runs on the
+    compaction threads, so a client slow to summarize never holds up plans.
     """
     request = params.to_core()
     async with WorkDoneProgress(ls, "ds4: compacting the session") as progress:
@@ -54,6 +55,7 @@ async def compact(ls: Ds4Server, params: CompactParams) -> CompactResult:
         answer = await ls.run_engine(
             lambda: CompactResult.from_core(ls.engine.compact(request, summarizer), DS4_COMPACT),
             method=DS4_COMPACT,
+            compaction=True,
         )
         progress.end_message = (
             f"{answer.summary_kind} summary {answer.summary_id} ({answer.summarizer} summarizer)"

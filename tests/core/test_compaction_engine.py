@@ -821,3 +821,51 @@ def test_a_large_span_prompt_drops_tool_output_until_it_fits(tmp_path: Path) -> 
     result = compact(700)
     assert len(prompts) == count  # not even the smallest prompt fits: nobody was asked
     assert "even without tool output" in result["fallbackReason"]
+
+
+@pytest.mark.parametrize(
+    "oddity",
+    ["timestamp out of range", "deeply nested details", "huge tokensBefore", "reused child"],
+)
+def test_an_odd_compaction_entry_never_blocks_the_session(
+    engine: ContextEngine, tmp_path: Path, oddity: str
+) -> None:
+    """The index, plans, summaries and the next compaction all still work."""
+    writer = _session(tmp_path)
+    result = _compact(engine, writer)
+    compaction = json.loads(json.dumps(result["compaction"]))
+    timestamp = None
+    if oddity == "timestamp out of range":
+        timestamp = "0001-01-01T00:00:00+01:00"
+        _record(compaction)["generatedAt"] = timestamp
+    elif oddity == "deeply nested details":
+        compaction["details"]["extra"] = "DEEP"  # replaced in the line below: 800 levels
+    elif oddity == "huge tokensBefore":
+        compaction["tokensBefore"] = 10**20
+        _record(compaction)["tokensBefore"] = 10**20
+    else:
+        _record(compaction)["childSummaryIds"] = [result["summaryId"]]
+    entry_id = writer.compaction(compaction)
+    if oddity == "deeply nested details":  # deeper than a recursive copy could go
+        text = writer.path.read_text(encoding="utf-8")
+        writer.path.write_text(
+            text.replace('"DEEP"', '{"x":[' * 470 + "{}" + "]}" * 470), encoding="utf-8"
+        )
+    if timestamp is not None:
+        lines = writer.path.read_text(encoding="utf-8").splitlines()
+        record = json.loads(lines[-1])
+        record["timestamp"] = timestamp
+        lines[-1] = json.dumps(record)
+        writer.path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    indexed = engine.index_session(writer.path)
+    assert indexed["entriesTotal"] >= 49
+    view = engine.summaries(SessionRef(str(writer.path)))
+    assert view["activeRootId"] is not None
+    plan = engine.plan(
+        PlanRequest(session=SessionRef(str(writer.path)), request="next", model=MODEL)
+    )
+    assert plan["mode"] == "managed"
+    assert summary_repo.node_for_entry(engine.store, writer.session_id, entry_id) is not None
+    writer.turn(40)
+    writer.turn(41)
+    assert _compact(engine, writer)["summaryKind"] == "aggregate"

@@ -457,7 +457,6 @@ def test_import_commits_stored_nodes_without_changing_what_they_say(store: Store
     assert original is not None
     imported = replace(
         original,
-        content="something else",
         source_entry_ids=("zz",),
         graph_level=4,
         lifecycle="committed",
@@ -467,7 +466,21 @@ def test_import_commits_stored_nodes_without_changing_what_they_say(store: Store
     assert repo.get_node(store, SESSION, "s-0") == replace(
         original, lifecycle="committed", pi_entry_id="p0"
     )
-    assert repo.import_committed(store, [replace(imported, pi_entry_id="p-other")]) == []
+    assert repo.import_committed(store, [imported]) == []
+    # the session file wins over an entry id reported earlier
+    assert repo.import_committed(store, [replace(imported, pi_entry_id="p-other")]) == ["s-0"]
+    assert repo.node_for_entry(store, SESSION, "p-other") is not None
+
+
+def test_import_refuses_an_id_the_session_holds_with_another_text(store: Store) -> None:
+    repo.insert_prepared(store, operation(0, None))
+    before = repo.export_graph(store, SESSION)
+    original = repo.get_node(store, SESSION, "s-0")
+    assert original is not None
+    with pytest.raises(ValueError, match="another text"):
+        repo.import_committed(store, [replace(original, content="something else")])
+    assert repo.export_graph(store, SESSION) == before
+    assert repo.get_node(store, SESSION, "s-0") == original  # nothing of the import remains
 
 
 def test_import_takes_an_entry_id_away_from_a_node_the_file_does_not_carry(store: Store) -> None:

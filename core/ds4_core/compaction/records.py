@@ -105,15 +105,31 @@ class _Edited(ValueError):
 
 
 def scrub_surrogates(value: Any) -> Any:
-    """`value` with every lone UTF-16 surrogate in its strings (keys included) replaced by
-    U+FFFD: JSON allows them, but SQLite cannot store them and UTF-8 cannot encode them."""
-    if isinstance(value, str):
-        return replace_lone_surrogates(value)
-    if isinstance(value, dict):
-        return {scrub_surrogates(k): scrub_surrogates(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [scrub_surrogates(v) for v in value]
-    return value
+    """A copy of JSON `value` with every lone UTF-16 surrogate in its strings (keys included)
+    replaced by U+FFFD: JSON allows them, but SQLite cannot store them and UTF-8 cannot encode
+    them. Iterative, so any nesting depth the session reader accepts is fine."""
+
+    def clean(item: Any) -> Any:
+        return replace_lone_surrogates(item) if isinstance(item, str) else item
+
+    if not isinstance(value, dict | list):
+        return clean(value)
+    top: dict[Any, Any] | list[Any] = {} if isinstance(value, dict) else []
+    pending: list[tuple[Any, Any]] = [(value, top)]
+    while pending:
+        source, target = pending.pop()
+        pairs = source.items() if isinstance(source, dict) else enumerate(source)
+        for key, item in pairs:
+            if isinstance(item, dict | list):
+                copy: Any = {} if isinstance(item, dict) else []
+                pending.append((item, copy))
+            else:
+                copy = clean(item)
+            if isinstance(target, dict):
+                target[clean(key)] = copy
+            else:
+                target.append(copy)
+    return top
 
 
 def _json_ready(value: Any) -> bool:
@@ -306,11 +322,11 @@ def normalize_timestamp(value: Any) -> str:
         return ""
     try:
         moment = datetime.fromisoformat(value)
-    except ValueError:
+        if moment.tzinfo is None:
+            moment = moment.replace(tzinfo=UTC)
+        return moment.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    except (ValueError, OverflowError):  # unparsable, or out of range once moved to UTC
         return value
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    return moment.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def _string_list(value: Any) -> list[str] | None:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime
 from typing import Any
 
 from ..config import Config
@@ -19,7 +18,7 @@ from ..logs import describe_failure
 from ..requests import SummarizeCall, Summarizer
 from ..retrieval.descriptor import replace_lone_surrogates
 from ..store import summaries as summary_repo
-from ..store.database import Store
+from ..store.database import Store, utc_now_iso
 from ..tokens import estimate_text_tokens
 from .contract import (
     Evidence,
@@ -47,11 +46,6 @@ NO_SUMMARIZER_REASON = (
     "no model summarizer was offered (an LSP client offers one by declaring "
     "capabilities.experimental.ds4.summarize)"
 )
-
-
-def utc_now_iso() -> str:
-    """Current UTC time as ISO-8601 with milliseconds and `Z`."""
-    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 @dataclass(frozen=True)

@@ -115,6 +115,10 @@ def _row_params(node: SummaryNode, lifecycle: str) -> tuple[Any, ...]:
     )
 
 
+_SQLITE_MAX_INT = 2**63 - 1
+"""Largest INTEGER SQLite stores (sqlite.org/datatype3.html: 8-byte signed)."""
+
+
 def _check_node(node: SummaryNode) -> None:
     """Raise ValueError when `node` would violate a CHECK of migration 7 (clearer than
     SQLite's "CHECK constraint failed")."""
@@ -127,8 +131,15 @@ def _check_node(node: SummaryNode) -> None:
         problems.append(f"kind {node.kind!r} (expected one of {', '.join(SUMMARY_KINDS)})")
     if isinstance(node.graph_level, bool) or not isinstance(node.graph_level, int):
         problems.append(f"graph_level {node.graph_level!r} (expected an integer >= 0)")
-    elif node.graph_level < 0:
-        problems.append(f"graph_level {node.graph_level} (expected >= 0)")
+    elif not 0 <= node.graph_level <= _SQLITE_MAX_INT:
+        problems.append(f"graph_level {node.graph_level} (expected 0..2**63-1)")
+    tokens = node.tokens_before
+    if tokens is not None and (
+        isinstance(tokens, bool)
+        or not isinstance(tokens, int)
+        or not -_SQLITE_MAX_INT - 1 <= tokens <= _SQLITE_MAX_INT
+    ):
+        problems.append(f"tokens_before {tokens!r} (expected a 64-bit integer)")
     if node.validation_status not in VALIDATION_STATUSES:
         problems.append(f"validation_status {node.validation_status!r}")
     if node.summary_id in node.child_ids:
@@ -407,8 +418,8 @@ def import_committed(store: Store, nodes: Sequence[SummaryNode]) -> list[str]:
 
     * a node whose id the session already holds (or that came earlier in `nodes`) is set
       `committed` (its `failure_reason` cleared) and, when the given node has a `pi_entry_id`
-      and the row has none, gets it; its content, kind, level, sources and edges are never
-      changed;
+      different from the row's, gets it (the session file wins over a client's report); its
+      content, kind, level, sources and edges are never changed;
     * a node the session does not hold is inserted `committed` with its sources and edges,
       even when another session holds the same id (a fork copied the compaction entry: it gets
       its own rows, and the other session's are not touched).
@@ -428,7 +439,8 @@ def import_committed(store: Store, nodes: Sequence[SummaryNode]) -> list[str]:
             node to insert has a child that is neither stored for the session nor earlier in
             `nodes` (the message names the ids; the caller logs it and skips that compaction
             entry, so import entry by entry), or a node to insert violates the schema or has
-            metadata that is not JSON-ready.
+            metadata that is not JSON-ready; or (rolling back) when a node's id is already held
+            in the session with another text (the caller then imports the entry as untrusted).
     """
     if not nodes:
         return []
@@ -462,10 +474,15 @@ def import_committed(store: Store, nodes: Sequence[SummaryNode]) -> list[str]:
                 changed[node.summary_id] = None
                 continue
             row = conn.execute(
-                "SELECT lifecycle_status, pi_compaction_entry_id FROM summaries "
+                "SELECT lifecycle_status, pi_compaction_entry_id, content FROM summaries "
                 "WHERE session_id = ? AND summary_id = ?",
                 (session_id, node.summary_id),
             ).fetchone()
+            if row[2] != node.content:
+                raise ValueError(
+                    f"summary id {node.summary_id!r} already holds another text in session "
+                    f"{session_id!r}"
+                )
             if row[0] != "committed":
                 conn.execute(
                     "UPDATE summaries SET lifecycle_status = 'committed', failure_reason = NULL "
@@ -473,7 +490,7 @@ def import_committed(store: Store, nodes: Sequence[SummaryNode]) -> list[str]:
                     (session_id, node.summary_id),
                 )
                 changed[node.summary_id] = None
-            if node.pi_entry_id and row[1] is None:
+            if node.pi_entry_id and row[1] != node.pi_entry_id:  # the session file wins
                 changed.update(_release_pi_entry(conn, session_id, node.pi_entry_id))
                 conn.execute(
                     "UPDATE summaries SET pi_compaction_entry_id = ? "
