@@ -297,6 +297,37 @@ async def test_a_slow_client_times_out_to_the_offline_summary_and_is_cancelled(
     assert planned["mode"] == "managed"
 
 
+async def test_plans_are_served_while_compactions_wait_for_the_client(
+    servers: Servers, writer: SessionWriter
+) -> None:
+    """Compactions waiting for ds4/summarize run on their own threads: more of them than the
+    engine has threads never hold up ds4/plan."""
+    release = asyncio.Event()
+    asked = 0
+    all_asked = asyncio.Event()
+
+    async def held(call: dict[str, Any]) -> Any:
+        nonlocal asked
+        asked += 1
+        if asked == 2:
+            all_asked.set()
+        await release.wait()
+        return {"summary": valid_summary(call)}
+
+    client, _fake = await start_summarizing(servers, held)
+    compactions = [
+        asyncio.ensure_future(request(client, "ds4/compact", compact_params(writer)))
+        for _ in range(5)
+    ]
+    await asyncio.wait_for(all_asked.wait(), TIMEOUT_S)  # both compaction threads are waiting
+    for question in ("and now?", "what next?", "which files?", "any errors?", "done?"):
+        planned = await request(client, "ds4/plan", plan_params(writer.path, question))
+        assert planned["mode"] == "managed"
+    release.set()
+    results = await asyncio.wait_for(asyncio.gather(*compactions), TIMEOUT_S * 2)
+    assert [r["summarizer"] for r in results] == ["client"] * 5
+
+
 async def test_shutdown_stops_waiting_for_the_client_and_the_compaction_finishes(
     servers: Servers, writer: SessionWriter
 ) -> None:
