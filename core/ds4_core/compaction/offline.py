@@ -31,6 +31,8 @@ headings with `- None`.
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -459,15 +461,18 @@ def _exact_values(digest: _Digest, evidence: Evidence, files: frozenset[str]) ->
         found: list[str] = []
         for line in turn.text.splitlines():
             found.extend(span.text for span in code_spans(line) if "\n" not in span.text)
-        paths = [m.group(0) for p in _VALUE_PATTERNS[:2] for m in p.finditer(turn.text)]
-        found.extend(paths)
+        path_matches = sorted(
+            (m for p in _VALUE_PATTERNS[:2] for m in p.finditer(turn.text)), key=lambda m: m.start()
+        )
+        found.extend(m.group(0) for m in path_matches)
+        starts = [m.start() for m in path_matches]
+        reach = list(itertools.accumulate((m.end() for m in path_matches), max))
         for pattern in _VALUE_PATTERNS[2:]:
             # a part of a path (`mod_3` of `src/mod_3.py`) is not a value of its own
-            found.extend(
-                m.group(0)
-                for m in pattern.finditer(turn.text)
-                if not any(m.group(0) in path for path in paths)
-            )
+            for m in pattern.finditer(turn.text):
+                at = bisect.bisect_right(starts, m.start()) - 1
+                if at < 0 or reach[at] < m.end():
+                    found.append(m.group(0))
         for value in found:
             value = value.rstrip(".,:;")
             if len(value) < 3 or value in files:
