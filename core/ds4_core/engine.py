@@ -32,7 +32,7 @@ from .compaction.nodes import SummaryNode
 from .compaction.records import nodes_from_compaction_entry, unverified_nodes
 from .compaction.render import graph_view, render_dot
 from .compaction.service import prepare_compaction
-from .compaction.span import SpanError, prepare_span
+from .compaction.span import SpanError, latest_compaction, prepare_span
 from .config import DEFAULT_CONFIG, Config
 from .logs import describe_failure
 from .manifest import (
@@ -1292,9 +1292,10 @@ class ContextEngine:
             fallbackReason, validation, span, tokens, warnings} (docs/protocol.md).
 
         Raises:
-            RequestError: compaction disabled, an unknown reason, a missing or unreadable
-                session file, an unknown leaf, a bad `firstKeptEntryId`, a
-                `previousSummaryId` that is not the branch's root, or nothing to compact.
+            RequestError: an unknown reason, a missing or unreadable session file, an unknown
+                leaf, a bad `firstKeptEntryId`, or a `previousSummaryId` that is not the
+                branch's root (the field is named).
+            RequestFailedError: compaction is turned off, or there is nothing to compact.
         """
         config = self.config
         if not config["compaction.enabled"]:
@@ -1484,16 +1485,7 @@ class ContextEngine:
             )
         session_id = parsed.header.session_id
         self._sync(path, force=False, progress=None)
-        compaction_entry = next(
-            (
-                entry_id
-                for message, entry_id in zip(
-                    reversed(context.messages), reversed(context.message_entry_ids), strict=True
-                )
-                if message.get("role") == "compactionSummary"
-            ),
-            None,
-        )
+        _start, compaction_entry, _summary = latest_compaction(context)
         root = self._branch_root(session_id, path, compaction_entry)
         nodes = summary_repo.session_nodes(self.store, session_id)
         return graph_view(

@@ -271,6 +271,8 @@ def prepare_compaction(
 
     Raises:
         sqlite3.Error / peewee errors: the batch could not be stored (nothing of it remains).
+        ValueError: a node the store refuses (e.g. the previous root is not stored for the
+            session); nothing of the batch remains.
     """
     # Lone UTF-16 surrogates (legal in JSON session lines) cannot be hashed as UTF-8 or stored
     # by SQLite: they become U+FFFD in everything derived from the span, consistently.
@@ -297,6 +299,31 @@ def prepare_compaction(
         custom_instructions=custom_instructions,
     )
     generated_at = utc_now_iso()
+    segment = _segment_node(
+        session_id, span, reason, choice, source_hash, read_files, modified_files, generated_at
+    )
+    nodes = [segment]
+    root = segment
+    if previous_root is not None:
+        root = _aggregate_node(previous_root, segment, token_limit, generated_at)
+        segment = replace(segment, operation_id=root.summary_id)
+        nodes = [segment, root]
+    summary_repo.insert_prepared(store, nodes, after_insert=after_insert)
+    result = _result(span, choice, root, segment, previous_root, token_limit)
+    return PreparedCompaction(root, segment, result)
+
+
+def _segment_node(
+    session_id: str,
+    span: Span,
+    reason: str,
+    choice: SummaryChoice,
+    source_hash: str,
+    read_files: Sequence[str],
+    modified_files: Sequence[str],
+    generated_at: str,
+) -> SummaryNode:
+    """The level-0 node of the span (its own operation until an aggregate takes it in)."""
     segment_id = new_summary_id()
     metadata: dict[str, Any] = {
         "readFiles": list(read_files),
@@ -308,7 +335,7 @@ def prepare_compaction(
     }
     if choice.fallback_reason is not None:
         metadata["fallbackReason"] = choice.fallback_reason
-    segment = SummaryNode(
+    return SummaryNode(
         summary_id=segment_id,
         session_id=session_id,
         kind="segment",
@@ -328,62 +355,68 @@ def prepare_compaction(
         source_entry_ids=span.source_entry_ids,
         metadata=metadata,
     )
-    nodes = [segment]
-    root = segment
-    if previous_root is not None:
-        aggregate_id = new_summary_id()
-        agg_read = _recent_union(previous_root.read_files, read_files, MAX_INVENTORY_FILES)
-        agg_modified = _recent_union(
-            previous_root.modified_files, modified_files, MAX_INVENTORY_FILES
-        )
-        agg_read = [path for path in agg_read if path not in set(agg_modified)]
-        content = merge_summaries(
-            previous_root.content,
-            segment.content,
-            read_files=agg_read,
-            modified_files=agg_modified,
-            token_limit=token_limit,
-        )
-        merged_evidence = Evidence(
-            previous_root.content + "\n\n" + segment.content,
-            "",
-            tuple(agg_read),
-            tuple(agg_modified),
-        )
-        validation = validate_summary(content, merged_evidence)
-        root = SummaryNode(
-            summary_id=aggregate_id,
-            session_id=session_id,
-            kind="aggregate",
-            content=content,
-            source_hash=aggregate_source_hash(
-                [
-                    (
-                        previous_root.summary_id,
-                        previous_root.kind,
-                        previous_root.source_hash,
-                        previous_root.graph_level,
-                    ),
-                    (segment.summary_id, segment.kind, segment.source_hash, segment.graph_level),
-                ]
-            ),
-            graph_level=max(previous_root.graph_level, segment.graph_level) + 1,
-            created_at=generated_at,
-            validation_status=validation.status,
-            validation_issue_codes=tuple(validation.codes),
-            provider=MERGE_PROVIDER,
-            model=MERGE_MODEL,
-            first_kept_entry_id=span.first_kept_entry_id,
-            tokens_before=span.tokens_before,
-            reason=reason,
-            lifecycle="prepared",
-            operation_id=aggregate_id,
-            child_ids=(previous_root.summary_id, segment.summary_id),
-            metadata={"readFiles": agg_read, "modifiedFiles": agg_modified},
-        )
-        segment = replace(segment, operation_id=aggregate_id)
-        nodes = [segment, root]
-    summary_repo.insert_prepared(store, nodes, after_insert=after_insert)
+
+
+def _aggregate_node(
+    previous_root: SummaryNode, segment: SummaryNode, token_limit: int, generated_at: str
+) -> SummaryNode:
+    """The aggregate over `[previous_root, segment]` (ds4-reference.md 3.13): their merged
+    text within `token_limit` tokens, the union of their inventories (the most recent
+    `MAX_INVENTORY_FILES` each), one level above both."""
+    aggregate_id = new_summary_id()
+    modified = _recent_union(
+        previous_root.modified_files, segment.modified_files, MAX_INVENTORY_FILES
+    )
+    read = [
+        path
+        for path in _recent_union(previous_root.read_files, segment.read_files, MAX_INVENTORY_FILES)
+        if path not in set(modified)
+    ]
+    content = merge_summaries(
+        previous_root.content,
+        segment.content,
+        read_files=read,
+        modified_files=modified,
+        token_limit=token_limit,
+    )
+    evidence = Evidence(
+        previous_root.content + "\n\n" + segment.content, "", tuple(read), tuple(modified)
+    )
+    validation = validate_summary(content, evidence)
+    children = (previous_root, segment)
+    return SummaryNode(
+        summary_id=aggregate_id,
+        session_id=segment.session_id,
+        kind="aggregate",
+        content=content,
+        source_hash=aggregate_source_hash(
+            [(c.summary_id, c.kind, c.source_hash, c.graph_level) for c in children]
+        ),
+        graph_level=max(c.graph_level for c in children) + 1,
+        created_at=generated_at,
+        validation_status=validation.status,
+        validation_issue_codes=tuple(validation.codes),
+        provider=MERGE_PROVIDER,
+        model=MERGE_MODEL,
+        first_kept_entry_id=segment.first_kept_entry_id,
+        tokens_before=segment.tokens_before,
+        reason=segment.reason,
+        lifecycle="prepared",
+        operation_id=aggregate_id,
+        child_ids=tuple(c.summary_id for c in children),
+        metadata={"readFiles": read, "modifiedFiles": modified},
+    )
+
+
+def _result(
+    span: Span,
+    choice: SummaryChoice,
+    root: SummaryNode,
+    segment: SummaryNode,
+    previous_root: SummaryNode | None,
+    token_limit: int,
+) -> dict[str, Any]:
+    """The `ds4/compact` result (docs/protocol.md), with the compaction entry to write."""
     embedded = [segment] if root is not segment else []
     details = compaction_details(
         root,
@@ -400,7 +433,7 @@ def prepare_compaction(
         warnings.append(
             "the aggregate summary failed validation: " + ", ".join(root.validation_issue_codes)
         )
-    result: dict[str, Any] = {
+    return {
         "compaction": {
             "summary": root.content,
             "firstKeptEntryId": span.first_kept_entry_id,
@@ -428,10 +461,6 @@ def prepare_compaction(
             "previousSummaryId": previous_root.summary_id if previous_root else None,
             "sourceEntryCount": len(span.source_entry_ids),
         },
-        "tokens": {
-            "summary": estimate_text_tokens(root.content),
-            "limit": token_limit,
-        },
+        "tokens": {"summary": estimate_text_tokens(root.content), "limit": token_limit},
         "warnings": warnings,
     }
-    return PreparedCompaction(root, segment, result)

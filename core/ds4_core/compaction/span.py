@@ -62,8 +62,10 @@ class Span:
         return len(self.messages)
 
 
-def _span_start(context: SessionContext) -> tuple[int, str | None, str]:
-    """(index of the first summarizable message, previous compaction entry id, its summary)."""
+def latest_compaction(context: SessionContext) -> tuple[int, str | None, str]:
+    """Where the branch's latest compaction leaves off in `context`: (index of the first
+    message after its summary, or 0; its compaction entry id, or None; its summary, or "").
+    Only the leaf's own path counts (pi-session-format.md 6), never another branch."""
     for index in range(len(context.messages) - 1, -1, -1):
         message = context.messages[index]
         if message.get("role") == "compactionSummary":
@@ -129,7 +131,7 @@ def prepare_span(
     """
     messages = context.messages
     ids = context.message_entry_ids
-    start, previous_entry, previous_summary = _span_start(context)
+    start, previous_entry, previous_summary = latest_compaction(context)
     blocked = _split_points(messages)
     total = sum(message_tokens)
     if first_kept_entry_id is not None:
