@@ -1427,20 +1427,14 @@ class ContextEngine:
         Raises:
             RequestError: `session` names a missing or unreadable session file.
         """
-        changed: list[str] = []
-        sessions: list[str] = []
-        for session_id in self._lifecycle_sessions(summary_id, session, include_failed=True):
-            ids = summary_repo.mark_committed(self.store, session_id, summary_id, entry_id)
-            if ids:
-                sessions.append(session_id)
-                changed.extend(ids)
-        log.info(
-            "compact committed: summary=%s sessions=%d changed=%d",
+        return self._mark(
+            "committed",
             summary_id,
-            len(sessions),
-            len(changed),
+            session,
+            lambda session_id: summary_repo.mark_committed(
+                self.store, session_id, summary_id, entry_id
+            ),
         )
-        return {"summaryId": summary_id, "sessions": sessions, "changed": changed}
 
     def compact_failed(
         self, summary_id: str, reason: str | None = None, session: SessionRef | None = None
@@ -1454,15 +1448,35 @@ class ContextEngine:
         Raises:
             RequestError: `session` names a missing or unreadable session file.
         """
+        return self._mark(
+            "failed",
+            summary_id,
+            session,
+            lambda session_id: summary_repo.mark_failed(self.store, session_id, summary_id, reason),
+        )
+
+    def _mark(
+        self,
+        lifecycle: str,
+        summary_id: str,
+        session: SessionRef | None,
+        mark: Callable[[str], list[str]],
+    ) -> dict[str, Any]:
+        """Apply `mark(session_id)` in each session where `summary_id` can move to
+        `lifecycle` (committed: from prepared or failed; failed: from prepared)."""
         changed: list[str] = []
         sessions: list[str] = []
-        for session_id in self._lifecycle_sessions(summary_id, session, include_failed=False):
-            ids = summary_repo.mark_failed(self.store, session_id, summary_id, reason)
+        pending = self._lifecycle_sessions(
+            summary_id, session, include_failed=lifecycle == "committed"
+        )
+        for session_id in pending:
+            ids = mark(session_id)
             if ids:
                 sessions.append(session_id)
                 changed.extend(ids)
         log.info(
-            "compact failed: summary=%s sessions=%d changed=%d",
+            "compact %s: summary=%s sessions=%d changed=%d",
+            lifecycle,
             summary_id,
             len(sessions),
             len(changed),
