@@ -59,6 +59,7 @@ from typing import Any, TextIO
 from . import __version__
 from .config import flatten_settings
 from .engine import ContextEngine
+from .lines import split_lines
 from .requests import (
     CompactRequest,
     DatabaseUnavailableError,
@@ -763,7 +764,7 @@ def _print_compact(result: dict[str, Any], out: TextIO, session_arg: str) -> Non
             "  summarizer  offline (ds4/offline-v1, deterministic): the CLI has no model to ask\n"
         )
     out.write(f"\nSummary {result['summaryId']} (the text the model sees instead of the span):\n")
-    for line in result["compaction"]["summary"].splitlines():
+    for line in split_lines(result["compaction"]["summary"]):
         out.write(f"  {line}".rstrip() + "\n")
     out.write(
         "\n"

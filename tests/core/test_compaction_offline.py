@@ -355,3 +355,19 @@ def test_real_session_summary_is_fast_and_deterministic(
         timings.append(time.perf_counter() - started)
     assert len(results) == 1
     assert min(timings) < 1.0  # measured ~0.07 s
+
+
+def test_lines_split_by_lsp_rules_only() -> None:
+    """A U+2028 or form feed inside an output line does not end it (str.splitlines would)."""
+    messages = [
+        {"role": "user", "content": "run the tests"},
+        {
+            "role": "bashExecution",
+            "command": "pytest -q",
+            "output": "collected 3\nFAILED test_a - boom\u2028see log",
+            "exitCode": 1,
+        },
+    ]
+    text = offline_summary(messages, read_files=[], modified_files=[], token_limit=4000)
+    errors = text.split("## Errors / Risks\n", 1)[1].split("\n## ", 1)[0]
+    assert "FAILED test_a - boom" in errors

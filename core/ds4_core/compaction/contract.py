@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Literal
 
+from ..lines import split_lines
 from ..tokens import sha256_hex, stable_json
 
 CONTRACT_VERSION = 1
@@ -74,7 +75,6 @@ MAX_PATH_CHARS = 1024
 
 _SECTION_INDEX = {name: index for index, name in enumerate(SECTIONS)}
 _SECTION_BY_FOLDED = {name.casefold(): name for name in SECTIONS}
-_LINE_BREAK_RE = re.compile(r"\r\n|\r|\n")
 _HEADING_RE = re.compile(r"(#+)([ \t].*)?")
 _BACKTICK_RUN_RE = re.compile(r"`+")
 _SEPARATORS = (" — ", " -- ", " : ")
@@ -403,10 +403,6 @@ class _Parsed:
         )
 
 
-def _split_lines(text: str) -> list[str]:
-    return _LINE_BREAK_RE.split(text)
-
-
 def is_heading(line: str) -> bool:
     """True when `line` is a heading: one or more "#" at its start, then a space, a tab or
     the line end."""
@@ -431,7 +427,7 @@ def _quote(text: str, limit: int = 80) -> str:
 
 def _parse(text: str) -> _Parsed:
     """The line-level structure of a summary and its structural issues."""
-    lines = _split_lines(text)
+    lines = split_lines(text)
     issues: list[Issue] = []
     sections: list[_Section] = []
     current: _Section | None = None
@@ -677,7 +673,7 @@ def parse_sections(text: str) -> dict[str, list[str]] | None:
 def render_bullet(text: str) -> str:
     """One bullet as Markdown lines: "- " + its first line, later lines indented by two spaces
     unless already indented (so they stay continuation lines), trailing spaces removed."""
-    lines = [line.rstrip() for line in _split_lines(text.strip())]
+    lines = [line.rstrip() for line in split_lines(text.strip())]
     out = ["- " + lines[0].strip()]
     for line in lines[1:]:
         out.append(line if not line or line[0] in " \t" else "  " + line)

@@ -13,6 +13,7 @@ import math
 from collections import deque
 from collections.abc import Sequence
 
+from ..lines import split_lines
 from ..tokens import utf16_length
 from .contract import (
     FILE_SECTIONS,
@@ -46,7 +47,7 @@ def _close_fence(text: str) -> str:
     """`text` with a closing fence appended when its lines leave a code fence open, so a
     bullet can never swallow the sections after it."""
     open_fence = False
-    for line in text.split("\n"):
+    for line in split_lines(text):
         if is_fence(line):
             open_fence = not open_fence
     return text + "\n```" if open_fence else text
@@ -58,7 +59,7 @@ def _fallback_bullets(text: str) -> list[str]:
     whatever looks like a heading inside it) stays together as one multi-line bullet."""
     bullets: list[str] = []
     fence: list[str] | None = None
-    for raw in text.replace("\r\n", "\n").replace("\r", "\n").split("\n"):
+    for raw in split_lines(text):
         line = raw.rstrip()
         if fence is not None:
             fence.append(line)

@@ -39,6 +39,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..lines import split_lines
 from ..tokens import estimate_text_tokens, utf16_length
 from .contract import (
     FILES_MODIFIED,
@@ -328,7 +329,7 @@ def _digest(messages: Sequence[Mapping[str, Any]]) -> _Digest:
             if outcome not in ("", "exit 0"):
                 output = message.get("output")
                 tail = (
-                    output.strip().splitlines()[-1]
+                    split_lines(output.strip())[-1]
                     if isinstance(output, str) and output.strip()
                     else ""
                 )
@@ -424,7 +425,7 @@ def _commands(digest: _Digest, evidence: Evidence) -> list[_Candidate]:
 def _errors(digest: _Digest, evidence: Evidence) -> list[_Candidate]:
     items: list[tuple[tuple[int, int], str]] = []
     for error in reversed(digest.errors):
-        first_line = next((line for line in error.text.splitlines() if line.strip()), "")
+        first_line = next((line for line in split_lines(error.text) if line.strip()), "")
         text = f"{error.role}: {first_line}" if first_line else error.role
         items.append(((error.index, 0), _bullet(text, evidence, 240)))
     return _ranked("Errors / Risks", items)
@@ -459,7 +460,7 @@ def _exact_values(digest: _Digest, evidence: Evidence, files: frozenset[str]) ->
     turns = sorted([*digest.user, *digest.assistant], key=lambda t: t.index)
     for turn in turns:
         found: list[str] = []
-        for line in turn.text.splitlines():
+        for line in split_lines(turn.text):
             found.extend(span.text for span in code_spans(line) if "\n" not in span.text)
         path_matches = sorted(
             (m for p in _VALUE_PATTERNS[:2] for m in p.finditer(turn.text)), key=lambda m: m.start()

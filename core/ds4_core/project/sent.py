@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Protocol
 
+from ..lines import split_lines
 from ..store import Store
-from .windows import line_starts
 
 TRUNCATION_MARKER = "[DS4 snippet truncated]"
 
@@ -65,16 +65,6 @@ def record_sent_snippets(
         )
 
 
-def _lines(text: str) -> list[str]:
-    """`text` split into lines by LSP rules (`\\n`, `\\r\\n`, `\\r`), terminators removed."""
-    starts = line_starts(text)
-    lines = []
-    for i, start in enumerate(starts):
-        end = starts[i + 1] if i + 1 < len(starts) else len(text)
-        lines.append(text[start:end].rstrip("\r\n"))
-    return lines
-
-
 def describe_change(sent: list[str], live: list[str], start_line: int) -> str | None:
     """None when the live lines equal what was sent, else a short description (1-based lines)."""
     if sent == live:
@@ -123,7 +113,7 @@ def stale_snippets_for(
     )
     if not rows:
         return []  # nothing was sent from this file: no need to split its text
-    live = _lines(live_text) if live_text is not None else None
+    live = split_lines(live_text) if live_text is not None else None
     covered: list[tuple[int, int]] = []
     stale: list[dict[str, Any]] = []
     for manifest_id, snippet_id, start, end, content, sent_at in rows:
@@ -138,7 +128,7 @@ def stale_snippets_for(
                 if content.endswith(TRUNCATION_MARKER)
                 else content
             )
-            sent_lines = _lines(body.rstrip("\r\n") if body.endswith(("\n", "\r")) else body)
+            sent_lines = split_lines(body.rstrip("\r\n") if body.endswith(("\n", "\r")) else body)
             if content.endswith(TRUNCATION_MARKER):
                 sent_lines = sent_lines[:-1]  # the truncated last line cannot be compared
             current = live[start - 1 : start - 1 + len(sent_lines)]
