@@ -407,12 +407,17 @@ class ContextEngine:
 
     def _import_entry(self, session_id: str, entry: SessionEntry) -> SummaryNode | None:
         """Store the nodes compaction `entry` carries; returns its root node (None for an
-        entry with no summary, or one that cannot be stored at all).
+        entry with no summary).
 
         A ds4 record is trusted only when it fits the graph: when its summary id already holds
         another text in this session, or its children exist nowhere, the entry is imported as
         a Pi-native `branch` node instead (`metadata.untrustedDs4Record` says why), so the
-        graph always holds the text the model saw. Never raises for bad entries (logged)."""
+        graph always holds the text the model saw.
+
+        Raises:
+            sqlite3.Error, ValueError: not even the Pi-native node could be stored (callers
+                that must not fail, like the sync hook, log it and go on).
+        """
         store = self.store
         nodes = nodes_from_compaction_entry(session_id, entry)
         if not nodes:
@@ -427,16 +432,7 @@ class ContextEngine:
                 describe_failure(exc),
             )
             nodes = unverified_nodes(session_id, entry, f"not a valid graph record: {exc}")
-            try:
-                summary_repo.import_committed(store, nodes)
-            except (ValueError, sqlite3.IntegrityError) as again:
-                log.warning(
-                    "compaction entry not imported: session=%s entry=%s error=%s",
-                    session_id,
-                    entry.entry_id,
-                    describe_failure(again),
-                )
-                return None
+            summary_repo.import_committed(store, nodes)
         return summary_repo.get_node(store, session_id, nodes[-1].summary_id)
 
     # ----------------------------------------------------------------- sessions
@@ -1309,14 +1305,9 @@ class ContextEngine:
                 "reason",
             )
         started = time.perf_counter()
-        parsed, context, tokens, path = self._session_context(request.session)
-        if parsed.header is None:
-            raise RequestError(
-                f"session.file: '{path}' holds no Pi session yet; there is nothing to compact",
-                "session.file",
-            )
-        session_id = parsed.header.session_id
-        self._sync(path, force=False, progress=None)
+        session_id, context, tokens, path = self._synced_session(
+            request.session, "there is nothing to compact"
+        )
         try:
             span = prepare_span(
                 context,
@@ -1365,6 +1356,24 @@ class ContextEngine:
             duration_ms,
         )
         return result
+
+    def _synced_session(
+        self, ref: SessionRef, empty: str
+    ) -> tuple[str, SessionContext, list[int], Path]:
+        """(session id, leaf context, its message tokens, path) of `ref`, with the index (and
+        so the summary graph) synced first.
+
+        Raises:
+            RequestError: a missing or unreadable file, an unknown leaf, or a file with no
+                session header yet (the message ends with `empty`).
+        """
+        parsed, context, tokens, path = self._session_context(ref)
+        if parsed.header is None:
+            raise RequestError(
+                f"session.file: '{path}' holds no Pi session yet; {empty}", "session.file"
+            )
+        self._sync(path, force=False, progress=None)
+        return parsed.header.session_id, context, tokens, path
 
     def _branch_root(
         self, session_id: str, path: Path, compaction_entry_id: str | None
@@ -1491,14 +1500,7 @@ class ContextEngine:
         Raises:
             RequestError: a missing or unreadable session file, or an unknown leaf.
         """
-        parsed, context, _tokens, path = self._session_context(session)
-        if parsed.header is None:
-            raise RequestError(
-                f"session.file: '{path}' holds no Pi session yet; it has no summaries",
-                "session.file",
-            )
-        session_id = parsed.header.session_id
-        self._sync(path, force=False, progress=None)
+        session_id, context, _tokens, path = self._synced_session(session, "it has no summaries")
         _start, compaction_entry, _summary = latest_compaction(context)
         root = self._branch_root(session_id, path, compaction_entry)
         nodes = summary_repo.session_nodes(self.store, session_id)

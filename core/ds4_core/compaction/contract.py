@@ -177,7 +177,7 @@ class Evidence:
 
     @cached_property
     def _collapsed_parts(self) -> tuple[str, ...]:
-        return tuple(_collapse(part) for part in self._parts)
+        return tuple(collapse_whitespace(part) for part in self._parts)
 
     @cached_property
     def _collapsed_haystack(self) -> str:
@@ -211,13 +211,14 @@ class Evidence:
         """True when `value`, with whitespace runs collapsed to one space and Markdown
         backslash escapes removed, occurs (literally or JSON-escaped) in the equally
         whitespace-collapsed evidence: the test of the `spans-downgraded` repair."""
-        normalized = _collapse(_MARKDOWN_ESCAPE_RE.sub(r"\1", value))
+        normalized = collapse_whitespace(_MARKDOWN_ESCAPE_RE.sub(r"\1", value))
         if not normalized:
             return False
         return _occurs(normalized, self._collapsed_haystack, self._collapsed_parts)
 
 
-def _collapse(text: str) -> str:
+def collapse_whitespace(text: str) -> str:
+    """`text` with every run of whitespace (line breaks included) as one space, trimmed."""
     return " ".join(text.split())
 
 
@@ -419,7 +420,7 @@ def is_fence(line: str) -> bool:
 
 def _quote(text: str, limit: int = 80) -> str:
     """`text` shortened for a message, in single quotes."""
-    text = _collapse(text)
+    text = collapse_whitespace(text)
     if len(text) > limit:
         text = text[: limit - 1] + "…"
     return f"'{text}'"
@@ -637,7 +638,7 @@ def _value_issues(parsed: _Parsed, evidence: Evidence) -> list[Issue]:
                                 "error",
                                 section.name,
                                 index + 1,
-                                f"`{_collapse(span.text)[:80]}` in {section.name!r} occurs "
+                                f"`{collapse_whitespace(span.text)[:80]}` in {section.name!r} occurs "
                                 "nowhere in the conversation source, previous summary or "
                                 "file lists.",
                             )

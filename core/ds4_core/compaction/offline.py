@@ -33,13 +33,13 @@ from __future__ import annotations
 
 import bisect
 import itertools
-import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from ..lines import split_lines
+from ..retrieval.descriptor import text_of_message
 from ..tokens import estimate_text_tokens, utf16_length
 from .contract import (
     FILES_MODIFIED,
@@ -47,14 +47,15 @@ from .contract import (
     NONE_BULLET,
     SECTIONS,
     Evidence,
+    clean_file_list,
     code_span,
     code_spans,
-    is_clean_path,
+    collapse_whitespace,
     parse_sections,
     render_summary,
     validate_summary,
 )
-from .transcript import conversation_text, message_text
+from .transcript import conversation_text
 
 OFFLINE_PROVIDER = "ds4"
 """`provider` recorded for offline summaries."""
@@ -165,13 +166,9 @@ class _Candidate:
 # --- text helpers ---------------------------------------------------------------------------
 
 
-def _collapse(text: str) -> str:
-    return " ".join(text.split())
-
-
 def _cut(text: str, limit: int = MAX_BULLET_CHARS) -> str:
     """`text` collapsed to one line, cut at a word boundary to at most `limit` characters."""
-    text = _collapse(text)
+    text = collapse_whitespace(text)
     if len(text) <= limit:
         return text
     cut = text[: limit - 1]
@@ -181,7 +178,8 @@ def _cut(text: str, limit: int = MAX_BULLET_CHARS) -> str:
     return cut.rstrip() + "…"
 
 
-def _plain(text: str) -> str:
+def _backticks_to_quotes(text: str) -> str:
+    """`text` with each backtick as an apostrophe, so prose never opens a code span."""
     return text.replace("`", "'")
 
 
@@ -204,15 +202,15 @@ def _inline(text: str, evidence: Evidence) -> str:
     out: list[str] = []
     cursor = 0
     for span in code_spans(text):
-        out.append(_plain(text[cursor : span.start]))
+        out.append(_backticks_to_quotes(text[cursor : span.start]))
         raw = text[span.start : span.end]
         single = raw.startswith("`") and not raw.startswith("``")
         if single and _is_value(span.text) and evidence.supports(span.text):
             out.append(raw)
         else:
-            out.append(_plain(raw))
+            out.append(_backticks_to_quotes(raw))
         cursor = span.end
-    out.append(_plain(text[cursor:]))
+    out.append(_backticks_to_quotes(text[cursor:]))
     return "".join(out)
 
 
@@ -228,7 +226,7 @@ def _value_bullet(value: str, evidence: Evidence) -> str | None:
 
 
 def _sentences(text: str) -> list[str]:
-    return [s for s in (_collapse(part) for part in _SENTENCE_RE.split(text)) if s]
+    return [s for s in (collapse_whitespace(part) for part in _SENTENCE_RE.split(text)) if s]
 
 
 # --- the digest of a span -------------------------------------------------------------------
@@ -263,7 +261,7 @@ def _is_substantive(text: str) -> bool:
 
 
 def _outcome_of_result(message: Mapping[str, Any]) -> str:
-    text = message_text(message.get("content"))
+    text = text_of_message(message)
     match = _EXIT_RE.search(text)
     if message.get("isError") is True:
         return f"failed (exit {match.group(1)})" if match else "failed"
@@ -278,9 +276,9 @@ def _digest(messages: Sequence[Mapping[str, Any]]) -> _Digest:
             continue
         role = message.get("role")
         if role == "user":
-            digest.user.append(_Turn(index, "user", message_text(message.get("content"))))
+            digest.user.append(_Turn(index, "user", text_of_message(message)))
         elif role == "assistant":
-            text = message_text(message.get("content"))
+            text = text_of_message(message)
             if text.strip():
                 digest.assistant.append(_Turn(index, "assistant", text))
             content = message.get("content")
@@ -312,7 +310,7 @@ def _digest(messages: Sequence[Mapping[str, Any]]) -> _Digest:
                 label = f"{name} failed" if isinstance(name, str) and name else "tool failed"
                 if entry is not None:
                     label = f"{label} ({_cut(entry.command, 80)})"
-                text = message_text(message.get("content")).strip()
+                text = text_of_message(message).strip()
                 digest.errors.append(_Turn(index, label, text))
         elif role == "bashExecution":
             command = message.get("command")
@@ -405,13 +403,13 @@ def _command_text(command: _Command, evidence: Evidence) -> str:
             suffix = f" — {command.outcome}" if command.outcome else ""
             return span + suffix
     suffix = f" — {command.outcome}" if command.outcome else ""
-    return _plain(_cut(command.command, MAX_COMMAND_CHARS)) + suffix
+    return _backticks_to_quotes(_cut(command.command, MAX_COMMAND_CHARS)) + suffix
 
 
 def _commands(digest: _Digest, evidence: Evidence) -> list[_Candidate]:
     latest: dict[str, _Command] = {}
     for command in digest.commands:
-        key = _collapse(command.command)
+        key = collapse_whitespace(command.command)
         latest.pop(key, None)
         latest[key] = command  # a repeated command moves to its latest run
     ordered = sorted(
@@ -494,7 +492,7 @@ def _exact_values(digest: _Digest, evidence: Evidence, files: frozenset[str]) ->
 
 
 def _files(section: str, paths: Sequence[str]) -> list[_Candidate]:
-    clean = list(dict.fromkeys(p for p in paths if isinstance(p, str) and is_clean_path(p)))
+    clean = clean_file_list(paths)
     recent_first = list(enumerate(clean))[::-1][: SECTION_CAPS[section]]
     return [
         _Candidate(section, (position, 0), rank, code_span(path))
@@ -532,7 +530,7 @@ def _without_backticks(sections: Mapping[str, Sequence[str]]) -> dict[str, list[
     return {
         name: list(bullets)
         if name in (FILES_READ, FILES_MODIFIED)
-        else [_plain(b) for b in bullets]
+        else [_backticks_to_quotes(b) for b in bullets]
         for name, bullets in sections.items()
     }
 
@@ -602,8 +600,3 @@ def offline_summary(
     if validate_summary(text, evidence).status == "valid":
         return text
     return render_summary({})
-
-
-def skeleton_tokens() -> int:
-    """Tokens of the smallest summary: the twelve headings, each with `- None`."""
-    return math.ceil(utf16_length(render_summary({})) / 4)

@@ -191,7 +191,7 @@ def graph_view(
 _LINE_UNSAFE = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")
 
 
-def _plain(value: Any) -> str:
+def _one_line(value: Any) -> str:
     """`value` as text safe on one terminal line: control characters, line and paragraph
     separators and lone surrogates become U+FFFD."""
     return _LINE_UNSAFE.sub("\ufffd", str(value))
@@ -203,7 +203,7 @@ def _node_line(node: Mapping[str, Any], depth: int, shared: bool) -> str:
         indent = "  " * depth
     else:
         indent = "  " * MAX_INDENT_DEPTH + f"[+{depth - MAX_INDENT_DEPTH}] "
-    text = _plain(
+    text = _one_line(
         f"{node.get('summaryId')} {node.get('kind')} L{node.get('level')} "
         f"{node.get('lifecycle')} {node.get('validationStatus')} {node.get('tokens')} tok"
     )

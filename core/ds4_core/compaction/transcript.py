@@ -13,6 +13,7 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from ..retrieval.descriptor import text_of_message
 from .contract import is_clean_path
 
 MAX_TOOL_TEXT_CHARS = 4000
@@ -24,23 +25,6 @@ READ_TOOLS = frozenset({"read"})
 MODIFY_TOOLS = frozenset({"write", "edit", "multi_edit", "apply_patch"})
 """Tool names whose `path` argument is a file modified."""
 _PATH_KEYS = ("path", "file_path")
-
-
-def message_text(content: Any) -> str:
-    """The text of a content value: a string as is, the `text` blocks of a list joined with
-    newlines (images, thinking and other blocks skipped)."""
-    if isinstance(content, str):
-        return content
-    if not isinstance(content, list):
-        return ""
-    texts = [
-        block["text"]
-        for block in content
-        if isinstance(block, Mapping)
-        and block.get("type") == "text"
-        and isinstance(block.get("text"), str)
-    ]
-    return "\n".join(texts)
 
 
 def _capped(text: str, limit: int = MAX_TOOL_TEXT_CHARS) -> str:
@@ -100,7 +84,7 @@ def _assistant_parts(message: Mapping[str, Any]) -> Iterable[str]:
 def _message_parts(message: Mapping[str, Any], limit: int) -> Iterable[str]:
     role = message.get("role")
     if role == "user":
-        yield _block("user", message_text(message.get("content")))
+        yield _block("user", text_of_message(message))
     elif role == "assistant":
         yield from _assistant_parts(message)
     elif role == "toolResult":
@@ -108,7 +92,7 @@ def _message_parts(message: Mapping[str, Any], limit: int) -> Iterable[str]:
         header = "toolResult " + (name if isinstance(name, str) and name else "tool")
         if message.get("isError") is True:
             header += " error"
-        yield _block(header, _capped(message_text(message.get("content")), limit))
+        yield _block(header, _capped(text_of_message(message), limit))
     elif role == "bashExecution":
         if message.get("excludeFromContext") is True:
             return
@@ -129,13 +113,13 @@ def _message_parts(message: Mapping[str, Any], limit: int) -> Iterable[str]:
     elif role == "custom":
         kind = message.get("customType")
         header = "custom " + kind if isinstance(kind, str) and kind else "custom"
-        yield _block(header, message_text(message.get("content")))
+        yield _block(header, text_of_message(message))
     elif role in ("compactionSummary", "branchSummary"):
         summary = message.get("summary")
         yield _block(str(role), summary if isinstance(summary, str) else "")
     else:
         label = role if isinstance(role, str) and role else "message"
-        yield _block(label, message_text(message.get("content")))
+        yield _block(label, text_of_message(message))
 
 
 def conversation_text(
