@@ -22,6 +22,8 @@ import stat
 from collections.abc import Iterator
 from pathlib import Path
 
+from ..lines import split_lines
+
 IGNORED_DIRECTORIES = frozenset(
     {
         ".git",
@@ -115,7 +117,6 @@ _UTF16_BOMS = (codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)
 # Bytes 0-6 and 14-31: not tab, LF, VT, FF, CR (7-13), which are normal in text.
 _CONTROL_BYTES = bytes([*range(0, 7), *range(14, 32)])
 _CONTROL_CHARS = re.compile("[\x00-\x06\x0e-\x1f]")
-_LINE_BREAK = re.compile("\r\n|\r|\n")
 
 # Secret detection is the costliest check on a large project, so no pattern scans the text.
 # Every match of these patterns starts with a literal anchor; `bytes.find` locates anchors (in
@@ -348,7 +349,7 @@ def decode_text(data: bytes) -> tuple[str | None, str | None]:
 def _is_minified(text: str) -> bool:
     if not text:
         return False
-    lines = _LINE_BREAK.split(text)
+    lines = split_lines(text)
     if lines[-1] == "":
         lines.pop()  # a final line break does not start another line
     if not lines:
