@@ -41,7 +41,6 @@ import functools
 import os
 import re
 import stat
-import subprocess
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -50,6 +49,14 @@ from typing import Literal, cast
 from pathspec import GitIgnoreSpec, RegexPattern
 
 from ds4_core.project.filters import path_exclusion
+from ds4_core.project.git import (
+    GitError,
+    index_mtime_ns,
+    read_head_tree,
+    read_index,
+    run_git,
+    worktree_changes,
+)
 
 DEFAULT_MAX_FILES = 10_000
 """Files listed at most (ds4-reference.md 3.9, `maxFiles`)."""
@@ -63,19 +70,6 @@ DEFAULT_MAX_TOTAL_BYTES = 50_000_000
 MAX_WALK_DIRECTORIES = 50_000
 """Directories the walk visits at most before it stops with `truncated=True`."""
 
-GIT_TIMEOUT_S = 20.0
-"""Seconds one Git command may take before discovery falls back to the walk."""
-
-_GIT_ENV_DROP = (
-    "GIT_DIR",
-    "GIT_WORK_TREE",
-    "GIT_INDEX_FILE",
-    "GIT_OBJECT_DIRECTORY",
-    "GIT_ALTERNATE_OBJECT_DIRECTORIES",
-    "GIT_COMMON_DIR",
-    "GIT_NAMESPACE",
-    "GIT_PREFIX",
-)
 _UTF8_BOM = "\ufeff"
 
 
@@ -411,64 +405,46 @@ class _IgnoredByEnclosing:
     top: Path
 
 
-class _GitError(Exception):
-    """A Git command failed. `expected` marks failures that are normal, not worth a warning
-    (Git is not installed, the root is not in a work tree, no commit or branch yet)."""
-
-    def __init__(self, message: str, *, expected: bool = False) -> None:
-        super().__init__(message)
-        self.expected = expected
-
-
 def _git_listing(root: Path, warnings: list[str]) -> _GitListing | _IgnoredByEnclosing | None:
     """Ask Git for the candidates and state; None (and maybe a warning) to use the walk, or
     `_IgnoredByEnclosing` when the repository ignores the root itself (or a directory above
-    it) and tracks nothing under it: the walk then applies only the root's own ignore files."""
+    it) and tracks nothing under it: the walk then applies only the root's own ignore files.
+
+    Git runs only through `ds4_core.project.git` (no command that can start a program the
+    repository's configuration names); "modified" comes from `worktree_changes`, not from
+    `git status`."""
     try:
-        prefix = os.fsdecode(_git(root, "rev-parse", "--show-prefix")).strip("\n")
-    except _GitError as error:
+        prefix = os.fsdecode(run_git(root, "rev-parse", "--show-prefix")).strip("\n")
+    except GitError as error:
         if not error.expected:
             warnings.append(f"git failed in '{root}' ({error}); listing files without Git")
         return None
     try:
-        tracked = _split_z(_git(root, "ls-files", "--cached", "-z"))
-        untracked = _split_z(_git(root, "ls-files", "--others", "--exclude-standard", "-z"))
-        status = _split_z(
-            _git(
-                root,
-                "status",
-                "--porcelain=v1",
-                "-z",
-                "--untracked-files=all",
-                "--no-renames",
-                "--ignore-submodules=none",
-            )
-        )
+        entries = read_index(root)
+        untracked = _split_z(run_git(root, "ls-files", "--others", "--exclude-standard", "-z"))
         head = _git_optional(root, "rev-parse", "--verify", "-q", "HEAD")
         branch = _git_optional(root, "symbolic-ref", "--short", "-q", "HEAD")
-    except _GitError as error:
+        index_time = index_mtime_ns(root)
+        head_tree = read_head_tree(root) if head is not None else None
+    except GitError as error:
         warnings.append(f"git failed in '{root}' ({error}); listing files without Git")
         return None
+    tracked = {entry.path for entry in entries}
     if prefix and not tracked and not untracked and _git_ignores_root(root):
         try:
-            top = Path(os.fsdecode(_git(root, "rev-parse", "--show-toplevel")).strip("\n"))
-        except _GitError:
+            top = Path(os.fsdecode(run_git(root, "rev-parse", "--show-toplevel")).strip("\n"))
+        except GitError:
             top = root.parents[len(Path(prefix).parts) - 1]
         return _IgnoredByEnclosing(top)
-    changed: set[str] = set()
-    for record in status:
-        path = record[3:]  # "XY path"
-        if path.startswith(prefix):
-            relative = path[len(prefix) :]
-            if _is_safe_relative(relative):
-                changed.add(relative.rstrip("/"))
+    changed = worktree_changes(root, entries, head_tree, index_time)
+    changed.update(untracked)
     tracked_set = frozenset(path for path in tracked if _is_safe_relative(path))
     candidates = sorted(tracked_set | {p for p in untracked if _is_safe_relative(p)})
     state = GitState(
         branch=branch,
         head=head,
-        dirty=bool(status),
-        changed_paths=tuple(sorted(changed)),
+        dirty=bool(changed),
+        changed_paths=tuple(sorted({p.rstrip("/") for p in changed if _is_safe_relative(p)})),
     )
     return _GitListing(candidates=candidates, tracked=tracked_set, state=state)
 
@@ -476,47 +452,17 @@ def _git_listing(root: Path, warnings: list[str]) -> _GitListing | _IgnoredByEnc
 def _git_ignores_root(root: Path) -> bool:
     """Does the repository's ignore configuration exclude `root` (or a directory above it)?"""
     try:
-        _git(root, "check-ignore", "-q", "--", ".")
-    except _GitError:
+        run_git(root, "check-ignore", "-q", "--", ".")
+    except GitError:
         return False  # exit status 1: not ignored (or any failure: keep Git's answer)
     return True
-
-
-def _git(root: Path, *args: str) -> bytes:
-    env = {key: value for key, value in os.environ.items() if key not in _GIT_ENV_DROP}
-    env["GIT_OPTIONAL_LOCKS"] = "0"
-    env["GIT_TERMINAL_PROMPT"] = "0"
-    env["LC_ALL"] = "C"
-    command = ["git", "-C", str(root), "-c", "core.quotepath=off", *args]
-    try:
-        completed = subprocess.run(
-            command,
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            env=env,
-            timeout=GIT_TIMEOUT_S,
-            check=False,
-        )
-    except subprocess.TimeoutExpired as error:
-        raise _GitError(f"`git {args[0]}` timed out after {GIT_TIMEOUT_S:g} s") from error
-    except FileNotFoundError as error:
-        raise _GitError("git is not installed", expected=True) from error
-    except OSError as error:
-        raise _GitError(f"cannot run git: {error.strerror or error}") from error
-    if completed.returncode != 0:
-        message = completed.stderr.decode("utf-8", "replace").strip()
-        lines = message.split("\n")
-        detail = lines[-1] if lines else f"exit status {completed.returncode}"
-        expected = not message or "not a git repository" in message
-        raise _GitError(f"`git {args[0]}`: {detail}", expected=expected)
-    return completed.stdout
 
 
 def _git_optional(root: Path, *args: str) -> str | None:
     """Output of a Git query that legitimately fails (no commit yet, detached HEAD)."""
     try:
-        output = _git(root, *args)
-    except _GitError as error:
+        output = run_git(root, *args)
+    except GitError as error:
         if error.expected:
             return None
         raise

@@ -1,0 +1,328 @@
+"""Git for project discovery, run so that a repository's configuration never starts a program.
+
+Trusting a workspace means its files may be read, never that its configuration may run
+programs. Git configuration names programs in many places: `core.fsmonitor` (run whenever the
+index is read, so by `git ls-files` and `git status`), clean/smudge/process filters and
+textconv drivers chosen by `.gitattributes` (run when Git compares a working-tree file with
+the index, as `git status` does), hooks (`core.hooksPath`, `.git/hooks`), pagers,
+`diff.external`, `core.sshCommand`, credential helpers and `core.askPass` (run by the lazy
+fetch of a partial clone), aliases, and any of these arriving through `include.path` or
+`includeIf`, or from the repository a `.git` file points to. So discovery:
+
+1. runs only commands that never read working-tree contents through Git and never diff:
+   `rev-parse`, `symbolic-ref`, `ls-files` (the index, with its stat data, and the walk for
+   untracked files), `ls-tree` and `check-ignore`; never `status`, `diff`, `add` or `fetch`;
+2. runs each with `GIT_SAFE_CONFIG` on the command line (configuration given with `-c` wins
+   over every configuration file, included ones too, and is passed on to any Git process
+   Git starts itself), `--no-pager`, `--no-optional-locks` (nothing is written, so no
+   `post-index-change` hook), `--no-replace-objects`, stdin closed and no terminal prompt;
+3. decides "modified" itself (`worktree_changes`): a file whose `lstat` matches the stat data
+   Git recorded in the index is unchanged, as `git status` would say without reading it;
+   any other tracked file is hashed as a Git blob (`sha1("blob <size>\\0" + bytes)`, SHA-256
+   in a SHA-256 repository) and compared with the index's object id.
+
+What step 3 cannot see, because it would mean running the repository's programs: the output
+of clean filters (a filtered file whose stat data no longer matches counts as modified unless
+its bytes equal the stored blob) and changes inside submodules. Line-ending conversion is
+approximated: a file that equals the stored blob once its CRLF line endings become LF counts
+as unchanged. A change of the executable bit alone is not reported.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import stat
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+GIT_TIMEOUT_S = 20.0
+"""Seconds one Git command may take before discovery falls back to the walk."""
+
+GIT_SAFE_CONFIG = (
+    "core.fsmonitor=false",  # no fsmonitor hook or daemon when the index is read
+    "core.untrackedCache=false",  # the untracked walk trusts no cached (fsmonitor) data
+    f"core.hooksPath={os.devnull}",  # no hook can be found
+    "credential.helper=",  # the empty value clears the list of helpers
+    "core.askPass=",  # no askpass program
+    "protocol.allow=never",  # no transport at all, so no lazy fetch, SSH or remote helper
+    "safe.bareRepository=explicit",  # a bare repository planted in the folder is not used
+    "core.quotePath=false",
+)
+"""Configuration passed with `-c` to every Git command discovery runs (see the module
+docstring). Pagers, `diff.external`, textconv, filters and aliases need no entry: no command
+run here consults them (`--no-pager` covers pagers)."""
+
+_ENV_DROP = (
+    "GIT_DIR",
+    "GIT_WORK_TREE",
+    "GIT_INDEX_FILE",
+    "GIT_OBJECT_DIRECTORY",
+    "GIT_ALTERNATE_OBJECT_DIRECTORIES",
+    "GIT_COMMON_DIR",
+    "GIT_NAMESPACE",
+    "GIT_PREFIX",
+    "GIT_EXTERNAL_DIFF",
+    "GIT_PAGER",
+    "PAGER",
+)
+
+_HASH_CHUNK_BYTES = 1 << 20
+_CRLF_CHECK_MAX_BYTES = 64 << 20
+"""Largest file (bytes) whose CRLF-to-LF form is hashed when its raw bytes differ."""
+
+
+class GitError(Exception):
+    """A Git command failed. `expected` marks failures that are normal, not worth a warning
+    (Git is not installed, the folder is not in a work tree, no commit or branch yet)."""
+
+    def __init__(self, message: str, *, expected: bool = False) -> None:
+        super().__init__(message)
+        self.expected = expected
+
+
+def run_git(root: Path, *args: str) -> bytes:
+    """Run `git <args>` in `root` with `GIT_SAFE_CONFIG` and return its standard output.
+
+    Only for the read-only commands named in the module docstring; the caller must not pass
+    a command that reads working-tree contents through Git (status, diff, add).
+
+    Raises:
+        GitError: Git is missing (`expected`), exits non-zero (`expected` when the folder is
+            not in a repository or Git printed nothing), times out after `GIT_TIMEOUT_S`
+            seconds, or cannot be started.
+    """
+    env = {key: value for key, value in os.environ.items() if key not in _ENV_DROP}
+    env["GIT_OPTIONAL_LOCKS"] = "0"
+    env["GIT_TERMINAL_PROMPT"] = "0"
+    env["GIT_NO_REPLACE_OBJECTS"] = "1"
+    env["GIT_NO_LAZY_FETCH"] = "1"  # Git >= 2.44; protocol.allow=never covers older Gits
+    env["LC_ALL"] = "C"
+    command = ["git", "--no-pager", "--no-optional-locks", "--no-replace-objects"]
+    for setting in GIT_SAFE_CONFIG:
+        command += ["-c", setting]
+    command += ["-C", str(root), *args]
+    try:
+        completed = subprocess.run(
+            command,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            env=env,
+            timeout=GIT_TIMEOUT_S,
+            check=False,
+        )
+    except subprocess.TimeoutExpired as error:
+        raise GitError(f"`git {args[0]}` timed out after {GIT_TIMEOUT_S:g} s") from error
+    except FileNotFoundError as error:
+        raise GitError("git is not installed", expected=True) from error
+    except OSError as error:
+        raise GitError(f"cannot run git: {error.strerror or error}") from error
+    if completed.returncode != 0:
+        message = completed.stderr.decode("utf-8", "replace").strip()
+        lines = message.split("\n")
+        detail = lines[-1] if lines else f"exit status {completed.returncode}"
+        expected = not message or "not a git repository" in message
+        raise GitError(f"`git {args[0]}`: {detail}", expected=expected)
+    return completed.stdout
+
+
+@dataclass(frozen=True, slots=True)
+class IndexEntry:
+    """One entry of Git's index, as `git ls-files -s -v --debug -z` prints it.
+
+    Attributes:
+        path: POSIX path relative to the folder Git ran in.
+        mode: octal mode string (`100644`, `100755`, `120000` link, `160000` submodule).
+        oid: object id (hex) of the staged blob.
+        stage: 0 when merged; 1-3 for the sides of a conflict.
+        assumed: `skip-worktree` or `assume-unchanged` is set: Git never compares it.
+        stat: `(ctime_s, ctime_ns, mtime_s, mtime_ns, ino, uid, gid, size)` as Git recorded
+            them (seconds and sizes modulo 2**32), or None when the output had none.
+    """
+
+    path: str
+    mode: str
+    oid: str
+    stage: int
+    assumed: bool
+    stat: tuple[int, int, int, int, int, int, int, int] | None
+
+
+_ENTRY = re.compile(
+    rb"([A-Za-z?]) (\d{6}) ([0-9a-f]{40,64}) ([0-3])\t([^\0]*)\0"
+    rb"(?:  ctime: (\d+):(\d+)\n  mtime: (\d+):(\d+)\n  dev: \d+\tino: (\d+)\n"
+    rb"  uid: (\d+)\tgid: (\d+)\n  size: (\d+)\tflags: [0-9a-f]+\n)?"
+)
+
+
+def read_index(root: Path) -> list[IndexEntry]:
+    """The index entries under `root` (`git ls-files -s -v --debug -z`).
+
+    The stat data comes from `--debug`, whose layout Git does not promise; an entry whose
+    stat data cannot be parsed gets `stat=None` (and is hashed, never assumed unchanged).
+
+    Raises:
+        GitError: the command failed, or its output is not in the expected form.
+    """
+    output = run_git(root, "ls-files", "-s", "-v", "--debug", "-z")
+    entries: list[IndexEntry] = []
+    position = 0
+    while position < len(output):
+        match = _ENTRY.match(output, position)
+        if match is None:
+            raise GitError("`git ls-files`: unexpected output")
+        position = match.end()
+        tag = match.group(1).decode()
+        numbers = [int(n) for n in match.groups()[5:] if n is not None]
+        stat_data = None
+        if len(numbers) == 8:
+            c_s, c_ns, m_s, m_ns, ino, uid, gid, size = numbers
+            stat_data = (c_s, c_ns, m_s, m_ns, ino, uid, gid, size)
+        entries.append(
+            IndexEntry(
+                path=os.fsdecode(match.group(5)),
+                mode=match.group(2).decode(),
+                oid=match.group(3).decode(),
+                stage=int(match.group(4)),
+                assumed=tag == "S" or tag.islower(),
+                stat=stat_data,
+            )
+        )
+    return entries
+
+
+def read_head_tree(root: Path) -> dict[str, tuple[str, str]]:
+    """`{path: (mode, oid)}` of HEAD's tree under `root` (`git ls-tree -r -z HEAD`).
+
+    Raises:
+        GitError: the command failed (no HEAD, or a tree object is missing: a partial clone
+            never fetches it here).
+    """
+    tree: dict[str, tuple[str, str]] = {}
+    for record in run_git(root, "ls-tree", "-r", "-z", "HEAD").split(b"\0"):
+        if not record:
+            continue
+        meta, _, path = record.partition(b"\t")
+        parts = meta.split(b" ")
+        if len(parts) != 3 or not path:
+            raise GitError("`git ls-tree`: unexpected output")
+        tree[os.fsdecode(path)] = (parts[0].decode(), parts[2].decode())
+    return tree
+
+
+def index_mtime_ns(root: Path) -> int | None:
+    """Modification time (ns) of the index file, or None when there is none; entries changed
+    at or after it are "racily clean" and must be hashed (Git's rule, racy-git.txt)."""
+    try:
+        relative = os.fsdecode(run_git(root, "rev-parse", "--git-path", "index")).rstrip("\n")
+        return os.stat(root / relative).st_mtime_ns
+    except (GitError, OSError):
+        return None
+
+
+def worktree_changes(
+    root: Path,
+    entries: list[IndexEntry],
+    head: dict[str, tuple[str, str]] | None,
+    index_time_ns: int | None,
+) -> set[str]:
+    """Paths (relative to `root`) whose index entry differs from HEAD (`head`, None before
+    the first commit) or whose working-tree file differs from its index entry: staged and
+    unstaged changes, deletions and conflicts, as `git status` reports them (see the module
+    docstring for what is approximated). Reads files; runs nothing."""
+    changed: set[str] = set()
+    staged: dict[str, tuple[str, str]] = {}
+    for entry in entries:
+        if entry.stage != 0:
+            changed.add(entry.path)  # a conflict
+            continue
+        staged[entry.path] = (entry.mode, entry.oid)
+        if not entry.assumed and _differs(root, entry, index_time_ns):
+            changed.add(entry.path)
+    committed = head or {}
+    for path in staged.keys() | committed.keys():
+        if staged.get(path) != committed.get(path):
+            changed.add(path)  # staged: added, deleted, or another blob or mode
+    return changed
+
+
+def blob_id(data: bytes, *, sha256: bool = False) -> str:
+    """Git's object id of a blob holding `data`: the hex digest of `b"blob <len>\\0" + data`
+    (SHA-1, or SHA-256 in a SHA-256 repository; Git's object format, gitformat-pack)."""
+    digest = hashlib.sha256() if sha256 else hashlib.sha1()
+    digest.update(b"blob %d\0" % len(data))
+    digest.update(data)
+    return digest.hexdigest()
+
+
+def _differs(root: Path, entry: IndexEntry, index_time_ns: int | None) -> bool:
+    """Does the working-tree file differ from its (stage 0) index entry?"""
+    path = root / entry.path
+    try:
+        info = os.lstat(path)
+    except OSError:
+        return True  # deleted (or unreadable)
+    if entry.mode == "160000":
+        return not stat.S_ISDIR(info.st_mode)  # submodule contents are not compared
+    if entry.mode == "120000":
+        if not stat.S_ISLNK(info.st_mode):
+            return True
+        try:
+            target = os.fsencode(os.readlink(path))
+        except OSError:
+            return True
+        return blob_id(target, sha256=len(entry.oid) == 64) != entry.oid
+    if not stat.S_ISREG(info.st_mode):
+        return True
+    if _stat_matches(entry, info, index_time_ns):
+        return False
+    return not _content_matches(path, info.st_size, entry.oid)
+
+
+def _stat_matches(entry: IndexEntry, info: os.stat_result, index_time_ns: int | None) -> bool:
+    """Git's "stat data unchanged" test (ie_match_stat), with its racy-clean rule."""
+    if entry.stat is None or index_time_ns is None:
+        return False
+    ctime_s, ctime_ns, mtime_s, mtime_ns, ino, uid, gid, size = entry.stat
+    if mtime_s * 1_000_000_000 + mtime_ns >= index_time_ns:
+        return False  # changed in the same tick the index was written: may be racily clean
+    wrap = 0xFFFFFFFF
+    return (
+        size == info.st_size & wrap
+        and (mtime_s, mtime_ns)
+        == ((info.st_mtime_ns // 1_000_000_000) & wrap, info.st_mtime_ns % 1_000_000_000)
+        and (ctime_s, ctime_ns)
+        == ((info.st_ctime_ns // 1_000_000_000) & wrap, info.st_ctime_ns % 1_000_000_000)
+        and ino == info.st_ino & wrap
+        and uid == info.st_uid & wrap
+        and gid == info.st_gid & wrap
+    )
+
+
+def _content_matches(path: Path, size: int, oid: str) -> bool:
+    """Do the file's bytes (or, failing that, its bytes with CRLF turned into LF) hash to
+    `oid`? Unreadable files do not match."""
+    sha256 = len(oid) == 64
+    digest = hashlib.sha256() if sha256 else hashlib.sha1()
+    digest.update(b"blob %d\0" % size)
+    saw_cr = False
+    read = 0
+    try:
+        with open(path, "rb") as handle:
+            while chunk := handle.read(_HASH_CHUNK_BYTES):
+                digest.update(chunk)
+                read += len(chunk)
+                saw_cr = saw_cr or b"\r" in chunk
+    except OSError:
+        return False
+    if read == size and digest.hexdigest() == oid:
+        return True
+    if not saw_cr or size > _CRLF_CHECK_MAX_BYTES:
+        return False
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return False
+    return blob_id(data.replace(b"\r\n", b"\n"), sha256=sha256) == oid
