@@ -425,10 +425,16 @@ def _git_listing(root: Path, warnings: list[str]) -> _GitListing | _IgnoredByEnc
         head = _git_optional(root, "rev-parse", "--verify", "-q", "HEAD")
         branch = _git_optional(root, "symbolic-ref", "--short", "-q", "HEAD")
         index_time = index_mtime_ns(root)
-        head_tree = read_head_tree(root) if head is not None else None
     except GitError as error:
         warnings.append(f"git failed in '{root}' ({error}); listing files without Git")
         return None
+    head_tree: dict[str, tuple[str, str]] | None = {}
+    if head is not None:
+        try:
+            head_tree = read_head_tree(root)
+        except GitError as error:  # e.g. a partial clone missing a tree: never fetched
+            head_tree = None
+            warnings.append(f"git cannot read HEAD's tree ({error}); staged changes not shown")
     tracked = {entry.path for entry in entries}
     if prefix and not tracked and not untracked and _git_ignores_root(root):
         try:

@@ -228,10 +228,11 @@ def worktree_changes(
     head: dict[str, tuple[str, str]] | None,
     index_time_ns: int | None,
 ) -> set[str]:
-    """Paths (relative to `root`) whose index entry differs from HEAD (`head`, None before
-    the first commit) or whose working-tree file differs from its index entry: staged and
-    unstaged changes, deletions and conflicts, as `git status` reports them (see the module
-    docstring for what is approximated). Reads files; runs nothing."""
+    """Paths (relative to `root`) whose index entry differs from HEAD's tree (`head`: empty
+    before the first commit, None when it could not be read: staged changes are then not
+    compared) or whose working-tree file differs from its index entry: staged and unstaged
+    changes, deletions and conflicts, as `git status` reports them (see the module docstring
+    for what is approximated). Reads files; runs nothing."""
     changed: set[str] = set()
     staged: dict[str, tuple[str, str]] = {}
     for entry in entries:
@@ -241,9 +242,10 @@ def worktree_changes(
         staged[entry.path] = (entry.mode, entry.oid)
         if not entry.assumed and _differs(root, entry, index_time_ns):
             changed.add(entry.path)
-    committed = head or {}
-    for path in staged.keys() | committed.keys():
-        if staged.get(path) != committed.get(path):
+    if head is None:
+        return changed
+    for path in staged.keys() | head.keys():
+        if staged.get(path) != head.get(path):
             changed.add(path)  # staged: added, deleted, or another blob or mode
     return changed
 
