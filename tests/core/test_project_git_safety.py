@@ -119,7 +119,7 @@ ACTIONS = (
     "edit",  # new content, new size
     "edit-same-size",  # new content, same size (Git must compare content)
     "touch",  # same content, new mtime (stat data differs, content does not)
-    "crlf",  # same content but CRLF line endings, with core.autocrlf=input
+    "crlf",  # CRLF line endings (another size: changed, even with core.autocrlf=input)
     "delete",  # removed from the working tree
     "stage-edit",  # edited and staged
     "unstage",  # `git rm --cached`: staged deletion, file now untracked
@@ -174,8 +174,6 @@ def test_changed_paths_agree_with_git_status(
 
         status = git(root, "status", "--porcelain=v1", "-z", "--untracked-files=all")
         expected = {record[3:] for record in status.split("\0") if record}
-        if not autocrlf:  # Git reports a CRLF rewrite as a change; discovery cannot tell
-            expected -= {p for p, a in zip(FILES, actions, strict=True) if a == "crlf"}
         discovery = discover_project(root)
         assert discovery.git is not None
         assert set(discovery.git.changed_paths) == expected

@@ -16,16 +16,17 @@ fetch of a partial clone), aliases, and any of these arriving through `include.p
    over every configuration file, included ones too, and is passed on to any Git process
    Git starts itself), `--no-pager`, `--no-optional-locks` (nothing is written, so no
    `post-index-change` hook), `--no-replace-objects`, stdin closed and no terminal prompt;
-3. decides "modified" itself (`worktree_changes`): a file whose `lstat` matches the stat data
-   Git recorded in the index is unchanged, as `git status` would say without reading it;
-   any other tracked file is hashed as a Git blob (`sha1("blob <size>\\0" + bytes)`, SHA-256
-   in a SHA-256 repository) and compared with the index's object id.
+3. decides "modified" itself (`worktree_changes`) with `git status`'s rules: a file whose
+   `lstat` matches the stat data Git recorded in the index is unchanged, and one whose size
+   differs from the recorded size is modified, both without reading it; any other tracked
+   file is hashed as a Git blob (`sha1("blob <size>\\0" + bytes)`, SHA-256 in a SHA-256
+   repository) and compared with the index's object id.
 
 What step 3 cannot see, because it would mean running the repository's programs: the output
 of clean filters (a filtered file whose stat data no longer matches counts as modified unless
 its bytes equal the stored blob) and changes inside submodules. Line-ending conversion is
-approximated: a file that equals the stored blob once its CRLF line endings become LF counts
-as unchanged. A change of the executable bit alone is not reported.
+approximated: a file of the recorded size that equals the stored blob once its CRLF line
+endings become LF counts as unchanged. A change of the executable bit alone is not reported.
 """
 
 from __future__ import annotations
@@ -280,6 +281,8 @@ def _differs(root: Path, entry: IndexEntry, index_time_ns: int | None) -> bool:
         return True
     if _stat_matches(entry, info, index_time_ns):
         return False
+    if entry.stat is not None and entry.stat[7] not in (0, info.st_size & 0xFFFFFFFF):
+        return True  # another size than recorded: Git calls it changed without reading it
     return not _content_matches(path, info.st_size, entry.oid)
 
 
