@@ -187,6 +187,34 @@ def test_crlf_and_bom_in_ignore_files_are_read_like_git(tmp_path: Path) -> None:
     assert git_lists(tmp_path) == {".gitignore"}
 
 
+TRAILING = ["", " ", "  ", "\t", " \t", "\t ", "\\ ", "\\\t", "\t\\ ", "\f", "\v", "\xa0"]
+"""Endings of ignore lines and file names: Git trims unescaped trailing spaces only."""
+
+
+def test_a_trailing_tab_in_an_ignore_line_is_part_of_the_pattern(tmp_path: Path) -> None:
+    write_tree(tmp_path, {".gitignore": "build\t\nlogs \n", "build": "x", "logs": "x"})
+    git(tmp_path, "init", "-q")
+    assert listed(discover_project(tmp_path, use_git=False)) == {".gitignore", "build"}
+    assert git_lists(tmp_path) == {".gitignore", "build"}
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    lines=st.lists(st.tuples(st.sampled_from(["x", "!x", "x*", "/x"]), st.sampled_from(TRAILING)),
+                   min_size=1, max_size=3),
+    names=st.sets(st.sampled_from(TRAILING), min_size=1),
+)  # fmt: skip
+def test_trailing_whitespace_in_ignore_lines_is_read_like_git(
+    lines: list[tuple[str, str]], names: set[str]
+) -> None:
+    with tempfile.TemporaryDirectory() as temp:
+        root = Path(temp).resolve()
+        ignore = "".join(pattern + tail + "\n" for pattern, tail in lines)
+        write_tree(root, {".gitignore": ignore, **{"x" + name: "x" for name in names}})
+        git(root, "init", "-q")
+        assert listed(discover_project(root, use_git=False)) == git_lists(root)
+
+
 # --- property: the walk agrees with Git on random trees --------------------------------------
 
 DIRECTORIES = ["", "a", "b", "a/b", "b/a", "a/b/a"]

@@ -526,6 +526,38 @@ _ANY_TAIL = "(?:(?P<ps_d>/)|$)"  # the last segment names a file or a directory
 _DIR_TAIL = "(?P<ps_d>/)"  # a pattern with a trailing slash: directories only
 
 
+def _escape_units(line: str) -> list[str]:
+    """`line` split into characters, a backslash and the character it escapes kept together
+    (a trailing lone backslash stays a unit of its own)."""
+    units: list[str] = []
+    index = 0
+    while index < len(line):
+        width = 2 if line[index] == "\\" and index + 1 < len(line) else 1
+        units.append(line[index : index + width])
+        index += width
+    return units
+
+
+def _trim_trailing_spaces(line: str) -> str:
+    """Git's trimming of an ignore line (`trim_trailing_spaces` in Git's dir.c): trailing
+    spaces go unless escaped with a backslash; TABs and other whitespace stay."""
+    units = _escape_units(line)
+    while units and units[-1] == " ":
+        units.pop()
+    return "".join(units)
+
+
+def _keep_trailing_whitespace(line: str) -> str:
+    """`line` with its trailing whitespace (escaped or not) written as one-character
+    brackets (`foo\\t` becomes `foo[\\t]`): pathspec strips all trailing whitespace
+    (`str.rstrip`), while Git, after `_trim_trailing_spaces`, keeps it as part of the name."""
+    units = _escape_units(line)
+    end = len(units)
+    while end and units[end - 1][-1].isspace():
+        end -= 1
+    return "".join(units[:end]) + "".join(f"[{unit[-1]}]" for unit in units[end:])
+
+
 @functools.lru_cache(maxsize=4096)
 def _compile_rule(line: str) -> _Rule | None:
     """Compile one ignore line; None for blank lines, comments and lines Git discards.
@@ -533,11 +565,12 @@ def _compile_rule(line: str) -> _Rule | None:
     Raises:
         ValueError: the line is not a pattern pathspec can compile.
     """
+    line = _trim_trailing_spaces(line)
     body = line[1:] if line.startswith("!") else line
-    if re.search(r"(?:^|/)\*\*/ *$", body) and body.strip() != "**/":
+    if re.search(r"(?:^|/)\*\*/$", body) and body != "**/":
         # pathspec folds "foo/**/" into "foo/"; Git means the directories *under* foo.
-        line = re.sub(r"\*\*/( *)$", r"**/*/\1", line)
-    pattern = _PATTERN_CLASS(line)
+        line = line[:-3] + "**/*/"
+    pattern = _PATTERN_CLASS(_keep_trailing_whitespace(line))
     if pattern.include is None or pattern.regex is None:
         return None  # a comment, a blank line, or a pattern Git discards
     exclude = bool(pattern.include)
