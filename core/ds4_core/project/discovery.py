@@ -1,7 +1,9 @@
 """Which files of a project exist and may be indexed (ds4-reference.md 3.9, "Discovery").
 
 With Git, the candidates are what `git ls-files -co --exclude-standard` lists: tracked files
-plus untracked files that no ignore rule excludes. Without Git (not installed, not a
+plus untracked files that no ignore rule excludes. Git runs only through
+`ds4_core.project.git`, which never lets the repository's configuration start a program
+(no `git status`; "modified" is decided there). Without Git (not installed, not a
 repository, or any Git command failing or timing out), a deterministic directory walk gives
 the same answer Git would:
 
@@ -87,8 +89,8 @@ class DiscoveredFile:
         size_bytes: size from `lstat`, in bytes.
         mtime_ns: modification time from `lstat`, in nanoseconds since the epoch.
         tracked: the file is in Git's index (False without Git).
-        modified: Git reports a change for it (staged, unstaged or untracked; False without
-            Git).
+        modified: it is staged, changed in the working tree or untracked, as `git status`
+            would report it (`git.worktree_changes`; False without Git).
     """
 
     rel_path: str
@@ -105,8 +107,9 @@ class GitState:
     Attributes:
         branch: the checked-out branch (short name), or None when HEAD is detached.
         head: the commit id of HEAD, or None before the first commit.
-        dirty: `git status` reports any change, untracked files included.
-        changed_paths: changed paths under the root, relative to it, sorted.
+        dirty: any change under the root, untracked files included.
+        changed_paths: changed paths under the root (staged, unstaged, deleted, untracked),
+            relative to it, sorted.
     """
 
     branch: str | None
