@@ -36,8 +36,9 @@ import os
 import re
 import stat
 import subprocess
-from dataclasses import dataclass
+import time
 from pathlib import Path
+from typing import NamedTuple
 
 GIT_TIMEOUT_S = 20.0
 """Seconds one Git command may take before discovery falls back to the walk."""
@@ -69,6 +70,16 @@ _ENV_DROP = (
     "GIT_PAGER",
     "PAGER",
 )
+
+_MATCH_CACHE: dict[tuple[str, str, int, int, int, int], bool] = {}
+"""Hash comparisons already made: (path, oid, size, mtime_ns, ctime_ns, inode) -> "the file
+is that blob". A file touched without changing (stat data newer than the index's) is then
+read once, not at every sync; Git would refresh its index instead, which discovery never
+writes."""
+_MATCH_CACHE_MAX = 100_000
+_CACHE_SETTLED_NS = 2_000_000_000
+"""A result is cached only for a file last modified this long (ns) before it was read, so a
+write in the same clock tick as the read is never hidden (Git's racy-clean concern)."""
 
 _HASH_CHUNK_BYTES = 1 << 20
 _CRLF_CHECK_MAX_BYTES = 64 << 20
@@ -129,8 +140,7 @@ def run_git(root: Path, *args: str) -> bytes:
     return completed.stdout
 
 
-@dataclass(frozen=True, slots=True)
-class IndexEntry:
+class IndexEntry(NamedTuple):
     """One entry of Git's index, as `git ls-files -s -v --debug -z` prints it.
 
     Attributes:
@@ -170,27 +180,24 @@ def read_index(root: Path) -> list[IndexEntry]:
     output = run_git(root, "ls-files", "-s", "-v", "--debug", "-z")
     entries: list[IndexEntry] = []
     position = 0
-    while position < len(output):
-        match = _ENTRY.match(output, position)
-        if match is None:
-            raise GitError("`git ls-files`: unexpected output")
+    for match in _ENTRY.finditer(output):
+        if match.start() != position:
+            break
         position = match.end()
-        tag = match.group(1).decode()
-        numbers = [int(n) for n in match.groups()[5:] if n is not None]
-        stat_data = None
-        if len(numbers) == 8:
-            c_s, c_ns, m_s, m_ns, ino, uid, gid, size = numbers
-            stat_data = (c_s, c_ns, m_s, m_ns, ino, uid, gid, size)
+        tag, mode, oid, stage, path = match.group(1, 2, 3, 4, 5)
+        numbers = match.groups()[5:]
         entries.append(
             IndexEntry(
-                path=os.fsdecode(match.group(5)),
-                mode=match.group(2).decode(),
-                oid=match.group(3).decode(),
-                stage=int(match.group(4)),
-                assumed=tag == "S" or tag.islower(),
-                stat=stat_data,
+                path=os.fsdecode(path),
+                mode=mode.decode(),
+                oid=oid.decode(),
+                stage=int(stage),
+                assumed=tag == b"S" or tag.islower(),
+                stat=None if numbers[0] is None else tuple(map(int, numbers)),  # type: ignore[arg-type]
             )
         )
+    if position != len(output):
+        raise GitError("`git ls-files`: unexpected output")
     return entries
 
 
@@ -234,6 +241,7 @@ def worktree_changes(
     compared) or whose working-tree file differs from its index entry: staged and unstaged
     changes, deletions and conflicts, as `git status` reports them (see the module docstring
     for what is approximated). Reads files; runs nothing."""
+    base = os.fspath(root)
     changed: set[str] = set()
     staged: dict[str, tuple[str, str]] = {}
     for entry in entries:
@@ -241,7 +249,7 @@ def worktree_changes(
             changed.add(entry.path)  # a conflict
             continue
         staged[entry.path] = (entry.mode, entry.oid)
-        if not entry.assumed and _differs(root, entry, index_time_ns):
+        if not entry.assumed and _differs(base, entry, index_time_ns):
             changed.add(entry.path)
     if head is None:
         return changed
@@ -260,9 +268,9 @@ def blob_id(data: bytes, *, sha256: bool = False) -> str:
     return digest.hexdigest()
 
 
-def _differs(root: Path, entry: IndexEntry, index_time_ns: int | None) -> bool:
+def _differs(root: str, entry: IndexEntry, index_time_ns: int | None) -> bool:
     """Does the working-tree file differ from its (stage 0) index entry?"""
-    path = root / entry.path
+    path = os.path.join(root, entry.path)
     try:
         info = os.lstat(path)
     except OSError:
@@ -283,7 +291,15 @@ def _differs(root: Path, entry: IndexEntry, index_time_ns: int | None) -> bool:
         return False
     if entry.stat is not None and entry.stat[7] not in (0, info.st_size & 0xFFFFFFFF):
         return True  # another size than recorded: Git calls it changed without reading it
-    return not _content_matches(path, info.st_size, entry.oid)
+    key = (path, entry.oid, info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_ino)
+    known = _MATCH_CACHE.get(key)
+    if known is None:
+        known = _content_matches(path, info.st_size, entry.oid)
+        if info.st_mtime_ns < time.time_ns() - _CACHE_SETTLED_NS:
+            if len(_MATCH_CACHE) >= _MATCH_CACHE_MAX:
+                _MATCH_CACHE.clear()
+            _MATCH_CACHE[key] = known
+    return not known
 
 
 def _stat_matches(entry: IndexEntry, info: os.stat_result, index_time_ns: int | None) -> bool:
@@ -306,7 +322,7 @@ def _stat_matches(entry: IndexEntry, info: os.stat_result, index_time_ns: int | 
     )
 
 
-def _content_matches(path: Path, size: int, oid: str) -> bool:
+def _content_matches(path: str, size: int, oid: str) -> bool:
     """Do the file's bytes (or, failing that, its bytes with CRLF turned into LF) hash to
     `oid`? Unreadable files do not match."""
     sha256 = len(oid) == 64
@@ -327,7 +343,8 @@ def _content_matches(path: Path, size: int, oid: str) -> bool:
     if not saw_cr or size > _CRLF_CHECK_MAX_BYTES:
         return False
     try:
-        data = path.read_bytes()
+        with open(path, "rb") as handle:
+            data = handle.read()
     except OSError:
         return False
     return blob_id(data.replace(b"\r\n", b"\n"), sha256=sha256) == oid
