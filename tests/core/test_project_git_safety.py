@@ -105,6 +105,28 @@ def test_a_partial_clone_never_fetches_a_missing_tree(tmp_path: Path) -> None:
     assert any("staged changes not shown" in warning for warning in discovery.warnings)
 
 
+def test_a_bare_repository_planted_as_the_folder_is_never_used(tmp_path: Path) -> None:
+    """The folder itself holds a bare repository's files whose config makes the folder its
+    work tree and sets `core.fsmonitor` (plain `git ls-files` runs it); discovery refuses the
+    implicit bare repository (`safe.bareRepository=explicit`) and walks the folder."""
+    marker = tmp_path / "PWNED"
+    root = tmp_path / "project"
+    root.mkdir()
+    git(root, "init", "-q", "--bare", ".")
+    git(root, "config", "core.bare", "false")
+    git(root, "config", "core.worktree", str(root))
+    git(root, "config", "core.fsmonitor", f"echo planted >> '{marker}'; exit 1")
+    (root / "app.py").write_text("x = 1\n")
+    subprocess.run(["git", "-C", str(root), "ls-files"], capture_output=True)
+    assert marker.exists(), "the trap is not armed"
+    marker.unlink()
+
+    discovery = discover_project(root)
+
+    assert not marker.exists(), marker.read_text()
+    assert discovery.git is None and "app.py" in {file.rel_path for file in discovery.files}
+
+
 def test_blob_id_is_gits_object_id(tmp_path: Path) -> None:
     for data in (b"", b"hello\n", b"\x00\xff\r\n" * 1000):
         (tmp_path / "f").write_bytes(data)
