@@ -171,18 +171,29 @@ _ENTRY = re.compile(
 def read_index(root: Path) -> list[IndexEntry]:
     """The index entries under `root` (`git ls-files -s -v --debug -z`).
 
-    The stat data comes from `--debug`, whose layout Git does not promise; an entry whose
-    stat data cannot be parsed gets `stat=None` (and is hashed, never assumed unchanged).
+    The stat data comes from `--debug`, whose layout Git does not promise: output this module
+    cannot parse is read again without `--debug`, and every entry then has `stat=None` (it
+    is hashed, never assumed unchanged).
 
     Raises:
         GitError: the command failed, or its output is not in the expected form.
     """
-    output = run_git(root, "ls-files", "-s", "-v", "--debug", "-z")
+    entries = _parse_index_listing(run_git(root, "ls-files", "-s", "-v", "--debug", "-z"))
+    if entries is None:
+        entries = _parse_index_listing(run_git(root, "ls-files", "-s", "-v", "-z"))
+    if entries is None:
+        raise GitError("`git ls-files`: unexpected output")
+    return entries
+
+
+def _parse_index_listing(output: bytes) -> list[IndexEntry] | None:
+    """Entries of `ls-files -s -v -z` output (with or without `--debug`); None when the
+    output does not have that form."""
     entries: list[IndexEntry] = []
     position = 0
     for match in _ENTRY.finditer(output):
         if match.start() != position:
-            break
+            return None
         position = match.end()
         tag, mode, oid, stage, path = match.group(1, 2, 3, 4, 5)
         numbers = match.groups()[5:]
@@ -196,9 +207,7 @@ def read_index(root: Path) -> list[IndexEntry]:
                 stat=None if numbers[0] is None else tuple(map(int, numbers)),  # type: ignore[arg-type]
             )
         )
-    if position != len(output):
-        raise GitError("`git ls-files`: unexpected output")
-    return entries
+    return entries if position == len(output) else None
 
 
 def read_head_tree(root: Path) -> dict[str, tuple[str, str]]:
