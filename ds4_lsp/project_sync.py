@@ -51,6 +51,14 @@ WATCHER_REGISTRATION_ID = "ds4-watched-files"
 REGISTRATION_TIMEOUT_S = 10.0
 """How long to wait for the client to accept the watcher registration (s)."""
 
+LOCKED_RETRY_FIRST_S = 0.05
+"""Wait before the first retry of a sync that found the database locked (s); it doubles
+after each further locked attempt up to `LOCKED_RETRY_MAX_S`. Retries go on while the
+server lives (a shutdown, a trust withdrawal or a workspace change cancels them)."""
+
+LOCKED_RETRY_MAX_S = 4.0
+"""Longest wait between two attempts of a sync that keeps finding the database locked (s)."""
+
 
 class ProjectSync:
     """Schedules project syncs for one server and reports them (see the module docstring).
@@ -77,6 +85,9 @@ class ProjectSync:
         self._timer: asyncio.TimerHandle | None = None
         self._lock = asyncio.Lock()
         self._tasks: set[asyncio.Task[Any]] = set()
+        self._locked_attempts = 0
+        """Consecutive syncs that found the database locked (0: no outage)."""
+        self._locked_since = 0.0
 
     # ------------------------------------------------------------------ workspace and trust
 
@@ -229,7 +240,8 @@ class ProjectSync:
         """Run everything pending now (one batch), then report it and republish diagnostics.
 
         Batches never overlap: a flush waits for the one running. Engine failures are logged
-        (by `run_engine`) and end the batch; the server keeps serving.
+        (by `run_engine`) and end the batch; the server keeps serving. A sync that finds the
+        database locked by another connection stays due and is retried (`_retry_locked`).
         """
         self._cancel_timer()
         async with self._lock:
@@ -251,10 +263,53 @@ class ProjectSync:
                             f"{last.get('filesIndexed', 0)} file(s) indexed, "
                             f"{last.get('snippets', 0)} snippet(s)"
                         )
+        if runs and runs[-1][1].get("locked"):
+            self._retry_locked(runs, buffers, forced, full)
+            return
+        if self._locked_attempts:
+            log.warning(
+                "project sync: the database lock was released; synced after %d attempt(s) "
+                "over %.1f s",
+                self._locked_attempts + 1,
+                asyncio.get_running_loop().time() - self._locked_since,
+            )
+            self._locked_attempts = 0
         for reason, result, only in runs:
             self.report(reason, result, only)
         republish = self.open_uris() if full or forced else buffers
         await publish_stale_snippets(self._ls, republish)
+
+    def _retry_locked(
+        self,
+        runs: list[tuple[str, dict[str, Any], list[str] | None]],
+        buffers: set[str],
+        forced: set[str],
+        full: str | None,
+    ) -> None:
+        """The last sync of a batch found the database locked by another connection (nothing
+        of it was written): put back what did not land, so no due sync is forgotten, and retry
+        after an exponential backoff (`LOCKED_RETRY_FIRST_S` doubling to `LOCKED_RETRY_MAX_S`).
+
+        The syncs that did land are reported as usual. The first locked attempt of an outage
+        is reported with `ds4/indexUpdated` (status `error`, `error` naming the lock,
+        `retryInMs`) and logged once; later attempts are silent until one lands (`ready`).
+        """
+        landed = runs[:-1]
+        reason, failed, only = runs[-1]
+        for done_reason, result, done_only in landed:
+            self.report(done_reason, result, done_only)
+        if forced and not any(r == "tool" for r, _, _ in landed):
+            self._forced |= forced
+        if full:  # the full sync runs last: it never landed
+            self._full_reason = self._full_reason or full
+        self._buffers |= buffers  # cheap when already indexed: unchanged text is skipped
+        delay = min(LOCKED_RETRY_MAX_S, LOCKED_RETRY_FIRST_S * 2**self._locked_attempts)
+        self._locked_attempts += 1
+        if self._locked_attempts == 1:
+            self._locked_since = asyncio.get_running_loop().time()
+            log.warning("project sync: the database is locked by another connection; retrying")
+            self.report(reason, {**failed, "retryInMs": round(delay * 1000)}, only)
+        self._schedule(delay)
 
     async def _run(
         self,
@@ -274,6 +329,8 @@ class ProjectSync:
             if forced:
                 only = sorted(forced)
                 runs.append(("tool", engine.sync_project(only=only, force=True), only))
+                if runs[-1][1].get("locked"):
+                    return runs  # the rest would wait on the same lock: retried together
             if full:
                 runs.append((full, engine.sync_project(progress=progress), None))
             elif live:
@@ -351,6 +408,7 @@ class ProjectSync:
     def _cancel_pending(self) -> None:
         self._cancel_timer()
         self._buffers, self._forced, self._full_reason = set(), set(), None
+        self._locked_attempts = 0
 
     def spawn(self, coroutine: Coroutine[Any, Any, Any]) -> None:
         """Run `coroutine` as a tracked background task in a fresh context (so it does not

@@ -1036,7 +1036,8 @@ class ContextEngine:
             self._workspace.mark_sync_due()
 
     def project_status(self) -> dict[str, Any]:
-        """{status, projectPath, trusted, files, snippets, staleSnippets, git, indexedAt}."""
+        """{status, projectPath, trusted, files, snippets, staleSnippets, git, indexedAt}, plus
+        `error` (what went wrong, e.g. a locked database) while the status is `error`."""
         workspace = self._workspace
         if workspace is None:
             return {"status": "no-workspace", "projectPath": None, "trusted": False}
@@ -1048,6 +1049,8 @@ class ContextEngine:
         }
         if status in ("untrusted", "no-workspace", "disabled"):
             return result
+        if status == "error":
+            result["error"] = workspace.problem
         counts = workspace.counts()
         revision = workspace.revision() or {}
         result.update(

@@ -27,6 +27,7 @@ from typing import Any
 from ..config import Config
 from ..retrieval.descriptor import TaskDescriptor
 from ..store import Store
+from ..store.database import is_database_locked
 from .discovery import DiscoveredFile, Discovery, ProjectRootError, discover_project
 from .filters import path_exclusion, read_indexable
 from .index import (
@@ -103,6 +104,11 @@ class ProjectWorkspace:
                 self._hash_cache.clear()
             self.root, self.trusted = canonical, bool(trusted)
             self._problem = None
+
+    @property
+    def problem(self) -> str | None:
+        """Why the status is `error` (a bad root, a locked database), or None."""
+        return self._problem
 
     def status_word(self) -> str:
         """`disabled`, `no-workspace`, `untrusted`, `indexing`, `error` or `ready`."""
@@ -240,6 +246,29 @@ class ProjectWorkspace:
             except ProjectRootError as exc:
                 self._problem = str(exc)
                 return {"status": "error", "projectPath": str(root), "error": str(exc)}
+            except Exception as exc:
+                if not is_database_locked(exc):
+                    if only is None:
+                        with self._lock:
+                            self._sync_due = True  # it did not happen: still due
+                    raise
+                # Another connection holds the write lock: nothing was written. Whatever this
+                # sync was for stays due (a full sync covers edited buffers too, through
+                # their live text), and the caller may retry.
+                problem = (
+                    "the index database is locked by another connection (waited "
+                    f"{self._store().busy_timeout_ms} ms, storage.busyTimeoutMs); retrying"
+                )
+                with self._lock:
+                    self._sync_due = True
+                    self._problem = problem
+                log.debug("project sync: database locked")
+                return {
+                    "status": "error",
+                    "projectPath": str(root),
+                    "error": problem,
+                    "locked": True,
+                }
             except BaseException:
                 if only is None:
                     with self._lock:
