@@ -1,6 +1,6 @@
 """When the project index is brought up to date, and telling the client (`ds4/indexUpdated`).
 
-One `ProjectSync` per server. It holds the workspace root and trust the engine was given,
+One `ProjectSync` per server. It holds the workspace folders and trust the engine was given,
 collects what changed (editor buffers, watched files, agent tool runs) and runs the matching
 `ContextEngine.sync_project` calls after a short debounce, one batch at a time, off the event
 loop. Every sync it runs is reported with a `ds4/indexUpdated` notification (docs/protocol.md)
@@ -70,11 +70,13 @@ class ProjectSync:
 
     def __init__(self, ls: Ds4Server) -> None:
         self._ls = ls
-        self.root: str | None = None
-        """The folder the client opened (workspaceFolders[0], else rootUri), as a path; after
-        `workspace/didChangeWorkspaceFolders`, the first remaining folder."""
+        self.folders: list[tuple[str | None, str]] = []
+        """The folders the client opened, as `(name, path)` (its `file:` workspaceFolders,
+        else rootUri); after `workspace/didChangeWorkspaceFolders`, those remaining."""
         self.project_path: str | None = None
-        """The canonical root the engine uses, while `active`."""
+        """The canonical root of the first folder the engine uses, while `active`."""
+        self.folder_paths: list[str] = []
+        """The canonical roots of every folder the engine uses, while `active`."""
         self.active = False
         self.watching = False
         """Whether the client sends `workspace/didChangeWatchedFiles` (dynamic registration
@@ -91,13 +93,20 @@ class ProjectSync:
 
     # ------------------------------------------------------------------ workspace and trust
 
-    async def set_workspace(self) -> bool:
-        """Give the engine the root and the client's trust decision (`set_workspace`); returns
-        whether project knowledge is now active (a root, trusted).
+    @property
+    def root(self) -> str | None:
+        """The first folder's path as the client named it, or None."""
+        return self.folders[0][1] if self.folders else None
 
-        Called in `initialize`, after a trust change and after a workspace folder change. A root the engine refuses (the home
-        directory, the filesystem root, not a directory) is shown with `window/showMessage`
-        and project knowledge stays off. Starts no sync: see `start` and `trust_changed`.
+    async def set_workspace(self) -> bool:
+        """Give the engine the folders and the client's trust decision
+        (`set_workspace_folders`); returns whether project knowledge is now active (a folder,
+        trusted).
+
+        Called in `initialize`, after a trust change and after a workspace folder change. A
+        folder the engine refuses (the home directory, the filesystem root, not a directory)
+        is shown with `window/showMessage`; when it refuses them all, project knowledge stays
+        off. Starts no sync: see `start` and `trust_changed`.
         """
         ls = self._ls
         trusted = ls.options.trusted
@@ -106,7 +115,7 @@ class ProjectSync:
         async with self._lock:
             try:
                 status = await ls.run_engine(
-                    ls.engine.set_workspace, self.root, trusted, method="workspace"
+                    ls.engine.set_workspace_folders, self.folders, trusted, method="workspace"
                 )
             except JsonRpcException as exc:  # a refused root, or an engine failure (logged)
                 ls.show_message(f"ds4: project knowledge is off: {exc.message}")
@@ -115,7 +124,14 @@ class ProjectSync:
                     await ls.run_engine(ls.engine.set_workspace, None, trusted, method="workspace")
                 except JsonRpcException:
                     pass
+            for refused in status.get("refused") or []:
+                ls.show_message(f"ds4: a workspace folder is left out: {refused['error']}")
             self.project_path = status.get("projectPath")
+            self.folder_paths = [
+                str(folder["projectPath"])
+                for folder in status.get("folders") or []
+                if folder.get("projectPath")
+            ] or ([self.project_path] if self.project_path else [])
             self.active = bool(trusted and self.project_path)
             log.info("workspace: status=%s trusted=%s", status.get("status"), trusted)
         return self.active
@@ -139,15 +155,15 @@ class ProjectSync:
             self._cancel_pending()
             clear_stale_snippets(self._ls, self.open_uris())
 
-    async def root_changed(self, root: str | None) -> None:
-        """The client changed its workspace folders and `root` (the first remaining folder,
-        or None) is the new project root: pending work for the old root is dropped, its
-        stale-snippet diagnostics withdrawn, the engine gets the new root with the current
-        trust (`set_workspace`), and a trusted root is indexed in the background (reason
-        `workspace`). Nothing happens when the root did not change."""
-        if root == self.root:
+    async def folders_changed(self, folders: list[tuple[str | None, str]]) -> None:
+        """The client changed its workspace folders; `folders` (`(name, path)`) remain. When
+        they differ: pending work is dropped, stale-snippet diagnostics withdrawn, the engine
+        gets the folders with the current trust (`set_workspace_folders`), and trusted folders
+        are synced in the background (reason `workspace`; folders kept from before find their
+        files unchanged, so only new folders are read). Nothing happens otherwise."""
+        if folders == self.folders:
             return
-        self.root = root
+        self.folders = list(folders)
         self._cancel_pending()
         clear_stale_snippets(self._ls, self.open_uris())
         if await self.set_workspace():
@@ -377,11 +393,14 @@ class ProjectSync:
         ]
 
     def _relative(self, paths: list[str] | None) -> list[str] | None:
-        """`paths` relative to the project root where they lie inside it (POSIX form), under
-        the canonical root or the root as the client named it; others unchanged."""
+        """`paths` relative to the workspace folder they lie in (POSIX form; the deepest
+        folder, under its canonical root or the root as the client named it); others
+        unchanged. With several folders, `ds4/indexUpdated` `folders[].only` says which."""
         if paths is None:
             return None
-        roots = [Path(r) for r in (self.project_path, self.root) if r]
+        named = [Path(path) for _name, path in self.folders]
+        canonical = [Path(r) for r in self.folder_paths]
+        roots = sorted({*canonical, *named}, key=lambda root: len(root.parts), reverse=True)
         relative = []
         for path in paths:
             for root in roots:

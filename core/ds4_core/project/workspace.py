@@ -19,7 +19,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from stat import S_ISREG
 from typing import Any
@@ -64,6 +64,14 @@ class ValidatedSearch:
     dropped: list[tuple[str, str]]  # (path, reason)
     reindexed: list[str]
     git_head: str | None
+    folder_heads: dict[str, str | None] = field(default_factory=dict)
+    """Git HEAD of each workspace folder (by name) when the hits come from several folders."""
+
+    def head_of(self, hit: ProjectHit) -> str | None:
+        """The Git HEAD to quote with `hit`: its folder's, else `git_head`."""
+        if hit.folder is not None and hit.folder in self.folder_heads:
+            return self.folder_heads[hit.folder]
+        return self.git_head
 
 
 class ProjectWorkspace:
@@ -86,14 +94,24 @@ class ProjectWorkspace:
         self._problem: str | None = None
         self._hash_cache: dict[str, tuple[int, int, str]] = {}  # rel -> (size, mtime_ns, hash)
         self._rejected: set[str] = set()  # edited paths the last full discovery did not list
+        self.nested: tuple[str, ...] = ()
+        """Relative paths of other workspace folders inside this one: their files belong to
+        them (the deepest folder wins), so this folder does not index them."""
 
     # ----------------------------------------------------------------- state
 
-    def set_workspace(self, root: str | os.PathLike[str] | None, trusted: bool) -> None:
-        """Set the root (canonicalised) and trust; a change makes a full sync due."""
+    def set_workspace(
+        self,
+        root: str | os.PathLike[str] | None,
+        trusted: bool,
+        nested: Sequence[str] = (),
+    ) -> None:
+        """Set the root (canonicalised), trust and `nested` (POSIX paths relative to the root of
+        other workspace folders inside it, left to them); a change makes a full sync due."""
         canonical = Path(root).expanduser().resolve() if root else None
+        nested = tuple(sorted(set(nested)))
         with self._lock:
-            if canonical != self.root or trusted != self.trusted:
+            if canonical != self.root or trusted != self.trusted or nested != self.nested:
                 self._sync_due = True
                 self._last_discovery = None
                 self._rejected.clear()
@@ -102,7 +120,7 @@ class ProjectWorkspace:
                 # so an old buffer's text can never stand for a file of the new root.
                 self._live.clear()
                 self._hash_cache.clear()
-            self.root, self.trusted = canonical, bool(trusted)
+            self.root, self.trusted, self.nested = canonical, bool(trusted), nested
             self._problem = None
 
     @property
@@ -208,11 +226,13 @@ class ProjectWorkspace:
                     rels = [r for r in (self.relative(p) for p in only) if r is not None]
                     discovery = self._partial_discovery(rels)
                 else:
-                    discovery = discover_project(
-                        root,
-                        max_files=config["project.maxFiles"],
-                        max_file_bytes=config["project.maxFileBytes"],
-                        max_total_bytes=config["project.maxTotalBytes"],
+                    discovery = self._without_nested(
+                        discover_project(
+                            root,
+                            max_files=config["project.maxFiles"],
+                            max_file_bytes=config["project.maxFileBytes"],
+                            max_total_bytes=config["project.maxTotalBytes"],
+                        )
                     )
                     rels = None
                 if progress:
@@ -300,6 +320,22 @@ class ProjectWorkspace:
             if due:
                 self.sync()
 
+    def _without_nested(self, discovery: Discovery) -> Discovery:
+        """`discovery` without the files under `nested` folders (listed once in `skipped`)."""
+        nested = self.nested
+        if not nested:
+            return discovery
+
+        def inside(rel: str) -> bool:
+            return any(rel.startswith(f"{folder}/") for folder in nested)
+
+        discovery.files = [f for f in discovery.files if not inside(f.rel_path)]
+        discovery.skipped = sorted(
+            [(rel, reason) for rel, reason in discovery.skipped if not inside(rel)]
+            + [(f"{folder}/", "another workspace folder") for folder in nested]
+        )
+        return discovery
+
     def _partial_discovery(self, rels: Sequence[str]) -> Discovery:
         """A Discovery of just `rels`, statted now, keeping the git facts of the last full one.
 
@@ -354,9 +390,15 @@ class ProjectWorkspace:
     # ----------------------------------------------------------------- search
 
     def search(
-        self, descriptor: TaskDescriptor, *, max_results: int, max_tokens: int
+        self,
+        descriptor: TaskDescriptor,
+        *,
+        max_results: int,
+        max_tokens: int,
+        folder: str | None = None,
     ) -> ValidatedSearch:
-        """Project hits for `descriptor`, each re-validated against the live text.
+        """Project hits for `descriptor`, each re-validated against the live text; `folder`
+        names this workspace folder in every hit (`search_project`).
 
         A hit whose file changed since indexing triggers an incremental sync of that file and
         one rerun of the query; a file that is gone, binary, sensitive, a symlink or oversized
@@ -366,7 +408,12 @@ class ProjectWorkspace:
         store = self._store()
         assert self.root is not None
         retrieval = search_project(
-            store, str(self.root), descriptor, max_results=max_results, max_tokens=max_tokens
+            store,
+            str(self.root),
+            descriptor,
+            max_results=max_results,
+            max_tokens=max_tokens,
+            folder=folder,
         )
         valid, changed, dropped = self._validate(retrieval.hits)
         reindexed: list[str] = []
@@ -374,7 +421,12 @@ class ProjectWorkspace:
             self.sync(only=changed)
             reindexed = list(changed)
             retrieval = search_project(
-                store, str(self.root), descriptor, max_results=max_results, max_tokens=max_tokens
+                store,
+                str(self.root),
+                descriptor,
+                max_results=max_results,
+                max_tokens=max_tokens,
+                folder=folder,
             )
             valid, _changed_again, dropped_again = self._validate(retrieval.hits)
             dropped += dropped_again + [
