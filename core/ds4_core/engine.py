@@ -948,6 +948,8 @@ class ContextEngine:
             hit = where.get(item.get("sourceId")) if item.get("kind") == "project" else None
             if hit is not None:  # a readable label for editors; metadata, never source text
                 item["path"], item["lines"] = hit.path, [hit.start_line, hit.end_line]
+                if hit.folder is not None:
+                    item["folder"] = hit.folder
         manifest["project"].update(
             {
                 "dropped": [{"path": p, "reason": r} for p, r in project.dropped],
