@@ -213,7 +213,7 @@ class ProjectFolders:
         lock, and the caller retries the whole sync."""
         folders = self._folders
         if not folders:
-            return self._first().sync(only=only, force=force, progress=progress)
+            return {"status": self.status_word(), "projectPath": None}
         work: list[tuple[Folder, list[str] | None]] = []
         if only is None:
             work = [(folder, None) for folder in folders]
@@ -237,13 +237,6 @@ class ProjectFolders:
                 break
         return _combine(results, several=len(folders) > 1)
 
-    def _first(self) -> ProjectWorkspace:
-        folders = self._folders
-        if folders:
-            return folders[0].workspace
-        empty = ProjectWorkspace(self._store, self._config)  # answers `no-workspace`
-        return empty
-
     def ensure_fresh(self) -> None:
         """Run the full sync of every folder that has one due."""
         for folder in self._folders:
@@ -257,10 +250,19 @@ class ProjectFolders:
         """Live-validated hits of every folder, merged by score (ties: folder order) within
         `max_results` and `max_tokens` (`chars-v1` tokens); a window whose text a better hit
         already has is left out. With several folders each hit names its folder and dropped
-        and re-indexed paths read `<folder>/<path>`. With one folder: that folder's answer."""
+        and re-indexed paths read `<folder>/<path>`. With one folder: that folder's answer.
+
+        Raises:
+            RuntimeError: there is no folder (callers check `active()` first).
+            sqlite3.Error: from the project tables (`search_project`).
+        """
         folders = self._folders
-        if len(folders) <= 1:
-            return self._first().search(descriptor, max_results=max_results, max_tokens=max_tokens)
+        if not folders:
+            raise RuntimeError("project search without a workspace folder")  # callers check
+        if len(folders) == 1:
+            return folders[0].workspace.search(
+                descriptor, max_results=max_results, max_tokens=max_tokens
+            )
         found = [
             (
                 folder,
