@@ -283,7 +283,7 @@ class ProjectSync:
             self._retry_locked(runs, buffers, forced, full)
             return
         if self._locked_attempts:
-            log.warning(
+            log.info(
                 "project sync: the database lock was released; synced after %d attempt(s) "
                 "over %.1f s",
                 self._locked_attempts + 1,

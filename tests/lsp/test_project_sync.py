@@ -237,3 +237,34 @@ async def test_an_edit_synced_while_another_connection_holds_the_database_lands_
     assert hits_in(await retrieve_project(client, "quokka_lantern"), "notes.txt")
     status = await execute(client, "ds4.projectStatus")
     assert status["status"] == "ready" and "error" not in status
+
+
+async def test_shutdown_ends_the_retries_of_a_locked_database(
+    project_servers: Servers, project_dir: Path, database_path: Path, capfd: Any
+) -> None:
+    """While another connection keeps the database locked, the server keeps retrying an edit
+    (logging the outage once, not once per attempt); `shutdown` cancels the retries and the
+    server exits 0 with the lock still held."""
+    notes = project_dir / "notes.txt"
+    notes.write_text("plain words here\n")
+    recorder = ProjectClient()
+    recorder.client = await project_servers.start(
+        initialization_options={"trusted": True, "settings": {"storage": {"busyTimeoutMs": 20}}},
+        client_features=recorder.features(),
+    )
+    client = recorder.lsp
+    await recorder.wait_index(lambda u: u["reason"] == "initial" and u["status"] == "ready")
+    holder = sqlite3.connect(database_path, isolation_level=None)
+    try:
+        holder.execute("BEGIN IMMEDIATE")
+        uri = open_document(client, notes, "plain words here\n")
+        change_document(client, uri, 2, (0, 0), (0, 0), "x")
+        await recorder.wait_index(lambda u: u["reason"] == "edit")
+        await execute(client, "ds4.projectStatus")  # one more locked attempt, at least
+        assert await project_servers.stop(client) == 0
+    finally:
+        holder.rollback()
+        holder.close()
+    stderr = capfd.readouterr().err
+    assert stderr.count("the database is locked by another connection; retrying") == 1
+    assert [u["status"] for u in recorder.index_updates if u["reason"] == "edit"] == ["error"]
