@@ -93,11 +93,6 @@ class ProjectSync:
 
     # ------------------------------------------------------------------ workspace and trust
 
-    @property
-    def root(self) -> str | None:
-        """The first folder's path as the client named it, or None."""
-        return self.folders[0][1] if self.folders else None
-
     async def set_workspace(self) -> bool:
         """Give the engine the folders and the client's trust decision
         (`set_workspace_folders`); returns whether project knowledge is now active (a folder,
