@@ -1,6 +1,6 @@
 """When the project index is brought up to date, and telling the client (`ds4/indexUpdated`).
 
-One `ProjectSync` per server. It holds the workspace root and trust the engine was given,
+One `ProjectSync` per server. It holds the workspace folders and trust the engine was given,
 collects what changed (editor buffers, watched files, agent tool runs) and runs the matching
 `ContextEngine.sync_project` calls after a short debounce, one batch at a time, off the event
 loop. Every sync it runs is reported with a `ds4/indexUpdated` notification (docs/protocol.md)
@@ -51,6 +51,14 @@ WATCHER_REGISTRATION_ID = "ds4-watched-files"
 REGISTRATION_TIMEOUT_S = 10.0
 """How long to wait for the client to accept the watcher registration (s)."""
 
+LOCKED_RETRY_FIRST_S = 0.05
+"""Wait before the first retry of a sync that found the database locked (s); it doubles
+after each further locked attempt up to `LOCKED_RETRY_MAX_S`. Retries go on while the
+server lives (a shutdown, a trust withdrawal or a workspace change cancels them)."""
+
+LOCKED_RETRY_MAX_S = 4.0
+"""Longest wait between two attempts of a sync that keeps finding the database locked (s)."""
+
 
 class ProjectSync:
     """Schedules project syncs for one server and reports them (see the module docstring).
@@ -62,11 +70,13 @@ class ProjectSync:
 
     def __init__(self, ls: Ds4Server) -> None:
         self._ls = ls
-        self.root: str | None = None
-        """The folder the client opened (workspaceFolders[0], else rootUri), as a path; after
-        `workspace/didChangeWorkspaceFolders`, the first remaining folder."""
+        self.folders: list[tuple[str | None, str]] = []
+        """The folders the client opened, as `(name, path)` (its `file:` workspaceFolders,
+        else rootUri); after `workspace/didChangeWorkspaceFolders`, those remaining."""
         self.project_path: str | None = None
-        """The canonical root the engine uses, while `active`."""
+        """The canonical root of the first folder the engine uses, while `active`."""
+        self.folder_paths: list[str] = []
+        """The canonical roots of every folder the engine uses, while `active`."""
         self.active = False
         self.watching = False
         """Whether the client sends `workspace/didChangeWatchedFiles` (dynamic registration
@@ -77,16 +87,21 @@ class ProjectSync:
         self._timer: asyncio.TimerHandle | None = None
         self._lock = asyncio.Lock()
         self._tasks: set[asyncio.Task[Any]] = set()
+        self._locked_attempts = 0
+        """Consecutive syncs that found the database locked (0: no outage)."""
+        self._locked_since = 0.0
 
     # ------------------------------------------------------------------ workspace and trust
 
     async def set_workspace(self) -> bool:
-        """Give the engine the root and the client's trust decision (`set_workspace`); returns
-        whether project knowledge is now active (a root, trusted).
+        """Give the engine the folders and the client's trust decision
+        (`set_workspace_folders`); returns whether project knowledge is now active (a folder,
+        trusted).
 
-        Called in `initialize`, after a trust change and after a workspace folder change. A root the engine refuses (the home
-        directory, the filesystem root, not a directory) is shown with `window/showMessage`
-        and project knowledge stays off. Starts no sync: see `start` and `trust_changed`.
+        Called in `initialize`, after a trust change and after a workspace folder change. A
+        folder the engine refuses (the home directory, the filesystem root, not a directory)
+        is shown with `window/showMessage`; when it refuses them all, project knowledge stays
+        off. Starts no sync: see `start` and `trust_changed`.
         """
         ls = self._ls
         trusted = ls.options.trusted
@@ -95,7 +110,7 @@ class ProjectSync:
         async with self._lock:
             try:
                 status = await ls.run_engine(
-                    ls.engine.set_workspace, self.root, trusted, method="workspace"
+                    ls.engine.set_workspace_folders, self.folders, trusted, method="workspace"
                 )
             except JsonRpcException as exc:  # a refused root, or an engine failure (logged)
                 ls.show_message(f"ds4: project knowledge is off: {exc.message}")
@@ -104,7 +119,14 @@ class ProjectSync:
                     await ls.run_engine(ls.engine.set_workspace, None, trusted, method="workspace")
                 except JsonRpcException:
                     pass
+            for refused in status.get("refused") or []:
+                ls.show_message(f"ds4: a workspace folder is left out: {refused['error']}")
             self.project_path = status.get("projectPath")
+            self.folder_paths = [
+                str(folder["projectPath"])
+                for folder in status.get("folders") or []
+                if folder.get("projectPath")
+            ] or ([self.project_path] if self.project_path else [])
             self.active = bool(trusted and self.project_path)
             log.info("workspace: status=%s trusted=%s", status.get("status"), trusted)
         return self.active
@@ -128,15 +150,15 @@ class ProjectSync:
             self._cancel_pending()
             clear_stale_snippets(self._ls, self.open_uris())
 
-    async def root_changed(self, root: str | None) -> None:
-        """The client changed its workspace folders and `root` (the first remaining folder,
-        or None) is the new project root: pending work for the old root is dropped, its
-        stale-snippet diagnostics withdrawn, the engine gets the new root with the current
-        trust (`set_workspace`), and a trusted root is indexed in the background (reason
-        `workspace`). Nothing happens when the root did not change."""
-        if root == self.root:
+    async def folders_changed(self, folders: list[tuple[str | None, str]]) -> None:
+        """The client changed its workspace folders; `folders` (`(name, path)`) remain. When
+        they differ: pending work is dropped, stale-snippet diagnostics withdrawn, the engine
+        gets the folders with the current trust (`set_workspace_folders`), and trusted folders
+        are synced in the background (reason `workspace`; folders kept from before find their
+        files unchanged, so only new folders are read). Nothing happens otherwise."""
+        if folders == self.folders:
             return
-        self.root = root
+        self.folders = list(folders)
         self._cancel_pending()
         clear_stale_snippets(self._ls, self.open_uris())
         if await self.set_workspace():
@@ -229,7 +251,8 @@ class ProjectSync:
         """Run everything pending now (one batch), then report it and republish diagnostics.
 
         Batches never overlap: a flush waits for the one running. Engine failures are logged
-        (by `run_engine`) and end the batch; the server keeps serving.
+        (by `run_engine`) and end the batch; the server keeps serving. A sync that finds the
+        database locked by another connection stays due and is retried (`_retry_locked`).
         """
         self._cancel_timer()
         async with self._lock:
@@ -251,10 +274,53 @@ class ProjectSync:
                             f"{last.get('filesIndexed', 0)} file(s) indexed, "
                             f"{last.get('snippets', 0)} snippet(s)"
                         )
+        if runs and runs[-1][1].get("locked"):
+            self._retry_locked(runs, buffers, forced, full)
+            return
+        if self._locked_attempts:
+            log.info(
+                "project sync: the database lock was released; synced after %d attempt(s) "
+                "over %.1f s",
+                self._locked_attempts + 1,
+                asyncio.get_running_loop().time() - self._locked_since,
+            )
+            self._locked_attempts = 0
         for reason, result, only in runs:
             self.report(reason, result, only)
         republish = self.open_uris() if full or forced else buffers
         await publish_stale_snippets(self._ls, republish)
+
+    def _retry_locked(
+        self,
+        runs: list[tuple[str, dict[str, Any], list[str] | None]],
+        buffers: set[str],
+        forced: set[str],
+        full: str | None,
+    ) -> None:
+        """The last sync of a batch found the database locked by another connection (nothing
+        of it was written): put back what did not land, so no due sync is forgotten, and retry
+        after an exponential backoff (`LOCKED_RETRY_FIRST_S` doubling to `LOCKED_RETRY_MAX_S`).
+
+        The syncs that did land are reported as usual. The first locked attempt of an outage
+        is reported with `ds4/indexUpdated` (status `error`, `error` naming the lock,
+        `retryInMs`) and logged once; later attempts are silent until one lands (`ready`).
+        """
+        landed = runs[:-1]
+        reason, failed, only = runs[-1]
+        for done_reason, result, done_only in landed:
+            self.report(done_reason, result, done_only)
+        if forced and not any(r == "tool" for r, _, _ in landed):
+            self._forced |= forced
+        if full:  # the full sync runs last: it never landed
+            self._full_reason = self._full_reason or full
+        self._buffers |= buffers  # cheap when already indexed: unchanged text is skipped
+        delay = min(LOCKED_RETRY_MAX_S, LOCKED_RETRY_FIRST_S * 2**self._locked_attempts)
+        self._locked_attempts += 1
+        if self._locked_attempts == 1:
+            self._locked_since = asyncio.get_running_loop().time()
+            log.warning("project sync: the database is locked by another connection; retrying")
+            self.report(reason, {**failed, "retryInMs": round(delay * 1000)}, only)
+        self._schedule(delay)
 
     async def _run(
         self,
@@ -274,6 +340,8 @@ class ProjectSync:
             if forced:
                 only = sorted(forced)
                 runs.append(("tool", engine.sync_project(only=only, force=True), only))
+                if runs[-1][1].get("locked"):
+                    return runs  # the rest would wait on the same lock: retried together
             if full:
                 runs.append((full, engine.sync_project(progress=progress), None))
             elif live:
@@ -320,11 +388,14 @@ class ProjectSync:
         ]
 
     def _relative(self, paths: list[str] | None) -> list[str] | None:
-        """`paths` relative to the project root where they lie inside it (POSIX form), under
-        the canonical root or the root as the client named it; others unchanged."""
+        """`paths` relative to the workspace folder they lie in (POSIX form; the deepest
+        folder, under its canonical root or the root as the client named it); others
+        unchanged. With several folders, `ds4/indexUpdated` `folders[].only` says which."""
         if paths is None:
             return None
-        roots = [Path(r) for r in (self.project_path, self.root) if r]
+        named = [Path(path) for _name, path in self.folders]
+        canonical = [Path(r) for r in self.folder_paths]
+        roots = sorted({*canonical, *named}, key=lambda root: len(root.parts), reverse=True)
         relative = []
         for path in paths:
             for root in roots:
@@ -351,6 +422,7 @@ class ProjectSync:
     def _cancel_pending(self) -> None:
         self._cancel_timer()
         self._buffers, self._forced, self._full_reason = set(), set(), None
+        self._locked_attempts = 0
 
     def spawn(self, coroutine: Coroutine[Any, Any, Any]) -> None:
         """Run `coroutine` as a tracked background task in a fresh context (so it does not

@@ -93,8 +93,9 @@ from .store.database import ForeignDatabaseError, utc_now_iso
 from .tokens import ESTIMATOR_VERSION, estimate_message_tokens
 
 if TYPE_CHECKING:
+    from .project.folders import ProjectFolders
     from .project.search import ProjectHit
-    from .project.workspace import ProjectWorkspace, ValidatedSearch
+    from .project.workspace import ValidatedSearch
 
 log = logging.getLogger("ds4_core.engine")
 
@@ -190,7 +191,7 @@ class ContextEngine:
         self._sessions: OrderedDict[str, _CachedSession] = OrderedDict()
         self._sessions_lock = threading.Lock()
         self._ephemeral = ManifestWindow(capacity=64)
-        self._workspace: ProjectWorkspace | None = None
+        self._workspace: ProjectFolders | None = None
 
     # ----------------------------------------------------------------- lifecycle
 
@@ -834,7 +835,7 @@ class ContextEngine:
         if project is not None and self._workspace is not None:
             render = self._workspace.render
             supplements += [
-                _supplement("project", h.snippet_id, render(h, project.git_head), h.score)
+                _supplement("project", h.snippet_id, render(h, project.head_of(h)), h.score)
                 for h in project.retrieval.hits
             ]
         if not supplements:
@@ -947,6 +948,8 @@ class ContextEngine:
             hit = where.get(item.get("sourceId")) if item.get("kind") == "project" else None
             if hit is not None:  # a readable label for editors; metadata, never source text
                 item["path"], item["lines"] = hit.path, [hit.start_line, hit.end_line]
+                if hit.folder is not None:
+                    item["folder"] = hit.folder
         manifest["project"].update(
             {
                 "dropped": [{"path": p, "reason": r} for p, r in project.dropped],
@@ -956,6 +959,7 @@ class ContextEngine:
         manifest["projectSnippets"] = [
             {
                 "snippetId": h.snippet_id,
+                **({"folder": h.folder} if h.folder is not None else {}),
                 "path": h.path,
                 "fileHash": h.file_hash,
                 "lines": [h.start_line, h.end_line],
@@ -972,33 +976,60 @@ class ContextEngine:
     # ----------------------------------------------------------------- project knowledge
 
     def set_workspace(self, root: str | os.PathLike[str] | None, trusted: bool) -> dict[str, Any]:
-        """Set the workspace root and whether it is trusted (docs/project-knowledge.md).
-
-        Untrusted workspaces are never enumerated, read or queried. Returns
-        `project_status()`. A newly trusted or changed root makes a full sync due: call
-        `sync_project()` (the LSP server does it in the background with progress).
+        """Set the workspace root and whether it is trusted (docs/project-knowledge.md): a
+        workspace of one folder, `set_workspace_folders([(None, root)], trusted)`, or of none.
 
         Raises:
             RequestError: `root` is the filesystem root, the home directory itself, or not a
                 directory (field `workspace`).
         """
-        if root is not None:
+        return self.set_workspace_folders([] if root is None else [(None, root)], trusted)
+
+    def set_workspace_folders(
+        self, folders: Sequence[tuple[str | None, str | os.PathLike[str]]], trusted: bool
+    ) -> dict[str, Any]:
+        """Set the workspace folders, `(name or None, root)` in the client's order (LSP
+        `workspaceFolders`), and whether they are trusted (docs/project-knowledge.md). Each
+        folder is its own project (root, discovery, Git state, index); a file belongs to the
+        deepest folder containing it.
+
+        Untrusted workspaces are never enumerated, read or queried. Returns
+        `project_status()`, plus `refused: [{path, error}]` for folders left out. A newly
+        trusted or changed folder makes its full sync due: call `sync_project()` (the LSP
+        server does it in the background with progress).
+
+        Raises:
+            RequestError: every folder given is the filesystem root, the home directory
+                itself, or not a directory (field `workspace`; the first folder's problem).
+        """
+        accepted: list[tuple[str | None, Path]] = []
+        refused: list[RequestError] = []
+        for name, root in folders:
             resolved = Path(root).expanduser().resolve()
             if not resolved.is_dir():
-                raise RequestError(f"workspace: '{root}' is not a directory", "workspace")
-            if resolved == Path(resolved.anchor) or resolved == Path.home().resolve():
-                raise RequestError(
-                    f"workspace: refusing to index '{resolved}' (the filesystem root or your "
-                    "home directory); open a project folder instead",
-                    "workspace",
+                refused.append(RequestError(f"workspace: '{root}' is not a directory", "workspace"))
+            elif resolved == Path(resolved.anchor) or resolved == Path.home().resolve():
+                refused.append(
+                    RequestError(
+                        f"workspace: refusing to index '{resolved}' (the filesystem root or "
+                        "your home directory); open a project folder instead",
+                        "workspace",
+                    )
                 )
+            else:
+                accepted.append((name, resolved))
+        if refused and not accepted:
+            raise refused[0]
         with self._store_lock:
             if self._workspace is None:
-                from .project.workspace import ProjectWorkspace
+                from .project.folders import ProjectFolders
 
-                self._workspace = ProjectWorkspace(lambda: self.store, lambda: self.config)
-        self._workspace.set_workspace(root, trusted)
-        return self.project_status()
+                self._workspace = ProjectFolders(lambda: self.store, lambda: self.config)
+        self._workspace.set_folders(accepted, trusted)
+        status = self.project_status()
+        if refused:
+            status["refused"] = [{"error": str(error)} for error in refused]
+        return status
 
     def sync_project(
         self,
@@ -1036,7 +1067,11 @@ class ContextEngine:
             self._workspace.mark_sync_due()
 
     def project_status(self) -> dict[str, Any]:
-        """{status, projectPath, trusted, files, snippets, staleSnippets, git, indexedAt}."""
+        """{status, projectPath, trusted, files, snippets, staleSnippets, git, indexedAt,
+        folders}, plus `error` (what went wrong, e.g. a locked database) while the status is
+        `error`. Counts are summed over the workspace folders; `projectPath`, `git` and
+        `indexedAt` are the first folder's; `folders` has each folder's
+        (`ProjectFolders.status_counts`)."""
         workspace = self._workspace
         if workspace is None:
             return {"status": "no-workspace", "projectPath": None, "trusted": False}
@@ -1048,19 +1083,9 @@ class ContextEngine:
         }
         if status in ("untrusted", "no-workspace", "disabled"):
             return result
-        counts = workspace.counts()
-        revision = workspace.revision() or {}
-        result.update(
-            {
-                "files": counts.get("files", 0),
-                "snippets": counts.get("snippets", 0),
-                "staleSnippets": sum(
-                    len(workspace.stale_snippets(path)) for path in counts.get("sentPaths", [])
-                ),
-                "git": {k: revision.get(k) for k in ("branch", "head", "dirty")},
-                "indexedAt": counts.get("indexedAt"),
-            }
-        )
+        if status == "error":
+            result["error"] = workspace.problem
+        result.update(workspace.status_counts())
         return result
 
     def stale_snippets(self, path: str, live_text: str | None = None) -> list[dict[str, Any]]:
@@ -1188,6 +1213,7 @@ class ContextEngine:
         )
         result["project"] = [
             {
+                **self._folder_fields(h),
                 "path": h.path,
                 "startLine": h.start_line,
                 "endLine": h.end_line,
@@ -1208,6 +1234,14 @@ class ContextEngine:
             len(found.reindexed),
             len(found.dropped),
         )
+
+    def _folder_fields(self, hit: ProjectHit) -> dict[str, Any]:
+        """`{folder, folderPath}` of a project hit: the name and canonical root of the
+        workspace folder its `path` is relative to."""
+        folder = self._workspace.folder_of(hit) if self._workspace is not None else None
+        if folder is None:
+            return {}
+        return {"folder": folder.name, "folderPath": str(folder.root)}
 
     # ----------------------------------------------------------------- manifest
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from lsprotocol import types
 from pygls.uris import to_fs_path
 
@@ -21,19 +23,29 @@ async def initialize(ls: Ds4Server, params: types.InitializeParams) -> None:
     warnings += await ls.open_engine(options)
     for warning in warnings:
         ls.show_message(warning)
-    ls.project.root = workspace_root(params)
+    ls.project.folders = workspace_folders(params)
     if ls.has_engine:
         await ls.project.set_workspace()
 
 
-def workspace_root(params: types.InitializeParams) -> str | None:
-    """The project root: the first workspace folder, else `rootUri`, else `rootPath`; None
-    for a non-file URI or when the client opened no folder."""
+def workspace_folders(params: types.InitializeParams) -> list[tuple[str | None, str]]:
+    """The workspace folders as `(name, path)`: every `file:` workspace folder, else
+    `rootUri` (then `rootPath`) as one folder without a name; empty when the client opened
+    no folder. Non-`file:` folders are left out."""
     if params.workspace_folders:
-        return to_fs_path(params.workspace_folders[0].uri)
-    if params.root_uri:
-        return to_fs_path(params.root_uri)
-    return params.root_path or None
+        return folder_paths(params.workspace_folders)
+    root = to_fs_path(params.root_uri) if params.root_uri else params.root_path
+    return [(None, root)] if root else []
+
+
+def folder_paths(folders: Iterable[types.WorkspaceFolder]) -> list[tuple[str | None, str]]:
+    """`(name, path)` of the `file:` folders among `folders`, in order."""
+    paths = []
+    for folder in folders:
+        path = to_fs_path(folder.uri)
+        if path is not None:
+            paths.append((folder.name or None, path))
+    return paths
 
 
 async def shutdown(ls: Ds4Server, params: None) -> None:

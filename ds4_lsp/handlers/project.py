@@ -8,8 +8,8 @@ from __future__ import annotations
 import logging
 
 from lsprotocol import types
-from pygls.uris import to_fs_path
 
+from ds4_lsp.handlers.lifecycle import folder_paths
 from ds4_lsp.protocol import DS4_TOOL_EXECUTED, ToolExecutedParams
 from ds4_lsp.server import Ds4Server
 
@@ -28,14 +28,12 @@ async def did_change_workspace_folders(
     ls: Ds4Server, params: types.DidChangeWorkspaceFoldersParams
 ) -> None:
     """`workspace/didChangeWorkspaceFolders`: pygls has already applied the change to
-    `ls.workspace.folders`; the project root becomes the first remaining folder (None when
-    none is left or it is not a `file:` URI). A new root is given to the engine with the
-    current trust and, when trusted, indexed in the background (`ds4/indexUpdated` reason
-    `workspace`)."""
-    folders = list(ls.workspace.folders.values())
-    root = to_fs_path(folders[0].uri) if folders else None
+    `ls.workspace.folders`; every remaining `file:` folder is a project folder. The folders
+    are given to the engine with the current trust and, when trusted, indexed in the
+    background (`ds4/indexUpdated` reason `workspace`)."""
+    folders = folder_paths(ls.workspace.folders.values())
     log.info("workspace folders changed: %d folder(s)", len(folders))
-    await ls.project.root_changed(root)
+    await ls.project.folders_changed(folders)
 
 
 def tool_executed(ls: Ds4Server, params: ToolExecutedParams) -> None:

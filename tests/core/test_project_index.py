@@ -6,15 +6,17 @@ Every test uses a real SQLite file and a real project directory under `tmp_path`
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import sqlite3
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
+from ds4_core.engine import ContextEngine
 from ds4_core.project import index as index_module
 from ds4_core.project.discovery import Discovery, GitState, discover_project
 from ds4_core.project.index import (
@@ -30,6 +32,7 @@ from ds4_core.project.index import (
     sync_project,
 )
 from ds4_core.project.windows import project_fts_query, snippet_id
+from ds4_core.requests import ManifestRequest, PlanRequest, SessionRef
 from ds4_core.store import Store, open_store
 
 SHIPPING = """import { Rate } from "./rate";
@@ -546,3 +549,42 @@ def test_a_file_past_the_window_cap_is_reported_as_partial(
 
 def test_a_short_file_is_not_partial(store: Store, project: Path) -> None:
     assert sync_project(store, discover(project)).partial_files == ()
+
+
+def test_each_workspace_folder_is_planned_recorded_and_checked_on_its_own(
+    tmp_path: Path, pi_session_copy: Callable[[str], Path]
+) -> None:
+    """Two folders both named `app` (the second becomes `app (2)`), each with `lib/fees.py`:
+    a plan quotes both, each naming its folder; the manifest records the folder of each
+    snippet; after the second folder's file changes, its stale snippet is found through its
+    absolute path (routed to that folder) and the first folder's is not stale."""
+    first, second = tmp_path / "one" / "app", tmp_path / "two" / "app"
+    for root, word in ((first, "guava"), (second, "jackfruit")):
+        (root / "lib").mkdir(parents=True)
+        (root / "lib" / "fees.py").write_text(f"def compute_fees_{word}(order):\n    return 1\n")
+    engine = ContextEngine(database_path=tmp_path / "state" / "context.db")
+    try:
+        status = engine.set_workspace_folders([("app", first), ("app", second)], trusted=True)
+        assert [f["name"] for f in status["folders"]] == ["app", "app (2)"]
+        synced = engine.sync_project()
+        assert synced["filesIndexed"] == 2 and len(synced["folders"]) == 2
+        session = pi_session_copy("openclaw-v3-single-turn-6a5d2a19.jsonl")
+        plan = engine.plan(
+            PlanRequest(
+                session=SessionRef(str(session)),
+                request="compare compute_fees_guava with compute_fees_jackfruit",
+            )
+        )
+        manifest = engine.manifest(ManifestRequest(id=plan["manifestId"], view="full"))
+        quoted = json.dumps(plan["messages"])
+        (second / "lib" / "fees.py").write_text("def compute_fees_kiwi(order):\n    return 2\n")
+        stale_second = engine.stale_snippets(str(second / "lib" / "fees.py"))
+        stale_first = engine.stale_snippets(str(first / "lib" / "fees.py"))
+    finally:
+        engine.close()
+
+    sent = {(s["folder"], s["path"]) for s in manifest["projectSnippets"]}
+    assert sent == {("app", "lib/fees.py"), ("app (2)", "lib/fees.py")}
+    assert 'Folder: \\"app (2)\\"' in quoted and 'Folder: \\"app\\"' in quoted
+    assert [s["manifestId"] for s in stale_second] == [plan["manifestId"]]
+    assert stale_first == []

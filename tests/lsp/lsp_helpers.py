@@ -45,6 +45,7 @@ class Servers:
         env: dict[str, str] | None = None,
         client_features: Mapping[str, Callable[..., Any]] | None = None,
         experimental: Any = None,
+        workspace_folders: Sequence[types.WorkspaceFolder] | None = None,
     ) -> LanguageClient:
         """Spawn `python -m ds4_lsp *args` and run `initialize` / `initialized`.
 
@@ -53,6 +54,7 @@ class Servers:
         editor, the client accepts `client/registerCapability` unless told otherwise.
         `experimental` becomes `capabilities.experimental` (e.g. `{"ds4": {"summarize":
         true}}`); the editor's captured capabilities are used otherwise unchanged.
+        `workspace_folders` replaces the one folder `self.workspace` (named `ws`).
         """
         config = ClientServerConfig(
             server_command=[sys.executable, "-m", "ds4_lsp", *args],
@@ -74,9 +76,9 @@ class Servers:
             client.initialize_session(
                 types.InitializeParams(
                     capabilities=capabilities,
-                    workspace_folders=[
-                        types.WorkspaceFolder(uri=self.workspace.as_uri(), name="ws")
-                    ],
+                    workspace_folders=list(workspace_folders)
+                    if workspace_folders is not None
+                    else [types.WorkspaceFolder(uri=self.workspace.as_uri(), name="ws")],
                     initialization_options=initialization_options,
                 )
             ),

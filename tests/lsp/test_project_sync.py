@@ -6,6 +6,7 @@ registration). Waits are on `ds4/indexUpdated` notifications, never on sleeps.""
 from __future__ import annotations
 
 import os
+import sqlite3
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,7 @@ from lsp_helpers import Servers, execute, request
 from lsprotocol import types
 from project_helpers import (
     ENCODINGS,
+    ProjectClient,
     change_document,
     hits_in,
     open_document,
@@ -193,3 +195,76 @@ async def test_buffers_and_tool_paths_of_excluded_files_are_never_indexed(
     assert edit["filesIndexed"] == 1
     assert tool["filesIndexed"] == 0
     assert found["project"] == []
+
+
+async def test_an_edit_synced_while_another_connection_holds_the_database_lands_later(
+    project_servers: Servers, project_dir: Path, database_path: Path, client_name: str
+) -> None:
+    """Another program holds `BEGIN IMMEDIATE` on the database longer than the busy timeout
+    (50 ms here) while an edit is synced: the server reports `error` naming the lock, keeps
+    the edit due and retries; once the lock is released the edit lands (`ready`) and is
+    found, without the file changing again."""
+    encoding = ENCODINGS[client_name]
+    notes = project_dir / "notes.txt"
+    notes.write_text("plain words here\n")
+    recorder = ProjectClient()
+    recorder.client = await project_servers.start(
+        initialization_options={
+            "trusted": True,
+            "settings": {"storage": {"busyTimeoutMs": 50}},
+        },
+        client_features=recorder.features(),
+    )
+    client = recorder.lsp
+    await recorder.wait_index(lambda u: u["reason"] == "initial" and u["status"] == "ready")
+
+    holder = sqlite3.connect(database_path, isolation_level=None)
+    try:
+        holder.execute("BEGIN IMMEDIATE")
+        uri = open_document(client, notes, "plain words here\n")
+        change_document(client, uri, 2, (0, units("plain", encoding)), (0, 5), " quokka_lantern")
+        failed = await recorder.wait_index(lambda u: u["reason"] == "edit")
+        assert failed["status"] == "error" and "locked" in failed["error"]
+        assert failed["only"] == ["notes.txt"] and failed["retryInMs"] > 0
+        status = await execute(client, "ds4.projectStatus")
+        assert status["status"] == "error" and "locked" in status["error"]
+    finally:
+        holder.rollback()
+        holder.close()
+
+    landed = await recorder.wait_index(lambda u: u["reason"] == "edit" and u["status"] == "ready")
+    assert landed["only"] == ["notes.txt"] and landed["filesIndexed"] == 1
+    assert hits_in(await retrieve_project(client, "quokka_lantern"), "notes.txt")
+    status = await execute(client, "ds4.projectStatus")
+    assert status["status"] == "ready" and "error" not in status
+
+
+async def test_shutdown_ends_the_retries_of_a_locked_database(
+    project_servers: Servers, project_dir: Path, database_path: Path, capfd: Any
+) -> None:
+    """While another connection keeps the database locked, the server keeps retrying an edit
+    (logging the outage once, not once per attempt); `shutdown` cancels the retries and the
+    server exits 0 with the lock still held."""
+    notes = project_dir / "notes.txt"
+    notes.write_text("plain words here\n")
+    recorder = ProjectClient()
+    recorder.client = await project_servers.start(
+        initialization_options={"trusted": True, "settings": {"storage": {"busyTimeoutMs": 20}}},
+        client_features=recorder.features(),
+    )
+    client = recorder.lsp
+    await recorder.wait_index(lambda u: u["reason"] == "initial" and u["status"] == "ready")
+    holder = sqlite3.connect(database_path, isolation_level=None)
+    try:
+        holder.execute("BEGIN IMMEDIATE")
+        uri = open_document(client, notes, "plain words here\n")
+        change_document(client, uri, 2, (0, 0), (0, 0), "x")
+        await recorder.wait_index(lambda u: u["reason"] == "edit")
+        await execute(client, "ds4.projectStatus")  # one more locked attempt, at least
+        assert await project_servers.stop(client) == 0
+    finally:
+        holder.rollback()
+        holder.close()
+    stderr = capfd.readouterr().err
+    assert stderr.count("the database is locked by another connection; retrying") == 1
+    assert [u["status"] for u in recorder.index_updates if u["reason"] == "edit"] == ["error"]

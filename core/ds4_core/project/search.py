@@ -309,6 +309,8 @@ class ProjectHit:
         modified: the file differs from Git HEAD in the working tree.
         tracked: the file is tracked by Git.
         git_commit: the Git HEAD the file was indexed at, or None without Git.
+        folder: the name of the workspace folder `path` is relative to, in a workspace of
+            several folders (quoted as `Folder:`); None with a single folder.
     """
 
     snippet_id: str
@@ -323,6 +325,7 @@ class ProjectHit:
     modified: bool
     tracked: bool
     git_commit: str | None
+    folder: str | None = None
 
 
 @dataclass(frozen=True)
@@ -378,6 +381,7 @@ def project_source_text(hit: ProjectHit, git_head: str | None) -> str:
     return "\n".join(
         (
             BEGIN_MARKER,
+            *([f"Folder: {json_string(hit.folder)}"] if hit.folder is not None else []),
             f"Path: {json_string(hit.path)}",
             f"SHA-256: {one_line(hit.file_hash)}",
             f"Lines: {hit.start_line}-{hit.end_line}",
@@ -1216,6 +1220,7 @@ def search_project(
     *,
     max_results: int,
     max_tokens: int,
+    folder: str | None = None,
 ) -> ProjectRetrieval:
     """Rank the indexed windows of `project_path` for `descriptor` (module docstring).
 
@@ -1225,6 +1230,8 @@ def search_project(
         descriptor: the request's `TaskDescriptor` (`describe_task`).
         max_results: most hits (<= 0: status `disabled`).
         max_tokens: `chars-v1` budget for all rendered hits (<= 0: `disabled`).
+        folder: the workspace folder's name to give every hit (`ProjectHit.folder`; it is
+            quoted and counted in `tokens`), or None for a single-folder workspace.
 
     Returns:
         `ProjectRetrieval`; hits in rank order, the sum of their `tokens` <= `max_tokens`, at
@@ -1327,6 +1334,7 @@ def search_project(
             modified=window.modified,
             tracked=window.tracked,
             git_commit=window.git_commit,
+            folder=folder,
         )
         tokens = project_hit_tokens(hit, git_head)
         if used + tokens > max_tokens:

@@ -19,7 +19,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from stat import S_ISREG
 from typing import Any
@@ -27,6 +27,7 @@ from typing import Any
 from ..config import Config
 from ..retrieval.descriptor import TaskDescriptor
 from ..store import Store
+from ..store.database import is_database_locked
 from .discovery import DiscoveredFile, Discovery, ProjectRootError, discover_project
 from .filters import path_exclusion, read_indexable
 from .index import (
@@ -63,6 +64,14 @@ class ValidatedSearch:
     dropped: list[tuple[str, str]]  # (path, reason)
     reindexed: list[str]
     git_head: str | None
+    folder_heads: dict[str, str | None] = field(default_factory=dict)
+    """Git HEAD of each workspace folder (by name) when the hits come from several folders."""
+
+    def head_of(self, hit: ProjectHit) -> str | None:
+        """The Git HEAD to quote with `hit`: its folder's, else `git_head`."""
+        if hit.folder is not None and hit.folder in self.folder_heads:
+            return self.folder_heads[hit.folder]
+        return self.git_head
 
 
 class ProjectWorkspace:
@@ -85,14 +94,24 @@ class ProjectWorkspace:
         self._problem: str | None = None
         self._hash_cache: dict[str, tuple[int, int, str]] = {}  # rel -> (size, mtime_ns, hash)
         self._rejected: set[str] = set()  # edited paths the last full discovery did not list
+        self.nested: tuple[str, ...] = ()
+        """Relative paths of other workspace folders inside this one: their files belong to
+        them (the deepest folder wins), so this folder does not index them."""
 
     # ----------------------------------------------------------------- state
 
-    def set_workspace(self, root: str | os.PathLike[str] | None, trusted: bool) -> None:
-        """Set the root (canonicalised) and trust; a change makes a full sync due."""
+    def set_workspace(
+        self,
+        root: str | os.PathLike[str] | None,
+        trusted: bool,
+        nested: Sequence[str] = (),
+    ) -> None:
+        """Set the root (canonicalised), trust and `nested` (POSIX paths relative to the root of
+        other workspace folders inside it, left to them); a change makes a full sync due."""
         canonical = Path(root).expanduser().resolve() if root else None
+        nested = tuple(sorted(set(nested)))
         with self._lock:
-            if canonical != self.root or trusted != self.trusted:
+            if canonical != self.root or trusted != self.trusted or nested != self.nested:
                 self._sync_due = True
                 self._last_discovery = None
                 self._rejected.clear()
@@ -101,8 +120,13 @@ class ProjectWorkspace:
                 # so an old buffer's text can never stand for a file of the new root.
                 self._live.clear()
                 self._hash_cache.clear()
-            self.root, self.trusted = canonical, bool(trusted)
+            self.root, self.trusted, self.nested = canonical, bool(trusted), nested
             self._problem = None
+
+    @property
+    def problem(self) -> str | None:
+        """Why the status is `error` (a bad root, a locked database), or None."""
+        return self._problem
 
     def status_word(self) -> str:
         """`disabled`, `no-workspace`, `untrusted`, `indexing`, `error` or `ready`."""
@@ -202,11 +226,13 @@ class ProjectWorkspace:
                     rels = [r for r in (self.relative(p) for p in only) if r is not None]
                     discovery = self._partial_discovery(rels)
                 else:
-                    discovery = discover_project(
-                        root,
-                        max_files=config["project.maxFiles"],
-                        max_file_bytes=config["project.maxFileBytes"],
-                        max_total_bytes=config["project.maxTotalBytes"],
+                    discovery = self._without_nested(
+                        discover_project(
+                            root,
+                            max_files=config["project.maxFiles"],
+                            max_file_bytes=config["project.maxFileBytes"],
+                            max_total_bytes=config["project.maxTotalBytes"],
+                        )
                     )
                     rels = None
                 if progress:
@@ -240,6 +266,29 @@ class ProjectWorkspace:
             except ProjectRootError as exc:
                 self._problem = str(exc)
                 return {"status": "error", "projectPath": str(root), "error": str(exc)}
+            except Exception as exc:
+                if not is_database_locked(exc):
+                    if only is None:
+                        with self._lock:
+                            self._sync_due = True  # it did not happen: still due
+                    raise
+                # Another connection holds the write lock: nothing was written. Whatever this
+                # sync was for stays due (a full sync covers edited buffers too, through
+                # their live text), and the caller may retry.
+                problem = (
+                    "the index database is locked by another connection (waited "
+                    f"{self._store().busy_timeout_ms} ms, storage.busyTimeoutMs); retrying"
+                )
+                with self._lock:
+                    self._sync_due = True
+                    self._problem = problem
+                log.debug("project sync: database locked")
+                return {
+                    "status": "error",
+                    "projectPath": str(root),
+                    "error": problem,
+                    "locked": True,
+                }
             except BaseException:
                 if only is None:
                     with self._lock:
@@ -270,6 +319,22 @@ class ProjectWorkspace:
                 due = self._sync_due
             if due:
                 self.sync()
+
+    def _without_nested(self, discovery: Discovery) -> Discovery:
+        """`discovery` without the files under `nested` folders (listed once in `skipped`)."""
+        nested = self.nested
+        if not nested:
+            return discovery
+
+        def inside(rel: str) -> bool:
+            return any(rel.startswith(f"{folder}/") for folder in nested)
+
+        discovery.files = [f for f in discovery.files if not inside(f.rel_path)]
+        discovery.skipped = sorted(
+            [(rel, reason) for rel, reason in discovery.skipped if not inside(rel)]
+            + [(f"{folder}/", "another workspace folder") for folder in nested]
+        )
+        return discovery
 
     def _partial_discovery(self, rels: Sequence[str]) -> Discovery:
         """A Discovery of just `rels`, statted now, keeping the git facts of the last full one.
@@ -325,9 +390,15 @@ class ProjectWorkspace:
     # ----------------------------------------------------------------- search
 
     def search(
-        self, descriptor: TaskDescriptor, *, max_results: int, max_tokens: int
+        self,
+        descriptor: TaskDescriptor,
+        *,
+        max_results: int,
+        max_tokens: int,
+        folder: str | None = None,
     ) -> ValidatedSearch:
-        """Project hits for `descriptor`, each re-validated against the live text.
+        """Project hits for `descriptor`, each re-validated against the live text; `folder`
+        names this workspace folder in every hit (`search_project`).
 
         A hit whose file changed since indexing triggers an incremental sync of that file and
         one rerun of the query; a file that is gone, binary, sensitive, a symlink or oversized
@@ -337,7 +408,12 @@ class ProjectWorkspace:
         store = self._store()
         assert self.root is not None
         retrieval = search_project(
-            store, str(self.root), descriptor, max_results=max_results, max_tokens=max_tokens
+            store,
+            str(self.root),
+            descriptor,
+            max_results=max_results,
+            max_tokens=max_tokens,
+            folder=folder,
         )
         valid, changed, dropped = self._validate(retrieval.hits)
         reindexed: list[str] = []
@@ -345,7 +421,12 @@ class ProjectWorkspace:
             self.sync(only=changed)
             reindexed = list(changed)
             retrieval = search_project(
-                store, str(self.root), descriptor, max_results=max_results, max_tokens=max_tokens
+                store,
+                str(self.root),
+                descriptor,
+                max_results=max_results,
+                max_tokens=max_tokens,
+                folder=folder,
             )
             valid, _changed_again, dropped_again = self._validate(retrieval.hits)
             dropped += dropped_again + [

@@ -317,6 +317,20 @@ def _is_corruption(exc: BaseException) -> bool:
     return "file is not a database" in text or "malformed" in text
 
 
+def is_database_locked(exc: BaseException) -> bool:
+    """Whether `exc` (sqlite3's, or peewee's wrapping of it) is SQLite's SQLITE_BUSY or
+    SQLITE_LOCKED: another connection held the lock longer than the busy timeout. The write
+    did not happen and may be retried; nothing is wrong with the database."""
+    error = _sqlite_error(exc)
+    if error is None:
+        return False
+    name = getattr(error, "sqlite_errorname", None) or ""
+    if name.startswith(("SQLITE_BUSY", "SQLITE_LOCKED")):  # extended codes too
+        return True
+    text = str(error).lower()
+    return "database is locked" in text or "database table is locked" in text
+
+
 def _inspect(db: _TrackingSqliteDatabase, check_integrity: bool) -> SchemaProblem | None:
     conn = db.connection()
     problem = check_applied(conn)
