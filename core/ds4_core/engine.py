@@ -768,9 +768,9 @@ class ContextEngine:
         ]
         sent = self._add_project_provenance(manifest, plan, project)
         stored = self._keep_manifest(manifest, prepared.session_id, config, warnings)
-        if stored and sent and self._workspace is not None:
+        if sent and self._workspace is not None:
             try:
-                self._workspace.record_sent(manifest_id, manifest["createdAt"], sent)
+                self._workspace.record_sent(manifest_id, manifest["createdAt"], sent, stored=stored)
             except Exception as exc:  # provenance is best effort; the plan stands
                 log.warning("sent snippets not recorded: error=%s", describe_failure(exc))
         warnings = [*warnings, *plan.warnings]

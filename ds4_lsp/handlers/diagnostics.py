@@ -1,8 +1,9 @@
 """Stale-snippet diagnostics: project lines the model saw that the open buffer no longer has.
 
 For each open document, `ContextEngine.stale_snippets(path, live_text)` lists the snippets a
-stored plan sent whose lines changed since. Each becomes an Information diagnostic (source
-`ds4`, code `stale-snippet`) over those lines, in the session's position encoding; the hover
+plan sent whose lines changed since. Each changed window becomes one Information diagnostic
+(source `ds4`, code `stale-snippet`) over its first to last changed line, in the session's
+position encoding, its message naming the window's lines; the hover
 (`handlers/hover.py`) explains it. Published after each project sync that concerns the document
 and after each `ds4/plan`; a newer plan that sends the current text clears it.
 """
@@ -29,8 +30,9 @@ CODE = "stale-snippet"
 
 @dataclass(frozen=True)
 class StaleSnippet:
-    """One published stale snippet: its range (client units) and the engine's record
-    `{snippetId, startLine, endLine, manifestId, sentAt, change}` (1-based lines)."""
+    """One published stale snippet: its range (client units: the changed lines) and the
+    engine's record `{snippetId, startLine, endLine, manifestId, sentAt, change,
+    changeStartLine, changeEndLine}` (1-based lines; `startLine`..`endLine` is the window)."""
 
     range: types.Range
     record: dict[str, Any]
@@ -76,7 +78,8 @@ async def publish_stale_snippets(ls: Ds4Server, uris: Iterable[str]) -> None:
             continue
         lsp_document = as_lsp_document(current)
         snippets = [
-            StaleSnippet(lsp_document.line_range(r["startLine"], r["endLine"]), r) for r in records
+            StaleSnippet(lsp_document.line_range(r["changeStartLine"], r["changeEndLine"]), r)
+            for r in records
         ]
         _publish(ls, uri, version, snippets)
 

@@ -38,7 +38,13 @@ from .index import (
     sync_project,
 )
 from .search import ProjectHit, ProjectRetrieval, render_project_snippet, search_project
-from .sent import record_sent_snippets, sent_paths, stale_snippets_for
+from .sent import (
+    SentWindowMemory,
+    record_sent_snippets,
+    sent_paths,
+    sent_windows,
+    stale_snippets_for,
+)
 from .windows import MAX_WINDOWS_PER_FILE, SNIPPET_LINES, SNIPPET_OVERLAP
 
 log = logging.getLogger("ds4_core.project")
@@ -85,6 +91,7 @@ class ProjectWorkspace:
         self._problem: str | None = None
         self._hash_cache: dict[str, tuple[int, int, str]] = {}  # rel -> (size, mtime_ns, hash)
         self._rejected: set[str] = set()  # edited paths the last full discovery did not list
+        self._sent_memory = SentWindowMemory()  # windows sent by plans not stored
 
     # ----------------------------------------------------------------- state
 
@@ -458,10 +465,18 @@ class ProjectWorkspace:
 
     # ----------------------------------------------------------------- provenance
 
-    def record_sent(self, manifest_id: str, sent_at: str, hits: Sequence[ProjectHit]) -> None:
-        """Remember which snippets a stored manifest sent, for stale-snippet diagnostics."""
-        if hits and self.root is not None:
+    def record_sent(
+        self, manifest_id: str, sent_at: str, hits: Sequence[ProjectHit], *, stored: bool = True
+    ) -> None:
+        """Remember which snippets a plan sent, for stale-snippet diagnostics: in the database
+        when its manifest is `stored`, else in memory for the life of this workspace
+        (`sent.SentWindowMemory`, the newest `sent.MEMORY_WINDOWS` windows)."""
+        if not hits or self.root is None:
+            return
+        if stored:
             record_sent_snippets(self._store(), manifest_id, str(self.root), sent_at, hits)
+        else:
+            self._sent_memory.add(sent_windows(manifest_id, str(self.root), sent_at, hits))
 
     def stale_snippets(self, path: str, live_text: str | None = None) -> list[dict[str, Any]]:
         """Sent snippets of `path` whose lines no longer match its live text (open buffer, the
@@ -476,7 +491,7 @@ class ProjectWorkspace:
             text, _reason = read_indexable(
                 self.root / rel, max_file_bytes=self._config()["project.maxFileBytes"]
             )
-        return stale_snippets_for(self._store(), str(self.root), rel, text)
+        return stale_snippets_for(self._store(), str(self.root), rel, text, self._sent_memory)
 
     def counts(self) -> dict[str, Any]:
         """{files (current), snippets (not stale), sentPaths (files with recorded sent
@@ -488,7 +503,7 @@ class ProjectWorkspace:
         return {
             "files": counts.files,
             "snippets": counts.snippets,
-            "sentPaths": sent_paths(store, project),
+            "sentPaths": sent_paths(store, project, self._sent_memory),
             "indexedAt": self._indexed_at(),
         }
 
