@@ -13,13 +13,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
-from urllib.parse import unquote
 
 from lsprotocol import types
 from pygls.exceptions import JsonRpcException
 from pygls.uris import to_fs_path
 
-from ds4_lsp.documents import as_lsp_document
+from ds4_lsp.documents import as_lsp_document, document_key
 
 if TYPE_CHECKING:
     from ds4_lsp.server import Ds4Server
@@ -64,7 +63,7 @@ async def publish_stale_snippets(ls: Ds4Server, uris: Iterable[str]) -> None:
     if not ls.project.active:
         return
     for uri in dict.fromkeys(uris):
-        document = ls.workspace.text_documents.get(unquote(uri))
+        document = ls.workspace.text_documents.get(document_key(uri))
         path = to_fs_path(uri)
         if document is None or path is None:
             continue
@@ -73,7 +72,7 @@ async def publish_stale_snippets(ls: Ds4Server, uris: Iterable[str]) -> None:
             records = await ls.run_engine(ls.engine.stale_snippets, path, text, method=CODE)
         except JsonRpcException:  # logged by run_engine
             continue
-        current = ls.workspace.text_documents.get(unquote(uri))
+        current = ls.workspace.text_documents.get(document_key(uri))
         if current is None or current.version != version or not ls.project.active:
             continue
         lsp_document = as_lsp_document(current)
@@ -87,14 +86,14 @@ async def publish_stale_snippets(ls: Ds4Server, uris: Iterable[str]) -> None:
 def clear_stale_snippets(ls: Ds4Server, uris: Iterable[str]) -> None:
     """Withdraw the stale-snippet diagnostics of `uris` (document closed, trust revoked)."""
     for uri in uris:
-        if ls.stale_snippets.pop(unquote(uri), None):
+        if ls.stale_snippets.pop(document_key(uri), None):
             ls.text_document_publish_diagnostics(
                 types.PublishDiagnosticsParams(uri=uri, diagnostics=[])
             )
 
 
 def _publish(ls: Ds4Server, uri: str, version: int | None, snippets: list[StaleSnippet]) -> None:
-    key = unquote(uri)
+    key = document_key(uri)
     previous = ls.stale_snippets.get(key)
     if previous is not None and previous == snippets:
         return
