@@ -546,3 +546,48 @@ def test_a_file_past_the_window_cap_is_reported_as_partial(
 
 def test_a_short_file_is_not_partial(store: Store, project: Path) -> None:
     assert sync_project(store, discover(project)).partial_files == ()
+
+
+def test_a_data_uri_line_is_cut_and_the_rest_of_the_file_stays_searchable(
+    store: Store, project: Path, tmp_path: Path
+) -> None:
+    """icons.ts: 20 ordinary lines and one 60,000-character data URI. The file is indexed
+    with that line cut (line numbers unchanged) and the sync says so."""
+    from ds4_core.config import Config
+    from ds4_core.project.workspace import ProjectWorkspace
+
+    lines = [f"export const icon{n}Name = 'glyph_{n}';" for n in range(1, 21)]
+    lines.insert(10, "export const LOGO = 'data:image/png;base64," + "Q" * 60_000 + "';")
+    text = "\n".join(lines) + "\n"
+    (project / "src" / "icons.ts").write_text(text)
+    result = sync_project(store, discover(project))
+    assert result.long_line_files == (("src/icons.ts", 1),)
+    root = str(project.resolve())
+    (snippet,) = load_snippets(store, root, "src/icons.ts")
+    assert (snippet.start_line, snippet.end_line) == (1, 21)
+    assert len(snippet.content) < 6_000
+    assert snippet.file_hash == hashlib.sha256(text.encode()).hexdigest()  # the file as it is
+    window_lines_ = snippet.content.split("\n")
+    assert window_lines_[10].endswith("[DS4 line cut: 60,045 characters]")
+    assert window_lines_[20] == "export const icon20Name = 'glyph_20';"  # line 21 still 21
+    assert search(store, root, "glyph_20") == [("src/icons.ts", 1)]
+
+    with open_store(tmp_path / "db2" / "context.db") as other:
+        workspace = ProjectWorkspace(lambda: other, Config)
+        workspace.set_workspace(project, trusted=True)
+        wire = workspace.sync()
+    assert wire["longLineFiles"] == [{"path": "src/icons.ts", "linesCut": 1}]
+    assert any("src/icons.ts (1 line cut)" in warning for warning in wire["warnings"])
+
+
+def test_every_line_of_a_file_of_long_lines_is_searchable(store: Store, project: Path) -> None:
+    """200 lines of about 900 characters: windows end by characters, so no line is lost
+    after a window's 20,000th character."""
+    lines = [f"marker_{n:03d} = '" + "w" * 880 + "'" for n in range(1, 201)]
+    (project / "src" / "wide.py").write_text("\n".join(lines) + "\n")
+    sync_project(store, discover(project))
+    root = str(project.resolve())
+    snippets = load_snippets(store, root, "src/wide.py")
+    assert all(len(s.content) <= 20_000 for s in snippets)
+    for n in (50, 75, 150, 200):
+        assert search(store, root, f"marker_{n:03d}"), f"line {n} is not searchable"

@@ -45,7 +45,13 @@ from .sent import (
     sent_windows,
     stale_snippets_for,
 )
-from .windows import MAX_WINDOWS_PER_FILE, SNIPPET_LINES, SNIPPET_OVERLAP
+from .windows import (
+    MAX_LINE_CHARS,
+    MAX_WINDOWS_PER_FILE,
+    SNIPPET_LINES,
+    SNIPPET_OVERLAP,
+    cut_line,
+)
 
 log = logging.getLogger("ds4_core.project")
 
@@ -266,6 +272,8 @@ class ProjectWorkspace:
         warnings = list(discovery.warnings)
         if result.partial_files:
             warnings.append(partial_files_warning(result.partial_files))
+        if result.long_line_files:
+            warnings.append(long_lines_warning(result.long_line_files))
         return {"status": "ready", **_sync_to_wire(result), "warnings": warnings}
 
     def ensure_fresh(self) -> None:
@@ -491,7 +499,9 @@ class ProjectWorkspace:
             text, _reason = read_indexable(
                 self.root / rel, max_file_bytes=self._config()["project.maxFileBytes"]
             )
-        return stale_snippets_for(self._store(), str(self.root), rel, text, self._sent_memory)
+        return stale_snippets_for(
+            self._store(), str(self.root), rel, text, self._sent_memory, line_view=cut_line
+        )
 
     def counts(self) -> dict[str, Any]:
         """{files (current), snippets (not stale), sentPaths (files with recorded sent
@@ -539,6 +549,7 @@ def _sync_to_wire(result: ProjectSyncResult) -> dict[str, Any]:
         "durationMs": round(result.duration_ms, 3),
         "truncated": result.truncated,
         "partialFiles": list(result.partial_files),
+        "longLineFiles": [{"path": p, "linesCut": n} for p, n in result.long_line_files],
     }
 
 
@@ -549,4 +560,15 @@ def partial_files_warning(paths: Sequence[str]) -> str:
     return (
         f"{count} file(s) are longer than {MAX_WINDOWS_PER_FILE} windows of {SNIPPET_LINES} "
         f"lines; only their first ~{round(lines, -2):,} lines are searched: {', '.join(paths)}"
+    )
+
+
+def long_lines_warning(files: Sequence[tuple[str, int]]) -> str:
+    """The sync warning for files indexed with overlong lines cut
+    (`ProjectSyncResult.long_line_files`)."""
+    count = f"{len(files)}+" if len(files) >= MAX_PARTIAL_FILES_LISTED else str(len(files))
+    listed = ", ".join(f"{path} ({cut} line{'s' if cut != 1 else ''} cut)" for path, cut in files)
+    return (
+        f"{count} file(s) have lines over {MAX_LINE_CHARS:,} characters; the index holds "
+        f"them cut to their first {MAX_LINE_CHARS:,} characters: {listed}"
     )
