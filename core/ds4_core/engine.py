@@ -1054,9 +1054,7 @@ class ContextEngine:
             {
                 "files": counts.get("files", 0),
                 "snippets": counts.get("snippets", 0),
-                "staleSnippets": sum(
-                    len(workspace.stale_snippets(path)) for path in counts.get("sentPaths", [])
-                ),
+                "staleSnippets": workspace.stale_count(),
                 "git": {k: revision.get(k) for k in ("branch", "head", "dirty")},
                 "indexedAt": counts.get("indexedAt"),
             }

@@ -10,7 +10,7 @@ import os
 import sqlite3
 import time
 from collections.abc import Iterator
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pytest
@@ -591,3 +591,55 @@ def test_every_line_of_a_file_of_long_lines_is_searchable(store: Store, project:
     assert all(len(s.content) <= 20_000 for s in snippets)
     for n in (50, 75, 150, 200):
         assert search(store, root, f"marker_{n:03d}"), f"line {n} is not searchable"
+
+
+@dataclass(frozen=True)
+class _Sent:
+    """A sent project hit (`sent.SentSnippet`)."""
+
+    snippet_id: str
+    path: str
+    file_hash: str
+    start_line: int
+    end_line: int
+    text: str
+
+
+def test_the_stale_count_comes_from_the_index_and_buffers_without_reading_files(
+    store: Store, project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two overlapping windows of one file and one window of another were sent; one line of
+    the first file changes. The count (health, projectStatus) is 1, then 2 with an open
+    buffer edited elsewhere, and no file is read to get it."""
+    from ds4_core.config import Config
+    from ds4_core.project import workspace as workspace_module
+    from ds4_core.project.workspace import ProjectWorkspace
+
+    lines = [f"setting_{n} = {n}" for n in range(1, 421)]
+    (project / "src" / "long.py").write_text("\n".join(lines) + "\n")
+    workspace = ProjectWorkspace(lambda: store, Config)
+    workspace.set_workspace(project, trusted=True)
+    workspace.sync()
+    root = str(project.resolve())
+    sent = [
+        _Sent(s.snippet_id, s.file_path, s.file_hash, s.start_line, s.end_line, s.content)
+        for s in load_snippets(store, root, "src/long.py")
+        + load_snippets(store, root, "src/http_util.py")
+        if s.file_path == "src/http_util.py" or s.start_line in (273, 341)
+    ]
+    assert len(sent) == 3
+    workspace.record_sent("m-1", "2026-01-01T00:00:00.000Z", sent, stored=False)
+    assert workspace.stale_count() == 0
+
+    lines[303] = "setting_304 = 'changed'"
+    write(project / "src" / "long.py", "\n".join(lines) + "\n")
+    workspace.sync()
+
+    def no_reading(*args: object, **kwargs: object) -> tuple[None, str]:
+        raise AssertionError("the stale count read a file")
+
+    monkeypatch.setattr(workspace_module, "read_indexable", no_reading)
+    assert workspace.stale_count() == 1  # window 273-352 (line 304); 341-420 is unchanged
+    lines[399] = "setting_400 = 'edited in the editor'"
+    workspace.set_live_text(str(project / "src" / "long.py"), "\n".join(lines) + "\n")
+    assert workspace.stale_count() == 2

@@ -48,10 +48,12 @@ from itertools import islice
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
+from ds4_core.lines import split_lines
 from ds4_core.project.filters import decode_text, read_indexable, secret_reason
 from ds4_core.project.windows import (
     MAX_LINE_CHARS,
     MAX_WINDOWS_PER_FILE,
+    TRUNCATION_MARKER,
     content_line_count,
     cut_long_lines,
     declared_symbols,
@@ -283,6 +285,36 @@ def snippets_by_id(store: Store, snippet_ids: Iterable[str]) -> dict[str, Snippe
         ):
             found[row[0]] = _snippet_from_row(row)
     return found
+
+
+def indexed_lines(
+    store: Store, project_path: str, file_path: str
+) -> tuple[str, dict[int, str]] | None:
+    """What the index holds of a current file, without reading it: `(content_hash, {line:
+    text})`, the lines (1-based, overlong ones cut, breaks left out) as its current windows
+    hold them. Lines of skipped blank windows, past the window cap or after a truncation are
+    missing. None when the file is not current in the index."""
+    conn = store.connection()
+    row = conn.execute(
+        "SELECT content_hash FROM project_files WHERE project_path = ? AND file_path = ? "
+        "AND status = 'current'",
+        (project_path, file_path),
+    ).fetchone()
+    if row is None:
+        return None
+    digest = str(row[0])
+    lines: dict[int, str] = {}
+    for start, content in conn.execute(
+        "SELECT start_line, content FROM project_snippets WHERE project_path = ? "
+        "AND file_path = ? AND file_hash = ? AND stale = 0",
+        (project_path, file_path, digest),
+    ):
+        held = split_lines(content)
+        if content.endswith(TRUNCATION_MARKER):
+            held = held[:-2]  # the marker and the line it cut
+        for offset, line in enumerate(held):
+            lines.setdefault(int(start) + offset, line)
+    return digest, lines
 
 
 def project_state(store: Store, project_path: str) -> ProjectState | None:
@@ -850,6 +882,7 @@ __all__ = [
     "file_state",
     "file_text",
     "index_counts",
+    "indexed_lines",
     "language_for",
     "live_hash",
     "load_snippets",

@@ -25,6 +25,7 @@ from stat import S_ISREG
 from typing import Any
 
 from ..config import Config
+from ..lines import split_lines
 from ..retrieval.descriptor import TaskDescriptor
 from ..store import Store
 from .discovery import DiscoveredFile, Discovery, ProjectRootError, discover_project
@@ -33,6 +34,7 @@ from .index import (
     MAX_PARTIAL_FILES_LISTED,
     ProjectSyncResult,
     index_counts,
+    indexed_lines,
     live_hash,
     project_state,
     sync_project,
@@ -44,6 +46,8 @@ from .sent import (
     sent_paths,
     sent_windows,
     stale_snippets_for,
+    stale_windows,
+    stored_windows,
 )
 from .windows import (
     MAX_LINE_CHARS,
@@ -63,6 +67,8 @@ ProgressCallback = Callable[[int, int, str], None]
 RACY_WINDOW_NS = 2_000_000_000
 """A file modified less than this long ago (ns) is always re-read to validate a hit (Git's
 racy-clean rule: a rewrite within one timestamp tick can keep size and mtime)."""
+_UNKNOWN_LINE = "\x00 a line the index does not hold"
+"""Stands for a line of a skipped blank window in `stale_count` (equal to no sent line)."""
 HASH_CACHE_SIZE = 4096
 """Disk hashes (by path, size and mtime) `ProjectWorkspace` keeps between searches."""
 
@@ -503,9 +509,35 @@ class ProjectWorkspace:
             self._store(), str(self.root), rel, text, self._sent_memory, line_view=cut_line
         )
 
+    def stale_count(self) -> int:
+        """How many sent windows are stale, without reading any file: each file's open buffer
+        when there is one, else what the project index holds of it (its content hash first:
+        windows sent from the indexed content are current; else the lines of its current
+        windows). 0 when untrusted. As fresh as the index (a sync runs before each plan)."""
+        if not self.active() or self.root is None:
+            return 0
+        store, project = self._store(), str(self.root)
+        total = 0
+        for rel in sent_paths(store, project, self._sent_memory):
+            windows = stored_windows(store, project, rel) + self._sent_memory.of_file(project, rel)
+            live = self.live_text(rel)
+            if live is not None:
+                total += len(stale_windows(windows, split_lines(live), cut_line))
+                continue
+            indexed = indexed_lines(store, project, rel)
+            if indexed is None:  # deleted, or no longer indexable
+                total += len(stale_windows(windows, None))
+                continue
+            digest, held = indexed
+            if all(w.file_hash == digest for w in windows):
+                continue  # every window was sent from the content the index holds
+            current = {w.snippet_id for w in windows if w.file_hash == digest}
+            lines = [held.get(n, _UNKNOWN_LINE) for n in range(1, max(held, default=0) + 1)]
+            total += sum(1 for r in stale_windows(windows, lines) if r["snippetId"] not in current)
+        return total
+
     def counts(self) -> dict[str, Any]:
-        """{files (current), snippets (not stale), sentPaths (files with recorded sent
-        snippets), indexedAt} of this workspace's index."""
+        """{files (current), snippets (not stale), indexedAt} of this workspace's index."""
         if self.root is None:
             return {}
         store, project = self._store(), str(self.root)
@@ -513,7 +545,6 @@ class ProjectWorkspace:
         return {
             "files": counts.files,
             "snippets": counts.snippets,
-            "sentPaths": sent_paths(store, project, self._sent_memory),
             "indexedAt": self._indexed_at(),
         }
 
