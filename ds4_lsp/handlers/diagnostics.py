@@ -80,7 +80,7 @@ async def publish_stale_snippets(ls: Ds4Server, uris: Iterable[str]) -> None:
             StaleSnippet(lsp_document.line_range(r["changeStartLine"], r["changeEndLine"]), r)
             for r in records
         ]
-        _publish(ls, uri, version, snippets)
+        _publish(ls, current.uri, version, snippets)  # the URI the document was opened with
 
 
 def clear_stale_snippets(ls: Ds4Server, uris: Iterable[str]) -> None:
