@@ -162,20 +162,6 @@ class SentWindowMemory:
             return len(self._windows)
 
 
-def changed_span(sent: list[str], live: list[str]) -> tuple[int, int] | None:
-    """None when `live` equals `sent`, else the 0-based indexes (first, last) of the first and
-    last line of `sent` that `live` does not have at the same place (a line past the end of
-    `live` counts as changed)."""
-    if sent == live:
-        return None
-    count = len(sent)
-    first = next((i for i in range(count) if i >= len(live) or sent[i] != live[i]), count)
-    if first >= count:  # live is longer: the lines sent are all there
-        return None
-    last = next(i for i in range(count - 1, first - 1, -1) if i >= len(live) or sent[i] != live[i])
-    return first, last
-
-
 def sent_paths(
     store: Store, project_path: str, memory: SentWindowMemory | None = None
 ) -> list[str]:
@@ -243,17 +229,16 @@ def stale_windows(
             if live_lines is None
             else [line_view(line) for line in live_lines[start - 1 : start - 1 + len(sent)]]
         )
-        span = (0, max(0, len(sent) - 1)) if live is None else changed_span(sent, live)
-        if span is None:
-            continue
-        first, last = start + span[0], start + span[1]
+        changed = [
+            start + i
+            for i in range(len(sent))
+            if live is None or i >= len(live) or sent[i] != live[i]
+        ]
         # Lines a newer plan sent again are not stale here (that plan's window says if they are).
-        while first <= last and any(a <= first <= b for a, b in newer):
-            first += 1
-        while last >= first and any(a <= last <= b for a, b in newer):
-            last -= 1
-        if first > last:
+        remaining = [n for n in changed if not any(a <= n <= b for a, b in newer)]
+        if not remaining:
             continue
+        first, last = remaining[0], remaining[-1]
         if live is None:
             change = "the file was deleted or can no longer be indexed"
         elif not live:
