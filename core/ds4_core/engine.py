@@ -1062,8 +1062,10 @@ class ContextEngine:
         return result
 
     def stale_snippets(self, path: str, live_text: str | None = None) -> list[dict[str, Any]]:
-        """Snippets of `path` a stored plan sent whose lines no longer match its live text:
-        [{snippetId, startLine, endLine, manifestId, sentAt, change}] (1-based lines)."""
+        """Windows of `path` a plan sent (stored, or remembered in memory) whose lines no
+        longer match its live text: [{snippetId, startLine, endLine, manifestId, sentAt, change,
+        changeStartLine, changeEndLine}] (1-based lines; `changeStartLine`..`changeEndLine`
+        the changed lines of the window `startLine`..`endLine`)."""
         if self._workspace is None:
             return []
         return self._workspace.stale_snippets(path, live_text)
