@@ -35,6 +35,8 @@ class StaleSnippet:
 
     range: types.Range
     record: dict[str, Any]
+    uri: str = ""
+    """The URI the diagnostic was published under (the one the document was opened with)."""
 
 
 def diagnostic(snippet: StaleSnippet) -> types.Diagnostic:
@@ -77,7 +79,9 @@ async def publish_stale_snippets(ls: Ds4Server, uris: Iterable[str]) -> None:
             continue
         lsp_document = as_lsp_document(current)
         snippets = [
-            StaleSnippet(lsp_document.line_range(r["changeStartLine"], r["changeEndLine"]), r)
+            StaleSnippet(
+                lsp_document.line_range(r["changeStartLine"], r["changeEndLine"]), r, current.uri
+            )
             for r in records
         ]
         _publish(ls, current.uri, version, snippets)  # the URI the document was opened with
@@ -86,9 +90,10 @@ async def publish_stale_snippets(ls: Ds4Server, uris: Iterable[str]) -> None:
 def clear_stale_snippets(ls: Ds4Server, uris: Iterable[str]) -> None:
     """Withdraw the stale-snippet diagnostics of `uris` (document closed, trust revoked)."""
     for uri in uris:
-        if ls.stale_snippets.pop(document_key(uri), None):
+        published = ls.stale_snippets.pop(document_key(uri), None)
+        if published:  # withdrawn under the URI they were published under
             ls.text_document_publish_diagnostics(
-                types.PublishDiagnosticsParams(uri=uri, diagnostics=[])
+                types.PublishDiagnosticsParams(uri=published[0].uri or uri, diagnostics=[])
             )
 
 
