@@ -11,12 +11,19 @@ end of a line to one unit *before* the end on an unterminated last line, and mut
 positions itself (negotiated encoding: UTF-8, UTF-16 or UTF-32 code units, counted by pygls's
 codec) and applies incremental edits as one splice at code-point offsets. `Ds4Protocol` swaps
 pygls's workspace for an `LspWorkspace` during `initialize`, before any document is opened.
+
+Open documents are keyed by `document_key(uri)`: a Windows client may name one file
+`file:///c%3A/Users/dev/My%20Project/app.py` in one message and `file:///C:/Users/dev/My%20Project/app.py`
+in the next (VS Code encodes the colon and lower-cases the drive; other clients do neither), so
+percent-encoding is decoded and the drive letter lower-cased wherever a document is looked up
+(the workspace, the published diagnostics, project sync).
 """
 
 from __future__ import annotations
 
 import re
 from typing import Any
+from urllib.parse import unquote
 
 from lsprotocol import types
 from pygls.workspace import TextDocument, Workspace
@@ -24,6 +31,20 @@ from pygls.workspace.position_codec import ServerTextPosition, ServerTextRange
 
 LINE_BREAK = re.compile(r"\r\n|\r|\n")
 """A line terminator in LSP 3.17: `\\r\\n`, `\\r` or `\\n`, nothing else."""
+
+_DRIVE = re.compile(r"^(file:///?)([A-Za-z]):", re.IGNORECASE)
+
+
+def document_key(uri: str) -> str:
+    """The key under which the document `uri` is kept: percent-encoding decoded (as pygls's
+    workspace does) and, in a `file:` URI of a Windows path, the drive letter lower-cased (as
+    `pygls.uris.to_fs_path` and VS Code do). `file:///c%3A/My%20Project/a.py` and
+    `file:///C:/My%20Project/a.py` give one key, `file:///c:/My Project/a.py`."""
+    key = unquote(uri)
+    match = _DRIVE.match(key)
+    if match is None:
+        return key
+    return f"{match.group(1).lower()}{match.group(2).lower()}:{key[match.end() :]}"
 
 
 def split_lines(text: str) -> tuple[str, ...]:
@@ -139,7 +160,49 @@ class LspTextDocument(TextDocument):
 
 
 class LspWorkspace(Workspace):
-    """A pygls `Workspace` whose text documents are `LspTextDocument`s."""
+    """A pygls `Workspace` whose text documents are `LspTextDocument`s, kept by
+    `document_key` (one document however a client encodes its URI)."""
+
+    def open_document(self, uri: str) -> TextDocument | None:
+        """The open document `uri` names (in any encoding of it), or None."""
+        return self._text_documents.get(document_key(uri))
+
+    def get_text_document(self, doc_uri: str) -> TextDocument:
+        """The open document `doc_uri` names, else one that reads the file from disk (pygls)."""
+        return self.open_document(doc_uri) or self._create_text_document(doc_uri)
+
+    def put_text_document(
+        self, text_document: types.TextDocumentItem, notebook_uri: str | None = None
+    ) -> None:
+        """Open (or reopen) `text_document`; a notebook cell also remembers its notebook."""
+        key = document_key(text_document.uri)
+        self._text_documents[key] = self._create_text_document(
+            text_document.uri,
+            source=text_document.text,
+            version=text_document.version,
+            language_id=text_document.language_id,
+        )
+        if notebook_uri:
+            self._cell_in_notebook[key] = unquote(notebook_uri)
+
+    def remove_text_document(self, doc_uri: str) -> None:
+        """Forget the document `doc_uri` names (nothing happens when it is not open)."""
+        key = document_key(doc_uri)
+        self._text_documents.pop(key, None)
+        self._cell_in_notebook.pop(key, None)
+
+    def update_text_document(
+        self,
+        text_doc: types.VersionedTextDocumentIdentifier,
+        change: types.TextDocumentContentChangeEvent,
+    ) -> None:
+        """Apply one `didChange` content change. A document that is not open is left alone
+        (pygls raised KeyError); the `didChange` handler warns about it."""
+        document = self.open_document(text_doc.uri)
+        if document is None:
+            return
+        document.apply_change(change)
+        document.version = text_doc.version
 
     @classmethod
     def replacing(cls, workspace: Workspace) -> LspWorkspace:

@@ -18,12 +18,12 @@ import logging
 from collections.abc import Callable, Coroutine, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import unquote
 
 from lsprotocol import types
 from pygls.exceptions import JsonRpcException
 from pygls.uris import to_fs_path
 
+from .documents import document_key
 from .handlers.diagnostics import clear_stale_snippets, publish_stale_snippets
 from .progress import WorkDoneProgress
 from .protocol import DS4_INDEX_UPDATED
@@ -375,7 +375,7 @@ class ProjectSync:
         for uri in uris:
             path = to_fs_path(uri)
             if path is not None:
-                document = documents.get(unquote(uri))
+                document = documents.get(document_key(uri))
                 live[path] = document.source if document is not None else None
         return live
 

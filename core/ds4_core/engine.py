@@ -769,9 +769,9 @@ class ContextEngine:
         ]
         sent = self._add_project_provenance(manifest, plan, project)
         stored = self._keep_manifest(manifest, prepared.session_id, config, warnings)
-        if stored and sent and self._workspace is not None:
+        if sent and self._workspace is not None:
             try:
-                self._workspace.record_sent(manifest_id, manifest["createdAt"], sent)
+                self._workspace.record_sent(manifest_id, manifest["createdAt"], sent, stored=stored)
             except Exception as exc:  # provenance is best effort; the plan stands
                 log.warning("sent snippets not recorded: error=%s", describe_failure(exc))
         warnings = [*warnings, *plan.warnings]
@@ -1089,8 +1089,10 @@ class ContextEngine:
         return result
 
     def stale_snippets(self, path: str, live_text: str | None = None) -> list[dict[str, Any]]:
-        """Snippets of `path` a stored plan sent whose lines no longer match its live text:
-        [{snippetId, startLine, endLine, manifestId, sentAt, change}] (1-based lines)."""
+        """Windows of `path` a plan sent (stored, or remembered in memory) whose lines no
+        longer match its live text: [{snippetId, startLine, endLine, manifestId, sentAt, change,
+        changeStartLine, changeEndLine}] (1-based lines; `changeStartLine`..`changeEndLine`
+        the changed lines of the window `startLine`..`endLine`)."""
         if self._workspace is None:
             return []
         return self._workspace.stale_snippets(path, live_text)

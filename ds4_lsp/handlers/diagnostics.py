@@ -1,8 +1,9 @@
 """Stale-snippet diagnostics: project lines the model saw that the open buffer no longer has.
 
 For each open document, `ContextEngine.stale_snippets(path, live_text)` lists the snippets a
-stored plan sent whose lines changed since. Each becomes an Information diagnostic (source
-`ds4`, code `stale-snippet`) over those lines, in the session's position encoding; the hover
+plan sent whose lines changed since. Each changed window becomes one Information diagnostic
+(source `ds4`, code `stale-snippet`) over its first to last changed line, in the session's
+position encoding, its message naming the window's lines; the hover
 (`handlers/hover.py`) explains it. Published after each project sync that concerns the document
 and after each `ds4/plan`; a newer plan that sends the current text clears it.
 """
@@ -12,13 +13,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
-from urllib.parse import unquote
 
 from lsprotocol import types
 from pygls.exceptions import JsonRpcException
 from pygls.uris import to_fs_path
 
-from ds4_lsp.documents import as_lsp_document
+from ds4_lsp.documents import as_lsp_document, document_key
 
 if TYPE_CHECKING:
     from ds4_lsp.server import Ds4Server
@@ -29,11 +29,14 @@ CODE = "stale-snippet"
 
 @dataclass(frozen=True)
 class StaleSnippet:
-    """One published stale snippet: its range (client units) and the engine's record
-    `{snippetId, startLine, endLine, manifestId, sentAt, change}` (1-based lines)."""
+    """One published stale snippet: its range (client units: the changed lines) and the
+    engine's record `{snippetId, startLine, endLine, manifestId, sentAt, change,
+    changeStartLine, changeEndLine}` (1-based lines; `startLine`..`endLine` is the window)."""
 
     range: types.Range
     record: dict[str, Any]
+    uri: str = ""
+    """The URI the diagnostic was published under (the one the document was opened with)."""
 
 
 def diagnostic(snippet: StaleSnippet) -> types.Diagnostic:
@@ -62,7 +65,7 @@ async def publish_stale_snippets(ls: Ds4Server, uris: Iterable[str]) -> None:
     if not ls.project.active:
         return
     for uri in dict.fromkeys(uris):
-        document = ls.workspace.text_documents.get(unquote(uri))
+        document = ls.workspace.text_documents.get(document_key(uri))
         path = to_fs_path(uri)
         if document is None or path is None:
             continue
@@ -71,27 +74,31 @@ async def publish_stale_snippets(ls: Ds4Server, uris: Iterable[str]) -> None:
             records = await ls.run_engine(ls.engine.stale_snippets, path, text, method=CODE)
         except JsonRpcException:  # logged by run_engine
             continue
-        current = ls.workspace.text_documents.get(unquote(uri))
+        current = ls.workspace.text_documents.get(document_key(uri))
         if current is None or current.version != version or not ls.project.active:
             continue
         lsp_document = as_lsp_document(current)
         snippets = [
-            StaleSnippet(lsp_document.line_range(r["startLine"], r["endLine"]), r) for r in records
+            StaleSnippet(
+                lsp_document.line_range(r["changeStartLine"], r["changeEndLine"]), r, current.uri
+            )
+            for r in records
         ]
-        _publish(ls, uri, version, snippets)
+        _publish(ls, current.uri, version, snippets)  # the URI the document was opened with
 
 
 def clear_stale_snippets(ls: Ds4Server, uris: Iterable[str]) -> None:
     """Withdraw the stale-snippet diagnostics of `uris` (document closed, trust revoked)."""
     for uri in uris:
-        if ls.stale_snippets.pop(unquote(uri), None):
+        published = ls.stale_snippets.pop(document_key(uri), None)
+        if published:  # withdrawn under the URI they were published under
             ls.text_document_publish_diagnostics(
-                types.PublishDiagnosticsParams(uri=uri, diagnostics=[])
+                types.PublishDiagnosticsParams(uri=published[0].uri or uri, diagnostics=[])
             )
 
 
 def _publish(ls: Ds4Server, uri: str, version: int | None, snippets: list[StaleSnippet]) -> None:
-    key = unquote(uri)
+    key = document_key(uri)
     previous = ls.stale_snippets.get(key)
     if previous is not None and previous == snippets:
         return

@@ -6,10 +6,15 @@ follow LSP line rules) when these handlers run; they only tell `ProjectSync` wha
 
 from __future__ import annotations
 
+import logging
+
 from lsprotocol import types
 
+from ds4_lsp.documents import LspWorkspace
 from ds4_lsp.handlers.diagnostics import clear_stale_snippets
 from ds4_lsp.server import Ds4Server
+
+log = logging.getLogger("ds4_lsp")
 
 IGNORED_EVENT_DIRS = (".git", ".hg", ".svn")
 """Watched-file events under these are not project changes (and git's own index writes
@@ -23,8 +28,18 @@ def did_open(ls: Ds4Server, params: types.DidOpenTextDocumentParams) -> None:
 
 def did_change(ls: Ds4Server, params: types.DidChangeTextDocumentParams) -> None:
     """`textDocument/didChange`: re-index the buffer at most `EDIT_DEBOUNCE_S` after the
-    last change, then republish its stale-snippet diagnostics."""
-    ls.project.buffer_changed(params.text_document.uri)
+    last change, then republish its stale-snippet diagnostics.
+
+    A change to a document that was never opened (or already closed) changes nothing: a
+    warning naming its URI goes to the log and to `window/logMessage`."""
+    uri = params.text_document.uri
+    workspace = ls.workspace
+    if isinstance(workspace, LspWorkspace) and workspace.open_document(uri) is None:
+        line = f"textDocument/didChange: {uri} is not open (no didOpen); change ignored"
+        log.warning("%s", line)
+        ls.window_log_message(types.LogMessageParams(type=types.MessageType.Warning, message=line))
+        return
+    ls.project.buffer_changed(uri)
 
 
 def did_save(ls: Ds4Server, params: types.DidSaveTextDocumentParams) -> None:

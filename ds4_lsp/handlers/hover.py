@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from urllib.parse import unquote
-
 from lsprotocol import types
 
+from ds4_lsp.documents import document_key
 from ds4_lsp.handlers.diagnostics import StaleSnippet
 from ds4_lsp.server import Ds4Server
 
@@ -15,7 +14,7 @@ def hover(ls: Ds4Server, params: types.HoverParams) -> types.Hover | None:
 
     Uses the diagnostics last published for the document (no engine call); None elsewhere.
     """
-    published = ls.stale_snippets.get(unquote(params.text_document.uri), [])
+    published = ls.stale_snippets.get(document_key(params.text_document.uri), [])
     line = params.position.line
     here = [s for s in published if s.range.start.line <= line <= s.range.end.line]
     if not here:

@@ -148,9 +148,16 @@ def test_badly_malformed_utf8_is_skipped_but_a_few_bad_bytes_are_not() -> None:
     assert reason is None and text is not None and "\ufffd" in text
 
 
-def test_minified_by_one_long_line_even_without_a_min_name() -> None:
-    data = b"var a=1;" * 700 + b"\n" + b"x\n" * 100  # one 5,600-character line
+def test_minified_by_long_lines_even_without_a_min_name() -> None:
+    data = b"var a=1;" * 700 + b"\n" + b"x\n" * 5  # one 5,600-character line in six
     assert decode_text(data) == (None, "minified")
+
+
+def test_one_data_uri_line_among_twenty_is_not_minified() -> None:
+    """icons.ts: the index cuts the long line (`windows.cut_long_lines`) and keeps the rest."""
+    data = b"export const A = 1;\n" * 20 + b"export const I = 'data:," + b"Q" * 60_000 + b"';\n"
+    text, reason = decode_text(data)
+    assert reason is None and text is not None
 
 
 def test_minified_by_mean_line_length() -> None:

@@ -11,7 +11,7 @@ import os
 import sqlite3
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pytest
@@ -588,3 +588,100 @@ def test_each_workspace_folder_is_planned_recorded_and_checked_on_its_own(
     assert 'Folder: \\"app (2)\\"' in quoted and 'Folder: \\"app\\"' in quoted
     assert [s["manifestId"] for s in stale_second] == [plan["manifestId"]]
     assert stale_first == []
+
+
+def test_a_data_uri_line_is_cut_and_the_rest_of_the_file_stays_searchable(
+    store: Store, project: Path, tmp_path: Path
+) -> None:
+    """icons.ts: 20 ordinary lines and one 60,000-character data URI. The file is indexed
+    with that line cut (line numbers unchanged) and the sync says so."""
+    from ds4_core.config import Config
+    from ds4_core.project.workspace import ProjectWorkspace
+
+    lines = [f"export const icon{n}Name = 'glyph_{n}';" for n in range(1, 21)]
+    lines.insert(10, "export const LOGO = 'data:image/png;base64," + "Q" * 60_000 + "';")
+    text = "\n".join(lines) + "\n"
+    (project / "src" / "icons.ts").write_text(text)
+    result = sync_project(store, discover(project))
+    assert result.long_line_files == (("src/icons.ts", 1),)
+    root = str(project.resolve())
+    (snippet,) = load_snippets(store, root, "src/icons.ts")
+    assert (snippet.start_line, snippet.end_line) == (1, 21)
+    assert len(snippet.content) < 6_000
+    assert snippet.file_hash == hashlib.sha256(text.encode()).hexdigest()  # the file as it is
+    window_lines_ = snippet.content.split("\n")
+    assert window_lines_[10].endswith("[DS4 line cut: 60,045 characters]")
+    assert window_lines_[20] == "export const icon20Name = 'glyph_20';"  # line 21 still 21
+    assert search(store, root, "glyph_20") == [("src/icons.ts", 1)]
+
+    with open_store(tmp_path / "db2" / "context.db") as other:
+        workspace = ProjectWorkspace(lambda: other, Config)
+        workspace.set_workspace(project, trusted=True)
+        wire = workspace.sync()
+    assert wire["longLineFiles"] == [{"path": "src/icons.ts", "linesCut": 1}]
+    assert any("src/icons.ts (1 line cut)" in warning for warning in wire["warnings"])
+
+
+def test_every_line_of_a_file_of_long_lines_is_searchable(store: Store, project: Path) -> None:
+    """200 lines of about 900 characters: windows end by characters, so no line is lost
+    after a window's 20,000th character."""
+    lines = [f"marker_{n:03d} = '" + "w" * 880 + "'" for n in range(1, 201)]
+    (project / "src" / "wide.py").write_text("\n".join(lines) + "\n")
+    sync_project(store, discover(project))
+    root = str(project.resolve())
+    snippets = load_snippets(store, root, "src/wide.py")
+    assert all(len(s.content) <= 20_000 for s in snippets)
+    for n in (50, 75, 150, 200):
+        assert search(store, root, f"marker_{n:03d}"), f"line {n} is not searchable"
+
+
+@dataclass(frozen=True)
+class _Sent:
+    """A sent project hit (`sent.SentSnippet`)."""
+
+    snippet_id: str
+    path: str
+    file_hash: str
+    start_line: int
+    end_line: int
+    text: str
+
+
+def test_the_stale_count_comes_from_the_index_and_buffers_without_reading_files(
+    store: Store, project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two overlapping windows of one file and one window of another were sent; one line of
+    the first file changes. The count (health, projectStatus) is 1, then 2 with an open
+    buffer edited elsewhere, and no file is read to get it."""
+    from ds4_core.config import Config
+    from ds4_core.project import workspace as workspace_module
+    from ds4_core.project.workspace import ProjectWorkspace
+
+    lines = [f"setting_{n} = {n}" for n in range(1, 421)]
+    (project / "src" / "long.py").write_text("\n".join(lines) + "\n")
+    workspace = ProjectWorkspace(lambda: store, Config)
+    workspace.set_workspace(project, trusted=True)
+    workspace.sync()
+    root = str(project.resolve())
+    sent = [
+        _Sent(s.snippet_id, s.file_path, s.file_hash, s.start_line, s.end_line, s.content)
+        for s in load_snippets(store, root, "src/long.py")
+        + load_snippets(store, root, "src/http_util.py")
+        if s.file_path == "src/http_util.py" or s.start_line in (273, 341)
+    ]
+    assert len(sent) == 3
+    workspace.record_sent("m-1", "2026-01-01T00:00:00.000Z", sent, stored=False)
+    assert workspace.stale_count() == 0
+
+    lines[303] = "setting_304 = 'changed'"
+    write(project / "src" / "long.py", "\n".join(lines) + "\n")
+    workspace.sync()
+
+    def no_reading(*args: object, **kwargs: object) -> tuple[None, str]:
+        raise AssertionError("the stale count read a file")
+
+    monkeypatch.setattr(workspace_module, "read_indexable", no_reading)
+    assert workspace.stale_count() == 1  # window 273-352 (line 304); 341-420 is unchanged
+    lines[399] = "setting_400 = 'edited in the editor'"
+    workspace.set_live_text(str(project / "src" / "long.py"), "\n".join(lines) + "\n")
+    assert workspace.stale_count() == 2

@@ -10,8 +10,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ds4_core.project.windows import (
+    MAX_LINE_CHARS,
+    MAX_SNIPPET_CHARS,
     TRUNCATION_MARKER,
     LineWindow,
+    cut_line,
+    cut_long_lines,
     declared_symbols,
     fts_terms_for,
     identifier_subwords,
@@ -130,11 +134,82 @@ def test_blank_windows_are_skipped_and_windows_are_capped() -> None:
     assert len(capped) == 200 and capped[-1].start_line == 1 + 199 * 68
 
 
-def test_a_long_window_is_truncated_with_the_marker() -> None:
-    text = ("y" * 1000 + "\n") * 30
-    (window,) = window_lines(text)
-    assert window.truncated and window.end_line == 30
-    assert window.text == text[:20_000] + "\n" + TRUNCATION_MARKER
+def test_long_lines_end_windows_early_and_every_line_stays_in_a_window() -> None:
+    """200 lines of about 900 characters: 80-line windows would be 72,000 characters and the
+    lines after the first 20,000 of each were never indexed. Windows now end early."""
+    lines = [f"row {n:03d} " + "w" * 890 for n in range(1, 201)]
+    text = "\n".join(lines) + "\n"
+    windows = window_lines(text)
+    assert all(len(w.text) <= MAX_SNIPPET_CHARS and not w.truncated for w in windows)
+    covered = {n for w in windows for n in range(w.start_line, w.end_line + 1)}
+    assert covered == set(range(1, 201))
+    assert windows[0].end_line == 22  # 22 lines of 899 characters and 21 breaks fit
+    for previous, following in zip(windows, windows[1:], strict=False):
+        assert previous.start_line < following.start_line <= previous.end_line
+        assert following.end_line > previous.end_line
+
+
+def test_only_a_single_line_over_the_bound_is_truncated_with_the_marker() -> None:
+    text = "short\n" + "y" * 25_000 + "\nafter\n"
+    windows = window_lines(text)
+    assert [(w.start_line, w.end_line, w.truncated) for w in windows] == [
+        (1, 1, False),
+        (2, 2, True),
+        (3, 3, False),
+    ]
+    assert windows[1].text == "y" * 20_000 + "\n" + TRUNCATION_MARKER
+
+
+@settings(max_examples=300)
+@given(
+    st.lists(st.integers(min_value=0, max_value=30), min_size=1, max_size=40),
+    st.integers(min_value=1, max_value=8),
+    st.integers(min_value=0, max_value=7),
+    st.integers(min_value=5, max_value=60),
+)
+def test_windows_bounded_by_characters_cover_every_line(
+    lengths: list[int], size: int, overlap: int, max_chars: int
+) -> None:
+    overlap = min(overlap, size - 1)
+    text = "\n".join("x" * n for n in lengths)
+    windows = window_lines(
+        text, size=size, overlap=overlap, max_windows=10_000, max_chars=max_chars
+    )
+    for window in windows:
+        assert window.end_line - window.start_line < size
+        if window.truncated:
+            assert window.start_line == window.end_line
+        else:
+            assert len(window.text) <= max_chars
+            assert window.text == line_range_text(text, window.start_line, window.end_line)
+    covered = {n for w in windows for n in range(w.start_line, w.end_line + 1)}
+    assert {n for n, length in enumerate(lengths, start=1) if length} <= covered
+    for previous, following in zip(windows, windows[1:], strict=False):
+        assert following.start_line > previous.start_line
+        assert following.end_line > previous.end_line
+
+
+@settings(max_examples=300)
+@given(texts, st.integers(min_value=1, max_value=4))
+def test_cut_long_lines_keeps_line_numbers_and_short_lines(text: str, max_chars: int) -> None:
+    cut_text, cut = cut_long_lines(text, max_chars)
+    before, after = lsp_lines(text), lsp_lines(cut_text)
+    assert [t for _c, t in after] == [t for _c, t in before]  # the same breaks, same lines
+    assert cut == sum(1 for c, _t in before if len(c) > max_chars)
+    for (old, _), (new, _) in zip(before, after, strict=True):
+        assert new == (old if len(old) <= max_chars else cut_line(old, max_chars))
+
+
+def test_a_data_uri_line_is_cut_to_the_bound() -> None:
+    text = (
+        "export const A = 1;\nexport const ICON = 'data:image/png;base64," + "Q" * 60_000 + "';\n"
+    )
+    cut_text, cut = cut_long_lines(text)
+    assert cut == 1
+    second = cut_text.split("\n")[1]
+    assert second.startswith("export const ICON = 'data:image/png;base64,QQQ")
+    assert second.endswith(" [DS4 line cut: 60,045 characters]")
+    assert len(second) < MAX_LINE_CHARS + 50
 
 
 def test_invalid_window_parameters_are_rejected() -> None:

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from lsprotocol import types
 from pygls.workspace import PositionCodec
 
-from ds4_lsp.documents import LspTextDocument, LspWorkspace, split_lines
+from ds4_lsp.documents import LspTextDocument, LspWorkspace, document_key, split_lines
 
 ENCODINGS = ["utf-8", "utf-16", "utf-32"]
 
@@ -156,3 +156,31 @@ def test_the_workspace_creates_lsp_documents() -> None:
     assert isinstance(doc, LspTextDocument)
     assert doc.lines == ("\u2028é\n",)
     assert doc.position_codec.encoding == types.PositionEncodingKind.Utf8
+
+
+DRIVE_PATHS = st.tuples(
+    st.sampled_from("cdCDzZ"),
+    st.lists(
+        st.text(alphabet="abcXYZ019 _-.é中#", min_size=1, max_size=8).filter(
+            lambda part: part not in (".", "..")
+        ),
+        min_size=1,
+        max_size=4,
+    ),
+)
+
+
+@given(path=DRIVE_PATHS, colon=st.sampled_from([":", "%3A", "%3a"]), upper=st.booleans())
+def test_document_key_is_one_key_for_every_encoding_of_a_windows_uri(
+    path: tuple[str, list[str]], colon: str, upper: bool
+) -> None:
+    """A Windows path quoted in full (as VS Code does), with the colon kept, or with a
+    differently cased drive letter names one document."""
+    from urllib.parse import quote
+
+    drive, parts = path
+    plain = "/".join(parts)
+    canonical = f"file:///{drive.lower()}:/{plain}"
+    written = f"file:///{drive.upper() if upper else drive.lower()}{colon}/{quote(plain)}"
+    assert document_key(written) == document_key(canonical) == canonical
+    assert document_key(f"file:///{drive}:/{plain}/x") != document_key(canonical)

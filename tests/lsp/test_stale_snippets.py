@@ -83,10 +83,10 @@ async def test_a_changed_snippet_is_marked_explained_and_cleared_by_a_newer_plan
     (diagnostic,) = diagnostics
     assert diagnostic.severity == types.DiagnosticSeverity.Information
     assert diagnostic.source == "ds4"
-    assert diagnostic.range == types.Range(
-        types.Position(0, 0), types.Position(7, units(LAST_LINE, encoding))
-    )
+    # the changed line only (the last line holds non-ASCII text: its end differs by encoding)
+    assert diagnostic.range == types.Range(types.Position(4, 0), types.Position(4, 29))
     assert first["manifestId"] in diagnostic.message
+    assert "lines 1-8" in diagnostic.message
 
     hover = await client.text_document_hover_async(
         types.HoverParams(
@@ -103,6 +103,13 @@ async def test_a_changed_snippet_is_marked_explained_and_cleared_by_a_newer_plan
     assert health["status"] == "warning"
     assert health["server"]["staleSnippetDiagnostics"] == 1
 
+    # an edit to the last line widens the range to lines 5..8, in the negotiated encoding
+    change_document(client, uri, 3, (7, 11), (7, 16), "floor")
+    (wider,) = stale(await wait_diagnostics(client, uri, lambda d: stale(d)[0].range.end.line == 7))
+    assert wider.range == types.Range(
+        types.Position(4, 0), types.Position(7, units(LAST_LINE, encoding))
+    )
+
     second = await plan(client, session)
     assert second["manifestId"] != first["manifestId"]
     await wait_diagnostics(client, uri, lambda d: not stale(d))
@@ -113,3 +120,88 @@ async def test_a_changed_snippet_is_marked_explained_and_cleared_by_a_newer_plan
     )
     assert no_hover is None
     assert (await execute(client, "ds4.health"))["server"]["staleSnippetDiagnostics"] == 0
+
+
+def long_module() -> str:
+    """420 lines whose only mentions of `compute_shipping_rate` sit at lines 300 and 380: a
+    plan for it sends the windows 273-352 and 341-420 (they overlap at lines 341-352)."""
+    lines = [f"setting_{n} = {n}" for n in range(1, 421)]
+    lines[299] = "def compute_shipping_rate(parcel, zone):  # heavy parcels pay more"
+    lines[303] = "    surcharge = 0.8"
+    lines[379] = "RATE = compute_shipping_rate  # heavy parcels, alias"
+    lines[399] = "    limit = 20"
+    return "\n".join(lines) + "\n"
+
+
+def edit_line(client: LanguageClient, uri: str, version: int, line: int, text: str) -> None:
+    """Replace the whole text of 1-based `line` (ASCII lines only) with `text`."""
+    change_document(client, uri, version, (line - 1, 0), (line - 1, 400), text)
+
+
+async def test_every_changed_window_of_one_plan_is_marked_over_its_changed_lines(
+    project_servers: Servers, project_dir: Path, pi_session_copy: Callable[[str], Path]
+) -> None:
+    """Two overlapping windows of one plan: an edit in each gets its own diagnostic, over
+    the changed line only, naming the window; health counts both."""
+    source = project_dir / "shipping.py"
+    text = long_module()
+    source.write_text(text)
+    session = pi_session_copy(SMALL_SESSION)
+    project = await start_project_client(project_servers, trusted=True)
+    client = project.lsp
+    await project.wait_index(lambda u: u["reason"] == "initial")
+    uri = open_document(client, source, text)
+
+    planned = await plan(client, session)
+    manifest = await request(client, "ds4/manifest", {"id": planned["manifestId"]})
+    windows = sorted(tuple(s["lines"]) for s in manifest["projectSnippets"])
+    assert windows == [(273, 352), (341, 420)]
+
+    edit_line(client, uri, 2, 304, "    surcharge = 0.9")
+    edit_line(client, uri, 3, 400, "    limit = 25")
+    diagnostics = await wait_diagnostics(client, uri, lambda d: len(stale(d)) == 2)
+    by_line = {d.range.start.line: d for d in stale(diagnostics)}
+    assert sorted(by_line) == [303, 399]
+    assert by_line[303].range == types.Range(types.Position(303, 0), types.Position(303, 19))
+    assert "lines 273-352" in by_line[303].message
+    assert by_line[399].range == types.Range(types.Position(399, 0), types.Position(399, 14))
+    assert "lines 341-420" in by_line[399].message
+    health = await execute(client, "ds4.health")
+    assert health["project"]["staleSnippets"] == 2
+    assert health["server"]["staleSnippetDiagnostics"] == 2
+
+
+async def test_a_plan_without_a_stored_manifest_still_marks_changed_lines(
+    project_servers: Servers, project_dir: Path
+) -> None:
+    """No session: the manifest is kept in memory only, and so are the windows it sent; an
+    edit to them is still marked."""
+    source = project_dir / "src" / "shipping.py"
+    source.parent.mkdir()
+    source.write_text(SHIPPING)
+    project = await start_project_client(project_servers, trusted=True)
+    client = project.lsp
+    await project.wait_index(lambda u: u["reason"] == "initial")
+    uri = open_document(client, source, SHIPPING)
+
+    planned = await request(
+        client,
+        "ds4/plan",
+        {
+            "messages": [
+                {
+                    "role": "user",
+                    "content": "How does compute_shipping_rate handle heavy parcels?",
+                    "timestamp": 1767225600000,
+                }
+            ],
+            "model": {"provider": "anthropic", "id": "claude-sonnet-4-5", "contextWindow": 200000},
+        },
+    )
+    manifest = await request(client, "ds4/manifest", {"id": planned["manifestId"]})
+    assert [s["path"] for s in manifest["projectSnippets"]] == ["src/shipping.py"]
+
+    change_document(client, uri, 2, (4, 25), (4, 27), "25")
+    (diagnostic,) = stale(await wait_diagnostics(client, uri, lambda d: bool(stale(d))))
+    assert diagnostic.range == types.Range(types.Position(4, 0), types.Position(4, 29))
+    assert planned["manifestId"] in diagnostic.message

@@ -334,11 +334,14 @@ class ProjectFolders:
 
     # ----------------------------------------------------------------- provenance
 
-    def record_sent(self, manifest_id: str, sent_at: str, hits: Sequence[ProjectHit]) -> None:
-        """Remember, per folder, which snippets a stored manifest sent."""
+    def record_sent(
+        self, manifest_id: str, sent_at: str, hits: Sequence[ProjectHit], *, stored: bool = True
+    ) -> None:
+        """Remember, per folder, which snippets a plan sent: in the database when its manifest
+        is `stored`, else in that folder's memory (`ProjectWorkspace.record_sent`)."""
         for folder in self._folders:
             mine = [h for h in hits if self._named(h.folder) is folder]
-            folder.workspace.record_sent(manifest_id, sent_at, mine)
+            folder.workspace.record_sent(manifest_id, sent_at, mine, stored=stored)
 
     def stale_snippets(self, path: str, live_text: str | None = None) -> list[dict[str, Any]]:
         """Sent snippets of `path` (in the folder it belongs to) whose lines changed."""
@@ -360,9 +363,7 @@ class ProjectFolders:
                 "status": workspace.status_word(),
                 "files": counts.get("files", 0),
                 "snippets": counts.get("snippets", 0),
-                "staleSnippets": sum(
-                    len(workspace.stale_snippets(path)) for path in counts.get("sentPaths", [])
-                ),
+                "staleSnippets": workspace.stale_count(),
                 "git": {k: revision.get(k) for k in ("branch", "head", "dirty")},
                 "indexedAt": counts.get("indexedAt"),
             }

@@ -23,6 +23,9 @@ Decisions:
   one `store.write()` transaction each, files read outside the write lock; a file's rows are
   always written in one transaction, and `project_states` in the last one. A failed write
   rolls back its batch: those files keep their previous rows (and are retried next sync).
+* Lines over `windows.MAX_LINE_CHARS` (5,000) characters are cut (`cut_long_lines`) in
+  the windows and the whole-file text, never in `content_hash` (the hash of the file as it
+  is); a sync that does so lists the file in `long_line_files` with the number of lines cut.
 * Every current file also has one `project_file_texts` row (whole-file full text: its path
   words, content and identifier sub-words; `file_text`), written and deleted with the file's
   row. A current file without one (an index built before migration 6) is read again on the
@@ -45,10 +48,14 @@ from itertools import islice
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
+from ds4_core.lines import split_lines
 from ds4_core.project.filters import decode_text, read_indexable, secret_reason
 from ds4_core.project.windows import (
+    MAX_LINE_CHARS,
     MAX_WINDOWS_PER_FILE,
+    TRUNCATION_MARKER,
     content_line_count,
+    cut_long_lines,
     declared_symbols,
     search_text,
     snippet_id,
@@ -157,6 +164,9 @@ class ProjectSyncResult:
         partial_files: files (re-)windowed by this sync whose end was not windowed: longer
             than `MAX_WINDOWS_PER_FILE` windows (relative paths, sorted, at most
             `MAX_PARTIAL_FILES_LISTED`). Only the sync that windows a file reports it.
+        long_line_files: (path, lines cut) of the files (re-)windowed by this sync with lines
+            over `MAX_LINE_CHARS` characters, which the index holds cut (sorted, at most
+            `MAX_PARTIAL_FILES_LISTED`).
     """
 
     project_path: str
@@ -168,6 +178,7 @@ class ProjectSyncResult:
     duration_ms: float
     truncated: bool
     partial_files: tuple[str, ...] = ()
+    long_line_files: tuple[tuple[str, int], ...] = ()
 
 
 class FileState(NamedTuple):
@@ -276,6 +287,36 @@ def snippets_by_id(store: Store, snippet_ids: Iterable[str]) -> dict[str, Snippe
     return found
 
 
+def indexed_lines(
+    store: Store, project_path: str, file_path: str
+) -> tuple[str, dict[int, str]] | None:
+    """What the index holds of a current file, without reading it: `(content_hash, {line:
+    text})`, the lines (1-based, overlong ones cut, breaks left out) as its current windows
+    hold them. Lines of skipped blank windows, past the window cap or after a truncation are
+    missing. None when the file is not current in the index."""
+    conn = store.connection()
+    row = conn.execute(
+        "SELECT content_hash FROM project_files WHERE project_path = ? AND file_path = ? "
+        "AND status = 'current'",
+        (project_path, file_path),
+    ).fetchone()
+    if row is None:
+        return None
+    digest = str(row[0])
+    lines: dict[int, str] = {}
+    for start, content in conn.execute(
+        "SELECT start_line, content FROM project_snippets WHERE project_path = ? "
+        "AND file_path = ? AND file_hash = ? AND stale = 0",
+        (project_path, file_path, digest),
+    ):
+        held = split_lines(content)
+        if content.endswith(TRUNCATION_MARKER):
+            held = held[:-2]  # the marker and the line it cut
+        for offset, line in enumerate(held):
+            lines.setdefault(int(start) + offset, line)
+    return digest, lines
+
+
 def project_state(store: Store, project_path: str) -> ProjectState | None:
     """The stored `project_states` row (git facts of the last full sync), or None."""
     row = (
@@ -343,6 +384,7 @@ class _Work:
     chars: int = 0
     text_row: tuple[str, str, str, str] | None = None  # a `project_file_texts` row
     partial: bool = False  # `index` only: the file's end was not windowed (window cap)
+    lines_cut: int = 0  # `index` only: lines over MAX_LINE_CHARS cut in the index
 
 
 def _snippet_rows(
@@ -628,6 +670,7 @@ def sync_project(
     indexed = unchanged = deleted = skipped = written = 0
     skipped += len(skipped_paths)
     partial: list[str] = []
+    long_lines: list[tuple[str, int]] = []
     batch: list[_Work] = []
     batch_chars = 0
     total = len(files)
@@ -698,6 +741,8 @@ def sync_project(
                 indexed += 1
                 if work.partial:
                     partial.append(f.rel_path)
+                if work.lines_cut:
+                    long_lines.append((f.rel_path, work.lines_cut))
             elif work.kind == "meta":
                 unchanged += 1
             else:
@@ -750,6 +795,7 @@ def sync_project(
         duration_ms=(time.perf_counter() - started) * 1000.0,
         truncated=bool(discovery.truncated),
         partial_files=tuple(sorted(partial)[:MAX_PARTIAL_FILES_LISTED]),
+        long_line_files=tuple(sorted(long_lines)[:MAX_PARTIAL_FILES_LISTED]),
     )
 
 
@@ -801,17 +847,22 @@ def _prepare(
         and before.status == "current"
         and before.content_hash == content_hash
     ):
-        text_row = _text_row(project_path, f.rel_path, content_hash, text) if needs_text else None
+        text_row = (
+            _text_row(project_path, f.rel_path, content_hash, cut_long_lines(text)[0])
+            if needs_text
+            else None
+        )
         return _Work("meta", f.rel_path, had_row=True, file_row=row, text_row=text_row)
     # `text` holds no lone surrogate: disk text is decoded with errors="replace" and buffer
     # text went through `_live_text_reason`.
+    text, lines_cut = cut_long_lines(text, MAX_LINE_CHARS)
     snippets, chars, whole = _snippet_rows(project_path, f.rel_path, text, content_hash, now)
     # At the window cap, a last window ending before the last line means the rest was cut.
     partial = len(snippets) >= MAX_WINDOWS_PER_FILE and snippets[-1][5] < content_line_count(text)
     return _Work(
         "index", f.rel_path, had_row=before is not None, file_row=row, snippets=snippets,
         chars=chars + len(whole), text_row=(project_path, f.rel_path, content_hash, whole),
-        partial=partial,
+        partial=partial, lines_cut=lines_cut,
     )  # fmt: skip
 
 
@@ -831,6 +882,7 @@ __all__ = [
     "file_state",
     "file_text",
     "index_counts",
+    "indexed_lines",
     "language_for",
     "live_hash",
     "load_snippets",

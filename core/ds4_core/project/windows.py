@@ -5,8 +5,16 @@ Rules from ds4-reference.md 3.10 unless said otherwise:
 * Lines end at "\\n", "\\r\\n" or "\\r" only (LSP 3.17 "Text Documents"), never at what
   `str.splitlines` also accepts (form feed, U+2028, U+0085, ...): a snippet's line numbers must
   be the editor's line numbers. Lines are 1-based and inclusive.
-* Windows of 80 lines start every 80 - 12 = 68 lines; at most 200 per file; a window over
-  20,000 characters is cut and ends with `[DS4 snippet truncated]`; blank windows are skipped.
+* Windows of 80 lines start every 80 - 12 = 68 lines; at most 200 per file; blank windows are
+  skipped. Beyond the reference, a window is also bounded by characters: it ends early, before
+  the line that would take it over 20,000 characters, and the next one starts after it (with
+  a proportional overlap), so long lines shorten windows instead of hiding the lines after
+  the cut. Only a single line over the bound is still cut, ending with
+  `[DS4 snippet truncated]`.
+* Beyond the reference too, the project index cuts each line over `MAX_LINE_CHARS` (5,000)
+  characters to its first 5,000 followed by a marker (`cut_long_lines`): one data-URI line no
+  longer keeps a file's other lines out of the index, and line numbers stay those of the
+  file.
 * Declared symbols come from five regex heuristics (at most 128 per window).
 * `search_text` is our addition (issue 3: "do better"): FTS5's `unicode61` tokenizer keeps
   `getShippingMethod` as one token and a CJK run such as `データベース接続` as one token, so
@@ -33,6 +41,9 @@ MAX_SNIPPET_CHARS = 20_000
 MAX_SYMBOLS_PER_WINDOW = 128
 TRUNCATION_MARKER = "[DS4 snippet truncated]"
 """Ends a window cut at `max_chars` (after a "\\n")."""
+MAX_LINE_CHARS = 5_000
+"""Lines longer than this many characters are cut for the project index (`cut_long_lines`);
+the same bound as the minified-file rule (`filters.MAX_LINE_CHARS`, ds4-reference.md 3.9)."""
 
 # ----------------------------------------------------------------------------- lines
 
@@ -118,7 +129,10 @@ def window_lines(
 
     Lines end at "\\n", "\\r\\n" or "\\r" only (LSP 3.17, "Text Documents"); form feeds and
     U+2028 stay inside their line. Windows start every `size - overlap` lines and hold up to
-    `size` lines; line numbers are 1-based and inclusive. The empty line after a final line
+    `size` lines and up to `max_chars` characters: a window ends before the line that would
+    take it over, and the next one starts `overlap * lines / size` lines before its end (so
+    every line is in a window); only a single line over `max_chars` is cut (`truncated`).
+    Line numbers are 1-based and inclusive. The empty line after a final line
     break is not part of any window. The last window ends at the last line; no window lies
     wholly inside the previous one. Windows of white space only are skipped; at most
     `max_windows` are returned (the rest of a longer file is not windowed).
@@ -135,21 +149,65 @@ def window_lines(
         )
     starts = line_starts(text)
     count = content_line_count(text, starts)
-    step = size - overlap
     windows: list[LineWindow] = []
-    start = 1
-    while len(windows) < max_windows:
-        end = min(count, start + size - 1)
+    start, last_end = 1, 0
+    while len(windows) < max_windows and start <= count:
+        end = _window_end(text, starts, start, min(count, start + size - 1), max_chars)
+        if end <= last_end:  # it would lie inside the previous window: start after it
+            start = last_end + 1
+            continue
         chunk = text[starts[start - 1] : _line_end(text, starts, end)]
         if chunk.strip():
-            truncated = len(chunk) > max_chars
+            truncated = len(chunk) > max_chars  # a single line over the bound
             if truncated:
                 chunk = f"{chunk[:max_chars]}\n{TRUNCATION_MARKER}"
             windows.append(LineWindow(start, end, chunk, truncated))
         if end >= count:
             break
-        start += step
+        last_end = end
+        # `overlap` lines after a full window; proportionally fewer after a short one
+        start = max(start + 1, end + 1 - (end - start + 1) * overlap // size)
     return windows
+
+
+def _window_end(text: str, starts: list[int], start: int, end: int, max_chars: int) -> int:
+    """The last line of the window from `start`: `end`, or earlier so that the window's text
+    holds at most `max_chars` characters (never before `start`)."""
+    base = starts[start - 1]
+    while end > start and _line_end(text, starts, end) - base > max_chars:
+        end -= 1
+    return end
+
+
+_LINE_PIECES = re.compile(r"(\r\n|\r|\n)")
+
+
+def cut_line(line: str, max_chars: int = MAX_LINE_CHARS) -> str:
+    """`line` (without its break) as the project index holds it: unchanged up to `max_chars`
+    characters, else its first `max_chars` followed by `[DS4 line cut: N characters]` (N its
+    full length)."""
+    if len(line) <= max_chars:
+        return line
+    return f"{line[:max_chars]} [DS4 line cut: {len(line):,} characters]"
+
+
+def cut_long_lines(text: str, max_chars: int = MAX_LINE_CHARS) -> tuple[str, int]:
+    """`text` with every line over `max_chars` characters cut by `cut_line`, and how many
+    lines were cut. Line breaks (LSP: "\\n", "\\r\\n", "\\r") and so line numbers are kept."""
+    if len(text) <= max_chars:
+        return text, 0
+    if "\r" not in text:
+        lines = text.split("\n")
+        if max(map(len, lines)) <= max_chars:
+            return text, 0
+        cut = sum(1 for line in lines if len(line) > max_chars)
+        return "\n".join(cut_line(line, max_chars) for line in lines), cut
+    pieces = _LINE_PIECES.split(text)  # content, break, content, ..., content
+    cut = sum(1 for line in pieces[::2] if len(line) > max_chars)
+    if not cut:
+        return text, 0
+    pieces[::2] = [cut_line(line, max_chars) for line in pieces[::2]]
+    return "".join(pieces), cut
 
 
 # ----------------------------------------------------------------------------- symbols
@@ -454,6 +512,7 @@ def snippet_id(
 
 
 __all__ = [
+    "MAX_LINE_CHARS",
     "MAX_SNIPPET_CHARS",
     "MAX_SYMBOLS_PER_WINDOW",
     "MAX_WINDOWS_PER_FILE",
@@ -462,6 +521,8 @@ __all__ = [
     "TRUNCATION_MARKER",
     "LineWindow",
     "content_line_count",
+    "cut_line",
+    "cut_long_lines",
     "declared_symbols",
     "fts_terms_for",
     "identifier_subwords",

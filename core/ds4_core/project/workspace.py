@@ -25,6 +25,7 @@ from stat import S_ISREG
 from typing import Any
 
 from ..config import Config
+from ..lines import split_lines
 from ..retrieval.descriptor import TaskDescriptor
 from ..store import Store
 from ..store.database import is_database_locked
@@ -34,13 +35,28 @@ from .index import (
     MAX_PARTIAL_FILES_LISTED,
     ProjectSyncResult,
     index_counts,
+    indexed_lines,
     live_hash,
     project_state,
     sync_project,
 )
 from .search import ProjectHit, ProjectRetrieval, render_project_snippet, search_project
-from .sent import record_sent_snippets, sent_paths, stale_snippets_for
-from .windows import MAX_WINDOWS_PER_FILE, SNIPPET_LINES, SNIPPET_OVERLAP
+from .sent import (
+    SentWindowMemory,
+    record_sent_snippets,
+    sent_paths,
+    sent_windows,
+    stale_snippets_for,
+    stale_windows,
+    stored_windows,
+)
+from .windows import (
+    MAX_LINE_CHARS,
+    MAX_WINDOWS_PER_FILE,
+    SNIPPET_LINES,
+    SNIPPET_OVERLAP,
+    cut_line,
+)
 
 log = logging.getLogger("ds4_core.project")
 
@@ -52,6 +68,8 @@ ProgressCallback = Callable[[int, int, str], None]
 RACY_WINDOW_NS = 2_000_000_000
 """A file modified less than this long ago (ns) is always re-read to validate a hit (Git's
 racy-clean rule: a rewrite within one timestamp tick can keep size and mtime)."""
+_UNKNOWN_LINE = "\x00 a line the index does not hold"
+"""Stands for a line of a skipped blank window in `stale_count` (equal to no sent line)."""
 HASH_CACHE_SIZE = 4096
 """Disk hashes (by path, size and mtime) `ProjectWorkspace` keeps between searches."""
 
@@ -97,6 +115,7 @@ class ProjectWorkspace:
         self.nested: tuple[str, ...] = ()
         """Relative paths of other workspace folders inside this one: their files belong to
         them (the deepest folder wins), so this folder does not index them."""
+        self._sent_memory = SentWindowMemory()  # windows sent by plans not stored
 
     # ----------------------------------------------------------------- state
 
@@ -308,6 +327,8 @@ class ProjectWorkspace:
         warnings = list(discovery.warnings)
         if result.partial_files:
             warnings.append(partial_files_warning(result.partial_files))
+        if result.long_line_files:
+            warnings.append(long_lines_warning(result.long_line_files))
         return {"status": "ready", **_sync_to_wire(result), "warnings": warnings}
 
     def ensure_fresh(self) -> None:
@@ -539,10 +560,18 @@ class ProjectWorkspace:
 
     # ----------------------------------------------------------------- provenance
 
-    def record_sent(self, manifest_id: str, sent_at: str, hits: Sequence[ProjectHit]) -> None:
-        """Remember which snippets a stored manifest sent, for stale-snippet diagnostics."""
-        if hits and self.root is not None:
+    def record_sent(
+        self, manifest_id: str, sent_at: str, hits: Sequence[ProjectHit], *, stored: bool = True
+    ) -> None:
+        """Remember which snippets a plan sent, for stale-snippet diagnostics: in the database
+        when its manifest is `stored`, else in memory for the life of this workspace
+        (`sent.SentWindowMemory`, the newest `sent.MEMORY_WINDOWS` windows)."""
+        if not hits or self.root is None:
+            return
+        if stored:
             record_sent_snippets(self._store(), manifest_id, str(self.root), sent_at, hits)
+        else:
+            self._sent_memory.add(sent_windows(manifest_id, str(self.root), sent_at, hits))
 
     def stale_snippets(self, path: str, live_text: str | None = None) -> list[dict[str, Any]]:
         """Sent snippets of `path` whose lines no longer match its live text (open buffer, the
@@ -557,11 +586,39 @@ class ProjectWorkspace:
             text, _reason = read_indexable(
                 self.root / rel, max_file_bytes=self._config()["project.maxFileBytes"]
             )
-        return stale_snippets_for(self._store(), str(self.root), rel, text)
+        return stale_snippets_for(
+            self._store(), str(self.root), rel, text, self._sent_memory, line_view=cut_line
+        )
+
+    def stale_count(self) -> int:
+        """How many sent windows are stale, without reading any file: each file's open buffer
+        when there is one, else what the project index holds of it (its content hash first:
+        windows sent from the indexed content are current; else the lines of its current
+        windows). 0 when untrusted. As fresh as the index (a sync runs before each plan)."""
+        if not self.active() or self.root is None:
+            return 0
+        store, project = self._store(), str(self.root)
+        total = 0
+        for rel in sent_paths(store, project, self._sent_memory):
+            windows = stored_windows(store, project, rel) + self._sent_memory.of_file(project, rel)
+            live = self.live_text(rel)
+            if live is not None:
+                total += len(stale_windows(windows, split_lines(live), cut_line))
+                continue
+            indexed = indexed_lines(store, project, rel)
+            if indexed is None:  # deleted, or no longer indexable
+                total += len(stale_windows(windows, None))
+                continue
+            digest, held = indexed
+            if all(w.file_hash == digest for w in windows):
+                continue  # every window was sent from the content the index holds
+            current = {w.snippet_id for w in windows if w.file_hash == digest}
+            lines = [held.get(n, _UNKNOWN_LINE) for n in range(1, max(held, default=0) + 1)]
+            total += sum(1 for r in stale_windows(windows, lines) if r["snippetId"] not in current)
+        return total
 
     def counts(self) -> dict[str, Any]:
-        """{files (current), snippets (not stale), sentPaths (files with recorded sent
-        snippets), indexedAt} of this workspace's index."""
+        """{files (current), snippets (not stale), indexedAt} of this workspace's index."""
         if self.root is None:
             return {}
         store, project = self._store(), str(self.root)
@@ -569,7 +626,6 @@ class ProjectWorkspace:
         return {
             "files": counts.files,
             "snippets": counts.snippets,
-            "sentPaths": sent_paths(store, project),
             "indexedAt": self._indexed_at(),
         }
 
@@ -605,6 +661,7 @@ def _sync_to_wire(result: ProjectSyncResult) -> dict[str, Any]:
         "durationMs": round(result.duration_ms, 3),
         "truncated": result.truncated,
         "partialFiles": list(result.partial_files),
+        "longLineFiles": [{"path": p, "linesCut": n} for p, n in result.long_line_files],
     }
 
 
@@ -615,4 +672,15 @@ def partial_files_warning(paths: Sequence[str]) -> str:
     return (
         f"{count} file(s) are longer than {MAX_WINDOWS_PER_FILE} windows of {SNIPPET_LINES} "
         f"lines; only their first ~{round(lines, -2):,} lines are searched: {', '.join(paths)}"
+    )
+
+
+def long_lines_warning(files: Sequence[tuple[str, int]]) -> str:
+    """The sync warning for files indexed with overlong lines cut
+    (`ProjectSyncResult.long_line_files`)."""
+    count = f"{len(files)}+" if len(files) >= MAX_PARTIAL_FILES_LISTED else str(len(files))
+    listed = ", ".join(f"{path} ({cut} line{'s' if cut != 1 else ''} cut)" for path, cut in files)
+    return (
+        f"{count} file(s) have lines over {MAX_LINE_CHARS:,} characters; the index holds "
+        f"them cut to their first {MAX_LINE_CHARS:,} characters: {listed}"
     )
