@@ -557,6 +557,7 @@ def test_provider_key_formats_are_found(value: str, kind: str, context: str) -> 
         ("x = connect()  # pass" + "phrase: " + fake(12) + "\n", "password in comment"),
         ("Server=db;User Id=shop;Pass" + "word=" + fake(14) + ";\n", "credentials in connection string"),
         ('dsn = "Host=db;Database=shop;Pw' + 'd=' + fake(11) + '"\n', "credentials in connection string"),
+        ("jdbc:sqlserver://db;user=shop;pass" + "word=" + fake(9) + ";database=shop\n", "credentials in connection string"),
         ('{"SecretAccess' + 'Key": "' + base64_of("aws", 40) + '"}', "secret assignment (secret)"),
         ("aws_secret_access" + "_key = " + base64_of("aws2", 40) + "\n", "secret assignment (secret)"),
         (
@@ -618,6 +619,7 @@ _SHA256 = hashlib.sha256(b"left-pad").hexdigest()
         "# pw" + "d = os.getcwd()\n",
         "Server=db;Pass" + "word=password123;\n",
         "Server=db;Pass" + "word={password};\n",
+        "login(user, pass" + "word=pw123456);\n",
         "hash = bcrypt.hashpw(pass" + "word, salt)  # $2b$12$...\n",
     ],
 )  # fmt: skip

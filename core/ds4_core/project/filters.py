@@ -295,9 +295,9 @@ _SECRET_ASSIGNMENT = re.compile(
 )
 # A password written where the assignment rule does not look: in a comment
 # (`# password: <value>`, `/* pwd = <value> */`, `<!-- the password is <value> -->`; any text
-# may follow) or in a connection string (`Server=db;User ID=app;Password=...;`). Matched where
-# the keyword occurs (anchors `_LOOSE_PASSWORD_ANCHORS`); `_loose_password_reason` then checks
-# the context and the value.
+# may follow) or in a connection string (`Server=db;User ID=app;Password=...;`: `=` without
+# spaces, a `;` before the name or after the value). Matched where the keyword occurs (anchors
+# `_LOOSE_PASSWORD_ANCHORS`); `_loose_password_reason` then checks the context and the value.
 _LOOSE_PASSWORD = re.compile(
     r"""(?ix)
     (?:passw(?:or)?d|pwd|passphrase)s?
@@ -624,29 +624,34 @@ def _loose_password_reason(text: str, folded: bytes) -> str | None:
         start = match.start()
         if start > 0 and text[start - 1].isalnum():
             continue  # `oldpassword`, `OLDPWD`
-        value = match.group("value")
-        for closer in _COMMENT_CLOSERS:
-            value = value.removesuffix(closer)
-        value = value.rstrip(_VALUE_TRAILERS)
-        if not _password_shaped(value):
-            continue
+        raw = match.group("value")
         line_start = max(text.rfind("\n", 0, start), text.rfind("\r", 0, start)) + 1
         before = text[line_start:start]
-        value_end = match.start("value") + len(value)
-        in_connection_string = "=" in match.group("sep") and (
-            before.rstrip(" \t").endswith(";") or text.startswith(";", value_end)
-        )
-        if in_connection_string and value.lower() not in _TRIVIAL_URL_PASSWORDS:
-            return "credentials in connection string"
-        if _COMMENT_OPENER.search(before):
+        if match.group("sep") == "=":  # `Password=...`, no spaces: not code
+            value, semicolon, _ = raw.partition(";")
+            if (
+                (semicolon or before.rstrip(" \t").endswith(";"))
+                and _password_shaped(value)
+                and value.lower() not in _TRIVIAL_URL_PASSWORDS
+            ):
+                return "credentials in connection string"
+        if _COMMENT_OPENER.search(before) and _password_shaped(_comment_value(raw)):
             return "password in comment"
     return None
+
+
+def _comment_value(raw: str) -> str:
+    """`raw` without what may follow a password in a comment: a comment closer (`*/`, `-->`)
+    and trailing punctuation."""
+    for closer in _COMMENT_CLOSERS:
+        raw = raw.removesuffix(closer)
+    return raw.rstrip(_VALUE_TRAILERS)
 
 
 def _password_shaped(value: str) -> bool:
     if len(value) < 6 or _is_placeholder(value) or value.lower() in _BARE_WORDS:
         return False
-    if _BARE_REFERENCE.match(value) or any(char in value for char in "$([{"):
+    if _BARE_REFERENCE.match(value) or any(char in value for char in "$()[]{}<>,"):
         return False
     if _IDENTIFIER.match(value) and any(word in value.lower() for word in _NAME_WORDS):
         return False  # another variable: `password2`, `db_password_v2`
