@@ -19,7 +19,7 @@ import heapq
 import os
 import re
 import stat
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import NamedTuple
 
@@ -205,7 +205,7 @@ _TOKENS: tuple[_TokenShape, ...] = (
     # Anthropic: API (`sk-ant-api03-`), admin (`sk-ant-admin01-`) and OAuth keys.
     _token(
         r"\bsk-ant-(?:api|admin|oat|sid)[0-9]{2}-(?P<body>[A-Za-z0-9_\-]{32,})",
-        (b"sk-ant-",),
+        (b"sk-",),
         "Anthropic key",
     ),
     _token(r"\bnpm_(?P<body>[A-Za-z0-9]{36})(?![A-Za-z0-9_])", (b"npm_",), "npm token"),
@@ -216,12 +216,13 @@ _TOKENS: tuple[_TokenShape, ...] = (
         "PyPI token",
     ),
     _token(r"\bhf_(?P<body>[A-Za-z0-9]{30,})(?![A-Za-z0-9_])", (b"hf_",), "Hugging Face token"),
-    # Azure: storage account and Service Bus / Event Hubs keys in connection strings, the
-    # signature of a shared access signature (SAS) URL, and Entra ID client secrets
-    # (three characters, a digit, then `Q~`).
+    # Azure: storage account and Service Bus / Event Hubs keys in connection strings
+    # (`AccountKey=`, `SharedAccessKey=`; anchored on `Key=`), the signature of a shared access
+    # signature (SAS) URL, and Entra ID client secrets (three characters, a digit, `Q~`).
     _token(
-        r"(?<![A-Za-z])(?:AccountKey|SharedAccessKey)=(?P<body>[A-Za-z0-9+/]{30,}={0,2})",
-        (b"AccountKey=", b"SharedAccessKey="),
+        r"(?:(?<=(?<![A-Za-z])Account)|(?<=(?<![A-Za-z])SharedAccess))"
+        r"Key=(?P<body>[A-Za-z0-9+/]{30,}={0,2})",
+        (b"Key=",),
         "Azure key",
     ),
     _token(
@@ -307,9 +308,10 @@ _LOOSE_PASSWORD = re.compile(
     """
 )
 _LOOSE_PASSWORD_ANCHORS = (b"passw", b"passp", b"pwd")
-# Before the keyword on its line: a comment opener (`#`, `//`, `/*`, `<!--`, `--`, `;`, `%`,
-# `REM`) at the start or after a space, or a line that starts with `*` (a block comment).
-_COMMENT_OPENER = re.compile(r"(?:^|\s)(?:\#|//|/\*|<!--|--|;|%|REM\s)|^\s*\*")
+# Before the keyword on its line: a comment opener (`#`, `//`, `/*`, `<!--`; `--`, `;`, `%`
+# and `REM` followed by a space, so that a `--password=...` option is not a comment) at the
+# start or after a space, or a line that starts with `*` (a block comment).
+_COMMENT_OPENER = re.compile(r"(?:^|\s)(?:\#|//|/\*|<!--|(?:--|;|%|REM)\s)|^\s*\*")
 # What may follow a password in a comment without being part of it.
 _COMMENT_CLOSERS = ("*/", "-->")
 _VALUE_TRAILERS = ".,;:)]}"
@@ -538,21 +540,21 @@ def secret_reason(text: str) -> str | None:
     `secret assignment (password)`), never the value.
     """
     anchor_text = _AnchorText(text)
-    if next(_anchored_matches(_PRIVATE_KEY, text, anchor_text.exact, _PRIVATE_KEY_ANCHORS), None):
+    if next(_anchored_matches(_PRIVATE_KEY, text, anchor_text.starts(_PRIVATE_KEY_ANCHORS)), None):
         return "private key"
     for pattern, anchors, kind in _TOKENS:
-        for match in _anchored_matches(pattern, text, anchor_text.exact, anchors):
+        for match in _anchored_matches(pattern, text, anchor_text.starts(anchors)):
             if _is_token(match):
                 return kind
-    for match in _anchored_matches(_URL_CREDENTIALS, text, anchor_text.exact, _URL_ANCHORS):
+    for match in _anchored_matches(_URL_CREDENTIALS, text, anchor_text.starts(_URL_ANCHORS)):
         if _is_url_secret(match):
             return "credentials in URL"
-    folded = anchor_text.folded()
-    for match in _anchored_matches(_BEARER, text, folded, _BEARER_ANCHORS):
+    bearers = anchor_text.starts(_BEARER_ANCHORS, folded=True)
+    for match in _anchored_matches(_BEARER, text, bearers):
         value = match.group("value")
         if _character_kinds(value) >= 2 and not _is_placeholder(value):
             return "bearer token"
-    return _assignment_reason(text, folded) or _loose_password_reason(text, folded)
+    return _assignment_reason(text, anchor_text) or _loose_password_reason(text, anchor_text)
 
 
 def _is_token(match: re.Match[str]) -> bool:
@@ -571,14 +573,14 @@ def _is_token(match: re.Match[str]) -> bool:
     return _character_kinds(body) >= 2
 
 
-def _assignment_reason(text: str, folded: bytes) -> str | None:
+def _assignment_reason(text: str, anchor_text: _AnchorText) -> str | None:
     """The first secret assignment (see `secret_reason`), as `secret assignment (<keyword>)`.
 
     Like `_anchored_matches`, but an occurrence whose name is rejected (`tokens`, `author`)
     does not hide the keywords after it (`author_token`).
     """
     end = 0
-    for start in heapq.merge(*(_occurrences(folded, anchor) for anchor in _SECRET_NAME_ANCHORS)):
+    for start in anchor_text.starts(_SECRET_NAME_ANCHORS, folded=True):
         if start < end:
             continue
         match = _SECRET_ASSIGNMENT.match(text, start)
@@ -612,7 +614,7 @@ def _assignment_reason(text: str, folded: bytes) -> str | None:
     return None
 
 
-def _loose_password_reason(text: str, folded: bytes) -> str | None:
+def _loose_password_reason(text: str, anchor_text: _AnchorText) -> str | None:
     """A password in a comment (`password in comment`) or a connection string (`credentials
     in connection string`), see `_LOOSE_PASSWORD`; None when there is none.
 
@@ -620,7 +622,8 @@ def _loose_password_reason(text: str, folded: bytes) -> str | None:
     symbol, not a placeholder, reference, word such as `None`, or another variable's name
     (`password2`); in a connection string, not a well-known default (`password123`).
     """
-    for match in _anchored_matches(_LOOSE_PASSWORD, text, folded, _LOOSE_PASSWORD_ANCHORS):
+    starts = anchor_text.starts(_LOOSE_PASSWORD_ANCHORS, folded=True)
+    for match in _anchored_matches(_LOOSE_PASSWORD, text, starts):
         start = match.start()
         if start > 0 and text[start - 1].isalnum():
             continue  # `oldpassword`, `OLDPWD`
@@ -738,8 +741,28 @@ class _AnchorText:
     def __init__(self, text: str) -> None:
         self.text = text
         self.exact = text.encode("ascii", errors="replace")
+        self._folded: bytes | None = None
+        self._found: dict[tuple[bool, bytes], list[int]] = {}
+
+    def starts(self, anchors: tuple[bytes, ...], *, folded: bool = False) -> Iterator[int]:
+        """Offsets of every occurrence of each of `anchors` in `exact` (or `folded()`), in
+        ascending order. Each anchor's occurrences are found once per text, however many
+        patterns share it."""
+        found = []
+        for anchor in anchors:
+            offsets = self._found.get((folded, anchor))
+            if offsets is None:
+                haystack = self.folded() if folded else self.exact
+                offsets = self._found[folded, anchor] = list(_occurrences(haystack, anchor))
+            found.append(offsets)
+        return heapq.merge(*found) if len(found) > 1 else iter(found[0])
 
     def folded(self) -> bytes:
+        if self._folded is None:
+            self._folded = self._fold()
+        return self._folded
+
+    def _fold(self) -> bytes:
         folded = self.exact.lower()
         if self.text.isascii():
             return folded
@@ -755,17 +778,17 @@ class _AnchorText:
 
 
 def _anchored_matches(
-    pattern: re.Pattern[str], text: str, haystack: bytes, anchors: tuple[bytes, ...]
+    pattern: re.Pattern[str], text: str, starts: Iterable[int]
 ) -> Iterator[re.Match[str]]:
     """What `pattern.finditer(text)` yields, for a pattern whose matches are never empty and
-    always start where one of `anchors` occurs in `haystack` (an `_AnchorText` copy of `text`).
+    always start at one of `starts` (ascending; `_AnchorText.starts` of its anchors).
 
-    The pattern is tried, anchored, at each occurrence of an anchor in order (`match` at a
-    position still sees the characters before it, for lookbehinds and `\\b`); as with
-    `finditer`, a match only counts if it starts at or after the end of the previous one.
+    The pattern is tried, anchored, at each start in order (`match` at a position still sees
+    the characters before it, for lookbehinds and `\\b`); as with `finditer`, a match only
+    counts if it starts at or after the end of the previous one.
     """
     end = 0
-    for start in heapq.merge(*(_occurrences(haystack, anchor) for anchor in anchors)):
+    for start in starts:
         if start < end:
             continue
         match = pattern.match(text, start)
