@@ -4,11 +4,16 @@ from __future__ import annotations
 
 import json
 import unicodedata
+from dataclasses import dataclass
 
 from hypothesis import example, given
 from hypothesis import strategies as st
 
+from ds4_core.project.search import END_MARKER as PROJECT_END
+from ds4_core.project.search import ProjectHit, project_source_text
 from ds4_core.quoting import BIDI_CONTROLS, json_string, json_text, one_line
+from ds4_core.retrieval.evidence import END_MARKER as EVIDENCE_END
+from ds4_core.retrieval.evidence import evidence_text
 
 # Every character some reader ends a line at, every bidi control, and the other format
 # characters a quoted line must not carry raw.
@@ -61,3 +66,37 @@ def test_json_documents_keep_their_value(values: list[str], indent: int | None) 
 def test_printable_text_is_left_as_it_is() -> None:
     text = "café 連接池 \U0001f600 \u200d tab\there"
     assert json_string(text) == '"café 連接池 \U0001f600 \u200d tab\\there"'
+
+
+@dataclass(frozen=True)
+class _Source:
+    entry_id: str
+    role: str | None
+    created_at: str | None
+    score: float
+    reason: str
+    excerpt: str
+
+
+@given(entry_id=_TEXTS, role=_TEXTS, reason=_TEXTS, excerpt=_TEXTS | _WITH_SURROGATES)
+def test_evidence_blocks_have_their_own_lines_only(
+    entry_id: str, role: str, reason: str, excerpt: str
+) -> None:
+    text = evidence_text(_Source(entry_id, role, None, 1.0, reason, excerpt))
+    lines = text.splitlines()
+    assert lines == text.split("\n") and len(lines) == 9
+    assert lines[-1] == EVIDENCE_END and not set(text) & set(BIDI_CONTROLS)
+    assert json.loads(lines[7].removeprefix("Quoted content JSON: ")) == excerpt
+
+
+@given(path=_TEXTS, reason=_TEXTS, source=_TEXTS, file_hash=_TEXTS, git_head=_TEXTS)
+def test_project_source_blocks_have_their_own_lines_only(
+    path: str, reason: str, source: str, file_hash: str, git_head: str
+) -> None:
+    hit = ProjectHit("s1", path, 1, 2, file_hash, 1.0, reason, source, 0, False, True, None)
+    text = project_source_text(hit, git_head)
+    lines = text.splitlines()
+    assert lines == text.split("\n") and len(lines) == 10
+    assert lines[-1] == PROJECT_END and not set(text) & set(BIDI_CONTROLS)
+    assert json.loads(lines[1].removeprefix("Path: ")) == path
+    assert json.loads(lines[-2].removeprefix("Quoted source JSON: ")) == source
