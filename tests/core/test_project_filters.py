@@ -6,7 +6,9 @@ string (it must stay indexable, and secret scanners must not flag it).
 
 from __future__ import annotations
 
+import base64
 import codecs
+import hashlib
 import os
 import re
 from pathlib import Path
@@ -17,6 +19,11 @@ from hypothesis import strategies as st
 
 from ds4_core.project.filters import (
     _CASE_FOLD_FIXES,
+    _LOOSE_PASSWORD,
+    _LOOSE_PASSWORD_ANCHORS,
+    _TOKENS,
+    _anchored_matches,
+    _AnchorText,
     decode_text,
     path_exclusion,
     read_indexable,
@@ -72,6 +79,17 @@ REAL_LOOKING = "Tq9" + "vX2mLr8kZp4W"  # 15 characters, no placeholder words
         ("tls/cert.pem", "secret file name"),
         ("android/release.keystore", "secret file name"),
         ("certs/client.p12", "secret file name"),
+        (".git-credentials", "secret file name"),
+        ("home/.pgpass", "secret file name"),
+        ("www/.htpasswd", "secret file name"),
+        ("_netrc", "secret file name"),
+        ("etc/shadow", "secret file name"),
+        ("etc/gshadow", "secret file name"),
+        ("etc/shadow-", "secret file name"),
+        (".ssh/id_ecdsa", "secret file name"),
+        (".ssh/id_ed25519_sk", "secret file name"),
+        (".dockercfg", "secret file name"),
+        ("backup/.PGPASS", "secret file name"),  # names are compared case-insensitively
     ],
 )
 def test_excluded_names_give_their_reason(rel_path: str, reason: str) -> None:
@@ -91,6 +109,11 @@ def test_excluded_names_give_their_reason(rel_path: str, reason: str) -> None:
         "src/.envrc.example.md",
         "app.js",
         "maps/world.json",
+        "src/shadow.ts",  # a UI shadow, not the password file
+        "styles/shadows/",
+        "etc/passwd",  # user names, no password hashes
+        "docs/htpasswd.md",
+        "src/.htpasswd.example.txt",
     ],
 )
 def test_ordinary_source_paths_are_not_excluded(rel_path: str) -> None:
@@ -389,6 +412,10 @@ _VALUES = [
 _TOKEN_PIECES = [
     "AK" + "IA", "gh" + "p_", "gl" + "pat-", "xo" + "xb-", "sk" + "_live_", "k_test_", "AI" + "za",
     "-----BEGIN ", "PRIVATE" + " KEY", "-----", "0123456789",
+    "gh" + "s_", "gl" + "dt-", "GR" + "1348941", "sk" + "-", "sk" + "-proj-", "sk" + "-ant-api03-",
+    "np" + "m_", "py" + "pi-AgEIcHlwaS5vcmc", "h" + "f_", "xa" + "pp-1-", "hooks.sl" + "ack.com/",
+    "wh" + "sec_", "GOC" + "SPX-", "ya" + "29.", "Account" + "Key=", "SharedAccess" + "Key=", "x", "&si" + "g=", "ab" + "c8Q~",
+    "root:" + "$6$", "# pass" + "word: ", ";Pass" + "word=", ";",
 ]  # fmt: skip
 _FRAGMENT = st.one_of(
     st.sampled_from(_NAMES),
@@ -442,6 +469,184 @@ def test_case_fold_fixes_list_every_non_ascii_match_of_an_ascii_letter() -> None
 )
 def test_secret_assignment_edge_cases(text: str, kind: str | None) -> None:
     assert secret_reason(text) == kind
+
+
+# --- secret_reason: the providers' key formats ----------------------------------------------
+#
+# Every value is assembled at run time from a prefix and `fake` characters, so that no
+# realistic key is ever committed.
+
+
+def fake_letters(length: int) -> str:
+    """Random-case letters only, like a Hugging Face token's body."""
+    pieces = ["KwP", "cYd", "QLy", "XUb", "whX", "hsR", "UVm", "jpB"]
+    return "".join(pieces[i % len(pieces)] for i in range(length // 3 + 1))[:length]
+
+
+def base64_of(seed: str, length: int) -> str:
+    """`length` characters of standard base64 derived from `seed` (a real-looking key body)."""
+    data = hashlib.sha512(seed.encode()).digest() * (length // 64 + 1)
+    return base64.b64encode(data).decode()[:length]
+
+
+def shaped_hash(seed: str) -> str:
+    """A crypt(3)-style hash tail: letters, digits, `.` and `/`."""
+    return base64_of(seed, 86).replace("+", ".")
+
+
+PROVIDER_KEYS = [
+    ("sk" + "-proj-" + fake(74, salt="a") + "T3Blbk" + "FJ" + fake(74, salt="b"), "OpenAI key"),
+    ("sk" + "-svcacct-" + fake(60, salt="c") + "_" + fake(40), "OpenAI key"),
+    ("sk" + "-admin-" + fake(60, salt="d"), "OpenAI key"),
+    ("sk" + "-" + fake(20) + "T3Blbk" + "FJ" + fake(20, salt="e"), "OpenAI key"),
+    ("sk" + "-ant-api03-" + fake(93, salt="f") + "AA", "Anthropic key"),
+    ("sk" + "-ant-admin01-" + fake(93, salt="g") + "AA", "Anthropic key"),
+    ("gh" + "o_" + fake(36), "GitHub token"),
+    ("gh" + "u_" + fake(36, salt="h"), "GitHub token"),
+    ("gh" + "s_" + fake(36, salt="ij"), "GitHub token"),
+    ("gh" + "r_" + fake(76, salt="k"), "GitHub token"),
+    ("gl" + "dt-" + fake(20), "GitLab token"),
+    ("gl" + "rt-" + fake(20, salt="l"), "GitLab token"),
+    ("gl" + "cbt-" + "64_" + fake(20, salt="m"), "GitLab token"),
+    ("np" + "m_" + fake(36, salt="n"), "npm token"),
+    ("py" + "pi-AgEIcHlwaS5vcmc" + base64_of("pypi", 120).replace("+", "-").replace("/", "_"), "PyPI token"),
+    ("h" + "f_" + fake_letters(34), "Hugging Face token"),
+    ("xo" + "xp-" + "2945812-99887766554-" + fake(32), "Slack token"),
+    ("xo" + "xa-2-" + fake(40), "Slack token"),
+    ("xo" + "xr-" + fake(40), "Slack token"),
+    ("xa" + "pp-1-A0" + "3JBK8SWLM-4809112233445-" + fake(64).lower(), "Slack token"),
+    ("https://hooks.sl" + "ack.com/services/T0" + "4BZ3VJKLM/B0" + "5C9KQ2NHP/" + fake(24), "Slack webhook"),
+    ("wh" + "sec_" + fake(32, salt="o"), "Stripe key"),
+    ("rk" + "_test_" + fake(24, salt="p"), "Stripe key"),
+    ("GOC" + "SPX-" + fake(28, salt="q"), "Google OAuth secret"),
+    ("ya" + "29." + fake(120, salt="r"), "Google OAuth token"),
+    (
+        "DefaultEndpointsProtocol=https;AccountName=shopdata;Account" + "Key="
+        + base64_of("storage", 86) + "==;EndpointSuffix=core.windows.net",
+        "Azure key",
+    ),
+    (
+        "Endpoint=sb://shop.servicebus.windows.net/;SharedAccessKeyName=Root;SharedAccess"
+        + "Key=" + base64_of("bus", 43) + "=",
+        "Azure key",
+    ),
+    (
+        "https://shopdata.blob.core.windows.net/c/a.csv?sv=2022-11-02&sp=r&se=2030-01-01&si"
+        + "g=" + base64_of("sas", 43).replace("+", "%2B").replace("/", "%2F") + "%3D",
+        "Azure SAS signature",
+    ),
+    ("client_id = 'x'\nAZ_CS = " + "Ab1" + "8Q~" + fake(34, salt="s").replace("Z", "~"), "Azure client secret"),
+    ("root:" + "$6$" + "Zc9sL2xQ$" + shaped_hash("root") + ":19700:0:99999:7:::", "password hash"),
+    ("admin:" + "$apr1$" + "r31.....$" + shaped_hash("admin")[:22], "password hash"),
+    ("deploy:" + "$2y$" + "10$" + shaped_hash("deploy")[:53], "password hash"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("value", "kind"), PROVIDER_KEYS)
+@pytest.mark.parametrize(
+    "context",
+    ["{}", "KEY={}\n", 'client = Client(api_key="{}")\n', "  token: '{}'  # prod\n", "`{}`"],
+)
+def test_provider_key_formats_are_found(value: str, kind: str, context: str) -> None:
+    reason = secret_reason(context.format(value))
+    assert reason == kind
+    assert value not in reason
+
+
+@pytest.mark.parametrize(
+    ("text", "kind"),
+    [
+        ("# pass" + "word: hunter2\n", "password in comment"),
+        ("    // pwd = " + fake(7) + "\n", "password in comment"),  # 7: short for an assignment
+        ("/* root pass" + "word: " + fake(9) + " */\n", "password in comment"),
+        ("<!-- the admin pass" + "word is " + fake(10) + ", do not share -->\n", "password in comment"),
+        ("-- passw" + "ord: " + fake(8) + " (staging)\n", "password in comment"),
+        ("x = connect()  # pass" + "phrase: " + fake(12) + "\n", "password in comment"),
+        ("Server=db;User Id=shop;Pass" + "word=" + fake(14) + ";\n", "credentials in connection string"),
+        ('dsn = "Host=db;Database=shop;Pw' + 'd=' + fake(11) + '"\n', "credentials in connection string"),
+        ("jdbc:sqlserver://db;user=shop;pass" + "word=" + fake(9) + ";database=shop\n", "credentials in connection string"),
+        ('{"SecretAccess' + 'Key": "' + base64_of("aws", 40) + '"}', "secret assignment (secret)"),
+        ("aws_secret_access" + "_key = " + base64_of("aws2", 40) + "\n", "secret assignment (secret)"),
+        (
+            '{"type": "service_account", "private_key_id": "' + "0f" * 20 + '", "private_key": "'
+            + "-----BEGIN " + "PRIVATE" + " KEY-----\\nMIIEv" + fake(60) + '\\n"}',
+            "private key",
+        ),
+    ],
+)  # fmt: skip
+def test_passwords_in_comments_and_connection_strings_are_found(text: str, kind: str) -> None:
+    assert secret_reason(text) == kind
+
+
+_SRI = base64_of("left-pad", 86) + "=="
+_SHA256 = hashlib.sha256(b"left-pad").hexdigest()
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # lockfiles and digests
+        f'"integrity": "sha512-{_SRI}",\n',
+        f"  integrity sha512-{_SRI}\n",
+        f"    resolution: {{integrity: sha512-{_SRI}}}\n",
+        f'<script src="a.js" integrity="sha384-{_SRI[:64]}" crossorigin="anonymous">\n',
+        f"FROM python@sha256:{_SHA256}\n",
+        f"github.com/x/y v1.2.3 h1:{_SRI[:43]}=\n",
+        f"commit {_SHA256[:40]}\nMerge: {_SHA256[:7]} {_SHA256[8:15]}\n",
+        "request_id = 4f1c2a9e-8d3b-4c6e-9a7f-2b1d0e5c8a3f\n",
+        # placeholders
+        "OPENAI_API_KEY=sk-...\n",
+        'api_key = "sk-proj-..."\n',
+        "export OPENAI_API_KEY=sk-" + "x" * 48 + "\n",
+        "export ANTHROPIC_API_KEY=sk-ant-api03-" + "X" * 93 + "AA\n",
+        'client = OpenAI(api_key="<your-api-key>")\n',
+        'client = OpenAI(api_key="YOUR_API_KEY")\n',
+        "api_key: ${OPENAI_API_KEY}\n",
+        "const key = process.env.OPENAI_API_KEY;\n",
+        'key = os.environ["ANTHROPIC_API_KEY"]\n',
+        "GITHUB_TOKEN=gh" + "p_" + "x" * 36 + "\n",
+        "HF_TOKEN=h" + "f_" + "x" * 34 + "\n",
+        "webhook: https://hooks.sl" + "ack.com/services/T00000000/B00000000/" + "X" * 24 + "\n",
+        "DefaultEndpointsProtocol=https;AccountName=a;Account" + "Key=<account-key>;\n",
+        "Account" + "Key=${STORAGE_KEY};\n",
+        "UseDevelopmentStorage=true;AccountName=devstoreaccount1;Account" + "Key="
+        + "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==\n",
+        # code that merely looks like a prefix
+        "model = h" + "f_AutoModelForSequenceClassification.from_pretrained(name)\n",
+        "npm_config_registry=https://registry.npmjs.org/\n",
+        "slack_client.post(xo" + "xb-not-a-real-token)\n",
+        "task-" + "a" * 40 + ", disk-" + fake(40) + "\n",  # `\\bsk-` needs a word start
+        "sk-" + "0123456789" * 4 + "\n",  # digits only
+        # passwords mentioned, not written
+        "# pass" + "word: must be 8+ characters, see docs\n",
+        "# the pass" + "word is hashed with bcrypt\n",
+        "// pass" + "word: ${DB_PASSWORD}\n",
+        "# pass" + "word: <your-password>\n",
+        "# pass" + "word = password2\n",
+        "# pw" + "d = os.getcwd()\n",
+        "Server=db;Pass" + "word=password123;\n",
+        "Server=db;Pass" + "word={password};\n",
+        "login(user, pass" + "word=pw123456);\n",
+        '  $ shop users create --name=u1 --pass' + 'word="secure1" --admin\n',  # an option
+        "    --location=us-east4 --admin-pass" + "word=123Abpassdord \\\n",
+        "hash = bcrypt.hashpw(pass" + "word, salt)  # $2b$12$...\n",
+    ],
+)  # fmt: skip
+def test_digests_placeholders_and_lookalikes_are_not_secrets(text: str) -> None:
+    assert secret_reason(text) is None
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=_TEXTS)
+def test_anchored_token_search_finds_what_a_full_scan_finds(text: str) -> None:
+    """Each token pattern, tried only at its anchors, matches exactly what `finditer` does."""
+    anchor_text = _AnchorText(text)
+    for shape in _TOKENS:
+        anchored = _anchored_matches(shape.pattern, text, anchor_text.starts(shape.anchors))
+        assert [m.span() for m in anchored] == [m.span() for m in shape.pattern.finditer(text)]
+    starts = anchor_text.starts(_LOOSE_PASSWORD_ANCHORS, folded=True)
+    anchored = _anchored_matches(_LOOSE_PASSWORD, text, starts)
+    assert [m.span() for m in anchored] == [m.span() for m in _LOOSE_PASSWORD.finditer(text)]
 
 
 # --- read_indexable ------------------------------------------------------------------------

@@ -28,6 +28,16 @@ def secret_values() -> dict[str, str]:
         "pem": "MIIB" + "q" * 40,
         "django": "django-insecure-" + "k3j4h5" * 4,
         "aws_secret": "wJalr" + "XUtnF9" * 5,
+        "openai": "sk" + "-proj-" + "Hq4Tz8Lw2Nc6" * 8,
+        "anthropic": "sk" + "-ant-api03-" + "Pb3Kx7Vm1Qr5" * 8 + "AA",
+        "github_app": "gh" + "s_" + "Wd2Fy6Jn0Ls4" * 3,
+        "npm": "np" + "m_" + "Rg5Uc9Ye3Ab7" * 3,
+        "azure": "Qm7Xb2Vn9Lk4/Tz8+" * 5 + "Ab==",
+        "comment_password": "hunt" + "er9Qz",
+        "git_credentials": "gitcred" + "Xy7Wv3",
+        "pgpass": "pgpass" + "Zq8Rt4",
+        "htpasswd": "$apr1$" + "Mx3Ne7Pq$" + "Lc5Vb1Kd9Gh3Jf7Ws2Yt6Ua",
+        "shadow": "$6$" + "Nq2Wx8$" + "Hb4Zm6Pk1Rv9Tc3Lj7Yf5Sd2Gx8" * 3,
     }
 
 
@@ -55,6 +65,35 @@ def test_secret_files_and_lines_never_reach_the_index(
     (project / "deploy.pem").write_text(f"-----BEGIN CERTIFICATE-----\n{secret_values['pem']}\n")
     key_header = "-----BEGIN " + "RSA PRIVATE KEY-----"
     (project / "src" / "keys.txt").write_text(f"{key_header}\n{secret_values['pem']}\ninvoice\n")
+    (project / "src" / "ai.py").write_text(
+        f'OPENAI = "{secret_values["openai"]}"\nANTHROPIC = "{secret_values["anthropic"]}"\n'
+        "def invoice_summary():\n    pass\n"
+    )
+    (project / "src" / "ci.py").write_text(
+        f'APP_TOKEN = "{secret_values["github_app"]}"  # invoice bot\n'
+        f'NPM = "{secret_values["npm"]}"\n'
+    )
+    (project / "src" / "storage.py").write_text(
+        "CONN = 'DefaultEndpointsProtocol=https;AccountName=invoices;"
+        "Account"
+        f"Key={secret_values['azure']};EndpointSuffix=core.windows.net'\n"
+    )
+    (project / "src" / "db.py").write_text(
+        f"# password: {secret_values['comment_password']}\ndef invoice_db():\n    pass\n"
+    )
+    (project / ".git-credentials").write_text(
+        f"https://invoice-bot:{secret_values['git_credentials']}@git.internal\n"
+    )
+    (project / ".pgpass").write_text(f"db:5432:invoices:app:{secret_values['pgpass']}\n")
+    (project / "www").mkdir()
+    (project / "www" / ".htpasswd").write_text(f"invoice:{secret_values['htpasswd']}\n")
+    (project / "etc").mkdir()
+    (project / "etc" / "shadow").write_text(
+        f"invoice:{secret_values['shadow']}:19700:0:99999:7:::\n"
+    )
+    (project / "etc" / "shadow.bak.txt").write_text(
+        f"invoice:{secret_values['shadow']}:19700:0:99999:7:::\n"
+    )
     (project / "src" / "placeholder.py").write_text(
         'password = "changeme"  # invoice placeholder\napi_key = "${API_KEY}"\n'
     )
@@ -85,6 +124,15 @@ def test_secret_files_and_lines_never_reach_the_index(
         ".env",
         "deploy.pem",
         "mysite/settings.py",
+        "src/ai.py",
+        "src/ci.py",
+        "src/storage.py",
+        "src/db.py",
+        ".git-credentials",
+        ".pgpass",
+        "www/.htpasswd",
+        "etc/shadow",
+        "etc/shadow.bak.txt",
     ):
         assert name not in paths  # ...the secret ones are not
     stored = _database_bytes(db)

@@ -28,6 +28,7 @@ from functools import cached_property
 from typing import Literal
 
 from ..lines import split_lines
+from ..quoting import json_text
 from ..tokens import sha256_hex, stable_json
 
 CONTRACT_VERSION = 1
@@ -904,10 +905,8 @@ def build_prompt(
     instructions) is defused, so the data cannot close its block.
     """
     section_list = "\n".join(f"## {name}" for name in SECTIONS)
-    files = json.dumps(
-        {"readFiles": list(read_files), "modifiedFiles": list(modified_files)},
-        ensure_ascii=False,
-        indent=1,
+    files = json_text(
+        {"readFiles": list(read_files), "modifiedFiles": list(modified_files)}, indent=1
     )
     parts = [
         "You are writing a compaction summary of a coding agent's conversation. The summary "

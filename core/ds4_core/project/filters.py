@@ -19,8 +19,9 @@ import heapq
 import os
 import re
 import stat
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
+from typing import NamedTuple
 
 from ..lines import split_lines
 
@@ -78,23 +79,39 @@ LOCKFILE_NAMES = frozenset(
 
 SECRET_FILE_NAMES = frozenset(
     {
+        ".dockercfg",
         ".env",
+        ".git-credentials",
+        ".htpasswd",
         ".netrc",
         ".npmrc",
+        ".pgpass",
         ".pypirc",
+        "_netrc",
         "credentials",
         "credentials.json",
         "credentials.yaml",
         "credentials.yml",
+        "gshadow",
+        "gshadow-",
         "id_dsa",
+        "id_ecdsa",
+        "id_ecdsa_sk",
         "id_ed25519",
+        "id_ed25519_sk",
         "id_rsa",
         "secrets.json",
         "secrets.yaml",
         "secrets.yml",
+        "shadow",
+        "shadow-",
     }
 )
-"""File names that hold credentials (ds4-reference.md 3.9); `.env.*` is matched separately."""
+"""File names that hold credentials, compared case-insensitively (ds4-reference.md 3.9, plus:
+git's credential store `.git-credentials`, PostgreSQL's `.pgpass`, Apache's `.htpasswd`,
+`_netrc` (the Windows `.netrc`), the system password hashes `shadow` and `gshadow` (and their
+`-` backups), the other OpenSSH private key names and Docker's `.dockercfg`); `.env.*` is
+matched separately."""
 
 SECRET_EXTENSIONS = frozenset({".key", ".pem", ".p12", ".pfx", ".jks", ".keystore"})
 """Extensions of key and certificate stores (ds4-reference.md 3.9)."""
@@ -130,18 +147,110 @@ _CONTROL_CHARS = re.compile("[\x00-\x06\x0e-\x1f]")
 # exactly those of `pattern.search` / `pattern.finditer` over the whole text.
 _PRIVATE_KEY = re.compile(r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----")
 _PRIVATE_KEY_ANCHORS = (b"-----BEGIN ",)
-_TOKENS: tuple[tuple[re.Pattern[str], tuple[bytes, ...], str], ...] = (
-    (re.compile(r"\b(?:AKIA|ASIA)[A-Z0-9]{16}\b"), (b"AKIA", b"ASIA"), "AWS access key id"),
-    (re.compile(r"\bghp_[A-Za-z0-9]{20,}"), (b"ghp_",), "GitHub token"),
-    (re.compile(r"\bgithub_pat_[A-Za-z0-9_]{20,}"), (b"github_pat_",), "GitHub token"),
-    (re.compile(r"\bglpat-[A-Za-z0-9_\-]{20,}"), (b"glpat-",), "GitLab token"),
-    (re.compile(r"\bxox[baprs]-[A-Za-z0-9\-]{10,}"), (b"xox",), "Slack token"),
-    (  # sk_live_, sk_test_, rk_live_, rk_test_, pk_live_ (anchored after the first letter)
-        re.compile(r"(?:(?<=\b[sr])k_(?:live|test)|(?<=\bp)k_live)_[A-Za-z0-9]{16,}"),
+
+
+class _TokenShape(NamedTuple):
+    """A provider's key format: `pattern` matches a whole key, starts where one of `anchors`
+    occurs (`_anchored_matches`) and names the random part `body`."""
+
+    pattern: re.Pattern[str]
+    anchors: tuple[bytes, ...]
+    kind: str
+
+
+def _token(pattern: str, anchors: tuple[bytes, ...], kind: str) -> _TokenShape:
+    return _TokenShape(re.compile(pattern), anchors, kind)
+
+
+# Key formats of the providers, from their documentation (prefixes and lengths) and the rules
+# of public secret scanners (GitHub secret scanning, GitLab's secret detection). Each is
+# anchored on its literal prefix (on `gh` and `gl` for the GitHub and GitLab families: one
+# scan of the text instead of one per prefix); a `body` that is a placeholder (`xxxx`,
+# `your_`, one repeated character) or a single kind of character does not count
+# (`_is_token`).
+_TOKENS: tuple[_TokenShape, ...] = (
+    _token(r"\b(?:AKIA|ASIA)(?P<body>[A-Z0-9]{16})\b", (b"AKIA", b"ASIA"), "AWS access key id"),
+    # GitHub: personal (ghp_), OAuth (gho_), user-to-server (ghu_), server-to-server (ghs_),
+    # refresh (ghr_) tokens and fine-grained personal tokens (github_pat_).
+    _token(r"\bgh[pousr]_(?P<body>[A-Za-z0-9]{20,})", (b"gh",), "GitHub token"),
+    _token(r"\bgithub_pat_(?P<body>[A-Za-z0-9_]{20,})", (b"github_pat_",), "GitHub token"),
+    # GitLab: personal, deploy, runner, CI job, pipeline trigger, feed, incoming mail, OAuth
+    # application, SCIM, agent, feature-flag client tokens; runner registration tokens.
+    _token(
+        r"\b(?:gl(?:pat|dt|rt|cbt|ptt|ft|imt|oas|soat|agent|ffct)-|GR1348941)"
+        r"(?P<body>[A-Za-z0-9_\-]{20,})",
+        (b"gl", b"GR1348941"),
+        "GitLab token",
+    ),  # fmt: skip
+    # Slack: bot, user, app-level, workspace, refresh and configuration tokens; webhooks.
+    _token(
+        r"\bxox(?:[abposr]|e(?:\.xox[bp])?)-(?P<body>[A-Za-z0-9\-]{10,})", (b"xox",), "Slack token"
+    ),
+    _token(r"\bxapp-[0-9]-(?P<body>[A-Za-z0-9\-]{20,})", (b"xapp-",), "Slack token"),
+    _token(
+        r"hooks\.slack\.com/(?:services|workflows|triggers)/(?P<body>[A-Za-z0-9_/\-]{20,})",
+        (b"hooks.slack.com/",),
+        "Slack webhook",
+    ),
+    _token(  # sk_live_, sk_test_, rk_live_, rk_test_, pk_live_ (anchored after the first letter)
+        r"(?:(?<=\b[sr])k_(?:live|test)|(?<=\bp)k_live)_(?P<body>[A-Za-z0-9]{16,})",
         (b"k_live_", b"k_test_"),
         "Stripe key",
     ),
-    (re.compile(r"\bAIza[0-9A-Za-z_\-]{35}(?![0-9A-Za-z_\-])"), (b"AIza",), "Google API key"),
+    _token(r"\bwhsec_(?P<body>[A-Za-z0-9+/=]{24,})", (b"whsec_",), "Stripe key"),
+    _token(r"\bAIza(?P<body>[0-9A-Za-z_\-]{35})(?![0-9A-Za-z_\-])", (b"AIza",), "Google API key"),
+    _token(r"\bGOCSPX-(?P<body>[A-Za-z0-9_\-]{24,})", (b"GOCSPX-",), "Google OAuth secret"),
+    _token(r"\bya29\.(?P<body>[A-Za-z0-9_\-]{30,})", (b"ya29.",), "Google OAuth token"),
+    # OpenAI: project, service account and admin keys, and the older `sk-` + 48 (`sk-` + 32 or
+    # more letters and digits is also the shape of OpenAI-compatible providers' keys).
+    _token(
+        r"\bsk-(?:proj|svcacct|admin|None)-(?P<body>[A-Za-z0-9_\-]{40,})", (b"sk-",), "OpenAI key"
+    ),
+    _token(r"\bsk-(?P<body>[A-Za-z0-9]{32,})(?![A-Za-z0-9_\-])", (b"sk-",), "OpenAI key"),
+    # Anthropic: API (`sk-ant-api03-`), admin (`sk-ant-admin01-`) and OAuth keys.
+    _token(
+        r"\bsk-ant-(?:api|admin|oat|sid)[0-9]{2}-(?P<body>[A-Za-z0-9_\-]{32,})",
+        (b"sk-",),
+        "Anthropic key",
+    ),
+    _token(r"\bnpm_(?P<body>[A-Za-z0-9]{36})(?![A-Za-z0-9_])", (b"npm_",), "npm token"),
+    # PyPI API tokens are macaroons whose first bytes name the index (pypi.org, test.pypi.org).
+    _token(
+        r"\bpypi-(?P<body>AgE(?:IcHlwaS5vcmc|NdGVzdC5weXBpLm9yZw)[A-Za-z0-9_\-]{50,})",
+        (b"pypi-AgE",),
+        "PyPI token",
+    ),
+    _token(r"\bhf_(?P<body>[A-Za-z0-9]{30,})(?![A-Za-z0-9_])", (b"hf_",), "Hugging Face token"),
+    # Azure: storage account and Service Bus / Event Hubs keys in connection strings
+    # (`AccountKey=`, `SharedAccessKey=`; anchored on `Key=`), the signature of a shared access
+    # signature (SAS) URL, and Entra ID client secrets (three characters, a digit, `Q~`).
+    _token(
+        r"(?:(?<=(?<![A-Za-z])Account)|(?<=(?<![A-Za-z])SharedAccess))"
+        r"Key=(?P<body>[A-Za-z0-9+/]{30,}={0,2})",
+        (b"Key=",),
+        "Azure key",
+    ),
+    _token(
+        r"(?<=[?&;])sig=(?P<body>[A-Za-z0-9%+/]{30,}(?:=|%3[Dd]){0,2})",
+        (b"sig=",),
+        "Azure SAS signature",
+    ),
+    _token(
+        r"(?<=[A-Za-z0-9_~.\-]{3}[0-9])Q~(?P<body>[A-Za-z0-9_~.\-]{31,34})(?![A-Za-z0-9_~.\-])",
+        (b"Q~",),
+        "Azure client secret",
+    ),
+    # A crypt(3) password hash after a user name: /etc/shadow, .htpasswd (MD5-crypt, bcrypt,
+    # SHA-256/512-crypt, yescrypt, scrypt).
+    _token(
+        r"(?<=[A-Za-z0-9_.\-]):\$(?:1|2[abxy]|5|6|7|y|gy|apr1)\$(?P<body>[./A-Za-z0-9$,=]{20,})",
+        (b":$",),
+        "password hash",
+    ),
+)
+# Publicly documented keys that unlock nothing: the Azure Storage emulator (Azurite) key.
+_PUBLIC_KEYS = (
+    "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==",
 )
 # `Bearer <token>` (an `Authorization` header in code, config or a curl line): 20 or more
 # token characters, of at least two kinds (so that prose such as "Bearer authentication" is not
@@ -190,6 +299,27 @@ _SECRET_ASSIGNMENT = re.compile(
     )
     """
 )
+# A password written where the assignment rule does not look: in a comment
+# (`# password: <value>`, `/* pwd = <value> */`, `<!-- the password is <value> -->`; any text
+# may follow) or in a connection string (`Server=db;User ID=app;Password=...;`: `=` without
+# spaces, a `;` before the name or after the value). Matched where the keyword occurs (anchors
+# `_LOOSE_PASSWORD_ANCHORS`); `_loose_password_reason` then checks the context and the value.
+_LOOSE_PASSWORD = re.compile(
+    r"""(?ix)
+    (?:passw(?:or)?d|pwd|passphrase)s?
+    (?P<sep>[ \t]*[:=][ \t]*|[ \t]+is[ \t]+)
+    ["'`]?
+    (?P<value>[^\s"'`]{6,})
+    """
+)
+_LOOSE_PASSWORD_ANCHORS = (b"passw", b"passp", b"pwd")
+# Before the keyword on its line: a comment opener (`#`, `//`, `/*`, `<!--`; `--`, `;`, `%`
+# and `REM` followed by a space, so that a `--password=...` option is not a comment) at the
+# start or after a space, or a line that starts with `*` (a block comment).
+_COMMENT_OPENER = re.compile(r"(?:^|\s)(?:\#|//|/\*|<!--|(?:--|;|%|REM)\s)|^\s*\*")
+# What may follow a password in a comment without being part of it.
+_COMMENT_CLOSERS = ("*/", "-->")
+_VALUE_TRAILERS = ".,;:)]}"
 # Every keyword above starts with one of these, looked for in the case-folded copy of the text.
 _SECRET_NAME_ANCHORS = (
     b"access",
@@ -373,10 +503,21 @@ def secret_reason(text: str) -> str | None:
     Signals (ds4-reference.md 3.9), checked in this order:
 
     - a PEM private key header (`private key`);
-    - well-known token shapes: AWS access key ids (`AKIA`/`ASIA` + 16), GitHub (`ghp_`,
-      `github_pat_`), GitLab (`glpat-`), Slack (`xox[baprs]-`), Stripe (`sk_live_`,
-      `sk_test_`, `rk_live_`, `rk_test_`, `pk_live_` + 16 or more) and Google API keys
-      (`AIza` + 35); values containing `EXAMPLE` (documentation keys) do not count;
+    - the key formats of the major providers, by prefix (the kind is the provider's):
+      AWS access key ids (`AKIA`/`ASIA` + 16); GitHub (`ghp_`, `gho_`, `ghu_`, `ghs_`, `ghr_`,
+      `github_pat_`); GitLab (`glpat-`, `gldt-`, `glrt-`, `glcbt-`, `glptt-`, `glft-`,
+      `glimt-`, `gloas-`, `glsoat-`, `glagent-`, `glffct-`, `GR1348941`); Slack (`xoxb-`,
+      `xoxp-`, `xoxa-`, `xoxr-`, `xoxs-`, `xoxo-`, `xoxe-`, `xapp-`, `hooks.slack.com/services/`
+      webhooks); Stripe (`sk_live_`, `sk_test_`, `rk_live_`, `rk_test_`, `pk_live_`,
+      `whsec_`); Google (`AIza` + 35, `GOCSPX-`, `ya29.`); OpenAI (`sk-proj-`, `sk-svcacct-`,
+      `sk-admin-`, `sk-` + 32 or more letters and digits); Anthropic (`sk-ant-api03-`,
+      `sk-ant-admin01-`, `sk-ant-oat01-`); npm (`npm_` + 36); PyPI (`pypi-AgEIcHlwaS5vcmc`,
+      a macaroon); Hugging Face (`hf_` + 30 or more); Azure (`AccountKey=` and
+      `SharedAccessKey=` in connection strings, a SAS URL's `sig=`, Entra ID client secrets
+      `xxxNQ~...`); crypt(3) password hashes after a user name (`user:$6$...`, `shadow`,
+      `.htpasswd`). A match does not count when it contains `EXAMPLE`, or its random part is
+      a placeholder (`xxxx`, `your_`, one repeated character), of one kind of character, or
+      CamelCase words (`_is_token`);
     - `Bearer <token>` with 20 or more token characters of at least two kinds (`bearer token`);
     - credentials in a URL, `scheme://user:password@host`, unless the password is a
       placeholder (`password`, `pass`, `${VAR}`, `<password>`, `***`, the user name again, ...)
@@ -392,7 +533,11 @@ def secret_reason(text: str) -> str | None:
         shell `export`, `.ini`, `.properties`), that is secret-shaped: 8 or more characters
         without spaces, with a letter and a digit or symbol, not a reference (`${X}`, `$X`,
         `os.environ[...]`, `get_password()`, `settings.password`, a path, a URL) and not a
-        word such as `None`, `null` or `true`.
+        word such as `None`, `null` or `true`;
+    - a password in a comment (`# password: <value>`, `/* pwd = <value> */`, `<!-- the
+      password is <value> -->`; `password in comment`) or in a connection string
+      (`...;Password=<value>;`; `credentials in connection string`): 6 or more characters
+      with a letter and a digit or symbol, not a placeholder, reference or variable name.
 
     Values that look like placeholders never count (`example`, `placeholder`, `redacted`,
     `dummy`, `changeme`, `your_`, `process.env`, `${VAR}`, `$VAR`, `{{var}}`, `{name}`,
@@ -403,31 +548,47 @@ def secret_reason(text: str) -> str | None:
     `secret assignment (password)`), never the value.
     """
     anchor_text = _AnchorText(text)
-    if next(_anchored_matches(_PRIVATE_KEY, text, anchor_text.exact, _PRIVATE_KEY_ANCHORS), None):
+    if next(_anchored_matches(_PRIVATE_KEY, text, anchor_text.starts(_PRIVATE_KEY_ANCHORS)), None):
         return "private key"
     for pattern, anchors, kind in _TOKENS:
-        for match in _anchored_matches(pattern, text, anchor_text.exact, anchors):
-            if "EXAMPLE" not in match.group(0).upper():
+        for match in _anchored_matches(pattern, text, anchor_text.starts(anchors)):
+            if _is_token(match):
                 return kind
-    for match in _anchored_matches(_URL_CREDENTIALS, text, anchor_text.exact, _URL_ANCHORS):
+    for match in _anchored_matches(_URL_CREDENTIALS, text, anchor_text.starts(_URL_ANCHORS)):
         if _is_url_secret(match):
             return "credentials in URL"
-    folded = anchor_text.folded()
-    for match in _anchored_matches(_BEARER, text, folded, _BEARER_ANCHORS):
+    bearers = anchor_text.starts(_BEARER_ANCHORS, folded=True)
+    for match in _anchored_matches(_BEARER, text, bearers):
         value = match.group("value")
         if _character_kinds(value) >= 2 and not _is_placeholder(value):
             return "bearer token"
-    return _assignment_reason(text, folded)
+    return _assignment_reason(text, anchor_text) or _loose_password_reason(text, anchor_text)
 
 
-def _assignment_reason(text: str, folded: bytes) -> str | None:
+def _is_token(match: re.Match[str]) -> bool:
+    """A provider-format match is a key unless it is documentation: `EXAMPLE` in it, a
+    placeholder body (`xxxx`, `your_`, `${...}`, one repeated character), a body of one kind of
+    character (`sk-` + digits, `xoxb-not-a-real-token`), letters in CamelCase words rather
+    than random case (`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`), or a published dummy key."""
+    body = match.group("body")
+    if "EXAMPLE" in match.group(0).upper() or body in _PUBLIC_KEYS:
+        return False
+    if len(set(body)) <= 1 or any(word in body.lower() for word in _PLACEHOLDER_WORDS):
+        return False
+    if body.isalpha():  # letters only (Hugging Face): random case, not CamelCase words
+        upper = sum(char.isupper() for char in body)
+        return 0.25 * len(body) <= upper <= 0.75 * len(body)
+    return _character_kinds(body) >= 2
+
+
+def _assignment_reason(text: str, anchor_text: _AnchorText) -> str | None:
     """The first secret assignment (see `secret_reason`), as `secret assignment (<keyword>)`.
 
     Like `_anchored_matches`, but an occurrence whose name is rejected (`tokens`, `author`)
     does not hide the keywords after it (`author_token`).
     """
     end = 0
-    for start in heapq.merge(*(_occurrences(folded, anchor) for anchor in _SECRET_NAME_ANCHORS)):
+    for start in anchor_text.starts(_SECRET_NAME_ANCHORS, folded=True):
         if start < end:
             continue
         match = _SECRET_ASSIGNMENT.match(text, start)
@@ -459,6 +620,54 @@ def _assignment_reason(text: str, folded: bytes) -> str | None:
                 keyword = "client_secret"
         return f"secret assignment ({keyword})"
     return None
+
+
+def _loose_password_reason(text: str, anchor_text: _AnchorText) -> str | None:
+    """A password in a comment (`password in comment`) or a connection string (`credentials
+    in connection string`), see `_LOOSE_PASSWORD`; None when there is none.
+
+    The value must look like a password: 6 or more characters, a letter and a digit or
+    symbol, not a placeholder, reference, word such as `None`, or another variable's name
+    (`password2`); in a connection string, not a well-known default (`password123`).
+    """
+    starts = anchor_text.starts(_LOOSE_PASSWORD_ANCHORS, folded=True)
+    for match in _anchored_matches(_LOOSE_PASSWORD, text, starts):
+        start = match.start()
+        if start > 0 and text[start - 1].isalnum():
+            continue  # `oldpassword`, `OLDPWD`
+        raw = match.group("value")
+        line_start = max(text.rfind("\n", 0, start), text.rfind("\r", 0, start)) + 1
+        before = text[line_start:start]
+        if match.group("sep") == "=":  # `Password=...`, no spaces: not code
+            value, semicolon, _ = raw.partition(";")
+            if (
+                (semicolon or before.rstrip(" \t").endswith(";"))
+                and _password_shaped(value)
+                and value.lower() not in _TRIVIAL_URL_PASSWORDS
+            ):
+                return "credentials in connection string"
+        if _COMMENT_OPENER.search(before) and _password_shaped(_comment_value(raw)):
+            return "password in comment"
+    return None
+
+
+def _comment_value(raw: str) -> str:
+    """`raw` without what may follow a password in a comment: a comment closer (`*/`, `-->`)
+    and trailing punctuation."""
+    for closer in _COMMENT_CLOSERS:
+        raw = raw.removesuffix(closer)
+    return raw.rstrip(_VALUE_TRAILERS)
+
+
+def _password_shaped(value: str) -> bool:
+    if len(value) < 6 or _is_placeholder(value) or value.lower() in _BARE_WORDS:
+        return False
+    if _BARE_REFERENCE.match(value) or any(char in value for char in "$()[]{}<>,"):
+        return False
+    if _IDENTIFIER.match(value) and any(word in value.lower() for word in _NAME_WORDS):
+        return False  # another variable: `password2`, `db_password_v2`
+    has_letter = any(char.isalpha() for char in value)
+    return has_letter and any(char.isdigit() or not char.isalnum() for char in value)
 
 
 def _name_strength(text: str, start: int, keyword: str, rest: str) -> bool | None:
@@ -540,8 +749,28 @@ class _AnchorText:
     def __init__(self, text: str) -> None:
         self.text = text
         self.exact = text.encode("ascii", errors="replace")
+        self._folded: bytes | None = None
+        self._found: dict[tuple[bool, bytes], list[int]] = {}
+
+    def starts(self, anchors: tuple[bytes, ...], *, folded: bool = False) -> Iterator[int]:
+        """Offsets of every occurrence of each of `anchors` in `exact` (or `folded()`), in
+        ascending order. Each anchor's occurrences are found once per text, however many
+        patterns share it."""
+        found = []
+        for anchor in anchors:
+            offsets = self._found.get((folded, anchor))
+            if offsets is None:
+                haystack = self.folded() if folded else self.exact
+                offsets = self._found[folded, anchor] = list(_occurrences(haystack, anchor))
+            found.append(offsets)
+        return heapq.merge(*found) if len(found) > 1 else iter(found[0])
 
     def folded(self) -> bytes:
+        if self._folded is None:
+            self._folded = self._fold()
+        return self._folded
+
+    def _fold(self) -> bytes:
         folded = self.exact.lower()
         if self.text.isascii():
             return folded
@@ -557,17 +786,17 @@ class _AnchorText:
 
 
 def _anchored_matches(
-    pattern: re.Pattern[str], text: str, haystack: bytes, anchors: tuple[bytes, ...]
+    pattern: re.Pattern[str], text: str, starts: Iterable[int]
 ) -> Iterator[re.Match[str]]:
     """What `pattern.finditer(text)` yields, for a pattern whose matches are never empty and
-    always start where one of `anchors` occurs in `haystack` (an `_AnchorText` copy of `text`).
+    always start at one of `starts` (ascending; `_AnchorText.starts` of its anchors).
 
-    The pattern is tried, anchored, at each occurrence of an anchor in order (`match` at a
-    position still sees the characters before it, for lookbehinds and `\\b`); as with
-    `finditer`, a match only counts if it starts at or after the end of the previous one.
+    The pattern is tried, anchored, at each start in order (`match` at a position still sees
+    the characters before it, for lookbehinds and `\\b`); as with `finditer`, a match only
+    counts if it starts at or after the end of the previous one.
     """
     end = 0
-    for start in heapq.merge(*(_occurrences(haystack, anchor) for anchor in anchors)):
+    for start in starts:
         if start < end:
             continue
         match = pattern.match(text, start)

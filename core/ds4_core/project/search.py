@@ -89,6 +89,7 @@ from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Any, Literal
 
+from ds4_core.quoting import json_string, one_line
 from ds4_core.retrieval.descriptor import (
     FTS_TERM_LIMIT,
     TaskDescriptor,
@@ -97,12 +98,7 @@ from ds4_core.retrieval.descriptor import (
     replace_lone_surrogates,
     unique,
 )
-from ds4_core.retrieval.evidence import (
-    evidence_message,
-    json_string,
-    one_line,
-    text_block_message_tokens,
-)
+from ds4_core.retrieval.evidence import evidence_message, text_block_message_tokens
 from ds4_core.retrieval.history import LiteralTerm, fold
 from ds4_core.store.database import Store
 
@@ -374,8 +370,9 @@ class ProjectRetrieval:
 def project_source_text(hit: ProjectHit, git_head: str | None) -> str:
     """The text of the quoted project-source block for `hit` (ds4-reference.md 3.10).
 
-    Path and text are JSON strings (quotes, control characters, U+2028/U+2029 escaped), so a
-    file can never forge a line of the block (e.g. a fake END marker).
+    Path and text are JSON strings from `ds4_core.quoting.json_string` (quotes, controls,
+    NEL, U+2028/U+2029 and bidi controls escaped), so a file can never forge a line of the
+    block (e.g. a fake END marker) for a reader splitting lines by any rule.
     """
     reason = one_line(hit.reason)
     return "\n".join(
