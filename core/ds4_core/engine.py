@@ -85,7 +85,7 @@ from .sessions import (
 from .sessions.paths import PathIndex
 from .sessions.prefix import FileShrankError, PrefixHashes, extend, first_change, hash_prefix
 from .sessions.reader import SessionEntry, SessionFile, read_header, read_more
-from .sessions.sync import SyncResult, sync_session
+from .sessions.sync import SyncResult, sessions_with_copies, sync_session
 from .store import Store, open_store, resolve_database_path
 from .store import manifests as manifest_repo
 from .store import sessions as session_repo
@@ -389,6 +389,12 @@ class ContextEngine:
             result.malformed_lines,
             result.duration_ms,
         )
+        if result.warnings:  # (paths stay out of the log; the result and health name them)
+            log.warning(
+                "sync: session=%s warnings=%d (another file has this session id)",
+                result.session_id,
+                len(result.warnings),
+            )
         return result
 
     def _import_compactions(self, session_id: str, entries: list[SessionEntry]) -> None:
@@ -1544,8 +1550,14 @@ class ContextEngine:
         notices = self.notices
         project = self.project_status()
         stale = project.get("staleSnippets") or 0
+        copies = [
+            f"session id '{sid}' is used by several files: '{indexed}' (indexed), "
+            + ", ".join(f"'{o}'" for o in others)
+            + "; they share one index and summary graph"
+            for sid, indexed, others in sessions_with_copies(store)
+        ]
         return {
-            "status": "warning" if notices or self.config_warnings or stale else "ok",
+            "status": "warning" if notices or self.config_warnings or stale or copies else "ok",
             "version": __version__,
             "schemaVersion": store.schema_version,
             "databasePath": str(self.database_path),
@@ -1560,9 +1572,12 @@ class ContextEngine:
             "notices": notices,
             "configWarnings": list(self.config_warnings),
             "project": project,
-            "warnings": [f"{stale} project snippet(s) sent to the model have changed since"]
-            if stale
-            else [],
+            "warnings": (
+                [f"{stale} project snippet(s) sent to the model have changed since"]
+                if stale
+                else []
+            )
+            + copies,
         }
 
 
@@ -1649,6 +1664,7 @@ def _sync_to_wire(result: SyncResult) -> dict[str, Any]:
         "bytesRead": result.bytes_read,
         "durationMs": round(result.duration_ms, 3),
         "rewrittenAt": result.rewritten_at,
+        "warnings": list(result.warnings),
     }
 
 

@@ -649,3 +649,39 @@ def test_sync_inside_a_callers_write_does_not_deadlock(
         result = sync_session(store, path)
     assert result.entries_total == 8
     assert table(store, result.session_id) == full_read_table(path)
+
+
+# --- copies of one session file ---------------------------------------------------------
+
+
+def test_two_copies_of_one_session_warn_that_they_share_an_id(
+    store: Store, pi_session_copy, tmp_path: Path
+) -> None:
+    original = pi_session_copy(V3)
+    copy = tmp_path / "copy" / "same-session.jsonl"
+    copy.parent.mkdir()
+    shutil.copyfile(original, copy)
+    first = sync_session(store, original)
+    assert first.warnings == ()
+    second = sync_session(store, copy)
+    assert second.session_id == first.session_id
+    assert len(second.warnings) == 1 and str(original) in second.warnings[0]
+    assert "share one index and summary graph" in second.warnings[0]
+    assert sync_module.sessions_with_copies(store) == [
+        (first.session_id, str(copy), (str(original),))
+    ]
+    assert str(copy) in sync_session(store, original).warnings[0]  # and back again
+    append(original, v3_line("n1", "e8", "more"))
+    assert str(copy) in sync_session(store, original).warnings[0]  # incremental
+    assert str(copy) in sync_session(store, original).warnings[0]  # noop
+    copy.unlink()
+    assert sync_session(store, original).warnings == ()
+    assert sync_module.sessions_with_copies(store) == []
+
+
+def test_a_moved_session_file_is_not_a_copy(store: Store, indexed_copy, tmp_path: Path) -> None:
+    path, first = indexed_copy(V3)
+    moved = tmp_path / "moved.jsonl"
+    shutil.move(path, moved)
+    assert sync_session(store, moved).warnings == ()
+    assert sync_module.sessions_with_copies(store) == []

@@ -40,6 +40,13 @@ and so its hash, unchanged: an agent writing while we read costs one incremental
 rebuild of a possibly huge file. Everything before the checkpoint is covered by the checkpoint
 hash as in ds4.
 
+Copies of one session file. The index is keyed by session id (the header's `id`): two files
+with the same id (a `cp` of a session, a restored backup beside the original) share one index
+and one summary graph, and each sync of the other file rebuilds it under that file ("session
+file path changed"). They are not kept apart; each sync result carries a warning naming the
+other live copies (still readable, same session id), and `sessions_with_copies` lists them for
+the health report. The other copies' paths are kept in `resume_json` (`otherFiles`).
+
 Duplicate entry ids within a file resolve last-wins (pi-session-format.md 8.8): a full read
 keeps the last occurrence; an incremental read that meets an indexed id again with identical
 bytes moves it to its new position, with different bytes rebuilds ("entry changed"). So any
@@ -64,7 +71,7 @@ import os
 import queue
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -75,8 +82,10 @@ from ds4_core.sessions.reader import (
     HEADER_SEARCH_BYTES,
     ResumeState,
     SessionEntry,
+    SessionFormatError,
     SessionHeader,
     SessionReader,
+    read_header,
 )
 from ds4_core.sessions.searchable import entry_role, searchable_text
 from ds4_core.store import sessions as repo
@@ -141,6 +150,8 @@ class SyncResult:
         rewritten_at: when bytes indexed before were found rewritten in place, the byte offset
             of the first changed 64 KiB block (the reason then reads
             `in-place rewrite detected at byte N`); else `None`.
+        warnings: human-readable warnings, e.g. that other files carry the same session id
+            (module docstring, "Copies of one session file"); empty when all is well.
     """
 
     session_id: str | None
@@ -153,6 +164,7 @@ class SyncResult:
     bytes_read: int
     duration_ms: float
     rewritten_at: int | None = None
+    warnings: tuple[str, ...] = ()
 
 
 CompactionHook = Callable[[str, list[SessionEntry]], None]
@@ -179,6 +191,7 @@ class _Resume:
     header_version: int
     torn: tuple[str, str, int] | None  # (entry_id, content_hash, seq) indexed from a torn tail
     prefix: PrefixHashes | None  # hashes of [0, file_size) as indexed
+    other_files: tuple[str, ...] = ()  # other live files with this session id
 
     def to_json(self) -> str:
         return json.dumps(
@@ -196,6 +209,7 @@ class _Resume:
                     else {"id": self.torn[0], "contentHash": self.torn[1], "seq": self.torn[2]}
                 ),
                 "prefix": None if self.prefix is None else self.prefix.to_json(),
+                "otherFiles": list(self.other_files),
             },
             separators=(",", ":"),
         )
@@ -209,6 +223,9 @@ class _Resume:
                 return None
             header = obj["header"]
             torn = obj.get("tornEntry")
+            others = obj.get("otherFiles", [])
+            if not isinstance(others, list) or not all(isinstance(o, str) for o in others):
+                others = []
             torn_value = None
             if torn is not None:
                 torn_value = (str(torn["id"]), str(torn["contentHash"]), int(torn["seq"]))
@@ -219,9 +236,67 @@ class _Resume:
                 header_version=int(header["version"]),
                 torn=torn_value,
                 prefix=PrefixHashes.from_json(obj.get("prefix")),
+                other_files=tuple(others),
             )
         except (ValueError, KeyError, TypeError):
             return None
+
+
+def _live_copies(session_id: str, path: str, candidates: Iterable[str]) -> tuple[str, ...]:
+    """The files among `candidates` other than `path` that still exist, are not `path` under
+    another name, and still carry `session_id` in their header (unreadable ones are left out).
+    Costs one header read per candidate."""
+    found: dict[str, None] = {}
+    for other in candidates:
+        if other == path or other in found:
+            continue
+        try:
+            if os.path.samefile(other, path):
+                continue
+            header = read_header(other)
+        except (OSError, SessionFormatError):
+            continue
+        if header is not None and header.session_id == session_id:
+            found[other] = None
+    return tuple(found)
+
+
+def _copies_warnings(session_id: str, others: Sequence[str]) -> tuple[str, ...]:
+    if not others:
+        return ()
+    return (
+        f"session id '{session_id}' is also the id of {len(others)} other file(s): "
+        + ", ".join(f"'{o}'" for o in others)
+        + "; copies of one session share one index and summary graph (the file synced last is "
+        "indexed); give each copy its own session id (e.g. Pi's /fork) or keep one copy",
+    )
+
+
+def sessions_with_copies(store: Store) -> list[tuple[str, str, tuple[str, ...]]]:
+    """`(session_id, indexed file, other live files with that id)` for every indexed session
+    whose id was also met in another file that still carries it (see the module docstring).
+    One query over `session_index_state` plus a header read per recorded copy."""
+    rows = (
+        store.connection()
+        .execute(
+            "SELECT session_id, session_file, json_extract(resume_json, '$.otherFiles') "
+            "FROM session_index_state WHERE json_valid(resume_json) AND "
+            "json_array_length(resume_json, '$.otherFiles') > 0 ORDER BY session_id"
+        )
+        .fetchall()
+    )
+    result: list[tuple[str, str, tuple[str, ...]]] = []
+    for session_id, session_file, others_json in rows:
+        try:
+            others = json.loads(others_json)
+        except ValueError:
+            continue
+        if not isinstance(others, list):
+            continue
+        live = _live_copies(session_id, session_file, (o for o in others if isinstance(o, str)))
+        if live:
+            result.append((session_id, session_file, live))
+    return result
 
 
 def _to_row(session_id: str, entry: SessionEntry) -> IndexedEntry:
@@ -408,6 +483,7 @@ def _incremental(
         prefix = prefix_hashes.extend(path, resume.prefix, reader.end_offset)
     except FileShrankError as exc:  # the file shrank while we read it
         raise _StateRaced from exc
+    others = _live_copies(session_id, path, resume.other_files)
     next_resume = _Resume(
         reader.resume_state,
         resume.header_start,
@@ -415,6 +491,7 @@ def _incremental(
         resume.header_version,
         torn,
         prefix,
+        others,
     )
     try:
         with store.write():
@@ -462,6 +539,7 @@ def _incremental(
         malformed_lines=state.malformed_lines,
         bytes_read=reader.end_offset - start,
         duration_ms=_elapsed_ms(started),
+        warnings=_copies_warnings(session_id, others),
     )
 
 
@@ -567,9 +645,14 @@ def _rebuild(
     if header is None:
         return _skip_empty(store, path, prior, started)
     session_id = header.session_id
+    known = repo.get_index_state(store, session_id)  # under this file or another one
     if reason is None:
-        known = repo.get_index_state(store, session_id)
         reason = REASON_PATH_CHANGED if known is not None else REASON_NO_PRIOR_STATE
+    candidates: list[str] = []
+    if known is not None:
+        known_resume = _Resume.from_json(known.resume_json)
+        candidates = [known.session_file, *(known_resume.other_files if known_resume else ())]
+    others = _live_copies(session_id, path, candidates)
     last: list[SessionEntry | None] = [first]
     compactions: list[SessionEntry] = []
 
@@ -597,6 +680,7 @@ def _rebuild(
             header.version,
             _torn_entry(reader, last[0]),
             prefix,
+            others,
         )
         return IndexState(
             session_id=session_id,
@@ -646,6 +730,7 @@ def _rebuild(
         bytes_read=reader.end_offset,
         duration_ms=_elapsed_ms(started),
         rewritten_at=rewritten_at,
+        warnings=_copies_warnings(session_id, others),
     )
 
 
@@ -668,6 +753,7 @@ def _sync_once(
     resume = _Resume.from_json(prior.resume_json)
     reason, rewritten_at = _rebuild_reason(path, prior, resume, size)
     if reason is None and size == prior.file_size:
+        others = _live_copies(prior.session_id, path, resume.other_files if resume else ())
         return SyncResult(
             prior.session_id,
             path,
@@ -678,6 +764,7 @@ def _sync_once(
             prior.malformed_lines,
             0,
             _elapsed_ms(started),
+            warnings=_copies_warnings(prior.session_id, others),
         )
     if reason is None and resume is not None:
         outcome = _incremental(store, path, prior, resume, size, progress, started, on_compactions)
