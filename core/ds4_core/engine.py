@@ -83,8 +83,9 @@ from .sessions import (
     read_all,
 )
 from .sessions.paths import PathIndex
-from .sessions.reader import SessionEntry, SessionFile, checkpoint_tail, read_header, read_more
-from .sessions.sync import SyncResult, sync_session
+from .sessions.prefix import FileShrankError, PrefixHashes, extend, first_change, hash_prefix
+from .sessions.reader import SessionEntry, SessionFile, read_header, read_more
+from .sessions.sync import SyncResult, sessions_with_copies, sync_session
 from .store import Store, open_store, resolve_database_path
 from .store import manifests as manifest_repo
 from .store import sessions as session_repo
@@ -107,16 +108,16 @@ _SESSION_CACHE_SIZE = 8
 
 @dataclass
 class _CachedSession:
-    """A parsed session file, valid while its size and mtime stay the same, with the contexts
-    built from it per leaf and their messages' token estimates (the costly part of a plan).
-    `tail` is the bytes before the parse's checkpoint (`read_more` extends the parse when the
-    file only grew)."""
+    """A parsed session file, valid while its size stays the same and its bytes hash to
+    `prefix` (size and mtime alone are not trusted: sessions.prefix), with the contexts built
+    from it per leaf and their messages' token estimates (the costly part of a plan).
+    `read_more` extends the parse when the file only grew."""
 
     size: int
     mtime_ns: int
     file: SessionFile
+    prefix: PrefixHashes
     contexts: dict[str | None, tuple[SessionContext, list[int]]] = field(default_factory=dict)
-    tail: bytes = b""
     paths: PathIndex | None = None
 
     def index(self) -> PathIndex:
@@ -389,6 +390,12 @@ class ContextEngine:
             result.malformed_lines,
             result.duration_ms,
         )
+        if result.warnings:  # (paths stay out of the log; the result and health name them)
+            log.warning(
+                "sync: session=%s warnings=%d (another file has this session id)",
+                result.session_id,
+                len(result.warnings),
+            )
         return result
 
     def _import_compactions(self, session_id: str, entries: list[SessionEntry]) -> None:
@@ -459,29 +466,41 @@ class ContextEngine:
         key = str(path)
         with self._sessions_lock:
             cached = self._sessions.get(key)
-            if cached and cached.size == stat.st_size and cached.mtime_ns == stat.st_mtime_ns:
-                self._sessions.move_to_end(key)
-                return cached
         try:
+            if (
+                cached is not None
+                and cached.size == stat.st_size
+                and first_change(path, cached.prefix) is None
+            ):
+                with self._sessions_lock:
+                    if key in self._sessions:
+                        self._sessions.move_to_end(key)
+                return cached
             parsed = None
             paths = None
             if cached is not None and stat.st_size > cached.size:
                 # Pi appends: parse only the new bytes when the old ones are unchanged, and
                 # extend the walked paths instead of walking them again.
-                parsed = read_more(path, cached.file, cached.tail)
+                parsed = read_more(path, cached.file, cached.prefix)
                 if parsed is not None and cached.paths is not None and not cached.file.torn_tail:
                     old = len(cached.file.entries)
                     paths = cached.paths.extended(parsed.entries, parsed.entries[old:])
-            if parsed is None:
+            if parsed is None or cached is None:
                 parsed = read_all(path)
-            tail = checkpoint_tail(path, parsed.checkpoint_offset)
+                prefix = hash_prefix(path, parsed.end_offset)
+            else:
+                prefix = extend(path, cached.prefix, parsed.end_offset)
+        except FileShrankError as exc:  # the file shrank between the read and the hashing
+            raise RequestError(
+                f"session.file: '{path}' changed while it was read; try again", "session.file"
+            ) from exc
         except SessionFormatError as exc:
             raise RequestError(str(exc), "session.file") from exc
         except OSError as exc:
             raise RequestError(
                 f"session.file: cannot read '{path}': {exc.strerror or exc}", "session.file"
             ) from exc
-        cached = _CachedSession(stat.st_size, stat.st_mtime_ns, parsed, tail=tail, paths=paths)
+        cached = _CachedSession(stat.st_size, stat.st_mtime_ns, parsed, prefix, paths=paths)
         with self._sessions_lock:
             self._sessions[key] = cached
             self._sessions.move_to_end(key)
@@ -1567,8 +1586,14 @@ class ContextEngine:
         notices = self.notices
         project = self.project_status()
         stale = project.get("staleSnippets") or 0
+        copies = [
+            f"session id '{sid}' is used by several files: '{indexed}' (indexed), "
+            + ", ".join(f"'{o}'" for o in others)
+            + "; they share one index and summary graph"
+            for sid, indexed, others in sessions_with_copies(store)
+        ]
         return {
-            "status": "warning" if notices or self.config_warnings or stale else "ok",
+            "status": "warning" if notices or self.config_warnings or stale or copies else "ok",
             "version": __version__,
             "schemaVersion": store.schema_version,
             "databasePath": str(self.database_path),
@@ -1583,9 +1608,12 @@ class ContextEngine:
             "notices": notices,
             "configWarnings": list(self.config_warnings),
             "project": project,
-            "warnings": [f"{stale} project snippet(s) sent to the model have changed since"]
-            if stale
-            else [],
+            "warnings": (
+                [f"{stale} project snippet(s) sent to the model have changed since"]
+                if stale
+                else []
+            )
+            + copies,
         }
 
 
@@ -1671,6 +1699,8 @@ def _sync_to_wire(result: SyncResult) -> dict[str, Any]:
         "malformedLines": result.malformed_lines,
         "bytesRead": result.bytes_read,
         "durationMs": round(result.duration_ms, 3),
+        "rewrittenAt": result.rewritten_at,
+        "warnings": list(result.warnings),
     }
 
 

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -754,6 +755,37 @@ def test_a_record_whose_children_exist_nowhere_is_imported_as_unverified(
     writer.turn(30)
     writer.turn(31)
     assert _compact(engine, writer)["summaryKind"] == "aggregate"
+
+
+@pytest.mark.parametrize("change", ["level", "time"])
+def test_a_record_breaking_the_graph_rules_is_imported_as_unverified(
+    engine: ContextEngine, tmp_path: Path, caplog: pytest.LogCaptureFixture, change: str
+) -> None:
+    """An aggregate whose level is not above its children's, or a record reusing a stored
+    node id with another time, is imported as a Pi-native node, with a warning in the log."""
+    writer = _session(tmp_path)
+    first = _compact(engine, writer)
+    writer.compaction(first["compaction"])
+    writer.turn(30)
+    writer.turn(31)
+    second = _compact(engine, writer)
+    assert second["summaryKind"] == "aggregate"
+    compaction = json.loads(json.dumps(second["compaction"]))
+    record = _record(compaction)
+    if change == "level":
+        record["graphLevel"] = 0  # its children are at level 0
+    else:
+        record["summaryId"] = _record(first["compaction"])["summaryId"]
+        record.update({k: v for k, v in _record(first["compaction"]).items() if k != "generatedAt"})
+        compaction["summary"] = first["compaction"]["summary"]
+        record["generatedAt"] = "2020-01-01T00:00:00.000Z"
+    with caplog.at_level(logging.WARNING, logger="ds4_core"):
+        entry_id = writer.compaction(compaction)
+        engine.summaries(SessionRef(str(writer.path)))
+    root = summary_repo.node_for_entry(engine.store, writer.session_id, entry_id)
+    assert root is not None and root.kind == "branch"
+    assert "untrustedDs4Record" in root.metadata
+    assert "compaction entry imported unverified" in caplog.text
 
 
 def test_a_summary_id_reused_with_another_text_keeps_the_text_the_model_saw(

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import sqlite3
 import threading
 from collections.abc import Callable, Iterator
@@ -689,3 +690,23 @@ def test_a_disabled_engine_retrieves_nothing(
         RetrieveRequest(query="theme", session=session(pi_sessions_dir, V1_LARGE))
     )
     assert result["status"] == "disabled" and result["history"] == []
+
+
+def test_a_same_size_rewrite_with_the_mtime_restored_is_planned_from_the_new_text(
+    engine: ContextEngine, pi_session_copy: Callable[[str], Path]
+) -> None:
+    """The parsed-session cache does not trust size and mtime: the rewritten text is served."""
+    path = pi_session_copy(V3)
+    ref = SessionRef(str(path), None)
+    first = engine.plan(PlanRequest(session=ref, request="next"))
+    assert any(text_of(m) == "sanitized" for m in first["messages"] if m["role"] == "user")
+    before = path.stat()
+    data = path.read_bytes()
+    at = data.index(b'"content":"sanitized"') + len(b'"content":"')
+    with open(path, "r+b") as handle:
+        handle.seek(at)
+        handle.write(b"rewritten")
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+    again = engine.plan(PlanRequest(session=ref, request="next"))
+    users = [text_of(m) for m in again["messages"] if m["role"] == "user"]
+    assert "rewritten" in users and "sanitized" not in users

@@ -199,13 +199,32 @@ def test_system_messages_in_the_kept_range_yield_to_the_compaction_system_messag
     assert context.messages[1]["role"] == "compactionSummary"
 
 
-def test_kept_system_messages_stay_without_a_compaction_system_message() -> None:
+def test_kept_system_messages_are_dropped_without_a_compaction_system_message() -> None:
+    """Pi 1.6 keeps only the non-system entries from the first kept entry, whether or not
+    the compaction carries a `systemMessage`; system messages after C stay."""
     entries = [
         _user("u1", None),
         _system("s2", "u1"),
-        _e("c1", "s2", "compaction", summary="s", firstKeptEntryId="u1", tokensBefore=1),
+        _assistant("a1", "s2"),
+        _e("c1", "a1", "compaction", summary="s", firstKeptEntryId="u1", tokensBefore=1),
+        _system("s3", "c1"),
     ]
-    assert build_session_context(entries).message_entry_ids == ["c1", "u1", "s2"]
+    context = build_session_context(entries)
+    assert context.message_entry_ids == ["c1", "u1", "a1", "s3"]
+    assert [m["role"] for m in context.messages] == [
+        "compactionSummary",
+        "user",
+        "assistant",
+        "system",
+    ]
+
+
+def test_a_custom_message_without_content_or_display_is_shaped_as_pi_does() -> None:
+    entries = [_user("u1", None), _e("m1", "u1", "custom_message", customType="ext")]
+    message = build_session_context(entries).messages[1]
+    assert message["content"] == []
+    assert "display" not in message
+    assert message["role"] == "custom" and message["customType"] == "ext"
 
 
 @pytest.mark.parametrize("first_kept", ["c1", "elsewhere", None])

@@ -8,7 +8,8 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ds4_core.sessions.reader import checkpoint_tail, read_all, read_more
+from ds4_core.sessions.prefix import hash_prefix
+from ds4_core.sessions.reader import read_all, read_more
 
 HEADER = {
     "type": "session",
@@ -87,7 +88,7 @@ def test_growing_a_file_in_pieces_reads_like_reading_it_once(
     path.write_bytes(content[: points[0]])
     parsed = read_all(path)
     for point in points[1:]:
-        tail = checkpoint_tail(path, parsed.checkpoint_offset)
+        tail = hash_prefix(path, parsed.end_offset)
         path.write_bytes(content[:point])  # appended bytes, possibly ending mid-line
         grown = read_more(path, parsed, tail)
         assert grown is not None
@@ -101,7 +102,7 @@ def test_a_rewritten_or_truncated_file_is_not_extended(tmp_path: Path) -> None:
         json.dumps(HEADER).encode() + b"\n" + _line(1, "message") + _line(2, "message")
     )
     parsed = read_all(path)
-    tail = checkpoint_tail(path, parsed.checkpoint_offset)
+    tail = hash_prefix(path, parsed.end_offset)
     path.write_bytes(json.dumps(HEADER).encode() + b"\n" + _line(1, "message"))
     assert read_more(path, parsed, tail) is None  # truncated
     path.write_bytes(
@@ -112,3 +113,18 @@ def test_a_rewritten_or_truncated_file_is_not_extended(tmp_path: Path) -> None:
         + _line(9, "message")
     )
     assert read_more(path, parsed, tail) is None  # same length or longer, different bytes
+
+
+def test_a_same_size_rewrite_far_before_the_checkpoint_is_not_extended(tmp_path: Path) -> None:
+    """A rewrite 34 KB into a longer file, then an append: read_more must not extend."""
+    path = tmp_path / "s.jsonl"
+    lines = [_line(n, "message") for n in range(1, 2000)]
+    path.write_bytes(json.dumps(HEADER).encode() + b"\n" + b"".join(lines))
+    parsed = read_all(path)
+    prefix = hash_prefix(path, parsed.end_offset)
+    data = bytearray(path.read_bytes())
+    at = data.index(b"text ", 34_000)
+    data[at : at + 4] = b"TEXT"
+    path.write_bytes(bytes(data) + _line(5000, "message"))
+    assert parsed.end_offset > 100_000
+    assert read_more(path, parsed, prefix) is None

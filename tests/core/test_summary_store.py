@@ -458,7 +458,6 @@ def test_import_commits_stored_nodes_without_changing_what_they_say(store: Store
     imported = replace(
         original,
         source_entry_ids=("zz",),
-        graph_level=4,
         lifecycle="committed",
         pi_entry_id="p0",
     )
@@ -470,6 +469,46 @@ def test_import_commits_stored_nodes_without_changing_what_they_say(store: Store
     # the session file wins over an entry id reported earlier
     assert repo.import_committed(store, [replace(imported, pi_entry_id="p-other")]) == ["s-0"]
     assert repo.node_for_entry(store, SESSION, "p-other") is not None
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "named"),
+    [
+        ("graph_level", 4, "graph level 4"),
+        ("source_hash", "h-other", "source hash 'h-other'"),
+        ("created_at", "2026-02-02T00:00:00.000Z", "time '2026-02-02T00:00:00.000Z'"),
+        ("kind", "branch", "kind 'branch'"),
+    ],
+)
+def test_import_refuses_a_reused_id_with_another_hash_level_or_time(
+    store: Store, field: str, value: object, named: str
+) -> None:
+    repo.insert_prepared(store, operation(0, None))
+    before = repo.export_graph(store, SESSION)
+    original = repo.get_node(store, SESSION, "s-0")
+    assert original is not None
+    with pytest.raises(ValueError, match="already stored .* with other fields") as caught:
+        repo.import_committed(store, [replace(original, **{field: value})])
+    assert named in str(caught.value)
+    assert repo.export_graph(store, SESSION) == before
+
+
+@pytest.mark.parametrize("level", [0, 1])
+def test_an_aggregate_not_above_its_children_is_refused_on_insert_and_import(
+    store: Store, level: int
+) -> None:
+    """Children at levels 0 and 1: the aggregate must be at level 2 or more."""
+    roots = build_chain(store, 2)  # s-0 (level 0), then a-1 (level 1) over s-0 and s-1
+    seg = segment("s-9", ("e9",), operation_id="a-9")
+    bad = aggregate("a-9", (roots[-1], "s-9"), level)
+    before = repo.export_graph(store, SESSION)
+    with pytest.raises(ValueError, match="graph_level must be above each child's") as caught:
+        repo.insert_prepared(store, [seg, bad])
+    assert "a-9 (level" in str(caught.value) and "child a-1 at level 1" in str(caught.value)
+    with pytest.raises(ValueError, match="graph_level is not above each child's"):
+        repo.import_committed(store, [replace(seg, lifecycle="committed"), bad])
+    assert repo.export_graph(store, SESSION) == before
+    repo.insert_prepared(store, [seg, aggregate("a-9", (roots[-1], "s-9"), 2)])
 
 
 def test_import_refuses_an_id_the_session_holds_with_another_text(store: Store) -> None:

@@ -244,8 +244,61 @@ def test_file_rewritten_in_place_rebuilds(store: Store, indexed_copy) -> None:
     path.write_bytes(data.replace(b'"sanitized"', b'"sanitizeD"', 1))
     bump_mtime(path)
     result = sync_session(store, path)
-    assert (result.outcome, result.reason) == ("rebuild", "file changed in place")
+    assert (result.outcome, result.reason) == ("rebuild", "in-place rewrite detected at byte 0")
+    assert result.rewritten_at == 0
     assert table(store, first.session_id) == full_read_table(path)
+
+
+def restore_stat(path: Path, before: os.stat_result) -> None:
+    """Put back atime and mtime to the nanosecond (what `cp -p` or a careful editor does)."""
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+
+
+def rewrite_same_size(path: Path, offset: int, old: bytes, new: bytes) -> None:
+    """Replace `old` (found at or after `offset`) by `new` of the same length, in place."""
+    assert len(old) == len(new)
+    data = path.read_bytes()
+    at = data.index(old, offset)
+    with open(path, "r+b") as handle:
+        handle.seek(at)
+        handle.write(new)
+
+
+def test_same_size_rewrite_with_the_mtime_restored_is_seen(store: Store, indexed_copy) -> None:
+    """Size and mtime unchanged prove nothing: the rewritten text must be served."""
+    path, first = indexed_copy(V3)
+    before = path.stat()
+    rewrite_same_size(path, 0, b'"sanitized"', b'"rewritten"')
+    restore_stat(path, before)
+    assert (path.stat().st_size, path.stat().st_mtime_ns) == (before.st_size, before.st_mtime_ns)
+    result = sync_session(store, path)
+    assert (result.outcome, result.reason) == ("rebuild", "in-place rewrite detected at byte 0")
+    assert table(store, first.session_id) == full_read_table(path)
+    assert any("rewritten" in row.searchable_text for row in load_entries(store, first.session_id))
+    assert sync_session(store, path).outcome == "noop"
+
+
+@pytest.mark.parametrize("offset", [34_000, 500_000])
+def test_a_rewrite_deep_in_a_large_file_then_an_append_is_seen(
+    store: Store, indexed_copy, offset: int
+) -> None:
+    """A 974 KB real session: rewrite an entry `offset` bytes in, append one entry, sync."""
+    path, first = indexed_copy(V1_LARGE)
+    data = path.read_bytes()
+    at = data.index(b'"text":"', offset) + len(b'"text":"')
+    old = data[at : at + 4]
+    assert b"\\" not in old and b'"' not in old
+    rewrite_same_size(path, at, old, b"QZQZ")
+    append(path, data.split(b"\n")[3] + b"\n")
+    result = sync_session(store, path)
+    block = at - at % (64 * 1024)
+    assert (result.outcome, result.reason, result.rewritten_at) == (
+        "rebuild",
+        f"in-place rewrite detected at byte {block}",
+        block,
+    )
+    assert table(store, first.session_id) == full_read_table(path)
+    assert any("QZQZ" in row.searchable_text for row in load_entries(store, first.session_id))
 
 
 def test_changed_header_rebuilds(store: Store, indexed_copy) -> None:
@@ -263,7 +316,7 @@ def test_edit_before_the_checkpoint_rebuilds(store: Store, indexed_copy) -> None
     path.write_bytes(data.replace(b'"sanitized"', b'"sanitizeD"', 1))
     append(path, v3_line("n1", "e1", "x"))
     result = sync_session(store, path)
-    assert (result.outcome, result.reason) == ("rebuild", "checkpoint hash mismatch")
+    assert (result.outcome, result.reason) == ("rebuild", "in-place rewrite detected at byte 0")
     assert table(store, first.session_id) == full_read_table(path)
 
 
@@ -274,6 +327,17 @@ def test_missing_checkpoint_hash_rebuilds(store: Store, indexed_copy) -> None:
     append(path, v3_line("n1", "e1", "x"))
     result = sync_session(store, path)
     assert (result.outcome, result.reason) == ("rebuild", "checkpoint hash missing")
+
+
+def test_a_state_without_prefix_hashes_rebuilds_once(store: Store, indexed_copy) -> None:
+    path, first = indexed_copy(V3)
+    with store.write() as conn:
+        conn.execute(
+            "UPDATE session_index_state SET resume_json = json_remove(resume_json, '$.prefix')"
+        )
+    result = sync_session(store, path)
+    assert (result.outcome, result.reason) == ("rebuild", "prefix hashes missing")
+    assert sync_session(store, path).outcome == "noop"
 
 
 def test_moved_session_file_rebuilds_under_the_new_path(
@@ -343,9 +407,20 @@ def test_a_torn_tail_that_turns_into_something_else_rebuilds(store: Store, pi_se
     path.write_bytes(data + v3_line("n1", "e1", "torn")[:-1])
     first = sync_session(store, path)
     assert first.entries_total == 9
-    path.write_bytes(data + v3_line("n2", "e1", "something else entirely"))
+    append(path, b" \n" + v3_line("n2", "e1", "after"))  # the torn line's bytes now differ
     result = sync_session(store, path)
     assert (result.outcome, result.reason) == ("rebuild", "file grew after an unterminated tail")
+    assert table(store, first.session_id) == full_read_table(path)
+
+
+def test_a_rewritten_torn_tail_is_an_in_place_rewrite(store: Store, pi_session_copy) -> None:
+    path = pi_session_copy(V3)
+    data = path.read_bytes()
+    path.write_bytes(data + v3_line("n1", "e1", "torn")[:-1])
+    first = sync_session(store, path)
+    path.write_bytes(data + v3_line("n2", "e1", "something else entirely"))
+    result = sync_session(store, path)
+    assert (result.outcome, result.reason) == ("rebuild", "in-place rewrite detected at byte 0")
     assert table(store, first.session_id) == full_read_table(path)
 
 
@@ -482,6 +557,66 @@ def test_any_append_sequence_indexes_like_one_read(case: tuple[bytes, list[int]]
             )
 
 
+def _all_rows(store: Store) -> list[tuple[object, ...]]:
+    assert_fts_consistent(store)
+    return (
+        store.connection()
+        .execute(
+            "SELECT session_id, entry_key, parent_id, entry_type, role, seq, line_number, "
+            "content_hash, searchable_text FROM entries ORDER BY session_id, entry_key"
+        )
+        .fetchall()
+    )
+
+
+@pytest.mark.skipif(not GROWTH_SOURCES, reason="Pi session fixtures not found")
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    data=st.sampled_from(GROWTH_SOURCES),
+    edits=st.lists(
+        st.tuples(
+            st.floats(min_value=0, max_value=1, exclude_max=True),
+            st.binary(min_size=1, max_size=6).filter(lambda b: b != b"")
+            | st.sampled_from([b"X", b"\n", b'"', b"}", b"{", b"\xc3"]),
+        ),
+        min_size=1,
+        max_size=3,
+    ),
+    appended=st.sampled_from([b"", b"\n", b"not json\n"]),
+)
+def test_any_in_place_rewrite_then_sync_indexes_like_a_fresh_index(
+    data: bytes, edits: list[tuple[float, bytes]], appended: bytes
+) -> None:
+    """Mutate bytes of the indexed prefix in place (same size, mtime restored), maybe append,
+    sync: the index equals a fresh full index of the final file (or both reject it)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        path = root / "session.jsonl"
+        path.write_bytes(data)
+        with open_store(root / "synced.db") as synced, open_store(root / "fresh.db") as fresh:
+            sync_session(synced, path)
+            before = path.stat()
+            mutated = bytearray(data)
+            for where, new in edits:
+                at = min(int(where * len(data)), len(data) - len(new))
+                if at >= 0:
+                    mutated[at : at + len(new)] = new
+            path.write_bytes(bytes(mutated))
+            restore_stat(path, before)
+            append(path, appended)
+            if appended:
+                restore_stat(path, before)
+            try:
+                expected = sync_session(fresh, path)
+            except (NotAPiSessionError, UnsupportedSessionVersionError) as exc:
+                with pytest.raises(type(exc)):
+                    sync_session(synced, path)
+                return
+            result = sync_session(synced, path)
+            assert result.session_id == expected.session_id
+            assert _all_rows(synced) == _all_rows(fresh)
+
+
 def test_concurrent_syncs_of_one_file_agree(store: Store, indexed_copy) -> None:
     import threading
 
@@ -514,3 +649,39 @@ def test_sync_inside_a_callers_write_does_not_deadlock(
         result = sync_session(store, path)
     assert result.entries_total == 8
     assert table(store, result.session_id) == full_read_table(path)
+
+
+# --- copies of one session file ---------------------------------------------------------
+
+
+def test_two_copies_of_one_session_warn_that_they_share_an_id(
+    store: Store, pi_session_copy, tmp_path: Path
+) -> None:
+    original = pi_session_copy(V3)
+    copy = tmp_path / "copy" / "same-session.jsonl"
+    copy.parent.mkdir()
+    shutil.copyfile(original, copy)
+    first = sync_session(store, original)
+    assert first.warnings == ()
+    second = sync_session(store, copy)
+    assert second.session_id == first.session_id
+    assert len(second.warnings) == 1 and str(original) in second.warnings[0]
+    assert "share one index and summary graph" in second.warnings[0]
+    assert sync_module.sessions_with_copies(store) == [
+        (first.session_id, str(copy), (str(original),))
+    ]
+    assert str(copy) in sync_session(store, original).warnings[0]  # and back again
+    append(original, v3_line("n1", "e8", "more"))
+    assert str(copy) in sync_session(store, original).warnings[0]  # incremental
+    assert str(copy) in sync_session(store, original).warnings[0]  # noop
+    copy.unlink()
+    assert sync_session(store, original).warnings == ()
+    assert sync_module.sessions_with_copies(store) == []
+
+
+def test_a_moved_session_file_is_not_a_copy(store: Store, indexed_copy, tmp_path: Path) -> None:
+    path, first = indexed_copy(V3)
+    moved = tmp_path / "moved.jsonl"
+    shutil.move(path, moved)
+    assert sync_session(store, moved).warnings == ()
+    assert sync_module.sessions_with_copies(store) == []

@@ -96,3 +96,19 @@ async def test_a_plan_sent_while_the_index_rebuilds_is_answered_before_it_ends(
     assert not any(isinstance(r, types.WorkDoneProgressEnd) for r in progress_when_planned)
     assert rebuilt["sessions"] == len(indexed_sessions)
     assert_complete(client.progress_reports[token])
+
+
+async def test_health_warns_when_two_files_carry_one_session_id(
+    client: LanguageClient, session_file: Path, tmp_path: Path
+) -> None:
+    """Two copies of one session (same session id) share one index and summary graph: the
+    health report says so, naming both files."""
+    copy = tmp_path / "elsewhere" / session_file.name
+    copy.parent.mkdir()
+    copy.write_bytes(session_file.read_bytes())
+    for path in (session_file, copy):
+        await request(client, "ds4/retrieve", {"session": {"file": str(path)}, "query": "theme"})
+    result = await execute(client, "ds4.health")
+    assert result["status"] == "warning"
+    (warning,) = [w for w in result["warnings"] if "session id" in w]
+    assert str(copy) in warning and str(session_file) in warning

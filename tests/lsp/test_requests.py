@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 from lsp_helpers import SESSION_ID, plan_params, request
@@ -103,3 +104,24 @@ async def test_manifest_is_returned_by_id_and_as_the_latest_of_its_session(
     assert marker not in json.dumps(by_id)  # metadata only, never content
     full = await request(client, "ds4/manifest", {"id": planned["manifestId"], "view": "full"})
     assert full["id"] == planned["manifestId"]
+
+
+async def test_retrieve_serves_text_rewritten_in_place_with_size_and_mtime_kept(
+    client: LanguageClient, session_file: Path
+) -> None:
+    """Rewrite an entry 34 KB into the 974 KB session (same size, mtime restored to the ns):
+    the next request re-indexes it and finds the new text."""
+    query = {"session": {"file": str(session_file)}, "query": "zqxrewrittenword", "maxResults": 3}
+    first = await request(client, "ds4/retrieve", query)
+    assert first["history"] == []
+    before = session_file.stat()
+    data = session_file.read_bytes()
+    at = data.index(b'"text":"', 34_000) + len(b'"text":"')
+    new = b" zqxrewrittenword "
+    assert b"\\" not in data[at : at + len(new)] and b'"' not in data[at : at + len(new)]
+    with open(session_file, "r+b") as handle:
+        handle.seek(at)
+        handle.write(new)
+    os.utime(session_file, ns=(before.st_atime_ns, before.st_mtime_ns))
+    again = await request(client, "ds4/retrieve", query)
+    assert any("zqxrewrittenword" in hit["excerpt"] for hit in again["history"])

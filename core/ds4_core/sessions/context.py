@@ -13,13 +13,16 @@ Implements pi-session-format.md 6 (`getBranch`, `buildSessionContext`):
    (`provider`, `model`).
 4. Last compaction C on the path: context entries are C, then the path from
    `C.firstKeptEntryId` up to C (nothing when that id is not before C on the path, e.g. a
-   retain-none compaction naming itself; system-role messages there are dropped when C carries
-   a `systemMessage`), then everything after C. Older compactions emit nothing.
+   retain-none compaction naming itself; system-role messages there are always dropped, with
+   or without a `systemMessage` on C, as Pi 1.6 `buildSessionContext` keeps only the
+   non-system entries of the kept range), then everything after C. Older compactions emit
+   nothing.
 5. `context_edit`: for each target the last edit among the context entries wins; `null` drops
    the target, `{content}` replaces its content.
 6. Entry -> messages: `message` -> its message; C -> `[systemMessage?, compactionSummary]`;
-   `branch_summary` with a non-empty summary -> `branchSummary`; `custom_message` -> `custom`;
-   everything else -> nothing.
+   `branch_summary` with a non-empty summary -> `branchSummary`; `custom_message` -> `custom`
+   (`content` `[]` when the entry has none, `display` only when the entry has it, as Pi copies
+   the fields and `JSON.stringify` omits undefined ones); everything else -> nothing.
 
 `bashExecution` messages are kept even with `excludeFromContext: true`: Pi drops them only when
 converting to LLM messages (`convertToLlm`), which is the caller's concern.
@@ -222,8 +225,7 @@ def _context_entries(path: list[SessionEntry]) -> tuple[list[SessionEntry], Sess
             if path[index].entry_id == first_kept_id:
                 kept = path[index:compaction_index]
                 break
-    if kept and type(compaction.data.get("systemMessage")) is dict:
-        kept = [entry for entry in kept if _message_role(entry) != "system"]
+    kept = [entry for entry in kept if _message_role(entry) != "system"]
     return [compaction, *kept, *path[compaction_index + 1 :]], compaction
 
 
@@ -340,9 +342,10 @@ def context_for_path(path: list[SessionEntry], thinking_level: str | None = None
             message = {
                 "role": "custom",
                 "customType": data.get("customType"),
-                "content": "" if content is None else content,
-                "display": data.get("display", False),
+                "content": [] if content is None else content,
             }
+            if "display" in data:
+                message["display"] = data["display"]
             if "details" in data:
                 message["details"] = data["details"]
             message["timestamp"] = iso_to_ms(entry.timestamp)

@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple, TypeGuard
 
 from ds4_core.sessions.jsonl import DEFAULT_CHUNK_SIZE, RawLine, StrPath, iter_raw_lines
+from ds4_core.sessions.prefix import PrefixHashes, first_change
 
 CURRENT_SESSION_VERSION = 3
 """Highest Pi session format version this reader understands (pi-session-format.md 7)."""
@@ -598,27 +599,19 @@ def read_all(path: StrPath) -> SessionFile:
     )
 
 
-PREFIX_CHECK_BYTES = 4096
-"""Bytes before the checkpoint compared by `read_more` to confirm the file only grew."""
-
-
-def checkpoint_tail(path: StrPath, checkpoint_offset: int) -> bytes:
-    """The last `PREFIX_CHECK_BYTES` (or fewer) bytes before `checkpoint_offset` in `path`."""
-    start = max(0, checkpoint_offset - PREFIX_CHECK_BYTES)
-    with open(path, "rb") as handle:
-        handle.seek(start)
-        return handle.read(checkpoint_offset - start)
-
-
-def read_more(path: StrPath, previous: SessionFile, previous_tail: bytes) -> SessionFile | None:
+def read_more(
+    path: StrPath, previous: SessionFile, previous_prefix: PrefixHashes
+) -> SessionFile | None:
     """`previous` extended by what was appended to `path` since it was read, or None when the
     file did not simply grow (then read it again with `read_all`).
 
-    The file only grew when it is at least `previous.end_offset` bytes long and the bytes just
-    before `previous.checkpoint_offset` still equal `previous_tail` (from `checkpoint_tail`;
-    Pi only ever appends, pi-session-format.md 8). A torn final line of `previous` is dropped
-    and read again from the checkpoint. Statistics are the sums over both reads;
-    `duplicate_ids` counts only duplicates within each read (consumers use last-wins anyway).
+    The file only grew when every byte `previous` read is unchanged: `previous_prefix` (from
+    `prefix.hash_prefix(path, previous.end_offset)` right after the read) must cover
+    `previous.end_offset` bytes and `prefix.first_change` must find no changed block (the whole
+    prefix is re-hashed; Pi only ever appends, pi-session-format.md 8, but other tools rewrite
+    in place and may keep size and mtime). A torn final line of `previous` is dropped and read
+    again from the checkpoint. Statistics are the sums over both reads; `duplicate_ids` counts
+    only duplicates within each read (consumers use last-wins anyway).
 
     Raises the errors of `SessionReader.entries()`.
     """
@@ -628,9 +621,9 @@ def read_more(path: StrPath, previous: SessionFile, previous_tail: bytes) -> Ses
         size = os.stat(path).st_size
     except OSError:
         return None
-    if size < previous.end_offset:
+    if size < previous.end_offset or previous_prefix.length != previous.end_offset:
         return None
-    if checkpoint_tail(path, previous.checkpoint_offset) != previous_tail:
+    if first_change(path, previous_prefix) is not None:
         return None
     reader = SessionReader(
         path,

@@ -9,15 +9,27 @@ Outcomes of `sync_session`:
 
 * `skipped`, reason "empty session file": the file is empty (or holds only blank lines / an
   unfinished first line). Nothing is stored, and an earlier index of that file is removed.
-* `noop`: size and mtime are unchanged.
+* `noop`: the file has the size last read and every byte read before is unchanged.
 * `incremental`: the file only grew after the checkpoint. The new lines are read from the
   checkpoint (with the stored header and `ResumeState`, so `seq`, line numbers and v1 ids
   continue) and appended in one write transaction.
 * `rebuild`: everything is re-read and replaced in one write transaction, for one of the
   reasons of ds4-reference.md 3.12: `forced`, `no prior state`, `session file path changed`,
-  `header hash changed`, `file truncated`, `file changed in place` (same size, other mtime),
-  `checkpoint hash missing`, `checkpoint hash mismatch`, `entry changed` (an indexed entry id
-  reappears with different bytes), `file grew after an unterminated tail` (see below).
+  `header hash changed`, `file truncated`, `in-place rewrite detected at byte N` (see below),
+  `prefix hashes missing`, `checkpoint hash missing`, `checkpoint hash mismatch`, `entry
+  changed` (an indexed entry id reappears with different bytes), `file grew after an
+  unterminated tail` (see below).
+
+In-place rewrites. Size and mtime are not trusted: a file rewritten with the same size and its
+mtime restored, or rewritten anywhere and then appended to, looks unchanged or merely grown. So
+every sync, including one that ends as `noop`, re-hashes the **whole** indexed prefix
+`[0, file_size)` against the per-64 KiB-block sha256 hashes stored with the state
+(`sessions.prefix`; no sampling). When a block differs the session is re-indexed fully (the
+upserting rebuild costs no FTS work for unchanged entries) with the reason
+`in-place rewrite detected at byte N`, N being the start of the first changed block, also
+returned as `SyncResult.rewritten_at`. Cost: about 1 ms per MB of session file per sync
+(bench/session_index.py, "no-op sync"). A state stored before these hashes existed rebuilds
+once (`prefix hashes missing`).
 
 Torn tails. A final line without `\\n` is indexed when it parses, but the checkpoint stays
 before it, so the next sync reads it again. ds4 rebuilds whenever a file grows after an
@@ -27,6 +39,13 @@ Pi completes a torn line by appending `\\n` (pi-session-format.md 8.1), which le
 and so its hash, unchanged: an agent writing while we read costs one incremental step, not a
 rebuild of a possibly huge file. Everything before the checkpoint is covered by the checkpoint
 hash as in ds4.
+
+Copies of one session file. The index is keyed by session id (the header's `id`): two files
+with the same id (a `cp` of a session, a restored backup beside the original) share one index
+and one summary graph, and each sync of the other file rebuilds it under that file ("session
+file path changed"). They are not kept apart; each sync result carries a warning naming the
+other live copies (still readable, same session id), and `sessions_with_copies` lists them for
+the health report. The other copies' paths are kept in `resume_json` (`otherFiles`).
 
 Duplicate entry ids within a file resolve last-wins (pi-session-format.md 8.8): a full read
 keeps the last occurrence; an incremental read that meets an indexed id again with identical
@@ -52,17 +71,21 @@ import os
 import queue
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from ds4_core.sessions import prefix as prefix_hashes
 from ds4_core.sessions.jsonl import iter_raw_lines
+from ds4_core.sessions.prefix import FileShrankError, PrefixHashes
 from ds4_core.sessions.reader import (
     HEADER_SEARCH_BYTES,
     ResumeState,
     SessionEntry,
+    SessionFormatError,
     SessionHeader,
     SessionReader,
+    read_header,
 )
 from ds4_core.sessions.searchable import entry_role, searchable_text
 from ds4_core.store import sessions as repo
@@ -99,7 +122,8 @@ REASON_NO_PRIOR_STATE = "no prior state"
 REASON_PATH_CHANGED = "session file path changed"
 REASON_HEADER_CHANGED = "header hash changed"
 REASON_TRUNCATED = "file truncated"
-REASON_CHANGED_IN_PLACE = "file changed in place"
+REASON_REWRITTEN_IN_PLACE = "in-place rewrite detected at byte {offset}"
+REASON_PREFIX_HASHES_MISSING = "prefix hashes missing"
 REASON_GREW_AFTER_TORN_TAIL = "file grew after an unterminated tail"
 REASON_CHECKPOINT_HASH_MISSING = "checkpoint hash missing"
 REASON_CHECKPOINT_HASH_MISMATCH = "checkpoint hash mismatch"
@@ -123,6 +147,11 @@ class SyncResult:
             3.12); an unfinished final line is not counted.
         bytes_read: bytes of session file read by the entry reader in this call.
         duration_ms: wall time of the call in ms.
+        rewritten_at: when bytes indexed before were found rewritten in place, the byte offset
+            of the first changed 64 KiB block (the reason then reads
+            `in-place rewrite detected at byte N`); else `None`.
+        warnings: human-readable warnings, e.g. that other files carry the same session id
+            (module docstring, "Copies of one session file"); empty when all is well.
     """
 
     session_id: str | None
@@ -134,6 +163,8 @@ class SyncResult:
     malformed_lines: int
     bytes_read: int
     duration_ms: float
+    rewritten_at: int | None = None
+    warnings: tuple[str, ...] = ()
 
 
 CompactionHook = Callable[[str, list[SessionEntry]], None]
@@ -159,6 +190,8 @@ class _Resume:
     header_length: int
     header_version: int
     torn: tuple[str, str, int] | None  # (entry_id, content_hash, seq) indexed from a torn tail
+    prefix: PrefixHashes | None  # hashes of [0, file_size) as indexed
+    other_files: tuple[str, ...] = ()  # other live files with this session id
 
     def to_json(self) -> str:
         return json.dumps(
@@ -175,6 +208,8 @@ class _Resume:
                     if self.torn is None
                     else {"id": self.torn[0], "contentHash": self.torn[1], "seq": self.torn[2]}
                 ),
+                "prefix": None if self.prefix is None else self.prefix.to_json(),
+                "otherFiles": list(self.other_files),
             },
             separators=(",", ":"),
         )
@@ -188,6 +223,9 @@ class _Resume:
                 return None
             header = obj["header"]
             torn = obj.get("tornEntry")
+            others = obj.get("otherFiles", [])
+            if not isinstance(others, list) or not all(isinstance(o, str) for o in others):
+                others = []
             torn_value = None
             if torn is not None:
                 torn_value = (str(torn["id"]), str(torn["contentHash"]), int(torn["seq"]))
@@ -197,9 +235,68 @@ class _Resume:
                 header_length=int(header["length"]),
                 header_version=int(header["version"]),
                 torn=torn_value,
+                prefix=PrefixHashes.from_json(obj.get("prefix")),
+                other_files=tuple(others),
             )
         except (ValueError, KeyError, TypeError):
             return None
+
+
+def _live_copies(session_id: str, path: str, candidates: Iterable[str]) -> tuple[str, ...]:
+    """The files among `candidates` other than `path` that still exist, are not `path` under
+    another name, and still carry `session_id` in their header (unreadable ones are left out).
+    Costs one header read per candidate."""
+    found: dict[str, None] = {}
+    for other in candidates:
+        if other == path or other in found:
+            continue
+        try:
+            if os.path.samefile(other, path):
+                continue
+            header = read_header(other)
+        except (OSError, SessionFormatError):
+            continue
+        if header is not None and header.session_id == session_id:
+            found[other] = None
+    return tuple(found)
+
+
+def _copies_warnings(session_id: str, others: Sequence[str]) -> tuple[str, ...]:
+    if not others:
+        return ()
+    return (
+        f"session id '{session_id}' is also the id of {len(others)} other file(s): "
+        + ", ".join(f"'{o}'" for o in others)
+        + "; copies of one session share one index and summary graph (the file synced last is "
+        "indexed); give each copy its own session id (e.g. Pi's /fork) or keep one copy",
+    )
+
+
+def sessions_with_copies(store: Store) -> list[tuple[str, str, tuple[str, ...]]]:
+    """`(session_id, indexed file, other live files with that id)` for every indexed session
+    whose id was also met in another file that still carries it (see the module docstring).
+    One query over `session_index_state` plus a header read per recorded copy."""
+    rows = (
+        store.connection()
+        .execute(
+            "SELECT session_id, session_file, json_extract(resume_json, '$.otherFiles') "
+            "FROM session_index_state WHERE json_valid(resume_json) AND "
+            "json_array_length(resume_json, '$.otherFiles') > 0 ORDER BY session_id"
+        )
+        .fetchall()
+    )
+    result: list[tuple[str, str, tuple[str, ...]]] = []
+    for session_id, session_file, others_json in rows:
+        try:
+            others = json.loads(others_json)
+        except ValueError:
+            continue
+        if not isinstance(others, list):
+            continue
+        live = _live_copies(session_id, session_file, (o for o in others if isinstance(o, str)))
+        if live:
+            result.append((session_id, session_file, live))
+    return result
 
 
 def _to_row(session_id: str, entry: SessionEntry) -> IndexedEntry:
@@ -278,26 +375,36 @@ def _torn_entry(reader: SessionReader, last: SessionEntry | None) -> tuple[str, 
     return None
 
 
-def _rebuild_reason(path: str, prior: IndexState, resume: _Resume | None, size: int) -> str | None:
-    """The ds4-reference.md 3.12 reason to rebuild from `prior`, or `None` to go incremental."""
+def _rebuild_reason(
+    path: str, prior: IndexState, resume: _Resume | None, size: int
+) -> tuple[str | None, int | None]:
+    """`(reason, rewritten_at)`: the reason to rebuild from `prior` (ds4-reference.md 3.12 plus
+    the whole-prefix check), or `(None, None)` when the indexed bytes are unchanged (then the
+    sync is a no-op when `size == prior.file_size`, else incremental). `rewritten_at` is the
+    first changed block's offset for an in-place rewrite, else `None`."""
     if resume is None:
-        return REASON_NO_PRIOR_STATE
+        return REASON_NO_PRIOR_STATE, None
     if resume.header_length < 0:
-        return REASON_HEADER_CHANGED
+        return REASON_HEADER_CHANGED, None
     header_bytes = _read_range(path, resume.header_start, resume.header_length)
     if hashlib.sha256(header_bytes).hexdigest() != prior.header_hash:
-        return REASON_HEADER_CHANGED
+        return REASON_HEADER_CHANGED, None
     if size < prior.file_size:
-        return REASON_TRUNCATED
+        return REASON_TRUNCATED, None
+    if resume.prefix is None or resume.prefix.length != prior.file_size:
+        return REASON_PREFIX_HASHES_MISSING, None
+    changed = prefix_hashes.first_change(path, resume.prefix)
+    if changed is not None:
+        return REASON_REWRITTEN_IN_PLACE.format(offset=changed), changed
     if size == prior.file_size:
-        return REASON_CHANGED_IN_PLACE
+        return None, None
     if prior.checkpoint_hash is None or prior.checkpoint_hash_start is None:
-        return REASON_CHECKPOINT_HASH_MISSING
+        return REASON_CHECKPOINT_HASH_MISSING, None
     start = prior.checkpoint_hash_start
     data = _read_range(path, start, prior.checkpoint_offset - start)
     if hashlib.sha256(data).hexdigest() != prior.checkpoint_hash:
-        return REASON_CHECKPOINT_HASH_MISMATCH
-    return None
+        return REASON_CHECKPOINT_HASH_MISMATCH, None
+    return None, None
 
 
 def _stored_header(store: Store, prior: IndexState, resume: _Resume) -> SessionHeader | None:
@@ -370,8 +477,21 @@ def _incremental(
     checkpoint = reader.checkpoint_offset
     hash_start, hash_hex = _checkpoint_hash(path, checkpoint)
     torn = _torn_entry(reader, last)
+    if resume.prefix is None:
+        return REASON_PREFIX_HASHES_MISSING
+    try:
+        prefix = prefix_hashes.extend(path, resume.prefix, reader.end_offset)
+    except FileShrankError as exc:  # the file shrank while we read it
+        raise _StateRaced from exc
+    others = _live_copies(session_id, path, resume.other_files)
     next_resume = _Resume(
-        reader.resume_state, resume.header_start, resume.header_length, resume.header_version, torn
+        reader.resume_state,
+        resume.header_start,
+        resume.header_length,
+        resume.header_version,
+        torn,
+        prefix,
+        others,
     )
     try:
         with store.write():
@@ -419,6 +539,7 @@ def _incremental(
         malformed_lines=state.malformed_lines,
         bytes_read=reader.end_offset - start,
         duration_ms=_elapsed_ms(started),
+        warnings=_copies_warnings(session_id, others),
     )
 
 
@@ -509,6 +630,7 @@ def _rebuild(
     progress: ProgressCallback | None,
     started: float,
     on_compactions: CompactionHook | None = None,
+    rewritten_at: int | None = None,
 ) -> SyncResult:
     """Read the whole file and replace the session's rows; `reason=None` means "decide".
 
@@ -523,9 +645,14 @@ def _rebuild(
     if header is None:
         return _skip_empty(store, path, prior, started)
     session_id = header.session_id
+    known = repo.get_index_state(store, session_id)  # under this file or another one
     if reason is None:
-        known = repo.get_index_state(store, session_id)
         reason = REASON_PATH_CHANGED if known is not None else REASON_NO_PRIOR_STATE
+    candidates: list[str] = []
+    if known is not None:
+        known_resume = _Resume.from_json(known.resume_json)
+        candidates = [known.session_file, *(known_resume.other_files if known_resume else ())]
+    others = _live_copies(session_id, path, candidates)
     last: list[SessionEntry | None] = [first]
     compactions: list[SessionEntry] = []
 
@@ -542,12 +669,18 @@ def _rebuild(
         _size_after, mtime_after = _stat(path)
         hash_start, hash_hex = _checkpoint_hash(path, reader.checkpoint_offset)
         header_start, header_length = _header_span(path, header.header_hash)
+        try:
+            prefix = prefix_hashes.hash_prefix(path, reader.end_offset)
+        except FileShrankError as exc:  # the file shrank while we read it
+            raise _StateRaced from exc
         resume = _Resume(
             reader.resume_state,
             header_start,
             header_length,
             header.version,
             _torn_entry(reader, last[0]),
+            prefix,
+            others,
         )
         return IndexState(
             session_id=session_id,
@@ -596,6 +729,8 @@ def _rebuild(
         malformed_lines=reader.malformed_lines,
         bytes_read=reader.end_offset,
         duration_ms=_elapsed_ms(started),
+        rewritten_at=rewritten_at,
+        warnings=_copies_warnings(session_id, others),
     )
 
 
@@ -607,7 +742,7 @@ def _sync_once(
     started: float,
     on_compactions: CompactionHook | None,
 ) -> SyncResult:
-    size, mtime_ms = _stat(path)
+    size, _mtime_ms = _stat(path)
     prior = repo.index_state_for_file(store, path)
     if size == 0:
         return _skip_empty(store, path, prior, started)
@@ -615,7 +750,10 @@ def _sync_once(
         return _rebuild(store, path, REASON_FORCED, prior, size, progress, started, on_compactions)
     if prior is None:
         return _rebuild(store, path, None, None, size, progress, started, on_compactions)
-    if prior.file_size == size and prior.file_mtime_ms == mtime_ms:
+    resume = _Resume.from_json(prior.resume_json)
+    reason, rewritten_at = _rebuild_reason(path, prior, resume, size)
+    if reason is None and size == prior.file_size:
+        others = _live_copies(prior.session_id, path, resume.other_files if resume else ())
         return SyncResult(
             prior.session_id,
             path,
@@ -626,15 +764,16 @@ def _sync_once(
             prior.malformed_lines,
             0,
             _elapsed_ms(started),
+            warnings=_copies_warnings(prior.session_id, others),
         )
-    resume = _Resume.from_json(prior.resume_json)
-    reason = _rebuild_reason(path, prior, resume, size)
     if reason is None and resume is not None:
         outcome = _incremental(store, path, prior, resume, size, progress, started, on_compactions)
         if isinstance(outcome, SyncResult):
             return outcome
         reason = outcome
-    return _rebuild(store, path, reason, prior, size, progress, started, on_compactions)
+    return _rebuild(
+        store, path, reason, prior, size, progress, started, on_compactions, rewritten_at
+    )
 
 
 def sync_session(

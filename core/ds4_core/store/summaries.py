@@ -13,7 +13,8 @@ Rules (docs/compaction.md "Graph rules", "Storage"; ds4-reference.md 3.11 v5/v6 
   `operation_id` (the summary id of the operation's root) and is committed or failed together
   (within its session).
 * Children are stored before their parents (a child must already exist in the same session or
-  come earlier in the same batch), so the graph is acyclic by construction. A batch
+  come earlier in the same batch), so the graph is acyclic by construction, and a parent's
+  `graph_level` is above every child's (checked on insert and on import). A batch
   (`insert_prepared`, `import_committed`) belongs to one session.
 * Every call costs O(its batch) (primary-key and index lookups only), never O(graph), except
   `session_nodes`, `export_graph`, `counts` and `fail_leftover_prepared`, which read what they
@@ -176,6 +177,41 @@ def _stored_ids(conn: sqlite3.Connection, session_id: str, ids: Iterable[str]) -
     return found
 
 
+def _stored_levels(conn: sqlite3.Connection, session_id: str, ids: Iterable[str]) -> dict[str, int]:
+    """`{summary_id: graph_level}` of the ids among `ids` stored for `session_id`."""
+    found: dict[str, int] = {}
+    for chunk in _chunks(dict.fromkeys(ids)):
+        rows = conn.execute(
+            "SELECT summary_id, graph_level FROM summaries WHERE session_id = ? AND summary_id "
+            f"IN ({', '.join('?' * len(chunk))})",
+            [session_id, *chunk],
+        ).fetchall()
+        found.update((row[0], int(row[1])) for row in rows)
+    return found
+
+
+def _level_violations(
+    nodes: Sequence[SummaryNode], stored: dict[str, int], skip: set[str] | None = None
+) -> list[str]:
+    """`id (level L, child C at level K)` for each node of `nodes` (not in `skip`) whose
+    `graph_level` is not above a child's level. A child's level is the stored one, else that
+    of its node earlier in `nodes`; children found nowhere are `_missing_children`' concern."""
+    levels = dict(stored)
+    bad: list[str] = []
+    for node in nodes:
+        if skip is None or node.summary_id not in skip:
+            for child in node.child_ids:
+                level = levels.get(child)
+                if level is not None and node.graph_level <= level:
+                    bad.append(
+                        f"{node.summary_id} (level {node.graph_level}, child {child} at "
+                        f"level {level})"
+                    )
+                    break
+        levels.setdefault(node.summary_id, node.graph_level)
+    return bad
+
+
 def _missing_children(
     nodes: Sequence[SummaryNode], stored: set[str], skip: set[str] | None = None
 ) -> list[str]:
@@ -234,9 +270,10 @@ def insert_prepared(
     Raises:
         ValueError: before anything is written, when the nodes belong to several sessions, a
             node id is repeated in the batch or already stored for the session, a child is
-            neither stored for the session nor earlier in the batch, a field violates the
-            schema (empty id or session, kind, level, validation status, self-edge), or the
-            metadata is not JSON-ready. The message names the ids.
+            neither stored for the session nor earlier in the batch, a node's `graph_level` is
+            not above each child's, a field violates the schema (empty id or session, kind,
+            level, validation status, self-edge), or the metadata is not JSON-ready. The
+            message names the ids.
         sqlite3.IntegrityError: e.g. a `pi_entry_id` already used by another node of the
             session (prepared nodes normally have none).
     """
@@ -263,11 +300,17 @@ def insert_prepared(
                 "immutable; make new ids): " + ", ".join(i for i in batch_ids if i in already)
             )
         children = {c for node in nodes for c in node.child_ids} - seen
-        missing = _missing_children(nodes, _stored_ids(conn, session_id, children))
+        child_levels = _stored_levels(conn, session_id, children)
+        missing = _missing_children(nodes, set(child_levels))
         if missing:
             raise ValueError(
                 "summary children must be stored (in the same session) before their parents; "
                 "missing: " + ", ".join(missing)
+            )
+        too_low = _level_violations(nodes, child_levels)
+        if too_low:
+            raise ValueError(
+                "a summary node's graph_level must be above each child's: " + ", ".join(too_low)
             )
         for node in nodes:
             _write_node(conn, node, "prepared")
@@ -439,8 +482,10 @@ def import_committed(store: Store, nodes: Sequence[SummaryNode]) -> list[str]:
             node to insert has a child that is neither stored for the session nor earlier in
             `nodes` (the message names the ids; the caller logs it and skips that compaction
             entry, so import entry by entry), or a node to insert violates the schema or has
-            metadata that is not JSON-ready; or (rolling back) when a node's id is already held
-            in the session with another text (the caller then imports the entry as untrusted).
+            metadata that is not JSON-ready, or a node to insert has a `graph_level` not above
+            each child's; or (rolling back) when a node's id is already held in the session
+            with another text, kind, source hash, graph level or time (a reused id must match
+            exactly; the caller then imports the entry as an unverified Pi-native node).
     """
     if not nodes:
         return []
@@ -458,11 +503,18 @@ def import_committed(store: Store, nodes: Sequence[SummaryNode]) -> list[str]:
                 seen.add(node.summary_id)
         children = {c for node in nodes for c in node.child_ids} - set(ids)
         skip = {node.summary_id for node in nodes} - to_insert
-        missing = _missing_children(nodes, stored | _stored_ids(conn, session_id, children), skip)
+        levels = _stored_levels(conn, session_id, stored | children)
+        missing = _missing_children(nodes, stored | set(levels), skip)
         if missing:
             raise ValueError(
                 "cannot import summary nodes whose children exist nowhere (not stored for "
                 f"session {session_id!r}, not earlier in the same import): " + ", ".join(missing)
+            )
+        too_low = _level_violations(nodes, levels, skip)
+        if too_low:
+            raise ValueError(
+                "cannot import summary nodes whose graph_level is not above each child's: "
+                + ", ".join(too_low)
             )
         changed: dict[str, None] = {}
         for node in nodes:
@@ -474,7 +526,8 @@ def import_committed(store: Store, nodes: Sequence[SummaryNode]) -> list[str]:
                 changed[node.summary_id] = None
                 continue
             row = conn.execute(
-                "SELECT lifecycle_status, pi_compaction_entry_id, content FROM summaries "
+                "SELECT lifecycle_status, pi_compaction_entry_id, content, summary_kind, "
+                "source_hash, graph_level, created_at FROM summaries "
                 "WHERE session_id = ? AND summary_id = ?",
                 (session_id, node.summary_id),
             ).fetchone()
@@ -482,6 +535,21 @@ def import_committed(store: Store, nodes: Sequence[SummaryNode]) -> list[str]:
                 raise ValueError(
                     f"summary id {node.summary_id!r} already holds another text in session "
                     f"{session_id!r}"
+                )
+            differs = [
+                f"{name} {given!r} (stored {held!r})"
+                for name, given, held in (
+                    ("kind", node.kind, row[3]),
+                    ("source hash", node.source_hash, row[4]),
+                    ("graph level", node.graph_level, row[5]),
+                    ("time", node.created_at, row[6]),
+                )
+                if given != held
+            ]
+            if differs:
+                raise ValueError(
+                    f"summary id {node.summary_id!r} is already stored in session "
+                    f"{session_id!r} with other fields: " + ", ".join(differs)
                 )
             if row[0] != "committed":
                 conn.execute(
