@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -61,3 +63,57 @@ def test_a_shorter_file_is_a_change_and_cannot_be_hashed(tmp_path: Path) -> None
 )
 def test_malformed_stored_hashes_read_as_missing(stored: object) -> None:
     assert PrefixHashes.from_json(stored) is None
+
+
+def _age(path: Path, seconds: float) -> None:
+    """Make the file's stamp look settled: the check is done `seconds` after its last change."""
+    import ds4_core.sessions.prefix as prefix
+
+    prefix.RACY_MARGIN_NS = 0  # restored by the monkeypatch fixture in the callers
+    time.sleep(seconds)
+
+
+def test_a_settled_unchanged_file_is_not_read_again_but_a_same_size_rewrite_still_is(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The stat-stamp shortcut: a repeated check of a settled file reads nothing; rewriting a
+    byte in place and restoring the mtime (to the nanosecond) moves the ctime, so the next
+    check reads the file and finds the change."""
+    import ds4_core.sessions.prefix as prefix
+
+    monkeypatch.setattr(prefix, "RACY_MARGIN_NS", prefix.RACY_MARGIN_NS)
+    path = tmp_path / "s.jsonl"
+    path.write_bytes(b"a" * (BLOCK_BYTES + 10))
+    hashes = hash_prefix(path, BLOCK_BYTES + 10)
+    _age(path, 0.05)
+    reads: list[int] = []
+    real = prefix._first_changed_block
+    monkeypatch.setattr(prefix, "_first_changed_block", lambda p, h: reads.append(1) or real(p, h))
+    assert first_change(path, hashes) is None and len(reads) == 1
+    assert first_change(path, hashes) is None and len(reads) == 1  # nothing read
+    stat = path.stat()
+    with open(path, "r+b") as handle:
+        handle.seek(BLOCK_BYTES + 3)
+        handle.write(b"b")
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert path.stat().st_size == stat.st_size and path.stat().st_mtime_ns == stat.st_mtime_ns
+    assert first_change(path, hashes) == BLOCK_BYTES and len(reads) == 2
+
+
+def test_a_file_changed_just_before_its_check_is_read_on_every_check(tmp_path: Path) -> None:
+    """Racily clean (as Git's index): a stamp whose ctime is within the margin of its check
+    could hide a change made in the same clock tick, so it is never trusted."""
+    import ds4_core.sessions.prefix as prefix
+
+    path = tmp_path / "s.jsonl"
+    path.write_bytes(b"x" * 100)
+    hashes = hash_prefix(path, 100)
+    calls: list[int] = []
+    real = prefix._first_changed_block
+    prefix._first_changed_block = lambda p, h: calls.append(1) or real(p, h)  # type: ignore[assignment]
+    try:
+        assert first_change(path, hashes) is None
+        assert first_change(path, hashes) is None
+    finally:
+        prefix._first_changed_block = real  # type: ignore[assignment]
+    assert len(calls) == 2

@@ -13,6 +13,18 @@ machine (sha256 at ~1 GB/s; bench/session_index.py prints the no-op sync cost). 
 only from the last complete block (`extend`). Storage: 33 bytes per 64 KiB of session file
 (~0.5 KB per MB) in the JSON of `to_json`.
 
+Checks repeated on an unchanged file are free: once the whole prefix matched, the file's stat
+stamp `(st_dev, st_ino, st_size, st_mtime_ns, st_ctime_ns)` at that moment is remembered (in
+memory, per process, for the newest `_VERIFIED_MAX` files), and a later check of the same
+hashes on a file with the same stamp answers "unchanged" without reading. This is sound because
+on POSIX every write, truncation and `utime` call sets `st_ctime` to the current time and no
+unprivileged call can set it back (POSIX.1-2017, `write()`, `utime()`: "shall mark for update
+the last file status change timestamp"); so a rewrite that keeps size and restores the mtime
+still changes the stamp. The stamp is only trusted when the file's ctime is more than
+`RACY_MARGIN_NS` older than the verification (the same "racily clean" rule as Git's index:
+a change in the same clock tick as the verification could otherwise keep the stamp), and never
+on Windows, where `st_ctime` is the creation time. Any grown file is re-hashed in full.
+
 The hash is truncated to 128 bits: it detects accidental and deliberate edits of a file the
 user can write anyway; it is not a signature.
 """
@@ -21,6 +33,8 @@ from __future__ import annotations
 
 import hashlib
 import os
+import threading
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -31,6 +45,60 @@ BLOCK_BYTES = 64 * 1024
 """Bytes per hashed block; a rewrite is located to the start of its block."""
 
 _READ_BYTES = 16 * BLOCK_BYTES  # bytes per read() call (1 MiB)
+
+RACY_MARGIN_NS = 3_000_000_000
+"""A stamp is trusted only when the file's ctime is this much older than the verification
+(covers coarse filesystem timestamps, up to 2 s on FAT, and the kernel's coarse clock)."""
+
+_VERIFIED_MAX = 256
+_STAMP_TRUSTED = os.name != "nt"
+_verified: dict[str, tuple[tuple[int, ...], int, tuple[str, ...], int]] = {}
+"""path -> (stat stamp, length, blocks, verified_at_ns): the last full check that matched."""
+_verified_lock = threading.Lock()
+
+
+def _stamp(st: os.stat_result) -> tuple[int, ...]:
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+def _known_unchanged(path: StrPath, st: os.stat_result, hashes: PrefixHashes) -> bool:
+    """Did a full check of these very hashes match this file while its stat stamp was the
+    same as now, with the file's ctime settled before that check (module docstring)?"""
+    if not _STAMP_TRUSTED:
+        return False
+    with _verified_lock:
+        known = _verified.get(os.fspath(path))
+    if known is None:
+        return False
+    stamp, length, blocks, verified_at_ns = known
+    return (
+        stamp == _stamp(st)
+        and st.st_ctime_ns + RACY_MARGIN_NS < verified_at_ns
+        and length == hashes.length
+        and blocks == hashes.blocks
+    )
+
+
+def _remember_unchanged(
+    path: StrPath, before: os.stat_result, hashes: PrefixHashes, verified_at_ns: int
+) -> None:
+    """Record a full check that matched, if the file's stamp did not move while it ran."""
+    if not _STAMP_TRUSTED:
+        return
+    try:
+        after = os.stat(path)
+    except OSError:
+        return
+    if _stamp(after) != _stamp(before):
+        return
+    key = os.fspath(path)
+    with _verified_lock:
+        _verified.pop(key, None)
+        _verified[key] = (_stamp(before), hashes.length, hashes.blocks, verified_at_ns)
+        while len(_verified) > _VERIFIED_MAX:
+            _verified.pop(next(iter(_verified)))
+
+
 _DIGEST_HEX = 32  # hex characters kept of each sha256 (128 bits)
 
 
@@ -143,11 +211,25 @@ def first_change(path: StrPath, hashes: PrefixHashes) -> int | None:
 
     Returns the byte offset of the first block whose bytes changed (the change is somewhere in
     `[offset, offset + BLOCK_BYTES)`), or where the file now ends when it is shorter than
-    `hashes.length`. Reads the whole prefix unless a change is found earlier.
+    `hashes.length`. Reads the whole prefix unless a change is found earlier, or unless the
+    same hashes matched this file before and its stat stamp has not moved since (module
+    docstring: then nothing is read).
 
     Raises:
         OSError: the file cannot be read.
     """
+    before = os.stat(path)
+    if _known_unchanged(path, before, hashes):
+        return None
+    verified_at_ns = time.time_ns()
+    changed = _first_changed_block(path, hashes)
+    if changed is None:
+        _remember_unchanged(path, before, hashes, verified_at_ns)
+    return changed
+
+
+def _first_changed_block(path: StrPath, hashes: PrefixHashes) -> int | None:
+    """`first_change` by reading and hashing the whole prefix."""
     expected: Sequence[str] = hashes.blocks
     index = 0
     with open(path, "rb") as handle:
