@@ -25,7 +25,8 @@ list with one object per FILE, in the order given: the file's sync result (`sess
 `sessionFile`, `outcome`, `reason`, `entriesAdded`, `entriesTotal`, `malformedLines`,
 `bytesRead`, `durationMs`, as in `ds4.rebuildIndex` `results`), or `{sessionFile, error}` for a
 file that could not be indexed (so a failure never disappears from stdout; tell the two apart
-by `error`).
+by `error`). JSON output is ASCII (`json_text`: non-ASCII characters and lone surrogates as
+`\uXXXX` escapes), printed whole; text reports escape what the output encoding cannot show.
 
 `compact` prepares one compaction with the offline summarizer (the CLI has no model): `--json`
 prints the `ds4/compact` result, `--entry` the Pi compaction entry to append (one JSON line).
@@ -832,7 +833,7 @@ def _write_output(text: str, path: str | None, out: TextIO, err: TextIO, what: s
         out.write(text)
         return
     try:
-        Path(path).expanduser().write_text(text, encoding="utf-8")
+        Path(path).expanduser().write_text(text, encoding="utf-8", errors="backslashreplace")
     except OSError as exc:
         raise RequestError(
             f"output: cannot write '{path}': {exc.strerror or exc}; choose a writable path",
@@ -1055,9 +1056,23 @@ def _parse_model(value: str | None) -> tuple[str | None, str | None]:
     return provider, model_id
 
 
+def json_text(value: Any, *, one_line: bool = False) -> str:
+    """`value` as the JSON text the CLI prints: indented (or `one_line`, compact), ending in a
+    newline, and pure ASCII. Every non-ASCII character is a `\\uXXXX` escape (RFC 8259
+    section 7), so the text is valid whatever the output encoding (a C locale, a pipe, a
+    Windows console), and a lone UTF-16 surrogate that older Pi versions wrote for a cut emoji
+    (`"\\ud83c"` in the session file) comes back out as that same escape instead of failing
+    to encode halfway through the output.
+    """
+    if one_line:
+        return json.dumps(value, ensure_ascii=True, separators=(",", ":")) + "\n"
+    return json.dumps(value, ensure_ascii=True, indent=2) + "\n"
+
+
 def _emit_json(value: Any, out: TextIO) -> None:
-    json.dump(value, out, ensure_ascii=False, indent=2)
-    out.write("\n")
+    """Write `value` as JSON (`json_text`) in one piece: the whole text is built before the
+    first character is written, so an error never leaves half a JSON document on stdout."""
+    out.write(json_text(value))
 
 
 @contextlib.contextmanager
@@ -1344,11 +1359,7 @@ def _dispatch(engine: ContextEngine, args: argparse.Namespace, out: TextIO, err:
         if args.entry:
             # `--entry >> FILE` must not glue the entry to an unterminated last line.
             lead = "" if _ends_with_newline(args.session) else "\n"
-            out.write(
-                lead
-                + json.dumps(compaction_entry(result), ensure_ascii=False, separators=(",", ":"))
-                + "\n"
-            )
+            out.write(lead + json_text(compaction_entry(result), one_line=True))
         elif args.json:
             _emit_json(result, out)
         else:
@@ -1407,8 +1418,21 @@ def _dispatch(engine: ContextEngine, args: argparse.Namespace, out: TextIO, err:
     raise AssertionError(args.command)
 
 
+def _replace_unencodable(*streams: TextIO) -> None:
+    """Make `streams` write a character their encoding lacks (a lone surrogate from a session
+    file, `·` under an ASCII locale) as a backslash escape instead of raising
+    UnicodeEncodeError in the middle of a report. JSON output never needs it (`json_text`
+    is ASCII)."""
+    for stream in streams:
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None:
+            with contextlib.suppress(ValueError, OSError):  # e.g. a closed stream
+                reconfigure(errors="backslashreplace")
+
+
 def main() -> None:
     """Console-script entry point."""
+    _replace_unencodable(sys.stdout, sys.stderr)
     code = run()
     try:
         sys.stdout.flush()

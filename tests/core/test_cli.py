@@ -11,9 +11,12 @@ import io
 import itertools
 import json
 import logging
+import os
 import re
 import shlex
 import shutil
+import subprocess
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -743,3 +746,86 @@ def test_a_session_file_given_as_db_is_refused_and_untouched(
     assert "not an SQLite database" in result.err and "--db" in result.err
     assert session.read_bytes() == before
     assert sorted(p.name for p in session.parent.iterdir()) == [session.name]
+
+
+# -------------------------------------------------------------------------------- output encoding
+
+LONE_SURROGATE_SESSION = "\n".join(
+    [
+        '{"type":"session","version":3,"id":"5e55-cut-emoji","timestamp":"2026-04-08T03:00:05Z",'
+        '"cwd":"/tmp"}',
+        # `\ud83c`: the first half of 🚀, as an older Pi wrote a cut emoji (the JSON escape).
+        '{"type":"message","id":"e1","parentId":null,"timestamp":"2026-04-08T03:00:06Z",'
+        '"message":{"role":"user","content":[{"type":"text","text":"launch the rocket \\ud83c"}]}}',
+        '{"type":"message","id":"e2","parentId":"e1","timestamp":"2026-04-08T03:00:07Z",'
+        '"message":{"role":"assistant","content":[{"type":"text","text":"rocket \\ud83c \\u00b7 ok"}],'
+        '"provider":"anthropic","model":"claude-sonnet-4-5"}}',
+        "",
+    ]
+)
+
+
+def run_ds4_process(
+    *argv: str, encoding: str, stdin: str | None = None, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[bytes]:
+    """`python -m ds4_core.cli ARGV` in a C locale with stdout encoded as `encoding`
+    (PYTHONIOENCODING), as a pipe or a terminal of another encoding would see it."""
+    environ = {
+        **os.environ,
+        "LC_ALL": "C",
+        "LANG": "C",
+        "PYTHONIOENCODING": encoding,
+        **(env or {}),
+    }
+    environ.pop("DS4_DB", None)
+    return subprocess.run(
+        [sys.executable, "-m", "ds4_core.cli", *argv],
+        input=stdin.encode() if stdin is not None else None,
+        capture_output=True,
+        env=environ,
+        check=False,
+    )
+
+
+@pytest.mark.parametrize("encoding", ["utf-8", "ascii", "latin-1"])
+def test_json_output_is_valid_and_complete_with_a_lone_surrogate(
+    tmp_path: Path, encoding: str
+) -> None:
+    """A message holding a lone surrogate used to stop `plan --json` with UnicodeEncodeError
+    halfway through the JSON. Every `--json` now prints one whole, valid (ASCII) document,
+    the surrogate as its `\\ud83c` escape, whatever the output encoding."""
+    session = tmp_path / "cut-emoji.jsonl"
+    session.write_text(LONE_SURROGATE_SESSION, encoding="ascii")
+    db = str(tmp_path / "context.db")
+
+    for argv in (
+        ["index", "--json", str(session)],
+        ["plan", "--session", str(session), "--json", "rocket"],
+        ["retrieve", "--session", str(session), "--json", "rocket"],
+        ["manifest", "--latest", "--session", str(session), "--view", "full", "--json"],
+    ):
+        done = run_ds4_process("--db", db, *argv, encoding=encoding)
+        assert done.returncode == 0, (argv, done.stderr.decode(errors="replace"))
+        assert done.stdout.isascii()
+        json.loads(done.stdout.decode("ascii"))  # whole and valid
+    plan = json.loads(
+        run_ds4_process(
+            "--db", db, "plan", "--session", str(session), "--json", "rocket", encoding=encoding
+        ).stdout
+    )
+    texts = [part["text"] for message in plan["messages"] for part in message["content"]]
+    assert "launch the rocket \ud83c" in texts  # the same string the session holds
+
+
+def test_text_reports_escape_what_the_output_encoding_cannot_show(tmp_path: Path) -> None:
+    """Under an ASCII stdout the report's `·` and a lone surrogate become backslash escapes
+    instead of an internal error (exit 1) after half the report."""
+    session = tmp_path / "cut-emoji.jsonl"
+    session.write_text(LONE_SURROGATE_SESSION, encoding="ascii")
+    done = run_ds4_process(
+        "--db", str(tmp_path / "context.db"), "plan", "--session", str(session), "rocket",
+        encoding="ascii",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr.decode(errors="replace")
+    report = done.stdout.decode("ascii")
+    assert report.startswith("ds4 plan\n") and "\\xb7" in report and "Manifest  m-" in report
