@@ -26,7 +26,7 @@ list with one object per FILE, in the order given: the file's sync result (`sess
 `bytesRead`, `durationMs`, as in `ds4.rebuildIndex` `results`), or `{sessionFile, error}` for a
 file that could not be indexed (so a failure never disappears from stdout; tell the two apart
 by `error`). JSON output is ASCII (`json_text`: non-ASCII characters and lone surrogates as
-`\uXXXX` escapes), printed whole; text reports escape what the output encoding cannot show.
+`\\uXXXX` escapes), printed whole; text reports escape what the output encoding cannot show.
 
 `compact` prepares one compaction with the offline summarizer (the CLI has no model): `--json`
 prints the `ds4/compact` result, `--entry` the Pi compaction entry to append (one JSON line).
