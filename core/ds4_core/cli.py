@@ -35,8 +35,10 @@ that entry; the next sync then marks it `committed`. `summaries` shows the sessi
 `--json` prints the `ds4.summaries` view, `--dot` Graphviz DOT.
 
 Exit codes: 0 success; 1 unexpected internal error; 2 bad usage or input you can fix (the
-message says what to do); 3 some session files could not be indexed or rebuilt (the others
-were); 130 interrupted (Ctrl-C).
+message says what to do), including a database that cannot be opened or stays locked by
+another writer past `storage.busyTimeoutMs`; 3 some session files could not be indexed or
+rebuilt (the others were; for `index` a file that is missing, unreadable or not a Pi session,
+or that met a locked database); 130 interrupted (Ctrl-C).
 """
 
 from __future__ import annotations
@@ -71,7 +73,7 @@ from .requests import (
     RetrieveRequest,
     SessionRef,
 )
-from .store.database import utc_now_iso
+from .store.database import database_locked_message, is_database_locked, utc_now_iso
 
 EXIT_OK, EXIT_INTERNAL, EXIT_USAGE, EXIT_PARTIAL = 0, 1, 2, 3
 EXIT_INTERRUPTED = 130
@@ -893,7 +895,8 @@ database:
 exit codes:
   0    success
   1    unexpected internal error (rerun with -v for the traceback)
-  2    bad usage or input you can fix (the message says what to do)
+  2    bad usage or input you can fix (the message says what to do), or a database
+       that cannot be opened or stays locked past storage.busyTimeoutMs
   3    some session files could not be indexed or rebuilt (the others were)
   130  interrupted (Ctrl-C)
 
@@ -1185,6 +1188,15 @@ def run(
         except BrokenPipeError:  # e.g. `ds4 plan --json ... | head`: the reader went away
             return EXIT_OK
         except Exception as exc:  # noqa: BLE001 - last-resort report, the traceback only on -v
+            if is_database_locked(exc):  # not damage: another writer, so no `rebuild` hint
+                err.write(
+                    "ds4: "
+                    + database_locked_message(
+                        engine.database_path, engine.config["storage.busyTimeoutMs"]
+                    )
+                    + "\n"
+                )
+                return EXIT_USAGE
             if args.verbose:
                 logging.getLogger("ds4_core.cli").exception("unexpected error")
             err.write(
@@ -1206,9 +1218,11 @@ def _index(engine: ContextEngine, args: argparse.Namespace, out: TextIO, err: Te
         progress = _Progress(err)
         try:
             outcomes.append(engine.index_session(file, force=args.force, progress=progress))
-        except RequestError as exc:
+        except Exception as exc:
+            message = _index_failure(engine, exc)
+            if message is None:
+                raise
             failures += 1
-            message = _usage_message(exc, "index")
             err.write(f"ds4: {message}\n")
             outcomes.append({"sessionFile": _absolute(file), "error": message})
         finally:
@@ -1240,6 +1254,17 @@ def _index(engine: ContextEngine, args: argparse.Namespace, out: TextIO, err: Te
             + ("the other one was\n" if len(results) == 1 else f"the other {len(results)} were\n")
         )
     return EXIT_PARTIAL if failures else EXIT_OK
+
+
+def _index_failure(engine: ContextEngine, exc: Exception) -> str | None:
+    """The message for a session file `ds4 index` could not index because of `exc` (the file
+    is missing, unreadable or not a Pi session; or the database stayed locked past the busy
+    timeout), or None when `exc` is none of those (an unexpected error)."""
+    if isinstance(exc, RequestError):
+        return _usage_message(exc, "index")
+    if is_database_locked(exc):
+        return database_locked_message(engine.database_path, engine.config["storage.busyTimeoutMs"])
+    return None
 
 
 def _sync_with_progress(engine: ContextEngine, file: str, err: TextIO) -> None:

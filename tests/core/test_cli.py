@@ -7,6 +7,7 @@ stdout, and an actionable message on stderr.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import itertools
 import json
@@ -15,9 +16,10 @@ import os
 import re
 import shlex
 import shutil
+import sqlite3
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -525,6 +527,67 @@ def test_index_where_every_file_fails(ds4: Callable[..., Run], tmp_path: Path) -
     assert [f["sessionFile"] for f in printed.json()] == [str(notes), str(missing)]
     assert all(f.keys() == {"sessionFile", "error"} for f in printed.json())
     assert "does not exist" in printed.json()[1]["error"]
+
+
+@contextlib.contextmanager
+def write_locked(db: Path) -> Iterator[None]:
+    """Another connection holds `db`'s write lock (BEGIN IMMEDIATE) while the block runs."""
+    holder = sqlite3.connect(db, isolation_level=None)
+    try:
+        holder.execute("BEGIN IMMEDIATE")
+        yield
+        holder.execute("ROLLBACK")
+    finally:
+        holder.close()
+
+
+def test_index_under_a_database_lock_reports_each_file_and_exits_3(
+    ds4: Callable[..., Run], db: Path, pi_sessions_dir: Path
+) -> None:
+    """A write lock held past storage.busyTimeoutMs is not corruption: the file is listed as
+    failed (`{sessionFile, error}`, exit 3, as for any file not indexed) with a hint that fits
+    the cause (wait, or a longer busy timeout), never "run ds4 rebuild"."""
+    assert ds4("index", str(pi_sessions_dir / V3)).code == 0  # the database exists
+    files = [str(pi_sessions_dir / SINGLE), str(pi_sessions_dir / V3)]
+
+    with write_locked(db):
+        result = ds4("--set", "storage.busyTimeoutMs=50", "index", "--json", *files)
+
+    assert result.code == cli.EXIT_PARTIAL, result.err
+    printed = result.json()
+    assert printed[0].keys() == {"sessionFile", "error"}
+    assert printed[0]["sessionFile"] == files[0]
+    assert (
+        "is locked" in printed[0]["error"]
+        and "storage.busyTimeoutMs (50 ms)" in printed[0]["error"]
+    )
+    assert printed[1]["outcome"] == "noop"  # unchanged: no write needed, so it still answers
+    assert "rebuild" not in result.err and "internal error" not in result.err
+    assert "1 of 2 file(s) could not be indexed" in result.err
+    assert ds4("index", "--json", files[0]).json()[0]["entriesTotal"] == 5  # after the lock
+
+
+def test_other_commands_under_a_database_lock_say_so(
+    ds4: Callable[..., Run], db: Path, pi_sessions_dir: Path
+) -> None:
+    """`plan` (which syncs the session first) and opening a database that still needs its
+    schema both name the lock and the busy timeout, exit 2, and do not suggest a rebuild or
+    another database location."""
+    db.parent.mkdir(parents=True)
+    sqlite3.connect(db).close()  # an empty file: opening it must create the schema
+    with write_locked(db):
+        opening = ds4("--set", "storage.busyTimeoutMs=50", "health")
+    assert opening.code == cli.EXIT_USAGE
+    assert "is locked" in opening.err and "writable location" not in opening.err
+
+    assert ds4("health").code == 0
+    with write_locked(db):
+        planned = ds4(
+            "--set", "storage.busyTimeoutMs=50", "plan", "--session", str(pi_sessions_dir / V3), "x"
+        )
+    assert planned.code == cli.EXIT_USAGE
+    assert "is locked" in planned.err and "storage.busyTimeoutMs (50 ms)" in planned.err
+    assert "rebuild" not in planned.err and "internal error" not in planned.err
 
 
 # ---------------------------------------------------------------------------- health, rebuild

@@ -317,6 +317,20 @@ def _is_corruption(exc: BaseException) -> bool:
     return "file is not a database" in text or "malformed" in text
 
 
+def is_database_locked(exc: BaseException) -> bool:
+    """Whether `exc` (sqlite3's, or peewee's wrapping of it) is SQLite's SQLITE_BUSY or
+    SQLITE_LOCKED: another connection held the lock longer than the busy timeout. The write
+    did not happen and may be retried; nothing is wrong with the database."""
+    error = _sqlite_error(exc)
+    if error is None:
+        return False
+    name = getattr(error, "sqlite_errorname", None) or ""
+    if name.startswith(("SQLITE_BUSY", "SQLITE_LOCKED")):  # extended codes too
+        return True
+    text = str(error).lower()
+    return "database is locked" in text or "database table is locked" in text
+
+
 def _inspect(db: _TrackingSqliteDatabase, check_integrity: bool) -> SchemaProblem | None:
     conn = db.connection()
     problem = check_applied(conn)
@@ -462,6 +476,18 @@ def open_store(
         )
     raise RuntimeError(  # pragma: no cover - a freshly created database always passes
         f"ds4: could not create a usable database at '{db_path}' after moving bad files aside"
+    )
+
+
+def database_locked_message(path: str | os.PathLike[str], busy_timeout_ms: int) -> str:
+    """What to tell the user when `is_database_locked`: the lock is another connection's
+    (nothing is damaged, nothing was written), and how to get past it (wait, or a longer
+    `storage.busyTimeoutMs`). `busy_timeout_ms` is the timeout that ran out (ms)."""
+    return (
+        f"the database '{path}' is locked: another connection (a ds4-lsp server or another "
+        f"ds4 command) held its write lock longer than storage.busyTimeoutMs ({busy_timeout_ms}"
+        " ms); nothing was written and the database is not damaged. Run the command again "
+        "when that writer is done, or wait longer with --set storage.busyTimeoutMs=N"
     )
 
 
