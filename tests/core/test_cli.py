@@ -70,11 +70,18 @@ def db(tmp_path: Path) -> Path:
 def ds4(db: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[..., Run]:
     """Run `ds4 --db <temp db> ARGS...` (DS4_DB unset, so nothing touches the user's database)."""
     monkeypatch.delenv("DS4_DB", raising=False)
+    monkeypatch.setenv("COLUMNS", str(cli.REPORT_WIDTH))  # the width off a terminal
 
-    def run(*argv: str, db_path: Path | None = db, err: io.StringIO | None = None) -> Run:
+    def run(
+        *argv: str,
+        db_path: Path | None = db,
+        err: io.StringIO | None = None,
+        stdin: io.StringIO | None = None,
+    ) -> Run:
         out, err = io.StringIO(), err if err is not None else io.StringIO()
         prefix = ["--db", str(db_path)] if db_path is not None else []
-        code = cli.run([*prefix, *argv], out, err)
+        piped = {} if stdin is None else {"stdin": stdin}
+        code = cli.run([*prefix, *argv], out, err, **piped)
         return Run(code, out.getvalue(), err.getvalue())
 
     return run
@@ -376,6 +383,66 @@ def test_retrieve_report_and_json(
     assert found["status"] == "ok" and found["query"] == EARLY_REQUEST
 
 
+def test_request_and_query_of_dash_are_read_from_standard_input(
+    ds4: Callable[..., Run], pi_sessions_dir: Path
+) -> None:
+    session = str(pi_sessions_dir / V1_LARGE)
+    piped = ds4(
+        "plan", "--session", session, "--json", "-", stdin=io.StringIO(EARLY_REQUEST + "\n")
+    )
+    given = ds4("plan", "--session", session, "--json", EARLY_REQUEST)
+    assert piped.code == 0, piped.err
+    assert piped.json()["messages"][-1]["content"] == given.json()["messages"][-1]["content"]
+
+    found = ds4("retrieve", "--session", session, "--json", "-", stdin=io.StringIO("theme.ts\n"))
+    assert found.code == 0, found.err
+    assert found.json()["query"] == "theme.ts"
+
+    empty = ds4("retrieve", "--session", session, "-", stdin=io.StringIO("\n"))
+    assert empty.code == cli.EXIT_USAGE
+    assert "QUERY (-): standard input was empty" in empty.err
+
+
+def test_a_request_of_dash_is_read_as_utf8_whatever_the_locale(
+    pi_sessions_dir: Path, tmp_path: Path
+) -> None:
+    session = str(pi_sessions_dir / V3)
+    db = str(tmp_path / "context.db")
+    request = "déployer la fusée 🚀"
+    done = run_ds4_process(
+        "--db", db, "plan", "--session", session, "--json", "-",
+        encoding="ascii", stdin=request.encode(),
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr.decode(errors="replace")
+    plan = json.loads(done.stdout)
+    assert plan["messages"][-1]["content"][0]["text"] == request
+
+    bad = run_ds4_process(
+        "--db", db, "plan", "--session", session, "-", encoding="utf-8", stdin=b"caf\xe9\n"
+    )
+    assert bad.returncode == cli.EXIT_USAGE
+    assert b"REQUEST (-): standard input is not UTF-8 text (byte 3 of 5)" in bad.stderr
+
+
+def test_retrieve_excerpts_fit_the_terminal_width(
+    ds4: Callable[..., Run], pi_sessions_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Excerpts (and wrapped reasons) use `COLUMNS`, the terminal's width; 100 off a terminal."""
+    session = str(pi_sessions_dir / V1_LARGE)
+    excerpt_widths = {}
+    for columns in (80, 100, 180):
+        monkeypatch.setenv("COLUMNS", str(columns))
+        report = ds4("retrieve", "--session", session, "--max-results", "3", EARLY_REQUEST)
+        assert report.code == 0, report.err
+        rows = [line for line in report.out.splitlines() if re.match(r"^\s+\d+\.\d{3}\s", line)]
+        assert rows and all(len(line) <= columns for line in report.out.splitlines()[3:])
+        excerpt_widths[columns] = max(len(line) for line in rows)
+    assert excerpt_widths[80] < excerpt_widths[100] < excerpt_widths[180]
+    assert excerpt_widths[180] > 100
+    monkeypatch.delenv("COLUMNS")
+    assert cli.report_width() == cli.REPORT_WIDTH  # pytest's stdout is not a terminal
+
+
 def test_retrieve_bad_max_results(ds4: Callable[..., Run], pi_sessions_dir: Path) -> None:
     result = ds4("retrieve", "--session", str(pi_sessions_dir / V3), "--max-results", "0", "q")
     assert result.code == 2
@@ -527,6 +594,53 @@ def test_index_where_every_file_fails(ds4: Callable[..., Run], tmp_path: Path) -
     assert [f["sessionFile"] for f in printed.json()] == [str(notes), str(missing)]
     assert all(f.keys() == {"sessionFile", "error"} for f in printed.json())
     assert "does not exist" in printed.json()[1]["error"]
+
+
+def test_index_a_directory_indexes_its_jsonl_files_by_name(
+    ds4: Callable[..., Run], pi_sessions_dir: Path, tmp_path: Path
+) -> None:
+    """`ds4 index DIR`: the `.jsonl` files directly in DIR, sorted by name; other files and
+    subdirectories are left alone; a `.jsonl` that is not a Pi session fails (exit 3) in its
+    place, like a FILE argument would."""
+    folder = tmp_path / "sessions"
+    (folder / "deeper").mkdir(parents=True)
+    shutil.copyfile(pi_sessions_dir / V3, folder / "b-v3.jsonl")
+    shutil.copyfile(pi_sessions_dir / SINGLE, folder / "a-single.jsonl")
+    shutil.copyfile(pi_sessions_dir / REPLAY, folder / "deeper" / "replay.jsonl")
+    (folder / "c-notes.jsonl").write_text('{"hello": "world"}\n')
+    (folder / "README.txt").write_text("not indexed\n")
+
+    result = ds4("index", "--json", str(folder))
+
+    assert result.code == cli.EXIT_PARTIAL, result.err
+    printed = result.json()
+    assert [Path(r["sessionFile"]).name for r in printed] == [
+        "a-single.jsonl",
+        "b-v3.jsonl",
+        "c-notes.jsonl",
+    ]
+    assert [r.get("entriesTotal") for r in printed] == [5, 8, None]
+    assert printed[2].keys() == {"sessionFile", "error"}
+    assert "is this a Pi session file?" in printed[2]["error"]
+    assert "1 of 3 file(s) could not be indexed (see above); the other 2 were" in result.err
+    assert ds4("health", "--json").json()["sessions"] == 2  # deeper/ was not searched
+
+    both = ds4("index", str(folder / "deeper"), str(pi_sessions_dir / EMPTY))
+    assert both.code == cli.EXIT_OK, both.err
+    assert "replay.jsonl" in both.out and EMPTY in both.out
+
+
+def test_index_a_directory_without_sessions_fails_in_its_place(
+    ds4: Callable[..., Run], pi_sessions_dir: Path, tmp_path: Path
+) -> None:
+    empty = tmp_path / "nothing-here"
+    empty.mkdir()
+    result = ds4("index", "--json", str(empty), str(pi_sessions_dir / V3))
+    assert result.code == cli.EXIT_PARTIAL
+    printed = result.json()
+    assert printed[0] == {"sessionFile": str(empty), "error": printed[0]["error"]}
+    assert "holds no .jsonl file" in printed[0]["error"]
+    assert printed[1]["entriesTotal"] == 8
 
 
 @contextlib.contextmanager
@@ -829,7 +943,7 @@ LONE_SURROGATE_SESSION = "\n".join(
 
 
 def run_ds4_process(
-    *argv: str, encoding: str, stdin: str | None = None, env: dict[str, str] | None = None
+    *argv: str, encoding: str, stdin: bytes | None = None, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[bytes]:
     """`python -m ds4_core.cli ARGV` in a C locale with stdout encoded as `encoding`
     (PYTHONIOENCODING), as a pipe or a terminal of another encoding would see it."""
@@ -843,7 +957,7 @@ def run_ds4_process(
     environ.pop("DS4_DB", None)
     return subprocess.run(
         [sys.executable, "-m", "ds4_core.cli", *argv],
-        input=stdin.encode() if stdin is not None else None,
+        input=stdin,
         capture_output=True,
         env=environ,
         check=False,
