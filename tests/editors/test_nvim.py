@@ -46,6 +46,7 @@ CASES = [
     "granting_trust_updates_the_running_server",
     "an_undecided_root_is_asked_about_once",
     "plan_through_the_lua_api",
+    "server_info_lines_are_not_errors_in_lsp_log",
     "retrieve_through_the_lua_api",
     "manifest_through_the_lua_api",
     "invalid_params_come_back_as_an_error",
