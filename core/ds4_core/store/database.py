@@ -486,8 +486,9 @@ def database_locked_message(path: str | os.PathLike[str], busy_timeout_ms: int) 
     return (
         f"the database '{path}' is locked: another connection (a ds4-lsp server or another "
         f"ds4 command) held its write lock longer than storage.busyTimeoutMs ({busy_timeout_ms}"
-        " ms); nothing was written and the database is not damaged. Run the command again "
-        "when that writer is done, or wait longer with --set storage.busyTimeoutMs=N"
+        " ms); nothing was written and the database is not damaged. Try again when that "
+        "writer is done, or wait longer: raise the setting storage.busyTimeoutMs (ds4 --set "
+        "storage.busyTimeoutMs=N)"
     )
 
 
