@@ -441,13 +441,12 @@ class Ds4Server(LanguageServer):
         self.window_show_message(types.ShowMessageParams(type=kind, message=text))
 
     def log_request(self, method: str, summary: str) -> None:
-        """Log one line about a served request to stderr and `window/logMessage`.
+        """Log one INFO line about a served request (to the client as `window/logMessage`,
+        `ds4_lsp.logs`).
 
         `summary` must hold counts, ids and timings only (privacy rule).
         """
-        line = f"{method}: {summary}"
-        log.info("%s", line)
-        self.window_log_message(types.LogMessageParams(type=types.MessageType.Log, message=line))
+        log.info("%s: %s", method, summary)
 
     @property
     def supports_work_done_progress(self) -> bool:

@@ -4,9 +4,12 @@
                       [--fixed-tokens N] [--workspace DIR [--trust]] [--json] REQUEST
     ds4 [GLOBAL] retrieve [--session FILE] [--leaf ID] [--max-results N]
                           [--scope history|project]... [--workspace DIR [--trust]] [--json] QUERY
+
+A REQUEST or QUERY of `-` is read from standard input (UTF-8; one trailing line break
+dropped). Text reports fit the terminal's width (`COLUMNS`, else 100 columns off a terminal).
     ds4 [GLOBAL] manifest (ID | --latest --session FILE)
                           [--view summary|included|excluded|full] [--json]
-    ds4 [GLOBAL] index [--force] [--json] FILE...
+    ds4 [GLOBAL] index [--force] [--json] (FILE | DIR)...
     ds4 [GLOBAL] compact --session FILE [--leaf ID] [--reason manual|threshold|overflow]
                          [--first-kept ID] [--json | --entry]
     ds4 [GLOBAL] summaries --session FILE [--leaf ID] [--json | --dot] [--output PATH]
@@ -21,11 +24,12 @@ GLOBAL options, before the command: `--db PATH`, `--settings-file FILE`, `--set 
 `plan` the `ds4/plan` result, `retrieve` the `ds4/retrieve` result, `manifest` the
 `ds4/manifest` result, `health` the `ds4.health` result without `server`, `rebuild` the
 `ds4.rebuildIndex` result (failures in its `failed`). `index` has no LSP request: it prints a
-list with one object per FILE, in the order given: the file's sync result (`sessionId`,
+list with one object per FILE (a DIR: per `.jsonl` file directly in it, by name), in order: the file's sync result (`sessionId`,
 `sessionFile`, `outcome`, `reason`, `entriesAdded`, `entriesTotal`, `malformedLines`,
 `bytesRead`, `durationMs`, as in `ds4.rebuildIndex` `results`), or `{sessionFile, error}` for a
 file that could not be indexed (so a failure never disappears from stdout; tell the two apart
-by `error`).
+by `error`). JSON output is ASCII (`json_text`: non-ASCII characters and lone surrogates as
+`\\uXXXX` escapes), printed whole; text reports escape what the output encoding cannot show.
 
 `compact` prepares one compaction with the offline summarizer (the CLI has no model): `--json`
 prints the `ds4/compact` result, `--entry` the Pi compaction entry to append (one JSON line).
@@ -34,8 +38,10 @@ that entry; the next sync then marks it `committed`. `summaries` shows the sessi
 `--json` prints the `ds4.summaries` view, `--dot` Graphviz DOT.
 
 Exit codes: 0 success; 1 unexpected internal error; 2 bad usage or input you can fix (the
-message says what to do); 3 some session files could not be indexed or rebuilt (the others
-were); 130 interrupted (Ctrl-C).
+message says what to do), including a database that cannot be opened or stays locked by
+another writer past `storage.busyTimeoutMs`; 3 some session files could not be indexed or
+rebuilt (the others were; for `index` a file that is missing, unreadable or not a Pi session,
+or that met a locked database); 130 interrupted (Ctrl-C).
 """
 
 from __future__ import annotations
@@ -48,6 +54,7 @@ import logging
 import os
 import secrets
 import shlex
+import shutil
 import sys
 import textwrap
 import time
@@ -70,7 +77,7 @@ from .requests import (
     RetrieveRequest,
     SessionRef,
 )
-from .store.database import utc_now_iso
+from .store.database import database_locked_message, is_database_locked, utc_now_iso
 
 EXIT_OK, EXIT_INTERNAL, EXIT_USAGE, EXIT_PARTIAL = 0, 1, 2, 3
 EXIT_INTERRUPTED = 130
@@ -159,7 +166,19 @@ class _Progress:
 
 
 REPORT_WIDTH = 100
-"""Width (characters) the text reports wrap reasons at and fit excerpts into."""
+"""Width (characters) of the text reports when stdout is not a terminal and `COLUMNS` is unset
+(see `report_width`)."""
+
+MIN_REPORT_WIDTH = 40
+"""The narrowest width (characters) a report is laid out for, however narrow the terminal."""
+
+
+def report_width() -> int:
+    """Width (characters) the text reports wrap reasons at and fit excerpts into: `COLUMNS`
+    when set, else the width of the terminal on stdout, else `REPORT_WIDTH`
+    (`shutil.get_terminal_size`); never below `MIN_REPORT_WIDTH`."""
+    return max(MIN_REPORT_WIDTH, shutil.get_terminal_size((REPORT_WIDTH, 24)).columns)
+
 
 _WINDOW_WARNING = "context window of model"
 """Prefix of the engine's unknown-context-window warning, which `ds4 retrieve` does not print:
@@ -190,11 +209,11 @@ def _fmt(n: int | float | None) -> str:
 
 
 def _wrap(text: str, first: str, rest: str) -> str:
-    """`text` on lines of at most `REPORT_WIDTH` characters, the first starting with `first`
+    """`text` on lines of at most `report_width()` characters, the first starting with `first`
     and the others with `rest` (whitespace runs collapsed; long words are never split)."""
     return textwrap.fill(
         " ".join(text.split()),
-        width=max(REPORT_WIDTH, len(first) + 20, len(rest) + 20),
+        width=max(report_width(), len(first) + 20, len(rest) + 20),
         initial_indent=first,
         subsequent_indent=rest,
         break_long_words=False,
@@ -209,7 +228,7 @@ def _table(
     reasons: Sequence[str | None] | None = None,
 ) -> None:
     """An aligned table. `reasons[i]`, when given, is printed in full under row i as
-    `why: ...`, indented to the second column and wrapped at `REPORT_WIDTH`."""
+    `why: ...`, indented to the second column and wrapped at `report_width()`."""
     cells = [[str(c) for c in row] for row in rows]
     widths = [len(h) for h in headers]
     for row in cells:
@@ -233,10 +252,10 @@ def _one_line(text: str, limit: int) -> str:
 
 
 def _room(*columns: Sequence[str]) -> int:
-    """Characters left in a `REPORT_WIDTH` table row for a last column after `columns` (each
-    the header and cells of one column), at least 30."""
+    """Characters left in a `report_width()` table row for a last column after `columns`
+    (each the header and cells of one column), at least 30."""
     taken = 2 + sum(max((len(c) for c in column), default=0) + 2 for column in columns)
-    return max(30, REPORT_WIDTH - taken)
+    return max(30, report_width() - taken)
 
 
 def _evidence_excerpts(messages: list[dict[str, Any]]) -> dict[str, str]:
@@ -832,7 +851,7 @@ def _write_output(text: str, path: str | None, out: TextIO, err: TextIO, what: s
         out.write(text)
         return
     try:
-        Path(path).expanduser().write_text(text, encoding="utf-8")
+        Path(path).expanduser().write_text(text, encoding="utf-8", errors="backslashreplace")
     except OSError as exc:
         raise RequestError(
             f"output: cannot write '{path}': {exc.strerror or exc}; choose a writable path",
@@ -892,7 +911,8 @@ database:
 exit codes:
   0    success
   1    unexpected internal error (rerun with -v for the traceback)
-  2    bad usage or input you can fix (the message says what to do)
+  2    bad usage or input you can fix (the message says what to do), or a database
+       that cannot be opened or stays locked past storage.busyTimeoutMs
   3    some session files could not be indexed or rebuilt (the others were)
   130  interrupted (Ctrl-C)
 
@@ -960,7 +980,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _workspace_arguments(p)
     p.add_argument("--json", action="store_true", help="print the ds4/plan result as JSON")
-    p.add_argument("request", help="the new user message")
+    p.add_argument("request", help="the new user message (`-`: read it from standard input)")
 
     r = sub.add_parser(
         "retrieve", help="search a session's history (active branch) and a trusted workspace"
@@ -976,7 +996,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="what to search (repeatable; default: history, plus project with --workspace)",
     )
     r.add_argument("--json", action="store_true", help="print the ds4/retrieve result as JSON")
-    r.add_argument("query")
+    r.add_argument("query", help="what to search for (`-`: read it from standard input)")
 
     m = sub.add_parser("manifest", help="show a stored plan manifest")
     m.add_argument("id", nargs="?", help="manifest id (printed by `ds4 plan`)")
@@ -985,10 +1005,18 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--view", choices=["summary", "included", "excluded", "full"], default="summary")
     m.add_argument("--json", action="store_true")
 
-    i = sub.add_parser("index", help="index (or incrementally sync) session files")
+    i = sub.add_parser(
+        "index",
+        help="index (or incrementally sync) session files, or the .jsonl files of a directory",
+    )
     i.add_argument("--force", action="store_true", help="rebuild even if unchanged")
     i.add_argument("--json", action="store_true")
-    i.add_argument("files", nargs="+", metavar="FILE")
+    i.add_argument(
+        "files",
+        nargs="+",
+        metavar="PATH",
+        help="a Pi session file, or a directory: its .jsonl files (not subdirectories), by name",
+    )
 
     c = sub.add_parser(
         "compact",
@@ -1055,9 +1083,23 @@ def _parse_model(value: str | None) -> tuple[str | None, str | None]:
     return provider, model_id
 
 
+def json_text(value: Any, *, one_line: bool = False) -> str:
+    """`value` as the JSON text the CLI prints: indented (or `one_line`, compact), ending in a
+    newline, and pure ASCII. Every non-ASCII character is a `\\uXXXX` escape (RFC 8259
+    section 7), so the text is valid whatever the output encoding (a C locale, a pipe, a
+    Windows console), and a lone UTF-16 surrogate that older Pi versions wrote for a cut emoji
+    (`"\\ud83c"` in the session file) comes back out as that same escape instead of failing
+    to encode halfway through the output.
+    """
+    if one_line:
+        return json.dumps(value, ensure_ascii=True, separators=(",", ":")) + "\n"
+    return json.dumps(value, ensure_ascii=True, indent=2) + "\n"
+
+
 def _emit_json(value: Any, out: TextIO) -> None:
-    json.dump(value, out, ensure_ascii=False, indent=2)
-    out.write("\n")
+    """Write `value` as JSON (`json_text`) in one piece: the whole text is built before the
+    first character is written, so an error never leaves half a JSON document on stdout."""
+    out.write(json_text(value))
 
 
 @contextlib.contextmanager
@@ -1134,21 +1176,67 @@ def _settings_from(args: argparse.Namespace) -> dict[str, Any] | None:
     return settings or None
 
 
+STDIN_ARGUMENT = "-"
+"""A REQUEST (`plan`) or QUERY (`retrieve`) given as this is read from standard input."""
+
+
+def read_argument_from(stream: TextIO, name: str) -> str:
+    """The text of `stream` (standard input) for the positional argument `name`, decoded as
+    UTF-8 whatever the locale, without one trailing line break (as `$(cat file)` drops it).
+
+    Raises:
+        RequestError: the input is not UTF-8, or holds nothing but whitespace.
+    """
+    buffer = getattr(stream, "buffer", None)
+    if buffer is not None:
+        raw = buffer.read()
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise RequestError(
+                f"{name} (-): standard input is not UTF-8 text (byte {exc.start} of {len(raw)})"
+            ) from exc
+    else:
+        text = stream.read()
+    text = text.removesuffix("\n").removesuffix("\r")
+    if not text.strip():
+        raise RequestError(
+            f"{name} (-): standard input was empty; pipe the text in, e.g. "
+            f"`echo 'fix the login bug' | ds4 ... -`"
+        )
+    return text
+
+
+def _read_stdin_arguments(args: argparse.Namespace, stdin: TextIO) -> None:
+    """Replace a REQUEST or QUERY of `-` by the text of `stdin` (`read_argument_from`)."""
+    for attribute, name in (("request", "REQUEST"), ("query", "QUERY")):
+        if getattr(args, attribute, None) == STDIN_ARGUMENT:
+            setattr(args, attribute, read_argument_from(stdin, name))
+
+
 def run(
-    argv: Sequence[str] | None = None, out: TextIO = sys.stdout, err: TextIO = sys.stderr
+    argv: Sequence[str] | None = None,
+    out: TextIO = sys.stdout,
+    err: TextIO = sys.stderr,
+    stdin: TextIO | None = None,
 ) -> int:
     """Run the CLI with arguments `argv` (default: `sys.argv[1:]`), writing results to `out`
-    and messages to `err`; returns the exit code (see the module docstring). Never raises or
-    exits: argparse's usage errors and `--help` become their exit codes too."""
+    and messages to `err` and reading a REQUEST/QUERY of `-` from `stdin` (default
+    `sys.stdin`); returns the exit code (see the module docstring). Never raises or exits:
+    argparse's usage errors and `--help` become their exit codes too."""
     parser = build_parser()
     args = _parse_args(parser, argv, out, err)
     if isinstance(args, int):
         return args
     try:
         settings = _settings_from(args)
+        _read_stdin_arguments(args, sys.stdin if stdin is None else stdin)
     except RequestError as exc:
         err.write(f"ds4: {exc}\n")
         return EXIT_USAGE
+    except KeyboardInterrupt:  # Ctrl-C while typing a REQUEST of `-` on a terminal
+        err.write("ds4: interrupted\n")
+        return EXIT_INTERRUPTED
     with _logging_to(err, args.verbose):
         engine = ContextEngine(database_path=args.db, settings=settings)
         for warning in engine.config_warnings:
@@ -1170,6 +1258,15 @@ def run(
         except BrokenPipeError:  # e.g. `ds4 plan --json ... | head`: the reader went away
             return EXIT_OK
         except Exception as exc:  # noqa: BLE001 - last-resort report, the traceback only on -v
+            if is_database_locked(exc):  # not damage: another writer, so no `rebuild` hint
+                err.write(
+                    "ds4: "
+                    + database_locked_message(
+                        engine.database_path, engine.config["storage.busyTimeoutMs"]
+                    )
+                    + "\n"
+                )
+                return EXIT_USAGE
             if args.verbose:
                 logging.getLogger("ds4_core.cli").exception("unexpected error")
             err.write(
@@ -1181,19 +1278,69 @@ def run(
             engine.close()
 
 
+def session_files_of(paths: Sequence[str]) -> list[tuple[str, str | None]]:
+    """The session files `ds4 index PATH...` indexes, in order, each with None or the reason
+    it cannot be tried.
+
+    A FILE stands for itself (whatever its name: the engine says whether it is a Pi
+    session). A DIR stands for the `*.jsonl` files directly in it, sorted by name;
+    subdirectories are not searched (pass them too, e.g. `~/.pi/agent/sessions/*/`), and a
+    `.jsonl` there that is not a Pi session fails like a FILE would (Pi's own listing skips
+    it; `ds4 index` reports it). A DIR with no `.jsonl` file, or one that cannot be listed,
+    is one failed item `(DIR, reason)`.
+    """
+    found: list[tuple[str, str | None]] = []
+    for path in paths:
+        folder = Path(path).expanduser()
+        if not folder.is_dir():
+            found.append((path, None))
+            continue
+        try:
+            files = sorted(
+                (
+                    child
+                    for child in folder.iterdir()
+                    if child.suffix == ".jsonl" and child.is_file()
+                ),
+                key=lambda child: child.name,
+            )
+        except OSError as exc:
+            found.append((path, f"cannot list directory '{path}': {exc.strerror or exc}"))
+            continue
+        if not files:
+            found.append(
+                (
+                    path,
+                    f"directory '{path}' holds no .jsonl file (subdirectories are not searched: "
+                    "pass them too, e.g. DIR/*/)",
+                )
+            )
+        found.extend((str(child), None) for child in files)
+    return found
+
+
 def _index(engine: ContextEngine, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    """`ds4 index FILE...`: sync each file; a file that cannot be indexed is reported on stderr
-    (and, with --json, as `{sessionFile, error}` in its place in the list) and the others are
-    still indexed. Exit 3 when any file failed."""
+    """`ds4 index PATH...`: sync each session file (`session_files_of`: a FILE, or the `.jsonl`
+    files of a DIR); a file that cannot be indexed is reported on stderr (and, with --json, as
+    `{sessionFile, error}` in its place in the list) and the others are still indexed. Exit 3
+    when any file failed."""
     outcomes: list[dict[str, Any]] = []
     failures = 0
-    for file in args.files:
+    targets = session_files_of(args.files)
+    for file, problem in targets:
+        if problem is not None:
+            failures += 1
+            err.write(f"ds4: {problem}\n")
+            outcomes.append({"sessionFile": _absolute(file), "error": problem})
+            continue
         progress = _Progress(err)
         try:
             outcomes.append(engine.index_session(file, force=args.force, progress=progress))
-        except RequestError as exc:
+        except Exception as exc:
+            message = _index_failure(engine, exc)
+            if message is None:
+                raise
             failures += 1
-            message = _usage_message(exc, "index")
             err.write(f"ds4: {message}\n")
             outcomes.append({"sessionFile": _absolute(file), "error": message})
         finally:
@@ -1217,14 +1364,25 @@ def _index(engine: ContextEngine, args: argparse.Namespace, out: TextIO, err: Te
             ["session", "outcome", "entries", "malformed", "ms", "file"],
             out,
         )
-    if failures == len(args.files):
+    if failures == len(targets):
         err.write(f"ds4: none of the {failures} file(s) could be indexed (see above)\n")
     elif failures:
         err.write(
-            f"ds4: {failures} of {len(args.files)} file(s) could not be indexed (see above); "
+            f"ds4: {failures} of {len(targets)} file(s) could not be indexed (see above); "
             + ("the other one was\n" if len(results) == 1 else f"the other {len(results)} were\n")
         )
     return EXIT_PARTIAL if failures else EXIT_OK
+
+
+def _index_failure(engine: ContextEngine, exc: Exception) -> str | None:
+    """The message for a session file `ds4 index` could not index because of `exc` (the file
+    is missing, unreadable or not a Pi session; or the database stayed locked past the busy
+    timeout), or None when `exc` is none of those (an unexpected error)."""
+    if isinstance(exc, RequestError):
+        return _usage_message(exc, "index")
+    if is_database_locked(exc):
+        return database_locked_message(engine.database_path, engine.config["storage.busyTimeoutMs"])
+    return None
 
 
 def _sync_with_progress(engine: ContextEngine, file: str, err: TextIO) -> None:
@@ -1344,11 +1502,7 @@ def _dispatch(engine: ContextEngine, args: argparse.Namespace, out: TextIO, err:
         if args.entry:
             # `--entry >> FILE` must not glue the entry to an unterminated last line.
             lead = "" if _ends_with_newline(args.session) else "\n"
-            out.write(
-                lead
-                + json.dumps(compaction_entry(result), ensure_ascii=False, separators=(",", ":"))
-                + "\n"
-            )
+            out.write(lead + json_text(compaction_entry(result), one_line=True))
         elif args.json:
             _emit_json(result, out)
         else:
@@ -1407,8 +1561,21 @@ def _dispatch(engine: ContextEngine, args: argparse.Namespace, out: TextIO, err:
     raise AssertionError(args.command)
 
 
+def _replace_unencodable(*streams: TextIO) -> None:
+    """Make `streams` write a character their encoding lacks (a lone surrogate from a session
+    file, `·` under an ASCII locale) as a backslash escape instead of raising
+    UnicodeEncodeError in the middle of a report. JSON output never needs it (`json_text`
+    is ASCII)."""
+    for stream in streams:
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None:
+            with contextlib.suppress(ValueError, OSError):  # e.g. a closed stream
+                reconfigure(errors="backslashreplace")
+
+
 def main() -> None:
     """Console-script entry point."""
+    _replace_unencodable(sys.stdout, sys.stderr)
     code = run()
     try:
         sys.stdout.flush()

@@ -90,7 +90,12 @@ from .store import Store, open_store, resolve_database_path
 from .store import manifests as manifest_repo
 from .store import sessions as session_repo
 from .store import summaries as summary_repo
-from .store.database import ForeignDatabaseError, utc_now_iso
+from .store.database import (
+    ForeignDatabaseError,
+    database_locked_message,
+    is_database_locked,
+    utc_now_iso,
+)
 from .tokens import ESTIMATOR_VERSION, estimate_message_tokens
 
 if TYPE_CHECKING:
@@ -218,6 +223,12 @@ class ContextEngine:
         except ForeignDatabaseError as exc:
             raise DatabaseUnavailableError(str(exc)) from exc
         except (OSError, sqlite3.Error, peewee.PeeweeException) as exc:
+            if is_database_locked(exc):
+                raise DatabaseUnavailableError(
+                    database_locked_message(
+                        self.database_path, self.config["storage.busyTimeoutMs"]
+                    )
+                ) from exc
             reason = getattr(exc, "strerror", None) or exc
             raise DatabaseUnavailableError(
                 f"cannot open the database '{self.database_path}': {reason}; choose a writable "

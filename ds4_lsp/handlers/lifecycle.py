@@ -7,6 +7,7 @@ from collections.abc import Iterable
 from lsprotocol import types
 from pygls.uris import to_fs_path
 
+from ds4_lsp.logs import send_to_client
 from ds4_lsp.protocol import parse_initialization_options
 from ds4_lsp.server import Ds4Server
 
@@ -19,6 +20,7 @@ async def initialize(ls: Ds4Server, params: types.InitializeParams) -> None:
     Invalid options and settings are ignored and each is shown with `window/showMessage`
     (Warning), as are database notices (a corrupt file moved aside); none of them is fatal.
     """
+    send_to_client(ls.window_log_message)  # INFO/DEBUG lines as window/logMessage from now on
     options, warnings = parse_initialization_options(params.initialization_options)
     warnings += await ls.open_engine(options)
     for warning in warnings:

@@ -7,14 +7,19 @@ stdout, and an actionable message on stderr.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import itertools
 import json
 import logging
+import os
 import re
 import shlex
 import shutil
-from collections.abc import Callable
+import sqlite3
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -65,11 +70,18 @@ def db(tmp_path: Path) -> Path:
 def ds4(db: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[..., Run]:
     """Run `ds4 --db <temp db> ARGS...` (DS4_DB unset, so nothing touches the user's database)."""
     monkeypatch.delenv("DS4_DB", raising=False)
+    monkeypatch.setenv("COLUMNS", str(cli.REPORT_WIDTH))  # the width off a terminal
 
-    def run(*argv: str, db_path: Path | None = db, err: io.StringIO | None = None) -> Run:
+    def run(
+        *argv: str,
+        db_path: Path | None = db,
+        err: io.StringIO | None = None,
+        stdin: io.StringIO | None = None,
+    ) -> Run:
         out, err = io.StringIO(), err if err is not None else io.StringIO()
         prefix = ["--db", str(db_path)] if db_path is not None else []
-        code = cli.run([*prefix, *argv], out, err)
+        piped = {} if stdin is None else {"stdin": stdin}
+        code = cli.run([*prefix, *argv], out, err, **piped)
         return Run(code, out.getvalue(), err.getvalue())
 
     return run
@@ -371,6 +383,66 @@ def test_retrieve_report_and_json(
     assert found["status"] == "ok" and found["query"] == EARLY_REQUEST
 
 
+def test_request_and_query_of_dash_are_read_from_standard_input(
+    ds4: Callable[..., Run], pi_sessions_dir: Path
+) -> None:
+    session = str(pi_sessions_dir / V1_LARGE)
+    piped = ds4(
+        "plan", "--session", session, "--json", "-", stdin=io.StringIO(EARLY_REQUEST + "\n")
+    )
+    given = ds4("plan", "--session", session, "--json", EARLY_REQUEST)
+    assert piped.code == 0, piped.err
+    assert piped.json()["messages"][-1]["content"] == given.json()["messages"][-1]["content"]
+
+    found = ds4("retrieve", "--session", session, "--json", "-", stdin=io.StringIO("theme.ts\n"))
+    assert found.code == 0, found.err
+    assert found.json()["query"] == "theme.ts"
+
+    empty = ds4("retrieve", "--session", session, "-", stdin=io.StringIO("\n"))
+    assert empty.code == cli.EXIT_USAGE
+    assert "QUERY (-): standard input was empty" in empty.err
+
+
+def test_a_request_of_dash_is_read_as_utf8_whatever_the_locale(
+    pi_sessions_dir: Path, tmp_path: Path
+) -> None:
+    session = str(pi_sessions_dir / V3)
+    db = str(tmp_path / "context.db")
+    request = "déployer la fusée 🚀"
+    done = run_ds4_process(
+        "--db", db, "plan", "--session", session, "--json", "-",
+        encoding="ascii", stdin=request.encode(),
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr.decode(errors="replace")
+    plan = json.loads(done.stdout)
+    assert plan["messages"][-1]["content"][0]["text"] == request
+
+    bad = run_ds4_process(
+        "--db", db, "plan", "--session", session, "-", encoding="utf-8", stdin=b"caf\xe9\n"
+    )
+    assert bad.returncode == cli.EXIT_USAGE
+    assert b"REQUEST (-): standard input is not UTF-8 text (byte 3 of 5)" in bad.stderr
+
+
+def test_retrieve_excerpts_fit_the_terminal_width(
+    ds4: Callable[..., Run], pi_sessions_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Excerpts (and wrapped reasons) use `COLUMNS`, the terminal's width; 100 off a terminal."""
+    session = str(pi_sessions_dir / V1_LARGE)
+    excerpt_widths = {}
+    for columns in (80, 100, 180):
+        monkeypatch.setenv("COLUMNS", str(columns))
+        report = ds4("retrieve", "--session", session, "--max-results", "3", EARLY_REQUEST)
+        assert report.code == 0, report.err
+        rows = [line for line in report.out.splitlines() if re.match(r"^\s+\d+\.\d{3}\s", line)]
+        assert rows and all(len(line) <= columns for line in report.out.splitlines()[3:])
+        excerpt_widths[columns] = max(len(line) for line in rows)
+    assert excerpt_widths[80] < excerpt_widths[100] < excerpt_widths[180]
+    assert excerpt_widths[180] > 100
+    monkeypatch.delenv("COLUMNS")
+    assert cli.report_width() == cli.REPORT_WIDTH  # pytest's stdout is not a terminal
+
+
 def test_retrieve_bad_max_results(ds4: Callable[..., Run], pi_sessions_dir: Path) -> None:
     result = ds4("retrieve", "--session", str(pi_sessions_dir / V3), "--max-results", "0", "q")
     assert result.code == 2
@@ -522,6 +594,114 @@ def test_index_where_every_file_fails(ds4: Callable[..., Run], tmp_path: Path) -
     assert [f["sessionFile"] for f in printed.json()] == [str(notes), str(missing)]
     assert all(f.keys() == {"sessionFile", "error"} for f in printed.json())
     assert "does not exist" in printed.json()[1]["error"]
+
+
+def test_index_a_directory_indexes_its_jsonl_files_by_name(
+    ds4: Callable[..., Run], pi_sessions_dir: Path, tmp_path: Path
+) -> None:
+    """`ds4 index DIR`: the `.jsonl` files directly in DIR, sorted by name; other files and
+    subdirectories are left alone; a `.jsonl` that is not a Pi session fails (exit 3) in its
+    place, like a FILE argument would."""
+    folder = tmp_path / "sessions"
+    (folder / "deeper").mkdir(parents=True)
+    shutil.copyfile(pi_sessions_dir / V3, folder / "b-v3.jsonl")
+    shutil.copyfile(pi_sessions_dir / SINGLE, folder / "a-single.jsonl")
+    shutil.copyfile(pi_sessions_dir / REPLAY, folder / "deeper" / "replay.jsonl")
+    (folder / "c-notes.jsonl").write_text('{"hello": "world"}\n')
+    (folder / "README.txt").write_text("not indexed\n")
+
+    result = ds4("index", "--json", str(folder))
+
+    assert result.code == cli.EXIT_PARTIAL, result.err
+    printed = result.json()
+    assert [Path(r["sessionFile"]).name for r in printed] == [
+        "a-single.jsonl",
+        "b-v3.jsonl",
+        "c-notes.jsonl",
+    ]
+    assert [r.get("entriesTotal") for r in printed] == [5, 8, None]
+    assert printed[2].keys() == {"sessionFile", "error"}
+    assert "is this a Pi session file?" in printed[2]["error"]
+    assert "1 of 3 file(s) could not be indexed (see above); the other 2 were" in result.err
+    assert ds4("health", "--json").json()["sessions"] == 2  # deeper/ was not searched
+
+    both = ds4("index", str(folder / "deeper"), str(pi_sessions_dir / EMPTY))
+    assert both.code == cli.EXIT_OK, both.err
+    assert "replay.jsonl" in both.out and EMPTY in both.out
+
+
+def test_index_a_directory_without_sessions_fails_in_its_place(
+    ds4: Callable[..., Run], pi_sessions_dir: Path, tmp_path: Path
+) -> None:
+    empty = tmp_path / "nothing-here"
+    empty.mkdir()
+    result = ds4("index", "--json", str(empty), str(pi_sessions_dir / V3))
+    assert result.code == cli.EXIT_PARTIAL
+    printed = result.json()
+    assert printed[0] == {"sessionFile": str(empty), "error": printed[0]["error"]}
+    assert "holds no .jsonl file" in printed[0]["error"]
+    assert printed[1]["entriesTotal"] == 8
+
+
+@contextlib.contextmanager
+def write_locked(db: Path) -> Iterator[None]:
+    """Another connection holds `db`'s write lock (BEGIN IMMEDIATE) while the block runs."""
+    holder = sqlite3.connect(db, isolation_level=None)
+    try:
+        holder.execute("BEGIN IMMEDIATE")
+        yield
+        holder.execute("ROLLBACK")
+    finally:
+        holder.close()
+
+
+def test_index_under_a_database_lock_reports_each_file_and_exits_3(
+    ds4: Callable[..., Run], db: Path, pi_sessions_dir: Path
+) -> None:
+    """A write lock held past storage.busyTimeoutMs is not corruption: the file is listed as
+    failed (`{sessionFile, error}`, exit 3, as for any file not indexed) with a hint that fits
+    the cause (wait, or a longer busy timeout), never "run ds4 rebuild"."""
+    assert ds4("index", str(pi_sessions_dir / V3)).code == 0  # the database exists
+    files = [str(pi_sessions_dir / SINGLE), str(pi_sessions_dir / V3)]
+
+    with write_locked(db):
+        result = ds4("--set", "storage.busyTimeoutMs=50", "index", "--json", *files)
+
+    assert result.code == cli.EXIT_PARTIAL, result.err
+    printed = result.json()
+    assert printed[0].keys() == {"sessionFile", "error"}
+    assert printed[0]["sessionFile"] == files[0]
+    assert (
+        "is locked" in printed[0]["error"]
+        and "storage.busyTimeoutMs (50 ms)" in printed[0]["error"]
+    )
+    assert printed[1]["outcome"] == "noop"  # unchanged: no write needed, so it still answers
+    assert "rebuild" not in result.err and "internal error" not in result.err
+    assert "1 of 2 file(s) could not be indexed" in result.err
+    assert ds4("index", "--json", files[0]).json()[0]["entriesTotal"] == 5  # after the lock
+
+
+def test_other_commands_under_a_database_lock_say_so(
+    ds4: Callable[..., Run], db: Path, pi_sessions_dir: Path
+) -> None:
+    """`plan` (which syncs the session first) and opening a database that still needs its
+    schema both name the lock and the busy timeout, exit 2, and do not suggest a rebuild or
+    another database location."""
+    db.parent.mkdir(parents=True)
+    sqlite3.connect(db).close()  # an empty file: opening it must create the schema
+    with write_locked(db):
+        opening = ds4("--set", "storage.busyTimeoutMs=50", "health")
+    assert opening.code == cli.EXIT_USAGE
+    assert "is locked" in opening.err and "writable location" not in opening.err
+
+    assert ds4("health").code == 0
+    with write_locked(db):
+        planned = ds4(
+            "--set", "storage.busyTimeoutMs=50", "plan", "--session", str(pi_sessions_dir / V3), "x"
+        )
+    assert planned.code == cli.EXIT_USAGE
+    assert "is locked" in planned.err and "storage.busyTimeoutMs (50 ms)" in planned.err
+    assert "rebuild" not in planned.err and "internal error" not in planned.err
 
 
 # ---------------------------------------------------------------------------- health, rebuild
@@ -743,3 +923,86 @@ def test_a_session_file_given_as_db_is_refused_and_untouched(
     assert "not an SQLite database" in result.err and "--db" in result.err
     assert session.read_bytes() == before
     assert sorted(p.name for p in session.parent.iterdir()) == [session.name]
+
+
+# -------------------------------------------------------------------------------- output encoding
+
+LONE_SURROGATE_SESSION = "\n".join(
+    [
+        '{"type":"session","version":3,"id":"5e55-cut-emoji","timestamp":"2026-04-08T03:00:05Z",'
+        '"cwd":"/tmp"}',
+        # `\ud83c`: the first half of 🚀, as an older Pi wrote a cut emoji (the JSON escape).
+        '{"type":"message","id":"e1","parentId":null,"timestamp":"2026-04-08T03:00:06Z",'
+        '"message":{"role":"user","content":[{"type":"text","text":"launch the rocket \\ud83c"}]}}',
+        '{"type":"message","id":"e2","parentId":"e1","timestamp":"2026-04-08T03:00:07Z",'
+        '"message":{"role":"assistant","content":[{"type":"text","text":"rocket \\ud83c \\u00b7 ok"}],'
+        '"provider":"anthropic","model":"claude-sonnet-4-5"}}',
+        "",
+    ]
+)
+
+
+def run_ds4_process(
+    *argv: str, encoding: str, stdin: bytes | None = None, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[bytes]:
+    """`python -m ds4_core.cli ARGV` in a C locale with stdout encoded as `encoding`
+    (PYTHONIOENCODING), as a pipe or a terminal of another encoding would see it."""
+    environ = {
+        **os.environ,
+        "LC_ALL": "C",
+        "LANG": "C",
+        "PYTHONIOENCODING": encoding,
+        **(env or {}),
+    }
+    environ.pop("DS4_DB", None)
+    return subprocess.run(
+        [sys.executable, "-m", "ds4_core.cli", *argv],
+        input=stdin,
+        capture_output=True,
+        env=environ,
+        check=False,
+    )
+
+
+@pytest.mark.parametrize("encoding", ["utf-8", "ascii", "latin-1"])
+def test_json_output_is_valid_and_complete_with_a_lone_surrogate(
+    tmp_path: Path, encoding: str
+) -> None:
+    """A message holding a lone surrogate used to stop `plan --json` with UnicodeEncodeError
+    halfway through the JSON. Every `--json` now prints one whole, valid (ASCII) document,
+    the surrogate as its `\\ud83c` escape, whatever the output encoding."""
+    session = tmp_path / "cut-emoji.jsonl"
+    session.write_text(LONE_SURROGATE_SESSION, encoding="ascii")
+    db = str(tmp_path / "context.db")
+
+    for argv in (
+        ["index", "--json", str(session)],
+        ["plan", "--session", str(session), "--json", "rocket"],
+        ["retrieve", "--session", str(session), "--json", "rocket"],
+        ["manifest", "--latest", "--session", str(session), "--view", "full", "--json"],
+    ):
+        done = run_ds4_process("--db", db, *argv, encoding=encoding)
+        assert done.returncode == 0, (argv, done.stderr.decode(errors="replace"))
+        assert done.stdout.isascii()
+        json.loads(done.stdout.decode("ascii"))  # whole and valid
+    plan = json.loads(
+        run_ds4_process(
+            "--db", db, "plan", "--session", str(session), "--json", "rocket", encoding=encoding
+        ).stdout
+    )
+    texts = [part["text"] for message in plan["messages"] for part in message["content"]]
+    assert "launch the rocket \ud83c" in texts  # the same string the session holds
+
+
+def test_text_reports_escape_what_the_output_encoding_cannot_show(tmp_path: Path) -> None:
+    """Under an ASCII stdout the report's `·` and a lone surrogate become backslash escapes
+    instead of an internal error (exit 1) after half the report."""
+    session = tmp_path / "cut-emoji.jsonl"
+    session.write_text(LONE_SURROGATE_SESSION, encoding="ascii")
+    done = run_ds4_process(
+        "--db", str(tmp_path / "context.db"), "plan", "--session", str(session), "rocket",
+        encoding="ascii",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr.decode(errors="replace")
+    report = done.stdout.decode("ascii")
+    assert report.startswith("ds4 plan\n") and "\\xb7" in report and "Manifest  m-" in report

@@ -46,6 +46,7 @@ CASES = [
     "granting_trust_updates_the_running_server",
     "an_undecided_root_is_asked_about_once",
     "plan_through_the_lua_api",
+    "server_info_lines_are_not_errors_in_lsp_log",
     "retrieve_through_the_lua_api",
     "manifest_through_the_lua_api",
     "invalid_params_come_back_as_an_error",
@@ -209,6 +210,69 @@ def lua_results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str,
     by_name = {case["name"]: case for case in data["tests"]}
     by_name["__process__"] = {"returncode": proc.returncode, "stderr": proc.stderr}
     return by_name
+
+
+def run_nvim_lua(script: str, *args: str, cwd: Path) -> Any:
+    """Run the Lua `script` in a clean headless Neovim (no config, no plugins; `arg` holds
+    `args`) and return the JSON it writes to stdout."""
+    assert NVIM is not None
+    path = cwd / "script.lua"
+    path.write_text(script)
+    env = {k: v for k, v in os.environ.items() if k not in {"NVIM", "VIMINIT", "MYVIMRC"}}
+    for xdg in ("CONFIG", "DATA", "STATE", "CACHE"):
+        env[f"XDG_{xdg}_HOME"] = str(cwd / "xdg" / xdg.lower())
+    done = subprocess.run(
+        [NVIM, "--headless", "--clean", "-u", "NONE", "-i", "NONE", "-l", str(path), *args],
+        cwd=cwd,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+HELP_SCRIPT = """
+vim.opt.runtimepath:append(arg[1])
+local ok, problem = pcall(vim.cmd.help, arg[2])
+io.stdout:write(vim.json.encode({
+  ok = ok,
+  problem = ok and vim.NIL or tostring(problem),
+  file = vim.fn.expand('%:t'),
+  buftype = vim.bo.buftype,
+}))
+vim.cmd('qa!')
+"""
+
+
+@pytest.mark.parametrize("topic", ["ds4", ":Ds4Plan", "ds4.plan()", "ds4-setup"])
+def test_help_works_right_after_install_with_a_plain_runtimepath(
+    topic: str, tmp_path: Path
+) -> None:
+    """The plugin directory on 'runtimepath' (no plugin manager, no `:helptags`): `:help ds4`
+    opens doc/ds4.txt, because doc/tags is shipped."""
+    shown = run_nvim_lua(HELP_SCRIPT, str(PLUGIN_DIR), topic, cwd=tmp_path)
+    assert shown == {"ok": True, "problem": None, "file": "ds4.txt", "buftype": "help"}
+
+
+def test_the_shipped_help_tags_are_what_helptags_generates(tmp_path: Path) -> None:
+    """editors/nvim/doc/tags is up to date with doc/ds4.txt (regenerate it with
+    `nvim --headless --clean -c 'helptags editors/nvim/doc' -c q`)."""
+    doc = tmp_path / "doc"
+    doc.mkdir()
+    shutil.copyfile(PLUGIN_DIR / "doc" / "ds4.txt", doc / "ds4.txt")
+    generated = run_nvim_lua(
+        "vim.cmd.helptags(vim.fn.fnameescape(arg[1]))\n"
+        "io.stdout:write(vim.json.encode(vim.fn.readfile(arg[1] .. '/tags')))\n"
+        "vim.cmd('qa!')\n",
+        str(doc),
+        cwd=tmp_path,
+    )
+    shipped = (PLUGIN_DIR / "doc" / "tags").read_text().splitlines()
+    assert shipped == generated
 
 
 def test_every_lua_case_ran(lua_results: dict[str, dict[str, Any]]) -> None:

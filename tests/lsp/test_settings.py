@@ -97,17 +97,21 @@ async def test_a_trust_grant_after_start_up_is_applied_without_warnings(
 async def test_the_log_level_setting_quiets_the_server(
     servers: Servers, session_file: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:
-    """`diagnostics.logLevel: error` turns off the per-request info lines on stderr, while the
-    same server at the default level writes them."""
+    """`diagnostics.logLevel: error` turns off the per-request info lines (sent to the client
+    as `window/logMessage`), while the same server at the default level sends them; neither
+    writes them to stderr."""
     quiet = await servers.start(
         initialization_options={"settings": {"diagnostics": {"logLevel": "error"}}}
     )
     await request(quiet, "ds4/plan", plan_params(session_file))
+    quiet_logged = [m.message for m in quiet.log_messages]
     await servers.stop(quiet)
     quiet_err = capfd.readouterr().err
     loud = await servers.start()
     await request(loud, "ds4/plan", plan_params(session_file))
+    loud_logged = [m.message for m in loud.log_messages]
     await servers.stop(loud)
     loud_err = capfd.readouterr().err
-    assert " INFO " in loud_err
-    assert " INFO " not in quiet_err
+    assert any(line.startswith("ds4/plan: ") for line in loud_logged)
+    assert not any(line.startswith("ds4/plan: ") for line in quiet_logged)
+    assert " INFO " not in loud_err + quiet_err

@@ -479,6 +479,19 @@ def open_store(
     )
 
 
+def database_locked_message(path: str | os.PathLike[str], busy_timeout_ms: int) -> str:
+    """What to tell the user when `is_database_locked`: the lock is another connection's
+    (nothing is damaged, nothing was written), and how to get past it (wait, or a longer
+    `storage.busyTimeoutMs`). `busy_timeout_ms` is the timeout that ran out (ms)."""
+    return (
+        f"the database '{path}' is locked: another connection (a ds4-lsp server or another "
+        f"ds4 command) held its write lock longer than storage.busyTimeoutMs ({busy_timeout_ms}"
+        " ms); nothing was written and the database is not damaged. Try again when that "
+        "writer is done, or wait longer: raise the setting storage.busyTimeoutMs (ds4 --set "
+        "storage.busyTimeoutMs=N)"
+    )
+
+
 __all__ = [
     "DATABASE_ENV_VAR",
     "ForeignDatabaseError",

@@ -32,6 +32,7 @@ import {
   type PathContext,
   readServerSettings,
   resolveServerLaunch,
+  serverStartFailure,
   type SettingsReader,
 } from './settings';
 import { applyProgress, type StatusState } from './status';
@@ -374,14 +375,7 @@ export function pathContext(): PathContext {
 }
 
 function startFailure(command: string, error: unknown): string {
-  const text = message(error);
-  if (text.includes('ENOENT')) {
-    return (
-      `cannot start '${command}': not found. Install ds4-lsp (pip install ds4-lsp) or set ` +
-      '"ds4.server.command" to its path, or "ds4.server.pythonPath" to a Python that has it.'
-    );
-  }
-  return `cannot start '${command}': ${text}`;
+  return serverStartFailure(command, error, vscode.env.remoteName);
 }
 
 function message(error: unknown): string {

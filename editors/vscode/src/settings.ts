@@ -74,6 +74,35 @@ export const LAUNCH_SETTING_KEYS: readonly string[] = [
  */
 export const CLIENT_SETTING_KEYS: readonly string[] = ['compaction.useEditorModel', 'compaction.modelFamily'];
 
+/**
+ * Why the server could not be started, for the status bar and the output: `launch.command`
+ * and the error, plus what to do. A command that does not exist (`ENOENT`) gets the install
+ * hint, and in a remote window (`remoteName` = `vscode.env.remoteName`, e.g. `ssh-remote`,
+ * `wsl`, `codespaces`) the reason it most often happens there: the launch settings are
+ * `machine-overridable`, so VS Code ignores their values in the local User settings and the
+ * server, which runs on the remote machine, falls back to `ds4-lsp` on that machine's PATH.
+ */
+export function serverStartFailure(command: string, error: unknown, remoteName?: string): string {
+  const text = error instanceof Error ? error.message : String(error);
+  if (!text.includes('ENOENT')) {
+    return `cannot start '${command}': ${text}`;
+  }
+  const found =
+    `cannot start '${command}': not found. Install ds4-lsp (./scripts/demo.sh in a clone of ` +
+    'the ds4-lsp repository, or pip install ./core . there) and set "ds4.server.command" to ' +
+    'its path, or "ds4.server.pythonPath" to a Python that has it.';
+  if (!remoteName) {
+    return found;
+  }
+  const keys = LAUNCH_SETTING_KEYS.map((key) => `"ds4.${key}"`).join(', ');
+  return (
+    `${found} This is a remote window (${remoteName}): the server runs on the remote machine, ` +
+    `and VS Code ignores ${keys} in your local User settings here (they are machine ` +
+    'settings). Set them, as paths on the remote machine, in the Remote settings ' +
+    '("Preferences: Open Remote Settings") or in the workspace settings.'
+  );
+}
+
 /** The default `ds4.server.command`: `ds4-lsp` found on PATH. */
 export const DEFAULT_SERVER_COMMAND = 'ds4-lsp';
 

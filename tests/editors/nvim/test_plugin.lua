@@ -43,6 +43,9 @@ ds4.setup({
   settings = { retrieval = { maxResults = 12 } },
 })
 
+-- Keep INFO lines in lsp.log: `server_info_lines_are_not_errors_in_lsp_log` reads them.
+vim.lsp.log.set_level('info')
+
 local REQUEST = 'which selector files did we port to the theme system?'
 local results = {}
 
@@ -248,6 +251,28 @@ test('plan_through_the_lua_api', function()
   eq(last.role, 'user', 'last message role')
   eq(last.content[1].text, REQUEST, 'last message text')
   eq(ds4.last_manifest_id, result.manifestId, 'last_manifest_id')
+end)
+
+test('server_info_lines_are_not_errors_in_lsp_log', function()
+  -- The server's INFO lines (one per request) arrive as window/logMessage and are logged at
+  -- INFO; stderr, which Neovim logs as [ERROR], carries none of them.
+  local log_file = vim.lsp.log.get_filename()
+  local lines = {}
+  wait_for('the ds4/plan line in ' .. log_file, function()
+    lines = vim.fn.filereadable(log_file) == 1 and vim.fn.readfile(log_file) or {}
+    for _, line in ipairs(lines) do
+      if line:find('[INFO]', 1, true) and line:find('ds4/plan: mode=managed', 1, true) then
+        return true
+      end
+    end
+    return false
+  end)
+  for _, line in ipairs(lines) do
+    if line:find('[ERROR]', 1, true) then
+      assert(not line:find(' INFO ', 1, true), 'an INFO line logged as an error: ' .. line)
+      assert(not line:find('ds4/plan: ', 1, true), 'a request line logged as an error: ' .. line)
+    end
+  end
 end)
 
 test('retrieve_through_the_lua_api', function()

@@ -195,6 +195,7 @@ export class StubVscode {
         language: 'en',
         machineId: 'test',
         sessionId: 'test',
+        remoteName: undefined, // a local window
         clipboard: {
           writeText: (text: string) => {
             this.clipboard.push(text);

@@ -13,6 +13,7 @@ import {
   readServerSettings,
   resolveServerLaunch,
   SERVER_SETTING_KEYS,
+  serverStartFailure,
 } from '../../src/settings';
 import { reader } from '../fixtures';
 
@@ -22,6 +23,8 @@ const PATHS = { homeDir: '/home/me', workspaceFolder: '/work/proj' };
 interface ConfigurationProperty {
   default: unknown;
   type: string;
+  scope?: string;
+  markdownDescription?: string;
 }
 const packageJson = JSON.parse(readFileSync(join(PACKAGE_ROOT, 'package.json'), 'utf8')) as {
   contributes: { configuration: { properties: Record<string, ConfigurationProperty> } };
@@ -178,6 +181,44 @@ describe('package.json settings', () => {
     for (const key of SERVER_SETTING_KEYS) {
       assert.ok(documented.has(key), `${key} is documented`);
       assert.deepEqual(properties[`ds4.${key}`]?.default, documented.get(key), key);
+    }
+  });
+});
+
+describe('server start failures', () => {
+  const enoent = Object.assign(new Error('spawn /opt/ds4/bin/ds4-lsp ENOENT'), { code: 'ENOENT' });
+
+  it('says how to install the server when the command does not exist', () => {
+    const text = serverStartFailure('/opt/ds4/bin/ds4-lsp', enoent);
+    assert.match(text, /^cannot start '\/opt\/ds4\/bin\/ds4-lsp': not found\. Install ds4-lsp/);
+    assert.match(text, /"ds4\.server\.command"/);
+    assert.doesNotMatch(text, /pip install ds4-lsp/); // it is not on PyPI
+    assert.doesNotMatch(text, /remote/i);
+  });
+
+  it('in a remote window, says the launch settings of the local User settings are ignored there', () => {
+    const text = serverStartFailure('ds4-lsp', enoent, 'ssh-remote');
+    assert.match(text, /remote window \(ssh-remote\)/);
+    for (const key of LAUNCH_SETTING_KEYS) {
+      assert.ok(text.includes(`"ds4.${key}"`), key);
+    }
+    assert.match(text, /Preferences: Open Remote Settings/);
+    assert.match(text, /workspace settings/);
+  });
+
+  it('passes other errors through', () => {
+    assert.equal(
+      serverStartFailure('ds4-lsp', new Error('spawn ds4-lsp EACCES'), 'wsl'),
+      "cannot start 'ds4-lsp': spawn ds4-lsp EACCES",
+    );
+  });
+
+  it('documents, on each machine-overridable launch setting, where it goes in a remote window', () => {
+    for (const key of LAUNCH_SETTING_KEYS) {
+      const property = properties[`ds4.${key}`];
+      assert.ok(property, key);
+      assert.equal(property.scope, 'machine-overridable', key);
+      assert.match(property.markdownDescription ?? '', /remote window .*Preferences: Open Remote Settings/, key);
     }
   });
 });
