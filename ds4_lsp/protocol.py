@@ -395,8 +395,10 @@ class PlanResult:
 
     `mode` is `managed` (messages were planned), `observer` (messages unchanged, plan
     recorded) or `fallback` (messages unchanged because planning failed; `fallbackReason`
-    says why). `estimatedTokens` uses the chars-v1 estimator. `manifestStored` is false when
-    the manifest was kept in memory only (no session, or storage disabled).
+    says why). `estimatedTokens` uses the token estimator of `ds4_core.tokens`.
+    `manifestStored` is false when the manifest was kept in memory only (no session, or
+    storage disabled). `overHardLimit` is true when `fixedTokens` + `currentTurnTokens`
+    exceed `hardInputLimit` (tokens): no plan fits, the client must shorten the request.
     """
 
     mode: str
@@ -405,6 +407,10 @@ class PlanResult:
     estimated_tokens: int
     budget: Budget
     model: ModelInfo
+    over_hard_limit: bool
+    current_turn_tokens: int
+    fixed_tokens: int
+    hard_input_limit: int
     manifest_stored: bool = False
     warnings: list[str] = attrs.Factory(list)
     stats: JsonObject = attrs.Factory(dict)

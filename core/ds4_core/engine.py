@@ -670,8 +670,11 @@ class ContextEngine:
     def plan(self, request: PlanRequest) -> dict[str, Any]:
         """Plan the messages of the next model call (`ds4/plan`; ds4-reference.md 3.7).
 
-        Returns {mode, messages, manifestId, manifestStored, estimatedTokens, budget, model,
-        warnings, stats, fallbackReason?, session?} (docs/protocol.md). Managed plans keep the
+        Returns {mode, messages, manifestId, manifestStored, estimatedTokens, overHardLimit,
+        currentTurnTokens, fixedTokens, hardInputLimit, budget, model, warnings, stats,
+        fallbackReason?, session?} (docs/protocol.md). `overHardLimit` is True when fixed
+        tokens + the current turn's tokens exceed `hardInputLimit` (a fallback no trimming
+        could avoid). Managed plans keep the
         current turn, a recent tail of whole turns, and historical evidence (JSON-quoted user
         messages) for older turns that the tail leaves out; everything else is recorded as
         excluded in the manifest. Any failure while indexing, retrieving or planning gives mode
@@ -740,6 +743,7 @@ class ContextEngine:
                 failure,
                 fixed_tokens=request.fixed_tokens,
                 message_source_ids=prepared.source_ids,
+                hard_input_limit=prepared.budget.hard_input_limit,
             )
         if retrieval is not None:
             warnings.extend(retrieval.warnings)
@@ -793,6 +797,10 @@ class ContextEngine:
             "manifestId": manifest_id,
             "manifestStored": stored,
             "estimatedTokens": plan.estimated_tokens,
+            "overHardLimit": plan.over_hard_limit,
+            "currentTurnTokens": plan.current_turn_tokens,
+            "fixedTokens": request.fixed_tokens,
+            "hardInputLimit": prepared.budget.hard_input_limit,
             "budget": _budget_to_wire(prepared.budget),
             "model": _profile_to_wire(prepared.profile),
             "warnings": warnings,

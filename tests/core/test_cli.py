@@ -295,6 +295,13 @@ def test_plan_report_of_a_fallback_says_the_messages_are_sent_unchanged(
     for managed_only in ("Recent tail", "Historical evidence", "Excluded", "Summaries kept"):
         assert managed_only not in result.out
 
+    printed = ds4(
+        "plan", "--session", session, "--leaf", "e6", "--context-window", "1", "--json", "x"
+    ).json()
+    assert printed["overHardLimit"] is True
+    assert (printed["currentTurnTokens"], printed["fixedTokens"]) == (14, 0)
+    assert printed["hardInputLimit"] == printed["budget"]["hardInputLimit"] == 0
+
 
 def test_plan_report_in_observer_mode_says_what_a_managed_plan_would_have_done(
     ds4: Callable[..., Run], pi_sessions_dir: Path

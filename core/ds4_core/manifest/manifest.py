@@ -100,7 +100,8 @@ def build_manifest(
     budgets{...ContextBudget.to_json()}, included[] / excluded[] of {kind, sourceId, groupId,
     classification, tokens, score, reason}, summaryIds[], retrievedEventIds[], retrieved[],
     planning{mode, fallbackReason, counts, tokens, rescuedImmediatePredecessor,
-    oversizedTurnExclusions, plannedTokens}, retrieval{...} or None, warnings[].
+    oversizedTurnExclusions, plannedTokens, currentTurnTokens, overHardLimit},
+    retrieval{...} or None, warnings[].
     """
     stats = plan.stats or {}
     retrieved_items = [
@@ -144,6 +145,8 @@ def build_manifest(
             "rescuedImmediatePredecessor": bool(stats.get("rescued_immediate_predecessor")),
             "oversizedTurnExclusions": int(stats.get("oversized_turn_exclusions", 0)),
             "plannedTokens": stats.get("planned_tokens"),
+            "currentTurnTokens": plan.current_turn_tokens,
+            "overHardLimit": plan.over_hard_limit,
         },
         "retrieval": _camel_keys(retrieval_stats) if retrieval_stats is not None else None,
         "warnings": [*plan.warnings, *warnings],
