@@ -119,7 +119,7 @@ def test_manifest_carries_the_call_metadata_in_camel_case() -> None:
     assert manifest["estimatedTokens"] == plan.estimated_tokens
     assert manifest["policyVersion"] == POLICY_VERSION
     assert manifest["plannerVersion"] == PLANNER_VERSION
-    assert manifest["estimatorVersion"] == "chars-v1"
+    assert manifest["estimatorVersion"] == "chars-v2"
     assert manifest["budgets"]["maxRetrievedHistoryTokens"] == BUDGET.max_retrieved_history_tokens
     assert manifest["summaryIds"] == ["message:3"]
     planning = manifest["planning"]
