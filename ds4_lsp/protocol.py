@@ -395,8 +395,8 @@ class PlanResult:
 
     `mode` is `managed` (messages were planned), `observer` (messages unchanged, plan
     recorded) or `fallback` (messages unchanged because planning failed; `fallbackReason`
-    says why). `estimatedTokens` uses the token estimator of `ds4_core.tokens`.
-    `manifestStored` is false when the manifest was kept in memory only (no session, or
+    says why). `estimatedTokens` uses the token estimator named by `estimatorVersion`
+    (`chars-v2`, ds4_core.tokens). `manifestStored` is false when the manifest was kept in memory only (no session, or
     storage disabled). `overHardLimit` is true when `fixedTokens` + `currentTurnTokens`
     exceed `hardInputLimit` (tokens): no plan fits, the client must shorten the request.
     """
@@ -407,6 +407,7 @@ class PlanResult:
     estimated_tokens: int
     budget: Budget
     model: ModelInfo
+    estimator_version: str
     over_hard_limit: bool
     current_turn_tokens: int
     fixed_tokens: int

@@ -670,7 +670,8 @@ class ContextEngine:
     def plan(self, request: PlanRequest) -> dict[str, Any]:
         """Plan the messages of the next model call (`ds4/plan`; ds4-reference.md 3.7).
 
-        Returns {mode, messages, manifestId, manifestStored, estimatedTokens, overHardLimit,
+        Returns {mode, messages, manifestId, manifestStored, estimatedTokens,
+        estimatorVersion, overHardLimit,
         currentTurnTokens, fixedTokens, hardInputLimit, budget, model, warnings, stats,
         fallbackReason?, session?} (docs/protocol.md). `overHardLimit` is True when fixed
         tokens + the current turn's tokens exceed `hardInputLimit` (a fallback no trimming
@@ -797,6 +798,7 @@ class ContextEngine:
             "manifestId": manifest_id,
             "manifestStored": stored,
             "estimatedTokens": plan.estimated_tokens,
+            "estimatorVersion": ESTIMATOR_VERSION,
             "overHardLimit": plan.over_hard_limit,
             "currentTurnTokens": plan.current_turn_tokens,
             "fixedTokens": request.fixed_tokens,

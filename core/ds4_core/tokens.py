@@ -6,29 +6,31 @@ block is a flat 1024; a toolCall counts its name plus the JSON of its arguments.
 
 Text rule `chars-v2` (this module's; it replaces the reference's `chars-v1`, ceil(UTF-16
 length / 4), which counts a 399-character Chinese snippet as 100 tokens where real tokenizers
-count about 400). Each code point has a weight in quarter tokens and a text costs
-ceil(sum of weights / 4). The default weight depends on the code point's UTF-8 length:
+count about 400). Each UTF-16 code unit has a weight in quarter tokens and a text costs
+ceil(sum of weights / 4). The weight depends on the unit's block of 256 code points
+(`BLOCK_WEIGHTS`), except that ASCII weighs 1 (1/4 token, as `chars-v1`) and Armenian 9:
 
-| UTF-8 length | code points                                                | tokens per code point |
-|--------------|------------------------------------------------------------|-----------------------|
-| 1 byte       | ASCII                                                      | 1/4 (as `chars-v1`)   |
-| 2 bytes      | U+0080-07FF: Latin accents, Greek, Hebrew, ...             | 5/4                   |
-| 3 bytes      | U+0800-FFFF: CJK, kana, Hangul, Devanagari, ...; lone surrogates | 3/2             |
-| 4 bytes      | U+10000 and up: emoji, rare CJK                            | 3                     |
+| tokens per code point | code points                                                        |
+|-----------------------|--------------------------------------------------------------------|
+| 1/4                   | ASCII                                                              |
+| 3/4                   | Cyrillic (U+0400-04FF)                                             |
+| 1                     | Arabic (U+0600-06FF)                                               |
+| 5/4                   | Latin-1, Latin extended, Greek, Hebrew, Syriac, Thaana, Thai, Lao  |
+| 3/2                   | anything else: CJK, kana, Hangul, Devanagari, Bengali, punctuation, lone surrogates |
+| 2                     | Oriya, Tamil, Telugu, Kannada; symbols, arrows, maths, box drawing, dingbats (U+2100-2BFF) |
+| 9/4                   | Armenian (U+0531-058F)                                             |
+| 3                     | Malayalam, Sinhala, Tibetan, Myanmar, Georgian, Ethiopic, Cherokee, Canadian syllabics, Khmer, and the rest of `BLOCK_WEIGHTS` at 12; U+10000 and up (emoji, rare CJK: 3/2 per surrogate) |
 
-and `SCRIPT_WEIGHTS` sets other weights for the scripts real tokenizers treat differently
-(Cyrillic 3/4, Arabic 1, Thai 5/4, Armenian 9/4, South Indian scripts and symbols 2, Georgian,
-Ethiopic and other scripts split byte by byte 3). The weights are upper bounds of what
-byte-level BPE tokenizers use on natural text of each script (measured with the public
-`cl100k_base` encoding of OpenAI's tiktoken; `tests/core/test_tokens.py` keeps the counts),
-with a margin for the ASCII spaces and punctuation around the words, which split more often
-than 1/4 token each in non-Latin text.
+The weights are upper bounds of what byte-level BPE tokenizers use on natural text of each
+script (measured with the public `cl100k_base` encoding of OpenAI's tiktoken;
+`tests/core/test_tokens.py` keeps the counts), with a margin for the ASCII spaces and
+punctuation between the words, which split more often than 1/4 token each in non-Latin text.
 
 Properties the tests check: every code point weighs at least as much as under `chars-v1`, so
 an estimate is never below ceil(UTF-16 length / 4); weights add up, so estimate(a + b) >=
 estimate(a) and estimate(a + b) >= estimate(a) + estimate(b) - 1; each CJK ideograph, kana or
 Hangul syllable costs more than one token. ASCII text takes a fast path with the `chars-v1`
-result.
+result; other text costs a few passes in C over its UTF-16 encoding.
 
 Estimates of different estimator versions must not be mixed: a manifest records
 `estimatorVersion` beside its `estimatedTokens`, and `ds4/plan` returns it with its estimate.
@@ -50,47 +52,44 @@ BLOCK_OVERHEAD_TOKENS = 4
 IMAGE_BLOCK_TOKENS = 1024
 _EXTRA_STRING_FIELDS = ("summary", "command", "output", "toolName")
 
-# Default weights in quarter tokens per code point, by UTF-8 length (index = bytes).
-_QUARTERS_BY_UTF8_LENGTH = (0, 1, 5, 6, 12)
+DEFAULT_BLOCK_QUARTERS = 6
+"""Quarter tokens per UTF-16 unit of a block `BLOCK_WEIGHTS` does not list."""
 
-SCRIPT_WEIGHTS: tuple[tuple[str, str, int], ...] = (
-    ("Cyrillic", "\u0400-\u052f", 3),
-    ("Armenian", "\u0530-\u058f", 9),
-    ("Arabic", "\u0600-\u06ff", 4),
-    ("Thai", "\u0e00-\u0e7f", 5),
-    ("Tamil, Telugu, Kannada, Malayalam", "\u0b80-\u0d7f", 8),
-    (
-        "symbols: letterlike, arrows, maths, technical, box drawing, shapes, dingbats",
-        "\u2100-\u2bff",
-        8,
-    ),
-    (
-        "Sinhala, Tibetan, Myanmar, Georgian, Ethiopic, Cherokee, Canadian syllabics, Khmer",
-        "\u0d80-\u0dff\u0f00-\u0fff\u1000-\u109f\u10a0-\u10ff\u1200-\u139f"
-        "\u13a0-\u13ff\u1400-\u167f\u1780-\u17ff\u1c90-\u1cbf\u2d00-\u2d2f"
-        "\u2d80-\u2ddf\uab00-\uab2f",
-        12,
-    ),
+BLOCK_WEIGHTS: tuple[tuple[int, int, int, str], ...] = (
+    (0x00, 0x03, 5, "Latin-1 (ASCII: 1), Latin extended, IPA, combining marks, Greek"),
+    (0x04, 0x04, 3, "Cyrillic"),
+    (0x05, 0x05, 5, "Cyrillic supplement, Armenian (9, see ARMENIAN), Hebrew"),
+    (0x06, 0x06, 4, "Arabic"),
+    (0x07, 0x07, 5, "Syriac, Arabic supplement, Thaana, NKo"),
+    (0x0B, 0x0C, 8, "Oriya, Tamil, Telugu, Kannada"),
+    (0x0D, 0x0D, 12, "Malayalam, Sinhala"),
+    (0x0E, 0x0E, 5, "Thai, Lao"),
+    (0x0F, 0x10, 12, "Tibetan, Myanmar, Georgian"),
+    (0x12, 0x17, 12, "Ethiopic, Cherokee, Canadian syllabics, Ogham, Runic, Khmer"),
+    (0x1C, 0x1C, 12, "Georgian Mtavruli, Ol Chiki, Lepcha, Cyrillic extended-C"),
+    (0x21, 0x2B, 8, "letterlike symbols, arrows, maths, technical, box drawing, dingbats"),
+    (0x2D, 0x2D, 12, "Georgian supplement, Tifinagh, Ethiopic extended"),
+    (0xAB, 0xAB, 12, "Ethiopic extended-A, Cherokee supplement, Meetei Mayek"),
+    (0xD8, 0xDF, 6, "surrogates: a code point above U+FFFF (two units) weighs 12"),
 )
-"""(scripts, regex character ranges, quarter tokens per code point) that differ from their
-UTF-8 length's default. Every range lies within one UTF-8 length."""
+"""(first block, last block, quarter tokens per UTF-16 unit, what the blocks hold): a block
+is the high byte of a UTF-16 code unit, 256 code points (U+0400-04FF is block 0x04)."""
+
+ARMENIAN = re.compile("[\u0531-\u058f]+")
+ARMENIAN_QUARTERS = 9
+"""Armenian shares block 0x05 with Hebrew but splits about byte by byte."""
 
 
-def _script_adjustments(length: int) -> tuple[tuple[re.Pattern[str], int], ...]:
-    """(pattern matching runs of the scripts, quarter tokens to add per code point) for the
-    `SCRIPT_WEIGHTS` of one UTF-8 length, scripts with equal weights sharing one pattern."""
-    ranges: dict[int, str] = {}
-    for _, characters, quarters in SCRIPT_WEIGHTS:
-        if len(characters[0].encode("utf-8")) == length:
-            ranges[quarters] = ranges.get(quarters, "") + characters
-    return tuple(
-        (re.compile(f"[{characters}]+"), quarters - _QUARTERS_BY_UTF8_LENGTH[length])
-        for quarters, characters in ranges.items()
-    )
+def _block_table() -> bytes:
+    table = bytearray([DEFAULT_BLOCK_QUARTERS]) * 256
+    for first, last, quarters, _ in BLOCK_WEIGHTS:
+        table[first : last + 1] = bytes([quarters]) * (last - first + 1)
+    return bytes(table)
 
 
-_TWO_BYTE_ADJUSTMENTS = _script_adjustments(2)
-_THREE_BYTE_ADJUSTMENTS = _script_adjustments(3)
+_BLOCK_QUARTERS = _block_table()
+_DEFAULT_BLOCKS = bytes(b for b in range(256) if _BLOCK_QUARTERS[b] == DEFAULT_BLOCK_QUARTERS)
+_WEIGHTS = tuple(sorted(set(_BLOCK_QUARTERS) - {DEFAULT_BLOCK_QUARTERS}))
 
 
 def utf16_length(text: str) -> int:
@@ -100,33 +99,23 @@ def utf16_length(text: str) -> int:
     return len(text.encode("utf-16-le", "surrogatepass")) // 2
 
 
-def _matched_length(pattern: re.Pattern[str], text: str) -> int:
-    """Code points of `text` matched by `pattern` (a character class with `+`)."""
-    return sum(map(len, pattern.findall(text)))
-
-
 def _quarter_tokens(text: str) -> int:
-    """Sum of the `chars-v2` weights of `text`, in quarter tokens (see the module docstring).
+    """Sum of the `chars-v2` weights of `text`, in quarter tokens (module docstring).
 
-    The counts per UTF-8 length come from three encodings (all in C): code points, UTF-16
-    units (a 4-byte code point is two) and UTF-8 bytes, so only the scripts that differ from
-    their length's default are scanned, and only when the text has code points of that length.
+    Passes in C: the UTF-16 encoding's high bytes (one per unit: its block) are mapped to
+    their weights, units of the default weight dropped and the others counted by weight; ASCII (block 0, weighed as Latin-1 there)
+    is counted by an ASCII encoding that drops the rest. Armenian is only scanned for when
+    block 0x05 occurs.
     """
-    points = len(text)
-    ascii_points = len(text.encode("ascii", "ignore"))
-    four = utf16_length(text) - points
-    two_or_three = points - ascii_points - four
-    two_or_three_bytes = len(text.encode("utf-8", "surrogatepass")) - ascii_points - 4 * four
-    three = two_or_three_bytes - 2 * two_or_three
-    two = two_or_three - three
-    weight = _QUARTERS_BY_UTF8_LENGTH
-    quarters = ascii_points * weight[1] + two * weight[2] + three * weight[3] + four * weight[4]
-    if two:
-        for pattern, delta in _TWO_BYTE_ADJUSTMENTS:
-            quarters += delta * _matched_length(pattern, text)
-    if three:
-        for pattern, delta in _THREE_BYTE_ADJUSTMENTS:
-            quarters += delta * _matched_length(pattern, text)
+    blocks = text.encode("utf-16-le", "surrogatepass")[1::2]
+    others = blocks.translate(_BLOCK_QUARTERS, _DEFAULT_BLOCKS)  # units of listed blocks
+    quarters = DEFAULT_BLOCK_QUARTERS * (len(blocks) - len(others))
+    if others:
+        quarters += sum(weight * others.count(weight) for weight in _WEIGHTS)
+    quarters -= (_BLOCK_QUARTERS[0] - 1) * len(text.encode("ascii", "ignore"))
+    if b"\x05" in blocks:
+        armenian = sum(map(len, ARMENIAN.findall(text)))
+        quarters += (ARMENIAN_QUARTERS - _BLOCK_QUARTERS[5]) * armenian
     return quarters
 
 
@@ -144,7 +133,7 @@ def estimate_text_quarters(text: str) -> int:
 def estimate_text_tokens(text: str) -> int:
     """Estimated tokens of `text` under `chars-v2` (module docstring): ceil(quarter-token
     weights / 4). ASCII text gives ceil(len / 4), as `chars-v1` (ds4-reference.md 3.3) did;
-    never less than that for any text. Never raises (lone surrogates count as 3-byte)."""
+    never less than that for any text. Never raises (a lone surrogate weighs 6 quarters)."""
     if not text:
         return 0
     return math.ceil(estimate_text_quarters(text) / 4)

@@ -4,14 +4,15 @@ least what a real tokenizer counts for non-Latin scripts."""
 from __future__ import annotations
 
 import math
-import re
 
 from hypothesis import given
 from hypothesis import strategies as st
 
 from ds4_core.tokens import (
+    ARMENIAN_QUARTERS,
+    BLOCK_WEIGHTS,
+    DEFAULT_BLOCK_QUARTERS,
     ESTIMATOR_VERSION,
-    SCRIPT_WEIGHTS,
     estimate_message_tokens,
     estimate_text_tokens,
     utf16_length,
@@ -166,12 +167,23 @@ def chars_v1(text: str) -> int:
 
 
 def reference_quarters(character: str) -> int:
-    """The `chars-v2` weight of one code point, looked up one character at a time: the
-    module's table, else the default of its UTF-8 length."""
-    for _, characters, quarters in SCRIPT_WEIGHTS:
-        if re.fullmatch(f"[{characters}]", character):
+    """The `chars-v2` weight of one code point, looked up one character at a time in the
+    module's block table (module docstring)."""
+    point = ord(character)
+    if point < 0x80:
+        return 1
+    if point > 0xFFFF:
+        return 2 * block_quarters(0xD8)
+    if 0x0531 <= point <= 0x058F:
+        return ARMENIAN_QUARTERS
+    return block_quarters(point >> 8)
+
+
+def block_quarters(block: int) -> int:
+    for first, last, quarters, _ in BLOCK_WEIGHTS:
+        if first <= block <= last:
             return quarters
-    return (0, 1, 5, 6, 12)[len(character.encode("utf-8", "surrogatepass"))]
+    return DEFAULT_BLOCK_QUARTERS
 
 
 def test_the_estimator_is_versioned_chars_v2() -> None:

@@ -29,6 +29,7 @@ async def test_plan_on_a_real_session_is_managed_and_fits_the_budget(
     assert result["session"]["id"] == SESSION_ID
     assert "fallbackReason" not in result
     assert result["overHardLimit"] is False
+    assert result["estimatorVersion"] == "chars-v2"
     assert 0 < result["currentTurnTokens"] <= result["hardInputLimit"]
     summaries = [m.message for m in client.log_messages if m.message.startswith("ds4/plan:")]
     assert summaries and f"manifest={result['manifestId']}" in summaries[-1]
