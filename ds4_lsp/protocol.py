@@ -288,7 +288,7 @@ class SummarizeParams:
     """`ds4/summarize` params (a request from the server to the client).
 
     `prompt` is the whole prompt (summary contract, file lists, previous summary, the quoted
-    conversation source); `tokenLimit` the most tokens the summary may have (chars-v1);
+    conversation source); `tokenLimit` the most tokens the summary may have (chars-v2);
     `sourceHash` the hex sha256 of the span (docs/compaction.md "Source hashes");
     `sourceEntryIds` the span's entry ids in order; `readFiles` / `modifiedFiles` the known
     file inventories of the span.
@@ -435,7 +435,7 @@ class PlanResult:
 @attrs.define
 class HistoryHit:
     """A transcript entry that matched. `entryKey` is `<sessionId>:<entryId>`; `createdAt`
-    is ISO-8601 UTC; `excerpt` is the quoted text, `tokens` its size (chars-v1)."""
+    is ISO-8601 UTC; `excerpt` is the quoted text, `tokens` its size (chars-v2)."""
 
     entry_key: str
     entry_id: str

@@ -492,7 +492,7 @@ class ContextEngine:
         self, ref: SessionRef
     ) -> tuple[SessionFile, SessionContext, list[int], Path]:
         """The session's parsed file, the context of `ref.leaf_id` (default: the last entry)
-        and the `chars-v1` tokens of each context message. Callers must not mutate them."""
+        and the `chars-v2` tokens of each context message. Callers must not mutate them."""
         path = self._session_path(ref.file, "session.file")
         cached = self._cached_session(path)
         with self._sessions_lock:
@@ -1572,7 +1572,7 @@ MAX_MODEL_TOKENS = 10_000_000
 
 
 def _supplement(kind: str, source_id: str, message: dict[str, Any], score: float) -> Supplement:
-    """A planner supplement for a rendered evidence or project message (tokens: chars-v1)."""
+    """A planner supplement for a rendered evidence or project message (tokens: chars-v2)."""
     return Supplement(
         kind=kind,  # type: ignore[arg-type]
         source_id=source_id,

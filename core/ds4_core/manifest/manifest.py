@@ -91,7 +91,7 @@ def build_manifest(
 
     `retrieved` items are `{entryKey, score, reason}`; only those three keys are copied, so an
     excerpt passed along by mistake is dropped. `created_at` is ISO-8601 UTC with `Z`;
-    `fixed_tokens` and every token count are `chars-v1` estimates. `retrieval_stats` keys are
+    `fixed_tokens` and every token count are `chars-v2` estimates. `retrieval_stats` keys are
     converted to camelCase. `actualTokens` is None until the provider reports usage.
 
     Shape: id, sessionId, branchLeafId, createdAt, provider, model, modelSource,

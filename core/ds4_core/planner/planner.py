@@ -6,7 +6,7 @@ theirs, so that the input stays under the budget's target and hard limits. It ne
 atomic group (ds4-reference.md 3.6). It fails open: any problem, including an exception,
 gives mode `fallback` with the caller's messages unchanged and a `fallback_reason`.
 
-Token numbers are `chars-v1` estimates; indices are 0-based positions in `messages`.
+Token numbers are `chars-v2` estimates; indices are 0-based positions in `messages`.
 """
 
 from __future__ import annotations
