@@ -671,11 +671,11 @@ class ContextEngine:
         """Plan the messages of the next model call (`ds4/plan`; ds4-reference.md 3.7).
 
         Returns {mode, messages, manifestId, manifestStored, estimatedTokens,
-        estimatorVersion, overHardLimit,
-        currentTurnTokens, fixedTokens, hardInputLimit, budget, model, warnings, stats,
-        fallbackReason?, session?} (docs/protocol.md). `overHardLimit` is True when fixed
-        tokens + the current turn's tokens exceed `hardInputLimit` (a fallback no trimming
-        could avoid). Managed plans keep the
+        estimatorVersion, overHardLimit, currentTurnTokens, fixedTokens, hardInputLimit,
+        budget, model, warnings, stats, fallbackReason?, session?} (docs/protocol.md), tokens
+        as `estimatorVersion` estimates. `overHardLimit` is True when `fixedTokens` +
+        `currentTurnTokens` exceed `hardInputLimit` (a fallback no trimming could avoid).
+        Managed plans keep the
         current turn, a recent tail of whole turns, and historical evidence (JSON-quoted user
         messages) for older turns that the tail leaves out; everything else is recorded as
         excluded in the manifest. Any failure while indexing, retrieving or planning gives mode

@@ -103,9 +103,9 @@ def _quarter_tokens(text: str) -> int:
     """Sum of the `chars-v2` weights of `text`, in quarter tokens (module docstring).
 
     Passes in C: the UTF-16 encoding's high bytes (one per unit: its block) are mapped to
-    their weights, units of the default weight dropped and the others counted by weight; ASCII (block 0, weighed as Latin-1 there)
-    is counted by an ASCII encoding that drops the rest. Armenian is only scanned for when
-    block 0x05 occurs.
+    their weights, units of the default weight dropped and the others counted by weight.
+    ASCII (in block 0, weighed as Latin-1 there) is counted by an ASCII encoding that drops
+    the rest. Armenian is only scanned for when block 0x05 occurs.
     """
     blocks = text.encode("utf-16-le", "surrogatepass")[1::2]
     others = blocks.translate(_BLOCK_QUARTERS, _DEFAULT_BLOCKS)  # units of listed blocks
