@@ -6,6 +6,10 @@ warm-up calls. Baseline measured in the same run: the same plan computed in proc
 `ContextEngine.plan` (no JSON-RPC, no process boundary), so the ratio shows what the protocol
 adds. Target: round trip p50 <= 50 ms.
 
+Also measured: the token estimator (`chars-v2`, ds4_core.tokens) over every message of the
+session, as is and with its letters mapped to Chinese and to Cyrillic, beside the `chars-v1`
+rule (ceil(UTF-16 units / 4)) on the same messages in the same run.
+
 Usage: python bench/plan.py [--runs 50] [--warmup 5] [--session FILE]
 """
 
@@ -123,6 +127,76 @@ def in_process(session: Path, db: Path, runs: int, warmup: int) -> list[float]:
     return timings
 
 
+def session_messages(session: Path) -> list[dict]:
+    """The AgentMessages of every `message` entry of a Pi session file, in file order."""
+    messages = []
+    for line in session.read_text(encoding="utf-8").splitlines():
+        entry = json.loads(line) if line.strip() else {}
+        if entry.get("type") == "message" and isinstance(entry.get("message"), dict):
+            messages.append(entry["message"])
+    return messages
+
+
+def transliterated(value: object, table: dict[int, str]) -> object:
+    """`value` with the letters of every string mapped through `table` (lengths kept)."""
+    if isinstance(value, str):
+        return value.translate(table)
+    if isinstance(value, list):
+        return [transliterated(v, table) for v in value]
+    if isinstance(value, dict):
+        return {k: transliterated(v, table) for k, v in value.items()}
+    return value
+
+
+def estimator_costs(session: Path, runs: int) -> list[tuple[str, float, float, int, int]]:
+    """(text, chars-v1 p50 ms, chars-v2 p50 ms, chars-v1 tokens, chars-v2 tokens) of
+    `estimate_messages_tokens` over the session's messages, as is, in Chinese, in Cyrillic."""
+    import math
+
+    from ds4_core import tokens
+
+    def chars_v1(text: str) -> int:
+        return math.ceil(tokens.utf16_length(text) / 4) if text else 0
+
+    letters = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+    variants = {
+        "as is": session_messages(session),
+        "letters as CJK ideographs": None,
+        "letters as Cyrillic": None,
+    }
+    base = variants["as is"]
+    variants["letters as CJK ideographs"] = transliterated(
+        base, {ord(c): chr(0x4E00 + i * 7) for i, c in enumerate(letters)}
+    )
+    variants["letters as Cyrillic"] = transliterated(
+        base, {ord(c): chr(0x0430 + i % 32) for i, c in enumerate(letters)}
+    )
+    current = tokens.estimate_text_tokens
+    rows = []
+    for name, messages in variants.items():
+        timings: dict[str, list[float]] = {"v1": [], "v2": []}
+        totals: dict[str, int] = {}
+        for _ in range(runs):
+            for label, rule in (("v1", chars_v1), ("v2", current)):
+                tokens.estimate_text_tokens = rule  # the message rules look it up per call
+                try:
+                    started = time.perf_counter()
+                    totals[label] = tokens.estimate_messages_tokens(messages)  # type: ignore[arg-type]
+                    timings[label].append((time.perf_counter() - started) * 1000)
+                finally:
+                    tokens.estimate_text_tokens = current
+        rows.append(
+            (
+                name,
+                statistics.median(timings["v1"]),
+                statistics.median(timings["v2"]),
+                totals["v1"],
+                totals["v2"],
+            )
+        )
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=50)
@@ -152,6 +226,17 @@ def main() -> None:
     print(
         f"ratio stdio/in-process p50: {ratio:.2f}x   target: stdio p50 <= 50 ms -> {'met' if rows[1][1] <= 50 else 'NOT met'}"
     )
+    costs = estimator_costs(args.session, max(5, args.runs // 5))
+    print("\ntoken estimator over every message of the session (estimate_messages_tokens)")
+    print(
+        f"{'messages':28} {'chars-v1 ms':>12} {'chars-v2 ms':>12} {'cost':>6}"
+        f" {'chars-v1 tok':>13} {'chars-v2 tok':>13}"
+    )
+    for name, v1_ms, v2_ms, v1_tokens, v2_tokens in costs:
+        print(
+            f"{name:28} {v1_ms:12.2f} {v2_ms:12.2f} {v2_ms / v1_ms:5.2f}x"
+            f" {v1_tokens:13,} {v2_tokens:13,}"
+        )
 
 
 if __name__ == "__main__":

@@ -288,7 +288,7 @@ class SummarizeParams:
     """`ds4/summarize` params (a request from the server to the client).
 
     `prompt` is the whole prompt (summary contract, file lists, previous summary, the quoted
-    conversation source); `tokenLimit` the most tokens the summary may have (chars-v1);
+    conversation source); `tokenLimit` the most tokens the summary may have (chars-v2);
     `sourceHash` the hex sha256 of the span (docs/compaction.md "Source hashes");
     `sourceEntryIds` the span's entry ids in order; `readFiles` / `modifiedFiles` the known
     file inventories of the span.
@@ -395,8 +395,10 @@ class PlanResult:
 
     `mode` is `managed` (messages were planned), `observer` (messages unchanged, plan
     recorded) or `fallback` (messages unchanged because planning failed; `fallbackReason`
-    says why). `estimatedTokens` uses the chars-v1 estimator. `manifestStored` is false when
-    the manifest was kept in memory only (no session, or storage disabled).
+    says why). `estimatedTokens` uses the token estimator named by `estimatorVersion`
+    (`chars-v2`, ds4_core.tokens). `manifestStored` is false when the manifest was kept in memory only (no session, or
+    storage disabled). `overHardLimit` is true when `fixedTokens` + `currentTurnTokens`
+    exceed `hardInputLimit` (tokens): no plan fits, the client must shorten the request.
     """
 
     mode: str
@@ -405,6 +407,11 @@ class PlanResult:
     estimated_tokens: int
     budget: Budget
     model: ModelInfo
+    estimator_version: str
+    over_hard_limit: bool
+    current_turn_tokens: int
+    fixed_tokens: int
+    hard_input_limit: int
     manifest_stored: bool = False
     warnings: list[str] = attrs.Factory(list)
     stats: JsonObject = attrs.Factory(dict)
@@ -428,7 +435,7 @@ class PlanResult:
 @attrs.define
 class HistoryHit:
     """A transcript entry that matched. `entryKey` is `<sessionId>:<entryId>`; `createdAt`
-    is ISO-8601 UTC; `excerpt` is the quoted text, `tokens` its size (chars-v1)."""
+    is ISO-8601 UTC; `excerpt` is the quoted text, `tokens` its size (chars-v2)."""
 
     entry_key: str
     entry_id: str

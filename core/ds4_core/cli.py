@@ -479,12 +479,26 @@ def _print_plan_sections(
     if project_status not in (None, "no-workspace"):
         _print_project_section(manifest, by_kind.get("project", []), project_status, would, out)
 
+    count, tokens, note = _excluded_totals(manifest, excluded)
     out.write(
-        f"\n{'A managed plan would exclude' if would else 'Excluded'}: {len(excluded)} item(s), "
-        f"{_fmt(_tokens(excluded))} tokens\n"
+        f"\n{'A managed plan would exclude' if would else 'Excluded'}: {_fmt(count)} item(s), "
+        f"{_fmt(tokens)} tokens{note}\n"
     )
     if excluded:
         _print_excluded_table(excluded, out)
+
+
+def _excluded_totals(
+    manifest: dict[str, Any], excluded: list[dict[str, Any]]
+) -> tuple[int, int, str]:
+    """(items, tokens, note) of the whole excluded list: a stored manifest over 256 KiB keeps
+    only the first and last 128 excluded items, and its `excludedRollup` has the true totals."""
+    rollup = manifest.get("excludedRollup")
+    if not isinstance(rollup, dict) or not rollup.get("omitted"):
+        return len(excluded), _tokens(excluded), ""
+    count = rollup.get("total", len(excluded))
+    tokens = rollup.get("tokens", _tokens(excluded))
+    return count, tokens, f" (the table lists the first and last {len(excluded) // 2})"
 
 
 def _print_evidence(

@@ -523,7 +523,7 @@ class ContextEngine:
         self, ref: SessionRef
     ) -> tuple[SessionFile, SessionContext, list[int], Path]:
         """The session's parsed file, the context of `ref.leaf_id` (default: the last entry)
-        and the `chars-v1` tokens of each context message. Callers must not mutate them."""
+        and the `chars-v2` tokens of each context message. Callers must not mutate them."""
         path = self._session_path(ref.file, "session.file")
         cached = self._cached_session(path)
         with self._sessions_lock:
@@ -701,8 +701,12 @@ class ContextEngine:
     def plan(self, request: PlanRequest) -> dict[str, Any]:
         """Plan the messages of the next model call (`ds4/plan`; ds4-reference.md 3.7).
 
-        Returns {mode, messages, manifestId, manifestStored, estimatedTokens, budget, model,
-        warnings, stats, fallbackReason?, session?} (docs/protocol.md). Managed plans keep the
+        Returns {mode, messages, manifestId, manifestStored, estimatedTokens,
+        estimatorVersion, overHardLimit, currentTurnTokens, fixedTokens, hardInputLimit,
+        budget, model, warnings, stats, fallbackReason?, session?} (docs/protocol.md), tokens
+        as `estimatorVersion` estimates. `overHardLimit` is True when `fixedTokens` +
+        `currentTurnTokens` exceed `hardInputLimit` (a fallback no trimming could avoid).
+        Managed plans keep the
         current turn, a recent tail of whole turns, and historical evidence (JSON-quoted user
         messages) for older turns that the tail leaves out; everything else is recorded as
         excluded in the manifest. Any failure while indexing, retrieving or planning gives mode
@@ -771,6 +775,7 @@ class ContextEngine:
                 failure,
                 fixed_tokens=request.fixed_tokens,
                 message_source_ids=prepared.source_ids,
+                hard_input_limit=prepared.budget.hard_input_limit,
             )
         if retrieval is not None:
             warnings.extend(retrieval.warnings)
@@ -824,6 +829,11 @@ class ContextEngine:
             "manifestId": manifest_id,
             "manifestStored": stored,
             "estimatedTokens": plan.estimated_tokens,
+            "estimatorVersion": ESTIMATOR_VERSION,
+            "overHardLimit": plan.over_hard_limit,
+            "currentTurnTokens": plan.current_turn_tokens,
+            "fixedTokens": request.fixed_tokens,
+            "hardInputLimit": prepared.budget.hard_input_limit,
             "budget": _budget_to_wire(prepared.budget),
             "model": _profile_to_wire(prepared.profile),
             "warnings": warnings,
@@ -1637,7 +1647,7 @@ MAX_MODEL_TOKENS = 10_000_000
 
 
 def _supplement(kind: str, source_id: str, message: dict[str, Any], score: float) -> Supplement:
-    """A planner supplement for a rendered evidence or project message (tokens: chars-v1)."""
+    """A planner supplement for a rendered evidence or project message (tokens: chars-v2)."""
     return Supplement(
         kind=kind,  # type: ignore[arg-type]
         source_id=source_id,

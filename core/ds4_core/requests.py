@@ -121,7 +121,7 @@ class SummarizeCall:
         summary_kind: "segment" (the node the text becomes).
         prompt: the full prompt (contract, file lists, previous summary, conversation source).
         source_hash: the segment's source hash (docs/compaction.md), hex sha256.
-        token_limit: the most tokens the summary may have (chars-v1 estimate).
+        token_limit: the most tokens the summary may have (chars-v2 estimate).
         session_id: the Pi session id.
         source_entry_ids: the span's entry ids, in order.
         read_files / modified_files: the known file inventories of the span.

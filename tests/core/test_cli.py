@@ -255,6 +255,35 @@ def test_plan_of_an_empty_session_says_the_manifest_is_not_stored(
     assert "inspect with" not in result.out  # another process could not show it
 
 
+def test_plan_report_counts_every_excluded_item_of_a_rolled_up_manifest(
+    ds4: Callable[..., Run], tmp_path: Path
+) -> None:
+    """A long session's manifest is stored with its excluded list rolled up to the first and
+    last 128 items; the report still gives the whole list's item count and tokens."""
+    from session_files import SessionWriter
+
+    writer = SessionWriter(tmp_path / "long.jsonl")
+    for n in range(1_500):
+        writer.user(f"Question {n} about the parser module and its error recovery.")
+        writer.assistant(f"Answer {n}: the parser recovers at the next statement boundary.")
+    printed = ds4(
+        "plan", "--session", str(writer.path), "--context-window", "64000", "--json", "next?"
+    )
+    assert printed.code == 0, printed.err
+    manifest = ds4("manifest", printed.json()["manifestId"], "--view", "full", "--json").json()
+    rollup = manifest["excludedRollup"]
+    assert len(manifest["excluded"]) == 256 and rollup["total"] > 2_000
+
+    report = ds4("plan", "--session", str(writer.path), "--context-window", "64000", "next?")
+    assert report.code == 0, report.err
+    heading = section(report.out, "Excluded:").splitlines()[0]
+    assert heading == (
+        f"Excluded: {rollup['total']:,} item(s), {rollup['tokens']:,} tokens "
+        "(the table lists the first and last 128)"
+    )
+    assert rollup["tokens"] > sum(item["tokens"] for item in manifest["excluded"])
+
+
 def section(report: str, title: str) -> str:
     """The lines of the report section whose heading starts with `title` (up to a blank line)."""
     lines = report.splitlines()
@@ -277,6 +306,13 @@ def test_plan_report_of_a_fallback_says_the_messages_are_sent_unchanged(
     assert "Sent unchanged: 5 message(s), 85 tokens (1 summary, 3 older, 1 current turn)" in flat
     for managed_only in ("Recent tail", "Historical evidence", "Excluded", "Summaries kept"):
         assert managed_only not in result.out
+
+    printed = ds4(
+        "plan", "--session", session, "--leaf", "e6", "--context-window", "1", "--json", "x"
+    ).json()
+    assert printed["overHardLimit"] is True
+    assert (printed["currentTurnTokens"], printed["fixedTokens"]) == (14, 0)
+    assert printed["hardInputLimit"] == printed["budget"]["hardInputLimit"] == 0
 
 
 def test_plan_report_in_observer_mode_says_what_a_managed_plan_would_have_done(

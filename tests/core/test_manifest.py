@@ -119,7 +119,7 @@ def test_manifest_carries_the_call_metadata_in_camel_case() -> None:
     assert manifest["estimatedTokens"] == plan.estimated_tokens
     assert manifest["policyVersion"] == POLICY_VERSION
     assert manifest["plannerVersion"] == PLANNER_VERSION
-    assert manifest["estimatorVersion"] == "chars-v1"
+    assert manifest["estimatorVersion"] == "chars-v2"
     assert manifest["budgets"]["maxRetrievedHistoryTokens"] == BUDGET.max_retrieved_history_tokens
     assert manifest["summaryIds"] == ["message:3"]
     planning = manifest["planning"]
@@ -176,7 +176,14 @@ def test_a_300_kib_manifest_keeps_included_items_and_rolls_up_the_excluded() -> 
     assert len(text.encode()) < 256 * 1024
     assert stored["included"] == manifest["included"]
     assert stored["excluded"] == manifest["excluded"][:128] + manifest["excluded"][-128:]
-    assert stored["excludedRollup"] == {"total": 2_000, "omitted": 2_000 - 256}
+    tokens = sum(item["tokens"] for item in manifest["excluded"])
+    kept_tokens = sum(item["tokens"] for item in stored["excluded"])
+    assert stored["excludedRollup"] == {
+        "total": 2_000,
+        "omitted": 2_000 - 256,
+        "tokens": tokens,
+        "omittedTokens": tokens - kept_tokens,
+    }
 
 
 def test_a_manifest_under_256_kib_is_stored_as_is() -> None:
@@ -194,7 +201,9 @@ def test_a_2_mib_manifest_is_rolled_up_before_the_1_mib_limit_applies() -> None:
     text, rolled_up = encode_manifest(manifest)
     assert text is not None and rolled_up
     assert len(text.encode()) <= 1024 * 1024
-    assert json.loads(text)["excludedRollup"] == {"total": 4_000, "omitted": 4_000 - 256}
+    rollup = json.loads(text)["excludedRollup"]
+    assert (rollup["total"], rollup["omitted"]) == (4_000, 4_000 - 256)
+    assert rollup["tokens"] == sum(item["tokens"] for item in manifest["excluded"])
 
 
 def test_a_manifest_over_1_mib_even_rolled_up_is_not_stored() -> None:

@@ -341,6 +341,33 @@ def test_a_current_turn_larger_than_the_hard_limit_falls_back() -> None:
     assert planned.estimated_tokens > 1_000  # the hard limit is not guaranteed in fallback
 
 
+def test_a_current_turn_over_the_hard_limit_is_flagged_with_its_numbers() -> None:
+    """The fallback says, in fields a client can act on, that no plan can fit the request."""
+    messages = [*turns(2), user("x" * 40_000)]
+    planned = plan(messages, fixed_tokens=100, budget=budget(hard=1_000))
+    assert_fallback(messages, planned, "current turn")
+    assert planned.over_hard_limit is True
+    assert planned.current_turn_tokens == estimate_message_tokens(messages[-1]) > 1_000
+
+
+def test_fixed_tokens_plus_a_small_current_turn_over_the_hard_limit_are_flagged() -> None:
+    messages = turns(1)
+    planned = plan(messages, fixed_tokens=990, budget=budget(hard=1_000))
+    assert planned.mode == "fallback" and planned.over_hard_limit is True
+    assert planned.current_turn_tokens == sum(group_tokens(messages)) < 1_000
+
+
+def test_a_fallback_for_another_reason_or_a_managed_plan_is_not_over_the_hard_limit() -> None:
+    messages = turns(3)
+    disabled = plan(messages, config=configured(enabled=False))
+    managed = plan(messages)
+    last_turn = sum(estimate_message_tokens(m) for m in messages[-2:])
+    for planned in (disabled, managed):
+        assert planned.over_hard_limit is False
+        assert planned.current_turn_tokens == last_turn
+    assert plan(messages, budget=None).over_hard_limit is False  # garbage budget: no limit
+
+
 def test_disabled_engine_falls_back() -> None:
     messages = turns(1)
     assert_fallback(messages, plan(messages, config=configured(enabled=False)), "disabled")

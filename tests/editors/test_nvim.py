@@ -49,6 +49,7 @@ CASES = [
     "server_info_lines_are_not_errors_in_lsp_log",
     "retrieve_through_the_lua_api",
     "manifest_through_the_lua_api",
+    "a_rolled_up_manifest_renders_the_totals_of_every_excluded_item",
     "invalid_params_come_back_as_an_error",
     "health_reports_the_database_from_cmd_env",
     "rebuild_reports_progress",

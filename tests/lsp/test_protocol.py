@@ -107,6 +107,11 @@ def engine_plan_result(**changes: Any) -> dict[str, Any]:
         "manifestId": "m-1",
         "manifestStored": True,
         "estimatedTokens": 12,
+        "estimatorVersion": "chars-v2",
+        "overHardLimit": False,
+        "currentTurnTokens": 3,
+        "fixedTokens": 0,
+        "hardInputLimit": 160000,
         "budget": {**BUDGET, "activeInputBudget": 150000},  # a field this version lacks
         "model": {
             "provider": "anthropic",

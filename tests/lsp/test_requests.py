@@ -29,6 +29,9 @@ async def test_plan_on_a_real_session_is_managed_and_fits_the_budget(
     assert (model["contextWindow"], model["source"]) == (200000, "request")
     assert result["session"]["id"] == SESSION_ID
     assert "fallbackReason" not in result
+    assert result["overHardLimit"] is False
+    assert result["estimatorVersion"] == "chars-v2"
+    assert 0 < result["currentTurnTokens"] <= result["hardInputLimit"]
     summaries = [m.message for m in client.log_messages if m.message.startswith("ds4/plan:")]
     assert summaries and f"manifest={result['manifestId']}" in summaries[-1]
 
@@ -49,6 +52,21 @@ async def test_plan_with_caller_messages_and_no_session_plans_those_messages(
     assert result["mode"] in {"managed", "fallback"}
     assert result["messages"][: len(messages)] == messages
     assert result["manifestStored"] is False
+
+
+async def test_a_request_over_the_hard_input_limit_is_flagged_with_its_numbers(
+    client: LanguageClient, session_file: Path
+) -> None:
+    """A request no plan can fit falls back and says so in fields, not only in prose."""
+    params = {**plan_params(session_file, "word " * 200_000), "fixedTokens": 1_000}
+    result = await request(client, "ds4/plan", params)
+
+    assert result["mode"] == "fallback"
+    assert result["overHardLimit"] is True
+    assert result["hardInputLimit"] == result["budget"]["hardInputLimit"]
+    assert result["fixedTokens"] == 1_000
+    assert result["currentTurnTokens"] >= 250_000 > result["hardInputLimit"]
+    assert "current turn" in result["fallbackReason"]
 
 
 async def test_retrieve_finds_older_history_of_the_session(

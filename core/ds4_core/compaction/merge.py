@@ -9,12 +9,11 @@ a session goes through.
 
 from __future__ import annotations
 
-import math
 from collections import deque
 from collections.abc import Sequence
 
 from ..lines import split_lines
-from ..tokens import utf16_length
+from ..tokens import estimate_text_quarters, estimate_text_tokens
 from .contract import (
     FILE_SECTIONS,
     FILES_MODIFIED,
@@ -113,18 +112,21 @@ def _dedup(bullets: Sequence[str]) -> list[str]:
 
 
 class _Bounded:
-    """Sections as rendered bullet lines, with the rendered text's UTF-16 length kept up to
-    date, so dropping one bullet costs O(1) bookkeeping."""
+    """Sections as rendered bullet lines, with the rendered text's weight in quarter tokens
+    (`estimate_text_quarters`, additive) kept up to date, so dropping one bullet costs O(1)
+    bookkeeping."""
 
     def __init__(self, sections: dict[str, list[str]]) -> None:
         self.bullets: dict[str, deque[str]] = {}
-        self.body: dict[str, int] = {}  # UTF-16 length of the rendered bullets, newlines incl.
+        self.body: dict[str, int] = {}  # quarter tokens of the rendered bullets, newlines incl.
         for name in SECTIONS:
             rendered = deque(render_bullet(b) for b in sections[name] if b.strip())
             self.bullets[name] = rendered
-            self.body[name] = sum(utf16_length(b) + 1 for b in rendered) - 1 if rendered else 0
-        self.none = utf16_length("- " + NONE_BULLET)
-        self.fixed = sum(utf16_length(f"## {name}\n") for name in SECTIONS) + 2 * (
+            self.body[name] = (
+                sum(estimate_text_quarters(b) + 1 for b in rendered) - 1 if rendered else 0
+            )
+        self.none = estimate_text_quarters("- " + NONE_BULLET)
+        self.fixed = sum(estimate_text_quarters(f"## {name}\n") for name in SECTIONS) + 2 * (
             len(SECTIONS) - 1
         )
 
@@ -150,7 +152,7 @@ class _Bounded:
             del queue[1]
         else:
             dropped = queue.popleft()
-        self.body[name] = self.body[name] - utf16_length(dropped) - (1 if queue else 0)
+        self.body[name] = self.body[name] - estimate_text_quarters(dropped) - (1 if queue else 0)
         if not queue:
             self.body[name] = 0
         return True
@@ -205,11 +207,11 @@ def merge_summaries(
     sections[FILES_READ] = [code_span(p) for p in clean_file_list(read_files)]
     sections[FILES_MODIFIED] = [code_span(p) for p in clean_file_list(modified_files)]
     bounded = _Bounded(sections)
-    budget = max(0, token_limit) * 4  # UTF-16 code units: tokens are ceil(units / 4)
+    budget = max(0, token_limit) * 4  # quarter tokens: tokens are ceil(quarters / 4)
     while bounded.length() > budget and bounded.drop_one():
         pass
     text = bounded.render()
     # The bookkeeping mirrors the rendering exactly; this loop only guards that claim.
-    while math.ceil(utf16_length(text) / 4) > token_limit and bounded.drop_one():
+    while estimate_text_tokens(text) > token_limit and bounded.drop_one():
         text = bounded.render()
     return text

@@ -40,7 +40,7 @@ from typing import Any
 
 from ..lines import split_lines
 from ..retrieval.descriptor import text_of_message
-from ..tokens import estimate_text_tokens, utf16_length
+from ..tokens import estimate_text_quarters, estimate_text_tokens
 from .contract import (
     FILES_MODIFIED,
     FILES_READ,
@@ -506,9 +506,9 @@ def _files(section: str, paths: Sequence[str]) -> list[_Candidate]:
 def _fit(candidates: Sequence[_Candidate], token_limit: int) -> dict[str, list[str]]:
     """Keep candidates in rank order while the rendered text stays within `token_limit`
     tokens; render each section's kept bullets chronologically."""
-    budget = max(0, token_limit) * 4  # UTF-16 code units: tokens are ceil(units / 4)
-    used = utf16_length(render_summary({}))
-    none_line = utf16_length("- " + NONE_BULLET)
+    budget = max(0, token_limit) * 4  # quarter tokens: tokens are ceil(quarters / 4)
+    used = estimate_text_quarters(render_summary({}))
+    none_line = estimate_text_quarters("- " + NONE_BULLET)
     index_of = {name: i for i, name in enumerate(SECTIONS)}
     kept: dict[str, list[_Candidate]] = {name: [] for name in SECTIONS}
     order = sorted(
@@ -516,7 +516,7 @@ def _fit(candidates: Sequence[_Candidate], token_limit: int) -> dict[str, list[s
         key=lambda c: (c.rank / _SECTION_WEIGHTS[c.section], index_of[c.section], c.rank),
     )
     for candidate in order:
-        line = utf16_length("- " + candidate.text)
+        line = estimate_text_quarters("- " + candidate.text)
         delta = line - none_line if not kept[candidate.section] else line + 1
         if used + delta <= budget:
             kept[candidate.section].append(candidate)

@@ -3,7 +3,7 @@
 `graph_view` is what the `ds4.summaries` command and `ds4 summaries --json` return (no node
 content, only ids, kinds, levels, lifecycles, validation, token estimates and roles);
 `render_tree` and `render_dot` draw that view. Graph rules: docs/compaction.md "Graph rules"
-and ds4-reference.md 3.13. Token estimates are `chars-v1` (ds4-reference.md 3.3).
+and ds4-reference.md 3.13. Token estimates are `chars-v2` (ds4-reference.md 3.3).
 
 Roles (exactly one per node):
 
@@ -52,7 +52,7 @@ MAX_INDENT_DEPTH = 32
 """Deeper tree levels are drawn at this indentation with a `[+n]` depth marker."""
 LEGEND = (
     "legend: * = active root and what it summarizes; L<n> = graph level; "
-    "tok = estimated tokens (chars-v1); (see above) = shared node already shown"
+    "tok = estimated tokens (chars-v2); (see above) = shared node already shown"
 )
 
 
@@ -111,7 +111,7 @@ def graph_view(
 
     Returns `{sessionId, sessionFile, leafId, activeRootId, nodes: [{summaryId, kind, level,
     lifecycle, validationStatus, validationIssueCodes, createdAt, provider, model, tokens
-    (chars-v1 estimate of the content), sourceEntryCount (direct sources), childIds, piEntryId,
+    (chars-v2 estimate of the content), sourceEntryCount (direct sources), childIds, piEntryId,
     firstKeptEntryId, reason, role}], roots: [{summaryId, role}] (active root, past heads,
     alternate branches, then tops of prepared/failed operations), counts: {nodes, committed,
     prepared, failed (lifecycles), roots, active-root, active, past-head, alternate-branch,

@@ -38,9 +38,9 @@ class Span:
         previous_compaction_entry_id: the branch's latest compaction entry (whose summary is
             the branch's current root), or None when the branch has no compaction.
         previous_summary: that compaction's summary text, or "".
-        tokens_before: chars-v1 tokens of the whole current context (Pi's `tokensBefore`).
-        span_tokens: chars-v1 tokens of `messages`.
-        kept_tokens: chars-v1 tokens of the messages kept verbatim.
+        tokens_before: chars-v2 tokens of the whole current context (Pi's `tokensBefore`).
+        span_tokens: chars-v2 tokens of `messages`.
+        kept_tokens: chars-v2 tokens of the messages kept verbatim.
         is_split_turn: the cut falls inside a turn (the first kept message is not a user
             message), as Pi's `isSplitTurn`.
     """
@@ -117,7 +117,7 @@ def prepare_span(
 
     Args:
         context: the leaf's context (`build_session_context`), with `message_entry_ids`.
-        message_tokens: chars-v1 tokens of each context message (same length).
+        message_tokens: chars-v2 tokens of each context message (same length).
         first_kept_entry_id: the entry to keep from (its message and everything after stay
             verbatim); None derives it: the shortest tail of at least `keep_recent_tokens`
             tokens, extended back to the nearest valid cut.

@@ -91,7 +91,7 @@ def build_manifest(
 
     `retrieved` items are `{entryKey, score, reason}`; only those three keys are copied, so an
     excerpt passed along by mistake is dropped. `created_at` is ISO-8601 UTC with `Z`;
-    `fixed_tokens` and every token count are `chars-v1` estimates. `retrieval_stats` keys are
+    `fixed_tokens` and every token count are `chars-v2` estimates. `retrieval_stats` keys are
     converted to camelCase. `actualTokens` is None until the provider reports usage.
 
     Shape: id, sessionId, branchLeafId, createdAt, provider, model, modelSource,
@@ -100,7 +100,8 @@ def build_manifest(
     budgets{...ContextBudget.to_json()}, included[] / excluded[] of {kind, sourceId, groupId,
     classification, tokens, score, reason}, summaryIds[], retrievedEventIds[], retrieved[],
     planning{mode, fallbackReason, counts, tokens, rescuedImmediatePredecessor,
-    oversizedTurnExclusions, plannedTokens}, retrieval{...} or None, warnings[].
+    oversizedTurnExclusions, plannedTokens, currentTurnTokens, overHardLimit},
+    retrieval{...} or None, warnings[].
     """
     stats = plan.stats or {}
     retrieved_items = [
@@ -144,6 +145,8 @@ def build_manifest(
             "rescuedImmediatePredecessor": bool(stats.get("rescued_immediate_predecessor")),
             "oversizedTurnExclusions": int(stats.get("oversized_turn_exclusions", 0)),
             "plannedTokens": stats.get("planned_tokens"),
+            "currentTurnTokens": plan.current_turn_tokens,
+            "overHardLimit": plan.over_hard_limit,
         },
         "retrieval": _camel_keys(retrieval_stats) if retrieval_stats is not None else None,
         "warnings": [*plan.warnings, *warnings],
@@ -154,14 +157,27 @@ def _encode(manifest: Mapping[str, Any]) -> str:
     return compact_json(manifest)
 
 
+def _item_tokens(items: Sequence[Any]) -> int:
+    """Sum of the integer `tokens` of manifest items (anything else counts 0)."""
+    total = 0
+    for item in items:
+        tokens = item.get("tokens") if isinstance(item, Mapping) else None
+        if isinstance(tokens, int) and not isinstance(tokens, bool):
+            total += tokens
+    return total
+
+
 def encode_manifest(manifest: Mapping[str, Any]) -> tuple[str | None, bool]:
     """Serialise a manifest for storage, applying the size rules of ds4-reference.md 3.15.
 
     Returns `(json_text, rolled_up)`. Up to 256 KiB (UTF-8 bytes) the manifest is encoded as is.
     Over 256 KiB the included items stay and `excluded` keeps only its first and last 128
-    items, with `excludedRollup: {total, omitted}` added (`rolled_up` is True when items were
-    omitted). A manifest still over 1 MiB after the rollup is not stored: `(None, False)`. Never raises on values
-    JSON cannot encode (they are written with `str()`).
+    items, with `excludedRollup: {total, omitted, tokens, omittedTokens}` added: `total` and
+    `tokens` are the item count and token sum of the whole excluded list, `omitted` and
+    `omittedTokens` those of the items left out, so reports can show the true totals
+    (`rolled_up` is True when items were omitted). A manifest still over 1 MiB after the
+    rollup is not stored: `(None, False)`. Never raises on values JSON cannot encode (they
+    are written with `str()`).
     """
     text = _encode(manifest)
     size = len(text.encode("utf-8"))
@@ -174,7 +190,14 @@ def encode_manifest(manifest: Mapping[str, Any]) -> tuple[str | None, bool]:
     else:
         kept = excluded
     omitted = total - len(kept)
-    rolled = {**manifest, "excluded": kept, "excludedRollup": {"total": total, "omitted": omitted}}
+    tokens = _item_tokens(excluded)
+    rollup = {
+        "total": total,
+        "omitted": omitted,
+        "tokens": tokens,
+        "omittedTokens": tokens - _item_tokens(kept),
+    }
+    rolled = {**manifest, "excluded": kept, "excludedRollup": rollup}
     rolled_text = _encode(rolled)
     if len(rolled_text.encode("utf-8")) > MAX_STORED_BYTES:
         return None, False

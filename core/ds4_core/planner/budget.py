@@ -1,6 +1,6 @@
 """Token budgets for one model call (ds4-reference.md 3.4) with adaptive ceilings (3.5).
 
-All numbers are `chars-v1` token estimates (`int`). The budget says how many input tokens a
+All numbers are `chars-v2` token estimates (`int`). The budget says how many input tokens a
 plan may use (`hard_input_limit`, `target_input_tokens`) and how those tokens are shared out
 between the verbatim recent tail, retrieved history, project snippets, summaries, pins and
 memory.

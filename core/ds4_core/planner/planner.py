@@ -6,7 +6,7 @@ theirs, so that the input stays under the budget's target and hard limits. It ne
 atomic group (ds4-reference.md 3.6). It fails open: any problem, including an exception,
 gives mode `fallback` with the caller's messages unchanged and a `fallback_reason`.
 
-Token numbers are `chars-v1` estimates; indices are 0-based positions in `messages`.
+Token numbers are `chars-v2` estimates; indices are 0-based positions in `messages`.
 """
 
 from __future__ import annotations
@@ -115,6 +115,12 @@ class ContextPlan:
     `messages`. `stats` holds `counts` (messages, groups, supplements, included, excluded,
     output), `tokens` (included tokens per item kind), `rescued_immediate_predecessor` (bool),
     `oversized_turn_exclusions` (int) and, in observer mode, `planned_tokens`.
+
+    `current_turn_tokens` is the estimate of the current turn (the atomic groups reaching the
+    last user message; 0 without a user message). `over_hard_limit` is True when fixed tokens
+    + `current_turn_tokens` exceed the budget's hard input limit: no plan can fit, whatever is
+    left out, so the client must shorten the request (or its system prompt and tools) or use
+    a larger model. It is only ever True in mode `fallback`.
     """
 
     mode: PlanMode
@@ -125,6 +131,8 @@ class ContextPlan:
     fallback_reason: str | None = None
     warnings: list[str] = field(default_factory=list)
     stats: dict[str, Any] = field(default_factory=dict)
+    current_turn_tokens: int = 0
+    over_hard_limit: bool = False
 
 
 class _PlanFailure(Exception):
@@ -179,6 +187,18 @@ def _last_user_index(messages: Sequence[Any]) -> int | None:
         if isinstance(message, dict) and message.get("role") == "user":
             return index
     return None
+
+
+def _current_turn_tokens(
+    groups: Sequence[AtomicGroup], sizes: Sequence[int], last_user: int | None
+) -> int:
+    """Tokens of the current turn: the groups reaching the last user message (ds4-reference.md
+    3.7 step 1), or the messages from the last user message on when there are no groups."""
+    if last_user is None:
+        return 0
+    if groups:
+        return sum(group.tokens for group in groups if group.end >= last_user)
+    return sum(sizes[last_user:])
 
 
 def _stats(
@@ -291,6 +311,7 @@ def plan_context(
         message_source_ids=message_source_ids,
         message_tokens=estimated.get("tokens", message_tokens),
         warnings=warnings,
+        hard_input_limit=getattr(budget, "hard_input_limit", None),  # never raises
     )
 
 
@@ -615,6 +636,8 @@ def _plan_managed(
         estimated_tokens=fixed_tokens + selected_tokens,
         fallback_reason=None,
         warnings=warnings,
+        current_turn_tokens=current_tokens,
+        over_hard_limit=False,  # the mandatory-tokens check above fell back otherwise
         stats=_stats(
             n=n,
             groups=len(groups),
@@ -638,6 +661,7 @@ def fallback_plan(
     message_source_ids: Sequence[str | None] | None = None,
     message_tokens: Sequence[int] | None = None,
     warnings: list[str] | None = None,
+    hard_input_limit: int | None = None,
 ) -> ContextPlan:
     """The fail-open plan (ds4-reference.md 3.7, "Fallback plan"). Never raises.
 
@@ -645,8 +669,10 @@ def fallback_plan(
     only when another sequence type is passed); every message is listed as included (kind
     current / summary / system / background, reason "fallback: ...") and every supplement as
     excluded ("synthetic context dropped"). `estimated_tokens` is fixed + all messages; the
-    hard limit is not guaranteed. Listing items is best effort: if that fails the lists are
-    empty.
+    hard limit is not guaranteed. `current_turn_tokens` is the estimate of the current turn;
+    `over_hard_limit` is True when `hard_input_limit` (tokens) is given and fixed +
+    `current_turn_tokens` exceed it. Listing items is best effort: if that fails the lists are
+    empty and `current_turn_tokens` may be 0.
     """
     messages = _as_list(messages)
     warnings = [] if warnings is None else warnings
@@ -655,6 +681,7 @@ def fallback_plan(
     excluded: list[PlanItem] = []
     group_count = 0
     message_total = 0
+    current_turn = 0
     try:
         if message_tokens is not None and len(message_tokens) == n:
             sizes = [int(t) for t in message_tokens]
@@ -663,6 +690,7 @@ def fallback_plan(
         message_total = sum(sizes)
         source_ids = _source_ids(n, message_source_ids, [])
         group_ids: list[str | None] = [None] * n
+        groups: list[AtomicGroup] = []
         if all(isinstance(m, dict) for m in messages):
             groups = build_atomic_groups(messages, message_tokens=sizes)
             group_count = len(groups)
@@ -670,6 +698,7 @@ def fallback_plan(
                 for i in group.indices:
                     group_ids[i] = group.group_id
         last_user = _last_user_index(messages)
+        current_turn = _current_turn_tokens(groups, sizes, last_user)
         for index, message in enumerate(messages):
             role = message.get("role") if isinstance(message, dict) else None
             kind: ItemKind
@@ -715,6 +744,7 @@ def fallback_plan(
         log_failure(log, "could not list the items of a fallback plan", exc)
         included, excluded = [], []
     fixed = fixed_tokens if isinstance(fixed_tokens, int) and fixed_tokens > 0 else 0
+    over = isinstance(hard_input_limit, int) and fixed + current_turn > hard_input_limit
     return ContextPlan(
         mode="fallback",
         messages=messages,
@@ -723,6 +753,8 @@ def fallback_plan(
         estimated_tokens=fixed + message_total,
         fallback_reason=reason,
         warnings=warnings,
+        current_turn_tokens=current_turn,
+        over_hard_limit=over,
         stats=_stats(
             n=n,
             groups=group_count,

@@ -248,7 +248,7 @@ class ProjectFolders:
         self, descriptor: TaskDescriptor, *, max_results: int, max_tokens: int
     ) -> ValidatedSearch:
         """Live-validated hits of every folder, merged by score (ties: folder order) within
-        `max_results` and `max_tokens` (`chars-v1` tokens); a window whose text a better hit
+        `max_results` and `max_tokens` (`chars-v2` tokens); a window whose text a better hit
         already has is left out. With several folders each hit names its folder and dropped
         and re-indexed paths read `<folder>/<path>`. With one folder: that folder's answer.
 

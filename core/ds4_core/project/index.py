@@ -72,7 +72,7 @@ DEFAULT_MAX_FILE_BYTES = 512_000
 """`project.maxFileBytes` default (ds4-reference.md 2); discovery applies it too."""
 
 SNIPPET_TOKEN_OVERHEAD = 48
-"""tokenEstimate = chars-v1 tokens of the content + 48 (ds4-reference.md 3.10)."""
+"""tokenEstimate = chars-v2 tokens of the content + 48 (ds4-reference.md 3.10)."""
 
 LIVE_MTIME_NS = -1
 """`mtime_ns` of a file indexed from an open editor buffer (the disk may differ)."""

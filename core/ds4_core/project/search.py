@@ -67,7 +67,7 @@ FTS tier, so identifier and path requests rank as before.
 **Selection.** Windows are taken in rank order: a window with the same text as a selected one
 is an exact duplicate, one overlapping a selected window of the same file by half or more of the
 shorter one's lines is collapsed, at most 2 windows per file (4 for a file the request names).
-Each hit's `tokens` are the `chars-v1` tokens of its rendered message (with the indexed Git
+Each hit's `tokens` are the `chars-v2` tokens of its rendered message (with the indexed Git
 HEAD); selection stops at `max_results` hits, or at the first hit that does not fit in what is
 left of `max_tokens`.
 
@@ -301,7 +301,7 @@ class ProjectHit:
         score: the ranking score (module docstring), rounded to 6 decimals.
         reason: why it was retrieved, e.g. `declared symbol: ConfigWatcher; FTS: cache, config`.
         text: the window's text as indexed.
-        tokens: `chars-v1` tokens of the rendered message (with the indexed Git HEAD).
+        tokens: `chars-v2` tokens of the rendered message (with the indexed Git HEAD).
         modified: the file differs from Git HEAD in the working tree.
         tracked: the file is tracked by Git.
         git_commit: the Git HEAD the file was indexed at, or None without Git.
@@ -400,7 +400,7 @@ def render_project_snippet(hit: ProjectHit, git_head: str | None) -> dict[str, A
 
 
 def project_hit_tokens(hit: ProjectHit, git_head: str | None) -> int:
-    """`chars-v1` tokens of `render_project_snippet(hit, git_head)` (ds4-reference.md 3.3)."""
+    """`chars-v2` tokens of `render_project_snippet(hit, git_head)` (ds4-reference.md 3.3)."""
     return text_block_message_tokens(project_source_text(hit, git_head))
 
 
@@ -1226,7 +1226,7 @@ def search_project(
         project_path: the canonical project root, as the index stores it.
         descriptor: the request's `TaskDescriptor` (`describe_task`).
         max_results: most hits (<= 0: status `disabled`).
-        max_tokens: `chars-v1` budget for all rendered hits (<= 0: `disabled`).
+        max_tokens: `chars-v2` budget for all rendered hits (<= 0: `disabled`).
         folder: the workspace folder's name to give every hit (`ProjectHit.folder`; it is
             quoted and counted in `tokens`), or None for a single-folder workspace.
 

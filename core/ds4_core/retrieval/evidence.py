@@ -110,14 +110,18 @@ _USER_ROLE_TOKENS = estimate_text_tokens("user")
 def text_block_message_tokens(text: str) -> int:
     """`estimate_message_tokens` of a user message with one text block holding `text`.
 
-    Same arithmetic as ds4-reference.md 3.3 (8 + role + 4 per block + ceil(UTF-16 units / 4)),
-    with the UTF-16 length taken by the codec (C speed): evidence is measured several times
-    while its excerpt shrinks. A test pins it to `tokens.estimate_message_tokens`.
+    Same arithmetic as ds4-reference.md 3.3 (8 + role + 4 per block + the text's tokens),
+    without building the message: evidence is measured several times while its excerpt
+    shrinks. A test pins it to `tokens.estimate_message_tokens`.
     """
-    units = len(text.encode("utf-16-le", "surrogatepass")) // 2
-    return MESSAGE_OVERHEAD_TOKENS + _USER_ROLE_TOKENS + BLOCK_OVERHEAD_TOKENS + -(-units // 4)
+    return (
+        MESSAGE_OVERHEAD_TOKENS
+        + _USER_ROLE_TOKENS
+        + BLOCK_OVERHEAD_TOKENS
+        + estimate_text_tokens(text)
+    )
 
 
 def evidence_tokens(source: EvidenceSource) -> int:
-    """`chars-v1` tokens of `render_evidence(source)` (ds4-reference.md 3.3)."""
+    """Estimated tokens of `render_evidence(source)` (ds4_core.tokens, ds4-reference.md 3.3)."""
     return text_block_message_tokens(evidence_text(source))

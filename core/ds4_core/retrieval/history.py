@@ -178,7 +178,7 @@ class HistoryHit:
         score: the ds4-reference.md 3.2 score, rounded to 6 decimals.
         reason: e.g. `exact identifier: Foo.bar; FTS: foo; active branch`.
         excerpt: the quoted text (the whole text, or a window with "…" at each cut end).
-        tokens: `chars-v1` tokens of the rendered evidence message.
+        tokens: `chars-v2` tokens of the rendered evidence message.
         literal_priority: 2 if an exact identifier matched, 1 if only a phrase did, else 0.
         matched_terms: exact identifiers, phrases and FTS terms found, in that order.
     """
@@ -1046,7 +1046,7 @@ def retrieve_history(
             `frozenset` to avoid a copy.
         exclude_entry_ids: entry ids already in the caller's context.
         max_results: most hits to return (<= 0: status `disabled`).
-        max_tokens: `chars-v1` token budget for all rendered evidence (<= 0: `disabled`).
+        max_tokens: `chars-v2` token budget for all rendered evidence (<= 0: `disabled`).
         exact: run the literal pass over exact identifiers and phrases.
         fts: run the FTS5 bm25 pass over the query terms.
 

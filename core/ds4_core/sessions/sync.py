@@ -787,7 +787,7 @@ def sync_session(
     """Bring the index of the Pi session file at `path` up to date (ds4-reference.md 3.12).
 
     See the module docstring for the outcomes and rebuild reasons. Each entry row gets
-    `searchable_text` / `entry_role` (ds4-reference.md 3.12), a `chars-v1` `token_estimate` of
+    `searchable_text` / `entry_role` (ds4-reference.md 3.12), a `chars-v2` `token_estimate` of
     that text, and `created_at` = the entry's `timestamp`. Safe to call from several threads:
     writes are serialised by `store.write()`, and an incremental step re-checks the stored
     state inside its write transaction (a concurrent sync of the same file makes it start over).

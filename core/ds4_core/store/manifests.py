@@ -6,6 +6,10 @@ roll-up and 1 MiB limits). The queryable columns are copied out of the manifest 
 JSON text is stored as given in `manifest_json`. Retention: only the latest `keep` manifests
 (128 by default, ds4-reference.md 3.15) are kept across all sessions; older ones are deleted in
 the same transaction that saves a new one.
+
+`estimated_tokens` is in the units of the manifest's `estimatorVersion` (kept in
+`manifest_json`; `chars-v2` since the estimator changed): whatever compares it with
+`actual_tokens` must group rows by that version and never mix two.
 """
 
 from __future__ import annotations

@@ -43,7 +43,7 @@ class IndexedEntry(NamedTuple):
         seq: 0-based position among the file's entries (header excluded).
         line_number: 1-based physical line of the entry in the file.
         searchable_text: the text indexed by FTS5 (ds4-reference.md 3.12 "Searchable text").
-        token_estimate: `chars-v1` tokens of `searchable_text`.
+        token_estimate: `chars-v2` tokens of `searchable_text`.
         content_hash: sha256 hex of the raw line bytes.
     """
 

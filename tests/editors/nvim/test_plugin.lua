@@ -311,6 +311,36 @@ test('manifest_through_the_lua_api', function()
   eq(#result.excluded, planned.stats.counts.excluded, 'excluded items')
 end)
 
+test('a_rolled_up_manifest_renders_the_totals_of_every_excluded_item', function()
+  assert(planned, 'needs plan_through_the_lua_api')
+  local err, manifest = await(function(cb)
+    ds4.manifest({ id = planned.manifestId, view = 'full' }, cb)
+  end)
+  assert(not err, vim.inspect(err))
+  assert(#manifest.excluded > 2, 'the plan excluded items')
+  -- What the server stores for a manifest over 256 KiB: part of the list and the totals.
+  local tokens = 0
+  for _, item in ipairs(manifest.excluded) do
+    tokens = tokens + item.tokens
+  end
+  local kept = { manifest.excluded[1], manifest.excluded[#manifest.excluded] }
+  local rolled = vim.tbl_extend('force', manifest, {
+    excluded = kept,
+    excludedRollup = {
+      total = #manifest.excluded,
+      omitted = #manifest.excluded - 2,
+      tokens = tokens,
+      omittedTokens = tokens - kept[1].tokens - kept[2].tokens,
+    },
+  })
+  local text = table.concat(require('ds4.render').plan(planned, rolled), '\n')
+  local heading = ('## Excluded: %s items, %s tokens'):format(
+    require('ds4.render').num(#manifest.excluded),
+    require('ds4.render').num(tokens)
+  )
+  assert(text:find(heading, 1, true), heading .. ' not in:\n' .. text)
+end)
+
 test('invalid_params_come_back_as_an_error', function()
   local err, result = await(function(cb)
     ds4.plan({ session = { file = 12 } }, cb)

@@ -406,12 +406,15 @@ function M.plan(result, manifest)
     append(lines, M.project_section(manifest, by_kind.project))
 
     -- Excluded, counted by reason.
+    -- A stored manifest over 256 KiB lists only part of its excluded items; the rollup
+    -- has the totals of the whole list.
     local rollup = val(manifest.excludedRollup)
     local excluded_total = rollup and val(rollup.total) or #excluded
+    local excluded_tokens = rollup and val(rollup.tokens) or sum_tokens(excluded)
     lines[#lines + 1] = ''
     lines[#lines + 1] = ('## Excluded: %s items, %s tokens%s'):format(
       M.num(excluded_total),
-      M.num(sum_tokens(excluded)),
+      M.num(excluded_tokens),
       rollup and (' (%s rolled up, not listed)'):format(M.num(rollup.omitted)) or ''
     )
     if #excluded > 0 then
