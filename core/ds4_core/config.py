@@ -180,6 +180,11 @@ SETTINGS: dict[str, SettingSpec] = {
         None, _non_empty_string, "Database file (overridden by databasePath/--db/DS4_DB)."
     ),
     "storage.busyTimeoutMs": SettingSpec(5000, _int_range(1, 60000), "SQLite busy timeout."),
+    "server.maxMessageBytes": SettingSpec(
+        32 * 1024 * 1024,
+        _int_range(4096, 1 << 30),
+        "Largest LSP message body the server reads (bytes); larger ones are skipped.",
+    ),
 }
 
 

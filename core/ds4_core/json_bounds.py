@@ -1,0 +1,107 @@
+"""Bounds on JSON values that cross a trust boundary (the LSP wire, session files).
+
+* Depth: Python's `json` module and every recursive walk over a decoded value (cattrs, the
+  planner, `json.dumps`) use the interpreter's stack, which holds about 1000 frames. A value
+  nested a few hundred levels deep therefore fails far from where it came in, often while the
+  answer is being written. `MAX_JSON_DEPTH` is checked where JSON is read, so a value that
+  passes it can be walked and written anywhere.
+* Integers: JSON numbers are IEEE doubles in JavaScript (ECMA-262 `Number.MAX_SAFE_INTEGER`,
+  also the interoperable range of RFC 8259 section 6), so integers on the wire stay within
+  +-`MAX_SAFE_INTEGER`.
+* Echoes: an error message that quotes a value the client sent quotes it through `echo`, which
+  bounds its length and escapes lone surrogates, so a 10 MB id gives a short message and a
+  malformed string never breaks UTF-8 encoding of the answer.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+MAX_JSON_DEPTH = 100
+"""Most nesting levels of arrays and objects in one JSON value (the outermost counts as 1).
+Real Pi messages nest about ten levels (message, content, tool call, arguments); tool
+arguments add their own. Walks over a value this deep stay far from Python's stack limit."""
+
+MAX_SAFE_INTEGER = 2**53 - 1
+"""The largest integer every JSON reader represents exactly (ECMA-262 Number.MAX_SAFE_INTEGER)."""
+
+ECHO_CHARS = 80
+"""Characters of a client's value that an error message may quote."""
+
+
+def too_deep(value: Any, limit: int = MAX_JSON_DEPTH) -> list[str | int] | None:
+    """The path (keys and indexes) of the first array or object nested deeper than `limit`
+    levels in the decoded JSON `value`, or None when it is within the bound.
+
+    The outermost array or object is level 1; the path of a too-deep container at level
+    `limit + 1` has `limit` parts. Iterative, so it never recurses itself.
+    """
+    stack: list[tuple[Any, int, tuple[str | int, ...]]] = [(value, 1, ())]
+    while stack:
+        item, depth, path = stack.pop()
+        if isinstance(item, dict):
+            children: Any = item.items()
+        elif isinstance(item, list):
+            children = enumerate(item)
+        else:
+            continue
+        if depth > limit:
+            return list(path)
+        for key, child in children:
+            if isinstance(child, dict | list):
+                stack.append((child, depth + 1, (*path, key)))
+    return None
+
+
+def json_path(root: str, parts: list[str | int], max_parts: int = 6) -> str:
+    """`root.a.b[3]`: a wire path for error messages; after `max_parts` parts it ends in
+    `...` so that a path 100 levels deep stays readable. Keys are bounded with `echo`-like
+    escaping."""
+    text = root
+    for part in parts[:max_parts]:
+        if isinstance(part, int):
+            text += f"[{part}]"
+        else:
+            text += "." + bounded_text(part, 40)
+    if len(parts) > max_parts:
+        text += "..."
+    return text
+
+
+def bounded_text(value: str, limit: int = ECHO_CHARS) -> str:
+    """`value` cut to `limit` characters (ending in `...` when cut), with lone surrogates and
+    control characters escaped (`\\ud800`, `\\n`): always safe to encode as UTF-8."""
+    cut = value[:limit]
+    text = cut.encode("utf-8", "backslashreplace").decode("utf-8")
+    text = "".join(c if c.isprintable() else c.encode("unicode_escape").decode() for c in text)
+    return text + ("..." if len(value) > limit else "")
+
+
+def echo(value: Any, limit: int = ECHO_CHARS) -> str:
+    """A client's value quoted for an error message: `'abc'`, or `'abcd...' (10485760
+    characters)` when longer than `limit`; non-strings are described by type (`an object`),
+    never dumped. Safe for lone surrogates."""
+    if isinstance(value, str):
+        shown = f"'{bounded_text(value, limit)}'"
+        return shown + (f" ({len(value)} characters)" if len(value) > limit else "")
+    return describe_type(value)
+
+
+def describe_type(value: Any) -> str:
+    """`an object`, `an array`, `a string`, `an integer`, `a number`, `true`, `false`, `null`:
+    what a JSON value is, without its content."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return "an integer"
+    if isinstance(value, float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list | tuple):
+        return "an array"
+    if isinstance(value, dict):
+        return "an object"
+    return type(value).__name__

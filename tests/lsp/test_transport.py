@@ -1,0 +1,224 @@
+"""The server survives any byte stream on stdin: a real `python -m ds4_lsp` is fed hostile
+frames, after each of which a valid request must still be answered and the process live."""
+
+from __future__ import annotations
+
+import io
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+from raw_stdio import RawServer, frame, request
+
+from ds4_lsp.transport import Frame, FrameReader, OversizedFrame
+
+PARSE_ERROR = -32700
+INVALID_REQUEST = -32600
+INVALID_PARAMS = -32602
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[RawServer]:
+    """An initialized server fed by raw bytes; stopped afterwards."""
+    started = RawServer(tmp_path / "db" / "ds4.db")
+    started.initialize()
+    yield started
+    started.close()
+
+
+def nested_array(depth: int) -> str:
+    return "[" * depth + "]" * depth
+
+
+def nested_object(depth: int) -> str:
+    return '{"a":' * depth + "1" + "}" * depth
+
+
+def assert_error(answer: dict, code: int) -> dict:
+    assert "error" in answer, answer
+    error = answer["error"]
+    assert error["code"] == code, error
+    assert "traceback" not in json.dumps(error), error
+    assert len(error["message"]) < 400, error
+    return error
+
+
+# Hostile input that can be told from a frame, so the server skips it and answers the next one.
+DESYNCING: list[tuple[str, bytes]] = [
+    ("Content-Length 10^12", b"Content-Length: 1000000000000\r\n\r\n"),
+    ("Content-Length 2^63", b"Content-Length: 9223372036854775808\r\n\r\n"),
+    ("Content-Length of 40 digits", b"Content-Length: " + b"9" * 40 + b"\r\n\r\n"),
+    ("no Content-Length", b"Content-Type: application/json\r\n\r\n" + b'{"jsonrpc":"2.0"}'),
+    ("non-numeric Content-Length", b"Content-Length: twelve\r\n\r\n{}"),
+    ("negative Content-Length", b"Content-Length: -5\r\n\r\n{}"),
+    ("empty Content-Length", b"Content-Length:\r\n\r\n{}"),
+    ("a header line of 100 kB", b"X" * 100_000),
+    ("a header line of 100 kB ending in LF", b"Y" * 100_000 + b"\n"),
+    ("bare body without header", b'{"jsonrpc":"2.0","id":1,"method":"shutdown"}'),
+    ("binary noise", bytes(range(256)) * 4),
+]
+
+
+def test_hostile_bytes_are_skipped_and_the_next_request_answered(server: RawServer) -> None:
+    for name, hostile in DESYNCING:
+        server.send(hostile)
+        assert server.probe()["status"] in {"ok", "warning"}, name
+        assert server.alive, name
+
+
+def test_a_short_content_length_gives_a_parse_error_and_resynchronises(server: RawServer) -> None:
+    body = json.dumps(request(7, "workspace/executeCommand", {"command": "ds4.health"})).encode()
+    server.send(b"Content-Length: %d\r\n\r\n" % (len(body) - 10) + body)
+    assert_error(server.answer(None), PARSE_ERROR)
+    server.probe()
+    assert server.alive
+
+
+def test_lf_only_headers_are_accepted(server: RawServer) -> None:
+    message = request(8, "workspace/executeCommand", {"command": "ds4.health"})
+    server.send(frame(message, lf_only=True))
+    assert server.answer(8)["result"]["status"] in {"ok", "warning"}
+
+
+def test_an_oversized_request_is_answered_by_id_and_skipped(tmp_path: Path) -> None:
+    """A body over `--max-message-bytes` is skipped while it streams; its id is answered."""
+    server = RawServer(tmp_path / "ds4.db", ["--max-message-bytes", "4096"])
+    try:
+        server.initialize()
+        big = request(9, "ds4/retrieve", {"query": "x" * 200_000})
+        server.send(frame(big))
+        error = assert_error(server.answer(9), INVALID_REQUEST)
+        assert "4096" in error["message"]
+        server.probe()
+        assert any("exceeds the limit" in line for line in server.stderr_lines) or server.alive
+    finally:
+        server.close()
+
+
+ENVELOPES: list[tuple[str, bytes, int, int | str | None]] = [
+    # name, frame body, expected code, expected id of the error
+    ("batch", b'[{"jsonrpc":"2.0","id":1,"method":"shutdown"}]', INVALID_REQUEST, None),
+    ("empty batch", b"[]", INVALID_REQUEST, None),
+    ("jsonrpc 1.0", b'{"jsonrpc":"1.0","id":11,"method":"shutdown"}', INVALID_REQUEST, 11),
+    ("no jsonrpc", b'{"id":12,"method":"shutdown"}', INVALID_REQUEST, 12),
+    ("not an object", b'"shutdown"', INVALID_REQUEST, None),
+    ("not UTF-8", b'{"jsonrpc":"2.0","id":13,"method":"\xff\xfe"}', PARSE_ERROR, None),
+    ("not JSON", b'{"jsonrpc":"2.0","id":14,', PARSE_ERROR, None),
+    ("empty body", b"", PARSE_ERROR, None),
+    ("method integer", b'{"jsonrpc":"2.0","id":15,"method":7}', INVALID_REQUEST, 15),
+    ("method null", b'{"jsonrpc":"2.0","id":16,"method":null}', INVALID_REQUEST, 16),
+    ("id object", b'{"jsonrpc":"2.0","id":{"a":1},"method":"shutdown"}', INVALID_REQUEST, None),
+    (
+        "id beyond 2^53",
+        b'{"jsonrpc":"2.0","id":9007199254740993,"method":"x"}',
+        INVALID_REQUEST,
+        None,
+    ),
+    (
+        "params nested 1000 deep",
+        b'{"jsonrpc":"2.0","id":17,"method":"ds4/retrieve","params":{"query":'
+        + nested_array(1000).encode()
+        + b"}}",
+        INVALID_REQUEST,
+        17,
+    ),
+    (
+        "messages nested 321 deep",
+        b'{"jsonrpc":"2.0","id":18,"method":"ds4/plan","params":{"messages":[{"role":"user",'
+        b'"content":' + nested_object(321).encode() + b"}]}}",
+        INVALID_PARAMS,
+        18,
+    ),
+]
+
+
+def test_invalid_envelopes_get_the_json_rpc_error(server: RawServer) -> None:
+    for name, body, code, msg_id in ENVELOPES:
+        server.send(frame(body))
+        error = assert_error(server.answer(msg_id), code)
+        if code == INVALID_PARAMS:
+            assert error["data"]["fields"][0].startswith("params.messages[0].content"), error
+            assert error["message"].startswith("ds4/plan: params.messages[0].content"), error
+        server.probe()
+        assert server.alive, name
+
+
+def test_a_plan_nested_within_the_bound_is_answered(server: RawServer, tmp_path: Path) -> None:
+    """A message nested 90 levels (under the 100 bound) is planned and written back."""
+    content = json.loads(nested_object(90))
+    answer = server.call(
+        "ds4/plan",
+        {
+            "messages": [
+                {"role": "user", "content": [{"type": "text", "text": "hi"}], "x": content}
+            ],
+            "model": {"contextWindow": 200000},
+        },
+    )
+    assert "result" in answer, answer
+
+
+garbage = st.binary(max_size=300) | st.lists(
+    st.sampled_from(
+        [b"\r\n", b"\n", b"\r", b":", b" ", b"Content-Type: x", b"{", b"}", b"9", b"-", b"\xff"]
+    ),
+    max_size=30,
+).map(b"".join)
+
+
+def without_content_length(data: bytes) -> bool:
+    """Garbage that does not itself announce a frame (which would rightly swallow the next
+    bytes as its body)."""
+    return b"content-length" not in data.lower()
+
+
+@settings(max_examples=300, deadline=None)
+@given(noise=garbage, msg_id=st.integers(0, 1_000_000))
+def test_frame_reader_finds_a_frame_after_any_garbage(noise: bytes, msg_id: int) -> None:
+    assume(without_content_length(noise))
+    body = json.dumps(request(msg_id, "shutdown")).encode()
+    reader = FrameReader(io.BytesIO(noise + frame(body)), max_message_bytes=4096)
+    frames = []
+    while (found := reader.next_frame()) is not None:
+        frames.append(found)
+    assert frames and frames[-1] == Frame(body)
+
+
+@settings(max_examples=200, deadline=None)
+@given(size=st.integers(4097, 100_000), msg_id=st.integers(0, 1000) | st.text(max_size=20))
+def test_frame_reader_skips_oversized_frames_and_recovers_their_id(
+    size: int, msg_id: int | str
+) -> None:
+    message = json.dumps(request(msg_id, "x", {"pad": ""}))
+    padded = message[:-2] + "x" * (size - len(message)) + message[-2:]
+    follow = json.dumps(request(1, "shutdown")).encode()
+    reader = FrameReader(io.BytesIO(frame(padded) + frame(follow)), max_message_bytes=4096)
+    first = reader.next_frame()
+    assert isinstance(first, OversizedFrame) and first.msg_id == msg_id
+    assert reader.next_frame() == Frame(follow)
+    assert reader.next_frame() is None
+
+
+def test_any_garbage_then_a_request_is_answered_end_to_end(server: RawServer) -> None:
+    """Random bytes followed by a valid framed request: the request is always answered."""
+    ids = iter(range(1, 10_000))
+
+    @settings(
+        max_examples=25,
+        deadline=None,
+        suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+    )
+    @given(noise=garbage)
+    def check(noise: bytes) -> None:
+        assume(without_content_length(noise))
+        msg_id = next(ids)
+        server.send(
+            noise + frame(request(msg_id, "workspace/executeCommand", {"command": "ds4.health"}))
+        )
+        assert "result" in server.answer(msg_id)
+
+    check()
+    assert server.alive
