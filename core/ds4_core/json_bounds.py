@@ -53,6 +53,41 @@ def too_deep(value: Any, limit: int = MAX_JSON_DEPTH) -> list[str | int] | None:
     return None
 
 
+DEPTH_MARKER = f"[ds4: nested deeper than {MAX_JSON_DEPTH} levels; omitted]"
+"""What `clip_depth` puts in place of a value nested too deep."""
+
+
+def clip_depth(value: Any, limit: int = MAX_JSON_DEPTH) -> int:
+    """Replace, in place, every array or object nested deeper than `limit` levels in the
+    decoded JSON `value` with `DEPTH_MARKER`; returns how many were replaced (0: unchanged).
+
+    Used where a too-deep value must not cost the whole record (a session line whose tool
+    call arguments nest 330 levels keeps its entry, with the deep part omitted). Iterative.
+    """
+    clipped = 0
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        keys: Any = item.keys() if isinstance(item, dict) else range(len(item))
+        for key in list(keys):
+            child = item[key]
+            if isinstance(child, dict | list):
+                if depth >= limit:
+                    item[key] = DEPTH_MARKER
+                    clipped += 1
+                else:
+                    stack.append((child, depth + 1))
+    return clipped
+
+
+def may_be_too_deep(data: bytes | str, limit: int = MAX_JSON_DEPTH) -> bool:
+    """False when the JSON text `data` has at most `limit` opening brackets, so no value in it
+    can nest deeper than `limit`: a cheap test that spares the walk for nearly every line."""
+    if isinstance(data, str):
+        return data.count("[") + data.count("{") > limit
+    return data.count(b"[") + data.count(b"{") > limit
+
+
 def json_path(root: str, parts: list[str | int], max_parts: int = 6) -> str:
     """`root.a.b[3]`: a wire path for error messages; after `max_parts` parts it ends in
     `...` so that a path 100 levels deep stays readable. Keys are bounded with `echo`-like
