@@ -32,7 +32,13 @@ import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, BinaryIO
 
-from ds4_core.json_bounds import MAX_JSON_DEPTH, MAX_SAFE_INTEGER, json_path, too_deep
+from ds4_core.json_bounds import (
+    MAX_JSON_DEPTH,
+    MAX_SAFE_INTEGER,
+    json_path,
+    may_be_too_deep,
+    too_deep,
+)
 
 if TYPE_CHECKING:
     from .server import Ds4Server
@@ -353,7 +359,7 @@ def decode_message(body: bytes) -> dict[str, Any] | EnvelopeError:
         return EnvelopeError(
             INVALID_REQUEST, "Invalid request: no `method` (and not a response)", msg_id
         )
-    deep = too_deep(data)
+    deep = too_deep(data) if may_be_too_deep(text) else None
     if deep is not None:
         field = json_path(str(deep[0]), deep[1:]) if deep else "message"
         if "method" in data and "id" in data and deep[:1] == ["params"]:

@@ -222,3 +222,52 @@ def test_any_garbage_then_a_request_is_answered_end_to_end(server: RawServer) ->
 
     check()
     assert server.alive
+
+
+class Sink:
+    """A writer that keeps what the server writes."""
+
+    def __init__(self) -> None:
+        self.data = b""
+
+    def write(self, data: bytes) -> None:
+        self.data += data
+
+    def close(self) -> None:
+        pass
+
+    def messages(self) -> list[dict]:
+        found, rest = [], self.data
+        while rest:
+            header, _, rest = rest.partition(b"\r\n\r\n")
+            length = int(header.split(b"Content-Length: ")[1].split(b"\r\n")[0])
+            found.append(json.loads(rest[:length]))
+            rest = rest[length:]
+        return found
+
+
+def test_a_result_too_deep_to_encode_is_still_answered() -> None:
+    """In process: a response `json.dumps` cannot encode becomes an InternalError answer to
+    the same id; pygls's traceback never reaches `error.data`."""
+    import sys
+
+    from pygls.exceptions import JsonRpcInternalError
+
+    from ds4_lsp.server import create_server
+
+    server = create_server()
+    sink = Sink()
+    server.protocol.set_writer(sink)
+    deep: list = []
+    for _ in range(5000):
+        deep = [deep]
+    server.protocol._send_response(5, result=deep)
+    try:
+        raise ZeroDivisionError("secret text")
+    except ZeroDivisionError:
+        error = JsonRpcInternalError.of(sys.exc_info()).to_response_error()
+    server.protocol._send_response(6, error=error)
+    first, second = sink.messages()
+    assert first["id"] == 5 and first["error"]["code"] == -32603
+    assert second["id"] == 6 and "traceback" not in json.dumps(second)
+    assert "secret text" not in json.dumps(second)
