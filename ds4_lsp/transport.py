@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 from ds4_core.json_bounds import (
     MAX_JSON_DEPTH,
     MAX_SAFE_INTEGER,
+    bounded_text,
     json_path,
     may_be_too_deep,
     too_deep,
@@ -365,15 +366,17 @@ def decode_message(body: bytes) -> dict[str, Any] | EnvelopeError:
         if "method" in data and "id" in data and deep[:1] == ["params"]:
             return EnvelopeError(
                 INVALID_PARAMS,
-                f"{data['method'][:80]}: {field}: nested deeper than {MAX_JSON_DEPTH} levels",
+                f"{bounded_text(data['method'])}: {field}: nested deeper than "
+                f"{MAX_JSON_DEPTH} levels",
                 msg_id,
                 (field,),
             )
+        # A notification is never answered (JSON-RPC 2.0 section 4.1), nor a response.
         return EnvelopeError(
             INVALID_REQUEST,
             f"Invalid request: {field}: nested deeper than {MAX_JSON_DEPTH} levels",
             msg_id,
-            answer=not is_response,
+            answer="id" in data and not is_response,
         )
     return data
 

@@ -115,9 +115,13 @@ class RawServer:
         self.send(frame(request(msg_id, method, params)))
         return self.answer(msg_id)
 
-    def initialize(self) -> None:
-        """`initialize` + `initialized` with no client capabilities."""
-        answer = self.call("initialize", {"processId": None, "rootUri": None, "capabilities": {}})
+    def initialize(self, options: Any = None) -> None:
+        """`initialize` (with `initializationOptions` `options`) + `initialized`, with no
+        client capabilities."""
+        params = {"processId": None, "rootUri": None, "capabilities": {}}
+        if options is not None:
+            params["initializationOptions"] = options
+        answer = self.call("initialize", params)
         assert "result" in answer, answer
         self.send(frame({"jsonrpc": "2.0", "method": "initialized", "params": {}}))
 
