@@ -70,3 +70,16 @@ def test_echo_names_the_length_of_a_cut_value_and_never_dumps_containers() -> No
     ]
     assert json_path("params", ["messages", 0, "content"]) == "params.messages[0].content"
     assert json_path("params", ["a"] * 20).endswith("...")
+
+
+def test_settings_warnings_quote_bounded_keys_and_values() -> None:
+    from ds4_core.config import Config
+
+    _, warnings = Config().with_settings(
+        {"k" * 1_000_000: 1, "retrieval.maxResults": "v" * 1_000_000, "enabled": "yes"}
+    )
+    assert len(warnings) == 3
+    assert all(len(w) < 400 for w in warnings), [len(w) for w in warnings]
+    assert "(1000000 characters)" in warnings[0]
+    assert "(1000002 characters)" in warnings[1]
+    assert warnings[2] == "setting 'enabled' = \"yes\" was ignored: expected true or false"
