@@ -205,10 +205,11 @@ class FrameReader:
                 if value.isdigit():
                     if start:
                         self._note_skipped(start, "stray bytes before a header")
-                    # A block restarts at a Content-Length line: what came before was not
-                    # followed by the empty line that ends a header.
-                    self._note_skipped(header_bytes, "a header block without its empty line")
-                    header_bytes = size - start
+                    if length is not None or oversized or start:
+                        # A second Content-Length: the block before it never ended.
+                        self._note_skipped(header_bytes, "a header block without its end")
+                        header_bytes = 0
+                    header_bytes += size - start
                     oversized = len(value) > 18 or int(value) > self.max_message_bytes
                     declared = int(value) if len(value) <= 18 else None
                     length = None if oversized else int(value)
@@ -217,8 +218,8 @@ class FrameReader:
                 self._note_skipped(header_bytes + size, "a Content-Length that is not a size")
                 header_bytes, length, oversized = 0, None, False
                 continue
-            if (length is not None or oversized) and _HEADER.fullmatch(text):
-                header_bytes += size  # another header of this frame (Content-Type)
+            if _HEADER.fullmatch(text):
+                header_bytes += size  # another header of this block (Content-Type)
                 continue
             self._note_skipped(header_bytes + size, "stray bytes between messages")
             header_bytes, length, oversized = 0, None, False

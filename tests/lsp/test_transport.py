@@ -113,8 +113,10 @@ def test_each_desynchronisation_is_logged_once(caplog: pytest.LogCaptureFixture)
     """One warning per run of skipped bytes, saying how many; none for clean frames."""
     body = json.dumps(request(1, "shutdown")).encode()
     stream = frame(body) + b"Content-Length: -5\r\n\r\n{}" + b"noise" * 3000 + frame(body)
-    reader = FrameReader(io.BytesIO(stream + frame(body)))
+    typed = b"Content-Type: application/vscode-jsonrpc; charset=utf-8\r\n" + frame(body)
+    reader = FrameReader(io.BytesIO(typed + stream + frame(body)))
     with caplog.at_level("WARNING", logger="ds4_lsp.transport"):
+        assert reader.next_frame() == Frame(body)
         assert reader.next_frame() == Frame(body)
         assert not caplog.records
         assert reader.next_frame() == Frame(body)
