@@ -36,6 +36,8 @@ def too_deep(value: Any, limit: int = MAX_JSON_DEPTH) -> list[str | int] | None:
     The outermost array or object is level 1; the path of a too-deep container at level
     `limit + 1` has `limit` parts. Iterative, so it never recurses itself.
     """
+    if not _deeper_than(value, limit):
+        return None
     stack: list[tuple[Any, int, tuple[str | int, ...]]] = [(value, 1, ())]
     while stack:
         item, depth, path = stack.pop()
@@ -86,6 +88,24 @@ def may_be_too_deep(data: bytes | str, limit: int = MAX_JSON_DEPTH) -> bool:
     if isinstance(data, str):
         return data.count("[") + data.count("{") > limit
     return data.count(b"[") + data.count(b"{") > limit
+
+
+def _deeper_than(value: Any, limit: int) -> bool:
+    """Whether `value` nests arrays or objects deeper than `limit` levels (the fast scan of
+    `too_deep`: containers only, no paths)."""
+    if type(value) is not dict and type(value) is not list:
+        return False
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    pop, push = stack.pop, stack.append
+    while stack:
+        item, depth = pop()
+        if depth > limit:
+            return True
+        for child in item.values() if type(item) is dict else item:
+            kind = type(child)
+            if kind is dict or kind is list:
+                push((child, depth + 1))
+    return False
 
 
 def json_path(root: str, parts: list[str | int], max_parts: int = 6) -> str:
