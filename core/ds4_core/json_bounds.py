@@ -66,6 +66,8 @@ def clip_depth(value: Any, limit: int = MAX_JSON_DEPTH) -> int:
     Used where a too-deep value must not cost the whole record (a session line whose tool
     call arguments nest 330 levels keeps its entry, with the deep part omitted). Iterative.
     """
+    if not _deeper_than(value, limit):
+        return 0
     clipped = 0
     stack: list[tuple[Any, int]] = [(value, 1)]
     while stack:
