@@ -165,6 +165,11 @@ class Ds4Protocol(LanguageServerProtocol):
             log.warning("rejected a message: JSON-RPC error %d", data.code)
             if data.answer and not self._shutdown:
                 self.send_raw(error_response(data.msg_id, data.code, data.message, data.fields))
+            elif data.msg_id is not None and data.msg_id in self._request_futures:
+                # A malformed answer to our own request (ds4/summarize): fail that request
+                # now rather than let it wait for its timeout.
+                error = types.ResponseError(code=data.code, message=data.message)
+                self._handle_response(data.msg_id, None, error)
             return
         try:
             self.handle_message(self.structure_message(data))

@@ -57,6 +57,8 @@ class RawServer:
             env={**os.environ, "DS4_DB": str(database_path)},
         )
         self._responses: queue.Queue[dict[str, Any] | None] = queue.Queue()
+        self.requests: queue.Queue[dict[str, Any]] = queue.Queue()
+        """Requests the server sent to the client, in order."""
         self._pending: list[dict[str, Any]] = []
         self.stderr_lines: list[str] = []
         self._ids = itertools.count(1000)
@@ -80,8 +82,10 @@ class RawServer:
                     length = int(value)
             assert length is not None, "the server wrote a frame without Content-Length"
             message = json.loads(stream.read(length))
-            if "method" not in message:  # requests and notifications from the server
+            if "method" not in message:
                 self._responses.put(message)
+            elif "id" in message:  # a request from the server (notifications are dropped)
+                self.requests.put(message)
 
     def _read_stderr(self) -> None:
         stream = self.process.stderr
@@ -109,16 +113,26 @@ class RawServer:
             assert message is not None, f"the server closed stdout before answering {msg_id!r}"
             self._pending.append(message)
 
+    def server_request(self, method: str) -> dict[str, Any]:
+        """The next request the server sent with `method`, waiting at most TIMEOUT_S."""
+        while True:
+            try:
+                message = self.requests.get(timeout=TIMEOUT_S)
+            except queue.Empty:
+                raise AssertionError(f"no {method} request within {TIMEOUT_S} s") from None
+            if message["method"] == method:
+                return message
+
     def call(self, method: str, params: Any = None) -> dict[str, Any]:
         """Send a well-formed request and return its response."""
         msg_id = next(self._ids)
         self.send(frame(request(msg_id, method, params)))
         return self.answer(msg_id)
 
-    def initialize(self, options: Any = None) -> None:
-        """`initialize` (with `initializationOptions` `options`) + `initialized`, with no
-        client capabilities."""
-        params = {"processId": None, "rootUri": None, "capabilities": {}}
+    def initialize(self, options: Any = None, capabilities: Any = None) -> None:
+        """`initialize` (with `initializationOptions` `options`) + `initialized`, with
+        `capabilities` (default: none)."""
+        params = {"processId": None, "rootUri": None, "capabilities": capabilities or {}}
         if options is not None:
             params["initializationOptions"] = options
         answer = self.call("initialize", params)

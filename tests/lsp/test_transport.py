@@ -12,6 +12,7 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from raw_stdio import RawServer, frame, request
+from session_files import SessionWriter
 
 from ds4_lsp.transport import Frame, FrameReader, OversizedFrame
 
@@ -172,6 +173,29 @@ def test_invalid_envelopes_get_the_json_rpc_error(server: RawServer) -> None:
             assert error["message"].startswith("ds4/plan: params.messages[0].content"), error
         server.probe()
         assert server.alive, name
+
+
+def test_a_malformed_answer_to_summarize_fails_it_at_once(tmp_path: Path) -> None:
+    """A `ds4/summarize` answer with `jsonrpc: "1.0"` is not a valid response: the compaction
+    waiting for it falls back to the offline summary at once, not after its (1 h) timeout."""
+    writer = SessionWriter(tmp_path / "session.jsonl")
+    for n in (1, 2, 3):
+        writer.turn(n)
+    server = RawServer(tmp_path / "ds4.db")
+    try:
+        server.initialize(
+            {"settings": {"compaction": {"keepRecentTokens": 200, "summarizeTimeoutMs": 3600000}}},
+            {"experimental": {"ds4": {"summarize": True}}},
+        )
+        params = {"session": {"file": str(writer.path), "leafId": writer.leaf}}
+        server.send(frame(request(20, "ds4/compact", params)))
+        asked = server.server_request("ds4/summarize")
+        server.send(frame({"jsonrpc": "1.0", "id": asked["id"], "result": {"summary": "x"}}))
+        result = server.answer(20)["result"]
+        assert result["summarizer"] == "offline", result
+        assert "Invalid request" in result["fallbackReason"], result["fallbackReason"]
+    finally:
+        server.close()
 
 
 def test_a_plan_nested_within_the_bound_is_answered(server: RawServer, tmp_path: Path) -> None:
