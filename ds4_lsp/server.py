@@ -79,6 +79,8 @@ COMPACTION_THREADS = 2
 """Engine calls that may run at once (a rebuild does not block plans or retrievals)."""
 
 MAX_MESSAGE_BYTES_SETTING = "server.maxMessageBytes"
+"""The setting that replaces the frame limit of the command line once `initialize` (or a
+later `workspace/didChangeConfiguration`) gives it (bytes; `transport.FrameReader`)."""
 
 SHUTDOWN_GRACE_S = 5.0
 """How long `shutdown` waits for engine calls in flight before closing the database (s)."""

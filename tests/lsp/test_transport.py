@@ -99,6 +99,26 @@ def test_an_oversized_request_is_answered_by_id_and_skipped(tmp_path: Path) -> N
         server.close()
 
 
+def test_a_frame_limit_below_4096_bytes_is_a_usage_error(tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    for args, env in [
+        (["--max-message-bytes", "100"], {}),
+        ([], {"DS4_MAX_MESSAGE_BYTES": "lots"}),
+    ]:
+        done = subprocess.run(
+            [sys.executable, "-m", "ds4_lsp", *args],
+            input=b"",
+            capture_output=True,
+            env={**os.environ, "DS4_DB": str(tmp_path / "ds4.db"), **env},
+            timeout=60,
+        )
+        assert done.returncode == 2, done.stderr
+        assert b"max-message-bytes" in done.stderr or b"DS4_MAX_MESSAGE_BYTES" in done.stderr
+
+
 def test_the_setting_server_max_message_bytes_sets_the_frame_limit(tmp_path: Path) -> None:
     server = RawServer(tmp_path / "ds4.db")
     try:
