@@ -3,8 +3,9 @@
 * Depth: Python's `json` module and every recursive walk over a decoded value (cattrs, the
   planner, `json.dumps`) use the interpreter's stack, which holds about 1000 frames. A value
   nested a few hundred levels deep therefore fails far from where it came in, often while the
-  answer is being written. `MAX_JSON_DEPTH` is checked where JSON is read, so a value that
-  passes it can be walked and written anywhere.
+  answer is being written. `MAX_JSON_DEPTH` is checked where JSON-RPC messages are read, and
+  session records are clipped to `MAX_RECORD_DEPTH`, so a value that passes can be walked and
+  written anywhere.
 * Integers: JSON numbers are IEEE doubles in JavaScript (ECMA-262 `Number.MAX_SAFE_INTEGER`,
   also the interoperable range of RFC 8259 section 6), so integers on the wire stay within
   +-`MAX_SAFE_INTEGER`.
@@ -17,10 +18,15 @@ from __future__ import annotations
 
 from typing import Any
 
-MAX_JSON_DEPTH = 100
-"""Most nesting levels of arrays and objects in one JSON value (the outermost counts as 1).
-Real Pi messages nest about ten levels (message, content, tool call, arguments); tool
-arguments add their own. Walks over a value this deep stay far from Python's stack limit."""
+MAX_JSON_DEPTH = 128
+"""Most nesting levels of arrays and objects in one JSON-RPC message (the outermost counts as
+1). Walks over a value this deep stay far from Python's stack limit."""
+
+MAX_RECORD_DEPTH = 100
+"""Most nesting levels kept in one session-file record (`clip_depth`). Real Pi messages nest
+about ten levels (message, content, tool call, arguments; tool arguments add their own).
+Lower than MAX_JSON_DEPTH, so that a record's message still fits in a request or response
+that carries it (`params.messages[i]` adds 4 levels, a plan result a few more)."""
 
 MAX_SAFE_INTEGER = 2**53 - 1
 """The largest integer every JSON reader represents exactly (ECMA-262 Number.MAX_SAFE_INTEGER)."""
@@ -55,11 +61,11 @@ def too_deep(value: Any, limit: int = MAX_JSON_DEPTH) -> list[str | int] | None:
     return None
 
 
-DEPTH_MARKER = f"[ds4: nested deeper than {MAX_JSON_DEPTH} levels; omitted]"
+DEPTH_MARKER = f"[ds4: nested deeper than {MAX_RECORD_DEPTH} levels; omitted]"
 """What `clip_depth` puts in place of a value nested too deep."""
 
 
-def clip_depth(value: Any, limit: int = MAX_JSON_DEPTH) -> int:
+def clip_depth(value: Any, limit: int = MAX_RECORD_DEPTH) -> int:
     """Replace, in place, every array or object nested deeper than `limit` levels in the
     decoded JSON `value` with `DEPTH_MARKER`; returns how many were replaced (0: unchanged).
 
@@ -112,7 +118,7 @@ def _deeper_than(value: Any, limit: int) -> bool:
 
 def json_path(root: str, parts: list[str | int], max_parts: int = 6) -> str:
     """`root.a.b[3]`: a wire path for error messages; after `max_parts` parts it ends in
-    `...` so that a path 100 levels deep stays readable. Keys are bounded with `echo`-like
+    `...` so that a path 128 levels deep stays readable. Keys are bounded with `echo`-like
     escaping."""
     text = root
     for part in parts[:max_parts]:

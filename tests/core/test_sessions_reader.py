@@ -715,8 +715,8 @@ def test_a_line_nested_too_deep_keeps_its_entry_with_the_deep_part_omitted(
     tmp_path: Path,
 ) -> None:
     """Tool-call arguments nested 330 levels: the entry is read, its value below
-    MAX_JSON_DEPTH levels replaced by the marker, and json.dumps of it works."""
-    from ds4_core.json_bounds import DEPTH_MARKER, MAX_JSON_DEPTH, too_deep
+    MAX_RECORD_DEPTH levels replaced by the marker, and json.dumps of it works."""
+    from ds4_core.json_bounds import DEPTH_MARKER, MAX_RECORD_DEPTH, too_deep
 
     deep: Any = 1
     for _ in range(330):
@@ -729,7 +729,7 @@ def test_a_line_nested_too_deep_keeps_its_entry_with_the_deep_part_omitted(
     assert [e.entry_id for e in parsed.entries] == ["e1", "e2"]
     assert parsed.malformed_lines == 0
     record = parsed.entries[1].data
-    assert too_deep(record) is None
+    assert too_deep(record, MAX_RECORD_DEPTH) is None
     assert DEPTH_MARKER in json.dumps(record)
     arguments = record["message"]["content"][0]["arguments"]
-    assert too_deep(arguments, MAX_JSON_DEPTH - 4) is None
+    assert too_deep(arguments, MAX_RECORD_DEPTH - 4) is None

@@ -134,6 +134,11 @@ async def test_a_session_line_nested_330_deep_does_not_stop_its_plans(
         result = await request(client, "ds4/plan", plan_params(session, text))
         assert result["mode"] in {"managed", "fallback"}, result.get("fallbackReason")
         assert result["messages"], result
+    # The planned messages (the deep part omitted) fit in a request of their own.
+    again = await request(
+        client, "ds4/plan", {"messages": result["messages"], "model": {"contextWindow": 200000}}
+    )
+    assert again["mode"] == "managed"
 
 
 async def test_commands_name_their_arguments_and_describe_them_by_type(

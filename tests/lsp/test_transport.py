@@ -219,8 +219,9 @@ def test_a_malformed_answer_to_summarize_fails_it_at_once(tmp_path: Path) -> Non
 
 
 def test_a_plan_nested_within_the_bound_is_answered(server: RawServer, tmp_path: Path) -> None:
-    """A message nested 90 levels (under the 100 bound) is planned and written back."""
-    content = json.loads(nested_object(90))
+    """A message nested 120 levels (in a request of 124, under the 128 bound) is planned
+    and written back."""
+    content = json.loads(nested_object(120))
     answer = server.call(
         "ds4/plan",
         {
