@@ -16,6 +16,7 @@ field is present (None as `null`) except the few the engine only sets when they 
 So the LSP answer equals what `ds4 ... --json` prints. docs/protocol.md documents each field.
 """
 
+import re
 from collections.abc import Callable, Mapping, Sequence
 from types import GenericAlias
 from typing import Any, Literal, TypeVar, Union, get_args, get_origin
@@ -35,6 +36,7 @@ from lsprotocol import converters
 from pygls.exceptions import JsonRpcInternalError, JsonRpcInvalidParams
 from pygls.protocol import default_converter
 
+from ds4_core.json_bounds import MAX_SAFE_INTEGER
 from ds4_core.requests import (
     CompactionReason,
     CompactRequest,
@@ -742,6 +744,37 @@ def _strict_scalar(
     return structure
 
 
+def _structure_int(value: Any, _: Any) -> int:
+    """An integer within +-MAX_SAFE_INTEGER (2^53 - 1): what JavaScript clients represent
+    exactly (json_bounds)."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise WireTypeError("an integer")
+    if abs(value) > MAX_SAFE_INTEGER:
+        raise WireTypeError(f"an integer within +-{MAX_SAFE_INTEGER} (2^53 - 1)")
+    return value
+
+
+def _structure_str(value: Any, _: Any) -> str:
+    """A string of Unicode scalar values: a lone surrogate (`"\\ud800"` on the wire) cannot
+    be written as UTF-8 (SQLite, file names, logs), so it is refused here, naming the field."""
+    if not isinstance(value, str):
+        raise WireTypeError("a string")
+    if not value.isascii() and _LONE_SURROGATE.search(value):
+        raise WireTypeError("a string without lone surrogates (unpaired \\ud800-\\udfff)")
+    return value
+
+
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _unstructure_int(value: int) -> int:
+    """Integers in results are clamped to +-MAX_SAFE_INTEGER (a sum of huge inputs must not
+    reach a JavaScript client as an inexact number); booleans pass unchanged."""
+    if isinstance(value, bool):
+        return value
+    return max(-MAX_SAFE_INTEGER, min(MAX_SAFE_INTEGER, value))
+
+
 def _structure_msg_id(value: Any, _: Any) -> MsgId:
     if isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool)):
         return value
@@ -824,11 +857,18 @@ def _object_unstructure_hook(cls: type, converter: cattrs.Converter) -> Callable
     return unstructure
 
 
-def _make_converter() -> cattrs.Converter:
+def _clamp_int(value: Any, _: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise WireTypeError("an integer")
+    return _unstructure_int(value)
+
+
+def _make_converter(results: bool = False) -> cattrs.Converter:
     converter = converters.get_converter(cattrs.Converter(forbid_extra_keys=False))
-    converter.register_structure_hook(int, _strict_scalar(int, "an integer"))
+    converter.register_structure_hook(int, _clamp_int if results else _structure_int)
     converter.register_structure_hook(float, _strict_scalar((int, float), "a number"))
-    converter.register_structure_hook(str, _strict_scalar(str, "a string"))
+    converter.register_structure_hook(str, _structure_str)
+    converter.register_unstructure_hook(int, _unstructure_int)
     converter.register_structure_hook(bool, _strict_scalar(bool, "true or false"))
     # Generic aliases and unions go through predicates: `register_structure_hook(Union[int,
     # str])` would register the hook for `int` and `str` themselves.
@@ -844,6 +884,10 @@ def _make_converter() -> cattrs.Converter:
 
 CONVERTER = _make_converter()
 """Structures and unstructures the classes of this module (strict JSON types, camelCase)."""
+
+RESULT_CONVERTER = _make_converter(results=True)
+"""`CONVERTER` for engine results: integers beyond +-MAX_SAFE_INTEGER are clamped to it
+instead of refused (a result must still be answered)."""
 
 
 def server_converter() -> cattrs.Converter:
@@ -923,7 +967,7 @@ def result_from_core(result: Mapping[str, Any], cls: type[R], method: str) -> R:
             ds4-lsp and ds4-context-core are different versions.
     """
     try:
-        return CONVERTER.structure(result, cls)
+        return RESULT_CONVERTER.structure(result, cls)
     except BaseValidationError as exc:
         problem, _ = describe_structure_error(method, exc, root="result")
         raise JsonRpcInternalError(

@@ -13,10 +13,12 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextvars
+import inspect
+import json
 import logging
 import traceback
 import uuid
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
@@ -38,6 +40,7 @@ from pygls.protocol import (
 
 from ds4_core.config import flatten_settings
 from ds4_core.engine import ContextEngine
+from ds4_core.json_bounds import bounded_text
 from ds4_core.requests import DatabaseUnavailableError, RequestError, RequestFailedError
 
 from . import __version__
@@ -63,6 +66,7 @@ from .protocol import (
     server_converter,
     settings_section,
 )
+from .transport import EnvelopeError, FrameReader, decode_message, error_response
 
 log = logging.getLogger("ds4_lsp")
 
@@ -73,6 +77,10 @@ COMPACTION_THREADS = 2
 """Threads for `ds4/compact` apart from ENGINE_THREADS: a compaction may wait up to
 `compaction.summarizeTimeoutMs` for the client's `ds4/summarize`, and must not starve plans."""
 """Engine calls that may run at once (a rebuild does not block plans or retrievals)."""
+
+MAX_MESSAGE_BYTES_SETTING = "server.maxMessageBytes"
+"""The setting that replaces the frame limit of the command line once `initialize` (or a
+later `workspace/didChangeConfiguration`) gives it (bytes; `transport.FrameReader`)."""
 
 SHUTDOWN_GRACE_S = 5.0
 """How long `shutdown` waits for engine calls in flight before closing the database (s)."""
@@ -146,6 +154,90 @@ class Ds4Protocol(LanguageServerProtocol):
             fields = ["params"]
         log.warning("%s: rejected malformed params (%d field error(s))", method, len(fields))
         return MalformedMessage(method, data.get("id") if is_request else None, message, fields)
+
+    def receive(self, body: bytes) -> None:
+        """Handle one frame body from the client (`transport.read_messages`).
+
+        Envelope errors (not JSON, a batch, a wrong `jsonrpc`, too deep, ...) are answered
+        as `transport.decode_message` says; a message that fails in dispatch is answered with
+        InternalError naming only the exception type, and the server keeps reading.
+        """
+        data = decode_message(body)
+        if isinstance(data, EnvelopeError):
+            log.warning("rejected a message: JSON-RPC error %d", data.code)
+            if data.answer and not self._shutdown:
+                self.send_raw(error_response(data.msg_id, data.code, data.message, data.fields))
+            elif data.msg_id is not None and data.msg_id in self._request_futures:
+                # A malformed answer to our own request (ds4/summarize): fail that request
+                # now rather than let it wait for its timeout.
+                error = types.ResponseError(code=data.code, message=data.message)
+                self._handle_response(data.msg_id, None, error)
+            return
+        try:
+            self.handle_message(self.structure_message(data))
+        except Exception as exc:
+            log.error("message not handled: %s", type(exc).__name__)
+            msg_id = data.get("id")
+            if "method" in data and msg_id is not None and not self._shutdown:
+                self.send_raw(
+                    error_response(
+                        msg_id,
+                        JsonRpcInternalError.CODE,
+                        f"{bounded_text(data['method'])}: internal error "
+                        f"({type(exc).__name__}); the server keeps serving",
+                    )
+                )
+
+    def send_raw(self, message: dict[str, Any]) -> None:
+        """Write one JSON-RPC message given as plain JSON (e.g. an error with `id: null`,
+        which lsprotocol's converter would omit)."""
+        self._send_data(message)
+
+    def _send_data(self, data: Any) -> None:
+        """Write one message (pygls's writer, made total).
+
+        A message that cannot be encoded (nested deeper than `json.dumps` can go, a value JSON
+        has no form for) becomes, when it is a response, an InternalError answer to its id, so
+        a request always gets a response. pygls's tracebacks never go into `error.data`. The
+        body is ASCII (`json.dumps` escapes the rest, lone surrogates included), so its length
+        in characters is its `Content-Length` in bytes.
+        """
+        if not data:
+            return
+        if self.writer is None:
+            log.error("no transport to send a message on")
+            return
+        if isinstance(data, types.ResponseErrorMessage):
+            data = without_traceback(data)
+        try:
+            body = json.dumps(data, default=self._serialize_message)
+        except (RecursionError, ValueError, TypeError) as exc:
+            log.error("a message could not be encoded: %s", type(exc).__name__)
+            msg_id = data.get("id") if isinstance(data, dict) else getattr(data, "id", None)
+            if msg_id is None or not hasattr(data, "result"):
+                return  # not a response of ours: nothing is owed
+            body = json.dumps(
+                error_response(
+                    msg_id,
+                    JsonRpcInternalError.CODE,
+                    f"the result could not be encoded as JSON ({type(exc).__name__}); "
+                    "the server keeps serving",
+                )
+            )
+        if self._include_headers:
+            header = (
+                f"Content-Length: {len(body)}\r\n"
+                f"Content-Type: {self.CONTENT_TYPE}; charset={self.CHARSET}\r\n\r\n"
+            )
+            body = header + body
+        try:
+            written = self.writer.write(body.encode("ascii"))
+            if inspect.isawaitable(written):
+                asyncio.ensure_future(written)
+        except BrokenPipeError:
+            raise  # the client is gone: the read loop ends
+        except Exception as exc:
+            log.error("a message could not be written: %s", type(exc).__name__)
 
     def handle_message(self, message: Any) -> None:
         """Answer malformed requests with InvalidParams; hand everything else to pygls."""
@@ -241,6 +333,8 @@ class Ds4Server(LanguageServer):
         self._in_flight: set[concurrent.futures.Future[Any]] = set()
         self.project = ProjectSync(self)
         self.stale_snippets: dict[str, list[StaleSnippet]] = {}
+        # The stdio frame reader (`transport.serve_stdio`); None when served otherwise.
+        self.frame_reader: FrameReader | None = None
         # Requests to the client being awaited (`request_client`); cancelled at shutdown so
         # that engine calls waiting on them (ds4/compact) finish instead of timing out.
         self._client_requests: set[asyncio.Task[Any]] = set()
@@ -281,6 +375,7 @@ class Ds4Server(LanguageServer):
         messages = list(self._engine.config_warnings)
         if settings and "diagnostics.logLevel" in flatten_settings(settings):
             apply_log_level_setting(self._engine.config["diagnostics.logLevel"])
+        self.apply_frame_limit(settings)
         try:
             running = self._executor.submit(self._engine.health)
             self._in_flight.add(running)
@@ -301,6 +396,17 @@ class Ds4Server(LanguageServer):
         except Exception as exc:  # e.g. a locked database: the server still serves
             log.warning("leftover compactions not marked failed: %s", type(exc).__name__)
         return [*messages, *health.get("notices", [])]
+
+    def apply_frame_limit(self, settings: Mapping[str, Any] | None) -> None:
+        """Apply `server.maxMessageBytes` (bytes) to the frame reader when `settings` give it
+        and the engine accepted it; otherwise the limit of the command line stays."""
+        if not settings or self.frame_reader is None or self._engine is None:
+            return
+        given = flatten_settings(settings).get(MAX_MESSAGE_BYTES_SETTING)
+        accepted = self._engine.config[MAX_MESSAGE_BYTES_SETTING]
+        if given is not None and given == accepted:
+            self.frame_reader.max_message_bytes = accepted
+            log.info("frame limit: %d bytes", accepted)
 
     async def run_engine(
         self,
@@ -472,6 +578,25 @@ class Ds4Server(LanguageServer):
         log.error(
             "server error (%s): %s", getattr(source, "__name__", source), type(error).__name__
         )
+
+
+def without_traceback(message: types.ResponseErrorMessage) -> types.ResponseErrorMessage:
+    """`message` without the `data.traceback` pygls adds to InternalError answers
+    (`JsonRpcInternalError.of`): stack frames name install paths and may quote input. The
+    message keeps only the exception's type."""
+    error = message.error
+    if error is None or not (isinstance(error.data, dict) and "traceback" in error.data):
+        return message
+    kind = error.message.split(":", 1)[0] if error.message else "error"
+    rest = {key: value for key, value in error.data.items() if key != "traceback"}
+    return types.ResponseErrorMessage(
+        id=message.id,
+        error=types.ResponseError(
+            code=error.code,
+            message=f"internal error ({bounded_text(kind, 80)}); the server keeps serving",
+            data=rest or None,
+        ),
+    )
 
 
 class JsonRpcRequestFailed(JsonRpcException):

@@ -15,6 +15,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from .json_bounds import ECHO_CHARS, bounded_text, echo
+
 Validator = Callable[[Any], str | None]
 """Returns None when the value is valid, else a sentence saying what is expected."""
 
@@ -180,6 +182,11 @@ SETTINGS: dict[str, SettingSpec] = {
         None, _non_empty_string, "Database file (overridden by databasePath/--db/DS4_DB)."
     ),
     "storage.busyTimeoutMs": SettingSpec(5000, _int_range(1, 60000), "SQLite busy timeout."),
+    "server.maxMessageBytes": SettingSpec(
+        32 * 1024 * 1024,
+        _int_range(4096, 1 << 30),
+        "Largest LSP message body the server reads (bytes); larger ones are skipped.",
+    ),
 }
 
 
@@ -201,11 +208,15 @@ def flatten_settings(raw: Mapping[str, Any], prefix: str = "") -> dict[str, Any]
 
 def _shown(value: Any) -> str:
     """A setting's value as the user wrote it: JSON (`true`, `"many"`, `{"a/*": {...}}`), or
-    Python's repr for a value JSON cannot express."""
+    Python's repr for a value JSON cannot express; cut to `json_bounds.ECHO_CHARS`
+    characters (`...` and the length when cut) and escaped like `json_bounds.bounded_text`."""
     try:
-        return json.dumps(value, ensure_ascii=False)
-    except (TypeError, ValueError):
-        return repr(value)
+        text = json.dumps(value, ensure_ascii=False)
+    except (TypeError, ValueError, RecursionError):
+        text = repr(value)
+    if len(text) <= ECHO_CHARS:
+        return bounded_text(text)
+    return f"{bounded_text(text)} ({len(text)} characters)"
 
 
 @dataclass(frozen=True)
@@ -235,7 +246,7 @@ class Config:
         for key, value in flatten_settings(raw).items():
             spec = SETTINGS.get(key)
             if spec is None:
-                warnings.append(f"setting {key!r} is unknown and was ignored")
+                warnings.append(f"setting {echo(key)} is unknown and was ignored")
                 continue
             problem = spec.validate(value)
             if problem:

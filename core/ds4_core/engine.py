@@ -34,6 +34,7 @@ from .compaction.render import graph_view, render_dot
 from .compaction.service import prepare_compaction
 from .compaction.span import SpanError, latest_compaction, prepare_span
 from .config import DEFAULT_CONFIG, Config
+from .json_bounds import echo
 from .logs import describe_failure
 from .manifest import (
     VIEWS,
@@ -457,16 +458,23 @@ class ContextEngine:
     # ----------------------------------------------------------------- sessions
 
     def _session_path(self, file: str, field: str) -> Path:
+        """The resolved session file `file`; RequestError naming `field` when it is not a
+        usable file, also for a path the system refuses (too long: ENAMETOOLONG, a NUL byte,
+        a lone surrogate). The path is quoted through `json_bounds.echo`."""
         if not file:
             raise RequestError(f"{field}: a session file path is required", field)
-        path = Path(file).expanduser()
-        if not path.is_file():
-            raise RequestError(
-                f"{field}: session file '{file}' does not exist or is not a file; "
-                "pass the path of a Pi session .jsonl file",
-                field,
-            )
-        return path.resolve()
+        try:
+            path = Path(file).expanduser()
+            if path.is_file():
+                return path.resolve()
+            problem = "does not exist or is not a file"
+        except (OSError, ValueError) as exc:  # UnicodeEncodeError is a ValueError
+            problem = f"cannot be used ({getattr(exc, 'strerror', None) or type(exc).__name__})"
+        raise RequestError(
+            f"{field}: session file {echo(file)} {problem}; "
+            "pass the path of a Pi session .jsonl file",
+            field,
+        )
 
     def _load_session(self, path: Path) -> SessionFile:
         """Parsed entries of `path`, cached while its size and mtime stay the same."""
@@ -1307,7 +1315,7 @@ class ContextEngine:
                 found = manifest_repo.get_manifest(self.store, request.id)
             if found is None:
                 raise RequestError(
-                    f"id: no manifest with id '{request.id}'; it was never recorded by this "
+                    f"id: no manifest with id {echo(request.id)}; it was never recorded by this "
                     "database or was evicted (the latest 128 stored and 64 in-memory manifests "
                     "are kept); plan again for a new id, or ask for the latest manifest of the "
                     "session",
@@ -1399,7 +1407,7 @@ class ContextEngine:
         previous_id = previous_root.summary_id if previous_root else None
         if request.previous_summary_id is not None and request.previous_summary_id != previous_id:
             raise RequestError(
-                f"previousSummaryId: '{request.previous_summary_id}' is not the current root of "
+                f"previousSummaryId: {echo(request.previous_summary_id)} is not the current root of "
                 "this branch ("
                 + (f"which is '{previous_id}'" if previous_id else "the branch has no summary yet")
                 + "); the previous summary comes from the branch's own latest compaction",

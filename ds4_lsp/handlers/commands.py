@@ -12,6 +12,7 @@ from typing import Any
 from pygls.exceptions import JsonRpcInvalidParams
 
 from ds4_core.compaction.render import render_dot
+from ds4_core.json_bounds import describe_type
 from ds4_lsp.handlers.diagnostics import publish_stale_snippets
 from ds4_lsp.progress import WorkDoneProgress
 from ds4_lsp.protocol import (
@@ -135,7 +136,21 @@ def editor_facts(ls: Ds4Server) -> dict[str, Any]:
 
 
 def expect_no_arguments(command: str, arguments: tuple[Any, ...]) -> None:
-    """Accept `[]` or `[{}]`/`[null]` (what some clients send); refuse anything else."""
-    if all(argument in (None, {}) for argument in arguments) and len(arguments) <= 1:
-        return
-    raise JsonRpcInvalidParams(f"{command}: takes no arguments (got {len(arguments)})")
+    """Accept `[]` or `[{}]`/`[null]` (what some clients send); refuse anything else.
+
+    Raises:
+        JsonRpcInvalidParams: naming the field in the message and `data.fields`
+            (`arguments` for more than one, else `arguments[0]`), and describing the value by
+            its type (`got an object`), never by its content.
+    """
+    if len(arguments) > 1:
+        raise JsonRpcInvalidParams(
+            message=f"{command}: arguments: takes no arguments (got {len(arguments)})",
+            data={"fields": ["arguments"]},
+        )
+    if arguments and not (arguments[0] is None or arguments[0] == {}):
+        raise JsonRpcInvalidParams(
+            message=f"{command}: arguments[0]: takes no arguments "
+            f"(got {describe_type(arguments[0])})",
+            data={"fields": ["arguments[0]"]},
+        )

@@ -44,6 +44,7 @@ async def did_change_configuration(
     warnings = await ls.run_engine(ls.engine.update_settings, settings, method="settings")
     if "diagnostics.logLevel" in flatten_settings(settings):
         apply_log_level_setting(ls.engine.config["diagnostics.logLevel"])
+    ls.apply_frame_limit(settings)
     for warning in warnings:
         ls.show_message(warning)
 

@@ -709,3 +709,27 @@ def test_nan_and_infinity_make_a_line_malformed(tmp_path: Path) -> None:
     session = read_all(path)
     assert [e.entry_id for e in session.entries] == ["c"]
     assert session.malformed_lines == 2
+
+
+def test_a_line_nested_too_deep_keeps_its_entry_with_the_deep_part_omitted(
+    tmp_path: Path,
+) -> None:
+    """Tool-call arguments nested 330 levels: the entry is read, its value below
+    MAX_RECORD_DEPTH levels replaced by the marker, and json.dumps of it works."""
+    from ds4_core.json_bounds import DEPTH_MARKER, MAX_RECORD_DEPTH, too_deep
+
+    deep: Any = 1
+    for _ in range(330):
+        deep = {"a": deep}
+    call = {"type": "toolCall", "id": "c1", "name": "write", "arguments": deep}
+    assistant = _msg("e2", "e1", role="assistant")
+    assistant["message"]["content"] = [call]
+    path = _write_session(tmp_path / "deep.jsonl", [HEADER_V3, _msg("e1", None), assistant])
+    parsed = read_all(path)
+    assert [e.entry_id for e in parsed.entries] == ["e1", "e2"]
+    assert parsed.malformed_lines == 0
+    record = parsed.entries[1].data
+    assert too_deep(record, MAX_RECORD_DEPTH) is None
+    assert DEPTH_MARKER in json.dumps(record)
+    arguments = record["message"]["content"][0]["arguments"]
+    assert too_deep(arguments, MAX_RECORD_DEPTH - 4) is None

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..json_bounds import echo
 from ..planner.groups import SUMMARY_ROLES, tool_links
 from ..sessions.context import SessionContext
 
@@ -139,26 +140,26 @@ def prepare_span(
         if not positions:
             if first_kept_entry_id in context.path_entry_ids:
                 raise SpanError(
-                    f"firstKeptEntryId: entry '{first_kept_entry_id}' is on the branch but not "
+                    f"firstKeptEntryId: entry {echo(first_kept_entry_id)} is on the branch but not "
                     "in its current context (already summarized by an earlier compaction, or "
                     "not a message); choose a message after the latest compaction",
                     "firstKeptEntryId",
                 )
             raise SpanError(
-                f"firstKeptEntryId: no entry '{first_kept_entry_id}' on the active branch",
+                f"firstKeptEntryId: no entry {echo(first_kept_entry_id)} on the active branch",
                 "firstKeptEntryId",
             )
         cut = positions[0]
         if cut <= start:
             where = "after the branch's latest compaction" if previous_entry else "of the branch"
             raise SpanError(
-                f"firstKeptEntryId: entry '{first_kept_entry_id}' leaves nothing to summarize "
+                f"firstKeptEntryId: entry {echo(first_kept_entry_id)} leaves nothing to summarize "
                 f"(it is the first message {where}); choose a later one",
                 "firstKeptEntryId",
             )
         if not _valid_cut(messages, ids, cut, blocked):
             raise SpanError(
-                f"firstKeptEntryId: keeping from entry '{first_kept_entry_id}' would separate a "
+                f"firstKeptEntryId: keeping from entry {echo(first_kept_entry_id)} would separate a "
                 "tool call from its result (or start with a tool result); choose the user or "
                 "assistant message that starts that exchange",
                 "firstKeptEntryId",

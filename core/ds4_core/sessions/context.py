@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
+from ds4_core.json_bounds import echo
 from ds4_core.sessions.reader import SessionEntry, SessionFormatError
 
 DEFAULT_THINKING_LEVEL = "off"
@@ -64,7 +65,7 @@ class UnknownLeafError(SessionFormatError):
 
     def __init__(self, leaf_id: str) -> None:
         super().__init__(
-            f"leaf entry '{leaf_id}' is not in this session; pass the id of an entry of the "
+            f"leaf entry {echo(leaf_id)} is not in this session; pass the id of an entry of the "
             "session, or omit the leaf to use the last entry"
         )
         self.leaf_id = leaf_id

@@ -4,7 +4,9 @@ Rules (pi-session-format.md 2, 3, 7, 8; ds4-reference.md 3.12):
 
 * Lines are framed on `\\n` only (`jsonl.iter_raw_lines`); blank lines are skipped.
 * A line that is not a JSON object with a string `type` is malformed: counted and skipped.
-  Non-UTF-8 bytes are decoded with `errors="replace"`.
+  Non-UTF-8 bytes are decoded with `errors="replace"`. Arrays and objects nested deeper than
+  `json_bounds.MAX_RECORD_DEPTH` levels are replaced by `json_bounds.DEPTH_MARKER` (logged), so
+  the entry is kept and no later walk over it can exhaust the stack.
 * The first record must be the header `{"type":"session","id":<string>, ...}` and its line must
   lie within the first 1 MiB; a `version` above 3 is rejected. An empty (or blank-only) file is
   a valid empty session. Nothing is consumed (checkpoint 0) until a complete header line is
@@ -28,11 +30,13 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, TypeGuard
 
+from ds4_core.json_bounds import MAX_RECORD_DEPTH, clip_depth, may_be_too_deep
 from ds4_core.sessions.jsonl import DEFAULT_CHUNK_SIZE, RawLine, StrPath, iter_raw_lines
 from ds4_core.sessions.prefix import PrefixHashes, first_change
 
@@ -44,6 +48,8 @@ HEADER_SEARCH_BYTES = 1 << 20
 3.12)."""
 
 _sha256 = hashlib.sha256
+
+log = logging.getLogger(__name__)
 
 
 def _reject_constant(name: str) -> Any:
@@ -223,6 +229,11 @@ def _parse_record(data: bytes) -> dict[str, Any] | None:
         return None
     if type(obj) is not dict or not isinstance(obj.get("type"), str):
         return None
+    if may_be_too_deep(data, MAX_RECORD_DEPTH) and clip_depth(obj):
+        # Walks over entries (planning, JSON output) must not exhaust the stack.
+        log.warning(
+            "session line nested deeper than %d levels: deep values omitted", MAX_RECORD_DEPTH
+        )
     return obj
 
 
