@@ -176,6 +176,14 @@ def send_to_client(send: SendLogMessage) -> None:
         _client_handler.attach(send, asyncio.get_running_loop())
 
 
+def client_attached() -> bool:
+    """Whether INFO/DEBUG records currently go to the client (`send_to_client` was called and
+    the connection has not been detached)."""
+    return _client_handler is not None and _client_handler.takes(
+        logging.LogRecord("ds4", logging.INFO, "", 0, "", None, None)
+    )
+
+
 SETTING_LEVELS = {
     "error": logging.ERROR,
     "warn": logging.WARNING,

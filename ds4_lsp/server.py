@@ -46,7 +46,7 @@ from ds4_core.requests import DatabaseUnavailableError, RequestError, RequestFai
 from . import __version__
 from .documents import LspWorkspace
 from .handlers.diagnostics import StaleSnippet
-from .logs import apply_log_level_setting
+from .logs import apply_log_level_setting, client_attached
 from .project_sync import ProjectSync
 from .protocol import (
     DS4_COMPACT,
@@ -547,12 +547,17 @@ class Ds4Server(LanguageServer):
         self.window_show_message(types.ShowMessageParams(type=kind, message=text))
 
     def log_request(self, method: str, summary: str) -> None:
-        """Log one INFO line about a served request (to the client as `window/logMessage`,
-        `ds4_lsp.logs`).
+        """Send one line about a served request to the client as `window/logMessage` (type
+        Log), whatever `diagnostics.logLevel` says: the client's output shows every request.
+        Written to the log as an INFO record only while records do not reach the client
+        (`ds4_lsp.logs`), so that the line is never sent twice.
 
         `summary` must hold counts, ids and timings only (privacy rule).
         """
-        log.info("%s: %s", method, summary)
+        line = f"{method}: {summary}"
+        self.window_log_message(types.LogMessageParams(type=types.MessageType.Log, message=line))
+        if not client_attached():
+            log.info("%s", line)
 
     @property
     def supports_work_done_progress(self) -> bool:
