@@ -8,12 +8,14 @@ from __future__ import annotations
 import subprocess
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hostile_git import BILLING_SAME_SIZE, make_trapped_repository
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import ds4_core.project.git as git_module
 from ds4_core.project.discovery import discover_project
 from ds4_core.project.git import blob_id
 
@@ -103,6 +105,52 @@ def test_a_partial_clone_never_fetches_a_missing_tree(tmp_path: Path) -> None:
     assert {file.rel_path for file in discovery.files} == {"b.py", "sub/a.py"}
     assert discovery.git is not None and discovery.git.changed_paths == ()
     assert any("staged changes not shown" in warning for warning in discovery.warnings)
+
+
+def test_a_partial_clone_never_fetches_even_where_git_ignores_no_lazy_fetch(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Gits before 2.44 ignore GIT_NO_LAZY_FETCH, and a repository's
+    `protocol.ext.allow=always` beats `-c protocol.allow=never`: an `ext::` promisor remote
+    would then run its command when a missing tree is read. Discovery still runs nothing."""
+    marker = tmp_path / "PWNED"
+    script = tmp_path / "remote.sh"
+    script.write_text(f"#!/bin/sh\necho ext >> '{marker}'\nexit 1\n")
+    script.chmod(0o755)
+    root = tmp_path / "project"
+    (root / "sub").mkdir(parents=True)
+    (root / "sub" / "a.py").write_text("x = 1\n")
+    git(root, "init", "-q")
+    git(root, "add", "-A")
+    git(root, "commit", "-q", "-m", "init")
+    tree = git(root, "rev-parse", "HEAD:sub").strip()
+    (root / ".git" / "objects" / tree[:2] / tree[2:]).unlink()
+    for key, value in {
+        "core.repositoryFormatVersion": "1",
+        "extensions.partialClone": "origin",
+        "remote.origin.url": f"ext::{script}",
+        "remote.origin.promisor": "true",
+        "protocol.ext.allow": "always",
+    }.items():
+        git(root, "config", key, value)
+    subprocess.run(
+        ["git", "-c", "protocol.allow=never", "-C", str(root), "ls-tree", "-r", "HEAD"],
+        capture_output=True,
+    )
+    assert marker.exists(), "the trap is not armed"
+    marker.unlink()
+    real_run = subprocess.run
+
+    def run_as_old_git(command: list[str], **kwargs: Any) -> subprocess.CompletedProcess[bytes]:
+        env = {k: v for k, v in kwargs.pop("env").items() if k != "GIT_NO_LAZY_FETCH"}
+        return real_run(command, env=env, **kwargs)
+
+    monkeypatch.setattr(git_module.subprocess, "run", run_as_old_git)
+
+    discovery = discover_project(root)
+
+    assert not marker.exists(), marker.read_text()
+    assert {file.rel_path for file in discovery.files} == {"sub/a.py"}
 
 
 def test_a_bare_repository_planted_as_the_folder_is_never_used(tmp_path: Path) -> None:

@@ -49,7 +49,7 @@ GIT_SAFE_CONFIG = (
     f"core.hooksPath={os.devnull}",  # no hook can be found
     "credential.helper=",  # the empty value clears the list of helpers
     "core.askPass=",  # no askpass program
-    "protocol.allow=never",  # no transport at all, so no lazy fetch, SSH or remote helper
+    "protocol.allow=never",  # no transport (GIT_ALLOW_PROTOCOL in `run_git` makes it final)
     "safe.bareRepository=explicit",  # a bare repository planted in the folder is not used
     "core.quotePath=false",
 )
@@ -110,7 +110,11 @@ def run_git(root: Path, *args: str) -> bytes:
     env["GIT_OPTIONAL_LOCKS"] = "0"
     env["GIT_TERMINAL_PROMPT"] = "0"
     env["GIT_NO_REPLACE_OBJECTS"] = "1"
-    env["GIT_NO_LAZY_FETCH"] = "1"  # Git >= 2.44; protocol.allow=never covers older Gits
+    env["GIT_NO_LAZY_FETCH"] = "1"  # Git >= 2.44: a partial clone never fetches
+    # Older Gits: no transport at all. `protocol.allow=never` alone is not enough, since a
+    # repository's `protocol.<name>.allow=always` overrides it; GIT_ALLOW_PROTOCOL overrides
+    # every protocol setting (git-config(1), "protocol.allow") and lists none that exists.
+    env["GIT_ALLOW_PROTOCOL"] = "ds4-none"
     env["LC_ALL"] = "C"
     command = ["git", "--no-pager", "--no-optional-locks", "--no-replace-objects"]
     for setting in GIT_SAFE_CONFIG:
