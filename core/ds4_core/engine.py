@@ -460,16 +460,26 @@ class ContextEngine:
     def _session_path(self, file: str, field: str) -> Path:
         """The resolved session file `file`; RequestError naming `field` when it is not a
         usable file, also for a path the system refuses (too long: ENAMETOOLONG, a NUL byte,
-        a lone surrogate). The path is quoted through `json_bounds.echo`."""
+        a lone surrogate) and for one that is not valid UTF-8 (a file name with byte 0xFF
+        arrives from `os.listdir` or `sys.argv` as the lone surrogate U+DCFF): the index
+        stores session paths as SQLite text, which is UTF-8, so such a file must be renamed.
+        Every command and request that names a session file passes through here. The path is
+        quoted through `json_bounds.echo`."""
         if not file:
             raise RequestError(f"{field}: a session file path is required", field)
+        resolved: Path | None = None
         try:
             path = Path(file).expanduser()
             if path.is_file():
-                return path.resolve()
+                resolved = path.resolve()
             problem = "does not exist or is not a file"
         except (OSError, ValueError) as exc:  # UnicodeEncodeError is a ValueError
             problem = f"cannot be used ({getattr(exc, 'strerror', None) or type(exc).__name__})"
+        if resolved is not None:
+            not_utf8 = _utf8_path_problem(resolved)
+            if not_utf8 is None:
+                return resolved
+            raise RequestError(f"{field}: session file {echo(file)} {not_utf8}", field)
         raise RequestError(
             f"{field}: session file {echo(file)} {problem}; "
             "pass the path of a Pi session .jsonl file",
@@ -1652,6 +1662,28 @@ class ContextEngine:
 MAX_MODEL_TOKENS = 10_000_000
 """Largest context window or output limit accepted, as for `modelAwareness.overrides`
 (ds4-reference.md 2)."""
+
+
+def _utf8_path_problem(path: Path) -> str | None:
+    """None when `path` is valid UTF-8, else what to rename: the file, or the folder above
+    it whose name is not UTF-8 (a byte the file system decoding kept as a lone surrogate)."""
+    if not _is_utf8(str(path)):
+        if not _is_utf8(path.name):
+            return "cannot be indexed: the file name is not valid UTF-8; rename it"
+        return (
+            "cannot be indexed: the file name is not valid UTF-8 (a folder in its path); "
+            "rename it or move the file"
+        )
+    return None
+
+
+def _is_utf8(text: str) -> bool:
+    """Whether `text` encodes as UTF-8 (holds no lone surrogate)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _supplement(kind: str, source_id: str, message: dict[str, Any], score: float) -> Supplement:

@@ -1042,3 +1042,31 @@ def test_text_reports_escape_what_the_output_encoding_cannot_show(tmp_path: Path
     assert done.returncode == 0, done.stderr.decode(errors="replace")
     report = done.stdout.decode("ascii")
     assert report.startswith("ds4 plan\n") and "\\xb7" in report and "Manifest  m-" in report
+
+
+def test_a_session_file_name_that_is_not_utf8_fails_in_its_place(
+    ds4: Callable[..., Run], pi_sessions_dir: Path, tmp_path: Path
+) -> None:
+    """A `.jsonl` whose name is not valid UTF-8 (here byte 0xFF) cannot be stored as a path
+    (SQLite text is UTF-8): it fails in its place asking for a rename, the files after it are
+    still indexed (exit 3); `plan --session` on it is bad input (exit 2), not a crash."""
+    folder = tmp_path / "sessions"
+    folder.mkdir()
+    shutil.copyfile(pi_sessions_dir / SINGLE, folder / "a.jsonl")
+    odd = os.fsdecode(bytes(folder) + b"/b\xff.jsonl")
+    shutil.copyfile(pi_sessions_dir / V3, odd)
+    shutil.copyfile(pi_sessions_dir / REPLAY, folder / "c.jsonl")
+
+    result = ds4("index", "--json", str(folder))
+
+    assert result.code == cli.EXIT_PARTIAL, result.err
+    printed = result.json()
+    assert [r.get("entriesTotal") for r in printed] == [5, None, 6]
+    assert printed[1].keys() == {"sessionFile", "error"}
+    assert "the file name is not valid UTF-8; rename it" in printed[1]["error"]
+    assert "1 of 3 file(s) could not be indexed" in result.err
+
+    plan = ds4("plan", "--session", odd, "--json", "hello")
+    assert plan.code == cli.EXIT_USAGE, plan.err
+    assert plan.out == ""
+    assert "--session: " in plan.err and "the file name is not valid UTF-8; rename it" in plan.err

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -112,3 +114,20 @@ async def test_commands_refuse_arguments(client: LanguageClient) -> None:
     else:
         raise AssertionError("ds4.health accepted arguments")
     assert (await execute(client, "ds4.health", []))["status"] in {"ok", "warning"}
+
+
+async def test_a_session_file_name_that_is_not_utf8_is_invalid_params(
+    client: LanguageClient, session_file: Path
+) -> None:
+    """A `session.file` naming a file whose name is not valid UTF-8 reaches the server as a
+    lone surrogate (`os.fsdecode`); it is -32602 naming the field, not an internal error
+    (the params check refuses lone surrogates before the engine could store the path)."""
+    odd = os.fsdecode(bytes(session_file.parent) + b"/b\xff.jsonl")
+    shutil.copyfile(session_file, odd)
+    for method in ("ds4/plan", "ds4/retrieve"):
+        error = await request_error(client, method, plan_params(Path(odd)))
+        assert error.code == INVALID_PARAMS, (method, error)
+        assert error.message.startswith(f"{method}: params.session.file: "), error.message
+
+    result = await request(client, "ds4/plan", plan_params(session_file))
+    assert result["mode"] == "managed"
