@@ -6,7 +6,8 @@
                           [--scope history|project]... [--workspace DIR [--trust]] [--json] QUERY
 
 A REQUEST or QUERY of `-` is read from standard input (UTF-8; one trailing line break
-dropped). Text reports fit the terminal's width (`COLUMNS`, else 100 columns off a terminal).
+dropped); standard input or a text argument (REQUEST, QUERY, ID, --leaf, --model,
+--first-kept) that is not UTF-8 is refused with exit 2. Text reports fit the terminal's width (`COLUMNS`, else 100 columns off a terminal).
     ds4 [GLOBAL] manifest (ID | --latest --session FILE)
                           [--view summary|included|excluded|full] [--json]
     ds4 [GLOBAL] index [--force] [--json] (FILE | DIR)...
@@ -1203,13 +1204,7 @@ def read_argument_from(stream: TextIO, name: str) -> str:
     """
     buffer = getattr(stream, "buffer", None)
     if buffer is not None:
-        raw = buffer.read()
-        try:
-            text = raw.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise RequestError(
-                f"{name} (-): standard input is not UTF-8 text (byte {exc.start} of {len(raw)})"
-            ) from exc
+        text = _utf8_text(buffer.read(), f"{name} (-): standard input")
     else:
         text = stream.read()
     text = text.removesuffix("\n").removesuffix("\r")
@@ -1221,11 +1216,58 @@ def read_argument_from(stream: TextIO, name: str) -> str:
     return text
 
 
-def _read_stdin_arguments(args: argparse.Namespace, stdin: TextIO) -> None:
-    """Replace a REQUEST or QUERY of `-` by the text of `stdin` (`read_argument_from`)."""
-    for attribute, name in (("request", "REQUEST"), ("query", "QUERY")):
-        if getattr(args, attribute, None) == STDIN_ARGUMENT:
+def _utf8_text(raw: bytes, what: str) -> str:
+    """`raw` decoded as UTF-8.
+
+    Raises:
+        RequestError: `raw` is not UTF-8: "`what` is not UTF-8 text (byte N of M)", N the
+            0-based offset of the first bad byte, M the length in bytes.
+    """
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise RequestError(f"{what} is not UTF-8 text (byte {exc.start} of {len(raw)})") from exc
+
+
+_TEXT_ARGUMENTS = (
+    ("request", "REQUEST"),
+    ("query", "QUERY"),
+    ("leaf", "--leaf"),
+    ("model", "--model"),
+    ("first_kept", "--first-kept"),
+    ("id", "ID"),
+)
+"""Arguments that are text, not paths (attribute, name in messages): they must be UTF-8."""
+
+
+def _read_text_arguments(args: argparse.Namespace, stdin: TextIO) -> None:
+    """Replace a REQUEST or QUERY of `-` by the text of `stdin` (`read_argument_from`), and
+    refuse a text argument (`_TEXT_ARGUMENTS`) whose bytes are not UTF-8, which Python hands
+    over as lone surrogates (PEP 383 `surrogateescape`), as standard input would be refused.
+    Paths (`--session`, `--db`, FILE...) may be any bytes the file system takes.
+
+    Raises:
+        RequestError: standard input or an argument is not UTF-8 (see `_utf8_text`), or
+            standard input is empty.
+    """
+    for attribute, name in _TEXT_ARGUMENTS:
+        value = getattr(args, attribute, None)
+        if value == STDIN_ARGUMENT and attribute in ("request", "query"):
             setattr(args, attribute, read_argument_from(stdin, name))
+        elif isinstance(value, str):
+            try:
+                value.encode("utf-8")
+                continue
+            except UnicodeEncodeError:
+                pass
+            try:
+                raw = os.fsencode(value)  # the bytes given, on POSIX
+            except UnicodeEncodeError as exc:  # a surrogate that stands for no byte
+                raise RequestError(
+                    f"{name}: the argument is not UTF-8 text (a lone surrogate at character "
+                    f"{exc.start})"
+                ) from exc
+            setattr(args, attribute, _utf8_text(raw, f"{name}: the argument"))
 
 
 def run(
@@ -1244,7 +1286,7 @@ def run(
         return args
     try:
         settings = _settings_from(args)
-        _read_stdin_arguments(args, sys.stdin if stdin is None else stdin)
+        _read_text_arguments(args, sys.stdin if stdin is None else stdin)
     except RequestError as exc:
         err.write(f"ds4: {exc}\n")
         return EXIT_USAGE

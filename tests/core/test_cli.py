@@ -1070,3 +1070,35 @@ def test_a_session_file_name_that_is_not_utf8_fails_in_its_place(
     assert plan.code == cli.EXIT_USAGE, plan.err
     assert plan.out == ""
     assert "--session: " in plan.err and "the file name is not valid UTF-8; rename it" in plan.err
+
+
+def test_a_text_argument_that_is_not_utf8_is_refused_like_standard_input(
+    ds4: Callable[..., Run], pi_sessions_dir: Path
+) -> None:
+    """Bytes that are not UTF-8 in a REQUEST, QUERY or other text argument reach Python as
+    lone surrogates (`os.fsdecode`); they are refused (exit 2) as the same bytes on standard
+    input are, never sent to the model as U+DCFF."""
+    session = str(pi_sessions_dir / V3)
+    request = os.fsdecode(b"bad \xff\xfe byte")
+    cases = [
+        (("plan", "--session", session, "--json", request), "REQUEST: "),
+        (("retrieve", "--session", session, "--json", request), "QUERY: "),
+        (("plan", "--session", session, "--leaf", request, "hello"), "--leaf: "),
+        (("manifest", "--json", request), "ID: "),
+    ]
+    for argv, name in cases:
+        result = ds4(*argv)
+        assert result.code == cli.EXIT_USAGE, (argv, result)
+        assert result.out == ""
+        assert f"ds4: {name}the argument is not UTF-8 text (byte 4 of 11)" in result.err
+
+    piped = ds4("plan", "--session", session, "-", stdin=Bytes(b"bad \xff\xfe byte"))
+    assert piped.code == cli.EXIT_USAGE
+    assert "REQUEST (-): standard input is not UTF-8 text (byte 4 of 11)" in piped.err
+
+
+class Bytes(io.TextIOWrapper):
+    """Standard input holding `raw` bytes."""
+
+    def __init__(self, raw: bytes) -> None:
+        super().__init__(io.BytesIO(raw), encoding="utf-8")
