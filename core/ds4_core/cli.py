@@ -56,6 +56,7 @@ import os
 import secrets
 import shlex
 import shutil
+import stat
 import sys
 import textwrap
 import time
@@ -1339,31 +1340,28 @@ def session_files_of(paths: Sequence[str]) -> list[tuple[str, str | None]]:
     it cannot be tried.
 
     A FILE stands for itself (whatever its name: the engine says whether it is a Pi
-    session). A DIR stands for the `*.jsonl` files directly in it, sorted by name;
-    subdirectories are not searched (pass them too, e.g. `~/.pi/agent/sessions/*/`), and a
-    `.jsonl` there that is not a Pi session fails like a FILE would (Pi's own listing skips
-    it; `ds4 index` reports it). A DIR with no `.jsonl` file, or one that cannot be listed,
-    is one failed item `(DIR, reason)`.
+    session; a FIFO, socket or broken link fails here). A DIR stands for the `*.jsonl`
+    entries directly in it, sorted by name; subdirectories are not searched (pass them too,
+    e.g. `~/.pi/agent/sessions/*/`), and a `.jsonl` there that is not a Pi session fails
+    like a FILE would (Pi's own listing skips it; `ds4 index` reports it). So does a `.jsonl` entry that is not a regular file (a FIFO,
+    a directory, a broken link: `not_a_regular_file`), which is never opened. A DIR with no
+    `.jsonl` entry, or one that cannot be listed, is one failed item `(DIR, reason)`.
     """
     found: list[tuple[str, str | None]] = []
     for path in paths:
         folder = Path(path).expanduser()
-        if not folder.is_dir():
-            found.append((path, None))
+        if not folder.is_dir():  # a FILE; a missing one is for the engine to report
+            found.append((path, not_a_regular_file(folder) if os.path.lexists(folder) else None))
             continue
         try:
-            files = sorted(
-                (
-                    child
-                    for child in folder.iterdir()
-                    if child.suffix == ".jsonl" and child.is_file()
-                ),
+            entries = sorted(
+                (child for child in folder.iterdir() if child.suffix == ".jsonl"),
                 key=lambda child: child.name,
             )
         except OSError as exc:
             found.append((path, f"cannot list directory '{path}': {exc.strerror or exc}"))
             continue
-        if not files:
+        if not entries:
             found.append(
                 (
                     path,
@@ -1371,8 +1369,42 @@ def session_files_of(paths: Sequence[str]) -> list[tuple[str, str | None]]:
                     "pass them too, e.g. DIR/*/)",
                 )
             )
-        found.extend((str(child), None) for child in files)
+        found.extend((str(child), not_a_regular_file(child)) for child in entries)
     return found
+
+
+def not_a_regular_file(path: Path) -> str | None:
+    """None when `path` is a regular file (or a link to one), else why it is no session file:
+    a directory, a FIFO, a socket, a device, a broken link, or a path that cannot be examined.
+    Uses stat/lstat only: a FIFO is never opened (opening one blocks until a writer comes)."""
+    try:
+        mode = path.stat().st_mode
+    except ValueError:  # a NUL byte: for the engine to report
+        return None
+    except OSError as exc:
+        if path.is_symlink():
+            try:
+                target = f" '{os.readlink(path)}'"
+            except OSError:
+                target = ""
+            return (
+                f"'{path}' is a broken link (its target{target} cannot be reached: "
+                f"{exc.strerror or exc}), not a session file"
+            )
+        return f"cannot examine '{path}': {exc.strerror or exc}"
+    if stat.S_ISREG(mode):
+        return None
+    if stat.S_ISDIR(mode):
+        what = "a directory (subdirectories are not searched: pass it too)"
+    elif stat.S_ISFIFO(mode):
+        what = "a FIFO (named pipe; ds4 does not read from one)"
+    elif stat.S_ISSOCK(mode):
+        what = "a socket"
+    elif stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        what = "a device"
+    else:
+        what = "not a regular file"
+    return f"'{path}' is {what}, not a session file"
 
 
 def _index(engine: ContextEngine, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
@@ -1387,7 +1419,10 @@ def _index(engine: ContextEngine, args: argparse.Namespace, out: TextIO, err: Te
         if problem is not None:
             failures += 1
             err.write(f"ds4: {problem}\n")
-            outcomes.append({"sessionFile": _absolute(file), "error": problem})
+            # (named as listed, not resolved: a broken link is named, not its missing target)
+            outcomes.append(
+                {"sessionFile": os.path.abspath(os.path.expanduser(file)), "error": problem}
+            )
             continue
         progress = _Progress(err)
         try:

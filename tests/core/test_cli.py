@@ -1102,3 +1102,43 @@ class Bytes(io.TextIOWrapper):
 
     def __init__(self, raw: bytes) -> None:
         super().__init__(io.BytesIO(raw), encoding="utf-8")
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs FIFOs (POSIX)")
+def test_index_a_directory_reports_jsonl_entries_that_are_not_regular_files(
+    ds4: Callable[..., Run], pi_sessions_dir: Path, tmp_path: Path
+) -> None:
+    """A FIFO, a directory or a broken link named `*.jsonl` in DIR is a file that could not
+    be indexed (exit 3), named for what it is, in its place by name; the FIFO is never opened
+    (opening it would block this test)."""
+    folder = tmp_path / "sessions"
+    folder.mkdir()
+    shutil.copyfile(pi_sessions_dir / SINGLE, folder / "a.jsonl")
+    os.mkfifo(folder / "b.jsonl")
+    (folder / "c.jsonl").mkdir()
+    shutil.copyfile(pi_sessions_dir / V3, folder / "d.jsonl")
+    (folder / "e.jsonl").symlink_to(folder / "gone.jsonl")
+
+    result = ds4("index", "--json", str(folder))
+
+    assert result.code == cli.EXIT_PARTIAL, result.err
+    printed = result.json()
+    assert [Path(r["sessionFile"]).name for r in printed] == [
+        "a.jsonl", "b.jsonl", "c.jsonl", "d.jsonl", "e.jsonl"
+    ]  # fmt: skip
+    assert [r.get("entriesTotal") for r in printed] == [5, None, None, 8, None]
+    errors = {Path(r["sessionFile"]).name: r.get("error", "") for r in printed}
+    assert "is a FIFO (named pipe" in errors["b.jsonl"]
+    assert "is a directory" in errors["c.jsonl"]
+    assert all("not a session file" in errors[name] for name in ("b.jsonl", "c.jsonl", "e.jsonl"))
+    assert "is a broken link" in errors["e.jsonl"] and "gone.jsonl" in errors["e.jsonl"]
+    assert "3 of 5 file(s) could not be indexed" in result.err
+
+    only_odd = tmp_path / "odd"
+    only_odd.mkdir()
+    os.mkfifo(only_odd / "pipe.jsonl")
+    alone = ds4("index", str(only_odd))
+    assert alone.code == cli.EXIT_PARTIAL
+    assert "is a FIFO" in alone.err and "holds no .jsonl file" not in alone.err
+    named = ds4("index", str(only_odd / "pipe.jsonl"))  # a FIFO named directly: the same
+    assert named.code == cli.EXIT_PARTIAL and "is a FIFO" in named.err
