@@ -614,7 +614,8 @@ class ContextEngine:
         """Read the session (and sync its index unless `sync` is false), build or match the
         messages, append `request`, and resolve the model and budget.
 
-        A failure to update the index is not an error: it becomes a warning.
+        A failure to update the index is not an error: it becomes a warning; so do the sync's
+        own warnings (`SyncResult.warnings`: another file carries this session id).
 
         Raises:
             RequestError: a missing or unreadable session file, or an unknown leaf.
@@ -639,7 +640,8 @@ class ContextEngine:
             session_model = context.model
             if session_id is not None and sync:
                 try:
-                    self._sync(path, force=False, progress=None)
+                    # e.g. that a copy of this file shares its session id (and so its index)
+                    warnings.extend(self._sync(path, force=False, progress=None).warnings)
                 except Exception as exc:  # fail open: planning works without the index
                     log.warning(
                         "sync failed: session=%s error=%s", session_id, describe_failure(exc)

@@ -1142,3 +1142,21 @@ def test_index_a_directory_reports_jsonl_entries_that_are_not_regular_files(
     assert "is a FIFO" in alone.err and "holds no .jsonl file" not in alone.err
     named = ds4("index", str(only_odd / "pipe.jsonl"))  # a FIFO named directly: the same
     assert named.code == cli.EXIT_PARTIAL and "is a FIFO" in named.err
+
+
+def test_plan_and_retrieve_warn_when_another_file_carries_the_session_id(
+    ds4: Callable[..., Run], pi_sessions_dir: Path, tmp_path: Path
+) -> None:
+    """Two copies of one session share one index: `plan --json` and `retrieve --json` list the
+    warning `ds4 index` and `ds4 health` give, naming the other file."""
+    original, copy = tmp_path / "a" / V3, tmp_path / "b" / V3
+    for path in (original, copy):
+        path.parent.mkdir()
+        shutil.copyfile(pi_sessions_dir / V3, path)
+    assert ds4("index", str(copy)).code == 0
+
+    for argv in (("plan", "--json", "theme?"), ("retrieve", "--json", "theme")):
+        result = ds4(argv[0], "--session", str(original), *argv[1:])
+        assert result.code == 0, result.err
+        warnings = [w for w in result.json()["warnings"] if "is also the id of" in w]
+        assert len(warnings) == 1 and str(copy) in warnings[0], (argv, result.json()["warnings"])

@@ -143,3 +143,21 @@ async def test_retrieve_serves_text_rewritten_in_place_with_size_and_mtime_kept(
     os.utime(session_file, ns=(before.st_atime_ns, before.st_mtime_ns))
     again = await request(client, "ds4/retrieve", query)
     assert any("zqxrewrittenword" in hit["excerpt"] for hit in again["history"])
+
+
+async def test_plan_and_retrieve_warn_when_another_file_carries_the_session_id(
+    client: LanguageClient, session_file: Path, tmp_path: Path
+) -> None:
+    """A copied session file (same session id) shares one index with the original: ds4/plan
+    and ds4/retrieve on either copy say so in `warnings`, naming the other file, as health
+    does."""
+    copy = tmp_path / "elsewhere" / session_file.name
+    copy.parent.mkdir()
+    copy.write_bytes(session_file.read_bytes())
+    await request(client, "ds4/retrieve", {"session": {"file": str(copy)}, "query": "theme"})
+
+    planned = await request(client, "ds4/plan", plan_params(session_file))
+    (warning,) = [w for w in planned["warnings"] if "is also the id of" in w]
+    assert str(copy) in warning
+    found = await request(client, "ds4/retrieve", {"session": {"file": str(session_file)}})
+    assert any(str(copy) in w for w in found["warnings"] if "is also the id of" in w)
