@@ -223,29 +223,63 @@ def _wrap(text: str, first: str, rest: str) -> str:
     )
 
 
+def _write_wrapped(out: TextIO, text: str, first: str, rest: str) -> None:
+    """Write `text` as `_wrap` lays it out (at `report_width()`), ending with a line break."""
+    out.write(_wrap(text, first, rest) + "\n")
+
+
+def _heading(out: TextIO, text: str) -> None:
+    """A section heading of a report: an empty line, then `text` wrapped at `report_width()`."""
+    out.write("\n")
+    _write_wrapped(out, text, "", "  ")
+
+
 def _table(
     rows: Sequence[Sequence[Any]],
     headers: Sequence[str],
     out: TextIO,
     reasons: Sequence[str | None] | None = None,
 ) -> None:
-    """An aligned table. `reasons[i]`, when given, is printed in full under row i as
-    `why: ...`, indented to the second column and wrapped at `report_width()`."""
+    """An aligned table that fits `report_width()`: when the rows are wider, their last
+    columns move, one `header: value` line each (wrapped), under the row, until the columns
+    left fit (the first column always stays). `reasons[i]`, when given, is printed in full
+    under row i as `why: ...`. Lines under a row are indented to the second column (4 spaces
+    when that leaves under 20 characters), and wrapped at `report_width()`."""
+    width = report_width()
     cells = [[str(c) for c in row] for row in rows]
     widths = [len(h) for h in headers]
     for row in cells:
         widths = [max(w, len(c)) for w, c in zip(widths, row, strict=False)]
+    inline = len(headers)
+    while inline > 1 and 2 + sum(w + 2 for w in widths[:inline]) - 2 > width:
+        inline -= 1
     out.write(
-        "  " + "  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=False)).rstrip() + "\n"
+        "  "
+        + "  ".join(h.ljust(w) for h, w in zip(headers[:inline], widths, strict=False)).rstrip()
+        + "\n"
     )
-    indent = " " * (2 + widths[0] + 2)
     for index, row in enumerate(cells):
         out.write(
-            "  " + "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=False)).rstrip() + "\n"
+            "  "
+            + "  ".join(c.ljust(w) for c, w in zip(row[:inline], widths, strict=False)).rstrip()
+            + "\n"
         )
+        for header, cell in zip(headers[inline:], row[inline:], strict=False):
+            if cell:
+                label = f"{header}: "
+                indent = _under_indent(widths[0], label)
+                out.write(_wrap(cell, indent + label, indent + " " * len(label)) + "\n")
         reason = reasons[index] if reasons is not None and index < len(reasons) else None
         if reason:
+            indent = _under_indent(widths[0], "why: ")
             out.write(_wrap(reason, indent + "why: ", indent + "     ") + "\n")
+
+
+def _under_indent(first_width: int, label: str) -> str:
+    """Indent of a `label` line under a `_table` row: to the second column, or 4 spaces when
+    that would leave under 20 characters of `report_width()` for the text."""
+    indent = 2 + first_width + 2
+    return " " * (indent if indent + len(label) + 20 <= report_width() else 4)
 
 
 def _one_line(text: str, limit: int) -> str:
@@ -255,9 +289,15 @@ def _one_line(text: str, limit: int) -> str:
 
 def _room(*columns: Sequence[str]) -> int:
     """Characters left in a `report_width()` table row for a last column after `columns`
-    (each the header and cells of one column), at least 30."""
+    (each the header and cells of one column). When under 30 are left, `_table` moves the
+    last column under the row as `excerpt: ...`: then the room there (at least 20)."""
+    width = report_width()
     taken = 2 + sum(max((len(c) for c in column), default=0) + 2 for column in columns)
-    return max(30, report_width() - taken)
+    if width - taken >= 30:
+        return width - taken
+    first_width = max((len(c) for c in columns[0]), default=0) if columns else 0
+    label = "excerpt: "  # the last column of the tables that ask
+    return max(20, width - len(_under_indent(first_width, label)) - len(label))
 
 
 def _evidence_excerpts(messages: list[dict[str, Any]]) -> dict[str, str]:
@@ -323,34 +363,52 @@ def _print_plan(
         "override": "from modelAwareness.overrides",
         "default": "unknown model: the default, see the warning below",
     }.get(source, f"from the table of well-known models ({source.removeprefix('table:')})")
-    out.write(
-        f"  model     {model['provider']}/{model['id']}  "
-        f"window {_fmt(model['contextWindow'])} tokens ({source_text})\n"
+    field = " " * 12  # where the values of `model`, `budget`, `result` lines start
+    _write_wrapped(
+        out,
+        f"{model['provider']}/{model['id']}  "
+        f"window {_fmt(model['contextWindow'])} tokens ({source_text})",
+        "  model     ",
+        field,
     )
-    out.write(
-        f"  budget    hard {_fmt(budget['hardInputLimit'])}"
+    _write_wrapped(
+        out,
+        f"hard {_fmt(budget['hardInputLimit'])}"
         f" · target {_fmt(budget['targetInputTokens'])}"
         f" · output reserve {_fmt(budget['outputReserve'])}"
-        f" · safety margin {_fmt(budget['safetyMargin'])}\n"
-        f"            recent tail ≤ {_fmt(budget['recentTailTokens'])}"
+        f" · safety margin {_fmt(budget['safetyMargin'])}",
+        "  budget    ",
+        field,
+    )
+    _write_wrapped(
+        out,
+        f"recent tail ≤ {_fmt(budget['recentTailTokens'])}"
         f" · history ≤ {_fmt(budget['maxRetrievedHistoryTokens'])}"
         f" · project ≤ {_fmt(budget['maxProjectTokens'])}"
-        f" · summaries ≤ {_fmt(budget['maxSummaryTokens'])}\n"
+        f" · summaries ≤ {_fmt(budget['maxSummaryTokens'])}",
+        field,
+        field,
     )
     included, excluded = manifest.get("included", []), manifest.get("excluded", [])
     counts = stats.get("counts", {})
     messages_in = _fmt(counts.get("messages", 0))
     sent = _fmt(len(result["messages"]))
     if mode == "managed":
-        out.write(
-            f"  result    mode managed · {messages_in} messages (active branch + request)"
+        _write_wrapped(
+            out,
+            f"mode managed · {messages_in} messages (active branch + request)"
             f" and {_fmt(counts.get('supplements', 0))} evidence candidate(s) → {sent} sent"
-            f" · ~{_fmt(result['estimatedTokens'])} tokens\n"
+            f" · ~{_fmt(result['estimatedTokens'])} tokens",
+            "  result    ",
+            field,
         )
     else:
-        out.write(
-            f"  result    mode {mode} · {messages_in} messages (active branch + request)"
-            f" → the same {sent} sent unchanged · ~{_fmt(result['estimatedTokens'])} tokens\n"
+        _write_wrapped(
+            out,
+            f"mode {mode} · {messages_in} messages (active branch + request)"
+            f" → the same {sent} sent unchanged · ~{_fmt(result['estimatedTokens'])} tokens",
+            "  result    ",
+            field,
         )
     if mode == "fallback":
         out.write(
@@ -379,35 +437,44 @@ def _print_plan(
                 + "\n"
             )
         _print_plan_sections(result, manifest, included, excluded, would, out)
+    out.write("\n")
     if result.get("manifestStored"):
         db_option = f"--db {shlex.quote(db)} " if db else ""
-        out.write(
-            f"\nManifest  {result['manifestId']} (stored); inspect with: "
-            f"ds4 {db_option}manifest {result['manifestId']} --view full\n"
-        )
+        _write_wrapped(out, f"{result['manifestId']} (stored); inspect with:", "Manifest  ", field)
+        # the command on a line of its own, never broken, so that it can be copied
+        out.write(f"  ds4 {db_option}manifest {result['manifestId']} --view full\n")
     else:
-        out.write(
-            f"\nManifest  {result['manifestId']} (not stored: kept in this process's memory only, "
-            "so `ds4 manifest` cannot show it later)\n"
+        _write_wrapped(
+            out,
+            f"{result['manifestId']} (not stored: kept in this process's memory only, "
+            "so `ds4 manifest` cannot show it later)",
+            "Manifest  ",
+            field,
         )
     for warning in result.get("warnings", []):
-        out.write(f"warning: {warning}\n")
+        _write_wrapped(out, warning, "warning: ", " " * 9)
 
 
 def _print_fallback_items(
     included: list[dict[str, Any]], excluded: list[dict[str, Any]], out: TextIO
 ) -> None:
     """What a fallback plan sends (every original message) and drops (synthetic context)."""
-    out.write(
-        f"\nSent unchanged: {_fmt(len(included))} message(s), {_fmt(_tokens(included))} tokens"
-        + (f" ({_composition(included)})" if included else "")
-        + "\n  nothing was trimmed to a recent tail, no evidence was added, no message was left"
-        " out\n"
+    _heading(
+        out,
+        f"Sent unchanged: {_fmt(len(included))} message(s), {_fmt(_tokens(included))} tokens"
+        + (f" ({_composition(included)})" if included else ""),
+    )
+    _write_wrapped(
+        out,
+        "nothing was trimmed to a recent tail, no evidence was added, no message was left out",
+        "  ",
+        "  ",
     )
     if excluded:
-        out.write(
-            f"\nNot sent: {_fmt(len(excluded))} item(s), {_fmt(_tokens(excluded))} tokens"
-            " (a fallback adds no synthetic context)\n"
+        _heading(
+            out,
+            f"Not sent: {_fmt(len(excluded))} item(s), {_fmt(_tokens(excluded))} tokens"
+            " (a fallback adds no synthetic context)",
         )
         _print_excluded_table(excluded, out)
 
@@ -429,11 +496,11 @@ def _print_plan_sections(
 
     tail = by_kind.get("recent", []) + by_kind.get("current", [])
     groups = sorted({i.get("groupId") for i in tail if i.get("groupId")}, key=_group_start)
-    out.write(
-        f"\n{'Recent tail a managed plan would keep' if would else 'Recent tail kept'}: "
+    _heading(
+        out,
+        f"{'Recent tail a managed plan would keep' if would else 'Recent tail kept'}: "
         f"{len(tail)} messages in {len(groups)} turn group(s), {_fmt(_tokens(tail))} tokens"
-        + (" (immediate predecessor rescued)" if stats.get("rescuedImmediatePredecessor") else "")
-        + "\n"
+        + (" (immediate predecessor rescued)" if stats.get("rescuedImmediatePredecessor") else ""),
     )
     if groups:
         group_rows = []
@@ -455,9 +522,10 @@ def _print_plan_sections(
 
     summaries = by_kind.get("summary", [])
     if summaries:
-        out.write(
-            f"\n{'Summaries a managed plan would keep' if would else 'Summaries kept'}: "
-            f"{len(summaries)} item(s), {_fmt(_tokens(summaries))} tokens\n"
+        _heading(
+            out,
+            f"{'Summaries a managed plan would keep' if would else 'Summaries kept'}: "
+            f"{len(summaries)} item(s), {_fmt(_tokens(summaries))} tokens",
         )
         _table(
             [
@@ -470,9 +538,10 @@ def _print_plan_sections(
 
     others = [i for kind, items in by_kind.items() if kind not in _SECTION_KINDS for i in items]
     if others:
-        out.write(
-            f"\n{'Other items a managed plan would keep' if would else 'Other items kept'}: "
-            f"{len(others)} item(s), {_fmt(_tokens(others))} tokens ({_composition(others)})\n"
+        _heading(
+            out,
+            f"{'Other items a managed plan would keep' if would else 'Other items kept'}: "
+            f"{len(others)} item(s), {_fmt(_tokens(others))} tokens ({_composition(others)})",
         )
 
     _print_evidence(result, manifest, by_kind.get("history", []), would, out)
@@ -482,9 +551,10 @@ def _print_plan_sections(
         _print_project_section(manifest, by_kind.get("project", []), project_status, would, out)
 
     count, tokens, note = _excluded_totals(manifest, excluded)
-    out.write(
-        f"\n{'A managed plan would exclude' if would else 'Excluded'}: {_fmt(count)} item(s), "
-        f"{_fmt(tokens)} tokens{note}\n"
+    _heading(
+        out,
+        f"{'A managed plan would exclude' if would else 'Excluded'}: {_fmt(count)} item(s), "
+        f"{_fmt(tokens)} tokens{note}",
     )
     if excluded:
         _print_excluded_table(excluded, out)
@@ -514,16 +584,20 @@ def _print_evidence(
     retrieval_reasons = {
         r.get("entryKey"): r.get("reason") or "" for r in manifest.get("retrieved", [])
     }
-    out.write(
-        f"\n{'Historical evidence a managed plan would add' if would else 'Historical evidence retrieved'}"
-        f": {len(evidence)} item(s), {_fmt(_tokens(evidence))} tokens\n"
+    _heading(
+        out,
+        f"{'Historical evidence a managed plan would add' if would else 'Historical evidence retrieved'}"
+        f": {len(evidence)} item(s), {_fmt(_tokens(evidence))} tokens",
     )
     if not evidence:
         left_out = sum(1 for i in manifest.get("excluded", []) if i.get("kind") == "history")
-        out.write(
-            f"  none: {left_out} older entr(ies) matched but none fit (see the exclusions below)\n"
+        _write_wrapped(
+            out,
+            f"{left_out} older entr(ies) matched but none fit (see the exclusions below)"
             if left_out
-            else "  none: no older entry on the active branch matched the request\n"
+            else "no older entry on the active branch matched the request",
+            "  none: ",
+            "        ",
         )
         return
     excerpts = _evidence_excerpts(result["messages"])
@@ -570,12 +644,18 @@ def _print_project_section(
     out: TextIO,
 ) -> None:
     snippets = {s["snippetId"]: s for s in manifest.get("projectSnippets") or []}
-    out.write(
-        f"\n{'Project snippets a managed plan would add' if would else 'Project snippets included'}"
-        f": {len(items)} item(s), {_fmt(_tokens(items))} tokens (workspace {status})\n"
+    _heading(
+        out,
+        f"{'Project snippets a managed plan would add' if would else 'Project snippets included'}"
+        f": {len(items)} item(s), {_fmt(_tokens(items))} tokens (workspace {status})",
     )
     if status == "untrusted":
-        out.write("  none: the workspace is untrusted, so its files were not read (--trust)\n")
+        _write_wrapped(
+            out,
+            "the workspace is untrusted, so its files were not read (--trust)",
+            "  none: ",
+            " " * 8,
+        )
         return
     rows, reasons = [], []
     for item in items:
@@ -597,15 +677,22 @@ def _print_project_section(
 
 def _print_retrieve(result: dict[str, Any], out: TextIO) -> None:
     stats = result["stats"]
-    out.write(
-        f"ds4 retrieve: status {result['status']} · {len(result['history'])} hit(s)"
-        f" · {stats['latencyMs']:.2f} ms\n"
+    _write_wrapped(
+        out,
+        f"status {result['status']} · {len(result['history'])} hit(s)"
+        f" · {stats['latencyMs']:.2f} ms",
+        "ds4 retrieve: ",
+        "  ",
     )
-    out.write(
-        f"  candidates {stats['candidates']} · duplicates {stats['duplicates']}"
+    _write_wrapped(
+        out,
+        f"candidates {stats['candidates']} · duplicates {stats['duplicates']}"
         f" · other branches {stats['alternateBranchCandidates']}"
-        f" · already in context {stats['alreadyInContext']}\n\n"
+        f" · already in context {stats['alreadyInContext']}",
+        "  ",
+        "  ",
     )
+    out.write("\n")
     hits = result["history"]
     if hits:
         scores = [f"{h['score']:.3f}" for h in hits]
@@ -628,12 +715,12 @@ def _print_retrieve(result: dict[str, Any], out: TextIO) -> None:
         _print_project_hits(result, out)
     for warning in result.get("warnings", []):
         if not warning.startswith(_WINDOW_WARNING):
-            out.write(f"warning: {warning}\n")
+            _write_wrapped(out, warning, "warning: ", " " * 9)
 
 
 def _print_project_hits(result: dict[str, Any], out: TextIO) -> None:
     hits = result.get("project") or []
-    out.write(f"\nProject: status {result['projectStatus']} · {len(hits)} snippet(s)\n")
+    _heading(out, f"Project: status {result['projectStatus']} · {len(hits)} snippet(s)")
     if hits:
         _table(
             [
@@ -651,7 +738,9 @@ def _print_project_hits(result: dict[str, Any], out: TextIO) -> None:
 
 
 def _print_manifest(manifest: dict[str, Any], out: TextIO) -> None:
-    out.write(f"manifest {manifest.get('id')}  created {manifest.get('createdAt')}\n")
+    _write_wrapped(
+        out, f"{manifest.get('id')}  created {manifest.get('createdAt')}", "manifest ", "  "
+    )
     for key in (
         "sessionId",
         "branchLeafId",
@@ -813,7 +902,7 @@ def _print_compact(result: dict[str, Any], out: TextIO, session_arg: str) -> Non
         + "\n"
     )
     for warning in result.get("warnings", []):
-        out.write(f"warning: {warning}\n")
+        _write_wrapped(out, warning, "warning: ", " " * 9)
 
 
 def _print_summaries(view: dict[str, Any], out: TextIO) -> None:
@@ -1629,7 +1718,10 @@ def _dispatch(engine: ContextEngine, args: argparse.Namespace, out: TextIO, err:
                         for k, v in value.items()
                         if v is not None
                     )
-                out.write(f"  {key:<20} {value}\n")
+                if report_width() >= 60:  # aligned values, else a label of its own width
+                    _write_wrapped(out, str(value), f"  {key:<20} ", " " * 23)
+                else:
+                    _write_wrapped(out, str(value), f"  {key}: ", " " * 4)
         return EXIT_OK
     if args.command == "rebuild":
         progress = _Progress(err)

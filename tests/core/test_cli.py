@@ -44,6 +44,11 @@ EARLY_REQUEST = (
 MANIFEST_ID = re.compile(r"\bm-[0-9a-f]{28}\b")
 
 
+def flat(report: str) -> str:
+    """`report` with its line breaks and runs of spaces as one space (a wrapped line read whole)."""
+    return " ".join(report.split())
+
+
 @dataclass
 class Run:
     code: int
@@ -98,7 +103,9 @@ def test_plan_report_shows_budget_tail_evidence_exclusions_and_manifest(
     assert result.code == 0, result.err
     report = result.out
     assert "anthropic/claude-sonnet-4-5" in report
-    assert "window 200,000 tokens (from the table of well-known models (claude-sonnet-4))" in report
+    assert "window 200,000 tokens (from the table of well-known models (claude-sonnet-4))" in flat(
+        report
+    )
     assert re.search(r"budget\s+hard [\d,]+ · target [\d,]+ · output reserve [\d,]+", report)
     assert re.search(r"Recent tail kept: \d+ messages in \d+ turn group\(s\)", report)
     evidence = re.search(r"Historical evidence retrieved: (\d+) item\(s\)", report)
@@ -190,13 +197,15 @@ def test_model_and_context_window_change_the_budget_and_say_where_the_window_cam
         return result
 
     table = plan("--model", "openai/gpt-5")
-    assert "openai/gpt-5  window 400,000 tokens (from the table of well-known models (gpt-5))" in (
-        table.out
+    assert "openai/gpt-5 window 400,000 tokens (from the table of well-known models (gpt-5))" in (
+        flat(table.out)
     )
     given = plan("--context-window", "50000")
-    assert "anthropic/claude-sonnet-4-5  window 50,000 tokens (from --context-window)" in given.out
+    assert "anthropic/claude-sonnet-4-5 window 50,000 tokens (from --context-window)" in flat(
+        given.out
+    )
     unknown = plan("--model", "acme/beta")
-    assert "acme/beta  window 128,000 tokens (unknown model" in unknown.out
+    assert "acme/beta window 128,000 tokens (unknown model" in flat(unknown.out)
     assert "warning: context window of model 'acme/beta' is unknown" in unknown.out
 
     def budget(*options: str) -> dict[str, Any]:
@@ -361,7 +370,7 @@ def test_plan_manifest_hint_repeats_db_and_works(
     db = tmp_path / "odd dir" / "plans.db"
     result = ds4("plan", "--session", str(pi_sessions_dir / V3), "x", db_path=db)
     assert result.code == 0, result.err
-    hint = result.out.split("inspect with: ", 1)[1].splitlines()[0]
+    hint = result.out.split("inspect with:\n", 1)[1].splitlines()[0].strip()
     assert hint.startswith(f"ds4 --db '{db}' manifest m-") and hint.endswith(" --view full")
     shown = ds4(*shlex.split(hint)[1:], db_path=None)
     assert shown.code == 0, shown.err
@@ -369,7 +378,9 @@ def test_plan_manifest_hint_repeats_db_and_works(
 
     monkeypatch.setenv("DS4_DB", str(db))
     from_env = ds4("plan", "--session", str(pi_sessions_dir / V3), "x", db_path=None)
-    assert re.search(r"inspect with: ds4 manifest m-[0-9a-f]{28} --view full$", from_env.out, re.M)
+    assert re.search(
+        r"inspect with:\n  ds4 manifest m-[0-9a-f]{28} --view full$", from_env.out, re.M
+    )
 
 
 def test_plan_report_shows_reasons_in_full(ds4: Callable[..., Run], pi_sessions_dir: Path) -> None:
@@ -1160,3 +1171,50 @@ def test_plan_and_retrieve_warn_when_another_file_carries_the_session_id(
         assert result.code == 0, result.err
         warnings = [w for w in result.json()["warnings"] if "is also the id of" in w]
         assert len(warnings) == 1 and str(copy) in warnings[0], (argv, result.json()["warnings"])
+
+
+def test_every_report_line_fits_the_terminal_width_unless_it_is_one_unbreakable_word(
+    ds4: Callable[..., Run],
+    pi_sessions_dir: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """At COLUMNS=40, 60 and 100 the plan, retrieve, manifest, index and health reports keep
+    every line within the width: headers wrap, and table columns that do not fit move under
+    their row as `header: value`. The only exceptions are lines that cannot break: a path, an
+    id or hash after its label, and the `ds4 ... manifest` command, printed whole to be copied
+    (the session line is checked elsewhere)."""
+    session = str(pi_sessions_dir / V1_LARGE)
+    copy = tmp_path / "copy" / V3  # a shared-id warning in the plan report
+    copy.parent.mkdir()
+    shutil.copyfile(pi_sessions_dir / V3, copy)
+
+    def unbreakable(line: str) -> bool:
+        words = line.split()
+        return (
+            line.lstrip().startswith(("ds4 --db ", "/", "session ", "sessionId ", "promptHash "))
+            or len(words) <= 2  # a label and one long word (e.g. `source: <session id>:v1-4`)
+        )
+
+    for columns in (40, 60, 100):
+        monkeypatch.setenv("COLUMNS", str(columns))
+        plan = ds4("plan", "--session", session, "--model", "acme/unknown", EARLY_REQUEST)
+        manifest_id = MANIFEST_ID.findall(plan.out)[0]
+        reports = {
+            "plan": plan,
+            "observer": ds4("--set", "mode=observer", "plan", "--session", session, "x"),
+            "copies": ds4("plan", "--session", str(pi_sessions_dir / V3), "x"),
+            "retrieve": ds4("retrieve", "--session", session, EARLY_REQUEST),
+            "manifest": ds4("manifest", manifest_id, "--view", "full"),
+            "index": ds4("index", str(copy), session),
+            "health": ds4("health"),
+        }
+        for name, report in reports.items():
+            assert report.code == 0, (name, report.err)
+            too_wide = [
+                line
+                for line in report.out.splitlines()
+                if len(line) > columns and not unbreakable(line)
+            ]
+            assert not too_wide, (columns, name, too_wide)
+    assert "warning: session id" in reports["copies"].out  # (the warning was wrapped too)
