@@ -1218,3 +1218,19 @@ def test_every_report_line_fits_the_terminal_width_unless_it_is_one_unbreakable_
             ]
             assert not too_wide, (columns, name, too_wide)
     assert "warning: session id" in reports["copies"].out  # (the warning was wrapped too)
+
+
+def test_index_a_json_file_that_is_not_a_session_says_its_first_line_is_no_header(
+    ds4: Callable[..., Run], tmp_path: Path
+) -> None:
+    """`{"foo":1}` is valid JSON: the message names the missing Pi session header, not
+    "malformed lines"."""
+    other = tmp_path / "other.jsonl"
+    other.write_text('{"foo":1}\n')
+    result = ds4("index", str(other))
+    assert result.code == cli.EXIT_PARTIAL
+    assert (
+        f"cannot read session file '{other}': first line is not a Pi session header "
+        '(expected {"type":"session", ...}); is this a Pi session file?'
+    ) in result.err
+    assert "malformed" not in result.err

@@ -189,6 +189,36 @@ def test_a_file_whose_first_record_is_not_a_header_is_rejected_with_advice(
     assert "is this a Pi session file?" in message
 
 
+_JSON_VALUES = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(st.characters(blacklist_categories=("Cs",)), max_size=8),
+    lambda inner: (
+        st.lists(inner, max_size=3)
+        | st.dictionaries(st.sampled_from(["type", "id", "foo", "version"]), inner, max_size=3)
+    ),
+    max_leaves=8,
+)
+
+
+@settings(suppress_health_check=[HealthCheck.function_scoped_fixture], max_examples=60)
+@given(
+    first=_JSON_VALUES.filter(lambda v: not (isinstance(v, dict) and v.get("type") == "session"))
+)
+def test_a_first_line_of_valid_json_that_is_no_header_is_named_as_such(
+    tmp_path: Path, first: Any
+) -> None:
+    """A first line that parses as JSON (`{"foo":1}`, `[1]`, `42`) is the first record, and it
+    is not a Pi session header (pi-session-format.md 8.4): the error says so, never that the
+    file holds "only malformed lines", even with a real header after it."""
+    path = _write_session(tmp_path / "x.jsonl", [json.dumps(first), HEADER_V3])
+    with pytest.raises(NotAPiSessionError) as caught:
+        read_all(path)
+    assert "first line is not a Pi session header" in str(caught.value)
+
+
 def test_a_header_without_a_string_id_is_not_a_session(tmp_path: Path) -> None:
     path = _write_session(tmp_path / "x.jsonl", [{"type": "session", "id": 7}])
     with pytest.raises(NotAPiSessionError, match='no string "id"'):

@@ -261,14 +261,29 @@ def _header_version(obj: dict[str, Any], path: StrPath) -> int:
     return max(version, 1)
 
 
+def _not_a_header(path: StrPath, line_number: int) -> NotAPiSessionError:
+    """The error for a first record (1-based `line_number`) that is not a Pi session header."""
+    where = "first line" if line_number == 1 else f"first record (line {line_number})"
+    return NotAPiSessionError(
+        f"cannot read session file '{os.fspath(path)}': {where} is not a Pi session header "
+        '(expected {"type":"session", ...}); is this a Pi session file?',
+        path,
+    )
+
+
+def _parses_as_json(data: bytes) -> bool:
+    """Whether the line is valid JSON of any kind (`42`, `[1]`, `{"foo":1}`), as `_loads`
+    reads it (no NaN or Infinity)."""
+    try:
+        _loads(data.decode("utf-8", "replace"))
+    except (ValueError, RecursionError):
+        return False
+    return True
+
+
 def _make_header(obj: dict[str, Any], raw: bytes, path: StrPath, line_number: int) -> SessionHeader:
     if obj.get("type") != "session":
-        where = "first line" if line_number == 1 else f"first record (line {line_number})"
-        raise NotAPiSessionError(
-            f"cannot read session file '{os.fspath(path)}': {where} is not a Pi session header "
-            '(expected {"type":"session", ...}); is this a Pi session file?',
-            path,
-        )
+        raise _not_a_header(path, line_number)
     session_id = obj.get("id")
     if not isinstance(session_id, str):
         raise NotAPiSessionError(
@@ -332,6 +347,10 @@ def _scan_header(path: StrPath) -> _HeaderScan:
                 continue
             return _HeaderScan(None, 0, 0, offset, 0, True)  # blank torn tail: pending
         obj = _parse_record(data)
+        if obj is None and _parses_as_json(data):
+            # A parsed line that is not a typed record is still the first record, and so
+            # the file is no Pi session (pi-session-format.md 8.4), not one of junk lines.
+            raise _not_a_header(path, index + 1)
         if obj is None:
             if terminated:
                 malformed += 1
