@@ -371,3 +371,21 @@ def test_exit_without_shutdown_ends_the_process_with_code_1(tmp_path: Path) -> N
     server.initialize()
     server.send(frame({"jsonrpc": "2.0", "method": "exit"}))
     assert server.process.wait(60) == 1
+
+
+def test_shutdown_sent_with_initialize_waits_for_the_database_to_open(tmp_path: Path) -> None:
+    """A client that writes `initialize`, `initialized` and `shutdown` at once: the shutdown
+    waits for `initialize` to finish opening the database instead of closing it under it;
+    both requests succeed, and `exit` then ends the process with 0."""
+    for attempt in range(3):
+        server = RawServer(tmp_path / f"ds4-{attempt}.db")
+        params = {"processId": None, "rootUri": None, "capabilities": {}}
+        server.send(
+            frame(request(1, "initialize", params))
+            + frame({"jsonrpc": "2.0", "method": "initialized", "params": {}})
+            + frame(request(2, "shutdown"))
+        )
+        assert "result" in server.answer(1), server.stderr_lines
+        assert server.answer(2) == {"jsonrpc": "2.0", "id": 2, "result": None}
+        server.send(frame({"jsonrpc": "2.0", "method": "exit"}))
+        assert server.process.wait(60) == 0, server.stderr_lines
