@@ -17,73 +17,12 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from session_files import TS, hostile_metadata_session, message, write_session
 from test_cli import run_ds4_process
 
 from ds4_core.sessions.reader import read_all
 from ds4_core.sessions.sync import sync_session
 from ds4_core.store import Store, entry_count, list_sessions, load_entries, open_store
-
-TS = "2026-01-01T00:00:0{}.000Z"
-
-
-def write_session(path: Path, records: list[dict[str, Any]]) -> Path:
-    """One JSON line per record; `json.dumps` writes lone surrogates as `\\udXXX` escapes."""
-    path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="ascii")
-    return path
-
-
-def message(entry_id: str, parent: str | None, role: str, text: str, ts: str) -> dict[str, Any]:
-    content: Any = text if role == "user" else [{"type": "text", "text": text}]
-    return {
-        "type": "message",
-        "id": entry_id,
-        "parentId": parent,
-        "timestamp": ts,
-        "message": {"role": role, "content": content, "timestamp": 1},
-    }
-
-
-def hostile_session(path: Path) -> Path:
-    """Six entries whose ids, references, timestamps and header fields hold lone surrogates.
-    A compaction keeps `u3` onward, so the first turn (about "zanzibar") is only reachable
-    through history retrieval."""
-    return write_session(
-        path,
-        [
-            {
-                "type": "session",
-                "version": 3,
-                "id": "s\ud800",
-                "timestamp": "2026\udc00-01-01",
-                "cwd": "/w\udc00",
-                "parentSession": "/p\ud800.jsonl",
-            },
-            message("r\ud800", None, "user", "Where is the zanzibar parser defined?", TS.format(1)),
-            message(
-                "a\udc01", "r\ud800", "assistant", "The zanzibar parser is in src/z.py.", "2\ud800"
-            ),
-            message("u3", "a\udc01", "user", "Now rename the tokenizer.", TS.format(3)),
-            message("k\udfff", "u3", "assistant", "Renamed the tokenizer.", TS.format(4)),
-            {
-                "type": "compaction",
-                "id": "c\ud800",
-                "parentId": "k\udfff",
-                "timestamp": TS.format(5),
-                "summary": "Earlier we looked at parsers.",
-                "firstKeptEntryId": "u3",
-                "tokensBefore": 100,
-            },
-            {
-                "type": "label",
-                "id": "l\ud800",
-                "parentId": "c\ud800",
-                "timestamp": TS.format(6),
-                "targetId": "r\ud800",
-                "label": "start",
-            },
-            message("u7", "l\ud800", "user", "Continue with the tokenizer.", TS.format(7)),
-        ],
-    )
 
 
 @pytest.fixture
@@ -102,7 +41,7 @@ def test_storable_id_escapes_each_lone_surrogate_as_text_and_is_idempotent() -> 
 
 
 def test_sync_indexes_every_entry_and_the_tree_still_links(store: Store, tmp_path: Path) -> None:
-    path = hostile_session(tmp_path / "s.jsonl")
+    path = hostile_metadata_session(tmp_path / "s.jsonl")
     result = sync_session(store, path)
 
     assert (result.outcome, result.session_id) == ("rebuild", "s\\ud800")
@@ -124,7 +63,7 @@ def test_sync_indexes_every_entry_and_the_tree_still_links(store: Store, tmp_pat
 
 
 def test_the_reader_escapes_references_and_drops_unparsable_timestamps(tmp_path: Path) -> None:
-    session = read_all(hostile_session(tmp_path / "s.jsonl"))
+    session = read_all(hostile_metadata_session(tmp_path / "s.jsonl"))
     assert session.header is not None
     assert session.header.session_id == "s\\ud800"
     assert session.header.cwd == "/w\\udc00"
@@ -157,7 +96,7 @@ def _plan(tmp_path: Path, session: Path, *extra: str) -> dict[str, Any]:
 
 def test_cli_plan_json_answers_normally(tmp_path: Path) -> None:
     """`ds4 plan --json` used to exit 1 with `internal error (UnicodeEncodeError ...)`."""
-    session = hostile_session(tmp_path / "s.jsonl")
+    session = hostile_metadata_session(tmp_path / "s.jsonl")
     result = _plan(tmp_path, session)
     assert result["mode"] == "managed"
     assert result["session"] == {"id": "s\\ud800", "file": str(session), "leafId": "u7"}
@@ -217,3 +156,37 @@ def test_any_lone_surrogates_in_metadata_sync_every_entry(
         rows = load_entries(store, as_read(header["id"]))
         assert {r.entry_id: r.parent_id for r in rows} == expected_parent
         assert all(r.created_at in (None, TS.format(1)) for r in rows)
+
+
+def test_ids_in_a_ds4_compaction_record_are_escaped_like_the_entries(tmp_path: Path) -> None:
+    """The record's source ids and firstKeptEntryId name entries: they must be spelled as the
+    reader spells those entries' ids (not with U+FFFD like message text), or they match none."""
+    from ds4_core.compaction.records import nodes_from_compaction_entry
+
+    record = {
+        "schemaVersion": 1,
+        "summaryId": "seg-1",
+        "sourceEntryIds": ["r\ud800", "a\udc01"],
+        "firstKeptEntryId": "u\ud800",
+    }
+    path = write_session(
+        tmp_path / "c.jsonl",
+        [
+            {"type": "session", "version": 3, "id": "s1", "cwd": "/w"},
+            message("r\ud800", None, "user", "hello", TS.format(1)),
+            {
+                "type": "compaction",
+                "id": "c1",
+                "parentId": "r\ud800",
+                "timestamp": TS.format(2),
+                "summary": "hello was said",
+                "firstKeptEntryId": "r\ud800",
+                "tokensBefore": 10,
+                "details": {"ds4ContextEngine": record},
+            },
+        ],
+    )
+    entry = read_all(path).entries[1]
+    (node,) = nodes_from_compaction_entry("s1", entry)
+    assert node.source_entry_ids == ("r\\ud800", "a\\udc01")
+    assert node.first_kept_entry_id == "u\\ud800"

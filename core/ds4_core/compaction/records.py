@@ -141,9 +141,9 @@ def _storable_entry_ids(data: dict[str, Any]) -> dict[str, Any]:
     `storable_id`, as the session reader escapes the entries' own ids, so they keep matching.
     Returns `data` itself when there is no such record; copies only what it changes."""
     details = data.get("details")
-    record = details.get(DETAILS_KEY) if isinstance(details, dict) else None
-    if not isinstance(record, dict):
+    if not isinstance(details, dict) or not isinstance(details.get(DETAILS_KEY), dict):
         return data
+    record: dict[str, Any] = details[DETAILS_KEY]
 
     def escaped(obj: dict[str, Any]) -> dict[str, Any]:
         copy = dict(obj)
