@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import re
-import sys
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -149,7 +149,7 @@ def test_any_lone_surrogates_in_metadata_sync_every_entry(
             parent = ids[parent % len(ids)]
         records.append(message(entry_id, parent, "user", f"text {n}", stamps[n]))
         expected_parent[as_read(entry_id)] = None if parent is None else as_read(parent)
-    path = write_session(tmp_path / f"p-{sys.maxsize & hash(tuple(ids))}.jsonl", records)
+    path = write_session(tmp_path / f"p-{uuid.uuid4().hex}.jsonl", records)  # one per example
     with open_store(tmp_path / "prop" / f"{path.stem}.db") as store:
         result = sync_session(store, path)
         assert result.entries_total == len(ids)
