@@ -724,3 +724,38 @@ def test_minified_content_without_min_name_is_skipped(tmp_path: Path) -> None:
 def test_this_file_is_indexable_itself() -> None:
     # The fakes above are assembled at run time, so the file holds no secret-shaped literal.
     assert secret_reason(Path(__file__).read_text(encoding="utf-8")) is None
+
+
+# --- placeholders: one rule for provider formats and assignments ---------------------------
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "ANTHROPIC_API_KEY=sk" + "-ant-api03-...\n",
+        "OPENAI_API_KEY=sk" + "-proj-abc123...\n",
+        "OPENAI_API_KEY=sk" + "-proj-abc123\u2026\n",
+        "token = 'REPLACE" + "_ME_WITH_TOKEN'\n",
+        "api_key = 'replace-" + "with-" + fake(12) + "'\n",
+        "DB_PASSWORD=Your" + "Password123\n",
+        "API_TOKEN=abc" + "XXX" + fake(12) + "\n",
+        'secret = "<' + fake(12) + '>"\n',
+        # a provider key cut short in documentation: the shared rule sees the ellipsis after it
+        "export ANTHROPIC_API_KEY=sk" + "-ant-api03-" + fake(40) + "...\n",
+        "token: gh" + "p_" + fake(30) + "\u2026\n",
+    ],
+)  # fmt: skip
+def test_placeholders_keep_a_file_indexed(text: str) -> None:
+    assert secret_reason(text) is None
+
+
+def test_readme_with_placeholder_keys_is_indexed(tmp_path: Path) -> None:
+    path = tmp_path / "README.md"
+    path.write_text(
+        "# Setup\n\n```sh\nANTHROPIC_API_KEY=sk" + "-ant-api03-...\n"
+        "OPENAI_API_KEY=sk" + "-proj-abc123...\n```\n\n"
+        "```python\ntoken = 'REPLACE" + "_ME_WITH_TOKEN'\n```\n"
+    )
+    text, reason = read_indexable(path, max_file_bytes=10_000)
+    assert reason is None
+    assert text is not None and "REPLACE" in text

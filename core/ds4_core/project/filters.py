@@ -393,8 +393,15 @@ _PLACEHOLDER_WORDS = (
     "changeme",
     "change_me",
     "change-me",
-    "your_",
-    "your-",
+    "change_this",
+    "changethis",
+    "replace",
+    "your",
+    "insert_",
+    "fill_in",
+    "fillme",
+    "todo",
+    "fixme",
     "process.env",
     "${",
     "$(",
@@ -402,6 +409,7 @@ _PLACEHOLDER_WORDS = (
     "xxxx",
     "****",
 )
+_ELLIPSES = ("...", "\u2026")
 # `<value>`, and template references: `{name}` (format strings), `%(name)s`, a bare `$NAME`.
 _TEMPLATE_PLACEHOLDER = re.compile(
     r"%[-#0 +]*[0-9]*(?:\.[0-9]+)?[sdifxr]|<[^<>]*>|\{[A-Za-z_][\w.\[\]]*\}|%\([A-Za-z_]\w*\)s|^\$[A-Za-z_]\w*$"
@@ -539,9 +547,11 @@ def secret_reason(text: str) -> str | None:
       (`...;Password=<value>;`; `credentials in connection string`): 6 or more characters
       with a letter and a digit or symbol, not a placeholder, reference or variable name.
 
-    Values that look like placeholders never count (`example`, `placeholder`, `redacted`,
-    `dummy`, `changeme`, `your_`, `process.env`, `${VAR}`, `$VAR`, `{{var}}`, `{name}`,
-    `%(name)s`, `<value>`, `xxxx`, a value of one or two distinct characters, ...).
+    Values that look like placeholders never count, by one rule for every signal
+    (`_is_placeholder`): `example`, `placeholder`, `redacted`, `dummy`, `changeme`, `replace`,
+    `your`, `xxx`, `process.env`, `${VAR}`, `$VAR`, `{{var}}`, `{name}`, `%(name)s`, `<value>`,
+    a value ending in `...` or `…` (`sk-ant-api03-...`), a value of one or two distinct
+    characters, ...
 
     Every pattern starts with a literal anchor and is only tried where one occurs, so the
     check runs at close to memory speed. The reason names the kind of secret (e.g.
@@ -573,7 +583,8 @@ def _is_token(match: re.Match[str]) -> bool:
     body = match.group("body")
     if "EXAMPLE" in match.group(0).upper() or body in _PUBLIC_KEYS:
         return False
-    if len(set(body)) <= 1 or any(word in body.lower() for word in _PLACEHOLDER_WORDS):
+    end = match.end()
+    if _is_placeholder(body, match.string[end : end + 3]):
         return False
     if body.isalpha():  # letters only (Hugging Face): random case, not CamelCase words
         upper = sum(char.isupper() for char in body)
@@ -812,9 +823,22 @@ def _occurrences(haystack: bytes, anchor: bytes) -> Iterator[int]:
         index = haystack.find(anchor, index + 1)
 
 
-def _is_placeholder(value: str) -> bool:
+def _is_placeholder(value: str, after: str = "") -> bool:
+    """Whether `value` (or a provider key's random part) stands for a secret rather than
+    being one; `after`: the text that follows it. The one placeholder rule of the provider
+    formats (`_is_token`), assignments, bearer tokens, URLs and comments:
+
+    - it holds a word of `_PLACEHOLDER_WORDS` (`example`, `placeholder`, `redacted`, `dummy`,
+      `changeme`, `replace`, `your`, `todo`, `xxxx`, `****`, `${`, `{{`, `process.env`, ...),
+      in any case, or `xxx` / `XXX`;
+    - it ends with an ellipsis, or `after` starts with one (`sk-ant-api03-...`, `abc123…`);
+    - it is a template reference (`<value>`, `{name}`, `%(name)s`, `%s`, `$NAME`);
+    - it has at most two distinct characters (`************`, `aaaaaaaaaaaa`).
+    """
     lowered = value.lower()
-    if any(word in lowered for word in _PLACEHOLDER_WORDS):
+    if any(word in lowered for word in _PLACEHOLDER_WORDS) or "xxx" in value or "XXX" in value:
+        return True
+    if value.endswith(_ELLIPSES) or after.startswith(_ELLIPSES):
         return True
     if _TEMPLATE_PLACEHOLDER.search(value):
         return True
