@@ -247,9 +247,9 @@ _TOKENS: tuple[_TokenShape, ...] = (
         (b"SG.",),
         "SendGrid key",
     ),
-    _token(
-        r"\bdo[opr]_v1_(?P<body>[0-9a-f]{64})(?![A-Za-z0-9_])",
-        (b"dop_v1_", b"doo_v1_", b"dor_v1_"),
+    _token(  # anchored after `dop`, `doo`, `dor` (one scan of the text instead of three)
+        r"(?<=\bdo[opr])_v1_(?P<body>[0-9a-f]{64})(?![A-Za-z0-9_])",
+        (b"_v1_",),
         "DigitalOcean token",
     ),
     _token(r"\bshp(?:at|ca|pa|ss)_(?P<body>[0-9a-fA-F]{32})\b", (b"shp",), "Shopify token"),
@@ -287,7 +287,7 @@ _TOKENS: tuple[_TokenShape, ...] = (
     # salted `{SSHA}`, and the SHA-2 variants of OpenLDAP (`{SSHA512}`).
     _token(
         r"(?:(?<=:)|(?<=:[ \t]))\{S?SHA(?:256|384|512)?\}(?P<body>[A-Za-z0-9+/]{27,}={0,2})",
-        (b"{SHA", b"{SSHA"),
+        (b"{S",),
         "password hash",
     ),
     # A crypt(3) password hash after a user name: /etc/shadow, .htpasswd (MD5-crypt, bcrypt,
@@ -401,7 +401,7 @@ _SECRET_NAME_ANCHORS = (
     b"auth",
     b"pass",
     b"private",
-    b"pwd",
+    b"pw",
     b"secret",
     b"token",
 )
