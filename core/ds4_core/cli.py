@@ -69,6 +69,7 @@ from . import __version__
 from .config import flatten_settings
 from .engine import ContextEngine
 from .lines import split_lines
+from .quoting import terminal_text
 from .requests import (
     CompactRequest,
     DatabaseUnavailableError,
@@ -246,7 +247,7 @@ def _table(
     under row i as `why: ...`. Lines under a row are indented to the second column (4 spaces
     when that leaves under 20 characters), and wrapped at `report_width()`."""
     width = report_width()
-    cells = [[str(c) for c in row] for row in rows]
+    cells = [[terminal_text(c) for c in row] for row in rows]
     widths = [len(h) for h in headers]
     for row in cells:
         widths = [max(w, len(c)) for w, c in zip(widths, row, strict=False)]
@@ -272,7 +273,7 @@ def _table(
         reason = reasons[index] if reasons is not None and index < len(reasons) else None
         if reason:
             indent = _under_indent(widths[0], "why: ")
-            out.write(_wrap(reason, indent + "why: ", indent + "     ") + "\n")
+            out.write(_wrap(terminal_text(reason), indent + "why: ", indent + "     ") + "\n")
 
 
 def _under_indent(first_width: int, label: str) -> str:
@@ -355,8 +356,11 @@ def _print_plan(
     session = result.get("session")
     out.write("ds4 plan\n")
     if session:
-        out.write(f"  session   {session['id']}  leaf {session.get('leafId')}\n")
-        out.write(f"            {session['file']}\n")
+        out.write(
+            f"  session   {terminal_text(session['id'])}"
+            f"  leaf {terminal_text(session.get('leafId'))}\n"
+        )
+        out.write(f"            {terminal_text(session['file'])}\n")
     source = model["source"]
     source_text = {
         "request": "from --context-window",
@@ -366,7 +370,7 @@ def _print_plan(
     field = " " * 12  # where the values of `model`, `budget`, `result` lines start
     _write_wrapped(
         out,
-        f"{model['provider']}/{model['id']}  "
+        f"{terminal_text(model['provider'])}/{terminal_text(model['id'])}  "
         f"window {_fmt(model['contextWindow'])} tokens ({source_text})",
         "  model     ",
         field,
@@ -414,7 +418,7 @@ def _print_plan(
         out.write(
             _wrap(
                 "ds4 did not plan this call, so the original messages are sent unchanged. "
-                f"Why: {result.get('fallbackReason') or 'not reported'}",
+                f"Why: {terminal_text(result.get('fallbackReason') or 'not reported')}",
                 "  fallback  ",
                 " " * 12,
             )
@@ -452,7 +456,7 @@ def _print_plan(
             field,
         )
     for warning in result.get("warnings", []):
-        _write_wrapped(out, warning, "warning: ", " " * 9)
+        _write_wrapped(out, terminal_text(warning), "warning: ", " " * 9)
 
 
 def _print_fallback_items(
@@ -672,7 +676,9 @@ def _print_project_section(
     if rows:
         _table(rows, ["score", "lines", "tree"], out, reasons)
     for dropped in (manifest.get("project") or {}).get("dropped", []):
-        out.write(f"  left out {dropped['path']}: {dropped['reason']}\n")
+        out.write(
+            f"  left out {terminal_text(dropped['path'])}: {terminal_text(dropped['reason'])}\n"
+        )
 
 
 def _print_retrieve(result: dict[str, Any], out: TextIO) -> None:
@@ -715,12 +721,14 @@ def _print_retrieve(result: dict[str, Any], out: TextIO) -> None:
         _print_project_hits(result, out)
     for warning in result.get("warnings", []):
         if not warning.startswith(_WINDOW_WARNING):
-            _write_wrapped(out, warning, "warning: ", " " * 9)
+            _write_wrapped(out, terminal_text(warning), "warning: ", " " * 9)
 
 
 def _print_project_hits(result: dict[str, Any], out: TextIO) -> None:
     hits = result.get("project") or []
-    _heading(out, f"Project: status {result['projectStatus']} · {len(hits)} snippet(s)")
+    _heading(
+        out, f"Project: status {terminal_text(result['projectStatus'])} · {len(hits)} snippet(s)"
+    )
     if hits:
         _table(
             [
@@ -739,7 +747,10 @@ def _print_project_hits(result: dict[str, Any], out: TextIO) -> None:
 
 def _print_manifest(manifest: dict[str, Any], out: TextIO) -> None:
     _write_wrapped(
-        out, f"{manifest.get('id')}  created {manifest.get('createdAt')}", "manifest ", "  "
+        out,
+        f"{terminal_text(manifest.get('id'))}  created {terminal_text(manifest.get('createdAt'))}",
+        "manifest ",
+        "  ",
     )
     for key in (
         "sessionId",
@@ -756,17 +767,21 @@ def _print_manifest(manifest: dict[str, Any], out: TextIO) -> None:
         "estimatorVersion",
     ):
         if key in manifest:
-            out.write(f"  {key:<18} {manifest[key]}\n")
+            out.write(f"  {key:<18} {terminal_text(manifest[key])}\n")
     planning = manifest.get("planning") or {}
     if planning:
         out.write(
-            f"  {'mode':<18} {planning.get('mode')}"
-            + (f" ({planning.get('fallbackReason')})" if planning.get("fallbackReason") else "")
+            f"  {'mode':<18} {terminal_text(planning.get('mode'))}"
+            + (
+                f" ({terminal_text(planning.get('fallbackReason'))})"
+                if planning.get("fallbackReason")
+                else ""
+            )
             + "\n"
         )
     counts = manifest.get("counts") or planning.get("counts") or {}
     for key, value in counts.items():
-        out.write(f"  {key:<18} {value}\n")
+        out.write(f"  {terminal_text(key):<18} {terminal_text(value)}\n")
     for section in ("included", "excluded"):
         items = manifest.get(section)
         if items is None:
@@ -850,19 +865,22 @@ def _print_compact(result: dict[str, Any], out: TextIO, session_arg: str) -> Non
         f" (level {result['graphLevel']}) · {result['summarizer']} summary"
         f" · {result['durationMs']:.1f} ms\n"
     )
-    out.write(f"  session     {session['id']}  leaf {session.get('leafId')}\n")
-    out.write(f"              {session['file']}\n")
+    out.write(
+        f"  session     {terminal_text(session['id'])}"
+        f"  leaf {terminal_text(session.get('leafId'))}\n"
+    )
+    out.write(f"              {terminal_text(session['file'])}\n")
     out.write(
         f"  span        {_fmt(span['messageCount'])} message(s), {_fmt(span['tokens'])} tokens"
         f" summarized ({_fmt(span['sourceEntryCount'])} entries)\n"
         f"              {_fmt(span['keptTokens'])} tokens kept verbatim from entry"
-        f" {span['firstKeptEntryId']} · split turn {_yes_no(span['isSplitTurn'])}\n"
+        f" {terminal_text(span['firstKeptEntryId'])} · split turn {_yes_no(span['isSplitTurn'])}\n"
     )
     previous = span.get("previousSummaryId")
     out.write(
         "  extends     "
         + (
-            f"the branch's current root {previous}\n"
+            f"the branch's current root {terminal_text(previous)}\n"
             if previous
             else "nothing: this is the branch's first summary\n"
         )
@@ -870,7 +888,7 @@ def _print_compact(result: dict[str, Any], out: TextIO, session_arg: str) -> Non
     if result["summaryKind"] == "aggregate":
         out.write(
             f"  nodes       aggregate {result['summaryId']} (level {result['graphLevel']})"
-            f" = [{previous}, segment {result['segmentSummaryId']}]\n"
+            f" = [{terminal_text(previous)}, segment {result['segmentSummaryId']}]\n"
         )
     else:
         out.write(f"  nodes       segment {result['summaryId']} (level {result['graphLevel']})\n")
@@ -889,7 +907,7 @@ def _print_compact(result: dict[str, Any], out: TextIO, session_arg: str) -> Non
         )
     out.write(f"\nSummary {result['summaryId']} (the text the model sees instead of the span):\n")
     for line in split_lines(result["compaction"]["summary"]):
-        out.write(f"  {line}".rstrip() + "\n")
+        out.write(f"  {terminal_text(line)}".rstrip() + "\n")
     out.write(
         "\n"
         + _wrap(
@@ -902,7 +920,7 @@ def _print_compact(result: dict[str, Any], out: TextIO, session_arg: str) -> Non
         + "\n"
     )
     for warning in result.get("warnings", []):
-        _write_wrapped(out, warning, "warning: ", " " * 9)
+        _write_wrapped(out, terminal_text(warning), "warning: ", " " * 9)
 
 
 def _print_summaries(view: dict[str, Any], out: TextIO) -> None:
@@ -912,14 +930,15 @@ def _print_summaries(view: dict[str, Any], out: TextIO) -> None:
     counts = view.get("counts") or {}
     out.write("ds4 summaries\n")
     out.write(
-        f"  session   {view.get('sessionId')}  leaf {view.get('leafId') or '(none: the session has no entries)'}\n"
+        f"  session   {terminal_text(view.get('sessionId'))}"
+        f"  leaf {terminal_text(view.get('leafId') or '(none: the session has no entries)')}\n"
     )
-    out.write(f"            {view.get('sessionFile')}\n")
+    out.write(f"            {terminal_text(view.get('sessionFile'))}\n")
     active = view.get("activeRootId")
     out.write(
         "  active    "
         + (
-            f"{active} (the summary the model sees on this leaf)\n"
+            f"{terminal_text(active)} (the summary the model sees on this leaf)\n"
             if active
             else "none: the active branch has no compaction yet\n"
         )
@@ -943,7 +962,8 @@ def _print_summaries(view: dict[str, Any], out: TextIO) -> None:
             "to append, or let Pi compact.\n"
         )
         return
-    out.write("\n" + str(view.get("tree") or "").rstrip("\n") + "\n")
+    tree = str(view.get("tree") or "").rstrip("\n")
+    out.write("\n" + "\n".join(terminal_text(line) for line in tree.split("\n")) + "\n")
 
 
 def _write_output(text: str, path: str | None, out: TextIO, err: TextIO, what: str) -> None:
@@ -997,14 +1017,14 @@ def _open_workspace(engine: ContextEngine, args: argparse.Namespace, err: TextIO
     finally:
         progress.close()
     for warning in synced.get("warnings") or []:
-        err.write(f"ds4: warning: {warning}\n")
+        err.write(f"ds4: warning: {terminal_text(warning)}\n")
     if synced.get("truncated"):
         err.write(
             "ds4: warning: the project index stopped at project.maxFiles / project.maxTotalBytes;"
             " files after that (in path order) are not searched (raise them with --set)\n"
         )
     if synced.get("status") == "error":
-        err.write(f"ds4: warning: project knowledge is off: {synced.get('error')}\n")
+        err.write(f"ds4: warning: project knowledge is off: {terminal_text(synced.get('error'))}\n")
 
 
 _EPILOG = """\
@@ -1240,7 +1260,7 @@ def _parse_args(
 
 def _print_notices(engine: ContextEngine, err: TextIO) -> None:
     for notice in engine.notices:
-        err.write(f"ds4: {notice.removeprefix('ds4: ')}\n")
+        err.write(f"ds4: {terminal_text(notice.removeprefix('ds4: '))}\n")
 
 
 def _settings_from(args: argparse.Namespace) -> dict[str, Any] | None:
@@ -1378,7 +1398,7 @@ def run(
         settings = _settings_from(args)
         _read_text_arguments(args, sys.stdin if stdin is None else stdin)
     except RequestError as exc:
-        err.write(f"ds4: {exc}\n")
+        err.write(f"ds4: {terminal_text(exc)}\n")
         return EXIT_USAGE
     except KeyboardInterrupt:  # Ctrl-C while typing a REQUEST of `-` on a terminal
         err.write("ds4: interrupted\n")
@@ -1386,17 +1406,17 @@ def run(
     with _logging_to(err, args.verbose):
         engine = ContextEngine(database_path=args.db, settings=settings)
         for warning in engine.config_warnings:
-            err.write(f"ds4: warning: {warning}\n")
+            err.write(f"ds4: warning: {terminal_text(warning)}\n")
         try:
             try:
                 engine.store  # noqa: B018 - open (create, migrate) the database up front
             except DatabaseUnavailableError as exc:
-                err.write(f"ds4: {exc}\n")
+                err.write(f"ds4: {terminal_text(exc)}\n")
                 return EXIT_USAGE
             _print_notices(engine, err)
             return _dispatch(engine, args, out, err)
         except RequestError as exc:
-            err.write(f"ds4: {_usage_message(exc, args.command)}\n")
+            err.write(f"ds4: {terminal_text(_usage_message(exc, args.command))}\n")
             return EXIT_USAGE
         except KeyboardInterrupt:
             err.write("ds4: interrupted\n")
@@ -1507,7 +1527,7 @@ def _index(engine: ContextEngine, args: argparse.Namespace, out: TextIO, err: Te
     for file, problem in targets:
         if problem is not None:
             failures += 1
-            err.write(f"ds4: {problem}\n")
+            err.write(f"ds4: {terminal_text(problem)}\n")
             # (named as listed, not resolved: a broken link is named, not its missing target)
             outcomes.append(
                 {"sessionFile": os.path.abspath(os.path.expanduser(file)), "error": problem}
@@ -1521,7 +1541,7 @@ def _index(engine: ContextEngine, args: argparse.Namespace, out: TextIO, err: Te
             if message is None:
                 raise
             failures += 1
-            err.write(f"ds4: {message}\n")
+            err.write(f"ds4: {terminal_text(message)}\n")
             outcomes.append({"sessionFile": _absolute(file), "error": message})
         finally:
             progress.close()
@@ -1719,9 +1739,9 @@ def _dispatch(engine: ContextEngine, args: argparse.Namespace, out: TextIO, err:
                         if v is not None
                     )
                 if report_width() >= 60:  # aligned values, else a label of its own width
-                    _write_wrapped(out, str(value), f"  {key:<20} ", " " * 23)
+                    _write_wrapped(out, terminal_text(value), f"  {key:<20} ", " " * 23)
                 else:
-                    _write_wrapped(out, str(value), f"  {key}: ", " " * 4)
+                    _write_wrapped(out, terminal_text(value), f"  {key}: ", " " * 4)
         return EXIT_OK
     if args.command == "rebuild":
         progress = _Progress(err)
@@ -1737,7 +1757,10 @@ def _dispatch(engine: ContextEngine, args: argparse.Namespace, out: TextIO, err:
                 f"in {result['durationMs']:.0f} ms\n"
             )
             for failure in result["failed"]:
-                out.write(f"  failed: {failure['sessionFile']}: {failure['error']}\n")
+                out.write(
+                    f"  failed: {terminal_text(failure['sessionFile'])}:"
+                    f" {terminal_text(failure['error'])}\n"
+                )
         if result["failed"]:
             err.write(f"ds4: {len(result['failed'])} session(s) could not be rebuilt\n")
         return EXIT_PARTIAL if result["failed"] else EXIT_OK
