@@ -7,7 +7,9 @@
 
 A REQUEST or QUERY of `-` is read from standard input (UTF-8; one trailing line break
 dropped); standard input or a text argument (REQUEST, QUERY, ID, --leaf, --model,
---first-kept) that is not UTF-8 is refused with exit 2. Text reports fit the terminal's width (`COLUMNS`, else 100 columns off a terminal).
+--first-kept) that is not UTF-8 is refused with exit 2. Text reports fit the terminal's width
+(`COLUMNS`, else 100 columns off a terminal): long lines wrap, and table columns that do not
+fit move under their row as `header: value`.
     ds4 [GLOBAL] manifest (ID | --latest --session FILE)
                           [--view summary|included|excluded|full] [--json]
     ds4 [GLOBAL] index [--force] [--json] (FILE | DIR)...
@@ -42,7 +44,8 @@ Exit codes: 0 success; 1 unexpected internal error; 2 bad usage or input you can
 message says what to do), including a database that cannot be opened or stays locked by
 another writer past `storage.busyTimeoutMs`; 3 some session files could not be indexed or
 rebuilt (the others were; for `index` a file that is missing, unreadable or not a Pi session,
-or that met a locked database); 130 interrupted (Ctrl-C).
+a `.jsonl` that is not a regular file (a FIFO, a directory, a broken link), a file whose name
+is not valid UTF-8, or one that met a locked database); 130 interrupted (Ctrl-C).
 """
 
 from __future__ import annotations
