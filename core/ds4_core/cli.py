@@ -1538,7 +1538,10 @@ def _index(engine: ContextEngine, args: argparse.Namespace, out: TextIO, err: Te
             continue
         progress = _Progress(err)
         try:
-            outcomes.append(engine.index_session(file, force=args.force, progress=progress))
+            synced = engine.index_session(file, force=args.force, progress=progress)
+            outcomes.append(synced)
+            for warning in synced.get("warnings") or []:  # e.g. a copy with the same session id
+                err.write(f"ds4: warning: {terminal_text(warning)}\n")
         except Exception as exc:
             message = _index_failure(engine, exc)
             if message is None:
