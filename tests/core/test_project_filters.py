@@ -895,3 +895,31 @@ def test_credential_formats_and_loose_passwords_are_found(text: str, kind: str) 
 )  # fmt: skip
 def test_credential_format_lookalikes_are_not_secrets(text: str) -> None:
     assert secret_reason(text) is None
+
+
+@pytest.mark.parametrize(
+    "comment",
+    [
+        "# password: must-be-non-empty",
+        "// Password is user-defined",
+        "# pwd: current-working-directory",
+        "# Password is read-only.",
+    ],
+)
+def test_prose_about_passwords_in_comments_keeps_a_file_indexed(comment: str) -> None:
+    """Lower-case words joined by hyphens are prose, not a password."""
+    assert secret_reason(f"x = 1\n{comment}\ny = 2\n") is None
+
+
+def test_keyword_rules_skip_overlong_lines_but_provider_keys_are_found_in_any_line() -> None:
+    """Assignments and comment passwords are looked for in lines of at most
+    HEURISTIC_LINE_CHARS characters (so the check stays linear); a provider key is found
+    however long its line."""
+    from ds4_core.project.filters import HEURISTIC_LINE_CHARS
+
+    padding = "a" * HEURISTIC_LINE_CHARS
+    assignment = 'password = "Tr0ub4dor&3xyzzy"'
+    assert secret_reason(f"x = 1\n{assignment}\n") == "secret assignment (password)"
+    assert secret_reason(f"x = 1\n{padding}; {assignment}\n") is None
+    token = "ghp_" + "aB3dE5gH7jK9mN1pQ3sT5vW7yZ9bD1fH3jL5"
+    assert secret_reason(f"x = 1\n{padding}; key = '{token}'\n") == "GitHub token"
