@@ -918,7 +918,7 @@ def test_keyword_rules_skip_overlong_lines_but_provider_keys_are_found_in_any_li
     from ds4_core.project.filters import HEURISTIC_LINE_CHARS
 
     padding = "a" * HEURISTIC_LINE_CHARS
-    assignment = 'password = "Tr0ub4dor&3xyzzy"'
+    assignment = "pass" + 'word = "' + "Tr0ub4dor&3xyzzy" + '"'  # built: this file is indexed
     assert secret_reason(f"x = 1\n{assignment}\n") == "secret assignment (password)"
     assert secret_reason(f"x = 1\n{padding}; {assignment}\n") is None
     token = "ghp_" + "aB3dE5gH7jK9mN1pQ3sT5vW7yZ9bD1fH3jL5"
