@@ -268,3 +268,30 @@ async def test_shutdown_ends_the_retries_of_a_locked_database(
     stderr = capfd.readouterr().err
     assert stderr.count("the database is locked by another connection; retrying") == 1
     assert [u["status"] for u in recorder.index_updates if u["reason"] == "edit"] == ["error"]
+
+
+async def test_a_file_name_that_is_not_utf8_is_skipped_and_the_rest_indexed(
+    project_servers: Servers, project_dir: Path, client_name: str
+) -> None:
+    """One file whose name is not valid UTF-8 (byte 0xFF) sits next to a normal file: the
+    first sync skips that one path (a warning names it, `\\xff` escaped), indexes the rest
+    and reports `ready`; retrieve and plan find the normal file."""
+    (project_dir / "a.py").write_text('def good():\n    return "ocelot_good"\n')
+    (project_dir / os.fsdecode(b"b\xff.py")).write_bytes(b"x = 1\n")
+    project = await start_project_client(project_servers, trusted=True)
+    client = project.lsp
+    initial = await project.wait_index(lambda u: u["reason"] == "initial")
+    assert initial["status"] == "ready", initial
+    assert initial["filesIndexed"] == 1 and initial["filesSkipped"] == 1
+    assert any("not valid UTF-8" in w and "b\\xff.py" in w for w in initial["warnings"])
+    status = await execute(client, "ds4.projectStatus")
+    assert status["status"] == "ready" and status["files"] == 1
+    found = await retrieve_project(client, "ocelot_good")
+    assert found["projectStatus"] == "ok" and hits_in(found, "a.py")
+    plan = await request(
+        client,
+        "ds4/plan",
+        {"messages": [{"role": "user", "content": "where is ocelot_good returned?"}]},
+    )
+    assert plan["mode"] == "managed" and not any("project" in w for w in plan["warnings"])
+    assert any("ocelot_good" in str(m) and "a.py" in str(m) for m in plan["messages"]), plan
