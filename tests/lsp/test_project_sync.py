@@ -295,3 +295,48 @@ async def test_a_file_name_that_is_not_utf8_is_skipped_and_the_rest_indexed(
     )
     assert plan["mode"] == "managed" and not any("project" in w for w in plan["warnings"])
     assert any("ocelot_good" in str(m) and "a.py" in str(m) for m in plan["messages"]), plan
+
+
+async def test_syncs_during_a_locked_database_outage_are_folded_into_its_retry(
+    project_servers: Servers, project_dir: Path, database_path: Path, client_name: str
+) -> None:
+    """While another connection holds the database lock, an edit's sync fails (`error`,
+    locked); a tool run that writes a new file then sends no `ready` of its own in the middle
+    of the outage, a `ds4/retrieve` meanwhile warns that the index is behind (pending
+    edits), and once the lock is released the landing `ready` carries the edit's reason,
+    with the tool's in `reasons`; both texts are then found."""
+    encoding = ENCODINGS[client_name]
+    notes = project_dir / "notes.txt"
+    notes.write_text("plain words here\n")
+    recorder = ProjectClient()
+    recorder.client = await project_servers.start(
+        initialization_options={"trusted": True, "settings": {"storage": {"busyTimeoutMs": 300}}},
+        client_features=recorder.features(),
+    )
+    client = recorder.lsp
+    await recorder.wait_index(lambda u: u["reason"] == "initial" and u["status"] == "ready")
+    holder = sqlite3.connect(database_path, isolation_level=None)
+    try:
+        holder.execute("BEGIN IMMEDIATE")
+        seen = len(recorder.index_updates)
+        uri = open_document(client, notes, "plain words here\n")
+        change_document(client, uri, 2, (0, units("plain", encoding)), (0, 5), " quokka_lantern")
+        failed = await recorder.wait_index(lambda u: u["reason"] == "edit")
+        assert failed["status"] == "error" and failed["locked"] is True
+        (project_dir / "fresh.py").write_text("def zebra_teapot():\n    return 1\n")
+        client.protocol.notify("ds4/toolExecuted", {"tool": "write", "paths": ["fresh.py"]})
+        during = await retrieve_project(client, "quokka_lantern")
+        assert any("behind" in w and "pending edit" in w for w in during["warnings"]), during[
+            "warnings"
+        ]
+        during_outage = recorder.index_updates[seen:]
+        assert [u["status"] for u in during_outage] == ["error"], during_outage
+    finally:
+        holder.rollback()
+        holder.close()
+    landed = await recorder.wait_index(
+        lambda u: u["status"] == "ready" and u["reason"] != "initial"
+    )
+    assert landed["reason"] == "edit" and landed["reasons"] == ["edit", "tool"], landed
+    assert hits_in(await retrieve_project(client, "quokka_lantern"), "notes.txt")
+    assert hits_in(await retrieve_project(client, "zebra_teapot"), "fresh.py")
