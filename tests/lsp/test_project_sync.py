@@ -340,3 +340,38 @@ async def test_syncs_during_a_locked_database_outage_are_folded_into_its_retry(
     assert landed["reason"] == "edit" and landed["reasons"] == ["edit", "tool"], landed
     assert hits_in(await retrieve_project(client, "quokka_lantern"), "notes.txt")
     assert hits_in(await retrieve_project(client, "zebra_teapot"), "fresh.py")
+
+
+async def test_a_sync_that_fails_is_reported_as_error_and_requests_still_answer(
+    project_servers: Servers, project_dir: Path, database_path: Path
+) -> None:
+    """A sync fails with an error that is not a lock (here another program added a trigger
+    that refuses every write to the project tables): `ds4/indexUpdated` and
+    `ds4.projectStatus` say `error` and name it, and `ds4/retrieve` and `ds4/plan` still
+    answer from the index as it was, each warning that it may be behind."""
+    (project_dir / "a.py").write_text('def good():\n    return "ocelot_good"\n')
+    project = await start_project_client(project_servers, trusted=True)
+    client = project.lsp
+    await project.wait_index(lambda u: u["reason"] == "initial" and u["status"] == "ready")
+    with sqlite3.connect(database_path) as conn:
+        conn.execute(
+            "CREATE TRIGGER refuse BEFORE INSERT ON project_files "
+            "BEGIN SELECT RAISE(ABORT, 'refused by a test trigger'); END"
+        )
+    conn.close()
+    (project_dir / "b.py").write_text('def other():\n    return "ocelot_other"\n')
+    client.protocol.notify("ds4/toolExecuted", {"tool": "write", "paths": ["b.py"]})
+    failed = await project.wait_index(lambda u: u["reason"] == "tool" and u["only"] is None)
+    assert failed["status"] == "error" and "refused by a test trigger" in failed["error"]
+    status = await execute(client, "ds4.projectStatus")
+    assert status["status"] == "error" and "refused by a test trigger" in status["error"]
+    found = await retrieve_project(client, "ocelot_good")
+    assert hits_in(found, "a.py")
+    assert any("may be behind" in w for w in found["warnings"]), found["warnings"]
+    plan = await request(
+        client,
+        "ds4/plan",
+        {"messages": [{"role": "user", "content": "where is ocelot_good returned?"}]},
+    )
+    assert plan["mode"] == "managed"
+    assert any("may be behind" in w for w in plan["warnings"]), plan["warnings"]
