@@ -60,6 +60,13 @@ LOCKED_RETRY_MAX_S = 4.0
 """Longest wait between two attempts of a sync that keeps finding the database locked (s)."""
 
 
+def locked_retry_delay_s(attempts: int) -> float:
+    """Seconds to wait before the next try of a sync that found the database locked
+    `attempts` times in a row (>= 0): `LOCKED_RETRY_FIRST_S` doubled per attempt, at most
+    `LOCKED_RETRY_MAX_S`, for any number of attempts (a lock held for days still retries)."""
+    return min(LOCKED_RETRY_MAX_S, LOCKED_RETRY_FIRST_S * 2 ** min(max(attempts, 0), 16))
+
+
 class ProjectSync:
     """Schedules project syncs for one server and reports them (see the module docstring).
 
@@ -330,7 +337,7 @@ class ProjectSync:
             self._full_reason = self._full_reason or full
         self._buffers |= buffers  # cheap when already indexed: unchanged text is skipped
         self._outage_edits = len(self._buffers) + len(self._forced)
-        delay = min(LOCKED_RETRY_MAX_S, LOCKED_RETRY_FIRST_S * 2**self._locked_attempts)
+        delay = locked_retry_delay_s(self._locked_attempts)
         self._locked_attempts += 1
         if self._locked_attempts == 1:
             self._locked_since = asyncio.get_running_loop().time()

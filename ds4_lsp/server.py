@@ -331,6 +331,8 @@ class Ds4Server(LanguageServer):
         # awaiting task may be cancelled (shutdown stops background syncs), but its thread
         # keeps using SQLite until the call returns, and the database must outlive it.
         self._in_flight: set[concurrent.futures.Future[Any]] = set()
+        self._opening = False  # open_engine has started
+        self._opened = asyncio.Event()  # ... and has finished (whatever the outcome)
         self.project = ProjectSync(self)
         self.stale_snippets: dict[str, list[StaleSnippet]] = {}
         # The stdio frame reader (`transport.serve_stdio`); None when served otherwise.
@@ -362,6 +364,13 @@ class Ds4Server(LanguageServer):
         (e.g. a corrupt file moved aside). Never raises: a database that cannot be opened is
         reported and every later ds4 request answers with the reason.
         """
+        self._opening = True
+        try:
+            return await self._open_engine(options)
+        finally:
+            self._opened.set()
+
+    async def _open_engine(self, options: InitializationOptions) -> list[str]:
         self.options = options
         settings = settings_section(options.settings)
         try:
@@ -456,7 +465,14 @@ class Ds4Server(LanguageServer):
 
     async def close_engine(self) -> None:
         """Stop waiting for the client's answers and stop background project work, wait up to
-        `SHUTDOWN_GRACE_S` for engine calls in flight, then close the database."""
+        `SHUTDOWN_GRACE_S` for engine calls in flight, then close the database. A `shutdown`
+        that arrives while `initialize` is still opening the database first waits (as long)
+        for the opening to finish, so that nothing is submitted to a closed engine."""
+        if self._opening and not self._opened.is_set():
+            try:
+                await asyncio.wait_for(self._opened.wait(), timeout=SHUTDOWN_GRACE_S)
+            except TimeoutError:
+                log.warning("shutdown: the database is still being opened")
         for waiting in list(self._client_requests):
             waiting.cancel()  # a compaction waiting for ds4/summarize falls back and finishes
         await self.project.stop()

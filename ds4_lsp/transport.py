@@ -102,6 +102,12 @@ class FrameReader:
         self._skipped = 0  # bytes skipped since the last good frame
         self._skip_reason: str | None = None
 
+    def drop_buffered(self) -> None:
+        """Forget the bytes read but not yet framed (after a failure while framing them);
+        the next frame is found by the usual rescan for a `Content-Length` header."""
+        self._note_skipped(len(self._buffer), "a frame that could not be read")
+        self._buffer.clear()
+
     # ----------------------------------------------------------------- reading
 
     def _fill(self) -> bool:
@@ -256,7 +262,7 @@ def recover_request_id(head: bytes) -> int | str | None:
         if char == '"':
             try:
                 value, end = decoder.raw_decode(text, index)
-            except ValueError:
+            except (ValueError, RecursionError):  # not JSON, or nested past Python's limit
                 return None
             if depth == 1 and expect_key and value == "id":
                 colon = text[end:].lstrip()
@@ -265,7 +271,7 @@ def recover_request_id(head: bytes) -> int | str | None:
                 rest = colon[1:].lstrip()
                 try:
                     found, _ = decoder.raw_decode(rest)
-                except ValueError:
+                except (ValueError, RecursionError):  # e.g. an id nested 3,000 levels deep
                     return None
                 if isinstance(found, bool) or not isinstance(found, int | str):
                     return None
@@ -401,21 +407,35 @@ async def read_messages(server: Ds4Server, reader: FrameReader, stop: threading.
     loop = asyncio.get_running_loop()
     protocol = server.protocol
     while not stop.is_set():
-        frame = await loop.run_in_executor(server.thread_pool, reader.next_frame)
+        frame = await loop.run_in_executor(server.thread_pool, _next_frame, reader)
         if frame is None:
             break
-        if isinstance(frame, OversizedFrame):
-            if frame.msg_id is not None:
-                protocol.send_raw(
-                    error_response(
-                        frame.msg_id,
-                        INVALID_REQUEST,
-                        f"Invalid request: the message is larger than {reader.max_message_bytes} "
-                        "bytes (server.maxMessageBytes)",
+        try:
+            if isinstance(frame, OversizedFrame):
+                if frame.msg_id is not None:
+                    protocol.send_raw(
+                        error_response(
+                            frame.msg_id,
+                            INVALID_REQUEST,
+                            "Invalid request: the message is larger than "
+                            f"{reader.max_message_bytes} bytes (server.maxMessageBytes)",
+                        )
                     )
-                )
-            continue
-        protocol.receive(frame.body)
+                continue
+            protocol.receive(frame.body)
+        except Exception as exc:  # noqa: BLE001 - one message never stops the server
+            log.error("transport: a message could not be handled (%s)", type(exc).__name__)
+
+
+def _next_frame(reader: FrameReader) -> Frame | OversizedFrame | None:
+    """`reader.next_frame()`, where a failure costs the frame, never the stream: the error is
+    logged by type and reading goes on with the next frame (None only at end of stream)."""
+    while True:
+        try:
+            return reader.next_frame()
+        except Exception as exc:  # noqa: BLE001 - the server must survive any byte stream
+            log.error("transport: a frame could not be read (%s)", type(exc).__name__)
+            reader.drop_buffered()  # progress: the next try starts on fresh bytes
 
 
 def serve_stdio(
@@ -432,11 +452,16 @@ def serve_stdio(
     server._stop_event = stop  # pygls's `exit` handler and shutdown() set it
     server.protocol.set_writer(StdoutWriter(stdout))
     server.frame_reader = FrameReader(stdin, max_message_bytes)
+    exit_code: int | str | None = None
     try:
         asyncio.run(read_messages(server, server.frame_reader, stop))
     except BrokenPipeError:
         log.error("the client closed the connection; stopping")
-    except (KeyboardInterrupt, SystemExit):
+    except KeyboardInterrupt:
         pass
+    except SystemExit as exc:  # pygls's `exit` handler: 0 after `shutdown`, else 1
+        exit_code = exc.code
     finally:
         server.shutdown()
+    if exit_code:
+        raise SystemExit(exit_code)

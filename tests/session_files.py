@@ -138,3 +138,69 @@ class SessionWriter:
             details=compaction["details"],
             fromHook=True,
         )
+
+
+# --- sessions with lone surrogates in their metadata -----------------------------------
+
+TS = "2026-01-01T00:00:0{}.000Z"
+"""Entry timestamps of the hand-written sessions below (format with one digit)."""
+
+
+def write_session(path: Path, records: list[dict[str, Any]]) -> Path:
+    """One JSON line per record; `json.dumps` writes lone surrogates as `\\udXXX` escapes."""
+    path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="ascii")
+    return path
+
+
+def message(entry_id: str, parent: str | None, role: str, text: str, ts: str) -> dict[str, Any]:
+    content: Any = text if role == "user" else [{"type": "text", "text": text}]
+    return {
+        "type": "message",
+        "id": entry_id,
+        "parentId": parent,
+        "timestamp": ts,
+        "message": {"role": role, "content": content, "timestamp": 1},
+    }
+
+
+def hostile_metadata_session(path: Path) -> Path:
+    """Six entries whose ids, references, timestamps and header fields hold lone surrogates.
+    A compaction keeps `u3` onward, so the first turn (about "zanzibar") is only reachable
+    through history retrieval."""
+    return write_session(
+        path,
+        [
+            {
+                "type": "session",
+                "version": 3,
+                "id": "s\ud800",
+                "timestamp": "2026\udc00-01-01",
+                "cwd": "/w\udc00",
+                "parentSession": "/p\ud800.jsonl",
+            },
+            message("r\ud800", None, "user", "Where is the zanzibar parser defined?", TS.format(1)),
+            message(
+                "a\udc01", "r\ud800", "assistant", "The zanzibar parser is in src/z.py.", "2\ud800"
+            ),
+            message("u3", "a\udc01", "user", "Now rename the tokenizer.", TS.format(3)),
+            message("k\udfff", "u3", "assistant", "Renamed the tokenizer.", TS.format(4)),
+            {
+                "type": "compaction",
+                "id": "c\ud800",
+                "parentId": "k\udfff",
+                "timestamp": TS.format(5),
+                "summary": "Earlier we looked at parsers.",
+                "firstKeptEntryId": "u3",
+                "tokensBefore": 100,
+            },
+            {
+                "type": "label",
+                "id": "l\ud800",
+                "parentId": "c\ud800",
+                "timestamp": TS.format(6),
+                "targetId": "r\ud800",
+                "label": "start",
+            },
+            message("u7", "l\ud800", "user", "Continue with the tokenizer.", TS.format(7)),
+        ],
+    )

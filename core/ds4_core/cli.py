@@ -68,6 +68,7 @@ from . import __version__
 from .config import flatten_settings
 from .engine import ContextEngine
 from .lines import split_lines
+from .quoting import terminal_text
 from .requests import (
     CompactRequest,
     DatabaseUnavailableError,
@@ -230,7 +231,7 @@ def _table(
 ) -> None:
     """An aligned table. `reasons[i]`, when given, is printed in full under row i as
     `why: ...`, indented to the second column and wrapped at `report_width()`."""
-    cells = [[str(c) for c in row] for row in rows]
+    cells = [[terminal_text(c) for c in row] for row in rows]
     widths = [len(h) for h in headers]
     for row in cells:
         widths = [max(w, len(c)) for w, c in zip(widths, row, strict=False)]
@@ -244,7 +245,7 @@ def _table(
         )
         reason = reasons[index] if reasons is not None and index < len(reasons) else None
         if reason:
-            out.write(_wrap(reason, indent + "why: ", indent + "     ") + "\n")
+            out.write(_wrap(terminal_text(reason), indent + "why: ", indent + "     ") + "\n")
 
 
 def _one_line(text: str, limit: int) -> str:
@@ -314,8 +315,11 @@ def _print_plan(
     session = result.get("session")
     out.write("ds4 plan\n")
     if session:
-        out.write(f"  session   {session['id']}  leaf {session.get('leafId')}\n")
-        out.write(f"            {session['file']}\n")
+        out.write(
+            f"  session   {terminal_text(session['id'])}"
+            f"  leaf {terminal_text(session.get('leafId'))}\n"
+        )
+        out.write(f"            {terminal_text(session['file'])}\n")
     source = model["source"]
     source_text = {
         "request": "from --context-window",
@@ -323,7 +327,7 @@ def _print_plan(
         "default": "unknown model: the default, see the warning below",
     }.get(source, f"from the table of well-known models ({source.removeprefix('table:')})")
     out.write(
-        f"  model     {model['provider']}/{model['id']}  "
+        f"  model     {terminal_text(model['provider'])}/{terminal_text(model['id'])}  "
         f"window {_fmt(model['contextWindow'])} tokens ({source_text})\n"
     )
     out.write(
@@ -355,7 +359,7 @@ def _print_plan(
         out.write(
             _wrap(
                 "ds4 did not plan this call, so the original messages are sent unchanged. "
-                f"Why: {result.get('fallbackReason') or 'not reported'}",
+                f"Why: {terminal_text(result.get('fallbackReason') or 'not reported')}",
                 "  fallback  ",
                 " " * 12,
             )
@@ -390,7 +394,7 @@ def _print_plan(
             "so `ds4 manifest` cannot show it later)\n"
         )
     for warning in result.get("warnings", []):
-        out.write(f"warning: {warning}\n")
+        out.write(f"warning: {terminal_text(warning)}\n")
 
 
 def _print_fallback_items(
@@ -591,7 +595,9 @@ def _print_project_section(
     if rows:
         _table(rows, ["score", "lines", "tree"], out, reasons)
     for dropped in (manifest.get("project") or {}).get("dropped", []):
-        out.write(f"  left out {dropped['path']}: {dropped['reason']}\n")
+        out.write(
+            f"  left out {terminal_text(dropped['path'])}: {terminal_text(dropped['reason'])}\n"
+        )
 
 
 def _print_retrieve(result: dict[str, Any], out: TextIO) -> None:
@@ -627,12 +633,14 @@ def _print_retrieve(result: dict[str, Any], out: TextIO) -> None:
         _print_project_hits(result, out)
     for warning in result.get("warnings", []):
         if not warning.startswith(_WINDOW_WARNING):
-            out.write(f"warning: {warning}\n")
+            out.write(f"warning: {terminal_text(warning)}\n")
 
 
 def _print_project_hits(result: dict[str, Any], out: TextIO) -> None:
     hits = result.get("project") or []
-    out.write(f"\nProject: status {result['projectStatus']} · {len(hits)} snippet(s)\n")
+    out.write(
+        f"\nProject: status {terminal_text(result['projectStatus'])} · {len(hits)} snippet(s)\n"
+    )
     if hits:
         _table(
             [
@@ -650,7 +658,10 @@ def _print_project_hits(result: dict[str, Any], out: TextIO) -> None:
 
 
 def _print_manifest(manifest: dict[str, Any], out: TextIO) -> None:
-    out.write(f"manifest {manifest.get('id')}  created {manifest.get('createdAt')}\n")
+    out.write(
+        f"manifest {terminal_text(manifest.get('id'))}"
+        f"  created {terminal_text(manifest.get('createdAt'))}\n"
+    )
     for key in (
         "sessionId",
         "branchLeafId",
@@ -666,17 +677,21 @@ def _print_manifest(manifest: dict[str, Any], out: TextIO) -> None:
         "estimatorVersion",
     ):
         if key in manifest:
-            out.write(f"  {key:<18} {manifest[key]}\n")
+            out.write(f"  {key:<18} {terminal_text(manifest[key])}\n")
     planning = manifest.get("planning") or {}
     if planning:
         out.write(
-            f"  {'mode':<18} {planning.get('mode')}"
-            + (f" ({planning.get('fallbackReason')})" if planning.get("fallbackReason") else "")
+            f"  {'mode':<18} {terminal_text(planning.get('mode'))}"
+            + (
+                f" ({terminal_text(planning.get('fallbackReason'))})"
+                if planning.get("fallbackReason")
+                else ""
+            )
             + "\n"
         )
     counts = manifest.get("counts") or planning.get("counts") or {}
     for key, value in counts.items():
-        out.write(f"  {key:<18} {value}\n")
+        out.write(f"  {terminal_text(key):<18} {terminal_text(value)}\n")
     for section in ("included", "excluded"):
         items = manifest.get(section)
         if items is None:
@@ -760,19 +775,22 @@ def _print_compact(result: dict[str, Any], out: TextIO, session_arg: str) -> Non
         f" (level {result['graphLevel']}) · {result['summarizer']} summary"
         f" · {result['durationMs']:.1f} ms\n"
     )
-    out.write(f"  session     {session['id']}  leaf {session.get('leafId')}\n")
-    out.write(f"              {session['file']}\n")
+    out.write(
+        f"  session     {terminal_text(session['id'])}"
+        f"  leaf {terminal_text(session.get('leafId'))}\n"
+    )
+    out.write(f"              {terminal_text(session['file'])}\n")
     out.write(
         f"  span        {_fmt(span['messageCount'])} message(s), {_fmt(span['tokens'])} tokens"
         f" summarized ({_fmt(span['sourceEntryCount'])} entries)\n"
         f"              {_fmt(span['keptTokens'])} tokens kept verbatim from entry"
-        f" {span['firstKeptEntryId']} · split turn {_yes_no(span['isSplitTurn'])}\n"
+        f" {terminal_text(span['firstKeptEntryId'])} · split turn {_yes_no(span['isSplitTurn'])}\n"
     )
     previous = span.get("previousSummaryId")
     out.write(
         "  extends     "
         + (
-            f"the branch's current root {previous}\n"
+            f"the branch's current root {terminal_text(previous)}\n"
             if previous
             else "nothing: this is the branch's first summary\n"
         )
@@ -780,7 +798,7 @@ def _print_compact(result: dict[str, Any], out: TextIO, session_arg: str) -> Non
     if result["summaryKind"] == "aggregate":
         out.write(
             f"  nodes       aggregate {result['summaryId']} (level {result['graphLevel']})"
-            f" = [{previous}, segment {result['segmentSummaryId']}]\n"
+            f" = [{terminal_text(previous)}, segment {result['segmentSummaryId']}]\n"
         )
     else:
         out.write(f"  nodes       segment {result['summaryId']} (level {result['graphLevel']})\n")
@@ -799,7 +817,7 @@ def _print_compact(result: dict[str, Any], out: TextIO, session_arg: str) -> Non
         )
     out.write(f"\nSummary {result['summaryId']} (the text the model sees instead of the span):\n")
     for line in split_lines(result["compaction"]["summary"]):
-        out.write(f"  {line}".rstrip() + "\n")
+        out.write(f"  {terminal_text(line)}".rstrip() + "\n")
     out.write(
         "\n"
         + _wrap(
@@ -812,7 +830,7 @@ def _print_compact(result: dict[str, Any], out: TextIO, session_arg: str) -> Non
         + "\n"
     )
     for warning in result.get("warnings", []):
-        out.write(f"warning: {warning}\n")
+        out.write(f"warning: {terminal_text(warning)}\n")
 
 
 def _print_summaries(view: dict[str, Any], out: TextIO) -> None:
@@ -822,14 +840,15 @@ def _print_summaries(view: dict[str, Any], out: TextIO) -> None:
     counts = view.get("counts") or {}
     out.write("ds4 summaries\n")
     out.write(
-        f"  session   {view.get('sessionId')}  leaf {view.get('leafId') or '(none: the session has no entries)'}\n"
+        f"  session   {terminal_text(view.get('sessionId'))}"
+        f"  leaf {terminal_text(view.get('leafId') or '(none: the session has no entries)')}\n"
     )
-    out.write(f"            {view.get('sessionFile')}\n")
+    out.write(f"            {terminal_text(view.get('sessionFile'))}\n")
     active = view.get("activeRootId")
     out.write(
         "  active    "
         + (
-            f"{active} (the summary the model sees on this leaf)\n"
+            f"{terminal_text(active)} (the summary the model sees on this leaf)\n"
             if active
             else "none: the active branch has no compaction yet\n"
         )
@@ -853,7 +872,8 @@ def _print_summaries(view: dict[str, Any], out: TextIO) -> None:
             "to append, or let Pi compact.\n"
         )
         return
-    out.write("\n" + str(view.get("tree") or "").rstrip("\n") + "\n")
+    tree = str(view.get("tree") or "").rstrip("\n")
+    out.write("\n" + "\n".join(terminal_text(line) for line in tree.split("\n")) + "\n")
 
 
 def _write_output(text: str, path: str | None, out: TextIO, err: TextIO, what: str) -> None:
@@ -907,14 +927,14 @@ def _open_workspace(engine: ContextEngine, args: argparse.Namespace, err: TextIO
     finally:
         progress.close()
     for warning in synced.get("warnings") or []:
-        err.write(f"ds4: warning: {warning}\n")
+        err.write(f"ds4: warning: {terminal_text(warning)}\n")
     if synced.get("truncated"):
         err.write(
             "ds4: warning: the project index stopped at project.maxFiles / project.maxTotalBytes;"
             " files after that (in path order) are not searched (raise them with --set)\n"
         )
     if synced.get("status") == "error":
-        err.write(f"ds4: warning: project knowledge is off: {synced.get('error')}\n")
+        err.write(f"ds4: warning: project knowledge is off: {terminal_text(synced.get('error'))}\n")
 
 
 _EPILOG = """\
@@ -1150,7 +1170,7 @@ def _parse_args(
 
 def _print_notices(engine: ContextEngine, err: TextIO) -> None:
     for notice in engine.notices:
-        err.write(f"ds4: {notice.removeprefix('ds4: ')}\n")
+        err.write(f"ds4: {terminal_text(notice.removeprefix('ds4: '))}\n")
 
 
 def _settings_from(args: argparse.Namespace) -> dict[str, Any] | None:
@@ -1247,7 +1267,7 @@ def run(
         settings = _settings_from(args)
         _read_stdin_arguments(args, sys.stdin if stdin is None else stdin)
     except RequestError as exc:
-        err.write(f"ds4: {exc}\n")
+        err.write(f"ds4: {terminal_text(exc)}\n")
         return EXIT_USAGE
     except KeyboardInterrupt:  # Ctrl-C while typing a REQUEST of `-` on a terminal
         err.write("ds4: interrupted\n")
@@ -1255,17 +1275,17 @@ def run(
     with _logging_to(err, args.verbose):
         engine = ContextEngine(database_path=args.db, settings=settings)
         for warning in engine.config_warnings:
-            err.write(f"ds4: warning: {warning}\n")
+            err.write(f"ds4: warning: {terminal_text(warning)}\n")
         try:
             try:
                 engine.store  # noqa: B018 - open (create, migrate) the database up front
             except DatabaseUnavailableError as exc:
-                err.write(f"ds4: {exc}\n")
+                err.write(f"ds4: {terminal_text(exc)}\n")
                 return EXIT_USAGE
             _print_notices(engine, err)
             return _dispatch(engine, args, out, err)
         except RequestError as exc:
-            err.write(f"ds4: {_usage_message(exc, args.command)}\n")
+            err.write(f"ds4: {terminal_text(_usage_message(exc, args.command))}\n")
             return EXIT_USAGE
         except KeyboardInterrupt:
             err.write("ds4: interrupted\n")
@@ -1350,7 +1370,7 @@ def _index(engine: ContextEngine, args: argparse.Namespace, out: TextIO, err: Te
     for file, problem in targets:
         if problem is not None:
             failures += 1
-            err.write(f"ds4: {problem}\n")
+            err.write(f"ds4: {terminal_text(problem)}\n")
             outcomes.append({"sessionFile": _absolute(file), "error": problem})
             continue
         progress = _Progress(err)
@@ -1361,7 +1381,7 @@ def _index(engine: ContextEngine, args: argparse.Namespace, out: TextIO, err: Te
             if message is None:
                 raise
             failures += 1
-            err.write(f"ds4: {message}\n")
+            err.write(f"ds4: {terminal_text(message)}\n")
             outcomes.append({"sessionFile": _absolute(file), "error": message})
         finally:
             progress.close()
@@ -1558,7 +1578,7 @@ def _dispatch(engine: ContextEngine, args: argparse.Namespace, out: TextIO, err:
                         for k, v in value.items()
                         if v is not None
                     )
-                out.write(f"  {key:<20} {value}\n")
+                out.write(f"  {key:<20} {terminal_text(value)}\n")
         return EXIT_OK
     if args.command == "rebuild":
         progress = _Progress(err)
@@ -1574,7 +1594,10 @@ def _dispatch(engine: ContextEngine, args: argparse.Namespace, out: TextIO, err:
                 f"in {result['durationMs']:.0f} ms\n"
             )
             for failure in result["failed"]:
-                out.write(f"  failed: {failure['sessionFile']}: {failure['error']}\n")
+                out.write(
+                    f"  failed: {terminal_text(failure['sessionFile'])}:"
+                    f" {terminal_text(failure['error'])}\n"
+                )
         if result["failed"]:
             err.write(f"ds4: {len(result['failed'])} session(s) could not be rebuilt\n")
         return EXIT_PARTIAL if result["failed"] else EXIT_OK

@@ -1057,11 +1057,11 @@ class ContextEngine:
         for name, root in folders:
             resolved = Path(root).expanduser().resolve()
             if not resolved.is_dir():
-                refused.append(RequestError(f"workspace: '{root}' is not a directory", "workspace"))
+                refused.append(RequestError(f"workspace: {echo(str(root))} is not a directory", "workspace"))
             elif resolved == Path(resolved.anchor) or resolved == Path.home().resolve():
                 refused.append(
                     RequestError(
-                        f"workspace: refusing to index '{resolved}' (the filesystem root or "
+                        f"workspace: refusing to index {echo(str(resolved))} (the filesystem root or "
                         "your home directory); open a project folder instead",
                         "workspace",
                     )

@@ -15,6 +15,8 @@ quoted text escapes all of them:
   every `UNSAFE_CHARACTERS` character written as a `\\uXXXX` escape. The result has no line
   break for any of the rules above and no bidi control, and `json.loads` gives the value back.
 - `one_line`: free text (a reason, a hash) with the same characters turned into spaces.
+- `terminal_text`: a value shown in a terminal report, with the same characters escaped
+  visibly (`\\x1b`, `\\u2028`).
 """
 
 from __future__ import annotations
@@ -67,3 +69,20 @@ def one_line(text: str) -> str:
     """`text` with every `UNSAFE_CHARACTERS` character (controls, line and paragraph
     separators, bidi controls, U+FEFF, lone surrogates) turned into a space."""
     return UNSAFE_CHARACTERS.sub(" ", text)
+
+
+def _visible_escape(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def terminal_text(value: object) -> str:
+    """`str(value)` safe to print on a terminal line: every `UNSAFE_CHARACTERS` character
+    (C0 and C1 controls and DEL, so ESC and with it ANSI/OSC escape sequences; line breaks of
+    every rule, U+2028, U+2029; bidi controls; U+FEFF; lone surrogates) written visibly as
+    `\\xNN` (below U+0100) or `\\uXXXX`, e.g. ESC as `\\x1b`, a tab as `\\x09`, U+202E as
+    `\\u202e`. The result is one line that changes no terminal state and displays in the order
+    of its characters. Other characters (letters of any script, emoji, backslashes) stay as
+    they are, so the escaping is visible but not reversible. The CLI's text reports pass every
+    value from a workspace, a session or the database through it."""
+    return UNSAFE_CHARACTERS.sub(_visible_escape, str(value))

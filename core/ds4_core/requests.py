@@ -11,6 +11,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from ds4_core.sessions.reader import storable_id
+
 Scope = Literal["history", "project"]
 ManifestView = Literal["summary", "included", "excluded", "full"]
 
@@ -35,10 +37,18 @@ class RequestFailedError(RequestError):
 
 @dataclass(frozen=True)
 class SessionRef:
-    """A Pi session file and optionally the leaf entry id whose branch is active."""
+    """A Pi session file and optionally the leaf entry id whose branch is active.
+
+    `leaf_id` goes through `storable_id`, as the entry ids read from the file do: an entry
+    whose id holds a lone surrogate is named by its escaped text (`a\\ud800`) or the original.
+    """
 
     file: str
     leaf_id: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.leaf_id is not None:
+            object.__setattr__(self, "leaf_id", storable_id(self.leaf_id))
 
 
 @dataclass(frozen=True)
@@ -111,6 +121,10 @@ class CompactRequest:
     first_kept_entry_id: str | None = None
     previous_summary_id: str | None = None
     custom_instructions: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.first_kept_entry_id is not None:  # escaped like the ids read from the file
+            object.__setattr__(self, "first_kept_entry_id", storable_id(self.first_kept_entry_id))
 
 
 @dataclass(frozen=True)

@@ -1067,3 +1067,42 @@ def test_a_workspace_file_named_in_bytes_that_are_not_utf8_is_skipped_not_fatal(
     assert [hit["path"] for hit in found.json()["project"]] == ["a.py"]
     assert "not valid UTF-8" in found.err and "b\\xff.py" in found.err
     assert "internal error" not in found.err and "rebuild" not in found.err
+
+
+# ------------------------------------------------------------------------ terminal-safe reports
+
+HOSTILE_NAMES = [
+    "quux4\x1b]0;PWNTITLE\x07\x1b[31mname.py",  # OSC title change, then red text
+    "quux5\nfake.py:1-2 forged.py",  # a line break forging a row
+    "quux6\u2028sep\u202eyp.exe.py",  # a line separator; a right-to-left override
+    "quux7\x9b31mcsi\x7f.py",  # a C1 CSI and DEL
+]
+
+
+def test_text_reports_escape_hostile_workspace_file_names(tmp_path: Path) -> None:
+    """A trusted workspace file named with ESC sequences, a line break, U+2028 or U+202E used
+    to reach the terminal raw through `ds4 retrieve` and `ds4 plan` (a title change, colours,
+    a forged line, reversed text). Every workspace and session value in a text report now goes
+    through `terminal_text`: the names are shown with `\\x1b`, `\\x0a`, `\\u2028`, `\\u202e`."""
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    for index, name in enumerate(HOSTILE_NAMES):
+        (workspace / name).write_text(f"def quuxfunc4():\n    return {index} + quuxfunc4\n")
+    session = tmp_path / "s.jsonl"
+    session.write_text(LONE_SURROGATE_SESSION.replace(" \\ud83c", ""), encoding="ascii")
+    db = str(tmp_path / "context.db")
+    common = ["--workspace", str(workspace), "--trust"]
+    for argv in (
+        ["retrieve", *common, "--scope", "project", "how does quuxfunc4 work"],
+        ["plan", "--session", str(session), *common, "how does quuxfunc4 work"],
+    ):
+        done = run_ds4_process("--db", db, *argv, encoding="utf-8")
+        assert done.returncode == 0, (argv, done.stderr.decode(errors="replace"))
+        report = done.stdout.decode("utf-8")
+        unsafe = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+        assert not unsafe.search(report), (argv, report)
+        assert "quux4\\x1b]0;PWNTITLE\\x07\\x1b[31mname.py" in report, report
+        assert "quux5\\x0afake.py:1-2 forged.py" in report
+        assert "quux6\\u2028sep\\u202eyp.exe.py" in report
+        assert "quux7\\x9b31mcsi\\x7f.py" in report
+        assert not any(line.startswith("fake.py") for line in report.split("\n"))

@@ -674,7 +674,8 @@ def test_anchored_token_search_finds_what_a_full_scan_finds(text: str) -> None:
     """Each token pattern, tried only at its anchors, matches exactly what `finditer` does."""
     anchor_text = _AnchorText(text)
     for shape in _TOKENS:
-        anchored = _anchored_matches(shape.pattern, text, anchor_text.starts(shape.anchors))
+        starts = anchor_text.starts(shape.anchors, folded=shape.folded)
+        anchored = _anchored_matches(shape.pattern, text, starts)
         assert [m.span() for m in anchored] == [m.span() for m in shape.pattern.finditer(text)]
     starts = anchor_text.starts(_LOOSE_PASSWORD_ANCHORS, folded=True)
     anchored = _anchored_matches(_LOOSE_PASSWORD, text, starts)
@@ -756,3 +757,173 @@ def test_minified_content_without_min_name_is_skipped(tmp_path: Path) -> None:
 def test_this_file_is_indexable_itself() -> None:
     # The fakes above are assembled at run time, so the file holds no secret-shaped literal.
     assert secret_reason(Path(__file__).read_text(encoding="utf-8")) is None
+
+
+# --- placeholders: one rule for provider formats and assignments ---------------------------
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "ANTHROPIC_API_KEY=sk" + "-ant-api03-...\n",
+        "OPENAI_API_KEY=sk" + "-proj-abc123...\n",
+        "OPENAI_API_KEY=sk" + "-proj-abc123\u2026\n",
+        "token = 'REPLACE" + "_ME_WITH_TOKEN'\n",
+        "api_key = 'replace-" + "with-" + fake(12) + "'\n",
+        "DB_PASSWORD=Your" + "Password123\n",
+        "API_TOKEN=abc" + "XXX" + fake(12) + "\n",
+        'secret = "<' + fake(12) + '>"\n',
+        # a provider key cut short in documentation: the shared rule sees the ellipsis after it
+        "export ANTHROPIC_API_KEY=sk" + "-ant-api03-" + fake(40) + "...\n",
+        "token: gh" + "p_" + fake(30) + "\u2026\n",
+    ],
+)  # fmt: skip
+def test_placeholders_keep_a_file_indexed(text: str) -> None:
+    assert secret_reason(text) is None
+
+
+def test_readme_with_placeholder_keys_is_indexed(tmp_path: Path) -> None:
+    path = tmp_path / "README.md"
+    path.write_text(
+        "# Setup\n\n```sh\nANTHROPIC_API_KEY=sk" + "-ant-api03-...\n"
+        "OPENAI_API_KEY=sk" + "-proj-abc123...\n```\n\n"
+        "```python\ntoken = 'REPLACE" + "_ME_WITH_TOKEN'\n```\n"
+    )
+    text, reason = read_indexable(path, max_file_bytes=10_000)
+    assert reason is None
+    assert text is not None and "REPLACE" in text
+
+
+# --- credentials under other file names and formats ----------------------------------------
+
+TROUBADOR = "Tr0ub4dor" + "Quokka"  # a password-shaped value, assembled at run time
+
+
+@pytest.mark.parametrize(
+    "rel_path",
+    [
+        "pgpass.conf",
+        "AppData/postgresql/pgpass.conf",
+        ".pgpass.old",
+        "backup/.netrc.bak",
+        "netrc",
+        ".netrc.1",
+        "htpasswd",
+        "www/.htpasswd-old",
+        "ci/deploy.git-credentials",
+        ".git-credentials.orig",
+        "home/.ssh/id_rsa.bak",
+        "id_ed25519~",
+        "config/credentials.json.old",
+        ".npmrc.save",
+    ],
+)
+def test_credential_file_backups_and_variants_are_excluded(rel_path: str) -> None:
+    assert path_exclusion(rel_path) == "secret file name"
+
+
+@pytest.mark.parametrize(
+    "rel_path",
+    [
+        "Lib/netrc.py",
+        "tests/test_netrc.py",
+        "support/htpasswd.c",
+        "docs/pgpass.md",
+        "app.py.bak",
+        "release-1",
+        "id_rsa.pub",
+        "src/credentials_form.tsx",
+        "notes.old",
+    ],
+)
+def test_source_files_named_after_credential_formats_are_kept(rel_path: str) -> None:
+    assert path_exclusion(rel_path) is None
+
+
+def hex_of(seed: str, length: int) -> str:
+    return hashlib.sha256(seed.encode()).hexdigest() * (length // 64 + 1)
+
+
+NEW_PROVIDER_KEYS = [
+    ("gs" + "k_" + fake(52, salt="groq"), "Groq key"),
+    ("xa" + "i-" + fake(80, salt="xai"), "xAI key"),
+    ("sk" + "-or-v1-" + hex_of("openrouter", 64)[:64], "OpenRouter key"),
+    ("S" + "G." + fake(22, salt="sg") + "." + fake(43, salt="grid"), "SendGrid key"),
+    ("do" + "p_v1_" + hex_of("do", 64)[:64], "DigitalOcean token"),
+    ("do" + "o_v1_" + hex_of("doo", 64)[:64], "DigitalOcean token"),
+    ("do" + "r_v1_" + hex_of("dor", 64)[:64], "DigitalOcean token"),
+    ("pp" + "lx-" + fake(48, salt="pplx"), "Perplexity key"),
+    ("r" + "8_" + fake(37, salt="r8"), "Replicate token"),
+    ("shp" + "at_" + hex_of("shop", 32)[:32], "Shopify token"),
+]
+
+
+@pytest.mark.parametrize(("value", "kind"), NEW_PROVIDER_KEYS)
+@pytest.mark.parametrize("context", ["{}", "KEY={}\n", 'Client(api_key="{}")\n', "`{}`"])
+def test_more_provider_key_formats_are_found(value: str, kind: str, context: str) -> None:
+    reason = secret_reason(context.format(value))
+    assert reason == kind
+    assert value not in reason
+
+
+@pytest.mark.parametrize(
+    ("text", "kind"),
+    [
+        (f"db.internal:5432:app:appuser:{TROUBADOR}9\n", "pgpass credentials"),
+        (f"# local\n*:*:*:postgres:{TROUBADOR}\n", "pgpass credentials"),
+        (f"localhost:5432:app:app:pa\\:ss{TROUBADOR}\n", "pgpass credentials"),
+        (f"machine api.internal.net login alice password {TROUBADOR}8\n", "netrc credentials"),
+        (f"machine a.b\n  login alice\n  passwd {TROUBADOR}\n", "netrc credentials"),
+        ("quokkaht:{" + "SHA}ufKssJ/Sk+WzDNhY7AGbX6lTiDY=\n", "password hash"),
+        ("u:{" + "SSHA}" + base64_of("ssha", 32) + "\n", "password hash"),
+        ("userPassword: {" + "SSHA512}" + base64_of("ldap", 88) + "\n", "password hash"),
+        ('conn = "AccountName=acme; Account' + f'Key = {base64_of("az", 86)}=="', "Azure key"),
+        ("x;account" + f"key={base64_of('lower', 86)}==;\n", "Azure key"),
+        ("SharedAccess" + f"key =  {base64_of('bus', 43)}=\n", "Azure key"),
+        (f"# pass: {TROUBADOR}7\n", "secret assignment (pass)"),
+        (f"/* pass = {TROUBADOR} */\n", "password in comment"),
+        (f"# admin password for prod: {TROUBADOR}6\n", "password in comment"),
+        (f"# pw={TROUBADOR}\n", "password in comment"),
+        (f"PASS={TROUBADOR}\n", "secret assignment (pass)"),
+        (f"export DB_PASS={TROUBADOR}\n", "secret assignment (pass)"),
+        (f"The staging password is `{TROUBADOR}`.\n", "password in text"),
+        (f'The admin passphrase is "{TROUBADOR}".\n', "password in text"),
+    ],
+)  # fmt: skip
+def test_credential_formats_and_loose_passwords_are_found(text: str, kind: str) -> None:
+    reason = secret_reason(text)
+    assert reason == kind
+    assert TROUBADOR not in reason
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "localhost:5432:*:postgres:postgres\n",  # the password is the user name
+        "db:5432:app:app:password123\n",  # a well-known default
+        "fe80:0:0:0:200:f8ff:fe21:67cf\n",
+        "00:1a:2b:3c:4d:5e\n",
+        "  return x[1:2:3]\n",
+        "machine learning password hashes are slow\n",
+        "machine host login alice password <your-password>\n",
+        "    pass\n",
+        "        bypass = " + TROUBADOR + "\n",
+        'passport = "' + TROUBADOR + '"\n',
+        "pass_rate = 0.95\n",
+        "# pass the value: foo1bar\n",
+        "# passes: 12abc34\n",
+        "# pwned: abc123x\n",
+        "the pass is 12abc34 for all\n",
+        "The password is `changeme`.\n",
+        "The password is `hunter` (no digit).\n",
+        "the password is " + TROUBADOR + " without quotes in prose\n",
+        ";   passwd chat = *New*UNIX*password* %n\\n\n",
+        "# admin password for prod: see the vault\n",
+        "SG." + "x" * 22 + "." + "x" * 43 + "\n",
+        "sk" + "-or-v1-" + "0" * 64 + "\n",
+        "xa" + "i-" + "your" + fake(76) + "\n",
+        "account" + "key=<account-key>\n",
+    ],
+)  # fmt: skip
+def test_credential_format_lookalikes_are_not_secrets(text: str) -> None:
+    assert secret_reason(text) is None

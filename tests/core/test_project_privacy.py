@@ -156,3 +156,55 @@ def test_buffers_of_an_old_root_never_stand_for_files_of_a_new_one(tmp_path: Pat
         assert workspace is not None and workspace.live_text("src/app.py") is None
     finally:
         engine.close()
+
+
+def test_credentials_under_other_names_and_formats_are_never_quoted(tmp_path: Path) -> None:
+    """A new-user trial found these quoted verbatim by `ds4 retrieve --scope project` in a
+    trusted folder that is not a Git repository: a PostgreSQL password file named
+    `pgpass.conf`, a `.netrc` backup, an undotted `htpasswd` with a `{SHA}` hash, an Azure
+    connection string written `AccountKey = ...`, and passwords in comments (`# pass:`,
+    `# admin password for prod:`). None is indexed now, and a README whose keys are
+    placeholders still is."""
+    import base64
+    import json
+    import os
+    import sys
+
+    word = "Tr0ub4dor" + "Quokka"
+    azure_key = base64.b64encode(bytes(range(40, 106))).decode()[:86] + "=="
+    secrets = {
+        "pgpass.conf": ("db.internal:5432:app:appuser:" + word + "9", word + "9"),
+        "backup/.netrc.bak": (
+            "machine api.internal.net login alice password " + word + "8",
+            word + "8",
+        ),
+        "htpasswd": ("quokkaht:{" + "SHA}ufKssJ/Sk+WzDNhY7AGbX6lTiDY=", "ufKssJ/Sk+Wz"),
+        "azure.py": ('conn = "AccountName=acme; Account' + f'Key = {azure_key}"', azure_key),
+        "notes.py": ("# pass: " + word + "7\n# admin pass" + "word for prod: " + word + "6", word),
+    }
+    workspace = tmp_path / "ws"
+    for name, (content, _) in secrets.items():
+        path = workspace / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(f"{content}\n# the ledger service\n")
+    (workspace / "README.md").write_text(
+        "# ledger\n\n```sh\nANTHROPIC_API_KEY=sk" + "-ant-api03-...\n"
+        "OPENAI_API_KEY=sk" + "-proj-abc123...\n```\n"
+        "token = 'REPLACE" + "_ME_WITH_TOKEN'  # the ledger service\n"
+    )
+    db = tmp_path / "context.db"
+    environ = {k: v for k, v in os.environ.items() if k != "DS4_DB"}
+    done = subprocess.run(
+        [sys.executable, "-m", "ds4_core.cli", "--db", str(db), "retrieve", "--workspace",
+         str(workspace), "--trust", "--scope", "project", "--json", "the ledger service"],
+        capture_output=True, env=environ, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr.decode(errors="replace")
+    result = json.loads(done.stdout)
+    paths = {hit["path"] for hit in result["project"]}
+    assert "README.md" in paths  # placeholders keep a file indexed
+    assert not paths & set(secrets), paths
+    stored = _database_bytes(db)
+    for _, value in secrets.values():
+        assert value not in done.stdout.decode()
+        assert value.encode() not in stored, value

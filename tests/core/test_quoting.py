@@ -11,7 +11,14 @@ from hypothesis import strategies as st
 
 from ds4_core.project.search import END_MARKER as PROJECT_END
 from ds4_core.project.search import ProjectHit, project_source_text
-from ds4_core.quoting import BIDI_CONTROLS, json_string, json_text, one_line
+from ds4_core.quoting import (
+    BIDI_CONTROLS,
+    UNSAFE_CHARACTERS,
+    json_string,
+    json_text,
+    one_line,
+    terminal_text,
+)
 from ds4_core.retrieval.evidence import END_MARKER as EVIDENCE_END
 from ds4_core.retrieval.evidence import evidence_text
 
@@ -100,3 +107,22 @@ def test_project_source_blocks_have_their_own_lines_only(
     assert lines[-1] == PROJECT_END and not set(text) & set(BIDI_CONTROLS)
     assert json.loads(lines[1].removeprefix("Path: ")) == path
     assert json.loads(lines[-2].removeprefix("Quoted source JSON: ")) == source
+
+
+@given(st.text(alphabet=st.sampled_from(HOSTILE + "ab\u00e9\u4e2d\U0001f680 ")))
+@example("quux4\x1b]0;PWNTITLE\x07\x1b[31mname.py")
+def test_terminal_text_escapes_every_unsafe_character_visibly(value: str) -> None:
+    shown = terminal_text(value)
+    assert not UNSAFE_CHARACTERS.search(shown)
+    expected = "".join(
+        (f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}")
+        if UNSAFE_CHARACTERS.match(c)
+        else c
+        for c in value
+    )
+    assert shown == expected
+
+
+def test_terminal_text_examples() -> None:
+    assert terminal_text("a\x1b[31mb\u202ec\u2028d\ud800") == "a\\x1b[31mb\\u202ec\\u2028d\\ud800"
+    assert terminal_text(42) == "42"

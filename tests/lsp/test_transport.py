@@ -344,3 +344,48 @@ def test_a_result_too_deep_to_encode_is_still_answered() -> None:
     assert first["id"] == 5 and first["error"]["code"] == -32603
     assert second["id"] == 6 and "traceback" not in json.dumps(second)
     assert "secret text" not in json.dumps(second)
+
+
+def test_an_id_nested_past_pythons_parse_limit_never_stops_the_server(tmp_path: Path) -> None:
+    """An `id` nested 3,000 levels deep, in a normal frame and in one over the frame limit
+    (whose id the server looks for to answer it), is an invalid request; the server answers
+    the next request and is still running."""
+    server = RawServer(tmp_path / "ds4.db", ["--max-message-bytes", "8192"])
+    try:
+        server.initialize()
+        deep_id = '{"jsonrpc":"2.0","id":' + nested_array(3000) + ',"method":"ds4/retrieve"}'
+        server.send(frame(deep_id))
+        assert_error(server.answer(None), INVALID_REQUEST)
+        server.probe()
+        server.send(b"Content-Length: 99999999\r\n\r\n" + deep_id.encode())
+        server.probe()
+        assert server.alive
+    finally:
+        server.close()
+
+
+def test_exit_without_shutdown_ends_the_process_with_code_1(tmp_path: Path) -> None:
+    """LSP 3.17 `exit`: "The server should exit with success code 0 if the shutdown request
+    has been received before; otherwise with error code 1"."""
+    server = RawServer(tmp_path / "ds4.db")
+    server.initialize()
+    server.send(frame({"jsonrpc": "2.0", "method": "exit"}))
+    assert server.process.wait(60) == 1
+
+
+def test_shutdown_sent_with_initialize_waits_for_the_database_to_open(tmp_path: Path) -> None:
+    """A client that writes `initialize`, `initialized` and `shutdown` at once: the shutdown
+    waits for `initialize` to finish opening the database instead of closing it under it;
+    both requests succeed, and `exit` then ends the process with 0."""
+    for attempt in range(3):
+        server = RawServer(tmp_path / f"ds4-{attempt}.db")
+        params = {"processId": None, "rootUri": None, "capabilities": {}}
+        server.send(
+            frame(request(1, "initialize", params))
+            + frame({"jsonrpc": "2.0", "method": "initialized", "params": {}})
+            + frame(request(2, "shutdown"))
+        )
+        assert "result" in server.answer(1), server.stderr_lines
+        assert server.answer(2) == {"jsonrpc": "2.0", "id": 2, "result": None}
+        server.send(frame({"jsonrpc": "2.0", "method": "exit"}))
+        assert server.process.wait(60) == 0, server.stderr_lines

@@ -37,7 +37,7 @@ from datetime import UTC, datetime
 from typing import Any, TypeGuard, cast
 
 from ..retrieval.descriptor import replace_lone_surrogates
-from ..sessions.reader import SessionEntry
+from ..sessions.reader import SessionEntry, storable_id
 from ..tokens import sha256_hex
 from .contract import CONTRACT_VERSION
 from .nodes import (
@@ -130,6 +130,37 @@ def scrub_surrogates(value: Any) -> Any:
             else:
                 target.append(copy)
     return top
+
+
+_ENTRY_ID_LIST_KEYS = ("sourceEntryIds", "rootSourceEntryIds")
+
+
+def _storable_entry_ids(data: dict[str, Any]) -> dict[str, Any]:
+    """`data` (a compaction entry) with the entry ids its ds4 record names (`sourceEntryIds`,
+    `rootSourceEntryIds`, `firstKeptEntryId`, in the root and in `embeddedNodes`) escaped by
+    `storable_id`, as the session reader escapes the entries' own ids, so they keep matching.
+    Returns `data` itself when there is no such record; copies only what it changes."""
+    details = data.get("details")
+    if not isinstance(details, dict) or not isinstance(details.get(DETAILS_KEY), dict):
+        return data
+    record: dict[str, Any] = details[DETAILS_KEY]
+
+    def escaped(obj: dict[str, Any]) -> dict[str, Any]:
+        copy = dict(obj)
+        for key in _ENTRY_ID_LIST_KEYS:
+            ids = copy.get(key)
+            if isinstance(ids, list):
+                copy[key] = [storable_id(v) if isinstance(v, str) else v for v in ids]
+        first_kept = copy.get("firstKeptEntryId")
+        if isinstance(first_kept, str):
+            copy["firstKeptEntryId"] = storable_id(first_kept)
+        return copy
+
+    record = escaped(record)
+    items = record.get("embeddedNodes")
+    if isinstance(items, list):
+        record["embeddedNodes"] = [escaped(i) if isinstance(i, dict) else i for i in items]
+    return {**data, "details": {**details, DETAILS_KEY: record}}
 
 
 def _json_ready(value: Any) -> bool:
@@ -611,7 +642,7 @@ def nodes_from_compaction_entry(session_id: str, entry: SessionEntry) -> list[Su
     """
     if entry.entry_type != "compaction":
         return []
-    entry = replace(entry, data=scrub_surrogates(entry.data))
+    entry = replace(entry, data=scrub_surrogates(_storable_entry_ids(entry.data)))
     summary = entry.data.get("summary")
     if not isinstance(summary, str) or not summary:
         return []

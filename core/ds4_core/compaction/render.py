@@ -27,6 +27,7 @@ import re
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any
 
+from ..quoting import terminal_text
 from ..tokens import estimate_text_tokens
 from .nodes import SummaryNode
 
@@ -188,13 +189,10 @@ def graph_view(
     return view
 
 
-_LINE_UNSAFE = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")
-
-
 def _one_line(value: Any) -> str:
-    """`value` as text safe on one terminal line: control characters, line and paragraph
-    separators and lone surrogates become U+FFFD."""
-    return _LINE_UNSAFE.sub("\ufffd", str(value))
+    """`value` as text safe on one terminal line (`quoting.terminal_text`: controls, line and
+    paragraph separators, bidi controls and lone surrogates escaped visibly)."""
+    return terminal_text(value)
 
 
 def _node_line(node: Mapping[str, Any], depth: int, shared: bool) -> str:

@@ -113,6 +113,21 @@ git's credential store `.git-credentials`, PostgreSQL's `.pgpass`, Apache's `.ht
 `-` backups), the other OpenSSH private key names and Docker's `.dockercfg`); `.env.*` is
 matched separately."""
 
+SECRET_FILE_STEMS = frozenset({"git-credentials", "htpasswd", "netrc", "pgpass"})
+"""Credential file names that are also secret without their leading dot (`htpasswd`, `netrc`),
+as PostgreSQL's Windows `pgpass.conf` (with `.conf`) or as a suffix
+(`deploy.git-credentials`)."""
+
+BACKUP_SUFFIXES = (
+    ".bak", ".backup", ".bkp", ".old", ".orig", ".save", ".saved", ".swp", ".tmp", ".copy",
+    "-bak", "-backup", "-old", "-orig", "-copy", "~", "-",
+)  # fmt: skip
+"""Suffixes of backup and editor copies, dropped (repeatedly, with a trailing `.1`-style
+number) before a name is compared with the secret file names: `.netrc.bak`, `.pgpass.old`,
+`.htpasswd-old`, `id_rsa~`, `credentials.json.orig`."""
+
+_BACKUP_NUMBER = re.compile(r"[.\-_][0-9]{1,3}\Z")
+
 SECRET_EXTENSIONS = frozenset({".key", ".pem", ".p12", ".pfx", ".jks", ".keystore"})
 """Extensions of key and certificate stores (ds4-reference.md 3.9)."""
 
@@ -156,15 +171,19 @@ _PRIVATE_KEY_ANCHORS = (b"-----BEGIN ",)
 
 class _TokenShape(NamedTuple):
     """A provider's key format: `pattern` matches a whole key, starts where one of `anchors`
-    occurs (`_anchored_matches`) and names the random part `body`."""
+    occurs (`_anchored_matches`; in the case-folded copy of the text when `folded`) and names
+    the random part `body`."""
 
     pattern: re.Pattern[str]
     anchors: tuple[bytes, ...]
     kind: str
+    folded: bool = False
 
 
-def _token(pattern: str, anchors: tuple[bytes, ...], kind: str) -> _TokenShape:
-    return _TokenShape(re.compile(pattern), anchors, kind)
+def _token(
+    pattern: str, anchors: tuple[bytes, ...], kind: str, *, folded: bool = False
+) -> _TokenShape:
+    return _TokenShape(re.compile(pattern), anchors, kind, folded)
 
 
 # Key formats of the providers, from their documentation (prefixes and lengths) and the rules
@@ -218,6 +237,27 @@ _TOKENS: tuple[_TokenShape, ...] = (
         (b"sk-",),
         "Anthropic key",
     ),
+    # OpenRouter (`sk-or-v1-` + 64 hex).
+    _token(r"\bsk-or-v1-(?P<body>[0-9a-f]{64})(?![A-Za-z0-9_])", (b"sk-",), "OpenRouter key"),
+    # Groq (`gsk_` + 52), xAI (`xai-` + 80), Perplexity (`pplx-` + 48), Replicate (`r8_` + 37).
+    _token(r"\bgsk_(?P<body>[A-Za-z0-9]{52})(?![A-Za-z0-9_])", (b"gsk_",), "Groq key"),
+    _token(r"\bxai-(?P<body>[A-Za-z0-9]{80})(?![A-Za-z0-9_])", (b"xai-",), "xAI key"),
+    _token(r"\bpplx-(?P<body>[A-Za-z0-9]{48})(?![A-Za-z0-9_])", (b"pplx-",), "Perplexity key"),
+    _token(r"\br8_(?P<body>[A-Za-z0-9]{37})(?![A-Za-z0-9_])", (b"r8_",), "Replicate token"),
+    # SendGrid (`SG.` + 22 + `.` + 43), DigitalOcean personal, OAuth and refresh tokens
+    # (`dop_v1_`, `doo_v1_`, `dor_v1_` + 64 hex), Shopify app tokens (`shpat_`, `shpca_`,
+    # `shppa_`, `shpss_` + 32 hex).
+    _token(
+        r"\bSG\.(?P<body>[A-Za-z0-9_\-]{22}\.[A-Za-z0-9_\-]{43})(?![A-Za-z0-9_\-])",
+        (b"SG.",),
+        "SendGrid key",
+    ),
+    _token(  # anchored after `dop`, `doo`, `dor` (one scan of the text instead of three)
+        r"(?<=\bdo[opr])_v1_(?P<body>[0-9a-f]{64})(?![A-Za-z0-9_])",
+        (b"_v1_",),
+        "DigitalOcean token",
+    ),
+    _token(r"\bshp(?:at|ca|pa|ss)_(?P<body>[0-9a-fA-F]{32})\b", (b"shp",), "Shopify token"),
     _token(r"\bnpm_(?P<body>[A-Za-z0-9]{36})(?![A-Za-z0-9_])", (b"npm_",), "npm token"),
     # PyPI API tokens are macaroons whose first bytes name the index (pypi.org, test.pypi.org).
     _token(
@@ -227,13 +267,16 @@ _TOKENS: tuple[_TokenShape, ...] = (
     ),
     _token(r"\bhf_(?P<body>[A-Za-z0-9]{30,})(?![A-Za-z0-9_])", (b"hf_",), "Hugging Face token"),
     # Azure: storage account and Service Bus / Event Hubs keys in connection strings
-    # (`AccountKey=`, `SharedAccessKey=`; anchored on `Key=`), the signature of a shared access
-    # signature (SAS) URL, and Entra ID client secrets (three characters, a digit, `Q~`).
+    # (the `AccountKey` and `SharedAccessKey` fields, anchored on their names in the case-folded
+    # text), the signature of a shared access signature (SAS) URL, and Entra ID client secrets
+    # (three characters, a digit, `Q~`).
+    # Connection strings are case-insensitive and allow spaces around `=`.
     _token(
-        r"(?:(?<=(?<![A-Za-z])Account)|(?<=(?<![A-Za-z])SharedAccess))"
-        r"Key=(?P<body>[A-Za-z0-9+/]{30,}={0,2})",
-        (b"Key=",),
+        r"(?<![A-Za-z])(?i:(?:account|sharedaccess)key)[ \t]*=[ \t]*"
+        r"(?P<body>[A-Za-z0-9+/]{30,}={0,2})",
+        (b"accountkey", b"sharedaccesskey"),
         "Azure key",
+        folded=True,
     ),
     _token(
         r"(?<=[?&;])sig=(?P<body>[A-Za-z0-9%+/]{30,}(?:=|%3[Dd]){0,2})",
@@ -244,6 +287,13 @@ _TOKENS: tuple[_TokenShape, ...] = (
         r"(?<=[A-Za-z0-9_~.\-]{3}[0-9])Q~(?P<body>[A-Za-z0-9_~.\-]{31,34})(?![A-Za-z0-9_~.\-])",
         (b"Q~",),
         "Azure client secret",
+    ),
+    # Apache htpasswd and LDAP `userPassword` SHA-1 hashes: `user:{SHA}` + base64 of 20 bytes,
+    # salted `{SSHA}`, and the SHA-2 variants of OpenLDAP (`{SSHA512}`).
+    _token(
+        r"(?:(?<=:)|(?<=:[ \t]))\{S?SHA(?:256|384|512)?\}(?P<body>[A-Za-z0-9+/]{27,}={0,2})",
+        (b"{S",),
+        "password hash",
     ),
     # A crypt(3) password hash after a user name: /etc/shadow, .htpasswd (MD5-crypt, bcrypt,
     # SHA-256/512-crypt, yescrypt, scrypt).
@@ -268,6 +318,23 @@ _URL_CREDENTIALS = re.compile(
     r"(?P<host>[A-Za-z0-9\[][^\s/?#\"'`<>]*)"
 )
 _URL_ANCHORS = (b"://",)
+# A `.netrc` entry (curl, git, ftp, Python's `netrc`): `machine <host>`, then tokens such as
+# `login <user>`, then `password <value>`; on one line or several. Anchored on `machine`.
+_NETRC_ENTRY = re.compile(
+    r"(?<![A-Za-z0-9_\-])machine[ \t]+\S+"
+    r"(?:\s+(?:login|account|port|user)[ \t]+\S+)*"
+    r"\s+(?:password|passwd)[ \t]+(?P<value>\S+)"
+)
+_NETRC_ANCHORS = (b"machine",)
+# A PostgreSQL password file line (`.pgpass`, `pgpass.conf`): `host:port:database:user:password`,
+# the port a number or `*`, `:` and `\` escaped with `\`. Candidate lines are found by their
+# `:<port>:` (`_PGPASS_PORT`, a search with a literal first character over the one-byte copy of
+# the text), then matched whole from the line start.
+_PGPASS_PORT = re.compile(rb":(?:[0-9]{1,5}|\*):")
+_PGPASS_LINE = re.compile(
+    r"[ \t]*[A-Za-z0-9_.\-*\[\]%]+:(?:[0-9]{1,5}|\*):(?:\\.|[^:\s\\])+:"
+    r"(?P<user>(?:\\.|[^:\s\\])+):(?P<password>(?:\\.|[^:\s\\])+)[ \t]*(?=[\r\n]|\Z)"
+)
 _TRIVIAL_URL_PASSWORDS = frozenset(
     {
         "pass", "password", "passwd", "pwd", "pw", "secret", "test", "testing", "example",
@@ -287,7 +354,8 @@ _TRIVIAL_URL_PASSWORDS = frozenset(
 # of the name is looked at by `_assignment_reason`.
 _SECRET_ASSIGNMENT = re.compile(
     r"""(?ix)
-    (?P<name>api[_\-]?key|auth|passw(?:or)?d|pwd|private[_\-]?key|secret|token|access[_\-]?key)
+    (?P<name>api[_\-]?key|auth|passw(?:or)?d|pwd|private[_\-]?key|secret|token|access[_\-]?key
+      |pass)
     (?P<rest>[a-z0-9_.\-]*)
     (?:["']\]?|\])?
     (?:
@@ -309,15 +377,21 @@ _SECRET_ASSIGNMENT = re.compile(
 # may follow) or in a connection string (`Server=db;User ID=app;Password=...;`: `=` without
 # spaces, a `;` before the name or after the value). Matched where the keyword occurs (anchors
 # `_LOOSE_PASSWORD_ANCHORS`); `_loose_password_reason` then checks the context and the value.
+#
+# In a comment the keyword may also be the short `pass` or `pw` (`# pass: <value>`,
+# `# pw=<value>`), and up to three words may stand between it and a `:` or `=` (`# admin
+# password for prod: <value>`). Outside a comment, prose counts when the value is quoted:
+# "the staging password is `<value>`" (`password in text`).
 _LOOSE_PASSWORD = re.compile(
     r"""(?ix)
-    (?:passw(?:or)?d|pwd|passphrase)s?
+    (?P<keyword>passw(?:or)?d|pwd|passphrase|pass|pw)s?
+    (?P<words>(?:[ \t]+[a-z0-9_.\-]+){0,3}?)
     (?P<sep>[ \t]*[:=][ \t]*|[ \t]+is[ \t]+)
-    ["'`]?
+    (?P<quote>["'`]?)
     (?P<value>[^\s"'`]{6,})
     """
 )
-_LOOSE_PASSWORD_ANCHORS = (b"passw", b"passp", b"pwd")
+_LOOSE_PASSWORD_ANCHORS = (b"pass", b"pw")
 # Before the keyword on its line: a comment opener (`#`, `//`, `/*`, `<!--`; `--`, `;`, `%`
 # and `REM` followed by a space, so that a `--password=...` option is not a comment) at the
 # start or after a space, or a line that starts with `*` (a block comment).
@@ -330,9 +404,9 @@ _SECRET_NAME_ANCHORS = (
     b"access",
     b"api",
     b"auth",
-    b"passw",
+    b"pass",
     b"private",
-    b"pwd",
+    b"pw",
     b"secret",
     b"token",
 )
@@ -398,8 +472,15 @@ _PLACEHOLDER_WORDS = (
     "changeme",
     "change_me",
     "change-me",
-    "your_",
-    "your-",
+    "change_this",
+    "changethis",
+    "replace",
+    "your",
+    "insert_",
+    "fill_in",
+    "fillme",
+    "todo",
+    "fixme",
     "process.env",
     "${",
     "$(",
@@ -407,6 +488,7 @@ _PLACEHOLDER_WORDS = (
     "xxxx",
     "****",
 )
+_ELLIPSES = ("...", "\u2026")
 # `<value>`, and template references: `{name}` (format strings), `%(name)s`, a bare `$NAME`.
 _TEMPLATE_PLACEHOLDER = re.compile(
     r"%[-#0 +]*[0-9]*(?:\.[0-9]+)?[sdifxr]|<[^<>]*>|\{[A-Za-z_][\w.\[\]]*\}|%\([A-Za-z_]\w*\)s|^\$[A-Za-z_]\w*$"
@@ -436,7 +518,7 @@ def path_exclusion(rel_path: str) -> str | None:
     name = parts[-1].lower()
     if name in LOCKFILE_NAMES:
         return "lockfile"
-    if name in SECRET_FILE_NAMES or name.startswith(".env."):
+    if _is_secret_file_name(name):
         return "secret file name"
     suffix = os.path.splitext(name)[1]
     if suffix in SECRET_EXTENSIONS:
@@ -448,6 +530,27 @@ def path_exclusion(rel_path: str) -> str | None:
     if suffix in BINARY_EXTENSIONS:
         return f"binary extension {suffix}"
     return None
+
+
+def _is_secret_file_name(name: str) -> bool:
+    """Whether the lower-cased file `name` is a credential file's: one of `SECRET_FILE_NAMES`
+    or `.env.*`, also as a backup copy (`BACKUP_SUFFIXES`: `.netrc.bak`, `.htpasswd-old`,
+    `id_rsa.orig`), and the `SECRET_FILE_STEMS` without their dot (`htpasswd`, `netrc`), with
+    `.conf` (`pgpass.conf`) or after a dot (`work.git-credentials`)."""
+    if name.startswith(".env."):
+        return True
+    while True:
+        if name in SECRET_FILE_NAMES:
+            return True
+        stem = name.removeprefix(".").removesuffix(".conf")
+        if stem in SECRET_FILE_STEMS or name.endswith(".git-credentials"):
+            return True
+        shorter = _BACKUP_NUMBER.sub("", name)
+        if shorter == name:
+            shorter = next((name[: -len(s)] for s in BACKUP_SUFFIXES if name.endswith(s)), name)
+        if shorter == name or not shorter:
+            return False
+        name = shorter
 
 
 def decode_text(data: bytes) -> tuple[str | None, str | None]:
@@ -531,22 +634,30 @@ def secret_reason(text: str) -> str | None:
       webhooks); Stripe (`sk_live_`, `sk_test_`, `rk_live_`, `rk_test_`, `pk_live_`,
       `whsec_`); Google (`AIza` + 35, `GOCSPX-`, `ya29.`); OpenAI (`sk-proj-`, `sk-svcacct-`,
       `sk-admin-`, `sk-` + 32 or more letters and digits); Anthropic (`sk-ant-api03-`,
-      `sk-ant-admin01-`, `sk-ant-oat01-`); npm (`npm_` + 36); PyPI (`pypi-AgEIcHlwaS5vcmc`,
-      a macaroon); Hugging Face (`hf_` + 30 or more); Azure (`AccountKey=` and
-      `SharedAccessKey=` in connection strings, a SAS URL's `sig=`, Entra ID client secrets
-      `xxxNQ~...`); crypt(3) password hashes after a user name (`user:$6$...`, `shadow`,
-      `.htpasswd`). A match does not count when it contains `EXAMPLE`, or its random part is
+      `sk-ant-admin01-`, `sk-ant-oat01-`); OpenRouter (`sk-or-v1-` + 64 hex); Groq (`gsk_` +
+      52); xAI (`xai-` + 80); Perplexity (`pplx-` + 48); Replicate (`r8_` + 37); SendGrid
+      (`SG.` + 22 + `.` + 43); DigitalOcean (`dop_v1_`, `doo_v1_`, `dor_v1_` + 64 hex);
+      Shopify (`shpat_`, `shpca_`, `shppa_`, `shpss_` + 32 hex); npm (`npm_` + 36); PyPI
+      (`pypi-AgEIcHlwaS5vcmc`, a macaroon); Hugging Face (`hf_` + 30 or more); Azure
+      (`AccountKey` and `SharedAccessKey` in connection strings, any case, spaces allowed
+      around `=`; a SAS URL's `sig=`; Entra ID client secrets `xxxNQ~...`); password hashes
+      after a user name: crypt(3) (`user:$6$...`, `$apr1$`, bcrypt `$2y$`; `shadow`,
+      `.htpasswd`) and `{SHA}`, `{SSHA}` (htpasswd, LDAP `userPassword`). A match does not count when it contains `EXAMPLE`, or its random part is
       a placeholder (`xxxx`, `your_`, one repeated character), of one kind of character, or
       CamelCase words (`_is_token`);
+    - credential file formats, whatever the file's name: a `.netrc` entry `machine <host> ...
+      password <value>` (`netrc credentials`) and a PostgreSQL password file line
+      `host:port:database:user:password` (`pgpass credentials`), unless the password is
+      not password-shaped, a well-known default or the user name again;
     - `Bearer <token>` with 20 or more token characters of at least two kinds (`bearer token`);
     - credentials in a URL, `scheme://user:password@host`, unless the password is a
       placeholder (`password`, `pass`, `${VAR}`, `<password>`, `***`, the user name again, ...)
       or the host is an example host (`credentials in URL`);
     - an assignment (`=`, `:`, `:=`, `=>`) to a name containing `secret`, `password`,
-      `passwd`, `pwd`, `token`, `api_key`/`apikey`, `access_key`, `private_key`,
+      `passwd`, `pwd`, `pass`, `token`, `api_key`/`apikey`, `access_key`, `private_key`,
       `client_secret` or `auth` as a word part (`SECRET_KEY`, `AWS_SECRET_ACCESS_KEY`,
       `githubToken`, `db.password`, `authKey`; not `tokens`, `tokenizer`, `author`, `oauth`,
-      nor names ending in a part such as `_url`, `_path`, `_type`, `_name`, `_hash`) of
+      `bypass`, `passport`, nor names ending in a part such as `_url`, `_path`, `_type`, `_name`, `_hash`) of
       - a quoted value of 12 or more characters when the name ends with a keyword (`password`,
         `DB_PASSWORD`, `api_key`, `secret_key`), or
       - a quoted value, or an unquoted value running to the end of the line (YAML, `.env`,
@@ -554,14 +665,19 @@ def secret_reason(text: str) -> str | None:
         without spaces, with a letter and a digit or symbol, not a reference (`${X}`, `$X`,
         `os.environ[...]`, `get_password()`, `settings.password`, a path, a URL) and not a
         word such as `None`, `null` or `true`;
-    - a password in a comment (`# password: <value>`, `/* pwd = <value> */`, `<!-- the
-      password is <value> -->`; `password in comment`) or in a connection string
+    - a password in a comment (`# password: <value>`, `/* pwd = <value> */`, `# pw=<value>`,
+      `# admin password for prod: <value>` (up to three words before `:` or `=`), `<!-- the
+      password is <value> -->`; `password in comment`), in prose with the value quoted ("the
+      staging password is `<value>`"; `password in text`) or in a connection string
       (`...;Password=<value>;`; `credentials in connection string`): 6 or more characters
-      with a letter and a digit or symbol, not a placeholder, reference or variable name.
+      with a letter and a digit or symbol, not a placeholder, reference, variable name or
+      glob (`*...`).
 
-    Values that look like placeholders never count (`example`, `placeholder`, `redacted`,
-    `dummy`, `changeme`, `your_`, `process.env`, `${VAR}`, `$VAR`, `{{var}}`, `{name}`,
-    `%(name)s`, `<value>`, `xxxx`, a value of one or two distinct characters, ...).
+    Values that look like placeholders never count, by one rule for every signal
+    (`_is_placeholder`): `example`, `placeholder`, `redacted`, `dummy`, `changeme`, `replace`,
+    `your`, `xxx`, `process.env`, `${VAR}`, `$VAR`, `{{var}}`, `{name}`, `%(name)s`, `<value>`,
+    a value ending in `...` or `…` (`sk-ant-api03-...`), a value of one or two distinct
+    characters, ...
 
     Every pattern starts with a literal anchor and is only tried where one occurs, so the
     check runs at close to memory speed. The reason names the kind of secret (e.g.
@@ -570,13 +686,19 @@ def secret_reason(text: str) -> str | None:
     anchor_text = _AnchorText(text)
     if next(_anchored_matches(_PRIVATE_KEY, text, anchor_text.starts(_PRIVATE_KEY_ANCHORS)), None):
         return "private key"
-    for pattern, anchors, kind in _TOKENS:
-        for match in _anchored_matches(pattern, text, anchor_text.starts(anchors)):
+    for pattern, anchors, kind, folded in _TOKENS:
+        starts = anchor_text.starts(anchors, folded=folded)
+        for match in _anchored_matches(pattern, text, starts):
             if _is_token(match):
                 return kind
     for match in _anchored_matches(_URL_CREDENTIALS, text, anchor_text.starts(_URL_ANCHORS)):
         if _is_url_secret(match):
             return "credentials in URL"
+    netrc = _anchored_matches(_NETRC_ENTRY, text, anchor_text.starts(_NETRC_ANCHORS))
+    if any(_is_file_password(match.group("value")) for match in netrc):
+        return "netrc credentials"
+    if _pgpass_line(text, anchor_text):
+        return "pgpass credentials"
     bearers = anchor_text.starts(_BEARER_ANCHORS, folded=True)
     for match in _anchored_matches(_BEARER, text, bearers):
         value = match.group("value")
@@ -593,7 +715,8 @@ def _is_token(match: re.Match[str]) -> bool:
     body = match.group("body")
     if "EXAMPLE" in match.group(0).upper() or body in _PUBLIC_KEYS:
         return False
-    if len(set(body)) <= 1 or any(word in body.lower() for word in _PLACEHOLDER_WORDS):
+    end = match.end()
+    if _is_placeholder(body, match.string[end : end + 3]):
         return False
     if body.isalpha():  # letters only (Hugging Face): random case, not CamelCase words
         upper = sum(char.isupper() for char in body)
@@ -656,9 +779,25 @@ def _loose_password_reason(text: str, anchor_text: _AnchorText) -> str | None:
         if start > 0 and text[start - 1].isalnum():
             continue  # `oldpassword`, `OLDPWD`
         raw = match.group("value")
-        line_start = max(text.rfind("\n", 0, start), text.rfind("\r", 0, start)) + 1
+        line_start = _line_start(text, start)
         before = text[line_start:start]
-        if match.group("sep") == "=":  # `Password=...`, no spaces: not code
+        short = match.group("keyword").lower() in ("pass", "pw")
+        words = match.group("words")
+        is_sep = match.group("sep").strip().lower() == "is"
+        if short and (words or is_sep):
+            continue  # `pass` and `pw` only right before `:` or `=`
+        if words and is_sep:
+            continue  # "the password of the day is ...": extra words only before `:` or `=`
+        quote = match.group("quote")
+        if (
+            is_sep
+            and quote
+            and text.startswith(quote, match.end("value"))
+            and _password_shaped(raw)
+            and raw.lower() not in _TRIVIAL_URL_PASSWORDS
+        ):
+            return "password in text"  # "the staging password is `<value>`"
+        if match.group("sep") == "=" and not words:  # `Password=...`, no spaces: not code
             value, semicolon, _ = raw.partition(";")
             if (
                 (semicolon or before.rstrip(" \t").endswith(";"))
@@ -669,6 +808,37 @@ def _loose_password_reason(text: str, anchor_text: _AnchorText) -> str | None:
         if _COMMENT_OPENER.search(before) and _password_shaped(_comment_value(raw)):
             return "password in comment"
     return None
+
+
+def _pgpass_line(text: str, anchor_text: _AnchorText) -> bool:
+    """Whether a line of `text` is a PostgreSQL password file entry (`_PGPASS_LINE`) whose
+    password is real (`_is_file_password`, and not the user name again)."""
+    checked = -1
+    for port in _PGPASS_PORT.finditer(anchor_text.exact):
+        line_start = _line_start(text, port.start())
+        if line_start == checked:
+            continue
+        checked = line_start
+        match = _PGPASS_LINE.match(text, line_start)
+        if match is None:
+            continue
+        password = match.group("password")
+        if password != match.group("user") and _is_file_password(password):
+            return True
+    return False
+
+
+def _line_start(text: str, index: int) -> int:
+    """Offset of the start of the line holding `text[index]` (lines end at `\n`, `\r\n` or
+    `\r`); looks back no further than the previous `\n`."""
+    newline = text.rfind("\n", 0, index)
+    return max(newline, text.rfind("\r", newline + 1, index)) + 1
+
+
+def _is_file_password(value: str) -> bool:
+    """A password written in a credential file format (netrc, pgpass): password-shaped (see
+    `_password_shaped`) and not a well-known default (`password123`)."""
+    return _password_shaped(value) and value.lower() not in _TRIVIAL_URL_PASSWORDS
 
 
 def _comment_value(raw: str) -> str:
@@ -684,6 +854,8 @@ def _password_shaped(value: str) -> bool:
         return False
     if _BARE_REFERENCE.match(value) or any(char in value for char in "$()[]{}<>,"):
         return False
+    if value.startswith("*"):
+        return False  # a glob or emphasis: `*all*tokens*updated*`
     if _IDENTIFIER.match(value) and any(word in value.lower() for word in _NAME_WORDS):
         return False  # another variable: `password2`, `db_password_v2`
     has_letter = any(char.isalpha() for char in value)
@@ -700,7 +872,7 @@ def _name_strength(text: str, start: int, keyword: str, rest: str) -> bool | Non
         # The keyword's word part goes on: `tokens`, `tokenizer`, `secretary`, `author`.
         if not lowered_rest.startswith(_KEYWORD_CONTINUATIONS.get(keyword, ())):
             return None
-    if keyword in ("auth", "pwd") and start > 0:
+    if keyword in ("auth", "pwd", "pass") and start > 0:
         before = text[start - 1]
         if before.isalpha() and not (before.islower() and text[start].isupper()):
             return None  # `oauth`, `OLDPWD`; `basicAuth` is fine
@@ -832,9 +1004,22 @@ def _occurrences(haystack: bytes, anchor: bytes) -> Iterator[int]:
         index = haystack.find(anchor, index + 1)
 
 
-def _is_placeholder(value: str) -> bool:
+def _is_placeholder(value: str, after: str = "") -> bool:
+    """Whether `value` (or a provider key's random part) stands for a secret rather than
+    being one; `after`: the text that follows it. The one placeholder rule of the provider
+    formats (`_is_token`), assignments, bearer tokens, URLs and comments:
+
+    - it holds a word of `_PLACEHOLDER_WORDS` (`example`, `placeholder`, `redacted`, `dummy`,
+      `changeme`, `replace`, `your`, `todo`, `xxxx`, `****`, `${`, `{{`, `process.env`, ...),
+      in any case, or `xxx` / `XXX`;
+    - it ends with an ellipsis, or `after` starts with one (`sk-ant-api03-...`, `abc123…`);
+    - it is a template reference (`<value>`, `{name}`, `%(name)s`, `%s`, `$NAME`);
+    - it has at most two distinct characters (`************`, `aaaaaaaaaaaa`).
+    """
     lowered = value.lower()
-    if any(word in lowered for word in _PLACEHOLDER_WORDS):
+    if any(word in lowered for word in _PLACEHOLDER_WORDS) or "xxx" in value or "XXX" in value:
+        return True
+    if value.endswith(_ELLIPSES) or after.startswith(_ELLIPSES):
         return True
     if _TEMPLATE_PLACEHOLDER.search(value):
         return True

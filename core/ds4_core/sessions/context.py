@@ -37,7 +37,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
 from ds4_core.json_bounds import echo
-from ds4_core.sessions.reader import SessionEntry, SessionFormatError
+from ds4_core.sessions.reader import SessionEntry, SessionFormatError, storable_id
 
 DEFAULT_THINKING_LEVEL = "off"
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -159,17 +159,19 @@ def current_model(path: Sequence[SessionEntry]) -> tuple[str, str] | None:
 
     The last `model_change` (`provider`, `modelId`) or assistant message (`provider`, `model`)
     wins (pi-session-format.md 6, step 2); entries whose fields are not strings are ignored.
+    Both names go through `storable_id` (a lone surrogate becomes its escape as text), since
+    they reach the stored plan manifest.
     """
     for entry in reversed(path):
         kind = entry.entry_type
         if kind == "model_change":
             provider, model_id = entry.data.get("provider"), entry.data.get("modelId")
             if isinstance(provider, str) and isinstance(model_id, str):
-                return provider, model_id
+                return storable_id(provider), storable_id(model_id)
         elif kind == "message":
             found = _assistant_model(entry)
             if found is not None:
-                return found
+                return storable_id(found[0]), storable_id(found[1])
     return None
 
 
@@ -181,7 +183,7 @@ def current_thinking_level(path: Sequence[SessionEntry]) -> str:
     for entry in reversed(path):
         if entry.entry_type == "thinking_level_change":
             level = entry.data.get("thinkingLevel")
-            return level if isinstance(level, str) else DEFAULT_THINKING_LEVEL
+            return storable_id(level) if isinstance(level, str) else DEFAULT_THINKING_LEVEL
     return DEFAULT_THINKING_LEVEL
 
 

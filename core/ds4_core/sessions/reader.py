@@ -16,6 +16,13 @@ Rules (pi-session-format.md 2, 3, 7, 8; ds4-reference.md 3.12):
   `firstKeptEntryId = "v1-<k>"` when `1 <= k < n` (dropped otherwise). Files below version 3
   get message role `hookMessage` renamed to `custom`.
 * In v2/v3 files an entry without a string `id` is malformed.
+* Identifiers and metadata must be storable (SQLite and UTF-8 need Unicode scalar values), but
+  JSON allows lone UTF-16 surrogates (`"\\ud800"`). `storable_id` replaces each one in an
+  entry's `id`, `parentId`, `firstKeptEntryId`, `fromId` and `targetId` (in `data` too) and in
+  the header's `id`, `cwd` and `parentSession` by the six characters of its escape, lower-case
+  (`\\ud800` as literal text), so references still link; clients name such an entry by that
+  text. A `timestamp` that is not ISO-8601 (`datetime.fromisoformat`) or holds a lone surrogate
+  is treated as missing (`None`); `data` keeps it as written.
 * A final line without `\\n` is parsed and yielded when it is a valid record, but the checkpoint
   and the resume state never move past it (`torn_tail`); an invalid torn tail is simply pending
   (not counted as malformed).
@@ -32,8 +39,10 @@ import hashlib
 import json
 import logging
 import os
+import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, NamedTuple, TypeGuard
 
 from ds4_core.json_bounds import MAX_RECORD_DEPTH, clip_depth, may_be_too_deep
@@ -218,6 +227,61 @@ def _is_int(value: Any) -> TypeGuard[int]:
 
 
 # --------------------------------------------------------------------------------------------
+# Storable metadata
+
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _escape_surrogate(match: re.Match[str]) -> str:
+    return f"\\u{ord(match.group()):04x}"
+
+
+def storable_id(value: str) -> str:
+    """`value` with every lone UTF-16 surrogate replaced by its JSON escape as literal text
+    (U+D800 becomes the six characters `\\ud800`, hex lower-case); other strings unchanged.
+
+    For identifiers (entry ids and every reference to them, the session id, paths): JSON allows
+    lone surrogates, SQLite and UTF-8 cannot hold them, and replacing them all by U+FFFD would
+    merge distinct ids. The mapping is deterministic and idempotent (its result holds no
+    surrogate), so applying it to ids and to references alike keeps the tree linked, and a
+    client may name an entry by the escaped text. An id that already contains such literal
+    text (`"a\\\\ud800"` in JSON) becomes equal to the escaped one: one more duplicate id,
+    resolved last-wins like any other (pi-session-format.md 8.8).
+    """
+    if value.isascii() or not _LONE_SURROGATE.search(value):
+        return value
+    return _LONE_SURROGATE.sub(_escape_surrogate, value)
+
+
+def parsable_timestamp(value: Any) -> str | None:
+    """`value` when it is an ISO-8601 string `datetime.fromisoformat` accepts and holds no lone
+    surrogate, else `None` (a timestamp that cannot be parsed counts as missing)."""
+    if not isinstance(value, str):
+        return None
+    if not value.isascii() and _LONE_SURROGATE.search(value):
+        return None
+    try:
+        datetime.fromisoformat(value)
+    except ValueError:
+        return None
+    return value
+
+
+_REFERENCE_KEYS = ("firstKeptEntryId", "fromId", "targetId")
+"""Entry keys that name another entry (pi-session-format.md 5), escaped like ids."""
+
+
+def _storable_references(obj: dict[str, Any]) -> None:
+    """Apply `storable_id` in place to the string values of `_REFERENCE_KEYS` in `obj`."""
+    for key in _REFERENCE_KEYS:
+        value = obj.get(key)
+        if isinstance(value, str):
+            clean = storable_id(value)
+            if clean is not value:
+                obj[key] = clean
+
+
+# --------------------------------------------------------------------------------------------
 # Header
 
 
@@ -276,20 +340,32 @@ def _make_header(obj: dict[str, Any], raw: bytes, path: StrPath, line_number: in
             f'{line_number} has no string "id"; is this a Pi session file?',
             path,
         )
-    version = _header_version(obj, path)
-    timestamp = obj.get("timestamp")
-    cwd = obj.get("cwd")
-    parent = obj.get("parentSession")
+    return header_from_data(obj, _header_version(obj, path), _sha256(raw).hexdigest())
+
+
+def header_from_data(data: dict[str, Any], version: int, header_hash: str) -> SessionHeader:
+    """The `SessionHeader` of a parsed header object whose `id` is a string.
+
+    `data` is changed in place: its `id`, `cwd`, `parentSession` and `branchedFrom` strings go
+    through `storable_id`. `timestamp` is `parsable_timestamp(data["timestamp"])`; a missing or
+    non-string `cwd` gives `""`. Also used to rebuild the header from the stored `data`.
+    """
+    for key in ("id", "cwd", "parentSession", "branchedFrom"):
+        value = data.get(key)
+        if isinstance(value, str):
+            data[key] = storable_id(value)
+    cwd = data.get("cwd")
+    parent = data.get("parentSession")
     if not isinstance(parent, str):
-        parent = obj.get("branchedFrom")  # v1 name (pi-session-format.md 2)
+        parent = data.get("branchedFrom")  # v1 name (pi-session-format.md 2)
     return SessionHeader(
-        session_id=session_id,
+        session_id=data["id"],
         version=version,
-        timestamp=timestamp if isinstance(timestamp, str) else None,
+        timestamp=parsable_timestamp(data.get("timestamp")),
         cwd=cwd if isinstance(cwd, str) else "",
         parent_session=parent if isinstance(parent, str) else None,
-        data=obj,
-        header_hash=_sha256(raw).hexdigest(),
+        data=data,
+        header_hash=header_hash,
     )
 
 
@@ -548,20 +624,26 @@ class SessionReader:
                         malformed += 1
                         checkpoint = end_offset
                     continue
-                entry_id = raw_id
+                entry_id = storable_id(raw_id)
                 parent_id = obj.get("parentId")
-                if not isinstance(parent_id, str):
+                if isinstance(parent_id, str):
+                    parent_id = storable_id(parent_id)
+                    if entry_id is not raw_id or parent_id is not obj["parentId"]:
+                        obj["id"], obj["parentId"] = entry_id, parent_id
+                else:
                     parent_id = None
+                    if entry_id is not raw_id:
+                        obj["id"] = entry_id
+                _storable_references(obj)
             if rename_hook and entry_type == "message":
                 message = obj.get("message")
                 if type(message) is dict and message.get("role") == "hookMessage":
                     message["role"] = "custom"
-            timestamp = obj.get("timestamp")
             entry = SessionEntry(
                 entry_id,
                 parent_id,
                 entry_type,
-                timestamp if isinstance(timestamp, str) else None,
+                parsable_timestamp(obj.get("timestamp")),
                 obj,
                 _sha256(data).hexdigest(),
                 line_number,

@@ -85,6 +85,7 @@ from ds4_core.sessions.reader import (
     SessionFormatError,
     SessionHeader,
     SessionReader,
+    header_from_data,
     read_header,
 )
 from ds4_core.sessions.searchable import entry_role, searchable_text
@@ -409,21 +410,9 @@ def _rebuild_reason(
 
 def _stored_header(store: Store, prior: IndexState, resume: _Resume) -> SessionHeader | None:
     data = repo.session_header(store, prior.session_id)
-    if data is None:
+    if data is None or not isinstance(data.get("id"), str):
         return None
-    timestamp, cwd = data.get("timestamp"), data.get("cwd")
-    parent = data.get("parentSession")
-    if not isinstance(parent, str):
-        parent = data.get("branchedFrom")
-    return SessionHeader(
-        session_id=prior.session_id,
-        version=resume.header_version,
-        timestamp=timestamp if isinstance(timestamp, str) else None,
-        cwd=cwd if isinstance(cwd, str) else "",
-        parent_session=parent if isinstance(parent, str) else None,
-        data=data,
-        header_hash=prior.header_hash,
-    )
+    return header_from_data(data, resume.header_version, prior.header_hash)
 
 
 def _same_state(a: IndexState | None, b: IndexState | None) -> bool:
@@ -704,7 +693,9 @@ def _rebuild(
                 session_id=session_id,
                 session_file=path,
                 project_path=header.cwd or None,
-                header_json=json.dumps(header.data, ensure_ascii=False, separators=(",", ":")),
+                # ASCII: a lone surrogate in another header field is kept as its
+                # JSON escape (SQLite text must be valid UTF-8).
+                header_json=json.dumps(header.data, separators=(",", ":")),
                 entries=stream,
                 state=final_state,
             )
