@@ -139,11 +139,16 @@ MAX_CONTROL_RATIO = 0.05
 
 MAX_LINE_CHARS = 5000
 """A line longer than this many characters is overlong (the project index cuts it,
-`windows.cut_long_lines`); more than `MAX_LONG_LINE_SHARE` of them mark a file as minified."""
+`windows.cut_long_lines`)."""
 
-MAX_LONG_LINE_SHARE = 0.1
-"""More than this share of overlong lines marks a file as minified (one data-URI line among
-twenty does not)."""
+MAX_LONG_CHAR_SHARE = 0.9
+"""Overlong lines holding more than this share of a file's characters, with fewer than
+`MIN_KEPT_WORDS` words in its other lines, mark it as minified: cutting them would leave
+nothing worth searching (a one-line bundle). A data URI in an ordinary file leaves its code."""
+
+MIN_KEPT_WORDS = 3
+"""Words (runs of 2+ letters, digits or `_`) the lines that are not overlong must hold for a
+file made mostly of overlong lines to be indexed with them cut rather than skipped."""
 
 MAX_MEAN_LINE_CHARS = 1000
 """A mean length of the other lines above this many characters marks a file as minified."""
@@ -557,12 +562,15 @@ def decode_text(data: bytes) -> tuple[str | None, str | None]:
       13 < byte < 32; for UTF-16, the same code points after decoding).
     - `malformed text`: more than max(2, len(text) / 200) U+FFFD characters after decoding
       with `errors="replace"`.
-    - `minified`: more than one line in ten longer than 5,000 characters, or a mean length
-      above 1,000 of the lines that are not. Lines end at `\\n`, `\\r\\n` or `\\r` only.
+    - `minified`: the lines longer than 5,000 characters hold more than 90% of the
+      characters and the other lines fewer than 3 words (runs of 2+ word characters): cutting
+      the long lines would leave nothing worth searching; or a mean length above 1,000 of
+      the lines that are not overlong. Lines end at `\\n`, `\\r\\n` or `\\r` only.
 
     Rules from ds4-reference.md 3.9, except that the reference calls a file with any line
-    over 5,000 characters minified: here a few such lines (a data URI) are cut by the index
-    instead (`windows.cut_long_lines`). The empty file decodes to `""`.
+    over 5,000 characters minified: here such lines (a data URI) are cut by the index
+    (`windows.cut_long_lines`) and the rest of the file stays searchable, unless there is
+    no rest. The empty file decodes to `""`.
     """
     if data.startswith(_UTF32_BOMS):
         return None, "unsupported encoding UTF-32"
@@ -594,10 +602,22 @@ def _is_minified(text: str) -> bool:
         lines.pop()  # a final line break does not start another line
     if not lines:
         return False
-    normal = [len(line) for line in lines if len(line) <= MAX_LINE_CHARS]
-    if len(lines) - len(normal) > MAX_LONG_LINE_SHARE * len(lines):
-        return True
-    return bool(normal) and sum(normal) / len(normal) > MAX_MEAN_LINE_CHARS
+    normal = [line for line in lines if len(line) <= MAX_LINE_CHARS]
+    normal_chars = sum(len(line) for line in normal)
+    long_chars = sum(len(line) for line in lines) - normal_chars
+    if long_chars > MAX_LONG_CHAR_SHARE * (long_chars + normal_chars):
+        words = 0
+        for line in normal:
+            words += len(_WORD.findall(line))
+            if words >= MIN_KEPT_WORDS:
+                break
+        if words < MIN_KEPT_WORDS:
+            return True  # little but the overlong lines: nothing to keep once they are cut
+    return bool(normal) and normal_chars / len(normal) > MAX_MEAN_LINE_CHARS
+
+
+_WORD = re.compile(r"\w{2,}")
+"""A word for `MIN_KEPT_WORDS`."""
 
 
 def secret_reason(text: str) -> str | None:
