@@ -97,6 +97,11 @@ class ProjectSync:
         self._locked_attempts = 0
         """Consecutive syncs that found the database locked (0: no outage)."""
         self._locked_since = 0.0
+        self._outage_reasons: list[str] = []
+        """Reasons of the syncs folded into the pending retry of a locked database, first
+        the one that met the lock (empty: no outage)."""
+        self._outage_edits = 0
+        """Buffers and tool paths held back by the outage at its last attempt."""
 
     # ------------------------------------------------------------------ workspace and trust
 
@@ -285,6 +290,11 @@ class ProjectSync:
             self._retry_locked(runs, buffers, forced, full)
             return
         if self._locked_attempts:
+            reasons, self._outage_reasons = self._outage_reasons, []
+            if runs:  # the sync that lands carries the reason(s) it was retried for
+                reason, result, only = runs[-1]
+                merged = list(dict.fromkeys([*reasons, reason]))
+                runs[-1] = (merged[0], {**result, "reasons": merged}, only)
             log.info(
                 "project sync: the database lock was released; synced after %d attempt(s) "
                 "over %.1f s",
@@ -308,25 +318,32 @@ class ProjectSync:
         of it was written): put back what did not land, so no due sync is forgotten, and retry
         after an exponential backoff (`LOCKED_RETRY_FIRST_S` doubling to `LOCKED_RETRY_MAX_S`).
 
-        The syncs that did land are reported as usual. The first locked attempt of an outage
-        is reported with `ds4/indexUpdated` (status `error`, `error` naming the lock,
-        `retryInMs`) and logged once; later attempts are silent until one lands (`ready`).
+        Everything of the batch is folded into the pending retry: the syncs of it that did
+        land are not reported on their own (a `ready` in the middle of an outage would claim
+        an index that is behind), their reasons join the outage's (`_outage_reasons`). The
+        first locked attempt of an outage is reported with `ds4/indexUpdated` (status
+        `error`, the reason of the sync that met the lock, `error` naming the lock,
+        `retryInMs`) and logged once; later attempts are silent until one lands (`ready`,
+        with the first reason and every folded one in `reasons`).
         """
         landed = runs[:-1]
         reason, failed, only = runs[-1]
-        for done_reason, result, done_only in landed:
-            self.report(done_reason, result, done_only)
+        self._outage_reasons = list(
+            dict.fromkeys([*self._outage_reasons, reason, *(r for r, _, _ in landed)])
+        )
         if forced and not any(r == "tool" for r, _, _ in landed):
             self._forced |= forced
         if full:  # the full sync runs last: it never landed
             self._full_reason = self._full_reason or full
         self._buffers |= buffers  # cheap when already indexed: unchanged text is skipped
+        self._outage_edits = len(self._buffers) + len(self._forced)
         delay = locked_retry_delay_s(self._locked_attempts)
         self._locked_attempts += 1
         if self._locked_attempts == 1:
             self._locked_since = asyncio.get_running_loop().time()
             log.warning("project sync: the database is locked by another connection; retrying")
-            self.report(reason, {**failed, "retryInMs": round(delay * 1000)}, only)
+            first = self._outage_reasons[0]
+            self.report(first, {**failed, "retryInMs": round(delay * 1000)}, only)
         self._schedule(delay)
 
     async def _run(
@@ -358,8 +375,11 @@ class ProjectSync:
 
         try:
             return await self._ls.run_engine(work, method="project sync")
-        except JsonRpcException:  # logged by run_engine with its type and frames
-            return []
+        except JsonRpcException as exc:  # logged by run_engine with its type and frames
+            only = None if full else sorted({*forced, *live})
+            reason = full or ("tool" if forced else "edit")
+            failure = {"status": "error", "error": f"project sync failed: {exc.message}"}
+            return [(reason, failure, only)]
 
     def report(self, reason: str, result: dict[str, Any], only: list[str] | None) -> None:
         """`ds4/indexUpdated` for one sync, and a log line (counts only)."""
@@ -430,6 +450,19 @@ class ProjectSync:
         self._cancel_timer()
         self._buffers, self._forced, self._full_reason = set(), set(), None
         self._locked_attempts = 0
+        self._outage_reasons = []
+
+    def lag_warning(self) -> str | None:
+        """A warning for a `ds4/plan` or `ds4/retrieve` answered while a sync waits on a
+        locked database (its pending edits are not in the index yet), else None."""
+        if not (self.active and self._locked_attempts):
+            return None
+        pending = self._outage_edits  # the sets may be out with a retry in flight
+        what = f"{pending} pending edit(s)" if pending else "pending changes"
+        return (
+            f"the project index is behind: {what} could not be indexed because another "
+            "connection holds the database lock; the server keeps retrying"
+        )
 
     def spawn(self, coroutine: Coroutine[Any, Any, Any]) -> None:
         """Run `coroutine` as a tracked background task in a fresh context (so it does not

@@ -59,6 +59,7 @@ import os
 import secrets
 import shlex
 import shutil
+import sqlite3
 import stat
 import sys
 import textwrap
@@ -1438,9 +1439,14 @@ def run(
                 return EXIT_USAGE
             if args.verbose:
                 logging.getLogger("ds4_core.cli").exception("unexpected error")
+            damage = isinstance(exc, sqlite3.DatabaseError)  # only then may `rebuild` help
             err.write(
                 f"ds4: internal error ({type(exc).__name__}: {exc}); rerun with -v for the "
-                "traceback, or run `ds4 rebuild` if the database may be damaged\n"
+                + (
+                    "traceback, or run `ds4 rebuild` if the database may be damaged\n"
+                    if damage
+                    else "traceback\n"
+                )
             )
             return EXIT_INTERNAL
         finally:

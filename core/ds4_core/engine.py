@@ -769,7 +769,6 @@ class ContextEngine:
             failure = f"internal error while reading the session ({type(exc).__name__})"
         retrieval: HistoryRetrieval | None = None
         project: ValidatedSearch | None = None
-        warnings = list(prepared.warnings)
         if failure is None and not enabled:
             failure = "ds4 is disabled by the `enabled` setting"
         if failure is None:
@@ -789,6 +788,7 @@ class ContextEngine:
                     else f"internal error while planning ({type(exc).__name__})"
                 )
                 retrieval = project = None
+        warnings = list(prepared.warnings)  # after planning: project search adds its failure
         if failure is not None:
             plan = fallback_plan(
                 prepared.messages,
@@ -912,11 +912,13 @@ class ContextEngine:
         if workspace is None or not workspace.active():
             return None
         try:
-            return workspace.search(
+            found = workspace.search(
                 describe_task(last_user_text(prepared.messages) or ""),
                 max_results=config["project.maxResults"],
                 max_tokens=prepared.budget.max_project_tokens,
             )
+            warnings.extend(found.retrieval.warnings)  # e.g. the index is behind the files
+            return found
         except Exception as exc:
             log.warning("project search failed: error=%s", describe_failure(exc))
             warnings.append(f"project knowledge failed ({type(exc).__name__}); none was included")
@@ -1265,11 +1267,19 @@ class ContextEngine:
         result["projectStatus"] = status
         if workspace is None or not workspace.active():
             return
-        found = workspace.search(
-            describe_task(query),
-            max_results=request.max_results or config["project.maxResults"],
-            max_tokens=request.max_tokens or config["context.maxProjectTokens"],
-        )
+        try:
+            found = workspace.search(
+                describe_task(query),
+                max_results=request.max_results or config["project.maxResults"],
+                max_tokens=request.max_tokens or config["context.maxProjectTokens"],
+            )
+        except Exception as exc:  # fail open: the history part stands, the failure is named
+            log.warning("retrieve project failed: error=%s", describe_failure(exc))
+            result["projectStatus"] = "error"
+            result["warnings"].append(
+                f"project knowledge failed ({type(exc).__name__}); no project source was searched"
+            )
+            return
         result["projectStatus"] = found.retrieval.status
         result["warnings"].extend(found.retrieval.warnings)
         result["warnings"].extend(

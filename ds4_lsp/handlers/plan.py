@@ -20,6 +20,9 @@ async def plan(ls: Ds4Server, params: PlanParams) -> PlanResult:
     answer = await ls.run_engine(  # the wire conversion of a large plan runs off the loop too
         lambda: PlanResult.from_core(ls.engine.plan(request), DS4_PLAN), method=DS4_PLAN
     )
+    behind = ls.project.lag_warning()  # pending edits that a locked database held back
+    if behind is not None:
+        answer.warnings.append(behind)
     ls.log_request(DS4_PLAN, answer.log_summary())
     if ls.project.active:  # this plan may have sent, or superseded, snippets of open files
         ls.project.spawn(publish_stale_snippets(ls, ls.project.open_uris()))

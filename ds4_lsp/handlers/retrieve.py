@@ -20,5 +20,9 @@ async def retrieve(ls: Ds4Server, params: RetrieveParams) -> RetrieveResult:
         lambda: RetrieveResult.from_core(ls.engine.retrieve(request), DS4_RETRIEVE),
         method=DS4_RETRIEVE,
     )
+    project_scope = "project" in (params.scopes or ())
+    behind = ls.project.lag_warning() if project_scope else None  # held back by a lock
+    if behind is not None:
+        answer.warnings.append(behind)
     ls.log_request(DS4_RETRIEVE, answer.log_summary())
     return answer

@@ -1239,6 +1239,31 @@ def test_index_a_json_file_that_is_not_a_session_says_its_first_line_is_no_heade
     assert "malformed" not in result.err
 
 
+def test_a_workspace_file_named_in_bytes_that_are_not_utf8_is_skipped_not_fatal(
+    ds4: Callable[..., Run], tmp_path: Path
+) -> None:
+    """`--workspace --trust` on a folder holding a file whose name is not UTF-8: retrieve
+    exits 0, finds the other file and warns about that one name (escaped)."""
+    project = tmp_path / "p"
+    project.mkdir()
+    (project / "a.py").write_text('def good():\n    return "ocelot_good"\n')
+    (project / os.fsdecode(b"b\xff.py")).write_bytes(b"x = 1\n")
+    found = ds4(
+        "retrieve",
+        "--scope",
+        "project",
+        "--workspace",
+        str(project),
+        "--trust",
+        "--json",
+        "ocelot_good",
+    )
+    assert found.code == 0, found.err
+    assert [hit["path"] for hit in found.json()["project"]] == ["a.py"]
+    assert "not valid UTF-8" in found.err and "b\\xff.py" in found.err
+    assert "internal error" not in found.err and "rebuild" not in found.err
+
+
 # ------------------------------------------------------------------------ terminal-safe reports
 
 HOSTILE_NAMES = [

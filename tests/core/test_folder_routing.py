@@ -55,3 +55,21 @@ def test_a_path_belongs_to_the_deepest_folder_that_contains_it(
         nested_in_owner = owner.workspace.nested
         rel_in_owner = path.relative_to(owner.root).as_posix()
         assert not any(rel_in_owner.startswith(f"{n}/") for n in nested_in_owner)
+
+
+def test_a_relative_path_is_routed_to_every_folder_holding_it(tmp_path: Path) -> None:
+    """`owners("src/app.py")`: the folders with a file there (not the outer folder when the
+    path lies in a folder nested in it); every folder when none has it (deleted)."""
+    outer, inner, other = tmp_path / "outer", tmp_path / "outer" / "src", tmp_path / "other"
+    for root in (outer, other):
+        (root / "src").mkdir(parents=True)
+        (root / "src" / "app.py").write_text("x = 1\n")
+    (other / "only.py").write_text("y = 2\n")
+    folders = ProjectFolders(_unused_store, Config)  # type: ignore[arg-type]
+    folders.set_folders([(None, outer), (None, other)], trusted=True)
+    assert [f.root for f in folders.owners("src/app.py")] == [outer, other]
+    assert [f.root for f in folders.owners("only.py")] == [other]
+    assert [f.root for f in folders.owners("gone.py")] == [outer, other]
+    assert [f.root for f in folders.owners(str(other / "only.py"))] == [other]
+    folders.set_folders([(None, outer), (None, inner), (None, other)], trusted=True)
+    assert [f.root for f in folders.owners("src/app.py")] == [other]  # outer leaves src/ out

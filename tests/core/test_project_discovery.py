@@ -634,3 +634,27 @@ def test_an_empty_folder_gives_no_warning(tmp_path: Path) -> None:
     (tmp_path / "empty").mkdir()
     (tmp_path / "empty" / "sub").mkdir()
     assert discover_project(tmp_path / "empty").warnings == []
+
+
+@pytest.mark.parametrize("with_git", ["git", "walk"])
+def test_a_name_that_is_not_utf8_is_skipped_with_a_reason(tmp_path: Path, with_git: str) -> None:
+    """A file, and a directory, whose names hold a byte that is not UTF-8 are skipped (reason
+    `name not UTF-8`, the byte shown as `\\xff`) and named in one warning; the rest is listed,
+    with Git (tracked and untracked) and with the walk."""
+    root = tmp_path / "p"
+    root.mkdir()
+    (root / "a.py").write_text("x = 1\n")
+    (root / os.fsdecode(b"b\xff.py")).write_bytes(b"y = 2\n")
+    (root / os.fsdecode(b"d\xfe")).mkdir()
+    (root / os.fsdecode(b"d\xfe") / "c.py").write_bytes(b"z = 3\n")
+    if with_git == "git":
+        git(root, "init", "-q")
+        git(root, "add", "a.py", os.fsdecode(b"b\xff.py"))
+        git(root, "commit", "-q", "-m", "init")
+    found = discover_project(root, use_git=with_git == "git")
+    assert [f.rel_path for f in found.files] == ["a.py"]
+    assert found.skipped == [("b\\xff.py", "name not UTF-8"), ("d\\xfe/c.py", "name not UTF-8")]
+    (warning,) = found.warnings
+    assert "2 path(s)" in warning and "b\\xff.py" in warning and "d\\xfe/c.py" in warning
+    if with_git == "git":
+        assert found.git is not None and found.git.head is not None

@@ -171,16 +171,48 @@ def test_badly_malformed_utf8_is_skipped_but_a_few_bad_bytes_are_not() -> None:
     assert reason is None and text is not None and "\ufffd" in text
 
 
-def test_minified_by_long_lines_even_without_a_min_name() -> None:
-    data = b"var a=1;" * 700 + b"\n" + b"x\n" * 5  # one 5,600-character line in six
-    assert decode_text(data) == (None, "minified")
-
-
 def test_one_data_uri_line_among_twenty_is_not_minified() -> None:
     """icons.ts: the index cuts the long line (`windows.cut_long_lines`) and keeps the rest."""
     data = b"export const A = 1;\n" * 20 + b"export const I = 'data:," + b"Q" * 60_000 + b"';\n"
     text, reason = decode_text(data)
     assert reason is None and text is not None
+
+
+@given(
+    before=st.integers(min_value=0, max_value=40),
+    after=st.integers(min_value=0, max_value=40),
+    uri_chars=st.integers(min_value=5_001, max_value=200_000),
+)
+@example(before=8, after=0, uri_chars=60_000)  # the reported icons.ts: 9 lines, 1 data URI
+@example(before=0, after=1, uri_chars=60_000)
+def test_a_data_uri_line_is_never_the_reason_a_file_with_code_is_skipped(
+    before: int, after: int, uri_chars: int
+) -> None:
+    """icons.ts with any number (at least one) of ordinary lines around one overlong data-URI
+    line decodes (the index cuts that line and keeps the rest searchable)."""
+    if before + after == 0:
+        after = 1
+    code = "".join(f"export const iconGlyph{n} = 'glyph_{n}';\n" for n in range(before))
+    uri = "export const LOGO = 'data:image/png;base64," + "Q" * uri_chars + "';\n"
+    tail = "export function renderBrandLogo(size) { return LOGO; }\n" * after
+    text, reason = decode_text((code + uri + tail).encode())
+    assert reason is None and text is not None
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b"!function(e){return e};" * 3000,  # a one-line bundle (.min.js without its name)
+        b"!function(e){return e};" * 3000 + b"\n",
+        b"\n\n" + b"a{color:red}" * 2000 + b"\n\n" + b"b{color:blue}" * 2000 + b"\n",
+        b"/* x */\n" + (b"var q=[1,2,3];" * 600 + b"\n") * 3,  # one word outside huge lines
+        b"var a=1;" * 700 + b"\n" + b"x\n" * 5,  # one-letter lines only: nothing to search
+    ],
+    ids=["one-line", "one-line-newline", "css-blank-lines", "comment-word", "one-letter-lines"],
+)
+def test_little_but_overlong_lines_is_minified(data: bytes) -> None:
+    """Cutting the overlong lines would leave fewer than 3 words: skipped as `minified`."""
+    assert decode_text(data) == (None, "minified")
 
 
 def test_minified_by_mean_line_length() -> None:
@@ -895,3 +927,31 @@ def test_credential_formats_and_loose_passwords_are_found(text: str, kind: str) 
 )  # fmt: skip
 def test_credential_format_lookalikes_are_not_secrets(text: str) -> None:
     assert secret_reason(text) is None
+
+
+@pytest.mark.parametrize(
+    "comment",
+    [
+        "# password: must-be-non-empty",
+        "// Password is user-defined",
+        "# pwd: current-working-directory",
+        "# Password is read-only.",
+    ],
+)
+def test_prose_about_passwords_in_comments_keeps_a_file_indexed(comment: str) -> None:
+    """Lower-case words joined by hyphens are prose, not a password."""
+    assert secret_reason(f"x = 1\n{comment}\ny = 2\n") is None
+
+
+def test_keyword_rules_skip_overlong_lines_but_provider_keys_are_found_in_any_line() -> None:
+    """Assignments and comment passwords are looked for in lines of at most
+    HEURISTIC_LINE_CHARS characters (so the check stays linear); a provider key is found
+    however long its line."""
+    from ds4_core.project.filters import HEURISTIC_LINE_CHARS
+
+    padding = "a" * HEURISTIC_LINE_CHARS
+    assignment = "pass" + 'word = "' + "Tr0ub4dor&3xyzzy" + '"'  # built: this file is indexed
+    assert secret_reason(f"x = 1\n{assignment}\n") == "secret assignment (password)"
+    assert secret_reason(f"x = 1\n{padding}; {assignment}\n") is None
+    token = "ghp_" + "aB3dE5gH7jK9mN1pQ3sT5vW7yZ9bD1fH3jL5"
+    assert secret_reason(f"x = 1\n{padding}; key = '{token}'\n") == "GitHub token"

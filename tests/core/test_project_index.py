@@ -32,7 +32,7 @@ from ds4_core.project.index import (
     sync_project,
 )
 from ds4_core.project.windows import project_fts_query, snippet_id
-from ds4_core.requests import ManifestRequest, PlanRequest, SessionRef
+from ds4_core.requests import ManifestRequest, PlanRequest, RetrieveRequest, SessionRef
 from ds4_core.store import Store, open_store
 
 SHIPPING = """import { Rate } from "./rate";
@@ -685,3 +685,34 @@ def test_the_stale_count_comes_from_the_index_and_buffers_without_reading_files(
     lines[399] = "setting_400 = 'edited in the editor'"
     workspace.set_live_text(str(project / "src" / "long.py"), "\n".join(lines) + "\n")
     assert workspace.stale_count() == 2
+
+
+def test_a_project_sync_that_fails_is_reported_and_search_and_plan_go_on(tmp_path: Path) -> None:
+    """A project sync that fails with an unexpected error (here SQLite refuses every write:
+    `PRAGMA query_only`) is answered as status `error` naming the failure, not raised:
+    `project_status` says `error`, and retrieve and plan still answer from the index as it
+    was, each with a warning that it may be behind the files."""
+    project = tmp_path / "p"
+    project.mkdir()
+    (project / "a.py").write_text('def good():\n    return "ocelot_good"\n')
+    engine = ContextEngine(database_path=tmp_path / "state" / "context.db")
+    try:
+        engine.set_workspace(str(project), trusted=True)
+        assert engine.sync_project()["status"] == "ready"
+        (project / "b.py").write_text('def other():\n    return "ocelot_other"\n')
+        engine.mark_project_changed()
+        engine.store.connection().execute("PRAGMA query_only = ON")
+        failed = engine.sync_project()
+        assert failed["status"] == "error" and "OperationalError" in failed["error"]
+        status = engine.project_status()
+        assert status["status"] == "error" and "OperationalError" in status["error"]
+        found = engine.retrieve(RetrieveRequest(query="ocelot_good", scopes=("project",)))
+        assert [hit["path"] for hit in found["project"]] == ["a.py"]
+        assert any("may be behind" in w for w in found["warnings"]), found["warnings"]
+        planned = engine.plan(
+            PlanRequest(messages=[{"role": "user", "content": "where is ocelot_good?"}])
+        )
+        assert planned["mode"] == "managed"
+        assert any("may be behind" in w for w in planned["warnings"]), planned["warnings"]
+    finally:
+        engine.close()

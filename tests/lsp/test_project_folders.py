@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from lsp_helpers import Servers, execute
@@ -182,3 +183,37 @@ async def test_a_file_of_a_nested_folder_belongs_to_the_nested_folder(
     assert added["filesIndexed"] == 1  # only the new folder's file is read
     found = await retrieve_project(client, "durian_extra")
     assert [(h["folder"], h["path"]) for h in found["project"]] == [("extra", "more.py")]
+
+
+async def test_a_relative_tool_path_is_re_read_in_every_folder_that_has_it(
+    project_servers: Servers, tmp_path: Path
+) -> None:
+    """Folders m1 and m2 both hold `src/app.py`. An agent rewrites m2's copy keeping its size
+    and mtime, then reports `{"tool": "edit", "paths": ["src/app.py"]}`: the relative path is
+    re-read in both folders, so m2's new text is indexed and found (a stat check alone would
+    call it unchanged)."""
+    old = 2_000_000_000 * 10**9  # 2033-05-18: far outside the racy-clean window
+    roots = [tmp_path / "m1", tmp_path / "m2"]
+    for root, word in zip(roots, ("apple_one", "apple_two"), strict=True):
+        (root / "src").mkdir(parents=True)
+        (root / "src" / "app.py").write_text(f"def app():\n    return '{word}'\n")
+        os.utime(root / "src" / "app.py", ns=(old, old))
+    recorder = await start_with_folders(
+        project_servers, [folder(roots[0], "m1"), folder(roots[1], "m2")]
+    )
+    client = recorder.lsp
+    initial = await recorder.wait_index(lambda u: u["reason"] == "initial")
+    assert initial["status"] == "ready" and initial["filesIndexed"] == 2
+
+    target = roots[1] / "src" / "app.py"
+    target.write_text("def app():\n    return 'zebra_two'\n")  # the same size
+    os.utime(target, ns=(old, old))
+    client.protocol.notify("ds4/toolExecuted", {"tool": "edit", "paths": ["src/app.py"]})
+    synced = await recorder.wait_index(lambda u: u["reason"] == "tool" and u["only"] is not None)
+    assert synced["status"] == "ready"
+    assert [(f["name"], f["only"]) for f in synced["folders"]] == [
+        ("m1", ["src/app.py"]),
+        ("m2", ["src/app.py"]),
+    ]
+    found = await retrieve_project(client, "zebra_two")
+    assert [(hit["folder"], hit["path"]) for hit in found["project"]] == [("m2", "src/app.py")]

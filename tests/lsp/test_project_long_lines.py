@@ -76,3 +76,26 @@ async def test_a_window_with_a_cut_line_is_stale_only_where_the_buffer_changed(
     )
     (diagnostic,) = [d for d in diagnostics if d.code == "stale-snippet"]
     assert (diagnostic.range.start.line, diagnostic.range.end.line) == (21, 21)
+
+
+async def test_a_small_file_with_one_data_uri_line_is_indexed_with_that_line_cut(
+    project_servers: Servers, project_dir: Path
+) -> None:
+    """icons.ts of 9 lines, one of them a 60,000-character data URI (more than one line in
+    ten): indexed with that line cut and reported, its other lines searchable; a one-line
+    bundle beside it is still skipped as minified."""
+    small = (
+        "".join(f"export const iconGlyph{n} = 'glyph_{n}';\n" for n in range(1, 8))
+        + "export const LOGO = 'data:image/png;base64," + "Q" * 60_000 + "';\n"
+        + "export function renderBrandLogo(size) { return LOGO; }\n"
+    )  # fmt: skip
+    (project_dir / "icons.ts").write_text(small)
+    (project_dir / "bundle.js").write_text("!function(e){return e};" * 3000)
+    project = await start_project_client(project_servers, trusted=True)
+    client = project.lsp
+    initial = await project.wait_index(lambda u: u["reason"] == "initial")
+    assert initial["filesIndexed"] == 1 and initial["filesSkipped"] == 1, initial
+    assert initial["longLineFiles"] == [{"path": "icons.ts", "linesCut": 1}]
+    assert any("icons.ts (1 line cut)" in w for w in initial["warnings"])
+    (hit,) = hits_in(await retrieve_project(client, "renderBrandLogo"), "icons.ts")
+    assert "glyph_7" in hit["text"] and "[DS4 line cut:" in hit["text"]

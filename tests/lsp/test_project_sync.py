@@ -270,6 +270,113 @@ async def test_shutdown_ends_the_retries_of_a_locked_database(
     assert [u["status"] for u in recorder.index_updates if u["reason"] == "edit"] == ["error"]
 
 
+async def test_a_file_name_that_is_not_utf8_is_skipped_and_the_rest_indexed(
+    project_servers: Servers, project_dir: Path, client_name: str
+) -> None:
+    """One file whose name is not valid UTF-8 (byte 0xFF) sits next to a normal file: the
+    first sync skips that one path (a warning names it, `\\xff` escaped), indexes the rest
+    and reports `ready`; retrieve and plan find the normal file."""
+    (project_dir / "a.py").write_text('def good():\n    return "ocelot_good"\n')
+    (project_dir / os.fsdecode(b"b\xff.py")).write_bytes(b"x = 1\n")
+    project = await start_project_client(project_servers, trusted=True)
+    client = project.lsp
+    initial = await project.wait_index(lambda u: u["reason"] == "initial")
+    assert initial["status"] == "ready", initial
+    assert initial["filesIndexed"] == 1 and initial["filesSkipped"] == 1
+    assert any("not valid UTF-8" in w and "b\\xff.py" in w for w in initial["warnings"])
+    status = await execute(client, "ds4.projectStatus")
+    assert status["status"] == "ready" and status["files"] == 1
+    found = await retrieve_project(client, "ocelot_good")
+    assert found["projectStatus"] == "ok" and hits_in(found, "a.py")
+    plan = await request(
+        client,
+        "ds4/plan",
+        {"messages": [{"role": "user", "content": "where is ocelot_good returned?"}]},
+    )
+    assert plan["mode"] == "managed" and not any("project" in w for w in plan["warnings"])
+    assert any("ocelot_good" in str(m) and "a.py" in str(m) for m in plan["messages"]), plan
+
+
+async def test_syncs_during_a_locked_database_outage_are_folded_into_its_retry(
+    project_servers: Servers, project_dir: Path, database_path: Path, client_name: str
+) -> None:
+    """While another connection holds the database lock, an edit's sync fails (`error`,
+    locked); a tool run that writes a new file then sends no `ready` of its own in the middle
+    of the outage, a `ds4/retrieve` meanwhile warns that the index is behind (pending
+    edits), and once the lock is released the landing `ready` carries the edit's reason,
+    with the tool's in `reasons`; both texts are then found."""
+    encoding = ENCODINGS[client_name]
+    notes = project_dir / "notes.txt"
+    notes.write_text("plain words here\n")
+    recorder = ProjectClient()
+    recorder.client = await project_servers.start(
+        initialization_options={"trusted": True, "settings": {"storage": {"busyTimeoutMs": 300}}},
+        client_features=recorder.features(),
+    )
+    client = recorder.lsp
+    await recorder.wait_index(lambda u: u["reason"] == "initial" and u["status"] == "ready")
+    holder = sqlite3.connect(database_path, isolation_level=None)
+    try:
+        holder.execute("BEGIN IMMEDIATE")
+        seen = len(recorder.index_updates)
+        uri = open_document(client, notes, "plain words here\n")
+        change_document(client, uri, 2, (0, units("plain", encoding)), (0, 5), " quokka_lantern")
+        failed = await recorder.wait_index(lambda u: u["reason"] == "edit")
+        assert failed["status"] == "error" and failed["locked"] is True
+        (project_dir / "fresh.py").write_text("def zebra_teapot():\n    return 1\n")
+        client.protocol.notify("ds4/toolExecuted", {"tool": "write", "paths": ["fresh.py"]})
+        during = await retrieve_project(client, "quokka_lantern")
+        assert any("behind" in w and "pending edit" in w for w in during["warnings"]), during[
+            "warnings"
+        ]
+        during_outage = recorder.index_updates[seen:]
+        assert [u["status"] for u in during_outage] == ["error"], during_outage
+    finally:
+        holder.rollback()
+        holder.close()
+    landed = await recorder.wait_index(
+        lambda u: u["status"] == "ready" and u["reason"] != "initial"
+    )
+    assert landed["reason"] == "edit" and landed["reasons"] == ["edit", "tool"], landed
+    assert hits_in(await retrieve_project(client, "quokka_lantern"), "notes.txt")
+    assert hits_in(await retrieve_project(client, "zebra_teapot"), "fresh.py")
+
+
+async def test_a_sync_that_fails_is_reported_as_error_and_requests_still_answer(
+    project_servers: Servers, project_dir: Path, database_path: Path
+) -> None:
+    """A sync fails with an error that is not a lock (here another program added a trigger
+    that refuses every write to the project tables): `ds4/indexUpdated` and
+    `ds4.projectStatus` say `error` and name it, and `ds4/retrieve` and `ds4/plan` still
+    answer from the index as it was, each warning that it may be behind."""
+    (project_dir / "a.py").write_text('def good():\n    return "ocelot_good"\n')
+    project = await start_project_client(project_servers, trusted=True)
+    client = project.lsp
+    await project.wait_index(lambda u: u["reason"] == "initial" and u["status"] == "ready")
+    with sqlite3.connect(database_path) as conn:
+        conn.execute(
+            "CREATE TRIGGER refuse BEFORE INSERT ON project_files "
+            "BEGIN SELECT RAISE(ABORT, 'refused by a test trigger'); END"
+        )
+    conn.close()
+    (project_dir / "b.py").write_text('def other():\n    return "ocelot_other"\n')
+    client.protocol.notify("ds4/toolExecuted", {"tool": "write", "paths": ["b.py"]})
+    failed = await project.wait_index(lambda u: u["reason"] == "tool" and u["only"] is None)
+    assert failed["status"] == "error" and "refused by a test trigger" in failed["error"]
+    status = await execute(client, "ds4.projectStatus")
+    assert status["status"] == "error" and "refused by a test trigger" in status["error"]
+    found = await retrieve_project(client, "ocelot_good")
+    assert hits_in(found, "a.py")
+    assert any("may be behind" in w for w in found["warnings"]), found["warnings"]
+    plan = await request(
+        client,
+        "ds4/plan",
+        {"messages": [{"role": "user", "content": "where is ocelot_good returned?"}]},
+    )
+    assert plan["mode"] == "managed"
+    assert any("may be behind" in w for w in plan["warnings"]), plan["warnings"]
+
+
 def test_a_lock_held_for_days_is_still_retried_every_few_seconds() -> None:
     """The backoff doubles from 50 ms to its 4 s cap and stays there: after 1,100 attempts
     (about 73 minutes of a held lock) it neither overflows nor stops."""

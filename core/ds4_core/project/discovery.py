@@ -287,12 +287,50 @@ def _select(
     max_file_bytes: int,
     max_total_bytes: int,
 ) -> None:
-    """Check candidates in order and fill `discovery.files` / `skipped` within the bounds."""
+    """Check candidates in order and fill `discovery.files` / `skipped` within the bounds; a
+    name that is not valid UTF-8 is skipped (`NOT_UTF8_REASON`) and named in one warning."""
+    unnamed: list[str] = []
+    _select_within(
+        discovery,
+        candidates,
+        tracked,
+        changed,
+        max_files,
+        max_file_bytes,
+        max_total_bytes,
+        unnamed,
+    )
+    if unnamed:
+        listed = ", ".join(unnamed[:MAX_NAMES_LISTED]) + (
+            ", ..." if len(unnamed) > MAX_NAMES_LISTED else ""
+        )
+        discovery.warnings.append(
+            f"{len(unnamed)} path(s) have a name that is not valid UTF-8 and are not indexed"
+            f" (rename them to index them): {listed}"
+        )
+
+
+def _select_within(
+    discovery: Discovery,
+    candidates: Iterable[str],
+    tracked: frozenset[str],
+    changed: frozenset[str],
+    max_files: int,
+    max_file_bytes: int,
+    max_total_bytes: int,
+    unnamed: list[str],
+) -> None:
+    """`_select`'s loop; appends the shown form of each non-UTF-8 name to `unnamed`."""
     root = discovery.root
     skipped_dirs: set[str] = set()
     real_dirs: dict[str, bool] = {"": True}
     total_bytes = 0
     for rel_path in candidates:
+        if not is_utf8_name(rel_path):  # the index, the wire and quotes are UTF-8 text
+            shown = printable_name(rel_path)
+            discovery.skipped.append((shown, NOT_UTF8_REASON))
+            unnamed.append(shown)
+            continue
         if rel_path.endswith("/"):  # a directory left out as a whole
             if rel_path not in skipped_dirs:
                 skipped_dirs.add(rel_path)
@@ -352,6 +390,30 @@ def _select(
                 modified=rel_path in changed,
             )
         )
+
+
+NOT_UTF8_REASON = "name not UTF-8"
+"""Skip reason of a path whose name is not valid UTF-8 (the file system gave bytes that
+decode only with `surrogateescape`): such a path cannot be stored, sent or quoted as text."""
+
+MAX_NAMES_LISTED = 10
+"""Non-UTF-8 names shown in the discovery warning; the rest are counted."""
+
+
+def is_utf8_name(path: str) -> bool:
+    """True when `path` (as `os.fsdecode` gives it) encodes to UTF-8: it holds no lone
+    surrogate, which is how `surrogateescape` carries bytes that are not UTF-8."""
+    try:
+        path.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def printable_name(path: str) -> str:
+    """`path` with each byte that is not UTF-8 shown as `\\xNN` (for messages only)."""
+    raw = path.encode("utf-8", "surrogateescape")
+    return raw.decode("utf-8", "backslashreplace")
 
 
 def _excluded_directory(rel_path: str) -> str:
@@ -453,7 +515,9 @@ def _git_listing(root: Path, warnings: list[str]) -> _GitListing | _IgnoredByEnc
         branch=branch,
         head=head,
         dirty=bool(changed),
-        changed_paths=tuple(sorted({p.rstrip("/") for p in changed if _is_safe_relative(p)})),
+        changed_paths=tuple(
+            sorted({p.rstrip("/") for p in changed if _is_safe_relative(p) and is_utf8_name(p)})
+        ),
     )
     return _GitListing(candidates=candidates, tracked=tracked_set, state=state)
 

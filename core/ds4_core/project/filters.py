@@ -139,11 +139,16 @@ MAX_CONTROL_RATIO = 0.05
 
 MAX_LINE_CHARS = 5000
 """A line longer than this many characters is overlong (the project index cuts it,
-`windows.cut_long_lines`); more than `MAX_LONG_LINE_SHARE` of them mark a file as minified."""
+`windows.cut_long_lines`)."""
 
-MAX_LONG_LINE_SHARE = 0.1
-"""More than this share of overlong lines marks a file as minified (one data-URI line among
-twenty does not)."""
+MAX_LONG_CHAR_SHARE = 0.9
+"""Overlong lines holding more than this share of a file's characters, with fewer than
+`MIN_KEPT_WORDS` words in its other lines, mark it as minified: cutting them would leave
+nothing worth searching (a one-line bundle). A data URI in an ordinary file leaves its code."""
+
+MIN_KEPT_WORDS = 3
+"""Words (runs of 2+ letters, digits or `_`) the lines that are not overlong must hold for a
+file made mostly of overlong lines to be indexed with them cut rather than skipped."""
 
 MAX_MEAN_LINE_CHARS = 1000
 """A mean length of the other lines above this many characters marks a file as minified."""
@@ -351,10 +356,10 @@ _SECRET_ASSIGNMENT = re.compile(
     r"""(?ix)
     (?P<name>api[_\-]?key|auth|passw(?:or)?d|pwd|private[_\-]?key|secret|token|access[_\-]?key
       |pass)
-    (?P<rest>[a-z0-9_.\-]*)
+    (?P<rest>[a-z0-9_.\-]{0,64}+)
     (?:["']\]?|\])?
     (?:
-      (?:\s*:\s*[A-Za-z_][\w.\[\]| ]*?)?
+      (?:[ \t]{0,8}:[ \t]{0,8}[A-Za-z_][\w.\[\]| ]{0,64}?)?
       \s*(?::=|=>|[:=])\s*
       (?P<quote>["'`])
       (?P<value>[^"'`\r\n]{12,})
@@ -557,12 +562,15 @@ def decode_text(data: bytes) -> tuple[str | None, str | None]:
       13 < byte < 32; for UTF-16, the same code points after decoding).
     - `malformed text`: more than max(2, len(text) / 200) U+FFFD characters after decoding
       with `errors="replace"`.
-    - `minified`: more than one line in ten longer than 5,000 characters, or a mean length
-      above 1,000 of the lines that are not. Lines end at `\\n`, `\\r\\n` or `\\r` only.
+    - `minified`: the lines longer than 5,000 characters hold more than 90% of the
+      characters and the other lines fewer than 3 words (runs of 2+ word characters): cutting
+      the long lines would leave nothing worth searching; or a mean length above 1,000 of
+      the lines that are not overlong. Lines end at `\\n`, `\\r\\n` or `\\r` only.
 
     Rules from ds4-reference.md 3.9, except that the reference calls a file with any line
-    over 5,000 characters minified: here a few such lines (a data URI) are cut by the index
-    instead (`windows.cut_long_lines`). The empty file decodes to `""`.
+    over 5,000 characters minified: here such lines (a data URI) are cut by the index
+    (`windows.cut_long_lines`) and the rest of the file stays searchable, unless there is
+    no rest. The empty file decodes to `""`.
     """
     if data.startswith(_UTF32_BOMS):
         return None, "unsupported encoding UTF-32"
@@ -594,10 +602,22 @@ def _is_minified(text: str) -> bool:
         lines.pop()  # a final line break does not start another line
     if not lines:
         return False
-    normal = [len(line) for line in lines if len(line) <= MAX_LINE_CHARS]
-    if len(lines) - len(normal) > MAX_LONG_LINE_SHARE * len(lines):
-        return True
-    return bool(normal) and sum(normal) / len(normal) > MAX_MEAN_LINE_CHARS
+    normal = [line for line in lines if len(line) <= MAX_LINE_CHARS]
+    normal_chars = sum(len(line) for line in normal)
+    long_chars = sum(len(line) for line in lines) - normal_chars
+    if long_chars > MAX_LONG_CHAR_SHARE * (long_chars + normal_chars):
+        words = 0
+        for line in normal:
+            words += len(_WORD.findall(line))
+            if words >= MIN_KEPT_WORDS:
+                break
+        if words < MIN_KEPT_WORDS:
+            return True  # little but the overlong lines: nothing to keep once they are cut
+    return bool(normal) and normal_chars / len(normal) > MAX_MEAN_LINE_CHARS
+
+
+_WORD = re.compile(r"\w{2,}")
+"""A word for `MIN_KEPT_WORDS`."""
 
 
 def secret_reason(text: str) -> str | None:
@@ -660,7 +680,8 @@ def secret_reason(text: str) -> str | None:
     characters, ...
 
     Every pattern starts with a literal anchor and is only tried where one occurs, so the
-    check runs at close to memory speed. The reason names the kind of secret (e.g.
+    check runs at close to memory speed; the assignment and password rules skip lines over
+    `HEURISTIC_LINE_CHARS` characters. The reason names the kind of secret (e.g.
     `secret assignment (password)`), never the value.
     """
     anchor_text = _AnchorText(text)
@@ -684,7 +705,18 @@ def secret_reason(text: str) -> str | None:
         value = match.group("value")
         if _character_kinds(value) >= 2 and not _is_placeholder(value):
             return "bearer token"
+    lines = text.split("\n")
+    if any(len(line) > HEURISTIC_LINE_CHARS for line in lines):
+        text = "\n".join(line for line in lines if len(line) <= HEURISTIC_LINE_CHARS)
+        anchor_text = _AnchorText(text)
     return _assignment_reason(text, anchor_text) or _loose_password_reason(text, anchor_text)
+
+
+HEURISTIC_LINE_CHARS = 4096
+"""Assignments and passwords in comments are looked for in lines of at most this many
+characters (a longer line is data or minified code, where the provider key formats above are
+still found). The bound keeps the check linear in the file's size: those rules look at the
+line around each keyword, so a line of n characters full of keywords would cost n^2."""
 
 
 def _is_token(match: re.Match[str]) -> bool:
@@ -754,13 +786,18 @@ def _loose_password_reason(text: str, anchor_text: _AnchorText) -> str | None:
     (`password2`); in a connection string, not a well-known default (`password123`).
     """
     starts = anchor_text.starts(_LOOSE_PASSWORD_ANCHORS, folded=True)
+    openers: dict[int, int] = {}  # line start -> end of its first comment opener (-1: none)
     for match in _anchored_matches(_LOOSE_PASSWORD, text, starts):
         start = match.start()
         if start > 0 and text[start - 1].isalnum():
             continue  # `oldpassword`, `OLDPWD`
         raw = match.group("value")
         line_start = _line_start(text, start)
-        before = text[line_start:start]
+        if line_start not in openers:  # one search per line, not one per keyword
+            line_end = text.find("\n", start)
+            opener = _COMMENT_OPENER.search(text[line_start : line_end if line_end >= 0 else None])
+            openers[line_start] = opener.end() if opener else -1
+        in_comment = 0 <= openers[line_start] <= start - line_start
         short = match.group("keyword").lower() in ("pass", "pw")
         words = match.group("words")
         is_sep = match.group("sep").strip().lower() == "is"
@@ -780,12 +817,12 @@ def _loose_password_reason(text: str, anchor_text: _AnchorText) -> str | None:
         if match.group("sep") == "=" and not words:  # `Password=...`, no spaces: not code
             value, semicolon, _ = raw.partition(";")
             if (
-                (semicolon or before.rstrip(" \t").endswith(";"))
+                (semicolon or text[line_start:start].rstrip(" \t").endswith(";"))
                 and _password_shaped(value)
                 and value.lower() not in _TRIVIAL_URL_PASSWORDS
             ):
                 return "credentials in connection string"
-        if _COMMENT_OPENER.search(before) and _password_shaped(_comment_value(raw)):
+        if in_comment and _password_shaped(_comment_value(raw)):
             return "password in comment"
     return None
 
@@ -838,8 +875,14 @@ def _password_shaped(value: str) -> bool:
         return False  # a glob or emphasis: `*all*tokens*updated*`
     if _IDENTIFIER.match(value) and any(word in value.lower() for word in _NAME_WORDS):
         return False  # another variable: `password2`, `db_password_v2`
+    if _KEBAB_WORDS.match(value.rstrip(_VALUE_TRAILERS)):
+        return False  # prose: `must-be-non-empty`, `user-defined`, `current-working-directory`
     has_letter = any(char.isalpha() for char in value)
     return has_letter and any(char.isdigit() or not char.isalnum() for char in value)
+
+
+_KEBAB_WORDS = re.compile(r"[a-z]+(?:-[a-z]+)+\Z")
+"""Lower-case words joined by hyphens: prose in a comment, not a password."""
 
 
 def _name_strength(text: str, start: int, keyword: str, rest: str) -> bool | None:

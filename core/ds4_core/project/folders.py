@@ -6,8 +6,10 @@ project tables (which are keyed by the canonical root, `project_path`), held by 
 `ProjectWorkspace`. This module routes to them and merges what they answer:
 
 * A path belongs to the deepest folder that contains it (a folder nested in another owns its
-  files; the outer folder leaves them out). A relative path is taken as relative to the first
-  folder, as with a single folder.
+  files; the outer folder leaves them out). A relative path (e.g. one an agent's tool
+  reported) is synced in every folder that holds a file at that path (`owners`), or in every
+  folder when none does (it may have been deleted); elsewhere (live text, stale snippets) it
+  is taken as relative to the first folder, as with a single folder.
 * A search asks every folder and merges the hits by score within the one result and token
   budget. With several folders each hit names its folder (`ProjectHit.folder`, also quoted to
   the model) and its path stays relative to that folder.
@@ -20,6 +22,7 @@ With one folder everything is answered exactly as `ProjectWorkspace` answers, pl
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -146,6 +149,24 @@ class ProjectFolders:
                     best = folder
         return best
 
+    def owners(self, path: str) -> list[Folder]:
+        """The folders a sync of `path` concerns: for an absolute path its owner (`owner`);
+        for a relative one, every folder with a file (or link) at that path, outside the
+        folders nested in it, in the client's order; when no folder has one, every folder (a
+        deleted file is looked for in each). Empty when an absolute path is in no folder."""
+        folders = self._folders
+        if Path(path).is_absolute():
+            owner = self.owner(path)
+            return [owner] if owner is not None else []
+        holding = []
+        for folder in folders:
+            rel = folder.workspace.relative(path)
+            if rel is None or any(rel.startswith(f"{n}/") for n in folder.workspace.nested):
+                continue
+            if os.path.lexists(folder.root / rel):
+                holding.append(folder)
+        return holding or list(folders)
+
     def _named(self, name: str | None) -> Folder | None:
         folders = self._folders
         if name is None:
@@ -205,8 +226,8 @@ class ProjectFolders:
         force: bool = False,
         progress: ProgressCallback | None = None,
     ) -> dict[str, Any]:
-        """Sync every folder (or, with `only`, the folders those paths belong to; paths in no
-        folder are ignored), in order. Returns the first folder's result shape with the counts
+        """Sync every folder (or, with `only`, the folders those paths belong to, `owners`: a
+        relative path in each folder that has it; paths in no folder are ignored), in order. Returns the first folder's result shape with the counts
         summed, `folders: [{name, projectPath, status, filesIndexed, ..., error?}]`, and
         `status` `error` when a folder failed (then `error` names it). A folder that finds the
         database locked ends the sync there (`locked: true`): the rest would wait on the same
@@ -220,8 +241,7 @@ class ProjectFolders:
         else:
             groups: dict[str, list[str]] = {}
             for path in only:
-                owner = self.owner(path)
-                if owner is not None:
+                for owner in self.owners(path):
                     groups.setdefault(owner.name, []).append(path)
             work = [(f, groups[f.name]) for f in folders if f.name in groups]
             if not work:

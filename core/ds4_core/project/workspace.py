@@ -287,10 +287,18 @@ class ProjectWorkspace:
                 return {"status": "error", "projectPath": str(root), "error": str(exc)}
             except Exception as exc:
                 if not is_database_locked(exc):
-                    if only is None:
-                        with self._lock:
+                    # A defect or a damaged store: the batch rolled back, the index keeps its
+                    # previous state. Reported as `error` (a sync result, `problem`), never
+                    # raised, so one bad sync cannot stop project knowledge for the server.
+                    problem = sync_failure_message(exc)
+                    log.warning(
+                        "project sync failed: %s", problem, exc_info=log.isEnabledFor(logging.DEBUG)
+                    )
+                    with self._lock:
+                        if only is None:
                             self._sync_due = True  # it did not happen: still due
-                    raise
+                        self._problem = problem
+                    return {"status": "error", "projectPath": str(root), "error": problem}
                 # Another connection holds the write lock: nothing was written. Whatever this
                 # sync was for stays due (a full sync covers edited buffers too, through
                 # their live text), and the caller may retry.
@@ -426,6 +434,7 @@ class ProjectWorkspace:
         is dropped (its path and reason are reported, never its text).
         """
         self.ensure_fresh()
+        behind = self._problem  # the sync before the search failed: the index is older
         store = self._store()
         assert self.root is not None
         retrieval = search_project(
@@ -458,7 +467,12 @@ class ProjectWorkspace:
             if self._last_discovery and self._last_discovery.git
             else None
         )
-        return ValidatedSearch(replace(retrieval, hits=valid), dropped, reindexed, head)
+        warnings = list(retrieval.warnings)
+        if behind is not None:
+            warnings.append(f"the project index may be behind the files: {behind}")
+        return ValidatedSearch(
+            replace(retrieval, hits=valid, warnings=warnings), dropped, reindexed, head
+        )
 
     def _validate(
         self, hits: Sequence[ProjectHit]
@@ -663,6 +677,17 @@ def _sync_to_wire(result: ProjectSyncResult) -> dict[str, Any]:
         "partialFiles": list(result.partial_files),
         "longLineFiles": [{"path": p, "linesCut": n} for p, n in result.long_line_files],
     }
+
+
+def sync_failure_message(exc: BaseException) -> str:
+    """The `error` of a project sync that failed with `exc` (not a locked database): its type
+    and message (at most 300 characters, any lone surrogate escaped)."""
+    detail = str(exc).encode("utf-8", "backslashreplace").decode("utf-8")
+    if len(detail) > 300:
+        detail = detail[:300] + "..."
+    return (
+        f"project sync failed ({type(exc).__name__}: {detail}); the index keeps its previous state"
+    )
 
 
 def partial_files_warning(paths: Sequence[str]) -> str:
