@@ -197,7 +197,7 @@ class Ds4Protocol(LanguageServerProtocol):
         """Write one message (pygls's writer, made total).
 
         A message that cannot be encoded (nested deeper than `json.dumps` can go, a value JSON
-        has no form for) becomes, when it is a response, an InternalError answer to its id, so
+        has no form for, a NaN or infinite float: `allow_nan=False`, RFC 8259 section 6) becomes, when it is a response, an InternalError answer to its id, so
         a request always gets a response. pygls's tracebacks never go into `error.data`. The
         body is ASCII (`json.dumps` escapes the rest, lone surrogates included), so its length
         in characters is its `Content-Length` in bytes.
@@ -210,11 +210,16 @@ class Ds4Protocol(LanguageServerProtocol):
         if isinstance(data, types.ResponseErrorMessage):
             data = without_traceback(data)
         try:
-            body = json.dumps(data, default=self._serialize_message)
+            body = json.dumps(data, default=self._serialize_message, allow_nan=False)
         except (RecursionError, ValueError, TypeError) as exc:
             log.error("a message could not be encoded: %s", type(exc).__name__)
-            msg_id = data.get("id") if isinstance(data, dict) else getattr(data, "id", None)
-            if msg_id is None or not hasattr(data, "result"):
+            if isinstance(data, dict):
+                msg_id = data.get("id")
+                is_response = "result" in data or "error" in data
+            else:
+                msg_id = getattr(data, "id", None)
+                is_response = hasattr(data, "result") or hasattr(data, "error")
+            if msg_id is None or not is_response:
                 return  # not a response of ours: nothing is owed
             body = json.dumps(
                 error_response(
