@@ -29,6 +29,7 @@ from pygls.exceptions import (
     JsonRpcException,
     JsonRpcInternalError,
     JsonRpcInvalidParams,
+    JsonRpcMethodNotFound,
 )
 from pygls.lsp.server import LanguageServer
 from pygls.protocol import (
@@ -40,7 +41,7 @@ from pygls.protocol import (
 
 from ds4_core.config import flatten_settings
 from ds4_core.engine import ContextEngine
-from ds4_core.json_bounds import bounded_text
+from ds4_core.json_bounds import bounded_text, echo
 from ds4_core.requests import DatabaseUnavailableError, RequestError, RequestFailedError
 
 from . import __version__
@@ -145,6 +146,17 @@ class Ds4Protocol(LanguageServerProtocol):
         method = data["method"]
         is_request = "id" in data
         fallback = JsonRPCRequestMessage if is_request else JsonRPCNotification
+        if not self.serves(method):
+            # Unknown: whatever its params, pygls answers MethodNotFound (or ignores it).
+            message_id = {"id": data["id"]} if is_request else {}
+            return fallback(
+                **message_id, method=method, jsonrpc=data["jsonrpc"], params=data.get("params")
+            )
+        problem = envelope_params_problem(method, data.get("params"))
+        if problem is not None:
+            message, fields = problem
+            log.warning("%s: rejected malformed params (%d field error(s))", method, len(fields))
+            return MalformedMessage(method, data.get("id") if is_request else None, message, fields)
         try:
             return self._converter.structure(data, self.get_message_type(method) or fallback)
         except BaseValidationError as exc:
@@ -154,6 +166,25 @@ class Ds4Protocol(LanguageServerProtocol):
             fields = ["params"]
         log.warning("%s: rejected malformed params (%d field error(s))", method, len(fields))
         return MalformedMessage(method, data.get("id") if is_request else None, message, fields)
+
+    def serves(self, method: str) -> bool:
+        """Whether a request or notification `method` from the client has a handler (pygls's
+        built-in features, ours, or `$/cancelRequest`, which pygls handles itself)."""
+        return (
+            method == types.CANCEL_REQUEST
+            or method in self.fm.builtin_features
+            or method in self.fm.features
+        )
+
+    def _get_handler(self, feature_name: str) -> Any:
+        """pygls's handler lookup; an unknown method's MethodNotFound (-32601) quotes its name
+        through `echo` (80 characters at most, then its length), not whole."""
+        try:
+            return super()._get_handler(feature_name)
+        except JsonRpcMethodNotFound:
+            raise JsonRpcMethodNotFound(
+                message=f"{JsonRpcMethodNotFound.MESSAGE}: {echo(feature_name)}"
+            ) from None
 
     def receive(self, body: bytes) -> None:
         """Handle one frame body from the client (`transport.read_messages`).
@@ -279,7 +310,16 @@ class Ds4Protocol(LanguageServerProtocol):
     def lsp_workspace__execute_command(
         self, params: types.ExecuteCommandParams
     ) -> Generator[Any, Any, Any]:
-        """pygls's executeCommand, remembering the request's `workDoneToken` for the handler."""
+        """pygls's executeCommand, remembering the request's `workDoneToken` for the handler.
+        An unknown command is InvalidParams naming `params.command`, its name quoted through
+        `echo` (pygls quoted it whole)."""
+        if params.command not in self.fm.commands:
+            known = ", ".join(sorted(self.fm.commands))
+            raise JsonRpcInvalidParams(
+                message=f"{types.WORKSPACE_EXECUTE_COMMAND}: params.command: unknown command "
+                f"{echo(params.command)} (known: {known})",
+                data={"fields": ["params.command"]},
+            )
         _WORK_DONE_TOKEN.set(params.work_done_token)
         return (yield from super().lsp_workspace__execute_command(params))
 
@@ -426,7 +466,7 @@ class Ds4Server(LanguageServer):
 
         `method` (e.g. `ds4/plan`) prefixes error messages. Raises `JsonRpcInvalidParams` when
         the engine rejects the input (`RequestError`; the message names the field under
-        `field_root`: `params` for requests, e.g. `arguments[0]` for a command) and
+        `field_root`: `params` for requests, e.g. `params.arguments[0]` for a command) and
         `JsonRpcInternalError` with a generic message for any other failure, which is logged
         with its type and stack frames only (never its message: it may quote session text).
         """
@@ -588,6 +628,30 @@ class Ds4Server(LanguageServer):
         log.error(
             "server error (%s): %s", getattr(source, "__name__", source), type(error).__name__
         )
+
+
+def envelope_params_problem(method: str, params: Any) -> tuple[str, list[str]] | None:
+    """What is wrong with `params` of `method` where lsprotocol's types would not say it, as
+    (message, field paths), or None.
+
+    * `$/cancelRequest`: `params.id` must be an integer or a string (lsprotocol accepts any
+      value, and pygls then fails with TypeError looking up an object id).
+    * `workspace/executeCommand`: `params.arguments`, when present and not null, must be an
+      array (the converter turns an object into its keys and a string into its characters).
+    """
+    if method == types.CANCEL_REQUEST:
+        if not isinstance(params, dict):
+            return f"{method}: params: expected an object", ["params"]
+        msg_id = params.get("id")
+        if isinstance(msg_id, bool) or not isinstance(msg_id, int | str):
+            return f"{method}: params.id: expected an integer or a string", ["params.id"]
+    elif method == types.WORKSPACE_EXECUTE_COMMAND and isinstance(params, dict):
+        arguments = params.get("arguments")
+        if arguments is not None and not isinstance(arguments, list):
+            command = params.get("command")
+            label = bounded_text(command) if isinstance(command, str) else method
+            return f"{label}: params.arguments: expected an array", ["params.arguments"]
+    return None
 
 
 def without_traceback(message: types.ResponseErrorMessage) -> types.ResponseErrorMessage:

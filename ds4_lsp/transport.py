@@ -16,8 +16,8 @@ replaces that loop (`serve_stdio`):
   header inside a valid JSON body.
 * `decode_message` checks the JSON-RPC 2.0 envelope ("Request object", "Error object"):
   invalid UTF-8 or JSON is ParseError (-32700, id null); a batch, a `jsonrpc` other than
-  "2.0", a `method` that is not a string or an id that is neither a number nor a string is
-  InvalidRequest (-32600); a value nested deeper than `json_bounds.MAX_JSON_DEPTH` is
+  "2.0", a `method` that is not a string or an id that is neither a number nor a string (a
+  request with `id: null` included) is InvalidRequest (-32600); a value nested deeper than `json_bounds.MAX_JSON_DEPTH` is
   InvalidRequest (or InvalidParams naming the field of a request whose id is known), and so
   is a number JSON has no value for (`NaN`, `Infinity`, `-Infinity`, which Python's `json`
   accepts, or a literal such as `1e999` that overflows to infinity; RFC 8259 section 6).
@@ -362,8 +362,8 @@ def decode_message(body: bytes) -> dict[str, Any] | EnvelopeError:
     """The JSON-RPC 2.0 message object of one frame body, or why it cannot be dispatched.
 
     The checks follow JSON-RPC 2.0 sections 4, 5.1 and 6 (LSP does not use batches): the
-    returned dict has `jsonrpc: "2.0"`, a string `method` when it has one, an integer, string
-    or null `id` when it has one, no array or object nested deeper than `MAX_JSON_DEPTH`
+    returned dict has `jsonrpc: "2.0"`, a string `method` when it has one, an integer or
+    string `id` when it has one (null only in a response), no array or object nested deeper than `MAX_JSON_DEPTH`
     levels, and only finite numbers.
     """
     try:
@@ -396,6 +396,12 @@ def decode_message(body: bytes) -> dict[str, Any] | EnvelopeError:
             'Invalid request: `jsonrpc` must be "2.0"',
             msg_id,
             answer=not is_response,
+        )
+    if "id" in data and raw_id is None and "method" in data:
+        # JSON-RPC 2.0 section 4 discourages a null id, and LSP's RequestMessage has
+        # `id: integer | string`: neither a request that can be answered nor a notification.
+        return EnvelopeError(
+            INVALID_REQUEST, "Invalid request: `id` must be an integer or a string, not null", None
         )
     if "id" in data and raw_id is not None and not _valid_id(raw_id):
         return EnvelopeError(

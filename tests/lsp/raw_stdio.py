@@ -78,11 +78,14 @@ class RawServer:
         """Requests the server sent to the client, in order."""
         self._pending: list[dict[str, Any]] = []
         self.stderr_lines: list[str] = []
+        self.notifications: list[dict[str, Any]] = []
+        """Notifications the server sent, in order."""
         self.invalid_frames: list[bytes] = []
         """Bodies the server wrote that are not strict JSON (RFC 8259: no NaN, Infinity)."""
         self._ids = itertools.count(1000)
         threading.Thread(target=self._read_stdout, daemon=True).start()
-        threading.Thread(target=self._read_stderr, daemon=True).start()
+        self._stderr_reader = threading.Thread(target=self._read_stderr, daemon=True)
+        self._stderr_reader.start()
 
     def _read_stdout(self) -> None:
         stream = self.process.stdout
@@ -108,8 +111,10 @@ class RawServer:
                 message = json.loads(body)
             if "method" not in message:
                 self._responses.put(message)
-            elif "id" in message:  # a request from the server (notifications are dropped)
+            elif "id" in message:  # a request from the server
                 self.requests.put(message)
+            else:
+                self.notifications.append(message)
 
     def _read_stderr(self) -> None:
         stream = self.process.stderr
@@ -175,12 +180,17 @@ class RawServer:
         return self.process.poll() is None
 
     def close(self) -> int:
-        """`shutdown` + `exit` if still running (else kill); returns the exit code."""
+        """`shutdown` + `exit` if still running (else kill); returns the exit code. Once it
+        returns, `stderr_lines` holds all the process wrote."""
         if self.alive:
             try:
                 self.call("shutdown")
                 self.send(frame({"jsonrpc": "2.0", "method": "exit"}))
-                return self.process.wait(TIMEOUT_S)
+                code = self.process.wait(TIMEOUT_S)
+                self._stderr_reader.join(TIMEOUT_S)
+                return code
             except (AssertionError, OSError, subprocess.TimeoutExpired):
                 self.process.kill()
-        return self.process.wait(TIMEOUT_S)
+        code = self.process.wait(TIMEOUT_S)
+        self._stderr_reader.join(TIMEOUT_S)
+        return code

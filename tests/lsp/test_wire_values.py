@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from raw_stdio import RawServer, frame
+from raw_stdio import RawServer, frame, request
 from session_files import SessionWriter
 
 INVALID_REQUEST = -32600
@@ -80,3 +80,125 @@ def test_a_session_line_with_a_huge_number_never_puts_infinity_on_the_wire(
     )
     assert "result" in answer, answer
     assert "1e999" not in json.dumps(answer) and "Infinity" not in json.dumps(answer)
+
+
+# --------------------------------------------------------------------------- echoes
+
+HUGE = "A" * 10_000_000  # 10 MB
+
+
+def test_unknown_methods_and_commands_are_quoted_briefly(server: RawServer) -> None:
+    server.send(frame(request(10, "no/such" + HUGE, {"a": 1})))
+    error = error_of(server.answer(10), METHOD_NOT_FOUND)
+    assert error["message"].startswith("Method Not Found: 'no/suchAAA"), error
+    assert error["message"].endswith("...' (10000007 characters)"), error
+    answer = server.call("workspace/executeCommand", {"command": "ds4." + HUGE})
+    error = error_of(answer, INVALID_PARAMS)
+    assert error["message"].startswith("workspace/executeCommand: params.command: unknown"), error
+    assert "(10000004 characters)" in error["message"], error
+    assert error["data"]["fields"] == ["params.command"]
+    server.probe()
+
+
+def test_a_change_to_an_unopened_huge_uri_is_logged_briefly(server: RawServer) -> None:
+    uri = "file:///" + "B" * 3_000_000
+    server.send(
+        frame(
+            {
+                "jsonrpc": "2.0",
+                "method": "textDocument/didChange",
+                "params": {
+                    "textDocument": {"uri": uri, "version": 2},
+                    "contentChanges": [{"text": "x"}],
+                },
+            }
+        )
+    )
+    server.probe()
+    server.close()
+    logged = [
+        n["params"]["message"]
+        for n in server.notifications
+        if n["method"] == "window/logMessage" and "is not open" in n["params"]["message"]
+    ]
+    assert len(logged) == 1 and len(logged[0]) < 200, [len(m) for m in logged]
+    assert "(3000008 characters)" in logged[0]
+    warned = [line for line in server.stderr_lines if "is not open" in line]
+    assert len(warned) == 1 and len(warned[0]) < 300, [len(line) for line in warned]
+
+
+# --------------------------------------------------------------------------- codes
+
+
+def test_an_unknown_method_without_params_is_method_not_found(server: RawServer) -> None:
+    server.send(frame({"jsonrpc": "2.0", "id": 1, "method": "no/such"}))
+    assert error_of(server.answer(1), METHOD_NOT_FOUND)["message"] == "Method Not Found: 'no/such'"
+    server.send(frame({"jsonrpc": "2.0", "id": 2, "method": "no/such", "params": None}))
+    error_of(server.answer(2), METHOD_NOT_FOUND)
+    server.send(frame({"jsonrpc": "2.0", "method": "no/such"}))  # a notification: ignored
+    server.probe()
+
+
+def test_a_request_with_a_null_id_gets_invalid_request_with_a_null_id(server: RawServer) -> None:
+    server.send(frame({"jsonrpc": "2.0", "id": None, "method": "ds4/retrieve"}))
+    answer = server.answer(None)
+    assert answer["id"] is None
+    assert "null" in error_of(answer, INVALID_REQUEST)["message"]
+    server.probe()
+
+
+COMMANDS = ("ds4.rebuildIndex", "ds4.health", "ds4.projectStatus", "ds4.summaries")
+
+
+@pytest.mark.parametrize("arguments", [{"a": 1}, {"session": {"file": "x"}}, "abc", 5, True])
+def test_command_arguments_that_are_not_an_array_are_named(
+    server: RawServer, arguments: object
+) -> None:
+    for command in COMMANDS:
+        answer = server.call(
+            "workspace/executeCommand", {"command": command, "arguments": arguments}
+        )
+        error = error_of(answer, INVALID_PARAMS)
+        assert error["message"] == f"{command}: params.arguments: expected an array", error
+        assert error["data"]["fields"] == ["params.arguments"]
+    server.probe()
+
+
+def test_command_argument_paths_start_at_params(server: RawServer) -> None:
+    for command in COMMANDS[:3]:
+        answer = server.call("workspace/executeCommand", {"command": command, "arguments": [5]})
+        error = error_of(answer, INVALID_PARAMS)
+        assert error["data"]["fields"] == ["params.arguments[0]"], error
+        assert error["message"].startswith(f"{command}: params.arguments[0]: "), error
+    answer = server.call(
+        "workspace/executeCommand", {"command": "ds4.summaries", "arguments": [{"format": "dot"}]}
+    )
+    error = error_of(answer, INVALID_PARAMS)
+    assert error["data"]["fields"] == ["params.arguments[0].session"], error
+    answer = server.call("workspace/executeCommand", {"command": "ds4.summaries", "arguments": []})
+    assert error_of(answer, INVALID_PARAMS)["data"]["fields"] == ["params.arguments"]
+
+
+# --------------------------------------------------------------------------- logs
+
+
+def test_client_mistakes_are_answered_and_logged_as_warnings_only(server: RawServer) -> None:
+    """A malformed `$/cancelRequest` is InvalidParams (request) or a warning (notification);
+    no client error puts an ERROR line on stderr (Neovim shows those as errors)."""
+    answer = server.call("$/cancelRequest", {"id": {"a": 1}})
+    error = error_of(answer, INVALID_PARAMS)
+    assert error["data"]["fields"] == ["params.id"], error
+    server.send(frame({"jsonrpc": "2.0", "method": "$/cancelRequest", "params": {"id": {"a": 1}}}))
+    server.send(frame({"jsonrpc": "2.0", "method": "$/cancelRequest", "params": {"id": 99}}))
+    error_of(
+        server.call("workspace/executeCommand", {"command": "ds4.health", "arguments": [5]}),
+        INVALID_PARAMS,
+    )
+    error_of(server.call("ds4/retrieve", {"maxResults": "x"}), INVALID_PARAMS)
+    error_of(server.call("no/such", {}), METHOD_NOT_FOUND)
+    server.send(frame(b"{not json"))
+    server.probe()
+    assert server.close() == 0
+    errors = [line for line in server.stderr_lines if " ERROR " in line or "CRITICAL" in line]
+    assert errors == [], errors
+    assert any("$/cancelRequest" in line and " WARNING " in line for line in server.stderr_lines)
