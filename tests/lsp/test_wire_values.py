@@ -202,3 +202,40 @@ def test_client_mistakes_are_answered_and_logged_as_warnings_only(server: RawSer
     errors = [line for line in server.stderr_lines if " ERROR " in line or "CRITICAL" in line]
     assert errors == [], errors
     assert any("$/cancelRequest" in line and " WARNING " in line for line in server.stderr_lines)
+
+
+def test_setting_keys_from_the_client_are_quoted_briefly(tmp_path: Path) -> None:
+    """A 3 MB override key, override field or setting name is named in a short warning."""
+    big = "K" * 3_000_000
+    server = RawServer(tmp_path / "ds4.db")
+    try:
+        server.initialize(
+            {
+                "settings": {
+                    "modelAwareness": {"overrides": {big: {}}},
+                    "context": {big: 1},
+                }
+            }
+        )
+        server.probe()
+        server.send(
+            frame(
+                {
+                    "jsonrpc": "2.0",
+                    "method": "workspace/didChangeConfiguration",
+                    "params": {"settings": {"modelAwareness": {"overrides": {"a/b": {big: 1}}}}},
+                }
+            )
+        )
+        server.probe()
+    finally:
+        server.close()
+    shown = [
+        n["params"]["message"]
+        for n in server.notifications
+        if n["method"] in ("window/showMessage", "window/logMessage")
+    ]
+    warnings = [m for m in shown if "was ignored" in m]
+    assert len(warnings) == 3, [m[:100] for m in shown]
+    assert max(len(m) for m in warnings) < 600, [len(m) for m in warnings]
+    assert all(len(line) < 1000 for line in server.stderr_lines)
