@@ -228,8 +228,9 @@ class Ds4Protocol(LanguageServerProtocol):
         """Write one message (pygls's writer, made total).
 
         A message that cannot be encoded (nested deeper than `json.dumps` can go, a value JSON
-        has no form for, a NaN or infinite float: `allow_nan=False`, RFC 8259 section 6) becomes, when it is a response, an InternalError answer to its id, so
-        a request always gets a response. pygls's tracebacks never go into `error.data`. The
+        has no form for, a NaN or infinite float: `allow_nan=False`, RFC 8259 section 6)
+        becomes, when it is a response, an InternalError answer to its id, so a request always
+        gets a response. pygls's tracebacks never go into `error.data`. The
         body is ASCII (`json.dumps` escapes the rest, lone surrogates included), so its length
         in characters is its `Content-Length` in bytes.
         """

@@ -17,9 +17,9 @@ replaces that loop (`serve_stdio`):
 * `decode_message` checks the JSON-RPC 2.0 envelope ("Request object", "Error object"):
   invalid UTF-8 or JSON is ParseError (-32700, id null); a batch, a `jsonrpc` other than
   "2.0", a `method` that is not a string or an id that is neither a number nor a string (a
-  request with `id: null` included) is InvalidRequest (-32600); a value nested deeper than `json_bounds.MAX_JSON_DEPTH` is
-  InvalidRequest (or InvalidParams naming the field of a request whose id is known), and so
-  is a number JSON has no value for (`NaN`, `Infinity`, `-Infinity`, which Python's `json`
+  request with `id: null` included) is InvalidRequest (-32600); a value nested deeper than
+  `json_bounds.MAX_JSON_DEPTH` is InvalidRequest (or InvalidParams naming the field of a
+  request whose id is known), and so is a number JSON has no value for (`NaN`, `Infinity`, `-Infinity`, which Python's `json`
   accepts, or a literal such as `1e999` that overflows to infinity; RFC 8259 section 6).
   Error messages never quote the body.
 """
@@ -363,8 +363,8 @@ def decode_message(body: bytes) -> dict[str, Any] | EnvelopeError:
 
     The checks follow JSON-RPC 2.0 sections 4, 5.1 and 6 (LSP does not use batches): the
     returned dict has `jsonrpc: "2.0"`, a string `method` when it has one, an integer or
-    string `id` when it has one (null only in a response), no array or object nested deeper than `MAX_JSON_DEPTH`
-    levels, and only finite numbers.
+    string `id` when it has one (null only in a response), no array or object nested deeper
+    than `MAX_JSON_DEPTH` levels, and only finite numbers.
     """
     try:
         text = body.decode("utf-8")

@@ -81,7 +81,8 @@ def _overrides(value: Any) -> str | None:
             return f"{echo(key)}: expected an object of limits"
         for name, limit in limits.items():
             if name not in _OVERRIDE_FIELDS:
-                return f"{echo(key)}: unknown field {echo(name)} (known: {', '.join(_OVERRIDE_FIELDS)})"
+                known = ", ".join(_OVERRIDE_FIELDS)
+                return f"{echo(key)}: unknown field {echo(name)} (known: {known})"
             lo, hi = _OVERRIDE_FIELDS[name]
             if isinstance(limit, bool) or not isinstance(limit, int) or not lo <= limit <= hi:
                 return f"{echo(key)}.{name}: expected an integer in {lo}..{hi}"
