@@ -67,7 +67,13 @@ from .protocol import (
     server_converter,
     settings_section,
 )
-from .transport import EnvelopeError, FrameReader, decode_message, error_response
+from .transport import (
+    INVALID_REQUEST,
+    EnvelopeError,
+    FrameReader,
+    decode_message,
+    error_response,
+)
 
 log = logging.getLogger("ds4_lsp")
 
@@ -205,7 +211,20 @@ class Ds4Protocol(LanguageServerProtocol):
                 self._handle_response(data.msg_id, None, error)
             return
         try:
-            self.handle_message(self.structure_message(data))
+            message = self.structure_message(data)
+            self.handle_message(message)
+            if "method" in data and "id" in data and not hasattr(message, "id"):
+                # A notification method sent as a request: handled (nothing is lost), and
+                # answered, since every request is (JSON-RPC 2.0 section 4.1).
+                if not self._shutdown:
+                    self.send_raw(
+                        error_response(
+                            data["id"],
+                            INVALID_REQUEST,
+                            f"Invalid request: {data['method']} is a notification: it was "
+                            "handled; send it without `id`",
+                        )
+                    )
         except Exception as exc:
             log.error("message not handled: %s", type(exc).__name__)
             msg_id = data.get("id")

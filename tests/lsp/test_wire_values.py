@@ -239,3 +239,14 @@ def test_setting_keys_from_the_client_are_quoted_briefly(tmp_path: Path) -> None
     assert len(warnings) == 3, [m[:100] for m in shown]
     assert max(len(m) for m in warnings) < 600, [len(m) for m in warnings]
     assert all(len(line) < 1000 for line in server.stderr_lines)
+
+
+def test_a_notification_sent_as_a_request_is_handled_and_answered(server: RawServer) -> None:
+    """`$/cancelRequest` or `textDocument/didOpen` with an `id`: the notification takes
+    effect, and the request still gets an answer (InvalidRequest saying so)."""
+    server.send(frame(request(30, "$/cancelRequest", {"id": 99})))
+    assert "notification" in error_of(server.answer(30), INVALID_REQUEST)["message"]
+    item = {"uri": "file:///tmp/as-request.py", "languageId": "python", "version": 1, "text": ""}
+    server.send(frame(request(31, "textDocument/didOpen", {"textDocument": item})))
+    error_of(server.answer(31), INVALID_REQUEST)
+    assert server.probe()["server"]["openDocuments"] == 1
