@@ -14,9 +14,10 @@ pygls's workspace for an `LspWorkspace` during `initialize`, before any document
 
 Open documents are keyed by `document_key(uri)`: a Windows client may name one file
 `file:///c%3A/Users/dev/My%20Project/app.py` in one message and `file:///C:/Users/dev/My%20Project/app.py`
-in the next (VS Code encodes the colon and lower-cases the drive; other clients do neither), so
-percent-encoding is decoded and the drive letter lower-cased wherever a document is looked up
-(the workspace, the published diagnostics, project sync).
+in the next (VS Code encodes the colon and lower-cases the drive; other clients do neither;
+some write `file://localhost/`, `C|`, backslashes or dot segments), so every spelling is
+reduced to one key wherever a document is looked up (the workspace, the published
+diagnostics, project sync).
 """
 
 from __future__ import annotations
@@ -32,19 +33,66 @@ from pygls.workspace.position_codec import ServerTextPosition, ServerTextRange
 LINE_BREAK = re.compile(r"\r\n|\r|\n")
 """A line terminator in LSP 3.17: `\\r\\n`, `\\r` or `\\n`, nothing else."""
 
-_DRIVE = re.compile(r"^(file:///?)([A-Za-z]):", re.IGNORECASE)
+_DRIVE = re.compile(r"/*([A-Za-z])[:|](?=[/\\]|$)")
+"""A Windows drive at the start of a `file:` URI's path: `/C:`, `/c|` (RFC 8089 appendix
+E.2.2), or `C:` without its slash (RFC 8089 appendix E.2)."""
 
 
 def document_key(uri: str) -> str:
-    """The key under which the document `uri` is kept: percent-encoding decoded (as pygls's
-    workspace does) and, in a `file:` URI of a Windows path, the drive letter lower-cased (as
-    `pygls.uris.to_fs_path` and VS Code do). `file:///c%3A/My%20Project/a.py` and
-    `file:///C:/My%20Project/a.py` give one key, `file:///c:/My Project/a.py`."""
+    """The key under which the document `uri` is kept: one key for every spelling of one
+    `file:` URI, and different keys for different paths.
+
+    Percent-encoding is decoded (as pygls's workspace does). In a `file:` URI, the scheme is
+    lower-cased, the authority `localhost` is the empty one (RFC 8089 section 2), and dot
+    segments are removed (`/./`, `a/../`; RFC 3986 section 5.2.4). In the path of a Windows
+    drive, `|` after the letter is `:` (RFC 8089 appendix E.2.2), a backslash is `/`, and the
+    drive letter is lower-cased (as `pygls.uris.to_fs_path` and VS Code do); the rest of the
+    path keeps its case. So `file:///c%3A/My%20Project/a.py`, `file:///C:/My%20Project/a.py`,
+    `file://localhost/C|/My Project/./a.py` and `file:///C:\\My Project\\a.py` give one key,
+    `file:///c:/My Project/a.py`. Other URIs are keyed decoded only.
+    """
     key = unquote(uri)
-    match = _DRIVE.match(key)
-    if match is None:
+    if key[:5].lower() != "file:":
         return key
-    return f"{match.group(1).lower()}{match.group(2).lower()}:{key[match.end() :]}"
+    rest = key[5:]
+    authority = ""
+    if rest.startswith("//"):
+        authority, slash, path = rest[2:].partition("/")
+        if _DRIVE.match(authority):  # file://C:/x: no authority, a drive
+            authority, path = "", authority + slash + path
+        else:
+            path = slash + path
+        if authority.lower() == "localhost":
+            authority = ""
+    else:
+        path = rest
+    drive = _DRIVE.match(path)
+    if drive is not None:
+        tail = path[drive.end() :].replace("\\", "/")
+        return f"file://{authority}/{drive.group(1).lower()}:{_without_dot_segments(tail)}"
+    return f"file://{authority}{_without_dot_segments(path)}"
+
+
+def _without_dot_segments(path: str) -> str:
+    """`path` with its `.` and `..` segments resolved (RFC 3986 section 5.2.4); `..` never
+    climbs above the start."""
+    if "." not in path:
+        return path
+    segments = path.split("/")
+    out: list[str] = []
+    for index, segment in enumerate(segments):
+        last = index == len(segments) - 1
+        if segment == ".":
+            if last:
+                out.append("")
+        elif segment == "..":
+            if len(out) > 1 or (out and out[0] != ""):
+                out.pop()
+            if last:
+                out.append("")
+        else:
+            out.append(segment)
+    return "/".join(out)
 
 
 def split_lines(text: str) -> tuple[str, ...]:

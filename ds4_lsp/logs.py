@@ -59,6 +59,34 @@ class RedactPyglsFilter(logging.Filter):
         return True
 
 
+CLIENT_ERROR_CODES = frozenset({-32700, -32600, -32601, -32602, -32800})
+"""JSON-RPC codes of the client's mistakes (ParseError, InvalidRequest, MethodNotFound,
+InvalidParams) and of RequestCancelled: answered to the client, never a server error."""
+
+
+class ClientErrorLevelFilter(logging.Filter):
+    """Lower pygls's ERROR records about a client's mistake to WARNING.
+
+    pygls logs every JSON-RPC error a handler raises with `logger.exception` (ERROR), so each
+    InvalidParams answer also put `ERROR pygls.protocol.json_rpc: Exception occurred ...` on
+    stderr, which Neovim shows as an error. Installed on pygls's `json_rpc` logger, before
+    handlers check their levels; records whose exception has a code in `CLIENT_ERROR_CODES`
+    become WARNING records (they are still redacted by `RedactPyglsFilter`).
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        error = record.exc_info[1] if record.exc_info else None
+        code = getattr(error, "code", None)
+        if record.levelno > logging.WARNING and code in CLIENT_ERROR_CODES:
+            record.levelno, record.levelname = logging.WARNING, "WARNING"
+            # pygls's logger sits at WARNING or above: the record stays within its level.
+        return True
+
+
+PYGLS_JSON_RPC_LOGGER = "pygls.protocol.json_rpc"
+"""The pygls logger that reports exceptions raised by handlers."""
+
+
 CLIENT_BELOW = logging.WARNING
 """Records below this level go to the client once it is connected; the others to stderr."""
 
@@ -166,6 +194,9 @@ def configure_logging(level: str = "info") -> None:
         root.addHandler(handler)
     root.setLevel(numeric)
     logging.getLogger("pygls").setLevel(max(numeric, logging.WARNING))
+    json_rpc = logging.getLogger(PYGLS_JSON_RPC_LOGGER)
+    if not any(isinstance(f, ClientErrorLevelFilter) for f in json_rpc.filters):
+        json_rpc.addFilter(ClientErrorLevelFilter())
     _client_handler = client
 
 

@@ -23,6 +23,8 @@ from lsprotocol import types
 from pygls.exceptions import JsonRpcException
 from pygls.uris import to_fs_path
 
+from ds4_core.json_bounds import bounded_text
+
 from .documents import document_key
 from .handlers.diagnostics import clear_stale_snippets, publish_stale_snippets
 from .progress import WorkDoneProgress
@@ -32,6 +34,10 @@ if TYPE_CHECKING:
     from .server import Ds4Server
 
 log = logging.getLogger("ds4_lsp.project")
+
+MESSAGE_CHARS = 400
+"""Most characters of an engine problem shown to the user: it may quote a folder path the
+client sent (`json_bounds.bounded_text` cuts it)."""
 
 EDIT_DEBOUNCE_S = 0.15
 """Quiet time after the last buffer change before it is re-indexed (s). With the sync itself
@@ -125,14 +131,19 @@ class ProjectSync:
                     ls.engine.set_workspace_folders, self.folders, trusted, method="workspace"
                 )
             except JsonRpcException as exc:  # a refused root, or an engine failure (logged)
-                ls.show_message(f"ds4: project knowledge is off: {exc.message}")
+                ls.show_message(
+                    f"ds4: project knowledge is off: {bounded_text(exc.message, MESSAGE_CHARS)}"
+                )
                 status = {"status": "no-workspace", "projectPath": None}
                 try:
                     await ls.run_engine(ls.engine.set_workspace, None, trusted, method="workspace")
                 except JsonRpcException:
                     pass
             for refused in status.get("refused") or []:
-                ls.show_message(f"ds4: a workspace folder is left out: {refused['error']}")
+                ls.show_message(
+                    "ds4: a workspace folder is left out: "
+                    f"{bounded_text(refused['error'], MESSAGE_CHARS)}"
+                )
             self.project_path = status.get("projectPath")
             self.folder_paths = [
                 str(folder["projectPath"])

@@ -64,6 +64,10 @@ HEALTH = "ds4.health"
 PROJECT_STATUS = "ds4.projectStatus"
 SUMMARIES = "ds4.summaries"
 
+ARGUMENT_ROOT = "params.arguments[0]"
+"""The wire path of a command's argument object, as error messages name it (a command's
+fields are `params.arguments[0].session.file`, ...; docs/protocol.md "Errors")."""
+
 JsonObject = dict[str, Any]
 """A JSON object passed through as is (Pi `AgentMessage`, settings, stats)."""
 
@@ -981,21 +985,22 @@ def command_argument(command: str, arguments: Sequence[Any], cls: type[R]) -> R:
 
     Raises:
         JsonRpcInvalidParams: not exactly one argument, or fields of the wrong type or
-            missing; the message names each field from `arguments[0]` (e.g.
-            `ds4.summaries: arguments[0].session.file: required field missing`) and
+            missing; the message names each field from `params.arguments[0]` (e.g.
+            `ds4.summaries: params.arguments[0].session.file: required field missing`) and
             `data.fields` lists their paths (lsp-notes.md pitfall 13).
     """
     if len(arguments) != 1:
         raise JsonRpcInvalidParams(
-            message=f"{command}: arguments: expected one argument object (got {len(arguments)})",
-            data={"fields": ["arguments"]},
+            message=f"{command}: params.arguments: expected one argument object "
+            f"(got {len(arguments)})",
+            data={"fields": ["params.arguments"]},
         )
     try:
         return CONVERTER.structure(arguments[0], cls)
     except BaseValidationError as exc:
-        message, fields = describe_structure_error(command, exc, root="arguments[0]")
+        message, fields = describe_structure_error(command, exc, root=ARGUMENT_ROOT)
     except WireTypeError as exc:  # the argument itself is not an object
-        message, fields = f"{command}: arguments[0]: {exc}", ["arguments[0]"]
+        message, fields = f"{command}: {ARGUMENT_ROOT}: {exc}", [ARGUMENT_ROOT]
     raise JsonRpcInvalidParams(message=message, data={"fields": fields})
 
 

@@ -29,6 +29,7 @@ from pygls.exceptions import (
     JsonRpcException,
     JsonRpcInternalError,
     JsonRpcInvalidParams,
+    JsonRpcMethodNotFound,
 )
 from pygls.lsp.server import LanguageServer
 from pygls.protocol import (
@@ -40,7 +41,7 @@ from pygls.protocol import (
 
 from ds4_core.config import flatten_settings
 from ds4_core.engine import ContextEngine
-from ds4_core.json_bounds import bounded_text
+from ds4_core.json_bounds import bounded_text, echo
 from ds4_core.requests import DatabaseUnavailableError, RequestError, RequestFailedError
 
 from . import __version__
@@ -66,7 +67,13 @@ from .protocol import (
     server_converter,
     settings_section,
 )
-from .transport import EnvelopeError, FrameReader, decode_message, error_response
+from .transport import (
+    INVALID_REQUEST,
+    EnvelopeError,
+    FrameReader,
+    decode_message,
+    error_response,
+)
 
 log = logging.getLogger("ds4_lsp")
 
@@ -145,6 +152,17 @@ class Ds4Protocol(LanguageServerProtocol):
         method = data["method"]
         is_request = "id" in data
         fallback = JsonRPCRequestMessage if is_request else JsonRPCNotification
+        if not self.serves(method):
+            # Unknown: whatever its params, pygls answers MethodNotFound (or ignores it).
+            message_id = {"id": data["id"]} if is_request else {}
+            return fallback(
+                **message_id, method=method, jsonrpc=data["jsonrpc"], params=data.get("params")
+            )
+        problem = envelope_params_problem(method, data.get("params"))
+        if problem is not None:
+            message, fields = problem
+            log.warning("%s: rejected malformed params (%d field error(s))", method, len(fields))
+            return MalformedMessage(method, data.get("id") if is_request else None, message, fields)
         try:
             return self._converter.structure(data, self.get_message_type(method) or fallback)
         except BaseValidationError as exc:
@@ -154,6 +172,25 @@ class Ds4Protocol(LanguageServerProtocol):
             fields = ["params"]
         log.warning("%s: rejected malformed params (%d field error(s))", method, len(fields))
         return MalformedMessage(method, data.get("id") if is_request else None, message, fields)
+
+    def serves(self, method: str) -> bool:
+        """Whether a request or notification `method` from the client has a handler (pygls's
+        built-in features, ours, or `$/cancelRequest`, which pygls handles itself)."""
+        return (
+            method == types.CANCEL_REQUEST
+            or method in self.fm.builtin_features
+            or method in self.fm.features
+        )
+
+    def _get_handler(self, feature_name: str) -> Any:
+        """pygls's handler lookup; an unknown method's MethodNotFound (-32601) quotes its name
+        through `echo` (80 characters at most, then its length), not whole."""
+        try:
+            return super()._get_handler(feature_name)
+        except JsonRpcMethodNotFound:
+            raise JsonRpcMethodNotFound(
+                message=f"{JsonRpcMethodNotFound.MESSAGE}: {echo(feature_name)}"
+            ) from None
 
     def receive(self, body: bytes) -> None:
         """Handle one frame body from the client (`transport.read_messages`).
@@ -174,7 +211,20 @@ class Ds4Protocol(LanguageServerProtocol):
                 self._handle_response(data.msg_id, None, error)
             return
         try:
-            self.handle_message(self.structure_message(data))
+            message = self.structure_message(data)
+            self.handle_message(message)
+            if "method" in data and "id" in data and not hasattr(message, "id"):
+                # A notification method sent as a request: handled (nothing is lost), and
+                # answered, since every request is (JSON-RPC 2.0 section 4.1).
+                if not self._shutdown:
+                    self.send_raw(
+                        error_response(
+                            data["id"],
+                            INVALID_REQUEST,
+                            f"Invalid request: {data['method']} is a notification: it was "
+                            "handled; send it without `id`",
+                        )
+                    )
         except Exception as exc:
             log.error("message not handled: %s", type(exc).__name__)
             msg_id = data.get("id")
@@ -197,8 +247,9 @@ class Ds4Protocol(LanguageServerProtocol):
         """Write one message (pygls's writer, made total).
 
         A message that cannot be encoded (nested deeper than `json.dumps` can go, a value JSON
-        has no form for) becomes, when it is a response, an InternalError answer to its id, so
-        a request always gets a response. pygls's tracebacks never go into `error.data`. The
+        has no form for, a NaN or infinite float: `allow_nan=False`, RFC 8259 section 6)
+        becomes, when it is a response, an InternalError answer to its id, so a request always
+        gets a response. pygls's tracebacks never go into `error.data`. The
         body is ASCII (`json.dumps` escapes the rest, lone surrogates included), so its length
         in characters is its `Content-Length` in bytes.
         """
@@ -210,11 +261,16 @@ class Ds4Protocol(LanguageServerProtocol):
         if isinstance(data, types.ResponseErrorMessage):
             data = without_traceback(data)
         try:
-            body = json.dumps(data, default=self._serialize_message)
+            body = json.dumps(data, default=self._serialize_message, allow_nan=False)
         except (RecursionError, ValueError, TypeError) as exc:
             log.error("a message could not be encoded: %s", type(exc).__name__)
-            msg_id = data.get("id") if isinstance(data, dict) else getattr(data, "id", None)
-            if msg_id is None or not hasattr(data, "result"):
+            if isinstance(data, dict):
+                msg_id = data.get("id")
+                is_response = "result" in data or "error" in data
+            else:
+                msg_id = getattr(data, "id", None)
+                is_response = hasattr(data, "result") or hasattr(data, "error")
+            if msg_id is None or not is_response:
                 return  # not a response of ours: nothing is owed
             body = json.dumps(
                 error_response(
@@ -274,7 +330,16 @@ class Ds4Protocol(LanguageServerProtocol):
     def lsp_workspace__execute_command(
         self, params: types.ExecuteCommandParams
     ) -> Generator[Any, Any, Any]:
-        """pygls's executeCommand, remembering the request's `workDoneToken` for the handler."""
+        """pygls's executeCommand, remembering the request's `workDoneToken` for the handler.
+        An unknown command is InvalidParams naming `params.command`, its name quoted through
+        `echo` (pygls quoted it whole)."""
+        if params.command not in self.fm.commands:
+            known = ", ".join(sorted(self.fm.commands))
+            raise JsonRpcInvalidParams(
+                message=f"{types.WORKSPACE_EXECUTE_COMMAND}: params.command: unknown command "
+                f"{echo(params.command)} (known: {known})",
+                data={"fields": ["params.command"]},
+            )
         _WORK_DONE_TOKEN.set(params.work_done_token)
         return (yield from super().lsp_workspace__execute_command(params))
 
@@ -430,7 +495,7 @@ class Ds4Server(LanguageServer):
 
         `method` (e.g. `ds4/plan`) prefixes error messages. Raises `JsonRpcInvalidParams` when
         the engine rejects the input (`RequestError`; the message names the field under
-        `field_root`: `params` for requests, e.g. `arguments[0]` for a command) and
+        `field_root`: `params` for requests, e.g. `params.arguments[0]` for a command) and
         `JsonRpcInternalError` with a generic message for any other failure, which is logged
         with its type and stack frames only (never its message: it may quote session text).
         """
@@ -599,6 +664,30 @@ class Ds4Server(LanguageServer):
         log.error(
             "server error (%s): %s", getattr(source, "__name__", source), type(error).__name__
         )
+
+
+def envelope_params_problem(method: str, params: Any) -> tuple[str, list[str]] | None:
+    """What is wrong with `params` of `method` where lsprotocol's types would not say it, as
+    (message, field paths), or None.
+
+    * `$/cancelRequest`: `params.id` must be an integer or a string (lsprotocol accepts any
+      value, and pygls then fails with TypeError looking up an object id).
+    * `workspace/executeCommand`: `params.arguments`, when present and not null, must be an
+      array (the converter turns an object into its keys and a string into its characters).
+    """
+    if method == types.CANCEL_REQUEST:
+        if not isinstance(params, dict):
+            return f"{method}: params: expected an object", ["params"]
+        msg_id = params.get("id")
+        if isinstance(msg_id, bool) or not isinstance(msg_id, int | str):
+            return f"{method}: params.id: expected an integer or a string", ["params.id"]
+    elif method == types.WORKSPACE_EXECUTE_COMMAND and isinstance(params, dict):
+        arguments = params.get("arguments")
+        if arguments is not None and not isinstance(arguments, list):
+            command = params.get("command")
+            label = bounded_text(command) if isinstance(command, str) else method
+            return f"{label}: params.arguments: expected an array", ["params.arguments"]
+    return None
 
 
 def without_traceback(message: types.ResponseErrorMessage) -> types.ResponseErrorMessage:

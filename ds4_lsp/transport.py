@@ -16,10 +16,12 @@ replaces that loop (`serve_stdio`):
   header inside a valid JSON body.
 * `decode_message` checks the JSON-RPC 2.0 envelope ("Request object", "Error object"):
   invalid UTF-8 or JSON is ParseError (-32700, id null); a batch, a `jsonrpc` other than
-  "2.0", a `method` that is not a string or an id that is neither a number nor a string is
-  InvalidRequest (-32600); a value nested deeper than `json_bounds.MAX_JSON_DEPTH` is
-  InvalidRequest (or InvalidParams naming the field of a request whose id is known). Error
-  messages never quote the body.
+  "2.0", a `method` that is not a string or an id that is neither a number nor a string (a
+  request with `id: null` included) is InvalidRequest (-32600); a value nested deeper than
+  `json_bounds.MAX_JSON_DEPTH` is InvalidRequest (or InvalidParams naming the field of a
+  request whose id is known), and so is a number JSON has no value for (`NaN`, `Infinity`, `-Infinity`, which Python's `json`
+  accepts, or a literal such as `1e999` that overflows to infinity; RFC 8259 section 6).
+  Error messages never quote the body.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import math
 import re
 import threading
 from dataclasses import dataclass
@@ -310,6 +313,53 @@ class EnvelopeError:
     answer: bool = True
 
 
+class _NonFinite:
+    """Stands, in a decoded message, for a number JSON cannot represent (`NaN`, `Infinity`,
+    `1e999`): found by `_non_finite_path` and refused by `decode_message`."""
+
+
+_NON_FINITE = _NonFinite()
+
+
+def _decode_json(text: str) -> tuple[Any, bool]:
+    """`json.loads(text)`, and whether it held a non-finite number (each one decoded as
+    `_NON_FINITE`)."""
+    found = False
+
+    def parse_float(literal: str) -> float | _NonFinite:
+        nonlocal found
+        value = float(literal)
+        if math.isfinite(value):
+            return value
+        found = True
+        return _NON_FINITE
+
+    def parse_constant(_name: str) -> _NonFinite:
+        nonlocal found
+        found = True
+        return _NON_FINITE
+
+    decoder = json.JSONDecoder(parse_float=parse_float, parse_constant=parse_constant)
+    return decoder.decode(text), found
+
+
+def _non_finite_path(value: Any) -> list[str | int] | None:
+    """The path (keys and indexes) of the first `_NON_FINITE` in the decoded `value`, or None.
+    Iterative; `value` is already known to be within MAX_JSON_DEPTH."""
+    stack: list[tuple[Any, tuple[str | int, ...]]] = [(value, ())]
+    while stack:
+        item, path = stack.pop()
+        if item is _NON_FINITE:
+            return list(path)
+        if isinstance(item, dict):
+            stack.extend((child, (*path, key)) for key, child in reversed(item.items()))
+        elif isinstance(item, list):
+            stack.extend(
+                (child, (*path, index)) for index, child in reversed(list(enumerate(item)))
+            )
+    return None
+
+
 def _valid_id(value: Any) -> bool:
     return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
 
@@ -318,16 +368,16 @@ def decode_message(body: bytes) -> dict[str, Any] | EnvelopeError:
     """The JSON-RPC 2.0 message object of one frame body, or why it cannot be dispatched.
 
     The checks follow JSON-RPC 2.0 sections 4, 5.1 and 6 (LSP does not use batches): the
-    returned dict has `jsonrpc: "2.0"`, a string `method` when it has one, an integer, string
-    or null `id` when it has one, and no array or object nested deeper than
-    `MAX_JSON_DEPTH` levels.
+    returned dict has `jsonrpc: "2.0"`, a string `method` when it has one, an integer or
+    string `id` when it has one (null only in a response), no array or object nested deeper
+    than `MAX_JSON_DEPTH` levels, and only finite numbers.
     """
     try:
         text = body.decode("utf-8")
     except UnicodeDecodeError as exc:
         return EnvelopeError(PARSE_ERROR, f"Parse error: the body is not UTF-8 (byte {exc.start})")
     try:
-        data = json.loads(text)
+        data, non_finite = _decode_json(text)
     except RecursionError:
         return EnvelopeError(
             INVALID_REQUEST,
@@ -352,6 +402,12 @@ def decode_message(body: bytes) -> dict[str, Any] | EnvelopeError:
             'Invalid request: `jsonrpc` must be "2.0"',
             msg_id,
             answer=not is_response,
+        )
+    if "id" in data and raw_id is None and "method" in data:
+        # JSON-RPC 2.0 section 4 discourages a null id, and LSP's RequestMessage has
+        # `id: integer | string`: neither a request that can be answered nor a notification.
+        return EnvelopeError(
+            INVALID_REQUEST, "Invalid request: `id` must be an integer or a string, not null", None
         )
     if "id" in data and raw_id is not None and not _valid_id(raw_id):
         return EnvelopeError(
@@ -382,6 +438,23 @@ def decode_message(body: bytes) -> dict[str, Any] | EnvelopeError:
         return EnvelopeError(
             INVALID_REQUEST,
             f"Invalid request: {field}: nested deeper than {MAX_JSON_DEPTH} levels",
+            msg_id,
+            answer="id" in data and not is_response,
+        )
+    bad = _non_finite_path(data) if non_finite else None
+    if bad is not None:
+        field = json_path(str(bad[0]), bad[1:]) if bad else "message"
+        problem = "a number JSON cannot represent (NaN, Infinity or beyond +-1.8e308)"
+        if "method" in data and "id" in data and bad[:1] == ["params"]:
+            return EnvelopeError(
+                INVALID_PARAMS,
+                f"{bounded_text(data['method'])}: {field}: {problem}",
+                msg_id,
+                (field,),
+            )
+        return EnvelopeError(
+            INVALID_REQUEST,
+            f"Invalid request: {field}: {problem}",
             msg_id,
             answer="id" in data and not is_response,
         )

@@ -70,23 +70,25 @@ _OVERRIDE_FIELDS = {
 
 
 def _overrides(value: Any) -> str | None:
-    """`modelAwareness.overrides`: keys `*`, `provider/*` or `provider/model` (ds4-reference.md 2)."""
+    """`modelAwareness.overrides`: keys `*`, `provider/*` or `provider/model` (ds4-reference.md 2).
+    The problem quotes keys through `json_bounds.echo` (a 10 MB key is named in 80 characters)."""
     if not isinstance(value, dict):
         return "expected an object mapping '*', 'provider/*' or 'provider/model' to limits"
     for key, limits in value.items():
         if not isinstance(key, str) or not (key == "*" or key.count("/") >= 1 and key[0] != "/"):
-            return f"key {key!r} must be '*', 'provider/*' or 'provider/model'"
+            return f"key {echo(key)} must be '*', 'provider/*' or 'provider/model'"
         if not isinstance(limits, dict):
-            return f"{key!r}: expected an object of limits"
+            return f"{echo(key)}: expected an object of limits"
         for name, limit in limits.items():
             if name not in _OVERRIDE_FIELDS:
-                return f"{key!r}: unknown field {name!r} (known: {', '.join(_OVERRIDE_FIELDS)})"
+                known = ", ".join(_OVERRIDE_FIELDS)
+                return f"{echo(key)}: unknown field {echo(name)} (known: {known})"
             lo, hi = _OVERRIDE_FIELDS[name]
             if isinstance(limit, bool) or not isinstance(limit, int) or not lo <= limit <= hi:
-                return f"{key!r}.{name}: expected an integer in {lo}..{hi}"
+                return f"{echo(key)}.{name}: expected an integer in {lo}..{hi}"
         window, output = limits.get("contextWindow"), limits.get("maxOutputTokens")
         if isinstance(window, int) and isinstance(output, int) and output > window:
-            return f"{key!r}: maxOutputTokens must not exceed contextWindow"
+            return f"{echo(key)}: maxOutputTokens must not exceed contextWindow"
     return None
 
 

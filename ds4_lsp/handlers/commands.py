@@ -16,6 +16,7 @@ from ds4_core.json_bounds import describe_type
 from ds4_lsp.handlers.diagnostics import publish_stale_snippets
 from ds4_lsp.progress import WorkDoneProgress
 from ds4_lsp.protocol import (
+    ARGUMENT_ROOT,
     HEALTH,
     PROJECT_STATUS,
     REBUILD_INDEX,
@@ -105,7 +106,7 @@ async def summaries(ls: Ds4Server, *arguments: Any) -> dict[str, Any]:
     synced first (a compaction entry written since marks its batch committed). Returns the
     engine's view {sessionId, sessionFile, leafId, activeRootId, nodes, roots, counts, tree};
     with format `dot` also `dot`, the graph as Graphviz text. Errors: InvalidParams naming the
-    field (`arguments[0].session.file`, ...), also for a session file or leaf the engine
+    field (`params.arguments[0].session.file`, ...), also for a session file or leaf the engine
     cannot use.
     """
     args = command_argument(SUMMARIES, arguments, SummariesArguments)
@@ -117,7 +118,7 @@ async def summaries(ls: Ds4Server, *arguments: Any) -> dict[str, Any]:
             result["dot"] = render_dot(result)  # the same snapshot as the view
         return result
 
-    result = await ls.run_engine(view, method=SUMMARIES, field_root="arguments[0]")
+    result = await ls.run_engine(view, method=SUMMARIES, field_root=ARGUMENT_ROOT)
     ls.log_request(
         SUMMARIES,
         f"session={result.get('sessionId')} nodes={len(result.get('nodes', []))} "
@@ -140,17 +141,18 @@ def expect_no_arguments(command: str, arguments: tuple[Any, ...]) -> None:
 
     Raises:
         JsonRpcInvalidParams: naming the field in the message and `data.fields`
-            (`arguments` for more than one, else `arguments[0]`), and describing the value by
+            (`params.arguments` for more than one, else `params.arguments[0]`), and describing
+            the value by
             its type (`got an object`), never by its content.
     """
     if len(arguments) > 1:
         raise JsonRpcInvalidParams(
-            message=f"{command}: arguments: takes no arguments (got {len(arguments)})",
-            data={"fields": ["arguments"]},
+            message=f"{command}: params.arguments: takes no arguments (got {len(arguments)})",
+            data={"fields": ["params.arguments"]},
         )
     if arguments and not (arguments[0] is None or arguments[0] == {}):
         raise JsonRpcInvalidParams(
-            message=f"{command}: arguments[0]: takes no arguments "
+            message=f"{command}: {ARGUMENT_ROOT}: takes no arguments "
             f"(got {describe_type(arguments[0])})",
-            data={"fields": ["arguments[0]"]},
+            data={"fields": [ARGUMENT_ROOT]},
         )

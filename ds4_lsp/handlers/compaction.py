@@ -19,6 +19,7 @@ from typing import Any
 
 from pygls.exceptions import JsonRpcException
 
+from ds4_core.json_bounds import bounded_text
 from ds4_core.requests import SummarizeAnswer, SummarizeCall, Summarizer, SummarizerUnavailable
 from ds4_lsp.progress import WorkDoneProgress
 from ds4_lsp.protocol import (
@@ -88,7 +89,8 @@ def client_summarizer(ls: Ds4Server, progress: WorkDoneProgress) -> Summarizer:
         except JsonRpcException as exc:
             log.warning("%s: the client answered error %s", DS4_SUMMARIZE, exc.code)
             raise SummarizerUnavailable(
-                f"the client answered {DS4_SUMMARIZE} with error {exc.code}: {exc.message}"
+                f"the client answered {DS4_SUMMARIZE} with error {exc.code}: "
+                f"{bounded_text(exc.message)}"
             ) from None
         except ClientRequestFailed as exc:
             raise SummarizerUnavailable(f"{DS4_SUMMARIZE} was not answered: {exc}") from None

@@ -10,6 +10,7 @@ import logging
 
 from lsprotocol import types
 
+from ds4_core.json_bounds import echo
 from ds4_lsp.documents import LspWorkspace
 from ds4_lsp.handlers.diagnostics import clear_stale_snippets
 from ds4_lsp.server import Ds4Server
@@ -31,11 +32,12 @@ def did_change(ls: Ds4Server, params: types.DidChangeTextDocumentParams) -> None
     last change, then republish its stale-snippet diagnostics.
 
     A change to a document that was never opened (or already closed) changes nothing: a
-    warning naming its URI goes to the log and to `window/logMessage`."""
+    warning naming its URI (`json_bounds.echo`: at most 80 characters and the length) goes to
+    the log and to `window/logMessage`."""
     uri = params.text_document.uri
     workspace = ls.workspace
     if isinstance(workspace, LspWorkspace) and workspace.open_document(uri) is None:
-        line = f"textDocument/didChange: {uri} is not open (no didOpen); change ignored"
+        line = f"textDocument/didChange: {echo(uri)} is not open (no didOpen); change ignored"
         log.warning("%s", line)
         ls.window_log_message(types.LogMessageParams(type=types.MessageType.Warning, message=line))
         return

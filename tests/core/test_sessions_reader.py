@@ -735,10 +735,14 @@ def test_nan_and_infinity_make_a_line_malformed(tmp_path: Path) -> None:
         '{"role":"user","content":"ok","timestamp":Infinity}}\n'
         '{"type":"message","id":"c","parentId":null,"timestamp":"x","message":'
         '{"role":"user","content":"fine","timestamp":1}}\n'
+        '{"type":"message","id":"d","parentId":null,"timestamp":"x","message":'
+        '{"role":"user","content":"huge","timestamp":1e999}}\n'
+        '{"type":"message","id":"e","parentId":null,"timestamp":"x","message":'
+        '{"role":"user","content":"tiny","timestamp":-1E+400}}\n'
     )
     session = read_all(path)
     assert [e.entry_id for e in session.entries] == ["c"]
-    assert session.malformed_lines == 2
+    assert session.malformed_lines == 4
 
 
 def test_a_line_nested_too_deep_keeps_its_entry_with_the_deep_part_omitted(

@@ -33,6 +33,23 @@ def frame(body: bytes | str | Any, *, lf_only: bool = False) -> bytes:
     return b"Content-Length: " + str(len(data)).encode() + newline + newline + data
 
 
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _finite_float(literal: str) -> float:
+    value = float(literal)
+    if value in (float("inf"), float("-inf")):
+        raise ValueError(f"{literal} is beyond a double")
+    return value
+
+
+def strict_json(body: bytes | str) -> Any:
+    """`json.loads` as strict as JavaScript's `JSON.parse`: no NaN, Infinity or numbers that
+    overflow a double. Raises ValueError."""
+    return json.loads(body, parse_constant=_refuse_constant, parse_float=_finite_float)
+
+
 def request(msg_id: int | str, method: str, params: Any = None) -> dict[str, Any]:
     """A JSON-RPC request object."""
     message: dict[str, Any] = {"jsonrpc": "2.0", "id": msg_id, "method": method}
@@ -61,9 +78,14 @@ class RawServer:
         """Requests the server sent to the client, in order."""
         self._pending: list[dict[str, Any]] = []
         self.stderr_lines: list[str] = []
+        self.notifications: list[dict[str, Any]] = []
+        """Notifications the server sent, in order."""
+        self.invalid_frames: list[bytes] = []
+        """Bodies the server wrote that are not strict JSON (RFC 8259: no NaN, Infinity)."""
         self._ids = itertools.count(1000)
         threading.Thread(target=self._read_stdout, daemon=True).start()
-        threading.Thread(target=self._read_stderr, daemon=True).start()
+        self._stderr_reader = threading.Thread(target=self._read_stderr, daemon=True)
+        self._stderr_reader.start()
 
     def _read_stdout(self) -> None:
         stream = self.process.stdout
@@ -81,11 +103,18 @@ class RawServer:
                 if name.lower() == "content-length":
                     length = int(value)
             assert length is not None, "the server wrote a frame without Content-Length"
-            message = json.loads(stream.read(length))
+            body = stream.read(length)
+            try:
+                message = strict_json(body)
+            except ValueError:  # e.g. `Infinity`, which JavaScript's JSON.parse refuses
+                self.invalid_frames.append(body)
+                message = json.loads(body)
             if "method" not in message:
                 self._responses.put(message)
-            elif "id" in message:  # a request from the server (notifications are dropped)
+            elif "id" in message:  # a request from the server
                 self.requests.put(message)
+            else:
+                self.notifications.append(message)
 
     def _read_stderr(self) -> None:
         stream = self.process.stderr
@@ -151,12 +180,17 @@ class RawServer:
         return self.process.poll() is None
 
     def close(self) -> int:
-        """`shutdown` + `exit` if still running (else kill); returns the exit code."""
+        """`shutdown` + `exit` if still running (else kill); returns the exit code. Once it
+        returns, `stderr_lines` holds all the process wrote."""
         if self.alive:
             try:
                 self.call("shutdown")
                 self.send(frame({"jsonrpc": "2.0", "method": "exit"}))
-                return self.process.wait(TIMEOUT_S)
+                code = self.process.wait(TIMEOUT_S)
+                self._stderr_reader.join(TIMEOUT_S)
+                return code
             except (AssertionError, OSError, subprocess.TimeoutExpired):
                 self.process.kill()
-        return self.process.wait(TIMEOUT_S)
+        code = self.process.wait(TIMEOUT_S)
+        self._stderr_reader.join(TIMEOUT_S)
+        return code

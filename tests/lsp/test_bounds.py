@@ -149,8 +149,10 @@ async def test_commands_name_their_arguments_and_describe_them_by_type(
             await execute(client, command, [{"a": 1}])
         except JsonRpcException as error:
             assert error.code == INVALID_PARAMS
-            assert error.message == f"{command}: arguments[0]: takes no arguments (got an object)"
-            assert error.data["fields"] == ["arguments[0]"]
+            assert error.message == (
+                f"{command}: params.arguments[0]: takes no arguments (got an object)"
+            )
+            assert error.data["fields"] == ["params.arguments[0]"]
         else:
             raise AssertionError(f"{command} accepted arguments")
     assert (await execute(client, "ds4.health", [{}]))["status"] in {"ok", "warning"}

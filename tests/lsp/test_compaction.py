@@ -673,16 +673,19 @@ async def test_a_short_session_has_nothing_to_compact_and_a_disabled_server_refu
 @pytest.mark.parametrize(
     ("arguments", "field"),
     [
-        (lambda session: [], "arguments"),
-        (lambda session: [{"format": "dot"}], "arguments[0].session"),
-        (lambda session: [session, session], "arguments"),
-        (lambda session: [[session]], "arguments[0]"),
-        (lambda session: [{"session": session, "format": "svg"}], "arguments[0].format"),
-        (lambda session: [{"session": {"file": 3}}], "arguments[0].session.file"),
-        (lambda session: [{"session": {"file": "/no/such.jsonl"}}], "arguments[0].session.file"),
+        (lambda session: [], "params.arguments"),
+        (lambda session: [{"format": "dot"}], "params.arguments[0].session"),
+        (lambda session: [session, session], "params.arguments"),
+        (lambda session: [[session]], "params.arguments[0]"),
+        (lambda session: [{"session": session, "format": "svg"}], "params.arguments[0].format"),
+        (lambda session: [{"session": {"file": 3}}], "params.arguments[0].session.file"),
+        (
+            lambda session: [{"session": {"file": "/no/such.jsonl"}}],
+            "params.arguments[0].session.file",
+        ),
         (
             lambda session: [{"session": {**session, "leafId": "nope"}}],
-            "arguments[0].session.leafId",
+            "params.arguments[0].session.leafId",
         ),
     ],
 )

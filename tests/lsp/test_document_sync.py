@@ -78,3 +78,30 @@ async def test_both_encodings_of_a_windows_uri_are_one_document(client: Language
     )
     assert (await execute(client, "ds4.health"))["server"]["openDocuments"] == 0
     assert not [m for m in client.log_messages if "not open" in m.message]
+
+
+async def test_rfc_8089_spellings_of_a_windows_uri_are_one_document(
+    client: LanguageClient,
+) -> None:
+    """After didOpen of VS Code's spelling, changes under `localhost`, `C|`, dot segments and
+    backslashes reach the same document (no "not open" warning)."""
+    opened = WINDOWS_URIS[0]
+    open_uri(client, opened, "a = 1\n")
+    for version, uri in enumerate(
+        [
+            "file://localhost/C:/Users/dev/My%20Project/app.py",
+            "file:///C|/Users/dev/My%20Project/app.py",
+            "file:///C:/Users/dev/./My%20Project/./app.py",
+            "file:///C:/Users/dev/other/../My%20Project/app.py",
+            "file:///C:%5CUsers%5Cdev%5CMy%20Project%5Capp.py",
+            "file:///C:\\Users\\dev\\My Project\\app.py",
+        ],
+        start=2,
+    ):
+        append(client, uri, version, 0, f"v{version} = {version}\n")
+    health = await execute(client, "ds4.health")
+    assert health["server"]["openDocuments"] == 1
+    assert not [m for m in client.log_messages if "not open" in m.message]
+    # A genuinely different path (another folder's case) is another document.
+    append(client, "file:///C:/Users/Dev/My%20Project/app.py", 9, 0, "x = 1\n")
+    assert await warnings_about(client, "Users/Dev/My")

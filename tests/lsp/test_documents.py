@@ -184,3 +184,63 @@ def test_document_key_is_one_key_for_every_encoding_of_a_windows_uri(
     written = f"file:///{drive.upper() if upper else drive.lower()}{colon}/{quote(plain)}"
     assert document_key(written) == document_key(canonical) == canonical
     assert document_key(f"file:///{drive}:/{plain}/x") != document_key(canonical)
+
+
+def _spell_windows_uri(drive: str, parts: list[str], spelling: dict[str, bool]) -> str:
+    """One client's spelling of `drive:/parts...` as a `file:` URI."""
+    from urllib.parse import quote
+
+    letter = drive.upper() if spelling["upper"] else drive.lower()
+    separator = "\\" if spelling["backslashes"] else "/"
+    segments = list(parts)
+    if spelling["dots"]:
+        segments = [s for part in segments for s in (".", "gone", "..", part)]
+    path = separator.join(segments)
+    if spelling["quoted"]:
+        path = quote(path, safe="/")
+    colon = "|" if spelling["pipe"] else ("%3A" if spelling["quoted"] else ":")
+    authority = "localhost" if spelling["localhost"] else ""
+    return f"file://{authority}/{letter}{colon}{separator}{path}"
+
+
+SPELLINGS = st.fixed_dictionaries(
+    {key: st.booleans() for key in ("upper", "backslashes", "dots", "quoted", "pipe", "localhost")}
+)
+
+
+@given(path=DRIVE_PATHS, first=SPELLINGS, second=SPELLINGS)
+def test_document_key_is_one_key_for_every_rfc_8089_spelling(
+    path: tuple[str, list[str]], first: dict[str, bool], second: dict[str, bool]
+) -> None:
+    """Two spellings of one Windows path (drive case, `C|`, `localhost`, backslashes, dot
+    segments, percent-encoding) give one key, and the key is its own key."""
+    drive, parts = path
+    canonical = f"file:///{drive.lower()}:/" + "/".join(parts)
+    key = document_key(_spell_windows_uri(drive, parts, first))
+    assert key == document_key(_spell_windows_uri(drive, parts, second)) == canonical
+    assert document_key(key) == key
+
+
+@given(path=DRIVE_PATHS, spelling=SPELLINGS, index=st.integers(min_value=0, max_value=3))
+def test_document_key_keeps_different_paths_apart(
+    path: tuple[str, list[str]], spelling: dict[str, bool], index: int
+) -> None:
+    """Only the drive letter is case-insensitive: a path differing in the case of any other
+    letter, or in one more segment, is another document."""
+    drive, parts = path
+    index %= len(parts)
+    changed = list(parts)
+    changed[index] = changed[index].swapcase()
+    key = document_key(_spell_windows_uri(drive, parts, spelling))
+    if changed != parts:
+        assert document_key(_spell_windows_uri(drive, changed, spelling)) != key
+    assert document_key(_spell_windows_uri(drive, [*parts, "x"], spelling)) != key
+
+
+def test_document_key_leaves_posix_backslashes_and_other_schemes_alone() -> None:
+    """A backslash is a separator only in a Windows drive path; elsewhere it is a character
+    of the file name (`a\\b` is a file in /tmp, not `a/b`)."""
+    assert document_key("file:///tmp/a%5Cb") != document_key("file:///tmp/a/b")
+    assert document_key("file:///tmp/./a/../b") == "file:///tmp/b"
+    assert document_key("file://server/share/a.py") == "file://server/share/a.py"
+    assert document_key("untitled:Untitled-1") == "untitled:Untitled-1"

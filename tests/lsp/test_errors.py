@@ -109,8 +109,8 @@ async def test_commands_refuse_arguments(client: LanguageClient) -> None:
         await execute(client, "ds4.health", [{"verbose": True}, 2])
     except JsonRpcException as error:
         assert error.code == INVALID_PARAMS
-        assert error.message == "ds4.health: arguments: takes no arguments (got 2)"
-        assert error.data["fields"] == ["arguments"]
+        assert error.message == "ds4.health: params.arguments: takes no arguments (got 2)"
+        assert error.data["fields"] == ["params.arguments"]
     else:
         raise AssertionError("ds4.health accepted arguments")
     assert (await execute(client, "ds4.health", []))["status"] in {"ok", "warning"}

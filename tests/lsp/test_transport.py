@@ -389,3 +389,19 @@ def test_shutdown_sent_with_initialize_waits_for_the_database_to_open(tmp_path: 
         assert server.answer(2) == {"jsonrpc": "2.0", "id": 2, "result": None}
         server.send(frame({"jsonrpc": "2.0", "method": "exit"}))
         assert server.process.wait(60) == 0, server.stderr_lines
+
+
+def test_a_result_holding_nan_is_answered_with_an_internal_error() -> None:
+    """In process: `NaN` / `Infinity` in a result are not JSON (RFC 8259 section 6, refused by
+    JavaScript's JSON.parse): the answer to the same id is an InternalError instead."""
+    from ds4_lsp.server import create_server
+
+    server = create_server()
+    sink = Sink()
+    server.protocol.set_writer(sink)
+    server.protocol._send_response(7, result={"timestamp": float("inf")})
+    server.protocol._send_response(8, result={"score": float("nan")})
+    server.protocol.send_raw({"jsonrpc": "2.0", "id": 9, "result": [float("-inf")]})
+    answers = sink.messages()
+    assert [a["id"] for a in answers] == [7, 8, 9]
+    assert all(a["error"]["code"] == -32603 for a in answers), answers

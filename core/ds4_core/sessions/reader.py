@@ -38,6 +38,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import math
 import os
 import re
 from collections.abc import Iterator, Mapping
@@ -67,7 +68,16 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"non-standard JSON constant {name}")
 
 
-_loads = json.JSONDecoder(parse_constant=_reject_constant).decode
+def _finite_float(literal: str) -> float:
+    """A JSON number as a float; one beyond the double range (`1e999`, which Python reads as
+    infinity) makes the line malformed, like `Infinity` itself."""
+    value = float(literal)
+    if not math.isfinite(value):
+        raise ValueError("a number beyond the range of a double")
+    return value
+
+
+_loads = json.JSONDecoder(parse_constant=_reject_constant, parse_float=_finite_float).decode
 
 
 # --------------------------------------------------------------------------------------------
