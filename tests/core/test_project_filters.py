@@ -773,13 +773,23 @@ def test_this_file_is_indexable_itself() -> None:
         "DB_PASSWORD=Your" + "Password123\n",
         "API_TOKEN=abc" + "XXX" + fake(12) + "\n",
         'secret = "<' + fake(12) + '>"\n',
-        # a provider key cut short in documentation: the shared rule sees the ellipsis after it
-        "export ANTHROPIC_API_KEY=sk" + "-ant-api03-" + fake(40) + "...\n",
-        "token: gh" + "p_" + fake(30) + "\u2026\n",
     ],
 )  # fmt: skip
 def test_placeholders_keep_a_file_indexed(text: str) -> None:
     assert secret_reason(text) is None
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # random characters followed by an ellipsis: a key pasted into a log or cut short,
+        # still (part of) a real key, so it counts (fail closed)
+        "export ANTHROPIC_API_KEY=sk" + "-ant-api03-" + fake(40) + "...\n",
+        "token: gh" + "p_" + fake(30) + "\u2026\n",
+    ],
+)  # fmt: skip
+def test_random_key_characters_before_an_ellipsis_still_count(text: str) -> None:
+    assert secret_reason(text) is not None
 
 
 def test_readme_with_placeholder_keys_is_indexed(tmp_path: Path) -> None:
@@ -955,3 +965,24 @@ def test_keyword_rules_skip_overlong_lines_but_provider_keys_are_found_in_any_li
     assert secret_reason(f"x = 1\n{padding}; {assignment}\n") is None
     token = "ghp_" + "aB3dE5gH7jK9mN1pQ3sT5vW7yZ9bD1fH3jL5"
     assert secret_reason(f"x = 1\n{padding}; key = '{token}'\n") == "GitHub token"
+
+
+def test_an_assignment_on_a_long_line_or_in_a_cr_only_file_is_still_found() -> None:
+    """The keyword rules read what the index keeps of an overlong line (its first
+    MAX_LINE_CHARS characters), and lines end at CR too."""
+    value = "Xk9#mQ2vLp" + "7wZZ"
+    pass_word = "pass" + "word"
+    record = f'{{"user":"app","{pass_word}":"{value}","blob":"' + "A" * 4100 + '"}'
+    assert secret_reason("x = 1\n" * 100 + record + "\n") == "secret assignment (password)"
+    cr_only = "x = 1\r" * 1000 + f'{pass_word} = "{value}"\r'
+    assert secret_reason(cr_only) == "secret assignment (password)"
+
+
+def test_a_real_key_is_found_even_when_followed_by_an_ellipsis_or_percent_encoded() -> None:
+    """A key's random part is not a printf template (`%3d`, `%2b` in an Azure SAS signature)
+    and a whole key followed by `...` in a log line is still a key."""
+    signature = "abcdefABCDEF0123456789abcdefABCDEF0123" + "%2bqZk%3d"
+    url = "https://acct.blob.core.windows.net/c?sv=2020-08-04&ss=b&" + "sig=" + signature
+    assert secret_reason(url) == "Azure SAS signature"
+    key = "gh" + "p_" + "aB3dE5gH7jK9mN1pQ3sT5vW7yZ9bD1fH3jL5"
+    assert secret_reason(f"the token {key}... was rotated") == "GitHub token"

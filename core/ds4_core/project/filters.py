@@ -680,8 +680,8 @@ def secret_reason(text: str) -> str | None:
     characters, ...
 
     Every pattern starts with a literal anchor and is only tried where one occurs, so the
-    check runs at close to memory speed; the assignment and password rules skip lines over
-    `HEURISTIC_LINE_CHARS` characters. The reason names the kind of secret (e.g.
+    check runs at close to memory speed; the assignment and password rules read the first
+    `HEURISTIC_LINE_CHARS` characters of each line (all the index keeps of a longer one). The reason names the kind of secret (e.g.
     `secret assignment (password)`), never the value.
     """
     anchor_text = _AnchorText(text)
@@ -705,18 +705,20 @@ def secret_reason(text: str) -> str | None:
         value = match.group("value")
         if _character_kinds(value) >= 2 and not _is_placeholder(value):
             return "bearer token"
-    lines = text.split("\n")
+    lines = _LINE_BREAK.split(text)
     if any(len(line) > HEURISTIC_LINE_CHARS for line in lines):
-        text = "\n".join(line for line in lines if len(line) <= HEURISTIC_LINE_CHARS)
+        text = "\n".join(line[:HEURISTIC_LINE_CHARS] for line in lines)
         anchor_text = _AnchorText(text)
     return _assignment_reason(text, anchor_text) or _loose_password_reason(text, anchor_text)
 
 
-HEURISTIC_LINE_CHARS = 4096
-"""Assignments and passwords in comments are looked for in lines of at most this many
-characters (a longer line is data or minified code, where the provider key formats above are
-still found). The bound keeps the check linear in the file's size: those rules look at the
-line around each keyword, so a line of n characters full of keywords would cost n^2."""
+HEURISTIC_LINE_CHARS = MAX_LINE_CHARS
+"""Assignments and passwords in comments are looked for in the first this many characters of
+each line (lines end at `\n`, `\r\n` or `\r`): exactly what the index keeps of an overlong
+line (`windows.cut_line`); provider key formats are found anywhere. The bound keeps the check
+linear in the file's size: those rules look at the line around each keyword, so a line of n
+characters full of keywords would cost n^2."""
+_LINE_BREAK = re.compile(r"\r\n|\r|\n")
 
 
 def _is_token(match: re.Match[str]) -> bool:
@@ -727,8 +729,7 @@ def _is_token(match: re.Match[str]) -> bool:
     body = match.group("body")
     if "EXAMPLE" in match.group(0).upper() or body in _PUBLIC_KEYS:
         return False
-    end = match.end()
-    if _is_placeholder(body, match.string[end : end + 3]):
+    if _is_placeholder(body, token=True):
         return False
     if body.isalpha():  # letters only (Hugging Face): random case, not CamelCase words
         upper = sum(char.isupper() for char in body)
@@ -830,12 +831,13 @@ def _loose_password_reason(text: str, anchor_text: _AnchorText) -> str | None:
 def _pgpass_line(text: str, anchor_text: _AnchorText) -> bool:
     """Whether a line of `text` is a PostgreSQL password file entry (`_PGPASS_LINE`) whose
     password is real (`_is_file_password`, and not the user name again)."""
-    checked = -1
+    checked_end = -1  # end of the last line looked at: one look per line, linear in all
     for port in _PGPASS_PORT.finditer(anchor_text.exact):
-        line_start = _line_start(text, port.start())
-        if line_start == checked:
+        if port.start() <= checked_end:
             continue
-        checked = line_start
+        line_start = _line_start(text, port.start())
+        newline = _LINE_BREAK.search(text, port.start())
+        checked_end = newline.start() if newline else len(text)
         match = _PGPASS_LINE.match(text, line_start)
         if match is None:
             continue
@@ -1027,24 +1029,28 @@ def _occurrences(haystack: bytes, anchor: bytes) -> Iterator[int]:
         index = haystack.find(anchor, index + 1)
 
 
-def _is_placeholder(value: str, after: str = "") -> bool:
+def _is_placeholder(value: str, *, token: bool = False) -> bool:
     """Whether `value` (or a provider key's random part) stands for a secret rather than
-    being one; `after`: the text that follows it. The one placeholder rule of the provider
-    formats (`_is_token`), assignments, bearer tokens, URLs and comments:
+    being one. The one placeholder rule of the provider formats (`_is_token`, with `token`),
+    assignments, bearer tokens, URLs and comments:
 
     - it holds a word of `_PLACEHOLDER_WORDS` (`example`, `placeholder`, `redacted`, `dummy`,
       `changeme`, `replace`, `your`, `todo`, `xxxx`, `****`, `${`, `{{`, `process.env`, ...),
-      in any case, or `xxx` / `XXX`;
-    - it ends with an ellipsis, or `after` starts with one (`sk-ant-api03-...`, `abc123…`);
-    - it is a template reference (`<value>`, `{name}`, `%(name)s`, `%s`, `$NAME`);
+      in any case, or `xxx` / `XXX` (a key's random part: only `xxxx` / `XXXX`, which random
+      keys hold far more rarely);
+    - it ends with an ellipsis (`sk-ant-api03-...`, `abc123…`);
+    - except in a key's random part: it is a template reference (`<value>`, `{name}`,
+      `%(name)s`, `%s`, `$NAME`) — a key's percent-encoding (`%3d`, `%2f` in an Azure SAS
+      signature) is not one;
     - it has at most two distinct characters (`************`, `aaaaaaaaaaaa`).
     """
     lowered = value.lower()
-    if any(word in lowered for word in _PLACEHOLDER_WORDS) or "xxx" in value or "XXX" in value:
+    run = "xxxx" if token else "xxx"
+    if any(word in lowered for word in _PLACEHOLDER_WORDS) or run in value or run.upper() in value:
         return True
-    if value.endswith(_ELLIPSES) or after.startswith(_ELLIPSES):
+    if value.endswith(_ELLIPSES):
         return True
-    if _TEMPLATE_PLACEHOLDER.search(value):
+    if not token and _TEMPLATE_PLACEHOLDER.search(value):
         return True
     return len(set(value)) <= 2  # "************", "aaaaaaaaaaaa", "-----------"
 
