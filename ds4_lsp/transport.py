@@ -500,15 +500,26 @@ async def read_messages(server: Ds4Server, reader: FrameReader, stop: threading.
             log.error("transport: a message could not be handled (%s)", type(exc).__name__)
 
 
+MAX_FRAME_FAILURES = 100
+"""Consecutive frames that fail to be read before the input is taken as gone."""
+
+
 def _next_frame(reader: FrameReader) -> Frame | OversizedFrame | None:
-    """`reader.next_frame()`, where a failure costs the frame, never the stream: the error is
-    logged by type and reading goes on with the next frame (None only at end of stream)."""
-    while True:
+    """`reader.next_frame()`, where a failure to frame bytes costs that frame, never the
+    stream: the error is logged by type and reading goes on with fresh bytes. None at end of
+    stream, when the input itself fails (`OSError`, e.g. a hung-up terminal: nothing more
+    will come), or after `MAX_FRAME_FAILURES` failures in a row."""
+    for _ in range(MAX_FRAME_FAILURES):
         try:
             return reader.next_frame()
+        except OSError as exc:
+            log.error("transport: the input cannot be read (%s); stopping", type(exc).__name__)
+            return None
         except Exception as exc:  # noqa: BLE001 - the server must survive any byte stream
             log.error("transport: a frame could not be read (%s)", type(exc).__name__)
             reader.drop_buffered()  # progress: the next try starts on fresh bytes
+    log.error("transport: %d frames in a row could not be read; stopping", MAX_FRAME_FAILURES)
+    return None
 
 
 def serve_stdio(

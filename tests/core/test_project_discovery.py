@@ -658,3 +658,12 @@ def test_a_name_that_is_not_utf8_is_skipped_with_a_reason(tmp_path: Path, with_g
     assert "2 path(s)" in warning and "b\\xff.py" in warning and "d\\xfe/c.py" in warning
     if with_git == "git":
         assert found.git is not None and found.git.head is not None
+
+
+def test_a_name_with_a_high_surrogate_is_shown_escaped_not_raised() -> None:
+    """Windows decodes file names with `surrogatepass`, so a name may hold U+D800..U+DBFF,
+    which no byte stands for: messages show it escaped instead of failing the folder."""
+    from ds4_core.project.discovery import printable_name
+
+    assert printable_name("a\ud800b.py") == "a\\ud800b.py"
+    assert printable_name("b\udcff.py") == "b\\xff.py"

@@ -7,6 +7,7 @@ import io
 import json
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
@@ -405,3 +406,19 @@ def test_a_result_holding_nan_is_answered_with_an_internal_error() -> None:
     answers = sink.messages()
     assert [a["id"] for a in answers] == [7, 8, 9]
     assert all(a["error"]["code"] == -32603 for a in answers), answers
+
+
+def test_an_input_that_fails_to_read_ends_the_reading_instead_of_spinning() -> None:
+    """A stream whose reads fail (a hung-up terminal: EIO) is the end of input, not a frame
+    to skip: the reader stops at once."""
+    from ds4_lsp.transport import FrameReader, _next_frame
+
+    class HungUp(io.RawIOBase):
+        reads = 0
+
+        def readinto(self, buffer: Any) -> int:
+            HungUp.reads += 1
+            raise OSError(5, "Input/output error")
+
+    assert _next_frame(FrameReader(HungUp())) is None  # type: ignore[arg-type]
+    assert HungUp.reads == 1

@@ -412,7 +412,10 @@ def is_utf8_name(path: str) -> bool:
 
 def printable_name(path: str) -> str:
     """`path` with each byte that is not UTF-8 shown as `\\xNN` (for messages only)."""
-    raw = path.encode("utf-8", "surrogateescape")
+    try:
+        raw = path.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:  # a surrogate no byte stands for (Windows names): show it
+        return path.encode("utf-8", "backslashreplace").decode("utf-8")
     return raw.decode("utf-8", "backslashreplace")
 
 
