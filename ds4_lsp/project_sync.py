@@ -389,7 +389,10 @@ class ProjectSync:
         except JsonRpcException as exc:  # logged by run_engine with its type and frames
             only = None if full else sorted({*forced, *live})
             reason = full or ("tool" if forced else "edit")
-            failure = {"status": "error", "error": f"project sync failed: {exc.message}"}
+            failure = {
+                "status": "error",
+                "error": f"project sync failed: {bounded_text(exc.message, MESSAGE_CHARS)}",
+            }
             return [(reason, failure, only)]
 
     def report(self, reason: str, result: dict[str, Any], only: list[str] | None) -> None:

@@ -447,7 +447,7 @@ def _print_plan(
         _print_plan_sections(result, manifest, included, excluded, would, out)
     out.write("\n")
     if result.get("manifestStored"):
-        db_option = f"--db {shlex.quote(db)} " if db else ""
+        db_option = f"--db {terminal_text(shlex.quote(db))} " if db else ""
         _write_wrapped(out, f"{result['manifestId']} (stored); inspect with:", "Manifest  ", field)
         # the command on a line of its own, never broken, so that it can be copied
         out.write(f"  ds4 {db_option}manifest {result['manifestId']} --view full\n")
@@ -915,14 +915,15 @@ def _print_compact(result: dict[str, Any], out: TextIO, session_arg: str) -> Non
     out.write(
         "\n"
         + _wrap(
-            f"Prepared, not written: {COMMIT_NOTE} "
-            f"`ds4 compact --session {shlex.quote(session_arg)} --entry` prints the entry as "
-            "the one JSON line to append (each run prepares a new batch).",
+            f"Prepared, not written: {COMMIT_NOTE} This prints the entry as the one JSON "
+            "line to append (each run prepares a new batch):",
             "",
             "",
         )
         + "\n"
     )
+    # the command on a line of its own, never broken, so that it can be copied
+    out.write(f"  ds4 compact --session {terminal_text(shlex.quote(session_arg))} --entry\n")
     for warning in result.get("warnings", []):
         _write_wrapped(out, terminal_text(warning), "warning: ", " " * 9)
 

@@ -469,3 +469,20 @@ def test_entry_starts_on_its_own_line_when_the_session_lacks_a_final_newline(
         handle.write(printed.out)
     view = ds4("summaries", "--session", str(writer.path), "--json").json()
     assert [n["lifecycle"] for n in view["nodes"]] == ["committed"]
+
+
+def test_the_append_command_is_printed_whole_and_terminal_safe(
+    tmp_path: Path, ds4: Callable[..., Run], pi_session_copy: Callable[[str], Path]
+) -> None:
+    """The `ds4 compact ... --entry` hint is on a line of its own (copyable: not wrapped, spaces
+    kept) and a session path holding a terminal escape is shown escaped."""
+    folder = tmp_path / "my  sessions"
+    folder.mkdir()
+    session = folder / "a\x1b]0;pwned\x07.jsonl"
+    session.write_bytes(pi_session_copy(V1_LARGE).read_bytes())
+    run = ds4("compact", "--session", str(session))
+    assert run.code == 0, run.err
+    assert "\x1b" not in run.out and "\x07" not in run.out
+    command = [line for line in run.out.split("\n") if "ds4 compact --session" in line]
+    assert len(command) == 1 and command[0].strip().endswith("--entry"), run.out
+    assert "my  sessions" in command[0]
