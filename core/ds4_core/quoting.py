@@ -28,7 +28,11 @@ from typing import Any
 BIDI_CONTROLS = "\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
 """The `Bidi_Control` characters of Unicode (UAX #9, PropList.txt)."""
 
-_RAW_IN_JSON = "\x7f-\x9f\u2028\u2029\ufeff\ud800-\udfff" + BIDI_CONTROLS
+TAG_CHARACTERS = "\U000e0000-\U000e007f"
+"""The Unicode tag characters (Tags block, U+E0000-U+E007F): invisible, they spell ASCII text
+a model may read while a person sees nothing ("ASCII smuggling" of instructions)."""
+
+_RAW_IN_JSON = "\x7f-\x9f\u2028\u2029\ufeff\ud800-\udfff" + BIDI_CONTROLS + TAG_CHARACTERS
 # What `json.dumps(..., ensure_ascii=False)` leaves raw inside strings and quoting escapes: DEL
 # and C1 controls (U+0085 NEL among them), U+2028, U+2029, U+FEFF, lone surrogates and the
 # bidi controls. (C0 controls, U+000A-U+000D and U+001C-U+001E among them, are already
@@ -38,12 +42,16 @@ _UNESCAPED_IN_JSON = re.compile(f"[{_RAW_IN_JSON}]")
 UNSAFE_CHARACTERS = re.compile(f"[\x00-\x1f{_RAW_IN_JSON}]")
 """What quoted text never holds raw: C0 and C1 controls and DEL (line breaks of every rule:
 U+000A-U+000D, U+001C-U+001E, U+0085 NEL), U+2028 LINE SEPARATOR, U+2029 PARAGRAPH SEPARATOR,
-the bidi controls, U+FEFF (a byte order mark in mid-text) and lone surrogates (which no UTF-8
-writer accepts)."""
+the bidi controls, U+FEFF (a byte order mark in mid-text), lone surrogates (which no UTF-8
+writer accepts) and the invisible tag characters U+E0000-U+E007F."""
 
 
 def _escape(match: re.Match[str]) -> str:
-    return f"\\u{ord(match.group()):04x}"
+    code = ord(match.group())
+    if code > 0xFFFF:  # JSON escapes UTF-16 code units: a surrogate pair (RFC 8259, 7)
+        code -= 0x10000
+        return f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}"
+    return f"\\u{code:04x}"
 
 
 def json_text(value: Any, **dumps_options: Any) -> str:
@@ -73,6 +81,8 @@ def one_line(text: str) -> str:
 
 def _visible_escape(match: re.Match[str]) -> str:
     code = ord(match.group())
+    if code > 0xFFFF:
+        return f"\\U{code:08x}"
     return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
 
 

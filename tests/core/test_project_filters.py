@@ -986,3 +986,36 @@ def test_a_real_key_is_found_even_when_followed_by_an_ellipsis_or_percent_encode
     assert secret_reason(url) == "Azure SAS signature"
     key = "gh" + "p_" + "aB3dE5gH7jK9mN1pQ3sT5vW7yZ9bD1fH3jL5"
     assert secret_reason(f"the token {key}... was rotated") == "GitHub token"
+
+
+PW = "pass" + "word"  # the keyword, assembled so that this file stays indexable
+
+
+@pytest.mark.parametrize(
+    ("text", "reason"),
+    [
+        (f'{PW} = "S3cret' + 'Pass!"', "secret assignment (password)"),  # 11 characters
+        ('{"user": "capybara", "' + PW + '": "Tr0ub' + '4dor&3"}', "secret assignment (password)"),
+        (f"PG{PW.upper()}=Zq8k" + "Lp2vNx7 psql -h db", "secret assignment (password)"),
+        (f"docker run -e POSTGRES_{PW.upper()}=Zq8k" + "Lp2vNx7 postgres", "secret assignment (password)"),
+        (f"default login me {PW} Zq8k" + "Lp2vNx7", "netrc credentials"),
+        ("MIIEvQIBADANBg\n-----END PRIVATE" + " KEY-----\n", "private key"),
+    ],
+)  # fmt: skip
+def test_short_quoted_passwords_env_prefixes_netrc_default_and_key_tails_are_found(
+    text: str, reason: str
+) -> None:
+    assert secret_reason(f"x = 1\n{text}\n") == reason
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        f'{PW} = "hunter"',  # too short to be sure
+        f"{PW}: hunter22 is what they used",  # prose after a bare value, not `NAME=value cmd`
+        f'{PW}_hash = "abcdef12"',
+        f'{PW} = "my pass 1"',
+    ],
+)
+def test_values_that_only_look_like_passwords_keep_a_file_indexed(text: str) -> None:
+    assert secret_reason(f"x = 1\n{text}\n") is None

@@ -126,3 +126,15 @@ def test_terminal_text_escapes_every_unsafe_character_visibly(value: str) -> Non
 def test_terminal_text_examples() -> None:
     assert terminal_text("a\x1b[31mb\u202ec\u2028d\ud800") == "a\\x1b[31mb\\u202ec\\u2028d\\ud800"
     assert terminal_text(42) == "42"
+
+
+def test_invisible_tag_characters_are_escaped_and_round_trip() -> None:
+    """Unicode tag characters spell hidden ASCII ("ASCII smuggling"): quoted text shows them
+    as JSON escapes (a UTF-16 surrogate pair each) and the value survives `json.loads`."""
+    hidden = "".join(chr(0xE0000 + ord(c)) for c in "IGNORE PREVIOUS")
+    text = f"def f():{hidden} return 1 \U0001f600"
+    quoted = json_string(text)
+    assert not any(0xE0000 <= ord(c) <= 0xE007F for c in quoted)
+    assert "\\udb40\\udc49" in quoted and "\U0001f600" in quoted
+    assert json.loads(quoted) == text
+    assert "\\U000e0049" in terminal_text(text)

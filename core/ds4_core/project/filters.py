@@ -165,8 +165,8 @@ _CONTROL_CHARS = re.compile("[\x00-\x06\x0e-\x1f]")
 # C, at memory speed) in a one-byte-per-character copy of the text (`_AnchorText`), and a
 # pattern is only tried, anchored, where one occurs (`_anchored_matches`). The results are
 # exactly those of `pattern.search` / `pattern.finditer` over the whole text.
-_PRIVATE_KEY = re.compile(r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----")
-_PRIVATE_KEY_ANCHORS = (b"-----BEGIN ",)
+_PRIVATE_KEY = re.compile(r"-----(?:BEGIN|END) (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----")
+_PRIVATE_KEY_ANCHORS = (b"-----BEGIN ", b"-----END ")  # an END line alone: a key cut above it
 
 
 class _TokenShape(NamedTuple):
@@ -321,11 +321,11 @@ _URL_ANCHORS = (b"://",)
 # A `.netrc` entry (curl, git, ftp, Python's `netrc`): `machine <host>`, then tokens such as
 # `login <user>`, then `password <value>`; on one line or several. Anchored on `machine`.
 _NETRC_ENTRY = re.compile(
-    r"(?<![A-Za-z0-9_\-])machine[ \t]+\S+"
+    r"(?<![A-Za-z0-9_\-])(?:machine[ \t]+\S+|default)"
     r"(?:\s+(?:login|account|port|user)[ \t]+\S+)*"
     r"\s+(?:password|passwd)[ \t]+(?P<value>\S+)"
 )
-_NETRC_ANCHORS = (b"machine",)
+_NETRC_ANCHORS = (b"machine", b"default")
 # A PostgreSQL password file line (`.pgpass`, `pgpass.conf`): `host:port:database:user:password`,
 # the port a number or `*`, `:` and `\` escaped with `\`. Candidate lines are found by their
 # `:<port>:` (`_PGPASS_PORT`, a search with a literal first character over the one-byte copy of
@@ -362,13 +362,13 @@ _SECRET_ASSIGNMENT = re.compile(
       (?:[ \t]{0,8}:[ \t]{0,8}[A-Za-z_][\w.\[\]| ]{0,64}?)?
       \s*(?::=|=>|[:=])\s*
       (?P<quote>["'`])
-      (?P<value>[^"'`\r\n]{12,})
+      (?P<value>[^"'`\r\n]{8,})
       (?P=quote)
     |
-      [ \t]*[:=][ \t]*
+      (?P<bare_sep>[ \t]*[:=][ \t]*)
       (?P<bare>[^\s"'`(){}\[\]<>,;$\\=:|&*!\#%@][^\s"'`(){}\[\]<>,;$\\]{7,})
-      [ \t]*(?:\#[^\r\n]*)?
-      (?=[\r\n]|\Z)
+      (?P<line_end>[ \t]*(?:\#[^\r\n]*)?(?=[\r\n]|\Z))?
+      (?(line_end)|(?=[ \t]))
     )
     """
 )
@@ -625,7 +625,7 @@ def secret_reason(text: str) -> str | None:
 
     Signals (ds4-reference.md 3.9), checked in this order:
 
-    - a PEM private key header (`private key`);
+    - a PEM private key header or footer (`private key`; a footer alone: a key cut above it);
     - the key formats of the major providers, by prefix (the kind is the provider's):
       AWS access key ids (`AKIA`/`ASIA` + 16); GitHub (`ghp_`, `gho_`, `ghu_`, `ghs_`, `ghr_`,
       `github_pat_`); GitLab (`glpat-`, `gldt-`, `glrt-`, `glcbt-`, `glptt-`, `glft-`,
@@ -646,7 +646,7 @@ def secret_reason(text: str) -> str | None:
       a placeholder (`xxxx`, `your_`, one repeated character), of one kind of character, or
       CamelCase words (`_is_token`);
     - credential file formats, whatever the file's name: a `.netrc` entry `machine <host> ...
-      password <value>` (`netrc credentials`) and a PostgreSQL password file line
+      password <value>` (or `default ... password <value>`) (`netrc credentials`) and a PostgreSQL password file line
       `host:port:database:user:password` (`pgpass credentials`), unless the password is
       not password-shaped, a well-known default or the user name again;
     - `Bearer <token>` with 20 or more token characters of at least two kinds (`bearer token`);
@@ -660,8 +660,10 @@ def secret_reason(text: str) -> str | None:
       `bypass`, `passport`, nor names ending in a part such as `_url`, `_path`, `_type`, `_name`, `_hash`) of
       - a quoted value of 12 or more characters when the name ends with a keyword (`password`,
         `DB_PASSWORD`, `api_key`, `secret_key`), or
-      - a quoted value, or an unquoted value running to the end of the line (YAML, `.env`,
-        shell `export`, `.ini`, `.properties`), that is secret-shaped: 8 or more characters
+      - a quoted value, an unquoted value running to the end of the line (YAML, `.env`,
+        shell `export`, `.ini`, `.properties`), or an environment assignment before a command
+        (`PGPASSWORD=<value> psql`: a name in capitals, `=` without spaces), that is
+        secret-shaped: 8 or more characters
         without spaces, with a letter and a digit or symbol, not a reference (`${X}`, `$X`,
         `os.environ[...]`, `get_password()`, `settings.password`, a path, a URL) and not a
         word such as `None`, `null` or `true`;
@@ -766,6 +768,8 @@ def _assignment_reason(text: str, anchor_text: _AnchorText) -> str | None:
             bare = match.group("bare")
             if _is_placeholder(bare) or not _secret_shaped(bare):
                 continue
+            if match.group("line_end") is None and not _environment_assignment(text, match):
+                continue  # text follows the value: only `NAME=value command` counts
             if _IDENTIFIER.match(bare) and any(word in bare.lower() for word in _NAME_WORDS):
                 continue  # another variable: `password = password2`, `token = auth_token_v2`
         if keyword == "auth" and rest.lower().startswith("orization"):
@@ -776,6 +780,19 @@ def _assignment_reason(text: str, anchor_text: _AnchorText) -> str | None:
                 keyword = "client_secret"
         return f"secret assignment ({keyword})"
     return None
+
+
+def _environment_assignment(text: str, match: re.Match[str]) -> bool:
+    """Whether a bare value with more text after it on its line is a shell environment
+    assignment before a command (`PGPASSWORD=<value> psql`, `-e POSTGRES_PASSWORD=<value>`):
+    `=` with no space around it, after a name in capitals."""
+    if match.group("bare_sep") != "=":
+        return False
+    start = match.start()
+    while start > 0 and (text[start - 1].isalnum() or text[start - 1] == "_"):
+        start -= 1
+    name = text[start : match.start("bare_sep")]
+    return name.isupper()
 
 
 def _loose_password_reason(text: str, anchor_text: _AnchorText) -> str | None:
