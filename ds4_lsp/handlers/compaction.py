@@ -38,6 +38,10 @@ from ds4_lsp.server import ClientRequestFailed, Ds4Server
 
 log = logging.getLogger(__name__)
 
+CLIENT_MESSAGE_CHARS = 400
+"""How much of the client's error message a fallback reason quotes (characters): enough for
+an editor's message with a file path in front of it, never a client's megabytes."""
+
 
 async def compact(ls: Ds4Server, params: CompactParams) -> CompactResult:
     """`ds4/compact`: summarize the span of the session's active branch and prepare the
@@ -90,7 +94,7 @@ def client_summarizer(ls: Ds4Server, progress: WorkDoneProgress) -> Summarizer:
             log.warning("%s: the client answered error %s", DS4_SUMMARIZE, exc.code)
             raise SummarizerUnavailable(
                 f"the client answered {DS4_SUMMARIZE} with error {exc.code}: "
-                f"{bounded_text(exc.message)}"
+                f"{bounded_text(exc.message, CLIENT_MESSAGE_CHARS)}"
             ) from None
         except ClientRequestFailed as exc:
             raise SummarizerUnavailable(f"{DS4_SUMMARIZE} was not answered: {exc}") from None
