@@ -117,3 +117,24 @@ def test_a_file_changed_just_before_its_check_is_read_on_every_check(tmp_path: P
     finally:
         prefix._first_changed_block = real  # type: ignore[assignment]
     assert len(calls) == 2
+
+
+def test_a_file_on_a_network_filesystem_is_read_on_every_check(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On a filesystem outside LOCAL_FILESYSTEMS (NFS, SMB, FUSE) `stat` may come from a cache,
+    so even a settled, unchanged stamp is never trusted: every check reads the file."""
+    import ds4_core.sessions.prefix as prefix
+
+    monkeypatch.setattr(prefix, "RACY_MARGIN_NS", 0)
+    path = tmp_path / "s.jsonl"
+    path.write_bytes(b"z" * 1000)
+    monkeypatch.setitem(prefix._local_devices, path.stat().st_dev, False)
+    hashes = hash_prefix(path, 1000)
+    time.sleep(0.05)
+    reads: list[int] = []
+    real = prefix._first_changed_block
+    monkeypatch.setattr(prefix, "_first_changed_block", lambda p, h: reads.append(1) or real(p, h))
+    for _ in range(3):
+        assert first_change(path, hashes) is None
+    assert len(reads) == 3

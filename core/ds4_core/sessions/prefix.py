@@ -22,8 +22,10 @@ unprivileged call can set it back (POSIX.1-2017, `write()`, `utime()`: "shall ma
 the last file status change timestamp"); so a rewrite that keeps size and restores the mtime
 still changes the stamp. The stamp is only trusted when the file's ctime is more than
 `RACY_MARGIN_NS` older than the verification (the same "racily clean" rule as Git's index:
-a change in the same clock tick as the verification could otherwise keep the stamp), and never
-on Windows, where `st_ctime` is the creation time. Any grown file is re-hashed in full.
+a change in the same clock tick as the verification could otherwise keep the stamp), never
+on Windows, where `st_ctime` is the creation time, and on Linux only on a local filesystem
+(`LOCAL_FILESYSTEMS`: a network filesystem may answer `stat` from a cache or with a
+server's clock). Any grown file is re-hashed in full.
 
 The hash is truncated to 128 bits: it detects accidental and deliberate edits of a file the
 user can write anyway; it is not a signature.
@@ -52,6 +54,39 @@ RACY_MARGIN_NS = 3_000_000_000
 
 _VERIFIED_MAX = 256
 _STAMP_TRUSTED = os.name != "nt"
+
+LOCAL_FILESYSTEMS = frozenset(
+    {"ext2", "ext3", "ext4", "xfs", "btrfs", "tmpfs", "zfs", "f2fs", "overlay", "jfs",
+     "reiserfs", "bcachefs", "ramfs", "nilfs2"}
+)  # fmt: skip
+"""Linux filesystems whose ctime the kernel keeps itself. On others (NFS, SMB, sshfs and
+other FUSE mounts, 9p) `stat` may return cached attributes or a server's clock, so the stamp
+is not trusted there and every check re-reads the file (an open() revalidates, as NFS's
+close-to-open consistency promises)."""
+
+_local_devices: dict[int, bool] = {}
+
+
+def _on_local_filesystem(st: os.stat_result) -> bool:
+    """Whether the file of `st` is on a `LOCAL_FILESYSTEMS` filesystem, by its device number
+    in /proc/self/mountinfo (Linux). Elsewhere (no /proc) True: the other POSIX systems keep
+    ctime as POSIX says, and network mounts there are not detected."""
+    known = _local_devices.get(st.st_dev)
+    if known is not None:
+        return known
+    device = f"{os.major(st.st_dev)}:{os.minor(st.st_dev)}"
+    local = True
+    try:
+        with open("/proc/self/mountinfo", encoding="utf-8", errors="replace") as mounts:
+            for line in mounts:
+                fields = line.split(" ")
+                if len(fields) > 2 and fields[2] == device and " - " in line:
+                    local = line.split(" - ", 1)[1].split(" ", 1)[0] in LOCAL_FILESYSTEMS
+                    break
+    except OSError:
+        pass
+    _local_devices[st.st_dev] = local
+    return local
 _verified: dict[str, tuple[tuple[int, ...], int, tuple[str, ...], int]] = {}
 """path -> (stat stamp, length, blocks, verified_at_ns): the last full check that matched."""
 _verified_lock = threading.Lock()
@@ -64,7 +99,7 @@ def _stamp(st: os.stat_result) -> tuple[int, ...]:
 def _known_unchanged(path: StrPath, st: os.stat_result, hashes: PrefixHashes) -> bool:
     """Did a full check of these very hashes match this file while its stat stamp was the
     same as now, with the file's ctime settled before that check (module docstring)?"""
-    if not _STAMP_TRUSTED:
+    if not _STAMP_TRUSTED or not _on_local_filesystem(st):
         return False
     with _verified_lock:
         known = _verified.get(os.fspath(path))
