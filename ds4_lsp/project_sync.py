@@ -302,16 +302,19 @@ class ProjectSync:
             return
         if self._locked_attempts:
             reasons, self._outage_reasons = self._outage_reasons, []
-            if runs:  # the sync that lands carries the reason(s) it was retried for
+            landed = bool(runs) and runs[-1][1].get("status") != "error"
+            if landed:  # the sync that lands carries the reason(s) it was retried for
                 reason, result, only = runs[-1]
                 merged = list(dict.fromkeys([*reasons, reason]))
                 runs[-1] = (merged[0], {**result, "reasons": merged}, only)
-            log.info(
-                "project sync: the database lock was released; synced after %d attempt(s) "
-                "over %.1f s",
-                self._locked_attempts + 1,
-                asyncio.get_running_loop().time() - self._locked_since,
-            )
+                log.info(
+                    "project sync: the database lock was released; synced after %d attempt(s) "
+                    "over %.1f s",
+                    self._locked_attempts + 1,
+                    asyncio.get_running_loop().time() - self._locked_since,
+                )
+            else:  # no longer locked, but the sync failed otherwise: reported as it is
+                log.warning("project sync: the database lock was released; the sync failed")
             self._locked_attempts = 0
         for reason, result, only in runs:
             self.report(reason, result, only)
@@ -335,12 +338,12 @@ class ProjectSync:
         first locked attempt of an outage is reported with `ds4/indexUpdated` (status
         `error`, the reason of the sync that met the lock, `error` naming the lock,
         `retryInMs`) and logged once; later attempts are silent until one lands (`ready`,
-        with the first reason and every folded one in `reasons`).
+        with the first reason asked for and every folded one, in order, in `reasons`).
         """
         landed = runs[:-1]
         reason, failed, only = runs[-1]
-        self._outage_reasons = list(
-            dict.fromkeys([*self._outage_reasons, reason, *(r for r, _, _ in landed)])
+        self._outage_reasons = list(  # in the order the syncs were asked for
+            dict.fromkeys([*self._outage_reasons, *(r for r, _, _ in landed), reason])
         )
         if forced and not any(r == "tool" for r, _, _ in landed):
             self._forced |= forced
@@ -353,8 +356,7 @@ class ProjectSync:
         if self._locked_attempts == 1:
             self._locked_since = asyncio.get_running_loop().time()
             log.warning("project sync: the database is locked by another connection; retrying")
-            first = self._outage_reasons[0]
-            self.report(first, {**failed, "retryInMs": round(delay * 1000)}, only)
+            self.report(reason, {**failed, "retryInMs": round(delay * 1000)}, only)
         self._schedule(delay)
 
     async def _run(
