@@ -146,3 +146,33 @@ def test_after_a_git_timeout_later_syncs_use_the_walk_until_the_index_changes(
     assert git_calls
     assert third.git is not None
     assert [f.rel_path for f in third.files] == ["a.py"]
+
+
+def test_the_reported_sync_duration_includes_discovery(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`durationMs` of a full sync covers discovery (a slow Git shows): on a clock that only
+    discovery advances, by 7 s, the sync reports at least 7,000 ms."""
+    from ds4_core.config import Config
+    from ds4_core.project import workspace as workspace_module
+    from ds4_core.project.workspace import ProjectWorkspace
+    from ds4_core.store import open_store
+
+    root = tmp_path / "ws"
+    root.mkdir()
+    (root / "a.py").write_text("def tapir(): pass\n")
+    clock = [1000.0]
+    monkeypatch.setattr(workspace_module.time, "perf_counter", lambda: clock[0])
+    real_discover = workspace_module.discover_project
+
+    def slow_discovery(*args: object, **kwargs: object) -> Discovery:
+        clock[0] += 7.0
+        return real_discover(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(workspace_module, "discover_project", slow_discovery)
+    with open_store(tmp_path / "db" / "context.db") as store:
+        workspace = ProjectWorkspace(lambda: store, Config)
+        workspace.set_workspace(root, trusted=True)
+        result = workspace.sync()
+    assert result["status"] == "ready"
+    assert result["durationMs"] >= 7000
