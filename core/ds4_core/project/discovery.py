@@ -43,6 +43,7 @@ import functools
 import os
 import re
 import stat
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -53,9 +54,13 @@ from pathspec import GitIgnoreSpec, RegexPattern
 from ds4_core.project.filters import path_exclusion
 from ds4_core.project.git import (
     GitError,
+    blocking_repository_file,
+    common_directory,
     index_mtime_ns,
     read_head_tree,
     read_index,
+    read_small_regular,
+    repository_signature,
     run_git,
     worktree_changes,
 )
@@ -480,22 +485,97 @@ def _git_listing(root: Path, warnings: list[str]) -> _GitListing | _IgnoredByEnc
 
     Git runs only through `ds4_core.project.git` (no command that can start a program the
     repository's configuration names); "modified" comes from `worktree_changes`, not from
-    `git status`."""
+    `git status`.
+
+    Git is not run when a file it would open is a FIFO, socket or device
+    (`git.blocking_repository_file`: Git's blocking `open` would stall until `GIT_TIMEOUT_S`),
+    nor after a Git command timed out for this root until the repository's `index` or `HEAD`
+    changes (`_TIMED_OUT`); a warning says so each time."""
+    blocking = blocking_repository_file(root) or _blocking_ignore_file_below(root)
+    if blocking is not None:
+        warnings.append(
+            f"'{blocking}' is not a regular file (a FIFO, socket or device) and Git would wait"
+            " on it; listing files without Git"
+        )
+        return None
+    signature = repository_signature(root)
+    key = str(root)
+    if key in _TIMED_OUT:
+        if _TIMED_OUT[key] == signature:
+            warnings.append(
+                f"git timed out in '{root}' at an earlier sync; listing files without Git until"
+                " the repository's index or HEAD changes"
+            )
+            return None
+        del _TIMED_OUT[key]
     try:
-        prefix = os.fsdecode(run_git(root, "rev-parse", "--show-prefix")).strip("\n")
+        return _run_git_listing(root, warnings)
     except GitError as error:
+        if error.timed_out:
+            if len(_TIMED_OUT) >= _TIMED_OUT_MAX:
+                _TIMED_OUT.clear()
+            _TIMED_OUT[key] = signature
         if not error.expected:
             warnings.append(f"git failed in '{root}' ({error}); listing files without Git")
         return None
+
+
+MAX_PRECHECK_DIRECTORIES = 2_000
+"""Directories below the root whose `.gitignore` is checked (`stat` only) before Git runs."""
+
+
+def _blocking_ignore_file_below(root: Path) -> Path | None:
+    """A `.gitignore` below `root` that is neither a regular file nor a directory (Git's
+    untracked walk would block opening it), or None. Directories are visited breadth first,
+    at most `MAX_PRECHECK_DIRECTORIES`, skipping `.git` and nested repositories (Git does not
+    enter them); beyond that a file that stalls Git makes it time out once (`_TIMED_OUT`)."""
+    pending = deque([root])
+    visited = 0
+    while pending and visited < MAX_PRECHECK_DIRECTORIES:
+        directory = pending.popleft()
+        visited += 1
+        try:
+            with os.scandir(directory) as iterator:
+                entries = list(iterator)
+        except OSError:
+            continue
+        for entry in entries:
+            try:
+                if entry.is_dir(follow_symlinks=False):
+                    if entry.name != ".git" and not os.path.lexists(Path(entry.path, ".git")):
+                        pending.append(Path(entry.path))
+                elif entry.name == ".gitignore" and directory != root:
+                    mode = os.stat(entry.path).st_mode  # Git follows a link here
+                    if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+                        return Path(entry.path)
+            except OSError:
+                continue
+    return None
+
+
+_TIMED_OUT: dict[str, tuple[tuple[int, int, int], ...] | None] = {}
+"""Roots where a Git command timed out (after `GIT_TIMEOUT_S` seconds), with the
+`git.repository_signature` at that time: later discoveries of the root use the walk at once,
+until the signature changes, instead of waiting again."""
+_TIMED_OUT_MAX = 1_000
+
+
+def _run_git_listing(root: Path, warnings: list[str]) -> _GitListing | _IgnoredByEnclosing | None:
+    """`_git_listing`'s Git commands.
+
+    Raises:
+        GitError: a command failed or timed out (`expected` only when the folder is in no
+            repository, or Git is missing).
+    """
+    prefix = os.fsdecode(run_git(root, "rev-parse", "--show-prefix")).strip("\n")
     try:
         entries = read_index(root)
         untracked = _split_z(run_git(root, "ls-files", "--others", "--exclude-standard", "-z"))
         head = _git_optional(root, "rev-parse", "--verify", "-q", "HEAD")
         branch = _git_optional(root, "symbolic-ref", "--short", "-q", "HEAD")
         index_time = index_mtime_ns(root)
-    except GitError as error:
-        warnings.append(f"git failed in '{root}' ({error}); listing files without Git")
-        return None
+    except GitError as error:  # inside a repository every failure is worth a warning
+        raise GitError(str(error), timed_out=error.timed_out) from error
     head_tree: dict[str, tuple[str, str]] | None = {}
     if head is not None:
         try:
@@ -680,10 +760,20 @@ def _parse_ignore_file(path: Path, display: str, warnings: list[str]) -> tuple[_
     if stat.S_ISLNK(info.st_mode):
         warnings.append(f"{display}: ignore file is a symbolic link; not followed, ignored")
         return ()
+    if stat.S_ISDIR(info.st_mode):
+        return ()  # Git reads nothing from a directory named .gitignore either
     if not stat.S_ISREG(info.st_mode):
+        warnings.append(
+            f"{display}: ignore file is not a regular file (a FIFO, socket or device);"
+            " not opened, ignored"
+        )
         return ()
-    try:
-        data = path.read_bytes()
+    try:  # O_NONBLOCK: a FIFO swapped in after the lstat cannot stall the walk
+        flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+        with os.fdopen(os.open(path, flags), "rb") as handle:
+            if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+                return ()
+            data = handle.read()
     except OSError as error:
         warnings.append(f"{display}: cannot read ignore file ({_errno_name(error)}); ignored")
         return ()
@@ -730,11 +820,7 @@ def _is_nested_repository(directory: Path) -> bool:
     if stat.S_ISDIR(info.st_mode):
         return (marker / "HEAD").is_file()
     if stat.S_ISREG(info.st_mode):
-        try:
-            with open(marker, "rb") as handle:
-                return handle.read(8) == b"gitdir: "
-        except OSError:
-            return False
+        return (read_small_regular(marker, 8) or b"") == b"gitdir: "
     return False
 
 
@@ -750,18 +836,11 @@ def _git_directory(top: Path) -> Path | None:
         return marker
     if not stat.S_ISREG(info.st_mode):
         return None
-    try:
-        content = marker.read_text("utf-8", "surrogateescape").strip()
-    except OSError:
+    content = read_small_regular(marker)
+    if content is None or not content.startswith(b"gitdir:"):
         return None
-    if not content.startswith("gitdir:"):
-        return None
-    git_dir = (top / content[len("gitdir:") :].strip()).resolve()
-    try:  # a linked work tree keeps info/exclude in the common directory
-        common = (git_dir / "commondir").read_text("utf-8", "surrogateescape").strip()
-        return (git_dir / common).resolve()
-    except OSError:
-        return git_dir
+    git_dir = (top / os.fsdecode(content[len(b"gitdir:") :]).strip()).resolve()
+    return common_directory(git_dir)  # a linked work tree keeps info/exclude there
 
 
 def _global_ignore_file() -> Path | None:

@@ -90,9 +90,10 @@ class GitError(Exception):
     """A Git command failed. `expected` marks failures that are normal, not worth a warning
     (Git is not installed, the folder is not in a work tree, no commit or branch yet)."""
 
-    def __init__(self, message: str, *, expected: bool = False) -> None:
+    def __init__(self, message: str, *, expected: bool = False, timed_out: bool = False) -> None:
         super().__init__(message)
         self.expected = expected
+        self.timed_out = timed_out
 
 
 def run_git(root: Path, *args: str) -> bytes:
@@ -130,7 +131,9 @@ def run_git(root: Path, *args: str) -> bytes:
             check=False,
         )
     except subprocess.TimeoutExpired as error:
-        raise GitError(f"`git {args[0]}` timed out after {GIT_TIMEOUT_S:g} s") from error
+        raise GitError(
+            f"`git {args[0]}` timed out after {GIT_TIMEOUT_S:g} s", timed_out=True
+        ) from error
     except FileNotFoundError as error:
         raise GitError("git is not installed", expected=True) from error
     except OSError as error:
@@ -142,6 +145,123 @@ def run_git(root: Path, *args: str) -> bytes:
         expected = not message or "not a git repository" in message
         raise GitError(f"`git {args[0]}`: {detail}", expected=expected)
     return completed.stdout
+
+
+_GIT_DIR_FILES = ("HEAD", "index", "config", "config.worktree", "commondir", "packed-refs")
+"""Files of the repository directory Git may open before it lists anything."""
+_COMMON_DIR_FILES = ("config", "packed-refs", "info/exclude", "info/attributes")
+"""Files of the common directory (the repository directory unless `commondir` names another,
+as in a linked work tree) Git may open."""
+_TREE_FILES = (".gitignore", ".gitattributes")
+"""Files of each directory from the work tree's top down to the root that Git reads."""
+
+
+def repository_top(root: Path) -> Path | None:
+    """The nearest directory at or above `root` holding a `.git` entry (of any kind), or None
+    (Git's discovery of a work tree, without `GIT_CEILING_DIRECTORIES`)."""
+    for directory in (root, *root.parents):
+        if os.path.lexists(directory / ".git"):
+            return directory
+    return None
+
+
+def read_small_regular(path: Path, limit: int = 4096) -> bytes | None:
+    """The first `limit` bytes of `path` when it is a regular file (symbolic links followed),
+    else None (missing, unreadable, a FIFO, socket, device or directory). Never blocks: the
+    file is opened with `O_NONBLOCK`, so a FIFO planted in a folder cannot stall the caller."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as handle:
+        try:
+            if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+                return None
+            return handle.read(limit)
+        except OSError:
+            return None
+
+
+def repository_directory(top: Path) -> Path | None:
+    """The repository directory of the work tree at `top`: `.git` itself, or the directory a
+    `.git` file names (`gitdir: <path>`, relative to `top`); None when neither can be read."""
+    marker = top / ".git"
+    if marker.is_dir():
+        return marker
+    content = read_small_regular(marker)
+    if content is None or not content.startswith(b"gitdir:"):
+        return None
+    named = os.fsdecode(content[len(b"gitdir:") :]).strip()
+    return (top / named).resolve() if named else None
+
+
+def common_directory(git_dir: Path) -> Path:
+    """The common directory of the repository directory `git_dir`: where its `commondir`
+    file points (a linked work tree), else `git_dir` itself."""
+    content = read_small_regular(git_dir / "commondir")
+    named = os.fsdecode(content).strip() if content is not None else ""
+    return (git_dir / named).resolve() if named else git_dir
+
+
+def blocking_repository_file(root: Path) -> Path | None:
+    """A file Git would open when run in `root` that is neither a regular file nor a
+    directory (a FIFO, socket or device, symbolic links followed), or None when there is none.
+
+    Git opens these files with a blocking `open`, so a FIFO among them stalls every Git
+    command until `GIT_TIMEOUT_S`. Checked with `stat` only, never opened: `.git` (when it is
+    neither a directory nor a file), the repository directory's `HEAD`, `index`, `config`,
+    `config.worktree`, `commondir`, `packed-refs` and the ref file `HEAD` names, the common
+    directory's `config`, `packed-refs`, `info/exclude` and `info/attributes`, and the
+    `.gitignore` and `.gitattributes` of each directory from the work tree's top down to
+    `root`. Ignore files deeper than `root` are not checked here (that would be a walk of its
+    own); a Git command they stall times out once (see `discovery`).
+    """
+    top = repository_top(root)
+    if top is None:
+        return None
+    candidates = [top / ".git"]
+    git_dir = repository_directory(top)
+    if git_dir is not None:
+        candidates += [git_dir / name for name in _GIT_DIR_FILES]
+        common = common_directory(git_dir)
+        candidates += [common / name for name in _COMMON_DIR_FILES]
+        head = read_small_regular(git_dir / "HEAD")
+        if head is not None and head.startswith(b"ref: refs/"):
+            ref = os.fsdecode(head[len(b"ref: ") :]).strip()
+            if ".." not in ref.split("/"):
+                candidates.append(common / ref)
+    directory = top
+    parts = root.relative_to(top).parts if root != top else ()
+    for part in (None, *parts):
+        if part is not None:
+            directory = directory / part
+        candidates += [directory / name for name in _TREE_FILES]
+    for path in candidates:
+        try:
+            mode = os.stat(path).st_mode
+        except OSError:
+            continue  # missing (or a dangling link): Git does not open it either
+        if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+            return path
+    return None
+
+
+def repository_signature(root: Path) -> tuple[tuple[int, int, int], ...] | None:
+    """`(inode, size, mtime_ns)` of the repository's `index` and `HEAD` (zeros when missing),
+    or None when `root` is in no work tree: a change of either means Git may behave
+    differently now (another commit, branch or staged state)."""
+    top = repository_top(root)
+    git_dir = repository_directory(top) if top is not None else None
+    if git_dir is None:
+        return None
+    signature = []
+    for name in ("index", "HEAD"):
+        try:
+            info = os.stat(git_dir / name)
+            signature.append((info.st_ino, info.st_size, info.st_mtime_ns))
+        except OSError:
+            signature.append((0, 0, 0))
+    return tuple(signature)
 
 
 class IndexEntry(NamedTuple):

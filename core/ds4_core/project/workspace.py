@@ -273,6 +273,8 @@ class ProjectWorkspace:
                         else None
                     ),
                 )
+                # durationMs covers discovery too, so a slow discovery (Git) shows.
+                result = replace(result, duration_ms=(time.perf_counter() - started) * 1000.0)
                 with self._lock:
                     if self.root == root:  # not re-rooted meanwhile
                         if only is None:
