@@ -496,6 +496,7 @@ async def read_messages(server: Ds4Server, reader: FrameReader, stop: threading.
                     )
                 continue
             protocol.receive(frame.body)
+            await protocol.exit_after_shutdown()  # an `exit` that came before its shutdown ended
         except Exception as exc:  # noqa: BLE001 - one message never stops the server
             log.error("transport: a message could not be handled (%s)", type(exc).__name__)
 
