@@ -476,7 +476,9 @@ def error_response(
 
 async def read_messages(server: Ds4Server, reader: FrameReader, stop: threading.Event) -> None:
     """Read frames until end of stream or `stop`, and dispatch each to `server.protocol`;
-    answer every envelope error. Reading runs on the server's thread pool."""
+    answer every envelope error. Reading runs on the server's thread pool. An `exit` that
+    came while `shutdown` still runs is served here once the shutdown is answered
+    (`Ds4Protocol.exit_after_shutdown`), before the next read."""
     loop = asyncio.get_running_loop()
     protocol = server.protocol
     while not stop.is_set():
