@@ -37,6 +37,9 @@ _DRIVE = re.compile(r"/*([A-Za-z])[:|](?=[/\\]|$)")
 """A Windows drive at the start of a `file:` URI's path: `/C:`, `/c|` (RFC 8089 appendix
 E.2.2), or `C:` without its slash (RFC 8089 appendix E.2)."""
 
+_REPEATED_SLASHES = re.compile(r"/{2,}")
+"""Two or more slashes in a row."""
+
 
 def document_key(uri: str) -> str:
     """The key under which the document `uri` is kept: one key for every spelling of one
@@ -49,11 +52,17 @@ def document_key(uri: str) -> str:
     drive letter is lower-cased (as `pygls.uris.to_fs_path` and VS Code do); the rest of the
     path keeps its case. So `file:///c%3A/My%20Project/a.py`, `file:///C:/My%20Project/a.py`,
     `file://localhost/C|/My Project/./a.py` and `file:///C:\\My Project\\a.py` give one key,
-    `file:///c:/My Project/a.py`. Other URIs are keyed decoded only.
+    `file:///c:/My Project/a.py`. A `file:` URI's `?query` and `#fragment` (RFC 3986 sections
+    3.4, 3.5: not part of the path, and `pygls.uris.to_fs_path` drops them too) are dropped,
+    and repeated slashes inside its path are one (`file:///tmp//a.py` is `/tmp/a.py`; a leading
+    `//`, a UNC share, stays). Names that differ only in Unicode normalization (NFC, NFD) or
+    case, apart from a drive letter, stay different documents: they are different files on
+    Linux. In the key, `%`, `#` and `?` of the decoded path stay percent-encoded, so that the
+    key is its own key. Other URIs are keyed decoded only.
     """
-    key = unquote(uri)
-    if key[:5].lower() != "file:":
-        return key
+    if uri[:5].lower() != "file:":
+        return unquote(uri)
+    key = unquote(uri.partition("#")[0].partition("?")[0])
     rest = key[5:]
     authority = ""
     if rest.startswith("//"):
@@ -69,8 +78,21 @@ def document_key(uri: str) -> str:
     drive = _DRIVE.match(path)
     if drive is not None:
         tail = path[drive.end() :].replace("\\", "/")
-        return f"file://{authority}/{drive.group(1).lower()}:{_without_dot_segments(tail)}"
-    return f"file://{authority}{_without_dot_segments(path)}"
+        return f"file://{_quoted(authority)}/{drive.group(1).lower()}:{_path_key(tail)}"
+    leading = len(path) - len(path.lstrip("/"))  # `//server/share` (UNC) stays
+    return f"file://{_quoted(authority)}{path[:leading]}{_path_key(path[leading:])}"
+
+
+def _path_key(path: str) -> str:
+    """A decoded `file:` path in key form: single slashes, dot segments resolved (after the
+    slashes: `a//..` is `a/..`, as in POSIX), `%`, `#`, `?` percent-encoded."""
+    return _quoted(_without_dot_segments(_REPEATED_SLASHES.sub("/", path)))
+
+
+def _quoted(text: str) -> str:
+    """`text` with `%`, `#` and `?` percent-encoded (the characters that would read as an
+    escape, a fragment or a query in a URI)."""
+    return text.replace("%", "%25").replace("#", "%23").replace("?", "%3F")
 
 
 def _without_dot_segments(path: str) -> str:

@@ -92,6 +92,11 @@ later `workspace/didChangeConfiguration`) gives it (bytes; `transport.FrameReade
 SHUTDOWN_GRACE_S = 5.0
 """How long `shutdown` waits for engine calls in flight before closing the database (s)."""
 
+EXIT_GRACE_S = 2 * SHUTDOWN_GRACE_S + 1.0
+"""How long an `exit` that arrives while `shutdown` is still running waits for it (s): the
+two waits of `Ds4Server.close_engine` (the database opening, the engine calls in flight) and
+a second for closing the database."""
+
 CLIENT_REQUEST_GRACE_S = 5.0
 """Extra time a worker thread waits for the event loop beyond a client request's own timeout
 (s); only reached when the loop itself is stuck."""
@@ -125,7 +130,20 @@ class Ds4Protocol(LanguageServerProtocol):
     are answered with JSON-RPC InvalidParams (-32602) whose message names each field, e.g.
     `ds4/plan: params.model.contextWindow: expected an integer`; the server keeps serving.
     This applies to standard LSP requests too.
+
+    Once `shutdown` is received, every later request but `exit` is answered with
+    InvalidRequest (LSP 3.17 `shutdown`), and an `exit` that arrives while the shutdown still
+    runs waits for it (`exit_after_shutdown`).
     """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        # The `shutdown` request being served (pygls's future for its answer), from its
+        # receipt; pygls's own flag `_shutdown` is set only once our handler has returned.
+        self._shutdown_answer: concurrent.futures.Future[Any] | None = None
+        self._shutdown_received = False
+        self.deferred_exit: Any = None
+        """An `exit` received while `shutdown` still runs, for `exit_after_shutdown`."""
+        super().__init__(*args, **kwargs)  # reads every property (pygls's feature scan)
 
     # pygls wraps the base method in @lru_cache, which typeshed types as a non-method object.
     def get_message_type(self, method: str) -> type | None:  # type: ignore[override]
@@ -202,7 +220,7 @@ class Ds4Protocol(LanguageServerProtocol):
         data = decode_message(body)
         if isinstance(data, EnvelopeError):
             log.warning("rejected a message: JSON-RPC error %d", data.code)
-            if data.answer and not self._shutdown:
+            if data.answer:
                 self.send_raw(error_response(data.msg_id, data.code, data.message, data.fields))
             elif data.msg_id is not None and data.msg_id in self._request_futures:
                 # A malformed answer to our own request (ds4/summarize): fail that request
@@ -210,6 +228,18 @@ class Ds4Protocol(LanguageServerProtocol):
                 error = types.ResponseError(code=data.code, message=data.message)
                 self._handle_response(data.msg_id, None, error)
             return
+        if self._shutdown_received and "method" in data and "id" in data:
+            if data["method"] != types.EXIT:
+                log.warning("rejected a request after shutdown")
+                self.send_raw(
+                    error_response(
+                        data["id"],
+                        INVALID_REQUEST,
+                        f"Invalid request: {bounded_text(data['method'])}: the server is "
+                        "shutting down (`shutdown` was received); only `exit` is served",
+                    )
+                )
+                return
         try:
             message = self.structure_message(data)
             self.handle_message(message)
@@ -306,6 +336,41 @@ class Ds4Protocol(LanguageServerProtocol):
                 )
                 self._send_response(message.id, error=error)
             return
+        method = getattr(message, "method", None)
+        if method == types.EXIT and self.shutdown_running:
+            self.deferred_exit = message  # served by exit_after_shutdown
+            return
+        super().handle_message(message)
+        if method == types.SHUTDOWN and not self._shutdown_received:
+            self._shutdown_received = True
+            self._shutdown_answer = self._request_futures.get(message.id)
+
+    @property
+    def shutdown_running(self) -> bool:
+        """Whether `shutdown` was received and is not yet answered."""
+        answer = self._shutdown_answer
+        return answer is not None and not answer.done()
+
+    async def exit_after_shutdown(self) -> None:
+        """Serve the `exit` held back in `deferred_exit` once the `shutdown` it followed has
+        been answered, waiting at most `EXIT_GRACE_S` for it; then pygls ends the process
+        (`SystemExit`): with 0 when the shutdown succeeded, else 1 (LSP 3.17 `exit`).
+
+        pygls runs `exit` at once and takes a shutdown still running as none: the process
+        would end with 1, its answer unsent and its handler cancelled. The frame loop
+        (`transport.read_messages`) calls this before it reads on, so nothing is read while
+        waiting. Does nothing when no `exit` is held back.
+        """
+        message, self.deferred_exit = self.deferred_exit, None
+        if message is None:
+            return
+        answer = self._shutdown_answer
+        if answer is not None and not answer.done():
+            # pygls's answer callback was added first: concurrent futures run callbacks in
+            # order, so the answer is written before this wait ends.
+            _done, running = await asyncio.wait({asyncio.wrap_future(answer)}, timeout=EXIT_GRACE_S)
+            if running:
+                log.warning("exit: shutdown still running after %.0f s", EXIT_GRACE_S)
         super().handle_message(message)
 
     @lsp_method(types.INITIALIZE)

@@ -476,7 +476,9 @@ def error_response(
 
 async def read_messages(server: Ds4Server, reader: FrameReader, stop: threading.Event) -> None:
     """Read frames until end of stream or `stop`, and dispatch each to `server.protocol`;
-    answer every envelope error. Reading runs on the server's thread pool."""
+    answer every envelope error. Reading runs on the server's thread pool. An `exit` that
+    came while `shutdown` still runs is served here once the shutdown is answered
+    (`Ds4Protocol.exit_after_shutdown`), before the next read."""
     loop = asyncio.get_running_loop()
     protocol = server.protocol
     while not stop.is_set():
@@ -496,6 +498,7 @@ async def read_messages(server: Ds4Server, reader: FrameReader, stop: threading.
                     )
                 continue
             protocol.receive(frame.body)
+            await protocol.exit_after_shutdown()  # an `exit` that came before its shutdown ended
         except Exception as exc:  # noqa: BLE001 - one message never stops the server
             log.error("transport: a message could not be handled (%s)", type(exc).__name__)
 

@@ -9,6 +9,8 @@ range from the text it holds, exactly like the model.
 from __future__ import annotations
 
 import re
+import unicodedata
+from urllib.parse import quote
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -161,7 +163,7 @@ def test_the_workspace_creates_lsp_documents() -> None:
 DRIVE_PATHS = st.tuples(
     st.sampled_from("cdCDzZ"),
     st.lists(
-        st.text(alphabet="abcXYZ019 _-.é中#", min_size=1, max_size=8).filter(
+        st.text(alphabet="abcXYZ019 _-.é中#?%", min_size=1, max_size=8).filter(
             lambda part: part not in (".", "..")
         ),
         min_size=1,
@@ -176,46 +178,55 @@ def test_document_key_is_one_key_for_every_encoding_of_a_windows_uri(
 ) -> None:
     """A Windows path quoted in full (as VS Code does), with the colon kept, or with a
     differently cased drive letter names one document."""
-    from urllib.parse import quote
-
     drive, parts = path
     plain = "/".join(parts)
-    canonical = f"file:///{drive.lower()}:/{plain}"
+    canonical = f"file:///{drive.lower()}:/{_key_path(parts)}"
     written = f"file:///{drive.upper() if upper else drive.lower()}{colon}/{quote(plain)}"
     assert document_key(written) == document_key(canonical) == canonical
-    assert document_key(f"file:///{drive}:/{plain}/x") != document_key(canonical)
+    assert document_key(f"{canonical}/x") != document_key(canonical)
+
+
+def _key_path(parts: list[str]) -> str:
+    """`parts` as a path in key form: the least a URI must percent-encode (`%`, `#`, `?`)."""
+    return "/".join(_least_quoted(part) for part in parts)
+
+
+def _least_quoted(part: str) -> str:
+    return part.replace("%", "%25").replace("#", "%23").replace("?", "%3F")
 
 
 def _spell_windows_uri(drive: str, parts: list[str], spelling: dict[str, bool]) -> str:
     """One client's spelling of `drive:/parts...` as a `file:` URI."""
-    from urllib.parse import quote
-
     letter = drive.upper() if spelling["upper"] else drive.lower()
     separator = "\\" if spelling["backslashes"] else "/"
+    if spelling["slashes"]:
+        separator *= 2
     segments = list(parts)
     if spelling["dots"]:
         segments = [s for part in segments for s in (".", "gone", "..", part)]
-    path = separator.join(segments)
     if spelling["quoted"]:
-        path = quote(path, safe="/")
+        path = separator.join(quote(segment, safe="") for segment in segments)
+    else:
+        path = separator.join(_least_quoted(segment) for segment in segments)
     colon = "|" if spelling["pipe"] else ("%3A" if spelling["quoted"] else ":")
     authority = "localhost" if spelling["localhost"] else ""
-    return f"file://{authority}/{letter}{colon}{separator}{path}"
+    suffix = "?line=3#L3" if spelling["suffix"] else ""
+    return f"file://{authority}/{letter}{colon}{separator}{path}{suffix}"
 
 
-SPELLINGS = st.fixed_dictionaries(
-    {key: st.booleans() for key in ("upper", "backslashes", "dots", "quoted", "pipe", "localhost")}
-)
+SPELLING_CHOICES = ("upper", "backslashes", "slashes", "dots", "quoted", "pipe", "localhost")
+SPELLINGS = st.fixed_dictionaries({key: st.booleans() for key in (*SPELLING_CHOICES, "suffix")})
 
 
 @given(path=DRIVE_PATHS, first=SPELLINGS, second=SPELLINGS)
 def test_document_key_is_one_key_for_every_rfc_8089_spelling(
     path: tuple[str, list[str]], first: dict[str, bool], second: dict[str, bool]
 ) -> None:
-    """Two spellings of one Windows path (drive case, `C|`, `localhost`, backslashes, dot
-    segments, percent-encoding) give one key, and the key is its own key."""
+    """Two spellings of one Windows path (drive case, `C|`, `localhost`, backslashes, doubled
+    separators, dot segments, percent-encoding, a query or fragment) give one key, and the key
+    is its own key."""
     drive, parts = path
-    canonical = f"file:///{drive.lower()}:/" + "/".join(parts)
+    canonical = f"file:///{drive.lower()}:/" + _key_path(parts)
     key = document_key(_spell_windows_uri(drive, parts, first))
     assert key == document_key(_spell_windows_uri(drive, parts, second)) == canonical
     assert document_key(key) == key
@@ -244,3 +255,59 @@ def test_document_key_leaves_posix_backslashes_and_other_schemes_alone() -> None
     assert document_key("file:///tmp/./a/../b") == "file:///tmp/b"
     assert document_key("file://server/share/a.py") == "file://server/share/a.py"
     assert document_key("untitled:Untitled-1") == "untitled:Untitled-1"
+
+
+POSIX_PARTS = st.lists(
+    st.text(alphabet="abcXYZ019 _-.é中#?%", min_size=1, max_size=8).filter(
+        lambda part: part not in (".", "..")
+    ),
+    min_size=1,
+    max_size=4,
+)
+
+
+@given(
+    parts=POSIX_PARTS,
+    runs=st.lists(st.integers(min_value=1, max_value=3), min_size=3, max_size=3),
+    query=st.sampled_from(["", "?", "?line=3", "?a=b&c=%23"]),
+    fragment=st.sampled_from(["", "#", "#L10", "#a?b/c"]),
+    quoted=st.booleans(),
+)
+def test_document_key_drops_query_fragment_and_repeated_slashes_of_a_file_uri(
+    parts: list[str], runs: list[int], query: str, fragment: str, quoted: bool
+) -> None:
+    """`file:///tmp//s.py`, `file:///tmp/s.py?x` and `file:///tmp/s.py#L3` are the file
+    `/tmp/s.py` (RFC 3986 sections 3.4, 3.5; POSIX path resolution): one key, which is its own
+    key. A `#`, `?` or `%` that is part of a name (percent-encoded) stays in it."""
+    canonical = "file:///" + _key_path(parts)
+    path = ""
+    for index, part in enumerate(parts):
+        separator = "/" * (runs[index - 1] if 0 < index <= len(runs) else 1)
+        path += separator + (quote(part, safe="") if quoted else _least_quoted(part))
+    spelled = f"file://{path}{query}{fragment}"
+    assert document_key(spelled) == canonical, spelled
+    assert document_key(canonical) == canonical
+
+
+@given(parts=POSIX_PARTS, index=st.integers(min_value=0, max_value=3))
+def test_document_key_keeps_case_and_unicode_normalization_variants_apart(
+    parts: list[str], index: int
+) -> None:
+    """Linux file names are bytes: `é` (NFC) and `e` + U+0301 (NFD), or `A.py` and `a.py`,
+    are different files, hence different documents."""
+    index %= len(parts)
+    key = document_key("file:///" + "/".join(quote(part, safe="") for part in parts))
+    for variant in (parts[index].swapcase(), unicodedata.normalize("NFD", parts[index])):
+        if variant != parts[index]:
+            changed = [*parts[:index], variant, *parts[index + 1 :]]
+            assert document_key("file:///" + "/".join(quote(p, safe="") for p in changed)) != key
+
+
+def test_document_key_keeps_a_leading_double_slash_and_names_with_reserved_characters() -> None:
+    """Repeated slashes are one only inside a path: `file:////server/share` (a UNC share)
+    stays apart from `/server/share`. A percent-encoded `#` or `?` is part of the name."""
+    assert document_key("file:////server//share/a.py") == "file:////server/share/a.py"
+    assert document_key("file:////server/share/a.py") != document_key("file:///server/share/a.py")
+    assert document_key("file:///tmp/a%23b.py") != document_key("file:///tmp/a")
+    assert document_key("file:///tmp/a%3Fb.py#x") == "file:///tmp/a%3Fb.py"
+    assert document_key("untitled:Untitled-1?x#y") == "untitled:Untitled-1?x#y"

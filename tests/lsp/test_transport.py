@@ -422,3 +422,41 @@ def test_an_input_that_fails_to_read_ends_the_reading_instead_of_spinning() -> N
 
     assert _next_frame(FrameReader(HungUp())) is None  # type: ignore[arg-type]
     assert HungUp.reads == 1
+
+
+def test_shutdown_and_exit_in_one_write_answer_the_shutdown_then_exit_zero(
+    tmp_path: Path,
+) -> None:
+    """A client that writes `shutdown` and `exit` at once (without waiting for the answer):
+    the shutdown is answered, then the process exits with 0 (the shutdown was received,
+    LSP 3.17 `exit`), and nothing is cancelled mid-way (no traceback on stderr)."""
+    server = RawServer(tmp_path / "ds4.db")
+    server.initialize()
+    server.send(frame(request(2, "shutdown")) + frame({"jsonrpc": "2.0", "method": "exit"}))
+    server.process.wait(60)
+    code = server.close()  # the process has ended: its exit code, and all of stderr read
+    assert server.answer(2) == {"jsonrpc": "2.0", "id": 2, "result": None}, server.stderr_lines
+    assert code == 0, server.stderr_lines
+    assert not any("Traceback" in line for line in server.stderr_lines), server.stderr_lines
+
+
+def test_requests_after_shutdown_are_invalid_requests(tmp_path: Path) -> None:
+    """LSP 3.17 `shutdown`: "If a server receives requests after a shutdown request those
+    requests should error with InvalidRequest", whether sent with the shutdown (still
+    running) or after its answer, well formed or not; `exit` then ends with 0."""
+    server = RawServer(tmp_path / "ds4.db")
+    server.initialize()
+    health = {"command": "ds4.health"}
+    server.send(
+        frame(request(2, "shutdown"))
+        + frame(request(3, "workspace/executeCommand", health))
+        + frame(request(4, "ds4/plan", {"model": "not an object"}))
+    )
+    assert server.answer(2) == {"jsonrpc": "2.0", "id": 2, "result": None}
+    for msg_id in (3, 4):
+        error = assert_error(server.answer(msg_id), INVALID_REQUEST)
+        assert "shutdown" in error["message"], error
+    assert_error(server.call("workspace/executeCommand", health), INVALID_REQUEST)
+    assert_error(server.call("initialize", {"capabilities": {}}), INVALID_REQUEST)
+    server.send(frame({"jsonrpc": "2.0", "method": "exit"}))
+    assert server.process.wait(60) == 0, server.stderr_lines
