@@ -8,12 +8,12 @@ user's own ignore files cannot change the answer.
 from __future__ import annotations
 
 import os
-import subprocess
 import tempfile
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import pytest
+from git_repos import git, isolate_git
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -27,26 +27,7 @@ from ds4_core.project.discovery import (
 @pytest.fixture(autouse=True)
 def isolated_git(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A private HOME; Git reads no system or global configuration; commits need no setup."""
-    home = tmp_path_factory.mktemp("home")
-    monkeypatch.setenv("HOME", str(home))
-    monkeypatch.setenv("XDG_CONFIG_HOME", str(home / ".config"))
-    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
-    monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(home / "gitconfig"))
-    for name in ("AUTHOR", "COMMITTER"):
-        monkeypatch.setenv(f"GIT_{name}_NAME", "Test")
-        monkeypatch.setenv(f"GIT_{name}_EMAIL", "test@example.invalid")
-    for name in ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE"):
-        monkeypatch.delenv(name, raising=False)
-    return home
-
-
-def git(root: Path, *args: str) -> str:
-    completed = subprocess.run(
-        ["git", "-C", str(root), "-c", "init.defaultBranch=main", *args],
-        capture_output=True,
-        check=True,
-    )
-    return completed.stdout.decode()
+    return isolate_git(tmp_path_factory.mktemp("home"), monkeypatch)
 
 
 def git_lists(root: Path) -> set[str]:

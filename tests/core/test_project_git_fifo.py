@@ -12,6 +12,7 @@ import threading
 from pathlib import Path
 
 import pytest
+from git_repos import git, isolate_git
 
 import ds4_core.project.discovery as discovery_module
 import ds4_core.project.git as git_module
@@ -21,26 +22,8 @@ from ds4_core.project.discovery import Discovery, discover_project
 @pytest.fixture(autouse=True)
 def isolated_git(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A private HOME; Git reads no system or global configuration; commits need no setup."""
-    home = tmp_path_factory.mktemp("home")
-    monkeypatch.setenv("HOME", str(home))
-    monkeypatch.setenv("XDG_CONFIG_HOME", str(home / ".config"))
-    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
-    monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(home / "gitconfig"))
-    for name in ("AUTHOR", "COMMITTER"):
-        monkeypatch.setenv(f"GIT_{name}_NAME", "Test")
-        monkeypatch.setenv(f"GIT_{name}_EMAIL", "test@example.invalid")
-    for name in ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE"):
-        monkeypatch.delenv(name, raising=False)
     getattr(discovery_module, "_TIMED_OUT", {}).clear()
-    return home
-
-
-def git(root: Path, *args: str) -> None:
-    subprocess.run(
-        ["git", "-C", str(root), "-c", "init.defaultBranch=main", *args],
-        capture_output=True,
-        check=True,
-    )
+    return isolate_git(tmp_path_factory.mktemp("home"), monkeypatch)
 
 
 @pytest.fixture
