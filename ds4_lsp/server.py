@@ -373,6 +373,22 @@ class Ds4Protocol(LanguageServerProtocol):
                 log.warning("exit: shutdown still running after %.0f s", EXIT_GRACE_S)
         super().handle_message(message)
 
+    @lsp_method(types.SHUTDOWN)
+    def lsp_shutdown(self, *args: Any) -> Generator[Any, Any, None]:
+        """pygls 2.1.1's shutdown (the handler, then every other unfinished request cancelled,
+        then `_shutdown` set), cancelling over a snapshot of the requests: cancelling a
+        request run on a thread runs its callback at once, which removes it from
+        `_request_futures`, so pygls's loop over the live dict raised RuntimeError and the
+        shutdown failed (answered InternalError, `exit` then ending with 1)."""
+        if (user_handler := self.fm.features.get(types.SHUTDOWN)) is not None:
+            yield user_handler, args, None
+        current_id = self.msg_id
+        for msg_id, future in list(self._request_futures.items()):
+            if msg_id != current_id and not future.done():
+                future.cancel()
+        self._shutdown = True
+        return None
+
     @lsp_method(types.INITIALIZE)
     def lsp_initialize(self, params: types.InitializeParams) -> Generator[Any, Any, Any]:
         """pygls's initialize, with its workspace replaced by an `LspWorkspace` (documents

@@ -1019,3 +1019,25 @@ def test_short_quoted_passwords_env_prefixes_netrc_default_and_key_tails_are_fou
 )
 def test_values_that_only_look_like_passwords_keep_a_file_indexed(text: str) -> None:
     assert secret_reason(f"x = 1\n{text}\n") is None
+
+
+def test_netrc_default_entries_do_not_make_the_check_quadratic() -> None:
+    """`default` takes no value, so a flood of `login default` pairs could make each `default`
+    scan to the end of the file; the pairs before `password` are bounded. Counted, not timed:
+    the number of pairs tried from one `default` stays below the cap."""
+    from ds4_core.project.filters import _NETRC_ENTRY
+
+    flood = "default " + "login default " * 2_000 + "password Zq8k" + "Lp2vNx7"
+    match = _NETRC_ENTRY.search(flood)
+    assert match is not None and match.start() > 2_000 * 14 - 200  # only the last pairs
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "export PG" + PW.upper() + "=Xk9vQ2pLm7; pg_dump db",
+        "environment: [POSTGRES_" + PW.upper() + "=Xk9vQ2pLm7, X=1]",
+    ],
+)
+def test_an_environment_assignment_before_a_semicolon_or_comma_is_found(text: str) -> None:
+    assert secret_reason(f"x = 1\n{text}\n") == "secret assignment (password)"

@@ -64,3 +64,38 @@ async def test_shutdown_closes_the_engine_and_exits_zero(servers: Servers) -> No
     client = await servers.start()
     await execute(client, "ds4.health")
     assert await servers.stop(client) == 0
+
+
+def test_shutdown_cancels_requests_still_running_on_threads_and_completes() -> None:
+    """A command (or `initialize`) still running when `shutdown` is handled has a thread
+    future whose cancellation removes it from the pending requests at once; the shutdown
+    still completes (`_shutdown` set, so `exit` ends with 0) and the request is cancelled."""
+    import concurrent.futures
+    import functools
+
+    from ds4_lsp.server import create_server
+
+    class Sink:
+        def __init__(self) -> None:
+            self.out: list[str] = []
+
+        def write(self, data: str) -> None:
+            self.out.append(data)
+
+        def close(self) -> None:
+            pass
+
+    protocol = create_server().protocol
+    protocol.set_writer(Sink())
+    running: concurrent.futures.Future[None] = concurrent.futures.Future()
+    protocol._request_futures[1] = running
+    running.add_done_callback(functools.partial(protocol._send_handler_result, msg_id=1))
+    protocol._request_futures[2] = concurrent.futures.Future()
+    steps = protocol.lsp_shutdown(None)
+    next(steps)  # our shutdown handler; pretend it finished
+    try:
+        steps.send(None)
+    except StopIteration:
+        pass
+    assert protocol._shutdown
+    assert running.cancelled() and 1 not in protocol._request_futures

@@ -322,7 +322,7 @@ _URL_ANCHORS = (b"://",)
 # `login <user>`, then `password <value>`; on one line or several. Anchored on `machine`.
 _NETRC_ENTRY = re.compile(
     r"(?<![A-Za-z0-9_\-])(?:machine[ \t]+\S+|default)"
-    r"(?:\s+(?:login|account|port|user)[ \t]+\S+)*"
+    r"(?:\s+(?:login|account|port|user)[ \t]+\S+){0,6}"  # bounded: `default` takes no value
     r"\s+(?:password|passwd)[ \t]+(?P<value>\S+)"
 )
 _NETRC_ANCHORS = (b"machine", b"default")
@@ -368,7 +368,7 @@ _SECRET_ASSIGNMENT = re.compile(
       (?P<bare_sep>[ \t]*[:=][ \t]*)
       (?P<bare>[^\s"'`(){}\[\]<>,;$\\=:|&*!\#%@][^\s"'`(){}\[\]<>,;$\\]{7,})
       (?P<line_end>[ \t]*(?:\#[^\r\n]*)?(?=[\r\n]|\Z))?
-      (?(line_end)|(?=[ \t]))
+      (?(line_end)|(?=[ \t;,]))
     )
     """
 )
