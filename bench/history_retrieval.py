@@ -1,4 +1,4 @@
-"""Benchmark: historical retrieval over 5,000 indexed messages (ds4-reference.md 3.2).
+"""Benchmark: historical retrieval over 5,000 indexed messages (docs/ds4-rules.md, "Historical retrieval").
 
 Workload: a synthetic v3 session built from the real 914-message v1 session
 (`pi-mono-v1-large-session.jsonl`): its entries, migrated by the reader, are written out as v3

@@ -1,4 +1,4 @@
-"""Benchmark: project knowledge on 5,000 real source files (issue 3, ds4-reference.md 3.9-3.10).
+"""Benchmark: project knowledge on 5,000 real source files (docs/ds4-rules.md, "Project indexing").
 
 Corpus: real Python files of projects we did not write, read from this machine, no network.
 `.py` files are taken, sorted by path, from the running interpreter's standard library

@@ -1,4 +1,4 @@
-"""Benchmark: project retrieval over a synthetic 5,000-file project (ds4-reference.md 3.10).
+"""Benchmark: project retrieval over a synthetic 5,000-file project (docs/ds4-rules.md, "Project indexing").
 
 Workload: a generated but realistic service in a temp dir: nine areas (billing, shipping,
 catalog, ...), each with its own nouns plus a few generic ones; Python and TypeScript modules

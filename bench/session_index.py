@@ -1,4 +1,4 @@
-"""Benchmark: indexing a real Pi session into the SQLite store (ds4-reference.md 3.12).
+"""Benchmark: indexing a real Pi session into the SQLite store (docs/ds4-rules.md, "Incremental session").
 
 Workload: the real 914-message v1 session (`pi-mono-v1-large-session.jsonl`) replicated to at
 least `--size-mb` MB by repeating its non-header lines (a v1 file has no ids: the reader numbers
