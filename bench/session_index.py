@@ -50,6 +50,17 @@ from ds4_core.store import open_store  # noqa: E402
 DEFAULT_SESSION = ROOT / "examples" / "pi-mono-v1-large-session.jsonl"
 
 
+def time_noop_syncs(store, session: Path, runs: int) -> list[float]:
+    """ms of each of `runs` syncs of the unchanged `session` (each must be a no-op)."""
+    samples = []
+    for _ in range(runs):
+        started = time.perf_counter()
+        result = sync_session(store, session)
+        samples.append((time.perf_counter() - started) * 1000)
+        assert result.outcome == "noop", result
+    return samples
+
+
 def percentile(values: list[float], q: float) -> float:
     """The q-th percentile (0..100) by nearest rank."""
     ordered = sorted(values)
@@ -165,22 +176,12 @@ def main() -> None:
             result = sync_session(store, session)
             append_ms.append((time.perf_counter() - started) * 1000)
             assert result.outcome == "incremental" and result.entries_added == 1, result
-        noop_ms: list[float] = []
-        for _ in range(args.appends):
-            started = time.perf_counter()
-            result = sync_session(store, session)
-            noop_ms.append((time.perf_counter() - started) * 1000)
-            assert result.outcome == "noop", result
+        noop_ms = time_noop_syncs(store, session, args.appends)
         # Once the file's last change is older than the racy margin, one more full check
         # records its stat stamp and later no-op syncs read nothing (sessions.prefix).
         time.sleep(RACY_MARGIN_NS / 1e9 + 0.2)
         sync_session(store, session)
-        settled_ms: list[float] = []
-        for _ in range(args.appends):
-            started = time.perf_counter()
-            result = sync_session(store, session)
-            settled_ms.append((time.perf_counter() - started) * 1000)
-            assert result.outcome == "noop", result
+        settled_ms = time_noop_syncs(store, session, args.appends)
         store.close()
         started = time.perf_counter()
         hashlib.sha256(session.read_bytes()).hexdigest()
