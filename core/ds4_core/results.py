@@ -1,0 +1,433 @@
+"""Typed results of `ContextEngine`: one frozen dataclass per answer (docs/protocol.md).
+
+Every result has `to_wire()` (`ds4_core.wire`), the camelCase JSON object that `ds4 ... --json`
+prints and the LSP server answers, so the two are equal by construction. Field names are the
+wire names in snake_case; units are tokens (chars-v2 estimates unless named otherwise),
+milliseconds (`duration_ms`, `latency_ms`, rounded to 3 decimals), 1-based inclusive lines, and
+ISO-8601 UTC timestamps.
+
+JSON documents the engine passes through rather than builds field by field stay mappings
+(`JsonObject`): Pi messages (their shape is Pi's), a stored manifest (a versioned document kept
+in SQLite and answered in one of several views), the summary graph's node and root rows and
+counts, the planner's statistics, the compaction entry's `details`, and project sync results
+(`ProjectFolders.sync`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from .wire import JsonObject, WireResult, omit_if_none, to_wire
+
+# --------------------------------------------------------------------------- plan
+
+
+@dataclass(frozen=True, slots=True)
+class Budget(WireResult):
+    """The token budget of a plan (docs/reference: budget rules). All values are tokens."""
+
+    context_window: int
+    output_reserve: int
+    safety_margin: int
+    hard_input_limit: int
+    soft_limit: int
+    target_input_tokens: int
+    recent_tail_tokens: int
+    max_retrieved_history_tokens: int
+    max_project_tokens: int
+    max_summary_tokens: int
+
+
+@dataclass(frozen=True, slots=True)
+class ModelInfo(WireResult):
+    """The model a plan was made for (wire key `id` is the model id). `source` says where the
+    window came from: `request`, `override`, `table:<key>` or `default`. Tokens; None when the
+    output limit is unknown."""
+
+    provider: str
+    id: str
+    context_window: int
+    max_output_tokens: int | None
+    source: str
+
+
+@dataclass(frozen=True, slots=True)
+class SessionInfo(WireResult):
+    """The session an answer was built from: Pi session id, resolved file path, active leaf."""
+
+    id: str
+    file: str
+    leaf_id: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class PlanResult(WireResult):
+    """`ds4/plan` and `ds4 plan`.
+
+    `mode` is `managed`, `observer` or `fallback` (messages unchanged; `fallback_reason` says
+    why). `messages` are the planned Pi messages. `manifest_stored` is False when the manifest
+    was kept in memory only. `over_hard_limit` is True when `fixed_tokens` +
+    `current_turn_tokens` exceed `hard_input_limit`. `stats` holds the planner's counters in
+    camelCase plus `included`, `excluded` (item counts) and `durationMs`.
+    """
+
+    mode: str
+    messages: tuple[JsonObject, ...]
+    manifest_id: str
+    manifest_stored: bool
+    estimated_tokens: int
+    estimator_version: str
+    over_hard_limit: bool
+    current_turn_tokens: int
+    fixed_tokens: int
+    hard_input_limit: int
+    budget: Budget
+    model: ModelInfo
+    warnings: tuple[str, ...]
+    stats: JsonObject
+    fallback_reason: str | None = omit_if_none()
+    session: SessionInfo | None = omit_if_none()
+
+    def log_summary(self) -> str:
+        """One log line: counts, ids and timings only (never content)."""
+        return (
+            f"mode={self.mode} messages={len(self.messages)} tokens={self.estimated_tokens} "
+            f"manifest={self.manifest_id} warnings={len(self.warnings)}"
+        )
+
+
+# --------------------------------------------------------------------------- retrieve
+
+
+@dataclass(frozen=True, slots=True)
+class HistoryHit(WireResult):
+    """A transcript entry that matched. `entry_key` is `<sessionId>:<entryId>`; `excerpt` is
+    the quoted text and `tokens` its size; `score` rounded to 3 decimals."""
+
+    entry_key: str
+    entry_id: str
+    role: str | None
+    created_at: str | None
+    score: float
+    reason: str
+    excerpt: str
+    tokens: int
+
+
+@dataclass(frozen=True, slots=True)
+class ProjectHit(WireResult):
+    """A project snippet of a trusted workspace, re-validated against the live text. `path`
+    is relative to the folder `folder_path` (named `folder`; both absent with no folder name);
+    lines 1-based inclusive; `file_hash` the sha256 of the file's text; `score` rounded to 3
+    decimals; `modified` whether the file differs from Git's HEAD."""
+
+    path: str
+    start_line: int
+    end_line: int
+    file_hash: str
+    score: float
+    reason: str
+    text: str
+    snippet_id: str
+    tokens: int
+    modified: bool | None
+    folder: str | None = omit_if_none()
+    folder_path: str | None = omit_if_none()
+
+
+@dataclass(frozen=True, slots=True)
+class RetrievalStats(WireResult):
+    """Counters of one history retrieval; `latency_ms` in milliseconds (3 decimals)."""
+
+    candidates: int = 0
+    duplicates: int = 0
+    alternate_branch_candidates: int = 0
+    already_in_context: int = 0
+    latency_ms: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class RetrieveResult(WireResult):
+    """`ds4/retrieve` and `ds4 retrieve`. `status` is `ok`, `no-query`, `disabled`,
+    `no-session` or the history search status; `query` is the query used (the last user
+    message when none was given); `project_status` is None when the project scope was not
+    asked for, else `untrusted`, `no-workspace`, `disabled`, `error` or the search status."""
+
+    status: str
+    query: str | None
+    history: tuple[HistoryHit, ...]
+    project: tuple[ProjectHit, ...]
+    project_status: str | None
+    stats: RetrievalStats
+    warnings: tuple[str, ...]
+
+    def log_summary(self) -> str:
+        """One log line: counts and timings only."""
+        return (
+            f"status={self.status} history={len(self.history)} project={len(self.project)} "
+            f"candidates={self.stats.candidates} latency_ms={self.stats.latency_ms:.1f}"
+        )
+
+
+# --------------------------------------------------------------------------- manifest
+
+
+@dataclass(frozen=True, slots=True)
+class ManifestResult(WireResult):
+    """`ds4/manifest` and `ds4 manifest`: a stored manifest document in the requested view
+    (`summary`, `full`, ...; docs/protocol.md). The document is versioned and kept in SQLite
+    as JSON, so it is answered as the mapping it is; `to_wire()` returns a copy of it."""
+
+    view: str
+    document: JsonObject
+
+    def to_wire(self) -> dict[str, Any]:
+        """The manifest document itself (its keys are already the wire names)."""
+        wire = to_wire(self.document)
+        assert isinstance(wire, dict)
+        return wire
+
+
+# --------------------------------------------------------------------------- compaction
+
+
+@dataclass(frozen=True, slots=True)
+class CompactionEntry(WireResult):
+    """The Pi compaction entry for the client to append (without `type`, `id`, `parentId`,
+    `timestamp`, which the client's session writer sets). `tokens_before` in tokens;
+    `details` holds `readFiles`, `modifiedFiles` and the `ds4ContextEngine` record."""
+
+    summary: str
+    first_kept_entry_id: str
+    tokens_before: int
+    details: JsonObject
+
+
+@dataclass(frozen=True, slots=True)
+class CompactValidation(WireResult):
+    """How the summary fared against the contract: `status` valid | warning | invalid,
+    `issue_codes` found before repairs, `repairs` applied (names, in order)."""
+
+    status: str
+    issue_codes: tuple[str, ...]
+    repairs: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class CompactSpan(WireResult):
+    """What was summarized: `message_count` messages of `tokens` tokens before
+    `first_kept_entry_id`, `kept_tokens` kept after it; `is_split_turn` when the cut falls
+    inside a turn; `previous_summary_id` the branch's root before (None for the first)."""
+
+    message_count: int
+    tokens: int
+    kept_tokens: int
+    is_split_turn: bool
+    first_kept_entry_id: str
+    previous_summary_id: str | None
+    source_entry_count: int
+
+
+@dataclass(frozen=True, slots=True)
+class SummaryTokens(WireResult):
+    """The new root's size (`summary`, tokens) and the limit it was written for."""
+
+    summary: int
+    limit: int
+
+
+@dataclass(frozen=True, slots=True)
+class CompactResult(WireResult):
+    """`ds4/compact` and `ds4 compact`: the new root `summary_id` (its text is
+    `compaction.summary`), the new segment, and who wrote it (`summarizer`: `client` or
+    `offline`, with `fallback_reason` when offline was a fallback; None otherwise)."""
+
+    compaction: CompactionEntry
+    summary_id: str
+    segment_summary_id: str
+    operation_id: str
+    summary_kind: str
+    graph_level: int
+    summarizer: str
+    fallback_reason: str | None
+    validation: CompactValidation
+    span: CompactSpan
+    tokens: SummaryTokens
+    warnings: tuple[str, ...]
+    session: SessionInfo
+    duration_ms: float
+
+    def log_summary(self) -> str:
+        """One log line: ids and counts only."""
+        return (
+            f"summary={self.summary_id} kind={self.summary_kind} level={self.graph_level} "
+            f"summarizer={self.summarizer} validation={self.validation.status} "
+            f"messages={self.span.message_count} tokens={self.span.tokens} "
+            f"warnings={len(self.warnings)}"
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class LifecycleResult(WireResult):
+    """`ds4/compactCommitted` / `ds4/compactFailed`: the sessions changed and the summary ids
+    whose lifecycle moved (empty for an unknown id or an operation already settled)."""
+
+    summary_id: str
+    sessions: tuple[str, ...]
+    changed: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class SummariesResult(WireResult):
+    """`ds4.summaries` and `ds4 summaries`: the summary graph seen from the leaf (no node
+    content). `nodes`, `roots` and `counts` are the rows of `compaction.render.graph_view`;
+    `tree` the text tree."""
+
+    session_id: str
+    session_file: str | None
+    leaf_id: str | None
+    active_root_id: str | None
+    nodes: tuple[JsonObject, ...]
+    roots: tuple[JsonObject, ...]
+    counts: JsonObject
+    tree: str
+
+
+# --------------------------------------------------------------------------- index
+
+
+@dataclass(frozen=True, slots=True)
+class SyncReport(WireResult):
+    """`ds4 index` and one item of a rebuild: how one session file was synced. `outcome` is
+    `unchanged`, `appended`, `rebuilt`, ... with `reason`; bytes read; `duration_ms` in ms."""
+
+    session_id: str | None
+    session_file: str
+    outcome: str
+    reason: str | None
+    entries_added: int
+    entries_total: int
+    malformed_lines: int
+    bytes_read: int
+    duration_ms: float
+    rewritten_at: str | None
+    warnings: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class RebuildFailure(WireResult):
+    """A session a rebuild could not index, and why."""
+
+    session_file: str
+    error: str
+
+
+@dataclass(frozen=True, slots=True)
+class RebuildResult(WireResult):
+    """`ds4.rebuildIndex` and `ds4 rebuild`: sessions rebuilt, their entries, the failures,
+    each session's report and (in a trusted workspace) the project sync result."""
+
+    sessions: int
+    entries: int
+    failed: tuple[RebuildFailure, ...]
+    duration_ms: float
+    results: tuple[SyncReport, ...]
+    project: JsonObject | None
+
+
+# --------------------------------------------------------------------------- project
+
+
+@dataclass(frozen=True, slots=True)
+class GitState(WireResult):
+    """A folder's Git state: branch, HEAD commit and whether the worktree differs (None when
+    unknown or not a Git repository)."""
+
+    branch: str | None
+    head: str | None
+    dirty: bool | None
+
+
+@dataclass(frozen=True, slots=True)
+class FolderStatus(WireResult):
+    """One workspace folder of `ProjectStatus.folders`."""
+
+    name: str | None
+    project_path: str
+    status: str
+    files: int
+    snippets: int
+    stale_snippets: int
+    git: GitState
+    indexed_at: str | None
+    error: str | None = omit_if_none()
+
+
+@dataclass(frozen=True, slots=True)
+class RefusedFolder(WireResult):
+    """A workspace folder that was not accepted, and why."""
+
+    error: str
+
+
+@dataclass(frozen=True, slots=True)
+class ProjectStatus(WireResult):
+    """`ds4.projectStatus`: `status` (`ready`, `indexing`, `untrusted`, `no-workspace`,
+    `disabled`, `error`, ...), the first folder's path, whether trusted; with an active
+    workspace, counts summed over folders, the first folder's `git` and `indexed_at`, and each
+    folder's status; `error` while the status is `error`; `refused` folders after a set."""
+
+    status: str
+    project_path: str | None
+    trusted: bool | None = omit_if_none()
+    error: str | None = omit_if_none()
+    files: int | None = omit_if_none()
+    snippets: int | None = omit_if_none()
+    stale_snippets: int | None = omit_if_none()
+    git: GitState | None = omit_if_none()
+    indexed_at: str | None = omit_if_none()
+    folders: tuple[FolderStatus, ...] | None = omit_if_none()
+    refused: tuple[RefusedFolder, ...] | None = omit_if_none()
+
+
+@dataclass(frozen=True, slots=True)
+class StaleSnippet(WireResult):
+    """A window of a file a plan sent whose lines no longer match the live text: the window
+    `start_line`..`end_line` and its changed lines `change_start_line`..`change_end_line`
+    (1-based inclusive), the manifest that sent it and when."""
+
+    snippet_id: str
+    start_line: int
+    end_line: int
+    manifest_id: str
+    sent_at: str
+    change: str
+    change_start_line: int
+    change_end_line: int
+
+
+# --------------------------------------------------------------------------- health
+
+
+@dataclass(frozen=True, slots=True)
+class HealthResult(WireResult):
+    """`ds4.health` and `ds4 health`: `status` `ok`, or `warning` when notices, settings
+    warnings, stale snippets or session copies exist; versions, counts and the project status."""
+
+    status: str
+    version: str
+    schema_version: int
+    database_path: str
+    sqlite_version: str
+    fts5: bool
+    sessions: int
+    entries: int
+    manifests: int
+    summaries: JsonObject
+    ephemeral_manifests: int
+    estimator: str
+    notices: tuple[str, ...]
+    config_warnings: tuple[str, ...]
+    project: ProjectStatus
+    warnings: tuple[str, ...] = field(default=())
