@@ -244,6 +244,7 @@ def check_golden(name: str, actual: Any, scratch: Path, shown: int = 25) -> None
         AssertionError: they differ (the message lists the first `shown` differing paths and
             where the whole actual recording was written), or the recording is missing.
     """
+    __tracebackhide__ = True  # pytest shows the message, not this function
     golden = GOLDEN_DIR / f"{name}.json"
     text = json.dumps(actual, indent=1, ensure_ascii=False) + "\n"
     if update_requested():

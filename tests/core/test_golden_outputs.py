@@ -7,9 +7,8 @@ health, rebuild. Each step records its argv, exit code, stderr and parsed stdout
 recording, normalised (see `tests/golden_outputs.py` for exactly what is normalised), must
 equal `tests/golden/cli.json`.
 
-Regenerate (only when a change of behaviour is wanted):
-
-    DS4_UPDATE_GOLDEN=1 .venv/bin/pytest -q tests/core/test_golden_outputs.py -p no:cacheprovider
+Record again (only when the change of behaviour is wanted): `DS4_UPDATE_GOLDEN=1` (see
+`tests/golden_outputs.py`).
 """
 
 from __future__ import annotations
@@ -20,16 +19,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+import golden_outputs as golden
 import pytest
 from git_repos import isolate_git
-from golden_outputs import (
-    MANIFEST_VIEWS,
-    QUERY,
-    Normaliser,
-    check_golden,
-    make_inputs,
-    prompt_hash,
-)
 
 from ds4_core import cli
 
@@ -41,7 +33,7 @@ def record_cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any
     monkeypatch.setenv("COLUMNS", str(cli.REPORT_WIDTH))
     monkeypatch.setenv("GIT_CEILING_DIRECTORIES", str(tmp_path))
     isolate_git(tmp_path / "home", monkeypatch)
-    session, workspace = make_inputs(tmp_path)
+    session, workspace = golden.make_inputs(tmp_path)
     db = tmp_path / "state" / "context.db"
     steps: dict[str, Any] = {}
 
@@ -54,18 +46,20 @@ def record_cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any
         return result
 
     s, ws = str(session), str(workspace)
-    plan = ds4("plan", "plan", "--session", s, "--workspace", ws, "--trust", "--json", QUERY)
-    ds4("retrieve-history", "retrieve", "--session", s, "--scope", "history", "--json", QUERY)
+    plan = ds4("plan", "plan", "--session", s, "--workspace", ws, "--trust", "--json", golden.QUERY)
+    ds4(
+        "retrieve-history", "retrieve", "--session", s, "--scope", "history", "--json", golden.QUERY
+    )
     ds4(
         "retrieve-project",
-        *("retrieve", "--workspace", ws, "--trust", "--scope", "project", "--json", QUERY),
+        *("retrieve", "--workspace", ws, "--trust", "--scope", "project", "--json", golden.QUERY),
     )
     ds4(
         "retrieve-both",
-        *("retrieve", "--session", s, "--workspace", ws, "--trust", "--json", QUERY),
+        *("retrieve", "--session", s, "--workspace", ws, "--trust", "--json", golden.QUERY),
     )
     manifest_id = plan["manifestId"] if isinstance(plan, dict) else "missing"
-    for view in MANIFEST_VIEWS:
+    for view in golden.MANIFEST_VIEWS:
         ds4(f"manifest-{view}", "manifest", manifest_id, "--view", view, "--json")
     ds4("manifest-latest", "manifest", "--latest", "--session", s, "--json")
     ds4("compact", "compact", "--session", s, "--json")
@@ -82,6 +76,6 @@ def test_cli_json_outputs_match_the_recording(
     started = time.time()
     steps = record_cli(tmp_path, monkeypatch)
     plan = steps["plan"]["result"]
-    hashes = {prompt_hash(plan["messages"])} if isinstance(plan, dict) else set()
-    normalised = Normaliser(tmp_path, started, time.time(), hashes).normalise(steps)
-    check_golden("cli", normalised, tmp_path)
+    hashes = {golden.prompt_hash(plan["messages"])} if isinstance(plan, dict) else set()
+    normalised = golden.Normaliser(tmp_path, started, time.time(), hashes).normalise(steps)
+    golden.check_golden("cli", normalised, tmp_path)

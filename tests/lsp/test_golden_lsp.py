@@ -9,9 +9,8 @@ trusted workspace, on its own temp database, answers the same scenario as
 params and its result; the whole recording, normalised (see `tests/golden_outputs.py`), must
 equal `tests/golden/lsp.json`.
 
-Regenerate (only when a change of behaviour is wanted):
-
-    DS4_UPDATE_GOLDEN=1 .venv/bin/pytest -q tests/lsp/test_golden_lsp.py -p no:cacheprovider
+Record again (only when the change of behaviour is wanted): `DS4_UPDATE_GOLDEN=1` (see
+`tests/golden_outputs.py`).
 """
 
 from __future__ import annotations
@@ -20,17 +19,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+import golden_outputs as golden
 import pytest
 from git_repos import isolate_git
-from golden_outputs import (
-    MANIFEST_VIEWS,
-    QUERY,
-    WORKSPACE_NAME,
-    Normaliser,
-    check_golden,
-    make_inputs,
-    prompt_hash,
-)
 from lsp_helpers import Servers, execute, request
 from project_helpers import start_project_client
 
@@ -43,8 +34,8 @@ async def record_lsp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[st
     monkeypatch.setenv("GIT_CEILING_DIRECTORIES", str(tmp_path))
     monkeypatch.delenv("DS4_DB", raising=False)
     isolate_git(tmp_path / "home", monkeypatch)
-    session, workspace = make_inputs(tmp_path)
-    assert workspace.name == WORKSPACE_NAME
+    session, workspace = golden.make_inputs(tmp_path)
+    assert workspace.name == golden.WORKSPACE_NAME
     servers = Servers(CLIENT, workspace, tmp_path / "state" / "context.db")
     steps: dict[str, Any] = {}
     try:
@@ -66,22 +57,22 @@ async def record_lsp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[st
             return result
 
         ref = {"file": str(session)}
-        plan = await ask("plan", "ds4/plan", {"session": ref, "request": QUERY})
+        plan = await ask("plan", "ds4/plan", {"session": ref, "request": golden.QUERY})
         await ask(
             "retrieve-history",
             "ds4/retrieve",
-            {"session": ref, "query": QUERY, "scopes": ["history"]},
+            {"session": ref, "query": golden.QUERY, "scopes": ["history"]},
         )
-        await ask("retrieve-project", "ds4/retrieve", {"query": QUERY, "scopes": ["project"]})
+        await ask(
+            "retrieve-project", "ds4/retrieve", {"query": golden.QUERY, "scopes": ["project"]}
+        )
         await ask(
             "retrieve-both",
             "ds4/retrieve",
-            {"session": ref, "query": QUERY, "scopes": ["history", "project"]},
+            {"session": ref, "query": golden.QUERY, "scopes": ["history", "project"]},
         )
-        for view in MANIFEST_VIEWS:
-            await ask(
-                f"manifest-{view}", "ds4/manifest", {"id": plan["manifestId"], "view": view}
-            )
+        for view in golden.MANIFEST_VIEWS:
+            await ask(f"manifest-{view}", "ds4/manifest", {"id": plan["manifestId"], "view": view})
         await ask("manifest-latest", "ds4/manifest", {"session": ref, "latest": True})
         await ask("compact", "ds4/compact", {"session": ref})
         await command("summaries", "ds4.summaries", [{"session": ref}])
@@ -98,6 +89,6 @@ async def test_lsp_answers_match_the_recording(
 ) -> None:
     started = time.time()
     steps = await record_lsp(tmp_path, monkeypatch)
-    hashes = {prompt_hash(steps["plan"]["result"]["messages"])}
-    normalised = Normaliser(tmp_path, started, time.time(), hashes).normalise(steps)
-    check_golden("lsp", normalised, tmp_path)
+    hashes = {golden.prompt_hash(steps["plan"]["result"]["messages"])}
+    normalised = golden.Normaliser(tmp_path, started, time.time(), hashes).normalise(steps)
+    golden.check_golden("lsp", normalised, tmp_path)
