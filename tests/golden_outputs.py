@@ -45,6 +45,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+import pytest
+from git_repos import isolate_git
+
 REPO = Path(__file__).resolve().parent.parent
 GOLDEN_DIR = Path(__file__).resolve().parent / "golden"
 BUNDLED_SESSION = REPO / "examples" / "pi-mono-v1-large-session.jsonl"
@@ -75,6 +78,10 @@ WORKSPACE_FILES = {
 }
 """The trusted workspace: three small files, no Git."""
 
+REPORT_COLUMNS = 100
+"""`COLUMNS` of every CLI run: the width the text reports were recorded at (the CLI's
+`REPORT_WIDTH` then), fixed here so that a terminal's width never changes them."""
+
 MANIFEST_VIEWS = ("summary", "included", "excluded", "full")
 
 DURATION_KEYS = frozenset({"durationMs", "latencyMs"})
@@ -103,6 +110,19 @@ def make_inputs(root: Path) -> tuple[Path, Path]:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text, encoding="utf-8")
     return session, workspace
+
+
+def prepare_cli(root: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Path, Path]:
+    """Set up the CLI scenario under `root`: no `DS4_DB`, `COLUMNS` at `REPORT_COLUMNS` (so
+    text reports wrap the same everywhere), Git isolated in `root/home` and
+    stopped at `root`, and the inputs of `make_inputs`; returns (session file, workspace
+    folder, database path `root/state/context.db`, not created yet)."""
+    monkeypatch.delenv("DS4_DB", raising=False)
+    monkeypatch.setenv("COLUMNS", str(REPORT_COLUMNS))
+    monkeypatch.setenv("GIT_CEILING_DIRECTORIES", str(root))
+    isolate_git(root / "home", monkeypatch)
+    session, workspace = make_inputs(root)
+    return session, workspace, root / "state" / "context.db"
 
 
 def prompt_hash(messages: list[Any]) -> str:

@@ -21,7 +21,6 @@ from typing import Any
 
 import golden_outputs as golden
 import pytest
-from git_repos import isolate_git
 
 from ds4_core import cli
 
@@ -29,12 +28,7 @@ from ds4_core import cli
 def record_cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
     """Run the scenario with `ds4_core.cli.run` in this process; returns the raw recording
     (step name -> {argv, exitCode, stderr, result})."""
-    monkeypatch.delenv("DS4_DB", raising=False)
-    monkeypatch.setenv("COLUMNS", str(cli.REPORT_WIDTH))
-    monkeypatch.setenv("GIT_CEILING_DIRECTORIES", str(tmp_path))
-    isolate_git(tmp_path / "home", monkeypatch)
-    session, workspace = golden.make_inputs(tmp_path)
-    db = tmp_path / "state" / "context.db"
+    session, workspace, db = golden.prepare_cli(tmp_path, monkeypatch)
     steps: dict[str, Any] = {}
 
     def ds4(name: str, *argv: str) -> Any:
