@@ -19,8 +19,10 @@ from typing import Any
 
 import pytest
 
-from ds4_core import engine as engine_module
 from ds4_core.engine import ContextEngine
+from ds4_core.engine import manifests as engine_manifests
+from ds4_core.engine import planning as engine_planning
+from ds4_core.engine import sessions as engine_sessions
 from ds4_core.requests import (
     ManifestRequest,
     ModelSpec,
@@ -362,7 +364,7 @@ def test_a_planner_exception_falls_back_to_the_callers_messages(
     def broken(*args: Any, **kwargs: Any) -> Any:
         raise RuntimeError("planner exploded")
 
-    monkeypatch.setattr(engine_module, "plan_context", broken)
+    monkeypatch.setattr(engine_planning, "plan_context", broken)
     messages = [user_message("read the file"), {"role": "assistant", "content": [], "timestamp": 2}]
     messages.append(user_message("now fix it"))
     snapshot = json.loads(json.dumps(messages))
@@ -384,7 +386,7 @@ def test_a_retrieval_exception_falls_back_and_still_stores_the_manifest(
     def broken(*args: Any, **kwargs: Any) -> Any:
         raise sqlite3.OperationalError("disk I/O error")
 
-    monkeypatch.setattr(engine_module, "retrieve_history", broken)
+    monkeypatch.setattr(engine_planning, "retrieve_history", broken)
     result = engine.plan(
         PlanRequest(session=session(pi_sessions_dir, V1_LARGE), request=EARLY_REQUEST)
     ).to_wire()
@@ -408,7 +410,7 @@ def test_a_session_read_failure_falls_back_to_the_given_messages(
     def broken(*args: Any, **kwargs: Any) -> Any:
         raise KeyError("parentId")
 
-    monkeypatch.setattr(engine_module, "context_for_path", broken)
+    monkeypatch.setattr(engine_sessions, "context_for_path", broken)
     messages = [user_message("hello")]
     result = engine.plan(
         PlanRequest(session=session(pi_sessions_dir, V3), messages=messages)
@@ -425,7 +427,7 @@ def test_a_manifest_that_cannot_be_stored_does_not_fail_the_plan(
     def broken(*args: Any, **kwargs: Any) -> Any:
         raise sqlite3.OperationalError("database or disk is full")
 
-    monkeypatch.setattr(engine_module.manifest_repo, "save_manifest", broken)
+    monkeypatch.setattr(engine_manifests.manifest_repo, "save_manifest", broken)
     result = engine.plan(PlanRequest(session=session(pi_sessions_dir, V3), request="x")).to_wire()
     assert result["mode"] == "managed"
     assert result["manifestStored"] is False
@@ -492,7 +494,7 @@ def test_logs_never_carry_request_text(
     def broken(*args: Any, **kwargs: Any) -> Any:
         raise ValueError(f"cannot plan {MARKER}")  # an exception quoting the request
 
-    monkeypatch.setattr(engine_module, "plan_context", broken)
+    monkeypatch.setattr(engine_planning, "plan_context", broken)
     fallback = engine.plan(PlanRequest(messages=[user_message(MARKER)])).to_wire()
     assert fallback["mode"] == "fallback"
 

@@ -152,7 +152,7 @@ def test_buffers_of_an_old_root_never_stand_for_files_of_a_new_one(tmp_path: Pat
         engine.set_workspace(str(first), trusted=True)
         assert engine.set_live_text(str(first / "src" / "app.py"), "edited in a") == "src/app.py"
         engine.set_workspace(str(second), trusted=True)
-        workspace = engine._workspace
+        workspace = engine.project.workspace
         assert workspace is not None and workspace.live_text("src/app.py") is None
     finally:
         engine.close()

@@ -1,0 +1,280 @@
+"""Compacting: `ds4/compact` and `ds4 compact` (prepare one compaction of a session's active
+branch), the lifecycle notifications `ds4/compactCommitted` / `ds4/compactFailed`, and the
+summary graph seen from a leaf (`ds4.summaries`, `ds4 summaries`); docs/compaction.md.
+
+The span, summary, validation and the prepared batch are `ds4_core.compaction`; this module
+resolves the session and the branch's current root (from the branch's own latest compaction
+entry, importing it when the store lacks it), and marks operations committed or failed in the
+sessions they belong to.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from ..compaction.nodes import SummaryNode
+from ..compaction.render import graph_view, render_dot
+from ..compaction.service import prepare_compaction
+from ..compaction.span import SpanError, latest_compaction, prepare_span
+from ..json_bounds import echo
+from ..requests import (
+    COMPACTION_REASONS,
+    CompactRequest,
+    RequestError,
+    RequestFailedError,
+    SessionRef,
+    Summarizer,
+)
+from ..results import CompactResult, LifecycleResult, SessionInfo, SummariesResult
+from ..sessions import SessionContext
+from ..store import summaries as summary_repo
+from .context import EngineContext
+from .indexing import Indexer
+from .sessions import SESSION_FILE, SessionCache, read_session_header, resolve_session_path
+
+log = logging.getLogger(__name__)
+
+
+class Compactor:
+    """Compactions and the summary graph of one engine (see the module docstring)."""
+
+    def __init__(self, context: EngineContext, sessions: SessionCache, indexer: Indexer) -> None:
+        self._context = context
+        self._sessions = sessions
+        self._indexer = indexer
+
+    def compact(
+        self,
+        request: CompactRequest,
+        summarizer: Summarizer | None = None,
+        *,
+        after_insert: Callable[[SummaryNode], None] | None = None,
+    ) -> CompactResult:
+        """Prepare one compaction of the session's active branch (`ContextEngine.compact`).
+
+        Raises:
+            RequestError: an unknown reason, a missing or unreadable session file, an unknown
+                leaf, a bad `firstKeptEntryId`, or a `previousSummaryId` that is not the
+                branch's root (the field is named).
+            RequestFailedError: compaction is turned off, or there is nothing to compact.
+        """
+        config = self._context.config()
+        if not config["compaction.enabled"]:
+            raise RequestFailedError(
+                "compaction is turned off by the compaction.enabled setting; turn it on, or let "
+                "Pi compact natively"
+            )
+        if request.reason not in COMPACTION_REASONS:
+            raise RequestError(
+                "reason: expected one of " + ", ".join(repr(r) for r in COMPACTION_REASONS),
+                "reason",
+            )
+        started = time.perf_counter()
+        session_id, context, tokens, path = self._synced_session(
+            request.session, "there is nothing to compact"
+        )
+        try:
+            span = prepare_span(
+                context,
+                tokens,
+                first_kept_entry_id=request.first_kept_entry_id,
+                keep_recent_tokens=int(config["compaction.keepRecentTokens"]),
+            )
+        except SpanError as exc:
+            if exc.field is None:
+                raise RequestFailedError(str(exc)) from exc
+            raise RequestError(str(exc), exc.field) from exc
+        previous_root = self._branch_root(session_id, path, span.previous_compaction_entry_id)
+        previous_id = previous_root.summary_id if previous_root else None
+        if request.previous_summary_id is not None and request.previous_summary_id != previous_id:
+            raise RequestError(
+                f"previousSummaryId: {echo(request.previous_summary_id)} is not the current root of "
+                "this branch ("
+                + (f"which is '{previous_id}'" if previous_id else "the branch has no summary yet")
+                + "); the previous summary comes from the branch's own latest compaction",
+                "previousSummaryId",
+            )
+        prepared = prepare_compaction(
+            self._context.store(),
+            session_id=session_id,
+            span=span,
+            reason=request.reason,
+            previous_root=previous_root,
+            config=config,
+            summarizer=summarizer,
+            custom_instructions=request.custom_instructions,
+            after_insert=after_insert,
+        )
+        duration_ms = (time.perf_counter() - started) * 1000
+        result = prepared.result(
+            SessionInfo(session_id, str(path), context.leaf_id), round(duration_ms, 3)
+        )
+        log.info(
+            "compact: session=%s summary=%s kind=%s level=%d messages=%d summarizer=%s "
+            "duration_ms=%.1f",
+            session_id,
+            prepared.root.summary_id,
+            prepared.root.kind,
+            prepared.root.graph_level,
+            span.message_count,
+            result.summarizer,
+            duration_ms,
+        )
+        return result
+
+    def compact_committed(
+        self, summary_id: str, entry_id: str | None = None, session: SessionRef | None = None
+    ) -> LifecycleResult:
+        """Mark the operation holding `summary_id` committed (`ContextEngine.compact_committed`):
+        in `session` when given, else in every session where it is `prepared` or `failed`.
+
+        Raises:
+            RequestError: `session` names a missing or unreadable session file.
+        """
+        return self._mark(
+            "committed",
+            summary_id,
+            session,
+            lambda session_id: summary_repo.mark_committed(
+                self._context.store(), session_id, summary_id, entry_id
+            ),
+        )
+
+    def compact_failed(
+        self, summary_id: str, reason: str | None = None, session: SessionRef | None = None
+    ) -> LifecycleResult:
+        """Mark the prepared operation holding `summary_id` failed
+        (`ContextEngine.compact_failed`): in `session` when given, else in every session where
+        it is `prepared`.
+
+        Raises:
+            RequestError: `session` names a missing or unreadable session file.
+        """
+        return self._mark(
+            "failed",
+            summary_id,
+            session,
+            lambda session_id: summary_repo.mark_failed(
+                self._context.store(), session_id, summary_id, reason
+            ),
+        )
+
+    def summaries(self, session: SessionRef) -> SummariesResult:
+        """The session's summary graph as seen from the leaf (`ContextEngine.summaries`).
+
+        Raises:
+            RequestError: a missing or unreadable session file, or an unknown leaf.
+        """
+        session_id, context, _tokens, path = self._synced_session(session, "it has no summaries")
+        _start, compaction_entry, _summary = latest_compaction(context)
+        root = self._branch_root(session_id, path, compaction_entry)
+        nodes = summary_repo.session_nodes(self._context.store(), session_id)
+        view = graph_view(
+            nodes,
+            active_root_id=root.summary_id if root else None,
+            active_path_entry_ids=set(context.path_entry_ids),
+            session_id=session_id,
+            session_file=str(path),
+            leaf_id=context.leaf_id,
+        )
+        return SummariesResult(
+            session_id=view["sessionId"],
+            session_file=view["sessionFile"],
+            leaf_id=view["leafId"],
+            active_root_id=view["activeRootId"],
+            nodes=tuple(view["nodes"]),
+            roots=tuple(view["roots"]),
+            counts=view["counts"],
+            tree=view["tree"],
+        )
+
+    def summaries_dot(self, session: SessionRef) -> str:
+        """The summary graph of `summaries(session)` as Graphviz DOT."""
+        return render_dot(self.summaries(session).to_wire())
+
+    def _synced_session(
+        self, ref: SessionRef, empty: str
+    ) -> tuple[str, SessionContext, list[int], Path]:
+        """(session id, leaf context, its message tokens, path) of `ref`, with the index (and
+        so the summary graph) synced first.
+
+        Raises:
+            RequestError: a missing or unreadable file, an unknown leaf, or a file with no
+                session header yet (the message ends with `empty`).
+        """
+        parsed, context, tokens, path = self._sessions.context(ref)
+        if parsed.header is None:
+            raise RequestError(
+                f"session.file: '{path}' holds no Pi session yet; {empty}", SESSION_FILE
+            )
+        self._indexer.sync(path, force=False, progress=None)
+        return parsed.header.session_id, context, tokens, path
+
+    def _branch_root(
+        self, session_id: str, path: Path, compaction_entry_id: str | None
+    ) -> SummaryNode | None:
+        """The summary node carried by the branch's latest compaction entry (never the
+        session-wide newest), importing it from the entry when the store lacks it."""
+        if compaction_entry_id is None:
+            return None
+        node = summary_repo.node_for_entry(self._context.store(), session_id, compaction_entry_id)
+        if node is not None:
+            return node
+        entry = self._sessions.cached(path).entry(compaction_entry_id)
+        # None for an empty summary: Pi sends nothing, so there is nothing to extend.
+        return self._indexer.import_entry(session_id, entry) if entry else None
+
+    def _lifecycle_sessions(
+        self, summary_id: str, session: SessionRef | None, *, include_failed: bool
+    ) -> list[str]:
+        """The sessions a `ds4/compactCommitted` / `ds4/compactFailed` applies to: the one
+        `session` names (its header's id; the file is not synced), else every session where
+        node `summary_id` is `prepared` (or `failed`, with `include_failed`).
+
+        Raises:
+            RequestError: `session` names a missing or unreadable file, or one without a Pi
+                session header.
+        """
+        if session is None:
+            return summary_repo.sessions_with_pending(
+                self._context.store(), summary_id, include_failed=include_failed
+            )
+        path = resolve_session_path(session.file, SESSION_FILE)
+        header = read_session_header(path)
+        if header is None:
+            raise RequestError(
+                f"session.file: '{path}' holds no Pi session yet; it has no summaries",
+                SESSION_FILE,
+            )
+        return [header.session_id]
+
+    def _mark(
+        self,
+        lifecycle: str,
+        summary_id: str,
+        session: SessionRef | None,
+        mark: Callable[[str], list[str]],
+    ) -> LifecycleResult:
+        """Apply `mark(session_id)` in each session where `summary_id` can move to
+        `lifecycle` (committed: from prepared or failed; failed: from prepared)."""
+        changed: list[str] = []
+        sessions: list[str] = []
+        pending = self._lifecycle_sessions(
+            summary_id, session, include_failed=lifecycle == "committed"
+        )
+        for session_id in pending:
+            ids = mark(session_id)
+            if ids:
+                sessions.append(session_id)
+                changed.extend(ids)
+        log.info(
+            "compact %s: summary=%s sessions=%d changed=%d",
+            lifecycle,
+            summary_id,
+            len(sessions),
+            len(changed),
+        )
+        return LifecycleResult(summary_id, tuple(sessions), tuple(changed))

@@ -1,0 +1,411 @@
+"""`ContextEngine`: the one facade the `ds4` CLI and the `ds4_lsp` server call.
+
+It owns the engine's lifecycle (opening the store lazily, closing it, its notices), the
+settings (`update_settings`) and the store lock, and delegates every request to one service
+(`ds4_core.engine`'s modules), which share an `EngineContext` of store and settings providers.
+Each public method takes a typed request (`ds4_core.requests`) and returns a typed result
+(`ds4_core.results`) whose `to_wire()` is the wire shape of the matching LSP request
+(camelCase; docs/protocol.md), so the CLI's `--json` and the server print the same objects.
+Methods block (SQLite, files): the LSP layer runs them off its event loop. They are safe to call
+from several threads at once.
+
+Failure rules: input the caller can fix raises `RequestError` naming the field; any failure
+while indexing, retrieving or planning returns the caller's messages unchanged (mode `fallback`
+with a reason). Logs carry counts, ids and timings only.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sqlite3
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import peewee
+
+from ..compaction.nodes import SummaryNode
+from ..config import DEFAULT_CONFIG, Config
+from ..planner import ModelProfile
+from ..requests import (
+    CompactRequest,
+    DatabaseUnavailableError,
+    ManifestRequest,
+    ModelSpec,
+    PlanRequest,
+    RetrieveRequest,
+    SessionRef,
+    Summarizer,
+)
+from ..results import (
+    CompactResult,
+    HealthResult,
+    LifecycleResult,
+    ManifestResult,
+    PlanResult,
+    ProjectStatus,
+    RebuildResult,
+    RetrieveResult,
+    StaleSnippet,
+    SummariesResult,
+    SyncReport,
+)
+from ..store import Store, open_store, resolve_database_path
+from ..store import summaries as summary_repo
+from ..store.database import ForeignDatabaseError, database_locked_message, is_database_locked
+from .compacting import Compactor
+from .context import EngineContext, ProgressCallback
+from .health import check_health
+from .indexing import Indexer
+from .manifests import Manifests
+from .planning import Planner
+from .project import ProjectService
+from .retrieving import Retriever
+from .sessions import SessionCache
+
+log = logging.getLogger(__name__)
+
+
+class ContextEngine:
+    """The DS4 context engine over one SQLite database.
+
+    Args:
+        database_path: database file; None resolves `DS4_DB`, the `storage.databasePath`
+            setting, then the per-user default (`ds4_core.store.default_database_path`).
+        settings: settings in the key names of ds4-reference.md 2 (nested or dotted). Invalid
+            values are ignored and listed in `config_warnings`.
+
+    The database is opened lazily on first use, so constructing an engine never touches disk.
+    `project` is the workspace service (`engine.project.set_workspace(...)`, ...); the
+    project methods below forward to it.
+    """
+
+    def __init__(
+        self,
+        *,
+        database_path: str | os.PathLike[str] | None = None,
+        settings: Mapping[str, Any] | None = None,
+    ) -> None:
+        self.config: Config
+        self.config, self.config_warnings = DEFAULT_CONFIG.with_settings(settings)
+        self._explicit_db = str(database_path) if database_path is not None else None
+        self.database_path: Path = resolve_database_path(
+            self._explicit_db, None, os.environ, self.config["storage.databasePath"]
+        )
+        self._store: Store | None = None
+        self._store_lock = threading.Lock()
+        context = EngineContext(store=lambda: self.store, config=lambda: self.config)
+        self._sessions = SessionCache()
+        self.project = ProjectService(context)
+        self._indexer = Indexer(context, self.project)
+        self._manifests = Manifests(context, self._sessions, self.project)
+        self._planner = Planner(
+            context, self._sessions, self._indexer, self.project, self._manifests
+        )
+        self._retriever = Retriever(context, self._planner, self.project)
+        self._compactor = Compactor(context, self._sessions, self._indexer)
+
+    # ----------------------------------------------------------------- lifecycle
+
+    @property
+    def store(self) -> Store:
+        """The open store (opened, migrated, or moved aside and rebuilt, on first use)."""
+        with self._store_lock:
+            if self._store is None:
+                self._store = self._open_store()
+            return self._store
+
+    def _open_store(self) -> Store:
+        """Open the store, logging its notices.
+
+        Raises:
+            DatabaseUnavailableError: it cannot be opened or created; the message names the
+                path, the reason and the settings that choose another location.
+        """
+        try:
+            store = open_store(
+                self.database_path, busy_timeout_ms=self.config["storage.busyTimeoutMs"]
+            )
+        except ForeignDatabaseError as exc:
+            raise DatabaseUnavailableError(str(exc)) from exc
+        except (OSError, sqlite3.Error, peewee.PeeweeException) as exc:
+            if is_database_locked(exc):
+                raise DatabaseUnavailableError(
+                    database_locked_message(
+                        self.database_path, self.config["storage.busyTimeoutMs"]
+                    )
+                ) from exc
+            reason = getattr(exc, "strerror", None) or exc
+            raise DatabaseUnavailableError(
+                f"cannot open the database '{self.database_path}': {reason}; choose a writable "
+                "location with --db, initializationOptions.databasePath or DS4_DB"
+            ) from exc
+        if store.notices:
+            log.warning("database notices: %d (shown to the user)", len(store.notices))
+        return store
+
+    def fail_leftover_compactions(self) -> int:
+        """Mark compaction batches still `prepared` as `failed` (a server calls this once at
+        startup: nobody is left to report their commit). Returns how many nodes changed. A
+        batch whose entry later appears in its session file still becomes `committed` at the
+        next sync. The CLI does not call it: its batches wait for the entry to be appended.
+        """
+        failed = summary_repo.fail_leftover_prepared(self.store)
+        if failed:
+            log.info("compaction: %d prepared summary node(s) left over marked failed", failed)
+        return failed
+
+    @property
+    def notices(self) -> list[str]:
+        """Messages about the database a user should see (e.g. a corrupt file moved aside)."""
+        return list(self._store.notices) if self._store is not None else []
+
+    def update_settings(self, raw: Mapping[str, Any] | None) -> list[str]:
+        """Apply settings on top of the current ones; returns warnings for ignored values."""
+        with self._store_lock:
+            config, warnings = self.config.with_settings(raw)
+            self.config, self.config_warnings = config, warnings
+        return warnings
+
+    def close(self) -> None:
+        """Close the database. The engine reopens it if used again."""
+        with self._store_lock:
+            if self._store is not None:
+                self._store.close()
+                self._store = None
+
+    # ----------------------------------------------------------------- indexing (indexing.py)
+
+    def index_session(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        force: bool = False,
+        progress: ProgressCallback | None = None,
+    ) -> SyncReport:
+        """Sync one Pi session file into the index (ds4-reference.md 3.12; `ds4 index`).
+
+        Returns how the file was synced: outcome, entries added and in total, malformed
+        lines, bytes read, duration in ms.
+
+        Raises:
+            RequestError: the file is missing, unreadable or not a Pi session (field `file`).
+            OSError, sqlite3.Error: the database cannot be opened or written.
+        """
+        return self._indexer.index_session(path, force=force, progress=progress)
+
+    def rebuild(self, progress: ProgressCallback | None = None) -> RebuildResult:
+        """Force a rebuild of every session the database knows (`ds4.rebuildIndex`).
+
+        Returns the sessions and entries rebuilt, the failures and each session's report. A
+        session whose file disappeared or became unreadable is listed in `failed` and the
+        others still rebuild. In a trusted workspace the whole project is rescanned too
+        (`project`). `progress(done, 100, message)` is one rising percentage.
+        """
+        return self._indexer.rebuild(progress)
+
+    # ----------------------------------------------------------------- planning (planning.py)
+
+    def resolve_profile(
+        self,
+        spec: ModelSpec,
+        session_model: tuple[str, str] | None,
+        config: Config | None = None,
+    ) -> ModelProfile:
+        """Fill the model of a call: request, then the session's current model; the window from
+        the request, `modelAwareness.overrides`, the well-known table, then the default.
+        `ModelProfile.source` says where the window came from (`request`, `override`,
+        `table:<key>`, `default`)."""
+        return self._planner.resolve_profile(spec, session_model, config)
+
+    def plan(self, request: PlanRequest) -> PlanResult:
+        """Plan the messages of the next model call (`ds4/plan`; ds4-reference.md 3.7).
+
+        Returns the planned messages, the manifest id, token counts (`estimatorVersion`
+        estimates), budget, model, warnings and stats (docs/protocol.md). `over_hard_limit`
+        is True when `fixed_tokens` + `current_turn_tokens` exceed `hard_input_limit` (a
+        fallback no trimming could avoid). Managed plans keep the current turn, a recent tail
+        of whole turns, and historical evidence (JSON-quoted user messages) for older turns
+        that the tail leaves out; everything else is recorded as excluded in the manifest. Any
+        failure while indexing, retrieving or planning gives mode `fallback` with the input
+        messages (plus `request`, when given) and a `fallback_reason`; the manifest is still
+        recorded. Without a session, or with `diagnostics.storeContextManifest` off, nothing of
+        the plan is written to disk: the manifest is kept in a bounded in-memory window.
+
+        Raises:
+            RequestError: no session and no messages, a missing or unreadable session file,
+                an unknown leaf, a negative `fixedTokens`, or impossible model limits.
+        """
+        return self._planner.plan(request)
+
+    # ----------------------------------------------------------------- retrieving (retrieving.py)
+
+    def retrieve(self, request: RetrieveRequest) -> RetrieveResult:
+        """Rank transcript and project evidence for a query (`ds4/retrieve`;
+        ds4-reference.md 3.2 and 3.10).
+
+        History entries the planned context already holds verbatim (the recent tail and
+        current turn) are not returned (`stats.already_in_context`); entries on other branches
+        are counted in `stats.alternate_branch_candidates`. Project hits are re-validated
+        against the live text; `project_status` is `untrusted` (nothing read),
+        `no-workspace`, `disabled` or the search status.
+
+        Raises:
+            RequestError: bad `maxResults`/`maxTokens`, or a bad session reference.
+        """
+        return self._retriever.retrieve(request)
+
+    # ----------------------------------------------------------------- manifests (manifests.py)
+
+    def manifest(self, request: ManifestRequest) -> ManifestResult:
+        """A plan's manifest, by id or the latest of a session, in the requested view
+        (`ds4/manifest`). Looks in the in-memory window of ephemeral manifests and in the
+        database; for `latest`, the newer of the two wins.
+
+        Raises:
+            RequestError: neither `id` nor `session` + `latest`, no such manifest, or an
+                unknown `view`.
+        """
+        return self._manifests.manifest(request)
+
+    # ----------------------------------------------------------------- compacting (compacting.py)
+
+    def compact(
+        self,
+        request: CompactRequest,
+        summarizer: Summarizer | None = None,
+        *,
+        after_insert: Callable[[SummaryNode], None] | None = None,
+    ) -> CompactResult:
+        """Prepare one compaction of the session's active branch (`ds4/compact`;
+        docs/compaction.md).
+
+        Syncs the session (importing the summary nodes its compaction entries carry), prepares
+        the span, resolves the branch's current root from the branch's own latest compaction
+        entry, obtains the summary (`summarizer`, else offline), and stores the new segment
+        (and aggregate) as `prepared`. `summarizer` is called at most once, on this thread.
+        Returns the compaction entry for the client to append, the new root and segment ids,
+        who wrote the summary, its validation, the span and the session.
+
+        Raises:
+            RequestError: an unknown reason, a missing or unreadable session file, an unknown
+                leaf, a bad `firstKeptEntryId`, or a `previousSummaryId` that is not the
+                branch's root (the field is named).
+            RequestFailedError: compaction is turned off, or there is nothing to compact.
+        """
+        return self._compactor.compact(request, summarizer, after_insert=after_insert)
+
+    def compact_committed(
+        self, summary_id: str, entry_id: str | None = None, session: SessionRef | None = None
+    ) -> LifecycleResult:
+        """Mark the operation holding `summary_id` committed (`ds4/compactCommitted`).
+
+        Summary ids are unique per session only (a forked session holds copies), and the
+        notification may name no session: without `session` it applies to every session where
+        the node is `prepared` or `failed`; with it, to that session only. `changed` is empty
+        for an unknown id or an operation already committed.
+
+        Raises:
+            RequestError: `session` names a missing or unreadable session file.
+        """
+        return self._compactor.compact_committed(summary_id, entry_id, session)
+
+    def compact_failed(
+        self, summary_id: str, reason: str | None = None, session: SessionRef | None = None
+    ) -> LifecycleResult:
+        """Mark the prepared operation holding `summary_id` failed (`ds4/compactFailed`):
+        in `session` when given, else in every session where the node is `prepared`.
+        Committed nodes are never changed.
+
+        Raises:
+            RequestError: `session` names a missing or unreadable session file.
+        """
+        return self._compactor.compact_failed(summary_id, reason, session)
+
+    def summaries(self, session: SessionRef) -> SummariesResult:
+        """The session's summary graph as seen from the leaf (`ds4.summaries`,
+        `ds4 summaries`): the view of `compaction.render.graph_view` with the active root and
+        its transitive children marked, and the text tree.
+
+        Raises:
+            RequestError: a missing or unreadable session file, or an unknown leaf.
+        """
+        return self._compactor.summaries(session)
+
+    def summaries_dot(self, session: SessionRef) -> str:
+        """The summary graph of `summaries(session)` as Graphviz DOT."""
+        return self._compactor.summaries_dot(session)
+
+    # ----------------------------------------------------------------- health (health.py)
+
+    def health(self) -> HealthResult:
+        """Engine and index health (`ds4.health`): versions, the database, counts, notices,
+        settings warnings and the project status. `status` is `ok`, or `warning` when notices,
+        settings warnings, stale snippets or session copies exist.
+        """
+        store = self.store
+        return check_health(
+            store,
+            database_path=str(self.database_path),
+            notices=self.notices,
+            config_warnings=self.config_warnings,
+            project=self.project.status(),
+            ephemeral_manifests=self._manifests.ephemeral_count(),
+        )
+
+    # ----------------------------------------------------------------- project (project.py)
+    # One-line delegations to `self.project` (`ProjectService`), kept for the CLI and the LSP
+    # server; new code may call `engine.project` directly.
+
+    def set_workspace(self, root: str | os.PathLike[str] | None, trusted: bool) -> ProjectStatus:
+        """`project.set_workspace`: a workspace of one folder (or none), trusted or not.
+
+        Raises:
+            RequestError: `root` is the filesystem root, the home directory itself, or not a
+                directory (field `workspace`).
+        """
+        return self.project.set_workspace(root, trusted)
+
+    def set_workspace_folders(
+        self, folders: Sequence[tuple[str | None, str | os.PathLike[str]]], trusted: bool
+    ) -> ProjectStatus:
+        """`project.set_workspace_folders`: the workspace folders `(name or None, root)` and
+        whether they are trusted; the status, with `refused` folders.
+
+        Raises:
+            RequestError: every folder given is refused (field `workspace`).
+        """
+        return self.project.set_workspace_folders(folders, trusted)
+
+    def sync_project(
+        self,
+        *,
+        only: Sequence[str] | None = None,
+        force: bool = False,
+        progress: ProgressCallback | None = None,
+    ) -> dict[str, Any]:
+        """`project.sync_project`: sync the project index (all files, or `only` those paths);
+        the sync's JSON result."""
+        return self.project.sync_project(only=only, force=force, progress=progress)
+
+    def set_live_text(self, path: str, text: str | None) -> str | None:
+        """`project.set_live_text`: record an open buffer's text (None when it closes)."""
+        return self.project.set_live_text(path, text)
+
+    def note_tool_executed(self, tool: str, paths: Sequence[str] = ()) -> bool:
+        """`project.note_tool_executed`: whether a project sync is due after agent `tool` ran."""
+        return self.project.note_tool_executed(tool, paths)
+
+    def mark_project_changed(self) -> None:
+        """`project.mark_project_changed`: files changed outside the editor."""
+        self.project.mark_project_changed()
+
+    def project_status(self) -> ProjectStatus:
+        """`project.status`: the project status (`ds4.projectStatus`)."""
+        return self.project.status()
+
+    def stale_snippets(self, path: str, live_text: str | None = None) -> list[StaleSnippet]:
+        """`project.stale_snippets`: windows of `path` a plan sent that no longer match."""
+        return self.project.stale_snippets(path, live_text)

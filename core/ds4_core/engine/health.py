@@ -1,0 +1,67 @@
+"""Health: `ds4.health` and `ds4 health`, the engine's and the index's state in one answer
+(versions, the database, counts, notices, settings warnings, the project status), with status
+`warning` when anything needs the user's attention.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Sequence
+
+from .. import __version__
+from ..results import HealthResult, ProjectStatus
+from ..sessions.sync import sessions_with_copies
+from ..store import Store
+from ..store import manifests as manifest_repo
+from ..store import sessions as session_repo
+from ..store import summaries as summary_repo
+from ..tokens import ESTIMATOR_VERSION
+
+
+def check_health(
+    store: Store,
+    *,
+    database_path: str,
+    notices: Sequence[str],
+    config_warnings: Sequence[str],
+    project: ProjectStatus,
+    ephemeral_manifests: int,
+) -> HealthResult:
+    """The health of the engine over the open `store` (`ContextEngine.health`).
+
+    `status` is `warning` when there are database `notices`, settings warnings, project
+    snippets sent to the model that changed since (`project.stale_snippets`), or session files
+    sharing one session id (named in `warnings`); else `ok`.
+
+    Raises:
+        sqlite3.Error: the database cannot be read.
+    """
+    counts = session_repo.counts(store)
+    stale = project.stale_snippets or 0
+    copies = [
+        f"session id '{sid}' is used by several files: '{indexed}' (indexed), "
+        + ", ".join(f"'{o}'" for o in others)
+        + "; they share one index and summary graph"
+        for sid, indexed, others in sessions_with_copies(store)
+    ]
+    return HealthResult(
+        status="warning" if notices or config_warnings or stale or copies else "ok",
+        version=__version__,
+        schema_version=store.schema_version,
+        database_path=database_path,
+        sqlite_version=sqlite3.sqlite_version,
+        fts5=True,
+        sessions=counts["sessions"],
+        entries=counts["entries"],
+        manifests=manifest_repo.count_manifests(store),
+        summaries=summary_repo.counts(store),
+        ephemeral_manifests=ephemeral_manifests,
+        estimator=ESTIMATOR_VERSION,
+        notices=tuple(notices),
+        config_warnings=tuple(config_warnings),
+        project=project,
+        warnings=tuple(
+            ([f"{stale} project snippet(s) sent to the model have changed since"] if stale else [])
+            + copies
+        ),
+    )

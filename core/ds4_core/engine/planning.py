@@ -1,0 +1,594 @@
+"""Planning: `ds4/plan` and `ds4 plan`, and preparing a session for planning or retrieval.
+
+`Planner.prepare` reads the session (syncing its index), matches or builds the messages,
+appends the new request, and resolves the model profile and token budget (`resolve_profile`,
+then `planner.calculate_budget`). `Planner.plan` makes a dry plan, adds the history evidence
+the dry plan leaves out and live-validated project snippets (`managed_plan`), builds the
+manifest and keeps it (`manifests.Manifests.record`). Any failure while indexing, retrieving
+or planning answers the caller's messages unchanged (mode `fallback` with a reason); input the
+caller can fix raises `RequestError` naming the field.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from ..config import Config
+from ..logs import describe_failure
+from ..manifest import build_manifest, new_manifest_id, prompt_hash
+from ..models import DEFAULT_CONTEXT_WINDOW, lookup_model
+from ..planner import (
+    ContextBudget,
+    ContextPlan,
+    ModelProfile,
+    Supplement,
+    calculate_budget,
+    fallback_plan,
+    plan_context,
+    resolve_overrides,
+)
+from ..requests import (
+    DatabaseUnavailableError,
+    ModelSpec,
+    PlanRequest,
+    RequestError,
+    SessionRef,
+)
+from ..results import Budget, ModelInfo, PlanResult, RetrievalStats, SessionInfo
+from ..retrieval import (
+    HistoryRetrieval,
+    describe_task,
+    last_user_text,
+    render_evidence,
+    retrieve_history,
+)
+from ..sessions import SessionContext
+from ..store import summaries as summary_repo
+from ..store.database import utc_now_iso
+from ..tokens import ESTIMATOR_VERSION, estimate_message_tokens, stable_json
+from ..wire import camel_case
+from .context import EngineContext
+from .indexing import Indexer
+from .manifests import Manifests
+from .project import ProjectService
+from .sessions import SessionCache
+
+if TYPE_CHECKING:
+    from ..project.workspace import ValidatedSearch
+
+log = logging.getLogger(__name__)
+
+MAX_MODEL_TOKENS = 10_000_000
+"""Largest context window or output limit accepted, as for `modelAwareness.overrides`
+(ds4-reference.md 2)."""
+
+
+@dataclass
+class Prepared:
+    """A session (or caller messages) made ready for planning or retrieval."""
+
+    messages: list[dict[str, Any]]
+    message_tokens: list[int]
+    source_ids: list[str | None]
+    session_id: str | None
+    session_file: str | None
+    leaf_id: str | None
+    branch_entry_ids: set[str]
+    session_model: tuple[str, str] | None
+    profile: ModelProfile
+    budget: ContextBudget
+    warnings: list[str]
+    summary_ids: dict[str, str] = field(default_factory=dict)
+
+    def plan(
+        self, fixed_tokens: int, config: Config, supplements: Sequence[Supplement] = ()
+    ) -> ContextPlan:
+        """`plan_context` over these messages (their source ids and token counts reused)."""
+        return plan_context(
+            self.messages,
+            fixed_tokens=fixed_tokens,
+            budget=self.budget,
+            config=config,
+            supplements=supplements,
+            message_source_ids=self.source_ids,
+            message_tokens=self.message_tokens,
+        )
+
+
+class Planner:
+    """Plans of one engine (see the module docstring)."""
+
+    def __init__(
+        self,
+        context: EngineContext,
+        sessions: SessionCache,
+        indexer: Indexer,
+        project: ProjectService,
+        manifests: Manifests,
+    ) -> None:
+        self._context = context
+        self._sessions = sessions
+        self._indexer = indexer
+        self._project = project
+        self._manifests = manifests
+
+    # ----------------------------------------------------------------- plan
+
+    def plan(self, request: PlanRequest) -> PlanResult:
+        """Plan the messages of the next model call (`ContextEngine.plan`).
+
+        Raises:
+            RequestError: no session and no messages, a missing or unreadable session file,
+                an unknown leaf, a negative `fixedTokens`, or impossible model limits.
+        """
+        started = time.perf_counter()
+        if request.session is None and request.messages is None:
+            raise RequestError("ds4/plan needs `session` or `messages`", "session")
+        if request.fixed_tokens < 0:
+            raise RequestError("fixedTokens: expected a non-negative integer", "fixedTokens")
+        check_model(request.model)
+        config = self._context.config()  # one snapshot: settings may change on another thread
+        if request.mode is not None and request.mode != config["context.mode"]:
+            config, _ = config.with_settings({"context.mode": request.mode})
+        enabled = bool(config["enabled"])
+        failure: str | None = None
+        try:
+            prepared = self.prepare(
+                request.session,
+                request.messages,
+                request.request,
+                request.model,
+                config,
+                sync=enabled,
+            )
+        except RequestError:
+            raise
+        except Exception as exc:
+            if request.messages is None:  # no messages of the caller's to fall back to
+                raise
+            log.warning("plan failed open reading the session: error=%s", describe_failure(exc))
+            prepared = self.prepare(None, request.messages, request.request, request.model, config)
+            failure = f"internal error while reading the session ({type(exc).__name__})"
+        retrieval: HistoryRetrieval | None = None
+        project: ValidatedSearch | None = None
+        if failure is None and not enabled:
+            failure = "ds4 is disabled by the `enabled` setting"
+        if failure is None:
+            try:
+                plan, retrieval, project = self.managed_plan(prepared, request.fixed_tokens, config)
+            except Exception as exc:  # fail open (DESIGN.md): original messages, with a reason
+                log.warning(
+                    "plan failed open: session=%s error=%s",
+                    prepared.session_id,
+                    describe_failure(exc),
+                )
+                failure = (
+                    str(exc)
+                    if isinstance(exc, DatabaseUnavailableError)
+                    else f"internal error while planning ({type(exc).__name__})"
+                )
+                retrieval = project = None
+        warnings = list(prepared.warnings)  # after planning: project search adds its failure
+        if failure is not None:
+            plan = fallback_plan(
+                prepared.messages,
+                failure,
+                fixed_tokens=request.fixed_tokens,
+                message_source_ids=prepared.source_ids,
+                hard_input_limit=prepared.budget.hard_input_limit,
+            )
+        if retrieval is not None:
+            warnings.extend(retrieval.warnings)
+        manifest_id = new_manifest_id()
+        retrieved = [
+            {"entryKey": h.entry_key, "score": h.score, "reason": h.reason}
+            for h in (retrieval.hits if retrieval else [])
+        ]
+        manifest = build_manifest(
+            manifest_id=manifest_id,
+            session_id=prepared.session_id,
+            branch_leaf_id=prepared.leaf_id,
+            profile=prepared.profile,
+            budget=prepared.budget,
+            plan=plan,
+            retrieved=retrieved,
+            prompt_hash=prompt_hash(None, None, plan.messages),
+            created_at=utc_now_iso(),
+            estimator_version=ESTIMATOR_VERSION,
+            fixed_tokens=request.fixed_tokens,
+            warnings=warnings,
+            retrieval_stats=retrieval_stats(retrieval).to_wire() if retrieval else None,
+        )
+        manifest["summaryIds"] = [
+            prepared.summary_ids.get(source_id, source_id) for source_id in manifest["summaryIds"]
+        ]
+        stored = self._manifests.record(
+            manifest, plan, project, prepared.session_id, config, warnings
+        )
+        warnings = [*warnings, *plan.warnings]
+        duration_ms = (time.perf_counter() - started) * 1000
+        log.info(
+            "plan: session=%s manifest=%s mode=%s messages=%d->%d tokens=%d history_hits=%d "
+            "duration_ms=%.1f",
+            prepared.session_id,
+            manifest_id,
+            plan.mode,
+            len(prepared.messages),
+            len(plan.messages),
+            plan.estimated_tokens,
+            len(retrieved),
+            duration_ms,
+        )
+        return _plan_result(request, prepared, plan, manifest_id, stored, warnings, duration_ms)
+
+    def managed_plan(
+        self, prepared: Prepared, fixed_tokens: int, config: Config
+    ) -> tuple[ContextPlan, HistoryRetrieval | None, ValidatedSearch | None]:
+        """A dry plan without supplements, then the plan with the history evidence the dry
+        plan leaves out (for a session) and live-validated project snippets (for a trusted
+        workspace). May raise; `plan` turns that into a fallback."""
+        dry = prepared.plan(fixed_tokens, config)
+        if dry.mode == "fallback":
+            return dry, None, None
+        supplements: list[Supplement] = []
+        retrieval = None
+        if prepared.session_id is not None:
+            retrieval = self.history_evidence(prepared, dry, config)
+            supplements += [
+                _supplement("history", h.entry_key, render_evidence(h), h.score)
+                for h in retrieval.hits
+            ]
+        project = self._project_search(prepared, config, prepared.warnings)
+        workspace = self._project.workspace
+        if project is not None and workspace is not None:
+            render = workspace.render
+            supplements += [
+                _supplement("project", h.snippet_id, render(h, project.head_of(h)), h.score)
+                for h in project.retrieval.hits
+            ]
+        if not supplements:
+            return dry, retrieval, project
+        return prepared.plan(fixed_tokens, config, supplements), retrieval, project
+
+    def _project_search(
+        self, prepared: Prepared, config: Config, warnings: list[str]
+    ) -> ValidatedSearch | None:
+        """Live-validated project hits for the last user message, or None when project
+        knowledge is not in use (no workspace, untrusted, disabled). A failure becomes a
+        warning: history evidence and the tail still go out (fail open)."""
+        workspace = self._project.workspace
+        if workspace is None or not workspace.active():
+            return None
+        try:
+            found = workspace.search(
+                describe_task(last_user_text(prepared.messages) or ""),
+                max_results=config["project.maxResults"],
+                max_tokens=prepared.budget.max_project_tokens,
+            )
+            warnings.extend(found.retrieval.warnings)  # e.g. the index is behind the files
+            return found
+        except Exception as exc:
+            log.warning("project search failed: error=%s", describe_failure(exc))
+            warnings.append(f"project knowledge failed ({type(exc).__name__}); none was included")
+            return None
+
+    def history_evidence(
+        self,
+        prepared: Prepared,
+        dry: ContextPlan,
+        config: Config,
+        query: str | None = None,
+        max_results: int | None = None,
+        max_tokens: int | None = None,
+    ) -> HistoryRetrieval:
+        """History evidence for entries on the active branch that the planned context `dry`
+        leaves out (everything, when it fell back), for `query` (default: the text of the
+        last user message). Limits default to the settings and the budget."""
+        text = query if query is not None else last_user_text(prepared.messages)
+        in_context = (
+            {item.source_id for item in dry.included if item.source_id}
+            if dry.mode != "fallback"
+            else set()
+        )
+        return retrieve_history(
+            self._context.store(),
+            prepared.session_id or "",
+            describe_task(text or ""),
+            branch_entry_ids=prepared.branch_entry_ids,
+            exclude_entry_ids=in_context,
+            max_results=max_results or config["retrieval.maxResults"],
+            max_tokens=max_tokens or prepared.budget.max_retrieved_history_tokens,
+            exact=config["retrieval.exact"],
+            fts=config["retrieval.fts"],
+        )
+
+    # ----------------------------------------------------------------- preparing
+
+    def prepare(
+        self,
+        session: SessionRef | None,
+        messages: list[dict[str, Any]] | None,
+        request: str | None,
+        model: ModelSpec,
+        config: Config,
+        *,
+        sync: bool = True,
+    ) -> Prepared:
+        """Read the session (and sync its index unless `sync` is false), build or match the
+        messages, append `request`, and resolve the model and budget.
+
+        A failure to update the index is not an error: it becomes a warning; so do the sync's
+        own warnings (`SyncResult.warnings`: another file carries this session id).
+
+        Raises:
+            RequestError: a missing or unreadable session file, or an unknown leaf.
+        """
+        warnings: list[str] = []
+        session_id = session_file = leaf_id = None
+        branch: set[str] = set()
+        summary_ids: dict[str, str] = {}
+        session_model = None
+        tokens: list[int] | None = None
+        if session is not None:
+            parsed, context, context_tokens, path = self._sessions.context(session)
+            session_file = str(path)
+            session_id = parsed.header.session_id if parsed.header else None
+            if parsed.header is None:
+                warnings.append(
+                    f"session file '{path}' holds no Pi session yet (empty, or its header is "
+                    "still being written); there is no history to use"
+                )
+            leaf_id = context.leaf_id
+            branch = set(context.path_entry_ids)
+            session_model = context.model
+            if session_id is not None and sync:
+                try:
+                    # e.g. that a copy of this file shares its session id (and so its index)
+                    warnings.extend(self._indexer.sync(path, force=False, progress=None).warnings)
+                except Exception as exc:  # fail open: planning works without the index
+                    log.warning(
+                        "sync failed: session=%s error=%s", session_id, describe_failure(exc)
+                    )
+                    warnings.append(
+                        f"session index could not be updated ({type(exc).__name__}); "
+                        "history retrieval may be incomplete"
+                    )
+            if session_id is not None:
+                summary_ids = self._context_summary_ids(session_id, context)
+            if messages is None:
+                built = list(context.messages)
+                source_ids: list[str | None] = list(context.message_entry_ids)
+                tokens = list(context_tokens)
+            else:
+                built, source_ids = _match_messages(messages, context)
+        else:
+            built = list(messages or [])
+            source_ids = [None] * len(built)
+        _append_request(built, source_ids, request)
+        if tokens is None:
+            tokens = [estimate_message_tokens(m) for m in built]
+        else:
+            tokens.extend(estimate_message_tokens(m) for m in built[len(tokens) :])
+        profile, budget = self._budget_for(model, session_model, config, warnings)
+        return Prepared(
+            built,
+            tokens,
+            source_ids,
+            session_id,
+            session_file,
+            leaf_id,
+            branch,
+            session_model,
+            profile,
+            budget,
+            warnings,
+            summary_ids,
+        )
+
+    def _context_summary_ids(self, session_id: str, context: SessionContext) -> dict[str, str]:
+        """Summary node id of each compaction entry whose summary is in `context`, as the sync
+        stored it (ours: the record's `summaryId`; Pi-native or untrusted: a `branch` node).
+        Empty when the index is unavailable: the manifest then names the entry ids."""
+        found: dict[str, str] = {}
+        for message, entry_id in zip(context.messages, context.message_entry_ids, strict=True):
+            if message.get("role") != "compactionSummary" or entry_id is None:
+                continue
+            try:
+                node = summary_repo.node_for_entry(self._context.store(), session_id, entry_id)
+            except Exception as exc:  # provenance is best effort; the plan stands
+                log.warning("summary ids not resolved: error=%s", describe_failure(exc))
+                return found
+            if node is not None:
+                found[entry_id] = node.summary_id
+        return found
+
+    # ----------------------------------------------------------------- model and budget
+
+    def resolve_profile(
+        self,
+        spec: ModelSpec,
+        session_model: tuple[str, str] | None,
+        config: Config | None = None,
+    ) -> ModelProfile:
+        """Fill the model of a call (`ContextEngine.resolve_profile`): request, then the
+        session's current model; the window from the request, `modelAwareness.overrides`, the
+        well-known table, then the default (`ModelProfile.source` says which)."""
+        provider = spec.provider or (session_model[0] if session_model else None) or "unknown"
+        model_id = spec.id or (session_model[1] if session_model else None) or "unknown"
+        overrides = resolve_overrides(config or self._context.config(), provider, model_id)
+        known = lookup_model(model_id)
+        if spec.context_window is not None:
+            window, source = spec.context_window, "request"
+        elif "contextWindow" in overrides:
+            window, source = int(overrides["contextWindow"]), "override"
+        elif known is not None:
+            window, source = known.context_window, f"table:{known.key}"
+        else:
+            window, source = DEFAULT_CONTEXT_WINDOW, "default"
+        max_output = spec.max_output_tokens
+        if max_output is None:
+            max_output = overrides.get("maxOutputTokens") or (
+                known.max_output_tokens if known else None
+            )
+        if max_output is not None:
+            max_output = min(int(max_output), window)
+        return ModelProfile(
+            provider=provider,
+            model_id=model_id,
+            context_window=window,
+            max_output_tokens=max_output,
+            source=source,
+        )
+
+    def _budget_for(
+        self,
+        model: ModelSpec,
+        session_model: tuple[str, str] | None,
+        config: Config,
+        warnings: list[str],
+    ) -> tuple[ModelProfile, ContextBudget]:
+        """The model profile and budget of a call; appends a warning when the window is a guess."""
+        profile = self.resolve_profile(model, session_model, config)
+        if profile.source == "default":
+            warnings.append(
+                f"context window of model '{profile.provider}/{profile.model_id}' is unknown; "
+                f"assumed {profile.context_window} tokens (set model.contextWindow, or "
+                "--context-window on the command line, or modelAwareness.overrides)"
+            )
+        return profile, calculate_budget(profile, config)
+
+
+def check_model(model: ModelSpec) -> None:
+    """Reject impossible model limits up front, naming the field.
+
+    Raises:
+        RequestError: `contextWindow` or `maxOutputTokens` outside 1..10,000,000.
+    """
+    for value, field_name in (
+        (model.context_window, "model.contextWindow"),
+        (model.max_output_tokens, "model.maxOutputTokens"),
+    ):
+        if value is not None and not 1 <= value <= MAX_MODEL_TOKENS:
+            raise RequestError(
+                f"{field_name}: expected a number of tokens in 1..{MAX_MODEL_TOKENS:,}", field_name
+            )
+
+
+def retrieval_stats(retrieval: HistoryRetrieval) -> RetrievalStats:
+    """The counters of one history retrieval (`latency_ms` rounded to 3 decimals)."""
+    s = retrieval.stats
+    return RetrievalStats(
+        candidates=s.candidates,
+        duplicates=s.duplicates,
+        alternate_branch_candidates=s.alternate_branch_candidates,
+        already_in_context=s.already_in_context,
+        latency_ms=round(s.latency_ms, 3),
+    )
+
+
+def _plan_result(
+    request: PlanRequest,
+    prepared: Prepared,
+    plan: ContextPlan,
+    manifest_id: str,
+    stored: bool,
+    warnings: list[str],
+    duration_ms: float,
+) -> PlanResult:
+    """The `PlanResult` of a finished plan (stats: the planner's in camelCase, item counts and
+    `durationMs`)."""
+    stats = dict(plan.stats) if isinstance(plan.stats, Mapping) else {}
+    budget, profile = prepared.budget, prepared.profile
+    return PlanResult(
+        mode=plan.mode,
+        messages=tuple(plan.messages),
+        manifest_id=manifest_id,
+        manifest_stored=stored,
+        estimated_tokens=plan.estimated_tokens,
+        estimator_version=ESTIMATOR_VERSION,
+        over_hard_limit=plan.over_hard_limit,
+        current_turn_tokens=plan.current_turn_tokens,
+        fixed_tokens=request.fixed_tokens,
+        hard_input_limit=budget.hard_input_limit,
+        budget=Budget(
+            context_window=budget.context_window,
+            output_reserve=budget.output_reserve,
+            safety_margin=budget.safety_margin,
+            hard_input_limit=budget.hard_input_limit,
+            soft_limit=budget.soft_limit,
+            target_input_tokens=budget.target_input_tokens,
+            recent_tail_tokens=budget.recent_tail_tokens,
+            max_retrieved_history_tokens=budget.max_retrieved_history_tokens,
+            max_project_tokens=budget.max_project_tokens,
+            max_summary_tokens=budget.max_summary_tokens,
+        ),
+        model=ModelInfo(
+            provider=profile.provider,
+            id=profile.model_id,
+            context_window=profile.context_window,
+            max_output_tokens=profile.max_output_tokens,
+            source=profile.source,
+        ),
+        warnings=tuple(warnings),
+        stats={
+            **{camel_case(key): value for key, value in stats.items()},
+            "included": len(plan.included),
+            "excluded": len(plan.excluded),
+            "durationMs": round(duration_ms, 3),
+        },
+        fallback_reason=plan.fallback_reason or None,
+        session=(
+            SessionInfo(prepared.session_id, prepared.session_file or "", prepared.leaf_id)
+            if prepared.session_id
+            else None
+        ),
+    )
+
+
+def _supplement(kind: str, source_id: str, message: dict[str, Any], score: float) -> Supplement:
+    """A planner supplement for a rendered evidence or project message (tokens: chars-v2)."""
+    return Supplement(
+        kind=kind,  # type: ignore[arg-type]
+        source_id=source_id,
+        message=message,
+        tokens=estimate_message_tokens(message),
+        score=score,
+    )
+
+
+def _append_request(
+    messages: list[dict[str, Any]], source_ids: list[str | None], request: str | None
+) -> None:
+    """Append `request` (when non-empty) as the new user message, with no source entry."""
+    if request:
+        messages.append(
+            {
+                "role": "user",
+                "content": [{"type": "text", "text": request}],
+                "timestamp": int(time.time() * 1000),
+            }
+        )
+        source_ids.append(None)
+
+
+def _match_messages(
+    messages: list[dict[str, Any]], context: SessionContext
+) -> tuple[list[dict[str, Any]], list[str | None]]:
+    """Map caller-supplied messages to session entry ids by fingerprint (stable JSON).
+
+    ds4 maps the `context` hook's messages back to entries the same way (ds4-reference.md 5).
+    Unmatched messages get None.
+    """
+    by_fingerprint: dict[str, list[str]] = {}
+    for message, entry_id in zip(context.messages, context.message_entry_ids, strict=False):
+        if entry_id is not None:
+            by_fingerprint.setdefault(stable_json(message), []).append(entry_id)
+    ids: list[str | None] = []
+    for message in messages:
+        candidates = by_fingerprint.get(stable_json(message))
+        ids.append(candidates.pop(0) if candidates else None)
+    return list(messages), ids

@@ -1,0 +1,166 @@
+"""Retrieving: `ds4/retrieve` and `ds4 retrieve`, ranked transcript evidence of the active
+branch and live-validated project snippets of a trusted workspace for a query.
+
+History hits come from `Planner.history_evidence` over the session prepared as for a plan, so
+entries the planned context already holds verbatim (the recent tail and the current turn) are
+left out, as a plan would; project hits from the workspace's validated search. A failure of the
+project search is a warning and status `error` (fail open): the history part stands.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from ..config import Config
+from ..logs import describe_failure
+from ..requests import ModelSpec, RequestError, RetrieveRequest
+from ..results import HistoryHit, ProjectHit, RetrievalStats, RetrieveResult
+from ..retrieval import describe_task, last_user_text
+from .context import EngineContext
+from .planning import Planner, Prepared, retrieval_stats
+from .project import ProjectService
+
+log = logging.getLogger(__name__)
+
+
+class Retriever:
+    """Retrievals of one engine (see the module docstring)."""
+
+    def __init__(self, context: EngineContext, planner: Planner, project: ProjectService) -> None:
+        self._context = context
+        self._planner = planner
+        self._project = project
+
+    def retrieve(self, request: RetrieveRequest) -> RetrieveResult:
+        """Rank transcript and project evidence for a query (`ContextEngine.retrieve`).
+
+        Raises:
+            RequestError: bad `maxResults`/`maxTokens`, or a bad session reference.
+        """
+        if request.max_results is not None and not 1 <= request.max_results <= 100:
+            raise RequestError("maxResults: expected an integer in 1..100", "maxResults")
+        if request.max_tokens is not None and request.max_tokens < 1:
+            raise RequestError("maxTokens: expected a positive integer", "maxTokens")
+        config = self._context.config()  # one snapshot: settings may change on another thread
+        warnings: list[str] = []
+        query = request.query
+        if not config["enabled"]:
+            warnings.append("ds4 is disabled by the `enabled` setting")
+            return RetrieveResult(
+                "disabled", query, (), (), None, RetrievalStats(), tuple(warnings)
+            )
+        status = "ok"
+        history: tuple[HistoryHit, ...] = ()
+        stats = RetrievalStats()
+        project: tuple[ProjectHit, ...] = ()
+        project_status: str | None = None
+        prepared = None
+        if request.session is not None:
+            prepared = self._planner.prepare(request.session, None, None, ModelSpec(), config)
+            warnings.extend(prepared.warnings)
+            if request.query is None:
+                query = last_user_text(prepared.messages)
+        text = query or ""
+        if "history" in request.scopes:
+            if prepared is None or prepared.session_id is None:
+                status = "no-session"
+            else:
+                status, history, stats = self._history(prepared, text, request, config, warnings)
+        if "project" in request.scopes:
+            project_status, project = self._project_hits(text, request, config, warnings)
+        return RetrieveResult(
+            status, query, history, project, project_status, stats, tuple(warnings)
+        )
+
+    def _history(
+        self,
+        prepared: Prepared,
+        query: str,
+        request: RetrieveRequest,
+        config: Config,
+        warnings: list[str],
+    ) -> tuple[str, tuple[HistoryHit, ...], RetrievalStats]:
+        """The history search status, hits and stats of `retrieve` (warnings appended)."""
+        retrieval = self._planner.history_evidence(
+            prepared,
+            prepared.plan(0, config),
+            config,
+            query=query,
+            max_results=request.max_results,
+            max_tokens=request.max_tokens,
+        )
+        warnings.extend(retrieval.warnings)
+        log.info(
+            "retrieve: session=%s status=%s hits=%d latency_ms=%.2f",
+            prepared.session_id,
+            retrieval.status,
+            len(retrieval.hits),
+            retrieval.stats.latency_ms,
+        )
+        hits = tuple(
+            HistoryHit(
+                entry_key=h.entry_key,
+                entry_id=h.entry_id,
+                role=h.role,
+                created_at=h.created_at,
+                score=round(h.score, 3),
+                reason=h.reason,
+                excerpt=h.excerpt,
+                tokens=h.tokens,
+            )
+            for h in retrieval.hits
+        )
+        return retrieval.status, hits, retrieval_stats(retrieval)
+
+    def _project_hits(
+        self, query: str, request: RetrieveRequest, config: Config, warnings: list[str]
+    ) -> tuple[str, tuple[ProjectHit, ...]]:
+        """The project status and hits of `retrieve` (warnings appended). A failure of the
+        search becomes status `error` and a warning (fail open)."""
+        workspace = self._project.workspace
+        status = self._project.status_word()
+        if workspace is None or not workspace.active():
+            return status, ()
+        try:
+            found = workspace.search(
+                describe_task(query),
+                max_results=request.max_results or config["project.maxResults"],
+                max_tokens=request.max_tokens or config["context.maxProjectTokens"],
+            )
+        except Exception as exc:  # fail open: the history part stands, the failure is named
+            log.warning("retrieve project failed: error=%s", describe_failure(exc))
+            warnings.append(
+                f"project knowledge failed ({type(exc).__name__}); no project source was searched"
+            )
+            return "error", ()
+        warnings.extend(found.retrieval.warnings)
+        warnings.extend(
+            f"project file '{path}' was left out: {reason}" for path, reason in found.dropped
+        )
+        hits = []
+        for h in found.retrieval.hits:
+            folder = workspace.folder_of(h)  # the workspace folder `path` is relative to
+            hits.append(
+                ProjectHit(
+                    folder=folder.name if folder is not None else None,
+                    folder_path=str(folder.root) if folder is not None else None,
+                    path=h.path,
+                    start_line=h.start_line,
+                    end_line=h.end_line,
+                    file_hash=h.file_hash,
+                    score=round(h.score, 3),
+                    reason=h.reason,
+                    text=h.text,
+                    snippet_id=h.snippet_id,
+                    tokens=h.tokens,
+                    modified=h.modified,
+                )
+            )
+        log.info(
+            "retrieve project: status=%s hits=%d reindexed=%d dropped=%d",
+            found.retrieval.status,
+            len(found.retrieval.hits),
+            len(found.reindexed),
+            len(found.dropped),
+        )
+        return found.retrieval.status, tuple(hits)

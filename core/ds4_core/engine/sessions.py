@@ -1,0 +1,240 @@
+"""Session files as the engine reads them: resolving a session path a caller named, the one
+translation of session-file failures into `RequestError`, and the cache of parsed files.
+
+Every request and command that names a session file resolves it with `resolve_session_path`,
+and every read of one (parse, prefix hashes, header, index sync) runs inside
+`session_file_errors`, so a failure reads the same, and names the same field, from every entry
+point (`ds4/plan`, `ds4/retrieve`, `ds4/manifest`, `ds4/compact`, the lifecycle notifications,
+`ds4.summaries`, `ds4 index`).
+
+`SessionCache` keeps the last `SESSION_CACHE_SIZE` parsed files (an LRU), each valid while its
+size stays the same and its bytes hash to the stored prefix hashes (size and mtime alone are not
+trusted: `ds4_core.sessions.prefix`); a file that only grew is parsed from where the last parse
+stopped. Per file it also keeps the contexts built per leaf with their messages' token
+estimates (the costly part of a plan).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..json_bounds import echo
+from ..requests import RequestError, SessionRef
+from ..sessions import LAST_ENTRY, SessionContext, SessionFormatError, context_for_path, read_all
+from ..sessions.paths import PathIndex
+from ..sessions.prefix import FileShrankError, PrefixHashes, extend, first_change, hash_prefix
+from ..sessions.reader import SessionEntry, SessionFile, SessionHeader, read_header, read_more
+from ..tokens import estimate_message_tokens
+
+SESSION_CACHE_SIZE = 8
+"""Parsed session files kept (LRU), and contexts kept per file (cleared when full)."""
+
+SESSION_FILE = "session.file"
+"""The wire field naming a session file in requests (`ds4/plan`, `ds4/compact`, ...)."""
+
+
+@contextmanager
+def session_file_errors(path: Path | str, field: str) -> Iterator[None]:
+    """Turn a failure to read session file `path` into `RequestError` naming `field`: the one
+    place where session-file read errors get their message (the frontends put the field in
+    front: `ds4/plan: params.session.file: ...`, `--session: ...`).
+
+    Raises:
+        RequestError: for `FileShrankError` (`session file '<path>' changed while it was
+            read; try again`), `SessionFormatError` (its own message, `cannot read session
+            file '<path>': ...`: not a Pi session, an unsupported version, ...) and `OSError`
+            (`cannot read session file '<path>': <reason>`).
+    """
+    try:
+        yield
+    except FileShrankError as exc:  # the file shrank between the read and the hashing
+        raise RequestError(
+            f"session file '{path}' changed while it was read; try again", field
+        ) from exc
+    except SessionFormatError as exc:
+        raise RequestError(str(exc), field) from exc
+    except OSError as exc:
+        raise RequestError(
+            f"cannot read session file '{path}': {exc.strerror or exc}", field
+        ) from exc
+
+
+def resolve_session_path(file: str, field: str) -> Path:
+    """The resolved session file `file`.
+
+    Raises:
+        RequestError: naming `field`, when `file` is empty or not a usable file, also for a
+            path the system refuses (too long: ENAMETOOLONG, a NUL byte, a lone surrogate)
+            and for one that is not valid UTF-8 (a file name with byte 0xFF arrives from
+            `os.listdir` or `sys.argv` as the lone surrogate U+DCFF): the index stores
+            session paths as SQLite text, which is UTF-8, so such a file must be renamed. The
+            path is quoted through `json_bounds.echo`.
+    """
+    if not file:
+        raise RequestError(f"{field}: a session file path is required", field)
+    resolved: Path | None = None
+    try:
+        path = Path(file).expanduser()
+        if path.is_file():
+            resolved = path.resolve()
+        problem = "does not exist or is not a file"
+    except (OSError, ValueError) as exc:  # UnicodeEncodeError is a ValueError
+        problem = f"cannot be used ({getattr(exc, 'strerror', None) or type(exc).__name__})"
+    if resolved is not None:
+        not_utf8 = _utf8_path_problem(resolved)
+        if not_utf8 is None:
+            return resolved
+        raise RequestError(f"{field}: session file {echo(file)} {not_utf8}", field)
+    raise RequestError(
+        f"{field}: session file {echo(file)} {problem}; pass the path of a Pi session .jsonl file",
+        field,
+    )
+
+
+def read_session_header(path: Path, field: str = SESSION_FILE) -> SessionHeader | None:
+    """The Pi session header of `path` (None while the file holds none yet), read without
+    parsing the rest of the file.
+
+    Raises:
+        RequestError: naming `field` (`session_file_errors`).
+    """
+    with session_file_errors(path, field):
+        return read_header(path)
+
+
+@dataclass
+class CachedSession:
+    """A parsed session file, valid while its size stays the same and its bytes hash to
+    `prefix`, with the contexts built from it per leaf and their messages' token estimates.
+    `read_more` extends the parse when the file only grew."""
+
+    size: int
+    mtime_ns: int
+    file: SessionFile
+    prefix: PrefixHashes
+    contexts: dict[str | None, tuple[SessionContext, list[int]]] = field(default_factory=dict)
+    paths: PathIndex | None = None
+
+    def index(self) -> PathIndex:
+        """Entries by id and the active paths walked (built on first use)."""
+        if self.paths is None:
+            self.paths = PathIndex(self.file.entries)
+        return self.paths
+
+    def entry(self, entry_id: str) -> SessionEntry | None:
+        """The entry with `entry_id` (the last one on duplicate ids), or None."""
+        return self.index().entry(entry_id)
+
+
+class SessionCache:
+    """Parsed session files by resolved path (see the module docstring). Thread-safe: one
+    lock guards the cache; parsing runs outside it."""
+
+    def __init__(self, capacity: int = SESSION_CACHE_SIZE) -> None:
+        self._capacity = capacity
+        self._sessions: OrderedDict[str, CachedSession] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def load(self, path: Path) -> SessionFile:
+        """Parsed entries of `path`, cached while its bytes stay the same.
+
+        Raises:
+            RequestError: `path` cannot be read or is not a Pi session (field `session.file`).
+        """
+        return self.cached(path).file
+
+    def cached(self, path: Path) -> CachedSession:
+        """The cache entry of `path`, parsed (or extended, when the file only grew) as needed.
+
+        Raises:
+            RequestError: `path` cannot be read or is not a Pi session (field `session.file`).
+        """
+        key = str(path)
+        with self._lock:
+            cached = self._sessions.get(key)
+        stat = path.stat()
+        with session_file_errors(path, SESSION_FILE):
+            if (
+                cached is not None
+                and cached.size == stat.st_size
+                and first_change(path, cached.prefix) is None
+            ):
+                with self._lock:
+                    if key in self._sessions:
+                        self._sessions.move_to_end(key)
+                return cached
+            parsed = None
+            paths = None
+            if cached is not None and stat.st_size > cached.size:
+                # Pi appends: parse only the new bytes when the old ones are unchanged, and
+                # extend the walked paths instead of walking them again.
+                parsed = read_more(path, cached.file, cached.prefix)
+                if parsed is not None and cached.paths is not None and not cached.file.torn_tail:
+                    old = len(cached.file.entries)
+                    paths = cached.paths.extended(parsed.entries, parsed.entries[old:])
+            if parsed is None or cached is None:
+                parsed = read_all(path)
+                prefix = hash_prefix(path, parsed.end_offset)
+            else:
+                prefix = extend(path, cached.prefix, parsed.end_offset)
+        cached = CachedSession(stat.st_size, stat.st_mtime_ns, parsed, prefix, paths=paths)
+        with self._lock:
+            self._sessions[key] = cached
+            self._sessions.move_to_end(key)
+            while len(self._sessions) > self._capacity:
+                self._sessions.popitem(last=False)
+        return cached
+
+    def context(self, ref: SessionRef) -> tuple[SessionFile, SessionContext, list[int], Path]:
+        """The session's parsed file, the context of `ref.leaf_id` (default: the last entry),
+        the `chars-v2` tokens of each context message, and the resolved path. Callers must not
+        mutate them.
+
+        Raises:
+            RequestError: a missing or unreadable session file (field `session.file`), or an
+                unknown leaf (field `session.leafId`).
+        """
+        path = resolve_session_path(ref.file, SESSION_FILE)
+        cached = self.cached(path)
+        with self._lock:
+            found = cached.contexts.get(ref.leaf_id)
+        if found is None:
+            try:
+                context = context_for_path(
+                    *cached.index().path_and_level(ref.leaf_id if ref.leaf_id else LAST_ENTRY)
+                )
+            except SessionFormatError as exc:  # an unknown leaf: not a session-file failure
+                raise RequestError(str(exc), "session.leafId") from exc
+            found = (context, [estimate_message_tokens(m) for m in context.messages])
+            with self._lock:
+                if len(cached.contexts) >= self._capacity:
+                    cached.contexts.clear()
+                cached.contexts[ref.leaf_id] = found
+        return cached.file, found[0], found[1], path
+
+
+def _utf8_path_problem(path: Path) -> str | None:
+    """None when `path` is valid UTF-8, else what to rename: the file, or the folder above
+    it whose name is not UTF-8 (a byte the file system decoding kept as a lone surrogate)."""
+    if not _is_utf8(str(path)):
+        if not _is_utf8(path.name):
+            return "cannot be indexed: the file name is not valid UTF-8; rename it"
+        return (
+            "cannot be indexed: the file name is not valid UTF-8 (a folder in its path); "
+            "rename it or move the file"
+        )
+    return None
+
+
+def _is_utf8(text: str) -> bool:
+    """Whether `text` encodes as UTF-8 (holds no lone surrogate)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
