@@ -5,7 +5,9 @@
     sessions.py    session files: path resolution, the one session-file error translation,
                    the LRU cache of parsed files and their contexts
     indexing.py    session sync, rebuild, import of compaction entries into the summary graph
-    planning.py    ds4/plan: preparing a session, model profile and budget, managed plans
+    planning.py    ds4/plan: preparing a session, managed plans with history and project
+                   evidence, the plan's manifest
+    profiles.py    the model of a call (window, output limit) and its token budget
     retrieving.py  ds4/retrieve: history and project evidence for a query
     manifests.py   keeping manifests (SQLite or the in-memory window), project provenance,
                    ds4/manifest

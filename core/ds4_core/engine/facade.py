@@ -61,6 +61,7 @@ from .health import check_health
 from .indexing import Indexer
 from .manifests import Manifests
 from .planning import Planner
+from .profiles import resolve_profile
 from .project import ProjectService
 from .retrieving import Retriever
 from .sessions import SessionCache
@@ -218,7 +219,7 @@ class ContextEngine:
         the request, `modelAwareness.overrides`, the well-known table, then the default.
         `ModelProfile.source` says where the window came from (`request`, `override`,
         `table:<key>`, `default`)."""
-        return self._planner.resolve_profile(spec, session_model, config)
+        return resolve_profile(spec, session_model, config or self.config)
 
     def plan(self, request: PlanRequest) -> PlanResult:
         """Plan the messages of the next model call (`ds4/plan`; ds4-reference.md 3.7).

@@ -1,12 +1,12 @@
 """Planning: `ds4/plan` and `ds4 plan`, and preparing a session for planning or retrieval.
 
 `Planner.prepare` reads the session (syncing its index), matches or builds the messages,
-appends the new request, and resolves the model profile and token budget (`resolve_profile`,
-then `planner.calculate_budget`). `Planner.plan` makes a dry plan, adds the history evidence
-the dry plan leaves out and live-validated project snippets (`managed_plan`), builds the
-manifest and keeps it (`manifests.Manifests.record`). Any failure while indexing, retrieving
-or planning answers the caller's messages unchanged (mode `fallback` with a reason); input the
-caller can fix raises `RequestError` naming the field.
+appends the new request, and resolves the model profile and token budget (`profiles`).
+`Planner.plan` makes a dry plan, adds the history evidence the dry plan leaves out and
+live-validated project snippets (`managed_plan`), builds the manifest and keeps it
+(`manifests.Manifests.record`). Any failure while indexing, retrieving or planning answers the
+caller's messages unchanged (mode `fallback` with a reason); input the caller can fix raises
+`RequestError` naming the field.
 """
 
 from __future__ import annotations
@@ -20,16 +20,13 @@ from typing import TYPE_CHECKING, Any
 from ..config import Config
 from ..logs import describe_failure
 from ..manifest import build_manifest, new_manifest_id, prompt_hash
-from ..models import DEFAULT_CONTEXT_WINDOW, lookup_model
 from ..planner import (
     ContextBudget,
     ContextPlan,
     ModelProfile,
     Supplement,
-    calculate_budget,
     fallback_plan,
     plan_context,
-    resolve_overrides,
 )
 from ..requests import (
     DatabaseUnavailableError,
@@ -54,6 +51,7 @@ from ..wire import camel_case
 from .context import EngineContext
 from .indexing import Indexer
 from .manifests import Manifests
+from .profiles import check_model, profile_and_budget
 from .project import ProjectService
 from .sessions import SessionCache
 
@@ -61,10 +59,6 @@ if TYPE_CHECKING:
     from ..project.workspace import ValidatedSearch
 
 log = logging.getLogger(__name__)
-
-MAX_MODEL_TOKENS = 10_000_000
-"""Largest context window or output limit accepted, as for `modelAwareness.overrides`
-(ds4-reference.md 2)."""
 
 
 @dataclass
@@ -373,7 +367,7 @@ class Planner:
             tokens = [estimate_message_tokens(m) for m in built]
         else:
             tokens.extend(estimate_message_tokens(m) for m in built[len(tokens) :])
-        profile, budget = self._budget_for(model, session_model, config, warnings)
+        profile, budget = profile_and_budget(model, session_model, config, warnings)
         return Prepared(
             built,
             tokens,
@@ -405,77 +399,6 @@ class Planner:
             if node is not None:
                 found[entry_id] = node.summary_id
         return found
-
-    # ----------------------------------------------------------------- model and budget
-
-    def resolve_profile(
-        self,
-        spec: ModelSpec,
-        session_model: tuple[str, str] | None,
-        config: Config | None = None,
-    ) -> ModelProfile:
-        """Fill the model of a call (`ContextEngine.resolve_profile`): request, then the
-        session's current model; the window from the request, `modelAwareness.overrides`, the
-        well-known table, then the default (`ModelProfile.source` says which)."""
-        provider = spec.provider or (session_model[0] if session_model else None) or "unknown"
-        model_id = spec.id or (session_model[1] if session_model else None) or "unknown"
-        overrides = resolve_overrides(config or self._context.config(), provider, model_id)
-        known = lookup_model(model_id)
-        if spec.context_window is not None:
-            window, source = spec.context_window, "request"
-        elif "contextWindow" in overrides:
-            window, source = int(overrides["contextWindow"]), "override"
-        elif known is not None:
-            window, source = known.context_window, f"table:{known.key}"
-        else:
-            window, source = DEFAULT_CONTEXT_WINDOW, "default"
-        max_output = spec.max_output_tokens
-        if max_output is None:
-            max_output = overrides.get("maxOutputTokens") or (
-                known.max_output_tokens if known else None
-            )
-        if max_output is not None:
-            max_output = min(int(max_output), window)
-        return ModelProfile(
-            provider=provider,
-            model_id=model_id,
-            context_window=window,
-            max_output_tokens=max_output,
-            source=source,
-        )
-
-    def _budget_for(
-        self,
-        model: ModelSpec,
-        session_model: tuple[str, str] | None,
-        config: Config,
-        warnings: list[str],
-    ) -> tuple[ModelProfile, ContextBudget]:
-        """The model profile and budget of a call; appends a warning when the window is a guess."""
-        profile = self.resolve_profile(model, session_model, config)
-        if profile.source == "default":
-            warnings.append(
-                f"context window of model '{profile.provider}/{profile.model_id}' is unknown; "
-                f"assumed {profile.context_window} tokens (set model.contextWindow, or "
-                "--context-window on the command line, or modelAwareness.overrides)"
-            )
-        return profile, calculate_budget(profile, config)
-
-
-def check_model(model: ModelSpec) -> None:
-    """Reject impossible model limits up front, naming the field.
-
-    Raises:
-        RequestError: `contextWindow` or `maxOutputTokens` outside 1..10,000,000.
-    """
-    for value, field_name in (
-        (model.context_window, "model.contextWindow"),
-        (model.max_output_tokens, "model.maxOutputTokens"),
-    ):
-        if value is not None and not 1 <= value <= MAX_MODEL_TOKENS:
-            raise RequestError(
-                f"{field_name}: expected a number of tokens in 1..{MAX_MODEL_TOKENS:,}", field_name
-            )
 
 
 def retrieval_stats(retrieval: HistoryRetrieval) -> RetrievalStats:
