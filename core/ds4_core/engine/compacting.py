@@ -30,6 +30,7 @@ from ..requests import (
 )
 from ..results import CompactResult, LifecycleResult, SessionInfo, SummariesResult
 from ..sessions import SessionContext
+from ..store import Store
 from ..store import summaries as summary_repo
 from .context import EngineContext
 from .indexing import Indexer
@@ -134,14 +135,7 @@ class Compactor:
         Raises:
             RequestError: `session` names a missing or unreadable session file.
         """
-        return self._mark(
-            "committed",
-            summary_id,
-            session,
-            lambda session_id: summary_repo.mark_committed(
-                self._context.store(), session_id, summary_id, entry_id
-            ),
-        )
+        return self._mark("committed", summary_id, session, summary_repo.mark_committed, entry_id)
 
     def compact_failed(
         self, summary_id: str, reason: str | None = None, session: SessionRef | None = None
@@ -153,14 +147,7 @@ class Compactor:
         Raises:
             RequestError: `session` names a missing or unreadable session file.
         """
-        return self._mark(
-            "failed",
-            summary_id,
-            session,
-            lambda session_id: summary_repo.mark_failed(
-                self._context.store(), session_id, summary_id, reason
-            ),
-        )
+        return self._mark("failed", summary_id, session, summary_repo.mark_failed, reason)
 
     def summaries(self, session: SessionRef) -> SummariesResult:
         """The session's summary graph as seen from the leaf (`ContextEngine.summaries`).
@@ -256,17 +243,21 @@ class Compactor:
         lifecycle: str,
         summary_id: str,
         session: SessionRef | None,
-        mark: Callable[[str], list[str]],
+        mark: Callable[[Store, str, str, str | None], list[str]],
+        detail: str | None,
     ) -> LifecycleResult:
-        """Apply `mark(session_id)` in each session where `summary_id` can move to
-        `lifecycle` (committed: from prepared or failed; failed: from prepared)."""
+        """Apply `mark(store, session_id, summary_id, detail)` (`summary_repo.mark_committed`
+        with the entry id, or `mark_failed` with the reason) in each session where
+        `summary_id` can move to `lifecycle` (committed: from prepared or failed; failed: from
+        prepared)."""
         changed: list[str] = []
         sessions: list[str] = []
         pending = self._lifecycle_sessions(
             summary_id, session, include_failed=lifecycle == "committed"
         )
+        store = self._context.store()
         for session_id in pending:
-            ids = mark(session_id)
+            ids = mark(store, session_id, summary_id, detail)
             if ids:
                 sessions.append(session_id)
                 changed.extend(ids)

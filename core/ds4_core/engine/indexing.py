@@ -27,6 +27,7 @@ from ..sessions.sync import SyncResult, sync_session
 from ..store import sessions as session_repo
 from ..store import summaries as summary_repo
 from .context import EngineContext, ProgressCallback
+from .convert import from_attributes
 from .project import ProjectService
 from .sessions import SESSION_FILE, resolve_session_path, session_file_errors
 
@@ -213,16 +214,9 @@ class Indexer:
 
 def sync_report(result: SyncResult) -> SyncReport:
     """The `SyncReport` of one sync (`duration_ms` rounded to 3 decimals)."""
-    return SyncReport(
-        session_id=result.session_id,
-        session_file=result.session_file,
-        outcome=result.outcome,
-        reason=result.reason,
-        entries_added=result.entries_added,
-        entries_total=result.entries_total,
-        malformed_lines=result.malformed_lines,
-        bytes_read=result.bytes_read,
+    return from_attributes(
+        SyncReport,
+        result,
         duration_ms=round(result.duration_ms, 3),
-        rewritten_at=result.rewritten_at,
         warnings=tuple(result.warnings),
     )

@@ -49,6 +49,7 @@ from ..store.database import utc_now_iso
 from ..tokens import ESTIMATOR_VERSION, estimate_message_tokens, stable_json
 from ..wire import camel_case
 from .context import EngineContext
+from .convert import from_attributes
 from .indexing import Indexer
 from .manifests import Manifests
 from .profiles import check_model, profile_and_budget
@@ -403,14 +404,8 @@ class Planner:
 
 def retrieval_stats(retrieval: HistoryRetrieval) -> RetrievalStats:
     """The counters of one history retrieval (`latency_ms` rounded to 3 decimals)."""
-    s = retrieval.stats
-    return RetrievalStats(
-        candidates=s.candidates,
-        duplicates=s.duplicates,
-        alternate_branch_candidates=s.alternate_branch_candidates,
-        already_in_context=s.already_in_context,
-        latency_ms=round(s.latency_ms, 3),
-    )
+    stats = retrieval.stats
+    return from_attributes(RetrievalStats, stats, latency_ms=round(stats.latency_ms, 3))
 
 
 def _plan_result(
@@ -437,25 +432,8 @@ def _plan_result(
         current_turn_tokens=plan.current_turn_tokens,
         fixed_tokens=request.fixed_tokens,
         hard_input_limit=budget.hard_input_limit,
-        budget=Budget(
-            context_window=budget.context_window,
-            output_reserve=budget.output_reserve,
-            safety_margin=budget.safety_margin,
-            hard_input_limit=budget.hard_input_limit,
-            soft_limit=budget.soft_limit,
-            target_input_tokens=budget.target_input_tokens,
-            recent_tail_tokens=budget.recent_tail_tokens,
-            max_retrieved_history_tokens=budget.max_retrieved_history_tokens,
-            max_project_tokens=budget.max_project_tokens,
-            max_summary_tokens=budget.max_summary_tokens,
-        ),
-        model=ModelInfo(
-            provider=profile.provider,
-            id=profile.model_id,
-            context_window=profile.context_window,
-            max_output_tokens=profile.max_output_tokens,
-            source=profile.source,
-        ),
+        budget=from_attributes(Budget, budget),
+        model=from_attributes(ModelInfo, profile, id=profile.model_id),
         warnings=tuple(warnings),
         stats={
             **{camel_case(key): value for key, value in stats.items()},

@@ -22,6 +22,7 @@ from ..json_bounds import echo
 from ..requests import RequestError
 from ..results import FolderStatus, GitState, ProjectStatus, RefusedFolder, StaleSnippet
 from .context import EngineContext, ProgressCallback
+from .convert import from_record
 
 if TYPE_CHECKING:
     from ..project.folders import ProjectFolders
@@ -169,7 +170,10 @@ class ProjectService:
             stale_snippets=counts["staleSnippets"],
             git=_git_state(counts["git"]),
             indexed_at=counts["indexedAt"],
-            folders=tuple(_folder_status(folder) for folder in counts["folders"]),
+            folders=tuple(
+                from_record(FolderStatus, folder, git=_git_state(folder["git"]))
+                for folder in counts["folders"]
+            ),
         )
 
     def stale_snippets(self, path: str, live_text: str | None = None) -> list[StaleSnippet]:
@@ -179,33 +183,9 @@ class ProjectService:
         if self._workspace is None:
             return []
         return [
-            StaleSnippet(
-                snippet_id=record["snippetId"],
-                start_line=record["startLine"],
-                end_line=record["endLine"],
-                manifest_id=record["manifestId"],
-                sent_at=record["sentAt"],
-                change=record["change"],
-                change_start_line=record["changeStartLine"],
-                change_end_line=record["changeEndLine"],
-            )
+            from_record(StaleSnippet, record)
             for record in self._workspace.stale_snippets(path, live_text)
         ]
-
-
-def _folder_status(folder: Mapping[str, Any]) -> FolderStatus:
-    """One folder's entry of `ProjectFolders.status_counts` as a `FolderStatus`."""
-    return FolderStatus(
-        name=folder["name"],
-        project_path=folder["projectPath"],
-        status=folder["status"],
-        files=folder["files"],
-        snippets=folder["snippets"],
-        stale_snippets=folder["staleSnippets"],
-        git=_git_state(folder["git"]),
-        indexed_at=folder["indexedAt"],
-        error=folder.get("error"),
-    )
 
 
 def _git_state(git: Mapping[str, Any]) -> GitState:

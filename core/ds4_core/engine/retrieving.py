@@ -17,6 +17,7 @@ from ..requests import ModelSpec, RequestError, RetrieveRequest
 from ..results import HistoryHit, ProjectHit, RetrievalStats, RetrieveResult
 from ..retrieval import describe_task, last_user_text
 from .context import EngineContext
+from .convert import from_attributes
 from .planning import Planner, Prepared, retrieval_stats
 from .project import ProjectService
 
@@ -98,17 +99,7 @@ class Retriever:
             retrieval.stats.latency_ms,
         )
         hits = tuple(
-            HistoryHit(
-                entry_key=h.entry_key,
-                entry_id=h.entry_id,
-                role=h.role,
-                created_at=h.created_at,
-                score=round(h.score, 3),
-                reason=h.reason,
-                excerpt=h.excerpt,
-                tokens=h.tokens,
-            )
-            for h in retrieval.hits
+            from_attributes(HistoryHit, h, score=round(h.score, 3)) for h in retrieval.hits
         )
         return retrieval.status, hits, retrieval_stats(retrieval)
 
@@ -141,19 +132,12 @@ class Retriever:
         for h in found.retrieval.hits:
             folder = workspace.folder_of(h)  # the workspace folder `path` is relative to
             hits.append(
-                ProjectHit(
+                from_attributes(
+                    ProjectHit,
+                    h,
                     folder=folder.name if folder is not None else None,
                     folder_path=str(folder.root) if folder is not None else None,
-                    path=h.path,
-                    start_line=h.start_line,
-                    end_line=h.end_line,
-                    file_hash=h.file_hash,
                     score=round(h.score, 3),
-                    reason=h.reason,
-                    text=h.text,
-                    snippet_id=h.snippet_id,
-                    tokens=h.tokens,
-                    modified=h.modified,
                 )
             )
         log.info(

@@ -1,0 +1,44 @@
+"""Building typed results (`ds4_core.results`) from the records the engine's parts return: the
+dataclasses of the retrieval, sync and planner modules (same field names) and the camelCase
+JSON records of the project layer (`ds4_core.project`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any, TypeVar
+
+from ..wire import camel_case
+
+R = TypeVar("R")
+
+
+def from_attributes(cls: type[R], source: object, **values: Any) -> R:
+    """A `cls` (a result dataclass) whose fields are `source`'s attributes of the same names,
+    except those given in `values`.
+
+    Raises:
+        AttributeError: `source` lacks a field's attribute that `values` does not give.
+    """
+    fields = dataclasses.fields(cls)  # type: ignore[arg-type]
+    return cls(
+        **{f.name: values[f.name] if f.name in values else getattr(source, f.name) for f in fields}
+    )
+
+
+def from_record(cls: type[R], record: Mapping[str, Any], **values: Any) -> R:
+    """A `cls` (a result dataclass) whose fields are the camelCase keys of the JSON `record`,
+    except those given in `values`; a key the record lacks leaves the field's default.
+
+    Raises:
+        TypeError: the record lacks a key of a field without a default.
+    """
+    found = {}
+    for f in dataclasses.fields(cls):  # type: ignore[arg-type]
+        key = camel_case(f.name)
+        if f.name in values:
+            found[f.name] = values[f.name]
+        elif key in record:
+            found[f.name] = record[key]
+    return cls(**found)
