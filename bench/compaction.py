@@ -407,7 +407,10 @@ def bench_chain(
                         "after_append_gc": sum(after_append_gc[-10:]),
                         "warm": [ms for ms, _ in warm],
                         "cold": cold,
-                        "root_tokens": [r["tokens"]["summary"] for _, r in [(0, result), *warm]],
+                        "root_tokens": [
+                            result["tokens"]["summary"],
+                            *(r.tokens.summary for _, r in warm),
+                        ],
                         "level": result["graphLevel"],
                         "span_tokens": result["span"]["tokens"],
                         "plan_tokens": plan_tokens(engine, session_path),
