@@ -9,6 +9,14 @@ from .. import __version__
 from . import commands
 
 
+def _session_arguments(parser: argparse.ArgumentParser) -> None:
+    """`--session FILE` (required) and `--leaf ID`, for the commands on one session's branch."""
+    parser.add_argument("--session", required=True, metavar="FILE", help="Pi session .jsonl file")
+    parser.add_argument(
+        "--leaf", metavar="ID", help="leaf entry id of the active branch (default: last entry)"
+    )
+
+
 def _workspace_arguments(parser: argparse.ArgumentParser) -> None:
     """`--workspace DIR` and `--trust`, for the commands that may quote project files."""
     parser.add_argument(
@@ -78,10 +86,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     p = sub.add_parser("plan", help="plan the next model call for a session and a new request")
-    p.add_argument("--session", required=True, metavar="FILE", help="Pi session .jsonl file")
-    p.add_argument(
-        "--leaf", metavar="ID", help="leaf entry id of the active branch (default: last entry)"
-    )
+    _session_arguments(p)
     p.add_argument(
         "--model",
         metavar="PROVIDER/ID",
@@ -148,10 +153,7 @@ def build_parser() -> argparse.ArgumentParser:
         "compact",
         help="prepare a compaction of a session (offline summary); prints the entry to append",
     )
-    c.add_argument("--session", required=True, metavar="FILE", help="Pi session .jsonl file")
-    c.add_argument(
-        "--leaf", metavar="ID", help="leaf entry id of the active branch (default: last entry)"
-    )
+    _session_arguments(c)
     c.add_argument(
         "--reason",
         choices=["manual", "threshold", "overflow"],
@@ -176,10 +178,7 @@ def build_parser() -> argparse.ArgumentParser:
     c.set_defaults(func=commands.compact)
 
     s = sub.add_parser("summaries", help="show a session's summary graph (compactions)")
-    s.add_argument("--session", required=True, metavar="FILE", help="Pi session .jsonl file")
-    s.add_argument(
-        "--leaf", metavar="ID", help="leaf entry id of the active branch (default: last entry)"
-    )
+    _session_arguments(s)
     summaries_output = s.add_mutually_exclusive_group()
     summaries_output.add_argument(
         "--json", action="store_true", help="print the ds4.summaries view as JSON"
