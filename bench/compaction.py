@@ -66,6 +66,7 @@ from ds4_core.requests import (  # noqa: E402
     RequestError,
     SessionRef,
 )
+from ds4_core.results import CompactResult  # noqa: E402
 from ds4_core.sessions.reader import read_all  # noqa: E402
 
 DEFAULT_SESSION = ROOT / "examples" / "pi-mono-v1-large-session.jsonl"
@@ -175,7 +176,7 @@ def bench_span(source: Path, tmp: Path, span_messages: int, runs: int) -> dict[s
                 session=SessionRef(str(session)), first_kept_entry_id=first_kept
             )
             try:
-                result = engine.compact(request)  # also parses the file (once)
+                result = engine.compact(request).to_wire()  # also parses the file (once)
             except RequestError:
                 continue  # not a valid cut: try the next message
             break
@@ -319,7 +320,7 @@ class ChainSession:
         self.append(records)
         return user_id
 
-    def append_compaction(self, result: dict[str, Any]) -> int:
+    def append_compaction(self, result: CompactResult) -> int:
         """Append the compaction entry of `result` as `ds4 compact --entry` prints it; returns
         its size in bytes."""
         entry = compaction_entry(result)
@@ -330,7 +331,7 @@ class ChainSession:
 def plan_tokens(engine: ContextEngine, session: Path) -> int:
     plan = engine.plan(
         PlanRequest(session=SessionRef(str(session)), request="continue", model=PLAN_MODEL)
-    )
+    ).to_wire()
     return int(plan["estimatedTokens"])
 
 
@@ -379,7 +380,8 @@ def bench_chain(
                 session=SessionRef(str(session_path)), first_kept_entry_id=first_kept
             )
             collections = full_collections[0]
-            ms, result = timed_ms(engine.compact, request)
+            ms, typed = timed_ms(engine.compact, request)
+            result = typed.to_wire()
             after_append_ms.append(ms)
             after_append_gc.append(full_collections[0] > collections)
             root_by_round.append(result["tokens"]["summary"])
@@ -396,7 +398,7 @@ def bench_chain(
                     finally:
                         fresh.close()
                     cold.append((time.perf_counter() - started) * 1000)
-                entry_bytes = chain.append_compaction(result)
+                entry_bytes = chain.append_compaction(typed)
                 rows.append(
                     {
                         "entry_kb": entry_bytes / 1e3,
@@ -406,7 +408,7 @@ def bench_chain(
                         "after_append_gc": sum(after_append_gc[-10:]),
                         "warm": [ms for ms, _ in warm],
                         "cold": cold,
-                        "root_tokens": [r["tokens"]["summary"] for _, r in [(0, result), *warm]],
+                        "root_tokens": [r.tokens.summary for _, r in [(0, typed), *warm]],
                         "level": result["graphLevel"],
                         "span_tokens": result["span"]["tokens"],
                         "plan_tokens": plan_tokens(engine, session_path),
@@ -414,7 +416,7 @@ def bench_chain(
                     }
                 )
             else:
-                chain.append_compaction(result)
+                chain.append_compaction(typed)
     finally:
         gc.callbacks.remove(count_full_collections)
         engine.close()

@@ -23,7 +23,8 @@ GLOBAL options, before the command: `--db PATH`, `--settings-file FILE`, `--set 
 (repeatable; settings of docs/configuration.md), `-v` (counts and timings on stderr),
 `--version`.
 
-`--json` prints exactly the object the matching LSP request returns (docs/protocol.md):
+`--json` prints exactly the object the matching LSP request returns (docs/protocol.md), the
+engine result's `to_wire()` (`ds4_core.wire`), so the two are equal by construction:
 `plan` the `ds4/plan` result, `retrieve` the `ds4/retrieve` result, `manifest` the
 `ds4/manifest` result, `health` the `ds4.health` result without `server`, `rebuild` the
 `ds4.rebuildIndex` result (failures in its `failed`). `index` has no LSP request: it prints a
@@ -46,6 +47,13 @@ another writer past `storage.busyTimeoutMs`; 3 some session files could not be i
 rebuilt (the others were; for `index` a file that is missing, unreadable or not a Pi session,
 a `.jsonl` that is not a regular file (a FIFO, a directory, a broken link), a file whose name
 is not valid UTF-8, or one that met a locked database); 130 interrupted (Ctrl-C).
+
+The package: `runner` (`run`, `main`: parse, open the engine, errors to exit codes), `parser`
+(argparse; each subcommand's `func` is its function in `commands`), `commands` (one function
+per command), `printers/` (the text reports, one module per command group, reading the typed
+results of `ds4_core.results`), `arguments` (text arguments, standard input, settings, index
+paths), `terminal` (width, progress bar, JSON text, `--output`), `layout` (wrapped lines and
+tables), `errors` (exit codes, engine messages in CLI terms).
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ import argparse
 import io
 import os
 from collections.abc import Callable
-from typing import Any, TextIO
+from typing import TextIO
 
 from ..engine import ContextEngine
 from ..quoting import terminal_text
@@ -27,6 +27,7 @@ from ..requests import (
     RetrieveRequest,
     SessionRef,
 )
+from ..results import SyncReport
 from ..store.database import is_database_locked
 from .arguments import absolute, ends_with_newline, parse_model, session_files_of
 from .errors import EXIT_OK, EXIT_PARTIAL, locked_message, usage_message
@@ -68,10 +69,10 @@ def plan(engine: ContextEngine, args: argparse.Namespace, out: TextIO, err: Text
         )
     )
     if args.json:
-        emit_json(result, out)
+        emit_json(result.to_wire(), out)
     else:
-        manifest = engine.manifest(ManifestRequest(id=result["manifestId"], view="full"))
-        print_plan(result, manifest, out, db=args.db)
+        manifest = engine.manifest(ManifestRequest(id=result.manifest_id, view="full"))
+        print_plan(result, manifest.document, out, db=args.db)
     return EXIT_OK
 
 
@@ -99,7 +100,7 @@ def retrieve(engine: ContextEngine, args: argparse.Namespace, out: TextIO, err: 
         )
     )
     if args.json:
-        emit_json(result, out)
+        emit_json(result.to_wire(), out)
     else:
         print_retrieve(result, out)
     return EXIT_OK
@@ -117,7 +118,7 @@ def manifest(engine: ContextEngine, args: argparse.Namespace, out: TextIO, err: 
     if args.latest and not args.id and not args.session:
         raise RequestError("--latest needs --session FILE")
     try:
-        document = engine.manifest(
+        result = engine.manifest(
             ManifestRequest(
                 id=args.id,
                 session=SessionRef(args.session) if args.session else None,
@@ -134,9 +135,9 @@ def manifest(engine: ContextEngine, args: argparse.Namespace, out: TextIO, err: 
             "id",
         ) from exc
     if args.json:
-        emit_json(document, out)
+        emit_json(result.to_wire(), out)
     else:
-        print_manifest(document, out)
+        print_manifest(result.document, out)
     return EXIT_OK
 
 
@@ -145,7 +146,7 @@ def index(engine: ContextEngine, args: argparse.Namespace, out: TextIO, err: Tex
     files of a DIR); a file that cannot be indexed is reported on stderr (and, with --json, as
     `{sessionFile, error}` in its place in the list) and the others are still indexed. Exit 3
     when any file failed."""
-    outcomes: list[dict[str, Any]] = []
+    outcomes: list[SyncReport | dict[str, str]] = []  # a report, or {sessionFile, error}
     failures = 0
     targets = session_files_of(args.files)
     for file, problem in targets:
@@ -161,7 +162,7 @@ def index(engine: ContextEngine, args: argparse.Namespace, out: TextIO, err: Tex
         try:
             synced = engine.index_session(file, force=args.force, progress=progress)
             outcomes.append(synced)
-            for warning in synced.get("warnings") or []:  # e.g. a copy with the same session id
+            for warning in synced.warnings:  # e.g. a copy with the same session id
                 err.write(f"ds4: warning: {terminal_text(warning)}\n")
         except Exception as exc:
             message = _index_failure(engine, exc)
@@ -172,9 +173,9 @@ def index(engine: ContextEngine, args: argparse.Namespace, out: TextIO, err: Tex
             outcomes.append({"sessionFile": absolute(file), "error": message})
         finally:
             progress.close()
-    results = [r for r in outcomes if "error" not in r]
+    results = [r for r in outcomes if isinstance(r, SyncReport)]
     if args.json:
-        emit_json(outcomes, out)
+        emit_json([r.to_wire() if isinstance(r, SyncReport) else r for r in outcomes], out)
     else:
         print_index(results, out)
     if failures == len(targets):
@@ -230,7 +231,7 @@ def compact(engine: ContextEngine, args: argparse.Namespace, out: TextIO, err: T
         lead = "" if ends_with_newline(args.session) else "\n"
         out.write(lead + json_text(compaction_entry(result), one_line=True))
     elif args.json:
-        emit_json(result, out)
+        emit_json(result.to_wire(), out)
     else:
         print_compact(result, out, args.session)
     return EXIT_OK
@@ -251,7 +252,7 @@ def summaries(engine: ContextEngine, args: argparse.Namespace, out: TextIO, err:
     view = engine.summaries(ref)
     text = io.StringIO()
     if args.json:
-        emit_json(view, text)
+        emit_json(view.to_wire(), text)
     else:
         print_summaries(view, text)
     write_output(
@@ -265,7 +266,7 @@ def health(engine: ContextEngine, args: argparse.Namespace, out: TextIO, err: Te
     `server`)."""
     result = engine.health()
     if args.json:
-        emit_json(result, out)
+        emit_json(result.to_wire(), out)
     else:
         print_health(result, out)
     return EXIT_OK
@@ -280,12 +281,12 @@ def rebuild(engine: ContextEngine, args: argparse.Namespace, out: TextIO, err: T
     finally:
         progress.close()
     if args.json:
-        emit_json(result, out)
+        emit_json(result.to_wire(), out)
     else:
         print_rebuild(result, out)
-    if result["failed"]:
-        err.write(f"ds4: {len(result['failed'])} session(s) could not be rebuilt\n")
-    return EXIT_PARTIAL if result["failed"] else EXIT_OK
+    if result.failed:
+        err.write(f"ds4: {len(result.failed)} session(s) could not be rebuilt\n")
+    return EXIT_PARTIAL if result.failed else EXIT_OK
 
 
 def _sync_with_progress(engine: ContextEngine, file: str, err: TextIO) -> None:
@@ -308,7 +309,7 @@ def _open_workspace(engine: ContextEngine, args: argparse.Namespace, err: TextIO
             raise RequestError("--trust needs --workspace DIR", "workspace")
         return
     status = engine.set_workspace(args.workspace, args.trust)
-    if status["status"] == "untrusted":
+    if status.status == "untrusted":
         err.write(
             f"ds4: workspace '{args.workspace}' is untrusted: its files are not read; "
             "add --trust to use them\n"

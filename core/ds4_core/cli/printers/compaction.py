@@ -10,7 +10,9 @@ from typing import Any, TextIO
 
 from ...lines import split_lines
 from ...quoting import terminal_text
+from ...results import CompactResult, SummariesResult
 from ...store.database import utc_now_iso
+from ...wire import to_wire
 from ..layout import fmt, wrap, write_warnings, yes_no
 
 COMMIT_NOTE = (
@@ -20,7 +22,7 @@ COMMIT_NOTE = (
 """What `ds4 compact` says about the batch it prepared (it is not in the session yet)."""
 
 
-def compaction_entry(result: dict[str, Any]) -> dict[str, Any]:
+def compaction_entry(result: CompactResult) -> dict[str, Any]:
     """The Pi compaction entry that carries a `ds4/compact` result (what `--entry` prints).
 
     `{"type": "compaction", "id", "parentId", "timestamp", "summary", "firstKeptEntryId",
@@ -30,43 +32,44 @@ def compaction_entry(result: dict[str, Any]) -> dict[str, Any]:
     the prepared batch committed. (A v1 session file has no ids: its reader numbers the
     appended line like any other, so the id and parent here are ignored there.)
     """
-    compaction = result["compaction"]
+    compaction = result.compaction
     return {
         "type": "compaction",
         "id": secrets.token_hex(4),
-        "parentId": result["session"]["leafId"],
+        "parentId": result.session.leaf_id,
         "timestamp": utc_now_iso(),
-        "summary": compaction["summary"],
-        "firstKeptEntryId": compaction["firstKeptEntryId"],
-        "tokensBefore": compaction["tokensBefore"],
-        "details": compaction["details"],
+        "summary": compaction.summary,
+        "firstKeptEntryId": compaction.first_kept_entry_id,
+        "tokensBefore": to_wire(compaction.tokens_before),
+        "details": to_wire(compaction.details),
         "fromHook": True,
     }
 
 
-def print_compact(result: dict[str, Any], out: TextIO, session_arg: str) -> None:
-    """The `ds4 compact` report: the span, the new nodes, validation, the summary text, and
-    how the prepared batch becomes committed. `session_arg` is the --session given, repeated
-    in the `--entry` hint."""
-    span, validation, tokens = result["span"], result["validation"], result["tokens"]
-    session = result["session"]
-    out.write(
-        f"ds4 compact: prepared {result['summaryKind']} {result['summaryId']}"
-        f" (level {result['graphLevel']}) · {result['summarizer']} summary"
-        f" · {result['durationMs']:.1f} ms\n"
+def print_compact(result: CompactResult, out: TextIO, session_arg: str) -> None:
+    """The `ds4 compact` report of `result`: the span, the new nodes, validation, the summary
+    text, and how the prepared batch becomes committed. `session_arg` is the --session given,
+    repeated in the `--entry` hint."""
+    span, validation, tokens, session = (
+        result.span,
+        result.validation,
+        result.tokens,
+        result.session,
     )
     out.write(
-        f"  session     {terminal_text(session['id'])}"
-        f"  leaf {terminal_text(session.get('leafId'))}\n"
+        f"ds4 compact: prepared {result.summary_kind} {result.summary_id}"
+        f" (level {result.graph_level}) · {result.summarizer} summary"
+        f" · {result.duration_ms:.1f} ms\n"
     )
-    out.write(f"              {terminal_text(session['file'])}\n")
+    out.write(f"  session     {terminal_text(session.id)}  leaf {terminal_text(session.leaf_id)}\n")
+    out.write(f"              {terminal_text(session.file)}\n")
     out.write(
-        f"  span        {fmt(span['messageCount'])} message(s), {fmt(span['tokens'])} tokens"
-        f" summarized ({fmt(span['sourceEntryCount'])} entries)\n"
-        f"              {fmt(span['keptTokens'])} tokens kept verbatim from entry"
-        f" {terminal_text(span['firstKeptEntryId'])} · split turn {yes_no(span['isSplitTurn'])}\n"
+        f"  span        {fmt(span.message_count)} message(s), {fmt(span.tokens)} tokens"
+        f" summarized ({fmt(span.source_entry_count)} entries)\n"
+        f"              {fmt(span.kept_tokens)} tokens kept verbatim from entry"
+        f" {terminal_text(span.first_kept_entry_id)} · split turn {yes_no(span.is_split_turn)}\n"
     )
-    previous = span.get("previousSummaryId")
+    previous = span.previous_summary_id
     out.write(
         "  extends     "
         + (
@@ -75,28 +78,28 @@ def print_compact(result: dict[str, Any], out: TextIO, session_arg: str) -> None
             else "nothing: this is the branch's first summary\n"
         )
     )
-    if result["summaryKind"] == "aggregate":
+    if result.summary_kind == "aggregate":
         out.write(
-            f"  nodes       aggregate {result['summaryId']} (level {result['graphLevel']})"
-            f" = [{terminal_text(previous)}, segment {result['segmentSummaryId']}]\n"
+            f"  nodes       aggregate {result.summary_id} (level {result.graph_level})"
+            f" = [{terminal_text(previous)}, segment {result.segment_summary_id}]\n"
         )
     else:
-        out.write(f"  nodes       segment {result['summaryId']} (level {result['graphLevel']})\n")
+        out.write(f"  nodes       segment {result.summary_id} (level {result.graph_level})\n")
     out.write(
-        f"  validation  {validation['status']}"
-        f" · issues {', '.join(validation['issueCodes']) or 'none'}"
-        f" · repairs {', '.join(validation['repairs']) or 'none'}\n"
+        f"  validation  {validation.status}"
+        f" · issues {', '.join(validation.issue_codes) or 'none'}"
+        f" · repairs {', '.join(validation.repairs) or 'none'}\n"
     )
     out.write(
-        f"  summary     {fmt(tokens['summary'])} tokens (limit {fmt(tokens['limit'])})"
-        f" · tokens before {fmt(result['compaction']['tokensBefore'])}\n"
+        f"  summary     {fmt(tokens.summary)} tokens (limit {fmt(tokens.limit)})"
+        f" · tokens before {fmt(result.compaction.tokens_before)}\n"
     )
-    if result["summarizer"] == "offline":
+    if result.summarizer == "offline":
         out.write(
             "  summarizer  offline (ds4/offline-v1, deterministic): the CLI has no model to ask\n"
         )
-    out.write(f"\nSummary {result['summaryId']} (the text the model sees instead of the span):\n")
-    for line in split_lines(result["compaction"]["summary"]):
+    out.write(f"\nSummary {result.summary_id} (the text the model sees instead of the span):\n")
+    for line in split_lines(result.compaction.summary):
         out.write(f"  {terminal_text(line)}".rstrip() + "\n")
     out.write(
         "\n"
@@ -110,21 +113,21 @@ def print_compact(result: dict[str, Any], out: TextIO, session_arg: str) -> None
     )
     # the command on a line of its own, never broken, so that it can be copied
     out.write(f"  ds4 compact --session {terminal_text(shlex.quote(session_arg))} --entry\n")
-    write_warnings(out, result.get("warnings", []))
+    write_warnings(out, result.warnings)
 
 
-def print_summaries(view: dict[str, Any], out: TextIO) -> None:
-    """The `ds4 summaries` report: a header (session, leaf, active root, counts) and the view's
-    text tree (its legend says what `*` marks)."""
-    nodes = view.get("nodes") or []
-    counts = view.get("counts") or {}
+def print_summaries(view: SummariesResult, out: TextIO) -> None:
+    """The `ds4 summaries` report of `view`: a header (session, leaf, active root, counts)
+    and the view's text tree (its legend says what `*` marks). The nodes and counts are the
+    summary graph's rows (JSON objects, see `SummariesResult`)."""
+    nodes, counts = view.nodes, view.counts
     out.write("ds4 summaries\n")
     out.write(
-        f"  session   {terminal_text(view.get('sessionId'))}"
-        f"  leaf {terminal_text(view.get('leafId') or '(none: the session has no entries)')}\n"
+        f"  session   {terminal_text(view.session_id)}"
+        f"  leaf {terminal_text(view.leaf_id or '(none: the session has no entries)')}\n"
     )
-    out.write(f"            {terminal_text(view.get('sessionFile'))}\n")
-    active = view.get("activeRootId")
+    out.write(f"            {terminal_text(view.session_file)}\n")
+    active = view.active_root_id
     out.write(
         "  active    "
         + (
@@ -152,5 +155,5 @@ def print_summaries(view: dict[str, Any], out: TextIO) -> None:
             "to append, or let Pi compact.\n"
         )
         return
-    tree = str(view.get("tree") or "").rstrip("\n")
+    tree = view.tree.rstrip("\n")
     out.write("\n" + "\n".join(terminal_text(line) for line in tree.split("\n")) + "\n")

@@ -3,42 +3,48 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from collections.abc import Sequence
-from typing import Any, TextIO
+from typing import TextIO
 
 from ...quoting import terminal_text
+from ...results import HealthResult, RebuildResult, SyncReport
+from ...wire import camel_case, to_wire
 from ..layout import fmt, table, write_wrapped
 from ..terminal import report_width
 
 
-def print_index(results: Sequence[dict[str, Any]], out: TextIO) -> None:
+def print_index(reports: Sequence[SyncReport], out: TextIO) -> None:
     """The `ds4 index` table: session, outcome (and reason), entries, malformed lines,
     milliseconds and file name of each file that was synced (nothing when none was)."""
-    if not results:
+    if not reports:
         return
     table(
         [
             [
-                r["sessionId"] or "-",
-                r["outcome"] + (f" ({r['reason']})" if r.get("reason") else ""),
-                fmt(r["entriesTotal"]),
-                fmt(r["malformedLines"]),
-                f"{r['durationMs']:.1f}",
-                os.path.basename(r["sessionFile"]),
+                r.session_id or "-",
+                r.outcome + (f" ({r.reason})" if r.reason else ""),
+                fmt(r.entries_total),
+                fmt(r.malformed_lines),
+                f"{r.duration_ms:.1f}",
+                os.path.basename(r.session_file),
             ]
-            for r in results
+            for r in reports
         ],
         ["session", "outcome", "entries", "malformed", "ms", "file"],
         out,
     )
 
 
-def print_health(health: dict[str, Any], out: TextIO) -> None:
-    """The `ds4 health` report: each field on a line of its own, its name then its value (a
-    list joined by `; `, an object as `key value` pairs), aligned when the width allows."""
-    for key, value in health.items():
+def print_health(health: HealthResult, out: TextIO) -> None:
+    """The `ds4 health` report: each field of `health` on a line of its own, its wire name
+    then its value (a list joined by `; `, an object such as `project` as `key value` pairs
+    without its null ones), aligned when the width allows."""
+    for field in dataclasses.fields(health):
+        key = camel_case(field.name)
+        value = to_wire(getattr(health, field.name))
         if isinstance(value, list):
             value = "; ".join(str(v) for v in value) if value else "none"
         elif isinstance(value, dict):
@@ -53,15 +59,14 @@ def print_health(health: dict[str, Any], out: TextIO) -> None:
             write_wrapped(out, terminal_text(value), f"  {key}: ", " " * 4)
 
 
-def print_rebuild(result: dict[str, Any], out: TextIO) -> None:
+def print_rebuild(result: RebuildResult, out: TextIO) -> None:
     """The `ds4 rebuild` report: sessions and entries rebuilt, the time taken, then one line per
     session that failed."""
     out.write(
-        f"rebuilt {result['sessions']} session(s), {fmt(result['entries'])} entries "
-        f"in {result['durationMs']:.0f} ms\n"
+        f"rebuilt {result.sessions} session(s), {fmt(result.entries)} entries "
+        f"in {result.duration_ms:.0f} ms\n"
     )
-    for failure in result["failed"]:
+    for failure in result.failed:
         out.write(
-            f"  failed: {terminal_text(failure['sessionFile'])}:"
-            f" {terminal_text(failure['error'])}\n"
+            f"  failed: {terminal_text(failure.session_file)}: {terminal_text(failure.error)}\n"
         )

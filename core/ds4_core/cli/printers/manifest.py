@@ -3,13 +3,17 @@ its included and excluded items as tables (the view asked for decides which are 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, TextIO
 
 from ...quoting import terminal_text
 from ..layout import fmt, table, write_wrapped
 
 
-def print_manifest(manifest: dict[str, Any], out: TextIO) -> None:
+def print_manifest(manifest: Mapping[str, Any], out: TextIO) -> None:
+    """The `ds4 manifest` report of a stored manifest document (`ManifestResult.document`, a
+    versioned JSON document read as the mapping it is): id and creation time, the header
+    fields present, the planning mode and counts, then a table per item list in the view."""
     write_wrapped(
         out,
         f"{terminal_text(manifest.get('id'))}  created {terminal_text(manifest.get('createdAt'))}",

@@ -7,10 +7,11 @@ from __future__ import annotations
 import json
 import shlex
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, TextIO
 
 from ...quoting import terminal_text
+from ...results import PlanResult
 from ..layout import fmt, heading, one_line, room_left, table, wrap, write_warnings, write_wrapped
 
 _KIND_LABELS = {
@@ -31,8 +32,9 @@ _SECTION_KINDS = frozenset({"recent", "current", "summary", "history", "project"
 """Included item kinds with a section of their own in the plan report."""
 
 
-def _evidence_excerpts(messages: list[dict[str, Any]]) -> dict[str, str]:
-    """Map source entry ids of evidence messages in a plan to their quoted excerpt."""
+def _evidence_excerpts(messages: Sequence[Mapping[str, Any]]) -> dict[str, str]:
+    """Map source entry ids of evidence messages in a plan (Pi messages, as JSON objects) to
+    their quoted excerpt."""
     found: dict[str, str] = {}
     for message in messages:
         content = message.get("content")
@@ -76,22 +78,23 @@ def _composition(items: Sequence[dict[str, Any]]) -> str:
 
 
 def print_plan(
-    result: dict[str, Any], manifest: dict[str, Any], out: TextIO, db: str | None = None
+    result: PlanResult, manifest: Mapping[str, Any], out: TextIO, db: str | None = None
 ) -> None:
-    """The `ds4 plan` report. In mode `fallback` it says the original messages are sent
-    unchanged and why, and lists them; in mode `observer` the sections are labelled as what a
-    managed plan would have done. `db` is the `--db` given, repeated in the manifest hint."""
-    model, budget, stats = result["model"], result["budget"], result.get("stats", {})
-    mode = result["mode"]
-    session = result.get("session")
+    """The `ds4 plan` report of `result`, with the items of its `manifest` (the stored
+    manifest document in the `full` view). In mode `fallback` it says the original messages
+    are sent unchanged and why, and lists them; in mode `observer` the sections are labelled as
+    what a managed plan would have done. `db` is the `--db` given, repeated in the manifest
+    hint."""
+    model, budget, stats = result.model, result.budget, result.stats
+    mode = result.mode
+    session = result.session
     out.write("ds4 plan\n")
     if session:
         out.write(
-            f"  session   {terminal_text(session['id'])}"
-            f"  leaf {terminal_text(session.get('leafId'))}\n"
+            f"  session   {terminal_text(session.id)}  leaf {terminal_text(session.leaf_id)}\n"
         )
-        out.write(f"            {terminal_text(session['file'])}\n")
-    source = model["source"]
+        out.write(f"            {terminal_text(session.file)}\n")
+    source = model.source
     source_text = {
         "request": "from --context-window",
         "override": "from modelAwareness.overrides",
@@ -100,39 +103,39 @@ def print_plan(
     field = " " * 12  # where the values of `model`, `budget`, `result` lines start
     write_wrapped(
         out,
-        f"{terminal_text(model['provider'])}/{terminal_text(model['id'])}  "
-        f"window {fmt(model['contextWindow'])} tokens ({source_text})",
+        f"{terminal_text(model.provider)}/{terminal_text(model.id)}  "
+        f"window {fmt(model.context_window)} tokens ({source_text})",
         "  model     ",
         field,
     )
     write_wrapped(
         out,
-        f"hard {fmt(budget['hardInputLimit'])}"
-        f" · target {fmt(budget['targetInputTokens'])}"
-        f" · output reserve {fmt(budget['outputReserve'])}"
-        f" · safety margin {fmt(budget['safetyMargin'])}",
+        f"hard {fmt(budget.hard_input_limit)}"
+        f" · target {fmt(budget.target_input_tokens)}"
+        f" · output reserve {fmt(budget.output_reserve)}"
+        f" · safety margin {fmt(budget.safety_margin)}",
         "  budget    ",
         field,
     )
     write_wrapped(
         out,
-        f"recent tail ≤ {fmt(budget['recentTailTokens'])}"
-        f" · history ≤ {fmt(budget['maxRetrievedHistoryTokens'])}"
-        f" · project ≤ {fmt(budget['maxProjectTokens'])}"
-        f" · summaries ≤ {fmt(budget['maxSummaryTokens'])}",
+        f"recent tail ≤ {fmt(budget.recent_tail_tokens)}"
+        f" · history ≤ {fmt(budget.max_retrieved_history_tokens)}"
+        f" · project ≤ {fmt(budget.max_project_tokens)}"
+        f" · summaries ≤ {fmt(budget.max_summary_tokens)}",
         field,
         field,
     )
     included, excluded = manifest.get("included", []), manifest.get("excluded", [])
     counts = stats.get("counts", {})
     messages_in = fmt(counts.get("messages", 0))
-    sent = fmt(len(result["messages"]))
+    sent = fmt(len(result.messages))
     if mode == "managed":
         write_wrapped(
             out,
             f"mode managed · {messages_in} messages (active branch + request)"
             f" and {fmt(counts.get('supplements', 0))} evidence candidate(s) → {sent} sent"
-            f" · ~{fmt(result['estimatedTokens'])} tokens",
+            f" · ~{fmt(result.estimated_tokens)} tokens",
             "  result    ",
             field,
         )
@@ -140,7 +143,7 @@ def print_plan(
         write_wrapped(
             out,
             f"mode {mode} · {messages_in} messages (active branch + request)"
-            f" → the same {sent} sent unchanged · ~{fmt(result['estimatedTokens'])} tokens",
+            f" → the same {sent} sent unchanged · ~{fmt(result.estimated_tokens)} tokens",
             "  result    ",
             field,
         )
@@ -148,7 +151,7 @@ def print_plan(
         out.write(
             wrap(
                 "ds4 did not plan this call, so the original messages are sent unchanged. "
-                f"Why: {terminal_text(result.get('fallbackReason') or 'not reported')}",
+                f"Why: {terminal_text(result.fallback_reason or 'not reported')}",
                 "  fallback  ",
                 " " * 12,
             )
@@ -172,20 +175,20 @@ def print_plan(
             )
         _print_plan_sections(result, manifest, included, excluded, would, out)
     out.write("\n")
-    if result.get("manifestStored"):
+    if result.manifest_stored:
         db_option = f"--db {terminal_text(shlex.quote(db))} " if db else ""
-        write_wrapped(out, f"{result['manifestId']} (stored); inspect with:", "Manifest  ", field)
+        write_wrapped(out, f"{result.manifest_id} (stored); inspect with:", "Manifest  ", field)
         # the command on a line of its own, never broken, so that it can be copied
-        out.write(f"  ds4 {db_option}manifest {result['manifestId']} --view full\n")
+        out.write(f"  ds4 {db_option}manifest {result.manifest_id} --view full\n")
     else:
         write_wrapped(
             out,
-            f"{result['manifestId']} (not stored: kept in this process's memory only, "
+            f"{result.manifest_id} (not stored: kept in this process's memory only, "
             "so `ds4 manifest` cannot show it later)",
             "Manifest  ",
             field,
         )
-    write_warnings(out, result.get("warnings", []))
+    write_warnings(out, result.warnings)
 
 
 def _print_fallback_items(
@@ -213,8 +216,8 @@ def _print_fallback_items(
 
 
 def _print_plan_sections(
-    result: dict[str, Any],
-    manifest: dict[str, Any],
+    result: PlanResult,
+    manifest: Mapping[str, Any],
     included: list[dict[str, Any]],
     excluded: list[dict[str, Any]],
     would: bool,
@@ -222,7 +225,7 @@ def _print_plan_sections(
 ) -> None:
     """Tail, summaries, evidence, project and exclusions of a managed plan; `would`: observer
     mode, where each section is what a managed plan would have done."""
-    stats = result.get("stats", {})
+    stats = result.stats
     by_kind: dict[str, list[dict[str, Any]]] = {}
     for item in included:
         by_kind.setdefault(item.get("kind", "?"), []).append(item)
@@ -291,7 +294,7 @@ def _print_plan_sections(
 
 
 def _excluded_totals(
-    manifest: dict[str, Any], excluded: list[dict[str, Any]]
+    manifest: Mapping[str, Any], excluded: list[dict[str, Any]]
 ) -> tuple[int, int, str]:
     """(items, tokens, note) of the whole excluded list: a stored manifest over 256 KiB keeps
     only the first and last 128 excluded items, and its `excludedRollup` has the true totals."""
@@ -304,8 +307,8 @@ def _excluded_totals(
 
 
 def _print_evidence(
-    result: dict[str, Any],
-    manifest: dict[str, Any],
+    result: PlanResult,
+    manifest: Mapping[str, Any],
     evidence: list[dict[str, Any]],
     would: bool,
     out: TextIO,
@@ -330,7 +333,7 @@ def _print_evidence(
             "        ",
         )
         return
-    excerpts = _evidence_excerpts(result["messages"])
+    excerpts = _evidence_excerpts(result.messages)
     ids = [str(item.get("sourceId")).split(":", 1)[-1] for item in evidence]
     scores = [f"{item.get('score', 0):.3f}" for item in evidence]
     reasons = [
@@ -367,12 +370,15 @@ def _print_excluded_table(excluded: list[dict[str, Any]], out: TextIO) -> None:
 
 
 def _print_project_section(
-    manifest: dict[str, Any],
+    manifest: Mapping[str, Any],
     items: list[dict[str, Any]],
     status: str,
     would: bool,
     out: TextIO,
 ) -> None:
+    """Project snippets of a plan (`items`, the manifest's `project` kind) in the workspace
+    `status`: score, file lines and Git state, the reason under each; then the files left
+    out."""
     snippets = {s["snippetId"]: s for s in manifest.get("projectSnippets") or []}
     heading(
         out,
