@@ -265,7 +265,7 @@ class ContextSettings:
     max_project_tokens: int
     """Cap for project snippets, in tokens."""
     max_summary_tokens: int
-    """Cap for compaction summaries, in tokens (0: no cap)."""
+    """Cap for compaction summaries in plans, in tokens (0 keeps summaries out of plans)."""
 
 
 @dataclass(frozen=True, slots=True)
