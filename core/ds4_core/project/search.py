@@ -101,6 +101,7 @@ from ds4_core.retrieval.descriptor import (
 from ds4_core.retrieval.evidence import evidence_message, text_block_message_tokens
 from ds4_core.retrieval.history import LiteralTerm, fold
 from ds4_core.store.database import Store
+from ds4_core.store.sql import LIKE_ESCAPE, MAX_IN_VALUES, chunked, like_literal, placeholders
 
 from .windows import fts_terms_for, identifier_subwords
 
@@ -253,11 +254,11 @@ _EXACT_JOIN_FIRST_SQL = (
 _EXACT_JOIN_FIRST_TEXT_SQL = _EXACT_JOIN_FIRST_SQL.replace(_WINDOW_COLUMNS, _TEXT_COLUMNS, 1)
 _CONTENT_SCAN_SQL = (
     f"SELECT {_TEXT_COLUMNS} FROM project_snippets AS s {_FILE_JOIN} "
-    f"WHERE {_VALID} AND s.content LIKE ? ESCAPE '\\' LIMIT ?"
+    f"WHERE {_VALID} AND s.content LIKE ? {LIKE_ESCAPE} LIMIT ?"
 )
 _SYMBOLS_SCAN_SQL = (
     f"SELECT {_WINDOW_COLUMNS} FROM project_snippets AS s {_FILE_JOIN} "
-    f"WHERE {_VALID} AND (' ' || s.symbols || ' ') LIKE ? ESCAPE '\\' LIMIT ?"
+    f"WHERE {_VALID} AND (' ' || s.symbols || ' ') LIKE ? {LIKE_ESCAPE} LIMIT ?"
 )
 _CONCEPT_SQL = f"SELECT r.id, s.file_path, r.score, {_VALID_FLAG} FROM {_FIRST_CUT}"
 _ROWIDS_SQL = (
@@ -279,7 +280,6 @@ _FILE_TEXT_SQL = (
     "WHERE project_file_texts_fts MATCH ? AND t.project_path = ? AND pf.status = 'current' "
     "AND pf.content_hash = t.content_hash ORDER BY score LIMIT ?"
 )
-_CHUNK = 500
 _WINDOW_COLUMN_COUNT = _WINDOW_COLUMNS.count(",") + 1
 _TEXT_BATCH = 16
 """Ranked windows whose text is read at once during selection."""
@@ -773,9 +773,8 @@ class _Search:
     def load_missing(self, windows: Iterable[_Window]) -> None:
         """Read the columns (not the text) of `windows` not read yet."""
         missing = [w.rowid for w in windows if not w.loaded]
-        for start in range(0, len(missing), _CHUNK):
-            chunk = missing[start : start + _CHUNK]
-            marks = ", ".join("?" * len(chunk))
+        for chunk in chunked(missing):
+            marks = placeholders(len(chunk))
             self.rows(
                 f"SELECT {_WINDOW_COLUMNS} FROM project_snippets AS s {_FILE_JOIN} "
                 f"WHERE s.rowid IN ({marks})",
@@ -786,20 +785,12 @@ class _Search:
         """Read the text of `windows` that have none yet."""
         missing = {w.rowid: w for w in windows if w.content is None}
         rowids = list(missing)
-        for start in range(0, len(rowids), _CHUNK):
-            chunk = rowids[start : start + _CHUNK]
-            marks = ", ".join("?" * len(chunk))
+        for chunk in chunked(rowids):
+            marks = placeholders(len(chunk))
             for rowid, content in self.conn.execute(
                 f"SELECT rowid, content FROM project_snippets WHERE rowid IN ({marks})", chunk
             ):
                 missing[rowid].content = content
-
-
-def _like_pattern(term: str) -> str | None:
-    piece = max(term.split("\x00"), key=len)
-    if not piece:
-        return None
-    return piece.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
 
 
 # ----------------------------------------------------------------------------- tiers
@@ -828,10 +819,10 @@ def _path_tier(search: _Search, files: Sequence[str]) -> tuple[set[str], set[str
         if not rel:
             continue
         base = rel.rsplit("/", 1)[-1]
-        pattern = _like_pattern("/" + base)
+        pattern = like_literal("/" + base)
         rows = search.conn.execute(
             "SELECT file_path FROM project_files WHERE project_path = ? AND status = 'current' "
-            "AND (file_path = ? OR file_path = ? OR file_path LIKE ? ESCAPE '\\')",
+            f"AND (file_path = ? OR file_path = ? OR file_path LIKE ? {LIKE_ESCAPE})",
             (search.project_path, rel, base, f"%{pattern}" if pattern else rel),
         ).fetchall()
         found: dict[str, int] = {}
@@ -862,7 +853,7 @@ def _declaring(search: _Search, name: str) -> list[_Window]:
         return []
     rows = search.by_index(f"symbols : {fts_phrase(clean)}", EXACT_ROW_LIMIT)
     if rows is None:
-        pattern = _like_pattern(f" {clean} ")
+        pattern = like_literal(f" {clean} ")
         if pattern is None:
             return []
         rows = search.rows(
@@ -923,7 +914,7 @@ def _literal_candidates(search: _Search, literal: LiteralTerm, clean: str) -> li
         fts_query = " OR ".join(phrases) if phrases else None
     rows = search.by_index(fts_query, EXACT_ROW_LIMIT, text=True) if fts_query else None
     if rows is None:
-        pattern = _like_pattern(clean)
+        pattern = like_literal(clean)
         if pattern is None:
             return None
         rows = search.rows(
@@ -936,14 +927,14 @@ def _literal_candidates_within(
     search: _Search, clean: str, within: Sequence[str]
 ) -> list[_Window] | None:
     """Candidate windows of `_literal_tier` among those of the files `within` (LIKE scan)."""
-    pattern = _like_pattern(clean)
-    paths = list(within)[:_CHUNK]
+    pattern = like_literal(clean)
+    paths = list(within)[:MAX_IN_VALUES]
     if pattern is None or not paths:
         return None
-    marks = ", ".join("?" * len(paths))
+    marks = placeholders(len(paths))
     return search.rows(
         f"SELECT {_TEXT_COLUMNS} FROM project_snippets AS s {_FILE_JOIN} "
-        f"WHERE {_VALID} AND s.file_path IN ({marks}) AND s.content LIKE ? ESCAPE '\\'",
+        f"WHERE {_VALID} AND s.file_path IN ({marks}) AND s.content LIKE ? {LIKE_ESCAPE}",
         (search.project_path, *paths, f"%{pattern}%"),
     )
 
@@ -1089,9 +1080,8 @@ def _presence_windows(search: _Search, weights: Sequence[float], paths: Sequence
     by the whole-file pass only) without their text, and give each `idf(c) *
     UNRANKED_PRESENCE` for every concept it contains (`_Search.present`, as `_concept_pass`
     does for windows found otherwise)."""
-    for start in range(0, len(paths), _CHUNK):
-        chunk = paths[start : start + _CHUNK]
-        marks = ", ".join("?" * len(chunk))
+    for chunk in chunked(paths):
+        marks = placeholders(len(chunk))
         for rowid, path in search.conn.execute(
             f"SELECT s.rowid, s.file_path FROM project_snippets AS s {_FILE_JOIN} "
             f"WHERE {_VALID} AND s.file_path IN ({marks})",

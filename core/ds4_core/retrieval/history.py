@@ -104,6 +104,7 @@ from ds4_core.retrieval.descriptor import (
 from ds4_core.retrieval.evidence import evidence_tokens
 from ds4_core.sessions.context import iso_to_ms
 from ds4_core.store.database import Store
+from ds4_core.store.sql import LIKE_ESCAPE, like_literal
 
 RetrievalStatus = Literal["ok", "no-query", "disabled", "no-session"]
 
@@ -145,7 +146,7 @@ newest first): such terms are rare, and FTS5 reads a phrase of common words back
 _LITERAL_BY_SCAN_SQL = (
     f"SELECT {_ROW_COLUMNS} FROM entries AS e "
     f"WHERE e.session_id = ? AND e.entry_type IN {_TYPES_SQL} "
-    "AND e.searchable_text LIKE ? ESCAPE '\\' "
+    f"AND e.searchable_text LIKE ? {LIKE_ESCAPE} "
     "ORDER BY e.seq DESC"
 )
 # bm25 ties go to the lower rowid: what SQLite's `ORDER BY ... LIMIT` sorter does with rows that
@@ -312,19 +313,6 @@ def _prefilter_query(term: str) -> str | None:
         return None
     prefix = " *" if term[-1] in _ASCII_ALNUM else ""
     return '"' + " ".join(words).lower() + '"' + prefix
-
-
-def _like_pattern(term: str) -> str | None:
-    """A `LIKE ... ESCAPE '\\'` pattern selecting a superset of texts containing `term`.
-
-    SQLite reads LIKE patterns up to the first NUL, so a term with NULs is represented by its
-    longest NUL-free piece (the caller re-checks the whole term). None for an all-NUL term.
-    """
-    piece = max(term.split("\x00"), key=len)
-    if not piece:
-        return None
-    escaped = piece.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-    return f"%{escaped}%"
 
 
 def _fts_warning(where: str, exc: sqlite3.Error) -> str:
@@ -648,11 +636,11 @@ class _Search:
             except sqlite3.Error as exc:
                 self.index_usable = False
                 self.warnings.append(_fts_warning("literal pass", exc))
-        pattern = _like_pattern(replace_lone_surrogates(term.text))
-        if pattern is None:
+        piece = like_literal(replace_lone_surrogates(term.text))
+        if piece is None:
             self.complete.add(term.text)  # an all-NUL term: no match, and it implies nothing
             return []
-        cursor = self.conn.execute(_LITERAL_BY_SCAN_SQL, (self.session_id, pattern))
+        cursor = self.conn.execute(_LITERAL_BY_SCAN_SQL, (self.session_id, f"%{piece}%"))
         try:
             return self._take(term, cursor)
         finally:
