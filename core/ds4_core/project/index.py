@@ -453,7 +453,7 @@ def _missing_texts(
 
 @lru_cache(maxsize=8)
 def _upsert_texts_sql(rows: int) -> str:
-    values = ", ".join([f"({', '.join('?' * _TEXT_COLUMN_COUNT)})"] * rows)
+    values = ", ".join([f"({placeholders(_TEXT_COLUMN_COUNT)})"] * rows)
     return (
         "INSERT INTO project_file_texts (project_path, file_path, content_hash, text) "
         f"VALUES {values} ON CONFLICT (project_path, file_path) DO UPDATE SET "
@@ -495,7 +495,7 @@ def _load_stored(
 
 @lru_cache(maxsize=8)
 def _insert_snippets_sql(rows: int) -> str:
-    values = ", ".join([f"({', '.join('?' * _SNIPPET_COLUMN_COUNT)})"] * rows)
+    values = ", ".join([f"({placeholders(_SNIPPET_COLUMN_COUNT)})"] * rows)
     return (
         f"INSERT INTO project_snippets ({_SNIPPET_COLUMNS}) VALUES {values} "
         "ON CONFLICT (snippet_id) DO UPDATE SET content = excluded.content, "

@@ -107,7 +107,7 @@ from ds4_core.retrieval.descriptor import (
 from ds4_core.retrieval.evidence import evidence_tokens
 from ds4_core.retrieval.scoring import RankedEntry, rank_history
 from ds4_core.store.database import Store
-from ds4_core.store.sql import LIKE_ESCAPE, like_literal
+from ds4_core.store.sql import LIKE_ESCAPE, like_literal, placeholders
 
 RetrievalStatus = Literal["ok", "no-query", "disabled", "no-session"]
 
@@ -132,7 +132,7 @@ _ROW_COLUMNS = (
 )
 _ROWID_BATCHES = (1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 256, 500)  # `IN (...)` sizes
 _ROWS_BY_ID_SQL = {
-    size: f"SELECT {_ROW_COLUMNS} FROM entries AS e WHERE e.rowid IN ({', '.join('?' * size)})"
+    size: f"SELECT {_ROW_COLUMNS} FROM entries AS e WHERE e.rowid IN ({placeholders(size)})"
     for size in _ROWID_BATCHES
 }
 
@@ -839,7 +839,7 @@ def _informative_terms(
         (total,) = conn.execute("SELECT count(*) FROM entries").fetchone()
         if total < COMMON_TERM_MIN_ENTRIES:
             return terms, {}
-        marks = ", ".join("?" * len(single))
+        marks = placeholders(len(single))
         counts = dict(
             conn.execute(
                 f"SELECT term, doc FROM entries_fts_vocab WHERE term IN ({marks})",

@@ -326,7 +326,7 @@ _UPSERT_ENTRY_CLAUSE = (
 
 @lru_cache(maxsize=16)
 def _insert_sql(rows: int, upsert: bool) -> str:
-    values = ", ".join([f"({', '.join('?' * _ENTRY_INSERT_COLUMNS)})"] * rows)
+    values = ", ".join([f"({placeholders(_ENTRY_INSERT_COLUMNS)})"] * rows)
     return (
         "INSERT INTO entries (entry_key, entry_id, parent_id, entry_type, role, created_at, seq, "
         "line_number, searchable_text, token_estimate, content_hash, session_id, indexed_at) "

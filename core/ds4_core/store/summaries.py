@@ -72,7 +72,7 @@ _COLUMNS = (
     "metadata_json",
 )
 _SELECT = f"SELECT {', '.join(_COLUMNS)} FROM summaries"
-_INSERT = f"INSERT INTO summaries ({', '.join(_COLUMNS)}) VALUES ({', '.join('?' * len(_COLUMNS))})"
+_INSERT = f"INSERT INTO summaries ({', '.join(_COLUMNS)}) VALUES ({placeholders(len(_COLUMNS))})"
 
 
 def _encode_json(node: SummaryNode, value: Any, what: str) -> str:
@@ -422,7 +422,7 @@ def sessions_with_pending(
         store.connection()
         .execute(
             "SELECT session_id FROM summaries WHERE summary_id = ? AND lifecycle_status IN "
-            f"({', '.join('?' * len(lifecycles))}) GROUP BY session_id ORDER BY MIN(rowid)",
+            f"({placeholders(len(lifecycles))}) GROUP BY session_id ORDER BY MIN(rowid)",
             (summary_id, *lifecycles),
         )
         .fetchall()
