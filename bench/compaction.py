@@ -356,9 +356,9 @@ def bench_chain(
     chain.append_exchange(0)
     numbered = 1
     engine = ContextEngine(database_path=db)
-    limit = int(engine.config["compaction.summaryTokenLimit"])
-    if int(engine.config["context.maxSummaryTokens"]) > 0:
-        limit = min(limit, int(engine.config["context.maxSummaryTokens"]))
+    limit = engine.config.compaction.summary_token_limit
+    if engine.config.context.max_summary_tokens > 0:
+        limit = min(limit, engine.config.context.max_summary_tokens)
     rows: list[dict[str, Any]] = []
     after_append_ms: list[float] = []
     after_append_gc: list[bool] = []
