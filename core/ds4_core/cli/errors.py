@@ -55,4 +55,4 @@ def usage_message(exc: RequestError, command: str) -> str:
 def locked_message(engine: ContextEngine) -> str:
     """What to say when `engine`'s database stayed locked by another writer past
     `storage.busyTimeoutMs` (not damage, so no `ds4 rebuild` hint)."""
-    return database_locked_message(engine.database_path, engine.config["storage.busyTimeoutMs"])
+    return database_locked_message(engine.database_path, engine.config.storage.busy_timeout_ms)
