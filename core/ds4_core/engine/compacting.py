@@ -63,7 +63,7 @@ class Compactor:
             RequestFailedError: compaction is turned off, or there is nothing to compact.
         """
         config = self._context.config()
-        if not config["compaction.enabled"]:
+        if not config.compaction.enabled:
             raise RequestFailedError(
                 "compaction is turned off by the compaction.enabled setting; turn it on, or let "
                 "Pi compact natively"
@@ -82,7 +82,7 @@ class Compactor:
                 context,
                 tokens,
                 first_kept_entry_id=request.first_kept_entry_id,
-                keep_recent_tokens=int(config["compaction.keepRecentTokens"]),
+                keep_recent_tokens=int(config.compaction.keep_recent_tokens),
             )
         except SpanError as exc:
             if exc.field is None:

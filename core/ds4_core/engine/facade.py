@@ -93,7 +93,7 @@ class ContextEngine:
         self.config, self.config_warnings = DEFAULT_CONFIG.with_settings(settings)
         self._explicit_db = str(database_path) if database_path is not None else None
         self.database_path: Path = resolve_database_path(
-            self._explicit_db, None, os.environ, self.config["storage.databasePath"]
+            self._explicit_db, None, os.environ, self.config.storage.database_path
         )
         self._store: Store | None = None
         self._store_lock = threading.Lock()
@@ -127,16 +127,14 @@ class ContextEngine:
         """
         try:
             store = open_store(
-                self.database_path, busy_timeout_ms=self.config["storage.busyTimeoutMs"]
+                self.database_path, busy_timeout_ms=self.config.storage.busy_timeout_ms
             )
         except ForeignDatabaseError as exc:
             raise DatabaseUnavailableError(str(exc)) from exc
         except (OSError, sqlite3.Error, peewee.PeeweeException) as exc:
             if is_database_locked(exc):
                 raise DatabaseUnavailableError(
-                    database_locked_message(
-                        self.database_path, self.config["storage.busyTimeoutMs"]
-                    )
+                    database_locked_message(self.database_path, self.config.storage.busy_timeout_ms)
                 ) from exc
             reason = getattr(exc, "strerror", None) or exc
             raise DatabaseUnavailableError(

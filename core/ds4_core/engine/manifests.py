@@ -91,7 +91,7 @@ class Manifests:
             # Memory holds what the database would: the rolled-up form, or the summary alone.
             return json.loads(encoded) if encoded is not None else view_manifest(manifest)
 
-        if session_id is None or not config["diagnostics.storeContextManifest"]:
+        if session_id is None or not config.diagnostics.store_context_manifest:
             self._ephemeral.put(bounded())
             return False
         if encoded is None:

@@ -127,9 +127,9 @@ class Planner:
             raise RequestError("fixedTokens: expected a non-negative integer", "fixedTokens")
         check_model(request.model)
         config = self._context.config()  # one snapshot: settings may change on another thread
-        if request.mode is not None and request.mode != config["context.mode"]:
+        if request.mode is not None and request.mode != config.context.mode:
             config, _ = config.with_settings({"context.mode": request.mode})
-        enabled = bool(config["enabled"])
+        enabled = bool(config.enabled)
         failure: str | None = None
         try:
             prepared = self.prepare(
@@ -261,7 +261,7 @@ class Planner:
         try:
             found = workspace.search(
                 describe_task(last_user_text(prepared.messages) or ""),
-                max_results=config["project.maxResults"],
+                max_results=config.project.max_results,
                 max_tokens=prepared.budget.max_project_tokens,
             )
             warnings.extend(found.retrieval.warnings)  # e.g. the index is behind the files
@@ -295,10 +295,10 @@ class Planner:
             describe_task(text or ""),
             branch_entry_ids=prepared.branch_entry_ids,
             exclude_entry_ids=in_context,
-            max_results=max_results or config["retrieval.maxResults"],
+            max_results=max_results or config.retrieval.max_results,
             max_tokens=max_tokens or prepared.budget.max_retrieved_history_tokens,
-            exact=config["retrieval.exact"],
-            fts=config["retrieval.fts"],
+            exact=config.retrieval.exact,
+            fts=config.retrieval.fts,
         )
 
     # ----------------------------------------------------------------- preparing

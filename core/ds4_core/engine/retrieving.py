@@ -45,7 +45,7 @@ class Retriever:
         config = self._context.config()  # one snapshot: settings may change on another thread
         warnings: list[str] = []
         query = request.query
-        if not config["enabled"]:
+        if not config.enabled:
             warnings.append("ds4 is disabled by the `enabled` setting")
             return RetrieveResult(
                 "disabled", query, (), (), None, RetrievalStats(), tuple(warnings)
@@ -115,8 +115,8 @@ class Retriever:
         try:
             found = workspace.search(
                 describe_task(query),
-                max_results=request.max_results or config["project.maxResults"],
-                max_tokens=request.max_tokens or config["context.maxProjectTokens"],
+                max_results=request.max_results or config.project.max_results,
+                max_tokens=request.max_tokens or config.context.max_project_tokens,
             )
         except Exception as exc:  # fail open: the history part stands, the failure is named
             log.warning("retrieve project failed: error=%s", describe_failure(exc))
