@@ -14,6 +14,7 @@
     compacting.py  ds4/compact, compactCommitted/compactFailed, ds4.summaries
     health.py      ds4.health
     project.py     engine.project: workspace folders, project sync, status, stale snippets
+    convert.py     typed results from same-named fields and the project layer's records
 
 See docs/architecture.md for which service answers each `ds4/*` method.
 """
