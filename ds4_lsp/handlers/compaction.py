@@ -21,20 +21,17 @@ from pygls.exceptions import JsonRpcException
 
 from ds4_core.json_bounds import bounded_text
 from ds4_core.requests import SummarizeAnswer, SummarizeCall, Summarizer, SummarizerUnavailable
-from ds4_lsp.progress import WorkDoneProgress
-from ds4_lsp.protocol import (
-    DS4_COMPACT,
-    DS4_COMPACT_COMMITTED,
-    DS4_COMPACT_FAILED,
-    DS4_SUMMARIZE,
+from ds4_lsp.converter import summarize_answer
+from ds4_lsp.methods import DS4_COMPACT, DS4_COMPACT_COMMITTED, DS4_COMPACT_FAILED, DS4_SUMMARIZE
+from ds4_lsp.params import (
     CompactCommittedParams,
     CompactFailedParams,
     CompactParams,
-    CompactResult,
     SummarizeParams,
-    summarize_answer,
 )
+from ds4_lsp.results import CompactResult
 from ds4_lsp.server import ClientRequestFailed, Ds4Server
+from ds4_lsp.services.progress import WorkDoneProgress
 
 log = logging.getLogger(__name__)
 

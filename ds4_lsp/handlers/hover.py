@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from lsprotocol import types
 
-from ds4_lsp.documents import document_key
-from ds4_lsp.handlers.diagnostics import StaleSnippet
 from ds4_lsp.server import Ds4Server
+from ds4_lsp.services.diagnostics import StaleSnippet
+from ds4_lsp.services.documents import document_key
 
 
 def hover(ls: Ds4Server, params: types.HoverParams) -> types.Hover | None:

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from ds4_lsp.handlers.diagnostics import publish_stale_snippets
-from ds4_lsp.protocol import DS4_PLAN, PlanParams, PlanResult
+from ds4_lsp.methods import DS4_PLAN
+from ds4_lsp.params import PlanParams
+from ds4_lsp.results import PlanResult
 from ds4_lsp.server import Ds4Server
+from ds4_lsp.services.diagnostics import publish_stale_snippets
 
 
 async def plan(ls: Ds4Server, params: PlanParams) -> PlanResult:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from ds4_lsp.protocol import DS4_RETRIEVE, RetrieveParams, RetrieveResult
+from ds4_lsp.methods import DS4_RETRIEVE
+from ds4_lsp.params import RetrieveParams
+from ds4_lsp.results import RetrieveResult
 from ds4_lsp.server import Ds4Server
 
 

@@ -10,18 +10,16 @@ from cattrs.errors import BaseValidationError
 from pygls.exceptions import JsonRpcInternalError
 
 from ds4_core.requests import ModelSpec, PlanRequest, RetrieveRequest, SessionRef
-from ds4_lsp.logs import RedactPyglsFilter
-from ds4_lsp.protocol import (
+from ds4_lsp.converter import (
     CONVERTER,
-    PlanRequestMessage,
-    PlanResult,
-    RetrieveParams,
-    RetrieveResult,
     describe_structure_error,
     parse_initialization_options,
     server_converter,
-    settings_section,
 )
+from ds4_lsp.envelopes import PlanRequestMessage
+from ds4_lsp.logs import RedactPyglsFilter
+from ds4_lsp.params import RetrieveParams, settings_section
+from ds4_lsp.results import PlanResult, RetrieveResult
 
 
 def plan_message(params: Any) -> dict[str, Any]:
@@ -240,7 +238,7 @@ def test_pygls_log_records_lose_their_arguments_and_exception_text() -> None:
 def test_summarize_answers_with_unknown_provider_are_accepted(
     answer: dict[str, Any], expected: tuple[str, str | None, str | None]
 ) -> None:
-    from ds4_lsp.protocol import summarize_answer
+    from ds4_lsp.converter import summarize_answer
 
     core = summarize_answer(answer)
     assert (core.summary, core.provider, core.model) == expected
@@ -251,14 +249,14 @@ def test_summarize_answers_with_unknown_provider_are_accepted(
 )
 def test_badly_shaped_summarize_answers_are_refused(answer: Any) -> None:
     from ds4_core.requests import SummarizerUnavailable
-    from ds4_lsp.protocol import summarize_answer
+    from ds4_lsp.converter import summarize_answer
 
     with pytest.raises(SummarizerUnavailable):
         summarize_answer(answer)
 
 
 def test_compact_reason_null_or_absent_is_manual() -> None:
-    from ds4_lsp.protocol import CompactParams
+    from ds4_lsp.params import CompactParams
 
     for raw in ({"session": {"file": "s.jsonl"}}, {"session": {"file": "s.jsonl"}, "reason": None}):
         assert CONVERTER.structure(raw, CompactParams).to_core().reason == "manual"

@@ -4,7 +4,7 @@ For each open document, `ContextEngine.stale_snippets(path, live_text)` lists th
 plan sent whose lines changed since. Each changed window becomes one Information diagnostic
 (source `ds4`, code `stale-snippet`) over its first to last changed line, in the session's
 position encoding, its message naming the window's lines; the hover
-(`handlers/hover.py`) explains it. Published after each project sync that concerns the document
+(`ds4_lsp.handlers.hover`) explains it. Published after each project sync that concerns the document
 and after each `ds4/plan`; a newer plan that sends the current text clears it.
 """
 
@@ -18,7 +18,7 @@ from lsprotocol import types
 from pygls.exceptions import JsonRpcException
 from pygls.uris import to_fs_path
 
-from ds4_lsp.documents import as_lsp_document, document_key
+from ds4_lsp.services.documents import as_lsp_document, document_key
 
 if TYPE_CHECKING:
     from ds4_lsp.server import Ds4Server
