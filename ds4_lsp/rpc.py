@@ -68,7 +68,7 @@ class MalformedMessage:
 
 
 class Ds4Protocol(LanguageServerProtocol):
-    """LSP protocol with typed ds4/* messages (`protocol.MESSAGE_TYPES`).
+    """LSP protocol with typed ds4/* messages (`envelopes.MESSAGE_TYPES`).
 
     Params that fail to structure (wrong JSON type, missing required field, unknown enum value)
     are answered with JSON-RPC InvalidParams (-32602) whose message names each field, e.g.
@@ -336,7 +336,7 @@ class Ds4Protocol(LanguageServerProtocol):
     @lsp_method(types.INITIALIZE)
     def lsp_initialize(self, params: types.InitializeParams) -> Generator[Any, Any, Any]:
         """pygls's initialize, with its workspace replaced by an `LspWorkspace` (documents
-        with LSP line semantics, `ds4_lsp.documents`) before the handler or any didOpen."""
+        with LSP line semantics, `ds4_lsp.services.documents`) before the handler or any didOpen."""
         steps = super().lsp_initialize(params)
         try:
             step = next(steps)  # pygls has created the workspace and yields the handler

@@ -70,7 +70,7 @@ class Ds4Server(LanguageServer):
 
     The engine is created in `initialize` (see `open_engine`); `engine` raises a JSON-RPC
     error before that. `options` holds the parsed `initializationOptions`; `project` schedules
-    project syncs (`ds4_lsp.project_sync`); `stale_snippets` holds the stale-snippet
+    project syncs (`ds4_lsp.services.project_sync`); `stale_snippets` holds the stale-snippet
     diagnostics last published per document URI (unquoted), for hovers.
     """
 
