@@ -175,7 +175,7 @@ def bench_span(source: Path, tmp: Path, span_messages: int, runs: int) -> dict[s
                 session=SessionRef(str(session)), first_kept_entry_id=first_kept
             )
             try:
-                result = engine.compact(request)  # also parses the file (once)
+                result = engine.compact(request).to_wire()  # also parses the file (once)
             except RequestError:
                 continue  # not a valid cut: try the next message
             break
@@ -330,7 +330,7 @@ class ChainSession:
 def plan_tokens(engine: ContextEngine, session: Path) -> int:
     plan = engine.plan(
         PlanRequest(session=SessionRef(str(session)), request="continue", model=PLAN_MODEL)
-    )
+    ).to_wire()
     return int(plan["estimatedTokens"])
 
 
@@ -379,7 +379,8 @@ def bench_chain(
                 session=SessionRef(str(session_path)), first_kept_entry_id=first_kept
             )
             collections = full_collections[0]
-            ms, result = timed_ms(engine.compact, request)
+            ms, typed = timed_ms(engine.compact, request)
+            result = typed.to_wire()
             after_append_ms.append(ms)
             after_append_gc.append(full_collections[0] > collections)
             root_by_round.append(result["tokens"]["summary"])

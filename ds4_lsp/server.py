@@ -162,7 +162,7 @@ class Ds4Server(LanguageServer):
             await asyncio.wrap_future(leftover)
         except Exception as exc:  # e.g. a locked database: the server still serves
             log.warning("leftover compactions not marked failed: %s", type(exc).__name__)
-        return [*messages, *health.get("notices", [])]
+        return [*messages, *health.to_wire().get("notices", [])]
 
     def apply_frame_limit(self, settings: Mapping[str, Any] | None) -> None:
         """Apply `server.maxMessageBytes` (bytes) to the frame reader when `settings` give it

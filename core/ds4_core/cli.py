@@ -1009,7 +1009,7 @@ def _open_workspace(engine: ContextEngine, args: argparse.Namespace, err: TextIO
         if args.trust:
             raise RequestError("--trust needs --workspace DIR", "workspace")
         return
-    status = engine.set_workspace(args.workspace, args.trust)
+    status = engine.set_workspace(args.workspace, args.trust).to_wire()
     if status["status"] == "untrusted":
         err.write(
             f"ds4: workspace '{args.workspace}' is untrusted: its files are not read; "
@@ -1545,7 +1545,7 @@ def _index(engine: ContextEngine, args: argparse.Namespace, out: TextIO, err: Te
             continue
         progress = _Progress(err)
         try:
-            synced = engine.index_session(file, force=args.force, progress=progress)
+            synced = engine.index_session(file, force=args.force, progress=progress).to_wire()
             outcomes.append(synced)
             for warning in synced.get("warnings") or []:  # e.g. a copy with the same session id
                 err.write(f"ds4: warning: {terminal_text(warning)}\n")
@@ -1633,11 +1633,13 @@ def _dispatch(engine: ContextEngine, args: argparse.Namespace, out: TextIO, err:
                 model=ModelSpec(provider=provider, id=model_id, context_window=args.context_window),
                 fixed_tokens=args.fixed_tokens,
             )
-        )
+        ).to_wire()
         if args.json:
             _emit_json(result, out)
         else:
-            manifest = engine.manifest(ManifestRequest(id=result["manifestId"], view="full"))
+            manifest = engine.manifest(
+                ManifestRequest(id=result["manifestId"], view="full")
+            ).to_wire()
             _print_plan(result, manifest, out, db=args.db)
         return EXIT_OK
     if args.command == "retrieve":
@@ -1656,7 +1658,7 @@ def _dispatch(engine: ContextEngine, args: argparse.Namespace, out: TextIO, err:
                 scopes=scopes,  # type: ignore[arg-type]
                 max_results=args.max_results,
             )
-        )
+        ).to_wire()
         if args.json:
             _emit_json(result, out)
         else:
@@ -1677,7 +1679,7 @@ def _dispatch(engine: ContextEngine, args: argparse.Namespace, out: TextIO, err:
                     latest=args.latest,
                     view=args.view,
                 )
-            )
+            ).to_wire()
         except RequestError as exc:
             if exc.field != "id" or not args.id:
                 raise
@@ -1702,7 +1704,7 @@ def _dispatch(engine: ContextEngine, args: argparse.Namespace, out: TextIO, err:
                     reason=args.reason,
                     first_kept_entry_id=args.first_kept,
                 )
-            )
+            ).to_wire()
         except RequestError as exc:
             if exc.field is not None or "pass firstKeptEntryId" not in str(exc):
                 raise
@@ -1727,7 +1729,7 @@ def _dispatch(engine: ContextEngine, args: argparse.Namespace, out: TextIO, err:
         if args.dot:
             _write_output(engine.summaries_dot(ref), args.output, out, err, "the DOT graph")
             return EXIT_OK
-        view = engine.summaries(ref)
+        view = engine.summaries(ref).to_wire()
         text = io.StringIO()
         if args.json:
             _emit_json(view, text)
@@ -1738,7 +1740,7 @@ def _dispatch(engine: ContextEngine, args: argparse.Namespace, out: TextIO, err:
         )
         return EXIT_OK
     if args.command == "health":
-        health = engine.health()
+        health = engine.health().to_wire()
         if args.json:
             _emit_json(health, out)
         else:
@@ -1759,7 +1761,7 @@ def _dispatch(engine: ContextEngine, args: argparse.Namespace, out: TextIO, err:
     if args.command == "rebuild":
         progress = _Progress(err)
         try:
-            result = engine.rebuild(progress=progress)
+            result = engine.rebuild(progress=progress).to_wire()
         finally:
             progress.close()
         if args.json:

@@ -1,8 +1,8 @@
 """`ContextEngine`: the one facade the `ds4` CLI and the `ds4_lsp` server call.
 
-Each public method takes a typed request (`ds4_core.requests`) and returns a JSON-ready dict in
-the wire shape of the matching LSP request (camelCase; docs/protocol.md), so the CLI's `--json`
-and the server print the same objects. Methods block (SQLite, files): the LSP layer runs them
+Each public method takes a typed request (`ds4_core.requests`) and returns a typed result
+(`ds4_core.results`) whose `to_wire()` is the wire shape of the matching LSP request
+(camelCase; docs/protocol.md), so the CLI's `--json` and the server print the same objects. Methods block (SQLite, files): the LSP layer runs them
 off its event loop. They are safe to call from several threads at once.
 
 Failure rules (DESIGN.md): input the caller can fix raises `RequestError` naming the field;
@@ -21,7 +21,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -69,6 +69,29 @@ from .requests import (
     SessionRef,
     Summarizer,
 )
+from .results import (
+    Budget,
+    CompactResult,
+    FolderStatus,
+    GitState,
+    HealthResult,
+    HistoryHit,
+    LifecycleResult,
+    ManifestResult,
+    ModelInfo,
+    PlanResult,
+    ProjectStatus,
+    RebuildFailure,
+    RebuildResult,
+    RefusedFolder,
+    RetrievalStats,
+    RetrieveResult,
+    SessionInfo,
+    StaleSnippet,
+    SummariesResult,
+    SyncReport,
+)
+from .results import ProjectHit as ProjectHitResult
 from .retrieval import (
     HistoryRetrieval,
     describe_task,
@@ -98,6 +121,7 @@ from .store.database import (
     utc_now_iso,
 )
 from .tokens import ESTIMATOR_VERSION, estimate_message_tokens
+from .wire import camel_case
 
 if TYPE_CHECKING:
     from .project.folders import ProjectFolders
@@ -277,11 +301,11 @@ class ContextEngine:
         *,
         force: bool = False,
         progress: ProgressCallback | None = None,
-    ) -> dict[str, Any]:
+    ) -> SyncReport:
         """Sync one Pi session file into the index (ds4-reference.md 3.12).
 
-        Returns the wire form of `SyncResult`: {sessionId, sessionFile, outcome, reason,
-        entriesAdded, entriesTotal, malformedLines, bytesRead, durationMs}.
+        Returns how the file was synced (`SyncReport`: outcome, entries added and in total,
+        malformed lines, bytes read, duration in ms).
 
         Raises:
             RequestError: the file is missing, unreadable or not a Pi session (field `file`).
@@ -289,12 +313,13 @@ class ContextEngine:
         """
         resolved = self._session_path(str(path), "file")
         result = self._sync(resolved, force=force, progress=progress, field="file")
-        return _sync_to_wire(result)
+        return _sync_report(result)
 
-    def rebuild(self, progress: ProgressCallback | None = None) -> dict[str, Any]:
+    def rebuild(self, progress: ProgressCallback | None = None) -> RebuildResult:
         """Force a rebuild of every session the database knows.
 
-        Returns {sessions, entries, failed: [{sessionFile, error}], durationMs, results: [...]}.
+        Returns the sessions and entries rebuilt, the failures and each session's report
+        (`RebuildResult`).
         A session whose file disappeared or became unreadable is listed in `failed` and the
         others still rebuild. In a trusted workspace the whole project is rescanned too
         (`project`). `progress(done, 100, message)` is one rising percentage: the sessions,
@@ -302,8 +327,8 @@ class ContextEngine:
         """
         started = time.perf_counter()
         known = session_repo.list_sessions(self.store)
-        results: list[dict[str, Any]] = []
-        failed: list[dict[str, str]] = []
+        results: list[SyncReport] = []
+        failed: list[RebuildFailure] = []
         total = len(known)
         with_project = self._workspace is not None and self._workspace.active()
         session_share = 50 if with_project else 100
@@ -323,18 +348,18 @@ class ContextEngine:
             session_file = row["session_file"]
             if not Path(session_file).is_file():
                 failed.append(
-                    {
-                        "sessionFile": session_file,
-                        "error": "the session file no longer exists; restore it to index it "
+                    RebuildFailure(
+                        session_file,
+                        "the session file no longer exists; restore it to index it "
                         "again (the old index of this session is kept until then)",
-                    }
+                    )
                 )
             else:
                 try:
                     synced = self._sync(Path(session_file), force=True, progress=None)
-                    results.append(_sync_to_wire(synced))
+                    results.append(_sync_report(synced))
                 except RequestError as exc:  # unreadable, or no longer a Pi session
-                    failed.append({"sessionFile": session_file, "error": str(exc)})
+                    failed.append(RebuildFailure(session_file, str(exc)))
             session_progress(done, f"{done}/{total} sessions")
         project = None
         if with_project:
@@ -350,14 +375,14 @@ class ContextEngine:
             len(failed),
             duration_ms,
         )
-        return {
-            "sessions": len(results),
-            "entries": sum(r["entriesTotal"] for r in results),
-            "failed": failed,
-            "durationMs": round(duration_ms, 3),
-            "results": results,
-            "project": project,
-        }
+        return RebuildResult(
+            sessions=len(results),
+            entries=sum(r.entries_total for r in results),
+            failed=tuple(failed),
+            duration_ms=round(duration_ms, 3),
+            results=tuple(results),
+            project=project,
+        )
 
     def _sync(
         self,
@@ -718,13 +743,11 @@ class ContextEngine:
 
     # ----------------------------------------------------------------- plan
 
-    def plan(self, request: PlanRequest) -> dict[str, Any]:
+    def plan(self, request: PlanRequest) -> PlanResult:
         """Plan the messages of the next model call (`ds4/plan`; ds4-reference.md 3.7).
 
-        Returns {mode, messages, manifestId, manifestStored, estimatedTokens,
-        estimatorVersion, overHardLimit, currentTurnTokens, fixedTokens, hardInputLimit,
-        budget, model, warnings, stats, fallbackReason?, session?} (docs/protocol.md), tokens
-        as `estimatorVersion` estimates. `overHardLimit` is True when `fixedTokens` +
+        Returns the planned messages, the manifest id, token counts (`estimatorVersion`
+        estimates), budget, model, warnings and stats (`PlanResult`; docs/protocol.md). `overHardLimit` is True when `fixedTokens` +
         `currentTurnTokens` exceed `hardInputLimit` (a fallback no trimming could avoid).
         Managed plans keep the
         current turn, a recent tail of whole turns, and historical evidence (JSON-quoted user
@@ -817,7 +840,7 @@ class ContextEngine:
             estimator_version=ESTIMATOR_VERSION,
             fixed_tokens=request.fixed_tokens,
             warnings=warnings,
-            retrieval_stats=_stats_to_wire(retrieval) if retrieval else None,
+            retrieval_stats=_retrieval_stats(retrieval).to_wire() if retrieval else None,
         )
         manifest["summaryIds"] = [
             prepared.summary_ids.get(source_id, source_id) for source_id in manifest["summaryIds"]
@@ -843,36 +866,53 @@ class ContextEngine:
             len(retrieved),
             duration_ms,
         )
-        result: dict[str, Any] = {
-            "mode": plan.mode,
-            "messages": plan.messages,
-            "manifestId": manifest_id,
-            "manifestStored": stored,
-            "estimatedTokens": plan.estimated_tokens,
-            "estimatorVersion": ESTIMATOR_VERSION,
-            "overHardLimit": plan.over_hard_limit,
-            "currentTurnTokens": plan.current_turn_tokens,
-            "fixedTokens": request.fixed_tokens,
-            "hardInputLimit": prepared.budget.hard_input_limit,
-            "budget": _budget_to_wire(prepared.budget),
-            "model": _profile_to_wire(prepared.profile),
-            "warnings": warnings,
-            "stats": {
-                **_plan_stats_to_wire(plan),
+        stats = dict(plan.stats) if isinstance(plan.stats, Mapping) else {}
+        budget = prepared.budget
+        profile = prepared.profile
+        return PlanResult(
+            mode=plan.mode,
+            messages=tuple(plan.messages),
+            manifest_id=manifest_id,
+            manifest_stored=stored,
+            estimated_tokens=plan.estimated_tokens,
+            estimator_version=ESTIMATOR_VERSION,
+            over_hard_limit=plan.over_hard_limit,
+            current_turn_tokens=plan.current_turn_tokens,
+            fixed_tokens=request.fixed_tokens,
+            hard_input_limit=budget.hard_input_limit,
+            budget=Budget(
+                context_window=budget.context_window,
+                output_reserve=budget.output_reserve,
+                safety_margin=budget.safety_margin,
+                hard_input_limit=budget.hard_input_limit,
+                soft_limit=budget.soft_limit,
+                target_input_tokens=budget.target_input_tokens,
+                recent_tail_tokens=budget.recent_tail_tokens,
+                max_retrieved_history_tokens=budget.max_retrieved_history_tokens,
+                max_project_tokens=budget.max_project_tokens,
+                max_summary_tokens=budget.max_summary_tokens,
+            ),
+            model=ModelInfo(
+                provider=profile.provider,
+                id=profile.model_id,
+                context_window=profile.context_window,
+                max_output_tokens=profile.max_output_tokens,
+                source=profile.source,
+            ),
+            warnings=tuple(warnings),
+            stats={
+                **{camel_case(key): value for key, value in stats.items()},
                 "included": len(plan.included),
                 "excluded": len(plan.excluded),
                 "durationMs": round(duration_ms, 3),
             },
-        }
-        if plan.fallback_reason:
-            result["fallbackReason"] = plan.fallback_reason
-        if prepared.session_id:
-            result["session"] = {
-                "id": prepared.session_id,
-                "file": prepared.session_file,
-                "leafId": prepared.leaf_id,
-            }
-        return result
+            fallback_reason=plan.fallback_reason or None,
+            session=(
+                SessionInfo(prepared.session_id, prepared.session_file or "", prepared.leaf_id)
+                if prepared.session_id
+                else None
+            ),
+        )
 
     def _managed_plan(
         self, prepared: _Prepared, fixed_tokens: int, config: Config
@@ -1037,7 +1077,7 @@ class ContextEngine:
 
     # ----------------------------------------------------------------- project knowledge
 
-    def set_workspace(self, root: str | os.PathLike[str] | None, trusted: bool) -> dict[str, Any]:
+    def set_workspace(self, root: str | os.PathLike[str] | None, trusted: bool) -> ProjectStatus:
         """Set the workspace root and whether it is trusted (docs/project-knowledge.md): a
         workspace of one folder, `set_workspace_folders([(None, root)], trusted)`, or of none.
 
@@ -1049,14 +1089,14 @@ class ContextEngine:
 
     def set_workspace_folders(
         self, folders: Sequence[tuple[str | None, str | os.PathLike[str]]], trusted: bool
-    ) -> dict[str, Any]:
+    ) -> ProjectStatus:
         """Set the workspace folders, `(name or None, root)` in the client's order (LSP
         `workspaceFolders`), and whether they are trusted (docs/project-knowledge.md). Each
         folder is its own project (root, discovery, Git state, index); a file belongs to the
         deepest folder containing it.
 
         Untrusted workspaces are never enumerated, read or queried. Returns
-        `project_status()`, plus `refused: [{path, error}]` for folders left out. A newly
+        `project_status()`, plus `refused` (each with its `error`) for folders left out. A newly
         trusted or changed folder makes its full sync due: call `sync_project()` (the LSP
         server does it in the background with progress).
 
@@ -1092,7 +1132,7 @@ class ContextEngine:
         self._workspace.set_folders(accepted, trusted)
         status = self.project_status()
         if refused:
-            status["refused"] = [{"error": str(error)} for error in refused]
+            status = replace(status, refused=tuple(RefusedFolder(str(error)) for error in refused))
         return status
 
     def sync_project(
@@ -1130,50 +1170,77 @@ class ContextEngine:
         if self._workspace is not None:
             self._workspace.mark_sync_due()
 
-    def project_status(self) -> dict[str, Any]:
-        """{status, projectPath, trusted, files, snippets, staleSnippets, git, indexedAt,
-        folders}, plus `error` (what went wrong, e.g. a locked database) while the status is
-        `error`. Counts are summed over the workspace folders; `projectPath`, `git` and
-        `indexedAt` are the first folder's; `folders` has each folder's
-        (`ProjectFolders.status_counts`)."""
+    def project_status(self) -> ProjectStatus:
+        """The project status (`ProjectStatus`): status word, first folder's path, trust;
+        with an active workspace the counts summed over the folders, the first folder's `git`
+        and `indexed_at`, each folder's status (`ProjectFolders.status_counts`), and `error`
+        (what went wrong, e.g. a locked database) while the status is `error`."""
         workspace = self._workspace
         if workspace is None:
-            return {"status": "no-workspace", "projectPath": None, "trusted": False}
+            return ProjectStatus("no-workspace", None, trusted=False)
         status = workspace.status_word()
-        result: dict[str, Any] = {
-            "status": status,
-            "projectPath": str(workspace.root) if workspace.root else None,
-            "trusted": workspace.trusted,
-        }
+        project_path = str(workspace.root) if workspace.root else None
         if status in ("untrusted", "no-workspace", "disabled"):
-            return result
-        if status == "error":
-            result["error"] = workspace.problem
-        result.update(workspace.status_counts())
-        return result
+            return ProjectStatus(status, project_path, trusted=workspace.trusted)
+        counts = workspace.status_counts()
+        return ProjectStatus(
+            status,
+            project_path,
+            trusted=workspace.trusted,
+            error=workspace.problem if status == "error" else None,
+            files=counts["files"],
+            snippets=counts["snippets"],
+            stale_snippets=counts["staleSnippets"],
+            git=_git_state(counts["git"]),
+            indexed_at=counts["indexedAt"],
+            folders=tuple(
+                FolderStatus(
+                    name=folder["name"],
+                    project_path=folder["projectPath"],
+                    status=folder["status"],
+                    files=folder["files"],
+                    snippets=folder["snippets"],
+                    stale_snippets=folder["staleSnippets"],
+                    git=_git_state(folder["git"]),
+                    indexed_at=folder["indexedAt"],
+                    error=folder.get("error"),
+                )
+                for folder in counts["folders"]
+            ),
+        )
 
-    def stale_snippets(self, path: str, live_text: str | None = None) -> list[dict[str, Any]]:
+    def stale_snippets(self, path: str, live_text: str | None = None) -> list[StaleSnippet]:
         """Windows of `path` a plan sent (stored, or remembered in memory) whose lines no
-        longer match its live text: [{snippetId, startLine, endLine, manifestId, sentAt, change,
-        changeStartLine, changeEndLine}] (1-based lines; `changeStartLine`..`changeEndLine`
-        the changed lines of the window `startLine`..`endLine`)."""
+        longer match its live text (`StaleSnippet`: 1-based lines; `change_start_line`..
+        `change_end_line` the changed lines of the window `start_line`..`end_line`)."""
         if self._workspace is None:
             return []
-        return self._workspace.stale_snippets(path, live_text)
+        return [
+            StaleSnippet(
+                snippet_id=record["snippetId"],
+                start_line=record["startLine"],
+                end_line=record["endLine"],
+                manifest_id=record["manifestId"],
+                sent_at=record["sentAt"],
+                change=record["change"],
+                change_start_line=record["changeStartLine"],
+                change_end_line=record["changeEndLine"],
+            )
+            for record in self._workspace.stale_snippets(path, live_text)
+        ]
 
     # ----------------------------------------------------------------- retrieve
 
-    def retrieve(self, request: RetrieveRequest) -> dict[str, Any]:
+    def retrieve(self, request: RetrieveRequest) -> RetrieveResult:
         """Rank transcript and project evidence for a query (`ds4/retrieve`;
         ds4-reference.md 3.2 and 3.10).
 
-        Returns {status, query, history: [{entryKey, entryId, role, createdAt, score, reason,
-        excerpt, tokens}], project: [{path, startLine, endLine, fileHash, score, reason, text,
-        snippetId, tokens, modified}], projectStatus, stats, warnings}. History entries the
-        planned context already holds verbatim (the recent tail and current turn) are not
-        returned (`stats.alreadyInContext`); entries on other branches are counted in
-        `stats.alternateBranchCandidates`. Project hits are re-validated against the live
-        text; `projectStatus` is `untrusted` (nothing read), `no-workspace`, `disabled` or the
+        Returns the status, the query used, the history and project hits, the project status,
+        the history stats and warnings (`RetrieveResult`). History entries the planned context
+        already holds verbatim (the recent tail and current turn) are not returned
+        (`stats.already_in_context`); entries on other branches are counted in
+        `stats.alternate_branch_candidates`. Project hits are re-validated against the live
+        text; `project_status` is `untrusted` (nothing read), `no-workspace`, `disabled` or the
         search status.
 
         Raises:
@@ -1185,48 +1252,46 @@ class ContextEngine:
             raise RequestError("maxTokens: expected a positive integer", "maxTokens")
         config = self.config  # one snapshot: settings may change on another thread
         warnings: list[str] = []
-        result: dict[str, Any] = {
-            "status": "ok" if config["enabled"] else "disabled",
-            "query": request.query,
-            "history": [],
-            "project": [],
-            "projectStatus": None,
-            "stats": {
-                "candidates": 0,
-                "duplicates": 0,
-                "alternateBranchCandidates": 0,
-                "alreadyInContext": 0,
-                "latencyMs": 0.0,
-            },
-            "warnings": warnings,
-        }
+        query = request.query
         if not config["enabled"]:
             warnings.append("ds4 is disabled by the `enabled` setting")
-            return result
+            return RetrieveResult(
+                "disabled", query, (), (), None, RetrievalStats(), tuple(warnings)
+            )
+        status = "ok"
+        history: tuple[HistoryHit, ...] = ()
+        stats = RetrievalStats()
+        project: tuple[ProjectHitResult, ...] = ()
+        project_status: str | None = None
         prepared = None
         if request.session is not None:
             prepared = self._prepare(request.session, None, None, ModelSpec(), config)
             warnings.extend(prepared.warnings)
             if request.query is None:
-                result["query"] = last_user_text(prepared.messages)
-        query = result["query"] or ""
+                query = last_user_text(prepared.messages)
+        text = query or ""
         if "history" in request.scopes:
             if prepared is None or prepared.session_id is None:
-                result["status"] = "no-session"
+                status = "no-session"
             else:
-                self._retrieve_history_into(result, prepared, query, request, config)
+                status, history, stats = self._retrieve_history(
+                    prepared, text, request, config, warnings
+                )
         if "project" in request.scopes:
-            self._retrieve_project_into(result, query, request, config)
-        return result
+            project_status, project = self._retrieve_project(text, request, config, warnings)
+        return RetrieveResult(
+            status, query, history, project, project_status, stats, tuple(warnings)
+        )
 
-    def _retrieve_history_into(
+    def _retrieve_history(
         self,
-        result: dict[str, Any],
         prepared: _Prepared,
         query: str,
         request: RetrieveRequest,
         config: Config,
-    ) -> None:
+        warnings: list[str],
+    ) -> tuple[str, tuple[HistoryHit, ...], RetrievalStats]:
+        """The history search status, hits and stats of `retrieve` (warnings appended)."""
         retrieval = self._retrieve_for(
             prepared,
             prepared.plan(0, config),
@@ -1235,7 +1300,7 @@ class ContextEngine:
             max_results=request.max_results,
             max_tokens=request.max_tokens,
         )
-        result["warnings"].extend(retrieval.warnings)
+        warnings.extend(retrieval.warnings)
         log.info(
             "retrieve: session=%s status=%s hits=%d latency_ms=%.2f",
             prepared.session_id,
@@ -1243,30 +1308,30 @@ class ContextEngine:
             len(retrieval.hits),
             retrieval.stats.latency_ms,
         )
-        result["status"] = retrieval.status
-        result["history"] = [
-            {
-                "entryKey": h.entry_key,
-                "entryId": h.entry_id,
-                "role": h.role,
-                "createdAt": h.created_at,
-                "score": round(h.score, 3),
-                "reason": h.reason,
-                "excerpt": h.excerpt,
-                "tokens": h.tokens,
-            }
+        hits = tuple(
+            HistoryHit(
+                entry_key=h.entry_key,
+                entry_id=h.entry_id,
+                role=h.role,
+                created_at=h.created_at,
+                score=round(h.score, 3),
+                reason=h.reason,
+                excerpt=h.excerpt,
+                tokens=h.tokens,
+            )
             for h in retrieval.hits
-        ]
-        result["stats"] = _stats_to_wire(retrieval)
+        )
+        return retrieval.status, hits, _retrieval_stats(retrieval)
 
-    def _retrieve_project_into(
-        self, result: dict[str, Any], query: str, request: RetrieveRequest, config: Config
-    ) -> None:
+    def _retrieve_project(
+        self, query: str, request: RetrieveRequest, config: Config, warnings: list[str]
+    ) -> tuple[str, tuple[ProjectHitResult, ...]]:
+        """The project status and hits of `retrieve` (warnings appended). A failure of the
+        search becomes status `error` and a warning (fail open)."""
         workspace = self._workspace
         status = workspace.status_word() if workspace is not None else "no-workspace"
-        result["projectStatus"] = status
         if workspace is None or not workspace.active():
-            return
+            return status, ()
         try:
             found = workspace.search(
                 describe_task(query),
@@ -1275,32 +1340,33 @@ class ContextEngine:
             )
         except Exception as exc:  # fail open: the history part stands, the failure is named
             log.warning("retrieve project failed: error=%s", describe_failure(exc))
-            result["projectStatus"] = "error"
-            result["warnings"].append(
+            warnings.append(
                 f"project knowledge failed ({type(exc).__name__}); no project source was searched"
             )
-            return
-        result["projectStatus"] = found.retrieval.status
-        result["warnings"].extend(found.retrieval.warnings)
-        result["warnings"].extend(
+            return "error", ()
+        warnings.extend(found.retrieval.warnings)
+        warnings.extend(
             f"project file '{path}' was left out: {reason}" for path, reason in found.dropped
         )
-        result["project"] = [
-            {
-                **self._folder_fields(h),
-                "path": h.path,
-                "startLine": h.start_line,
-                "endLine": h.end_line,
-                "fileHash": h.file_hash,
-                "score": round(h.score, 3),
-                "reason": h.reason,
-                "text": h.text,
-                "snippetId": h.snippet_id,
-                "tokens": h.tokens,
-                "modified": h.modified,
-            }
-            for h in found.retrieval.hits
-        ]
+        hits = []
+        for h in found.retrieval.hits:
+            folder = workspace.folder_of(h)
+            hits.append(
+                ProjectHitResult(
+                    folder=folder.name if folder is not None else None,
+                    folder_path=str(folder.root) if folder is not None else None,
+                    path=h.path,
+                    start_line=h.start_line,
+                    end_line=h.end_line,
+                    file_hash=h.file_hash,
+                    score=round(h.score, 3),
+                    reason=h.reason,
+                    text=h.text,
+                    snippet_id=h.snippet_id,
+                    tokens=h.tokens,
+                    modified=h.modified,
+                )
+            )
         log.info(
             "retrieve project: status=%s hits=%d reindexed=%d dropped=%d",
             found.retrieval.status,
@@ -1308,19 +1374,13 @@ class ContextEngine:
             len(found.reindexed),
             len(found.dropped),
         )
-
-    def _folder_fields(self, hit: ProjectHit) -> dict[str, Any]:
-        """`{folder, folderPath}` of a project hit: the name and canonical root of the
-        workspace folder its `path` is relative to."""
-        folder = self._workspace.folder_of(hit) if self._workspace is not None else None
-        if folder is None:
-            return {}
-        return {"folder": folder.name, "folderPath": str(folder.root)}
+        return found.retrieval.status, tuple(hits)
 
     # ----------------------------------------------------------------- manifest
 
-    def manifest(self, request: ManifestRequest) -> dict[str, Any]:
-        """A plan's manifest, by id or the latest of a session, in the requested view.
+    def manifest(self, request: ManifestRequest) -> ManifestResult:
+        """A plan's manifest, by id or the latest of a session, in the requested view
+        (`ManifestResult`: the view and the manifest document in it).
 
         Looks in the in-memory window of ephemeral manifests (plans without a session, or
         with storage off) and in the database; for `latest`, the newer of the two wins.
@@ -1345,7 +1405,7 @@ class ContextEngine:
                     "session",
                     "id",
                 )
-            return view_manifest(found, request.view)
+            return ManifestResult(request.view, view_manifest(found, request.view))
         if request.session is None or not request.latest:
             raise RequestError("ds4/manifest needs `id`, or `session` with `latest: true`", "id")
         path = self._session_path(request.session.file, "session.file")
@@ -1371,7 +1431,7 @@ class ContextEngine:
                 "session.file",
             )
         newest = max(candidates, key=lambda m: (str(m.get("createdAt")), str(m.get("id"))))
-        return view_manifest(newest, request.view)
+        return ManifestResult(request.view, view_manifest(newest, request.view))
 
     # ----------------------------------------------------------------- compaction
 
@@ -1381,7 +1441,7 @@ class ContextEngine:
         summarizer: Summarizer | None = None,
         *,
         after_insert: Callable[[SummaryNode], None] | None = None,
-    ) -> dict[str, Any]:
+    ) -> CompactResult:
         """Prepare one compaction of the session's active branch (`ds4/compact`;
         docs/compaction.md).
 
@@ -1391,9 +1451,9 @@ class ContextEngine:
         (and aggregate) as `prepared`. `summarizer` is called at most once, on this thread.
 
         Returns:
-            {compaction: {summary, firstKeptEntryId, tokensBefore, details}, summaryId,
-            segmentSummaryId, operationId, summaryKind, graphLevel, summarizer,
-            fallbackReason, validation, span, tokens, warnings} (docs/protocol.md).
+            The compaction entry for the client to append, the new root and segment ids, who
+            wrote the summary, its validation, the span and the session (`CompactResult`;
+            docs/protocol.md).
 
         Raises:
             RequestError: an unknown reason, a missing or unreadable session file, an unknown
@@ -1448,10 +1508,10 @@ class ContextEngine:
             custom_instructions=request.custom_instructions,
             after_insert=after_insert,
         )
-        result = prepared.result
-        result["session"] = {"id": session_id, "file": str(path), "leafId": context.leaf_id}
         duration_ms = (time.perf_counter() - started) * 1000
-        result["durationMs"] = round(duration_ms, 3)
+        result = prepared.result(
+            SessionInfo(session_id, str(path), context.leaf_id), round(duration_ms, 3)
+        )
         log.info(
             "compact: session=%s summary=%s kind=%s level=%d messages=%d summarizer=%s "
             "duration_ms=%.1f",
@@ -1460,7 +1520,7 @@ class ContextEngine:
             prepared.root.kind,
             prepared.root.graph_level,
             span.message_count,
-            result["summarizer"],
+            result.summarizer,
             duration_ms,
         )
         return result
@@ -1531,15 +1591,15 @@ class ContextEngine:
 
     def compact_committed(
         self, summary_id: str, entry_id: str | None = None, session: SessionRef | None = None
-    ) -> dict[str, Any]:
+    ) -> LifecycleResult:
         """Mark the operation holding `summary_id` committed (`ds4/compactCommitted`).
 
         Summary ids are unique per session only (a forked session holds copies), and the
         notification may name no session: without `session` it applies to every session where
         the node is `prepared` or `failed`; with it, to that session only.
 
-        Returns {summaryId, sessions: [session ids changed], changed: [ids]}; `changed` is
-        empty for an unknown id or an operation already committed.
+        Returns the session ids changed and the summary ids changed (`LifecycleResult`);
+        `changed` is empty for an unknown id or an operation already committed.
 
         Raises:
             RequestError: `session` names a missing or unreadable session file.
@@ -1555,11 +1615,11 @@ class ContextEngine:
 
     def compact_failed(
         self, summary_id: str, reason: str | None = None, session: SessionRef | None = None
-    ) -> dict[str, Any]:
+    ) -> LifecycleResult:
         """Mark the prepared operation holding `summary_id` failed (`ds4/compactFailed`):
         in `session` when given, else in every session where the node is `prepared`.
 
-        Returns {summaryId, sessions: [session ids changed], changed: [ids]}; committed nodes
+        Returns the session ids and summary ids changed (`LifecycleResult`); committed nodes
         are never changed.
 
         Raises:
@@ -1578,7 +1638,7 @@ class ContextEngine:
         summary_id: str,
         session: SessionRef | None,
         mark: Callable[[str], list[str]],
-    ) -> dict[str, Any]:
+    ) -> LifecycleResult:
         """Apply `mark(session_id)` in each session where `summary_id` can move to
         `lifecycle` (committed: from prepared or failed; failed: from prepared)."""
         changed: list[str] = []
@@ -1598,9 +1658,9 @@ class ContextEngine:
             len(sessions),
             len(changed),
         )
-        return {"summaryId": summary_id, "sessions": sessions, "changed": changed}
+        return LifecycleResult(summary_id, tuple(sessions), tuple(changed))
 
-    def summaries(self, session: SessionRef) -> dict[str, Any]:
+    def summaries(self, session: SessionRef) -> SummariesResult:
         """The session's summary graph as seen from the leaf (`ds4.summaries`,
         `ds4 summaries`): the view of `compaction.render.graph_view` with the active root and
         its transitive children marked, and the text tree.
@@ -1612,7 +1672,7 @@ class ContextEngine:
         _start, compaction_entry, _summary = latest_compaction(context)
         root = self._branch_root(session_id, path, compaction_entry)
         nodes = summary_repo.session_nodes(self.store, session_id)
-        return graph_view(
+        view = graph_view(
             nodes,
             active_root_id=root.summary_id if root else None,
             active_path_entry_ids=set(context.path_entry_ids),
@@ -1620,54 +1680,67 @@ class ContextEngine:
             session_file=str(path),
             leaf_id=context.leaf_id,
         )
+        return SummariesResult(
+            session_id=view["sessionId"],
+            session_file=view["sessionFile"],
+            leaf_id=view["leafId"],
+            active_root_id=view["activeRootId"],
+            nodes=tuple(view["nodes"]),
+            roots=tuple(view["roots"]),
+            counts=view["counts"],
+            tree=view["tree"],
+        )
 
     def summaries_dot(self, session: SessionRef) -> str:
         """The summary graph of `summaries(session)` as Graphviz DOT."""
-        return render_dot(self.summaries(session))
+        return render_dot(self.summaries(session).to_wire())
 
     # ----------------------------------------------------------------- health
 
-    def health(self) -> dict[str, Any]:
-        """Engine and index health: {status, version, schemaVersion, databasePath, sqliteVersion,
-        fts5, sessions, entries, manifests, ephemeralManifests, notices, configWarnings}.
+    def health(self) -> HealthResult:
+        """Engine and index health (`HealthResult`): versions, the database, counts, notices,
+        settings warnings and the project status.
 
-        `status` is `ok`, or `warning` when notices or configuration warnings exist.
+        `status` is `ok`, or `warning` when notices, settings warnings, stale snippets or
+        session copies exist.
         """
 
         store = self.store
         counts = session_repo.counts(store)
         notices = self.notices
         project = self.project_status()
-        stale = project.get("staleSnippets") or 0
+        stale = project.stale_snippets or 0
         copies = [
             f"session id '{sid}' is used by several files: '{indexed}' (indexed), "
             + ", ".join(f"'{o}'" for o in others)
             + "; they share one index and summary graph"
             for sid, indexed, others in sessions_with_copies(store)
         ]
-        return {
-            "status": "warning" if notices or self.config_warnings or stale or copies else "ok",
-            "version": __version__,
-            "schemaVersion": store.schema_version,
-            "databasePath": str(self.database_path),
-            "sqliteVersion": sqlite3.sqlite_version,
-            "fts5": True,
-            "sessions": counts["sessions"],
-            "entries": counts["entries"],
-            "manifests": manifest_repo.count_manifests(store),
-            "summaries": summary_repo.counts(store),
-            "ephemeralManifests": len(self._ephemeral),
-            "estimator": ESTIMATOR_VERSION,
-            "notices": notices,
-            "configWarnings": list(self.config_warnings),
-            "project": project,
-            "warnings": (
-                [f"{stale} project snippet(s) sent to the model have changed since"]
-                if stale
-                else []
-            )
-            + copies,
-        }
+        return HealthResult(
+            status="warning" if notices or self.config_warnings or stale or copies else "ok",
+            version=__version__,
+            schema_version=store.schema_version,
+            database_path=str(self.database_path),
+            sqlite_version=sqlite3.sqlite_version,
+            fts5=True,
+            sessions=counts["sessions"],
+            entries=counts["entries"],
+            manifests=manifest_repo.count_manifests(store),
+            summaries=summary_repo.counts(store),
+            ephemeral_manifests=len(self._ephemeral),
+            estimator=ESTIMATOR_VERSION,
+            notices=tuple(notices),
+            config_warnings=tuple(self.config_warnings),
+            project=project,
+            warnings=tuple(
+                (
+                    [f"{stale} project snippet(s) sent to the model have changed since"]
+                    if stale
+                    else []
+                )
+                + copies
+            ),
+        )
 
 
 # --------------------------------------------------------------------- helpers
@@ -1763,63 +1836,35 @@ def _match_messages(
     return list(messages), ids
 
 
-def _sync_to_wire(result: SyncResult) -> dict[str, Any]:
-    return {
-        "sessionId": result.session_id,
-        "sessionFile": result.session_file,
-        "outcome": result.outcome,
-        "reason": result.reason,
-        "entriesAdded": result.entries_added,
-        "entriesTotal": result.entries_total,
-        "malformedLines": result.malformed_lines,
-        "bytesRead": result.bytes_read,
-        "durationMs": round(result.duration_ms, 3),
-        "rewrittenAt": result.rewritten_at,
-        "warnings": list(result.warnings),
-    }
+def _sync_report(result: SyncResult) -> SyncReport:
+    """The `SyncReport` of one sync (`duration_ms` rounded to 3 decimals)."""
+    return SyncReport(
+        session_id=result.session_id,
+        session_file=result.session_file,
+        outcome=result.outcome,
+        reason=result.reason,
+        entries_added=result.entries_added,
+        entries_total=result.entries_total,
+        malformed_lines=result.malformed_lines,
+        bytes_read=result.bytes_read,
+        duration_ms=round(result.duration_ms, 3),
+        rewritten_at=result.rewritten_at,
+        warnings=tuple(result.warnings),
+    )
 
 
-def _budget_to_wire(budget: ContextBudget) -> dict[str, Any]:
-    return {
-        "contextWindow": budget.context_window,
-        "outputReserve": budget.output_reserve,
-        "safetyMargin": budget.safety_margin,
-        "hardInputLimit": budget.hard_input_limit,
-        "softLimit": budget.soft_limit,
-        "targetInputTokens": budget.target_input_tokens,
-        "recentTailTokens": budget.recent_tail_tokens,
-        "maxRetrievedHistoryTokens": budget.max_retrieved_history_tokens,
-        "maxProjectTokens": budget.max_project_tokens,
-        "maxSummaryTokens": budget.max_summary_tokens,
-    }
-
-
-def _profile_to_wire(profile: ModelProfile) -> dict[str, Any]:
-    return {
-        "provider": profile.provider,
-        "id": profile.model_id,
-        "contextWindow": profile.context_window,
-        "maxOutputTokens": profile.max_output_tokens,
-        "source": profile.source,
-    }
-
-
-def _plan_stats_to_wire(plan: ContextPlan) -> dict[str, Any]:
-    stats = dict(plan.stats) if isinstance(plan.stats, Mapping) else {}
-    return {_camel(k): v for k, v in stats.items()}
-
-
-def _stats_to_wire(retrieval: HistoryRetrieval) -> dict[str, Any]:
+def _retrieval_stats(retrieval: HistoryRetrieval) -> RetrievalStats:
+    """The counters of one history retrieval (`latency_ms` rounded to 3 decimals)."""
     s = retrieval.stats
-    return {
-        "candidates": s.candidates,
-        "duplicates": s.duplicates,
-        "alternateBranchCandidates": s.alternate_branch_candidates,
-        "alreadyInContext": s.already_in_context,
-        "latencyMs": round(s.latency_ms, 3),
-    }
+    return RetrievalStats(
+        candidates=s.candidates,
+        duplicates=s.duplicates,
+        alternate_branch_candidates=s.alternate_branch_candidates,
+        already_in_context=s.already_in_context,
+        latency_ms=round(s.latency_ms, 3),
+    )
 
 
-def _camel(name: str) -> str:
-    head, *rest = name.split("_")
-    return head + "".join(part.title() for part in rest)
+def _git_state(git: Mapping[str, Any]) -> GitState:
+    """A folder's `{branch, head, dirty}` as a `GitState`."""
+    return GitState(git.get("branch"), git.get("head"), git.get("dirty"))

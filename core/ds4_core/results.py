@@ -115,13 +115,16 @@ class HistoryHit(WireResult):
     tokens: int
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ProjectHit(WireResult):
     """A project snippet of a trusted workspace, re-validated against the live text. `path`
     is relative to the folder `folder_path` (named `folder`; both absent with no folder name);
     lines 1-based inclusive; `file_hash` the sha256 of the file's text; `score` rounded to 3
-    decimals; `modified` whether the file differs from Git's HEAD."""
+    decimals; `modified` whether the file differs from Git's HEAD. Keyword-only, so the
+    optional `folder` and `folder_path` come first on the wire, as the engine always sent."""
 
+    folder: str | None = omit_if_none()
+    folder_path: str | None = omit_if_none()
     path: str
     start_line: int
     end_line: int
@@ -132,8 +135,6 @@ class ProjectHit(WireResult):
     snippet_id: str
     tokens: int
     modified: bool | None
-    folder: str | None = omit_if_none()
-    folder_path: str | None = omit_if_none()
 
 
 @dataclass(frozen=True, slots=True)
@@ -300,7 +301,8 @@ class SummariesResult(WireResult):
 @dataclass(frozen=True, slots=True)
 class SyncReport(WireResult):
     """`ds4 index` and one item of a rebuild: how one session file was synced. `outcome` is
-    `unchanged`, `appended`, `rebuilt`, ... with `reason`; bytes read; `duration_ms` in ms."""
+    `unchanged`, `appended`, `rebuilt`, ... with `reason`; bytes read; `duration_ms` in ms;
+    `rewritten_at` the byte offset of the first block found rewritten in place (else None)."""
 
     session_id: str | None
     session_file: str
@@ -311,7 +313,7 @@ class SyncReport(WireResult):
     malformed_lines: int
     bytes_read: int
     duration_ms: float
-    rewritten_at: str | None
+    rewritten_at: int | None
     warnings: tuple[str, ...]
 
 

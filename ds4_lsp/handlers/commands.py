@@ -33,7 +33,9 @@ async def rebuild_index(ls: Ds4Server, *arguments: Any) -> dict[str, Any]:
     expect_no_arguments(REBUILD_INDEX, arguments)
     await ls.project.flush()  # edits still in the debounce become live text first
     async with WorkDoneProgress(ls, "ds4: rebuilding the index") as progress:
-        result = await ls.run_engine(ls.engine.rebuild, progress.report, method=REBUILD_INDEX)
+        result = await ls.run_engine(
+            lambda: ls.engine.rebuild(progress.report).to_wire(), method=REBUILD_INDEX
+        )
         progress.end_message = (
             f"{result['sessions']} session(s), {result['entries']} entries, "
             f"{len(result['failed'])} failed"
@@ -58,7 +60,7 @@ async def health(ls: Ds4Server, *arguments: Any) -> dict[str, Any]:
     """
     expect_no_arguments(HEALTH, arguments)
     async with WorkDoneProgress(ls, "ds4: checking health") as progress:
-        result = await ls.run_engine(ls.engine.health, method=HEALTH)
+        result = await ls.run_engine(lambda: ls.engine.health().to_wire(), method=HEALTH)
         progress.end_message = f"status {result['status']}"
     encoding = ls.workspace.position_encoding  # an enum or a plain str, by pygls version
     result["server"] = {
@@ -83,7 +85,9 @@ async def project_status(ls: Ds4Server, *arguments: Any) -> dict[str, Any]:
     expect_no_arguments(PROJECT_STATUS, arguments)
     if not ls.project.busy:  # while a batch runs, answer now: the status says `indexing`
         await ls.project.flush()
-    result = await ls.run_engine(ls.engine.project_status, method=PROJECT_STATUS)
+    result = await ls.run_engine(
+        lambda: ls.engine.project_status().to_wire(), method=PROJECT_STATUS
+    )
     result["editor"] = editor_facts(ls)
     ls.log_request(
         PROJECT_STATUS,
@@ -107,7 +111,7 @@ async def summaries(ls: Ds4Server, *arguments: Any) -> dict[str, Any]:
     session = args.session.to_core()
 
     def view() -> dict[str, Any]:
-        result = ls.engine.summaries(session)
+        result = ls.engine.summaries(session).to_wire()
         if args.format == "dot":
             result["dot"] = render_dot(result)  # the same snapshot as the view
         return result

@@ -55,7 +55,9 @@ async def compact(ls: Ds4Server, params: CompactParams) -> CompactResult:
     async with WorkDoneProgress(ls, "ds4: compacting the session") as progress:
         summarizer = client_summarizer(ls, progress) if ls.client_offers_summarize else None
         answer = await ls.run_engine(
-            lambda: CompactResult.from_core(ls.engine.compact(request, summarizer), DS4_COMPACT),
+            lambda: CompactResult.from_core(
+                ls.engine.compact(request, summarizer).to_wire(), DS4_COMPACT
+            ),
             method=DS4_COMPACT,
             compaction=True,
         )
@@ -109,7 +111,7 @@ async def compact_committed(ls: Ds4Server, params: CompactCommittedParams) -> No
     await _change_lifecycle(
         ls,
         DS4_COMPACT_COMMITTED,
-        lambda: ls.engine.compact_committed(params.summary_id, params.entry_id, session),
+        lambda: ls.engine.compact_committed(params.summary_id, params.entry_id, session).to_wire(),
         params.summary_id,
     )
 
@@ -123,7 +125,7 @@ async def compact_failed(ls: Ds4Server, params: CompactFailedParams) -> None:
     await _change_lifecycle(
         ls,
         DS4_COMPACT_FAILED,
-        lambda: ls.engine.compact_failed(params.summary_id, params.reason, session),
+        lambda: ls.engine.compact_failed(params.summary_id, params.reason, session).to_wire(),
         params.summary_id,
     )
 

@@ -14,6 +14,7 @@ async def manifest(ls: Ds4Server, params: ManifestParams) -> dict[str, Any]:
 
     Errors: InvalidParams naming `id` or `session.file` when neither selects a manifest.
     """
-    result = await ls.run_engine(ls.engine.manifest, params.to_core(), method=DS4_MANIFEST)
+    request = params.to_core()
+    result = await ls.run_engine(lambda: ls.engine.manifest(request).to_wire(), method=DS4_MANIFEST)
     ls.log_request(DS4_MANIFEST, f"manifest={result.get('id')} view={params.view}")
     return result

@@ -20,7 +20,7 @@ async def plan(ls: Ds4Server, params: PlanParams) -> PlanResult:
     await ls.project.before_request()  # pending edits and tool runs are indexed first
     request = params.to_core()
     answer = await ls.run_engine(  # the wire conversion of a large plan runs off the loop too
-        lambda: PlanResult.from_core(ls.engine.plan(request), DS4_PLAN), method=DS4_PLAN
+        lambda: PlanResult.from_core(ls.engine.plan(request).to_wire(), DS4_PLAN), method=DS4_PLAN
     )
     behind = ls.project.lag_warning()  # pending edits that a locked database held back
     if behind is not None:

@@ -19,7 +19,7 @@ async def retrieve(ls: Ds4Server, params: RetrieveParams) -> RetrieveResult:
         await ls.project.before_request()  # pending edits and tool runs are indexed first
     request = params.to_core()
     answer = await ls.run_engine(  # the wire conversion runs off the loop too
-        lambda: RetrieveResult.from_core(ls.engine.retrieve(request), DS4_RETRIEVE),
+        lambda: RetrieveResult.from_core(ls.engine.retrieve(request).to_wire(), DS4_RETRIEVE),
         method=DS4_RETRIEVE,
     )
     project_scope = "project" in (params.scopes or ())

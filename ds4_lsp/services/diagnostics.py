@@ -71,7 +71,8 @@ async def publish_stale_snippets(ls: Ds4Server, uris: Iterable[str]) -> None:
             continue
         version, text = document.version, document.source
         try:
-            records = await ls.run_engine(ls.engine.stale_snippets, path, text, method=CODE)
+            found = await ls.run_engine(ls.engine.stale_snippets, path, text, method=CODE)
+            records = [r.to_wire() for r in found]
         except JsonRpcException:  # logged by run_engine
             continue
         current = ls.workspace.text_documents.get(document_key(uri))

@@ -138,7 +138,8 @@ class ProjectSync:
         async with self._lock:
             try:
                 status = await ls.run_engine(
-                    ls.engine.set_workspace_folders, self.folders, trusted, method="workspace"
+                    lambda: ls.engine.set_workspace_folders(self.folders, trusted).to_wire(),
+                    method="workspace",
                 )
             except JsonRpcException as exc:  # a refused root, or an engine failure (logged)
                 ls.show_message(

@@ -134,7 +134,7 @@ def test_plan_json_is_the_engines_plan_result(
     try:
         direct = engine.plan(
             PlanRequest(session=SessionRef(str(pi_sessions_dir / V1_LARGE)), request=EARLY_REQUEST)
-        )
+        ).to_wire()
     finally:
         engine.close()
 
@@ -421,7 +421,9 @@ def test_retrieve_report_and_json(
     printed = ds4("retrieve", "--session", session, "--json", EARLY_REQUEST)
     engine = ContextEngine(database_path=tmp_path / "other.db")
     try:
-        direct = engine.retrieve(RetrieveRequest(query=EARLY_REQUEST, session=SessionRef(session)))
+        direct = engine.retrieve(
+            RetrieveRequest(query=EARLY_REQUEST, session=SessionRef(session))
+        ).to_wire()
     finally:
         engine.close()
     found = printed.json()

@@ -49,7 +49,7 @@ def _compact(engine: ContextEngine, writer: SessionWriter, **kwargs: Any) -> dic
     leaf = kwargs.pop("leaf", None)
     summarizer = kwargs.pop("summarizer", None)
     request = CompactRequest(session=SessionRef(str(writer.path), leaf), **kwargs)
-    return engine.compact(request, summarizer)
+    return engine.compact(request, summarizer).to_wire()
 
 
 def _commit(engine: ContextEngine, writer: SessionWriter, result: dict[str, Any]) -> str:
@@ -100,7 +100,7 @@ def test_writing_the_entry_commits_it_and_it_becomes_the_active_root(
     entry_id = _commit(engine, writer, result)
     node = summary_repo.get_node(engine.store, writer.session_id, result["summaryId"])
     assert node is not None and node.lifecycle == "committed" and node.pi_entry_id == entry_id
-    view = engine.summaries(SessionRef(str(writer.path)))
+    view = engine.summaries(SessionRef(str(writer.path))).to_wire()
     assert view["activeRootId"] == result["summaryId"]
     roles = {n["summaryId"]: n["role"] for n in view["nodes"]}
     assert roles[result["summaryId"]] == "active-root"
@@ -278,11 +278,11 @@ def test_notifications_and_leftover_prepared_batches(tmp_path: Path) -> None:
     one = _compact(engine, writer)
     two = _compact(engine, writer)
     three = _compact(engine, writer)
-    assert engine.compact_failed(one["summaryId"], "user cancelled")["changed"] == [
+    assert engine.compact_failed(one["summaryId"], "user cancelled").to_wire()["changed"] == [
         one["summaryId"]
     ]
-    assert engine.compact_committed(two["summaryId"])["changed"] == [two["summaryId"]]
-    assert engine.compact_failed(two["summaryId"])["changed"] == []  # committed stays
+    assert engine.compact_committed(two["summaryId"]).to_wire()["changed"] == [two["summaryId"]]
+    assert engine.compact_failed(two["summaryId"]).to_wire()["changed"] == []  # committed stays
     engine.close()
     restarted = ContextEngine(database_path=db, settings=SMALL)
     try:
@@ -333,7 +333,7 @@ def test_branches_compact_separately(engine: ContextEngine, tmp_path: Path) -> N
     assert b2["compaction"]["details"]["ds4ContextEngine"]["childSummaryIds"][0] == b["summaryId"]
     a2 = _compact(engine, writer, leaf=a_leaf)
     assert a2["compaction"]["details"]["ds4ContextEngine"]["childSummaryIds"][0] == a["summaryId"]
-    view_a = engine.summaries(SessionRef(str(writer.path), a_leaf))
+    view_a = engine.summaries(SessionRef(str(writer.path), a_leaf)).to_wire()
     roles = {n["summaryId"]: n["role"] for n in view_a["nodes"]}
     assert view_a["activeRootId"] == a["summaryId"]
     assert roles[b["summaryId"]] == "alternate-branch"
@@ -353,7 +353,7 @@ def test_rebuilding_from_the_jsonl_alone_restores_the_graph_exactly(tmp_path: Pa
         writer.turn(n)
         writer.turn(n + 100)
     before = summary_repo.export_graph(engine.store, writer.session_id)
-    view_before = engine.summaries(SessionRef(str(writer.path)))
+    view_before = engine.summaries(SessionRef(str(writer.path))).to_wire()
     engine.close()
     for path in db.parent.iterdir():
         path.unlink()
@@ -361,7 +361,7 @@ def test_rebuilding_from_the_jsonl_alone_restores_the_graph_exactly(tmp_path: Pa
     try:
         rebuilt.index_session(writer.path)
         assert summary_repo.export_graph(rebuilt.store, writer.session_id) == before
-        view_after = rebuilt.summaries(SessionRef(str(writer.path)))
+        view_after = rebuilt.summaries(SessionRef(str(writer.path))).to_wire()
         assert view_after["activeRootId"] == view_before["activeRootId"]
         assert view_after["tree"] == view_before["tree"]
         levels = sorted(n["level"] for n in view_after["nodes"])
@@ -375,7 +375,7 @@ def test_pi_native_compaction_fixture_imports_as_a_branch_node(
 ) -> None:
     path = pi_session_copy("v3-branching-compaction.jsonl")
     engine.index_session(path)
-    view = engine.summaries(SessionRef(str(path)))
+    view = engine.summaries(SessionRef(str(path))).to_wire()
     session_id = view["sessionId"]
     node = summary_repo.get_node(engine.store, session_id, pi_summary_id("e5"))
     assert node is not None
@@ -432,12 +432,14 @@ def test_v1_compaction_with_first_kept_entry_index(engine: ContextEngine, tmp_pa
         }
     )
     path.write_text("".join(json.dumps(x) + "\n" for x in lines), encoding="utf-8")
-    view = engine.summaries(SessionRef(str(path)))
+    view = engine.summaries(SessionRef(str(path))).to_wire()
     (node,) = summary_repo.session_nodes(engine.store, "v1-session")
     assert node.kind == "branch" and node.first_kept_entry_id == "v1-9"
     assert view["activeRootId"] == node.summary_id
-    plan = engine.plan(PlanRequest(session=SessionRef(str(path)), request="next", model=MODEL))
-    stored = engine.manifest(ManifestRequest(id=plan["manifestId"], view="full"))
+    plan = engine.plan(
+        PlanRequest(session=SessionRef(str(path)), request="next", model=MODEL)
+    ).to_wire()
+    stored = engine.manifest(ManifestRequest(id=plan["manifestId"], view="full")).to_wire()
     assert stored["summaryIds"] == [node.summary_id]
 
 
@@ -448,8 +450,8 @@ def test_manifest_records_the_active_root_summary_id(engine: ContextEngine, tmp_
     writer.turn(20)
     plan = engine.plan(
         PlanRequest(session=SessionRef(str(writer.path)), request="continue", model=MODEL)
-    )
-    stored = engine.manifest(ManifestRequest(id=plan["manifestId"], view="full"))
+    ).to_wire()
+    stored = engine.manifest(ManifestRequest(id=plan["manifestId"], view="full")).to_wire()
     assert stored["summaryIds"] == [result["summaryId"]]
     roles = [m.get("role") for m in plan["messages"]]
     assert "compactionSummary" in roles
@@ -469,9 +471,9 @@ def test_a_malformed_ds4_record_never_breaks_the_sync(
         },
     )
     writer.turn(3)
-    result = engine.index_session(writer.path)
+    result = engine.index_session(writer.path).to_wire()
     assert result["entriesTotal"] > 0
-    view = engine.summaries(SessionRef(str(writer.path)))
+    view = engine.summaries(SessionRef(str(writer.path))).to_wire()
     assert len(view["nodes"]) == 1
 
 
@@ -556,10 +558,10 @@ def test_a_forked_session_holds_its_own_complete_graph(tmp_path: Path) -> None:
         third["segmentSummaryId"],
     }
     assert summary_repo.export_graph(engine.store, a.session_id) == graph_a
-    view_b = engine.summaries(SessionRef(str(b.path)))
+    view_b = engine.summaries(SessionRef(str(b.path))).to_wire()
     assert view_b["activeRootId"] == third["summaryId"]
     assert {n["summaryId"] for n in view_b["nodes"]} == set(_nodes(engine, b.session_id))
-    view_a = engine.summaries(SessionRef(str(a.path)))
+    view_a = engine.summaries(SessionRef(str(a.path))).to_wire()
     assert view_a["activeRootId"] == second["summaryId"]
     assert {n["summaryId"] for n in view_a["nodes"]} == graph_ids
     graph_b = summary_repo.export_graph(engine.store, b.session_id)
@@ -621,18 +623,18 @@ def test_notifications_apply_to_the_session_where_the_batch_is_pending(
     assert _nodes(engine, b.session_id)[first["summaryId"]].lifecycle == "committed"
     assert _nodes(engine, a.session_id)[first["summaryId"]].lifecycle == "prepared"
     # no session named: applied where the batch is pending (A), B's copy is not touched
-    assert engine.compact_failed(first["summaryId"], "late") == {
+    assert engine.compact_failed(first["summaryId"], "late").to_wire() == {
         "summaryId": first["summaryId"],
         "sessions": [a.session_id],
         "changed": [first["summaryId"]],
     }
     assert _nodes(engine, b.session_id)[first["summaryId"]].lifecycle == "committed"
-    committed = engine.compact_committed(first["summaryId"], entry_id)
+    committed = engine.compact_committed(first["summaryId"], entry_id).to_wire()
     assert committed["sessions"] == [a.session_id]
     assert committed["changed"] == [first["summaryId"]]
     node = summary_repo.get_node(engine.store, a.session_id, first["summaryId"])
     assert node is not None and node.lifecycle == "committed" and node.pi_entry_id == entry_id
-    assert engine.compact_committed(first["summaryId"])["changed"] == []
+    assert engine.compact_committed(first["summaryId"]).to_wire()["changed"] == []
 
     # a session named: only that session's nodes change
     for n in range(7, 11):
@@ -641,13 +643,15 @@ def test_notifications_apply_to_the_session_where_the_batch_is_pending(
     ids = [second["segmentSummaryId"], second["summaryId"]]
     root = second["summaryId"]
     in_a, in_b = SessionRef(str(a.path)), SessionRef(str(b.path), b.leaf)
-    assert engine.compact_failed(root, session=in_a)["changed"] == []  # A does not hold it
-    assert engine.compact_failed(root, session=in_b) == {
+    assert (
+        engine.compact_failed(root, session=in_a).to_wire()["changed"] == []
+    )  # A does not hold it
+    assert engine.compact_failed(root, session=in_b).to_wire() == {
         "summaryId": root,
         "sessions": [b.session_id],
         "changed": ids,
     }
-    assert engine.compact_committed(root, "feedbeef", in_b)["changed"] == ids
+    assert engine.compact_committed(root, "feedbeef", in_b).to_wire()["changed"] == ids
     with pytest.raises(RequestError) as raised:
         engine.compact_committed(root, session=SessionRef(str(tmp_path / "no")))
     assert raised.value.field == "session.file"
@@ -662,7 +666,7 @@ def test_the_session_cache_follows_appends_like_a_fresh_read(tmp_path: Path) -> 
     def messages(engine: ContextEngine, leaf: str | None = None) -> list[Any]:
         plan = engine.plan(
             PlanRequest(session=SessionRef(str(writer.path), leaf), request="go", model=MODEL)
-        )
+        ).to_wire()
         return plan["messages"][:-1]  # the appended request carries the time of the call
 
     try:
@@ -722,7 +726,7 @@ def test_a_hand_edited_summary_is_imported_as_unverified(
     compaction = dict(result["compaction"])
     compaction["summary"] = "## Objective\n- rewritten by hand \ud800"
     entry_id = writer.compaction(compaction)
-    view = engine.summaries(SessionRef(str(writer.path)))
+    view = engine.summaries(SessionRef(str(writer.path))).to_wire()
     root = summary_repo.node_for_entry(engine.store, writer.session_id, entry_id)
     assert root is not None and root.kind == "branch"
     assert root.metadata.get("editedDs4Summary") is True
@@ -804,7 +808,7 @@ def test_a_summary_id_reused_with_another_text_keeps_the_text_the_model_saw(
     copied["summary"] = "## Objective\n- other branch"
     del _record(copied)["contentHash"]  # as a writer that knows nothing of it would
     other_entry = writer.compaction(copied)
-    view = engine.summaries(SessionRef(str(writer.path)))
+    view = engine.summaries(SessionRef(str(writer.path))).to_wire()
     active = summary_repo.get_node(engine.store, writer.session_id, view["activeRootId"])
     assert active is not None and active.content == "## Objective\n- other branch"
     assert active.pi_entry_id == other_entry and active.kind == "branch"
@@ -815,7 +819,7 @@ def test_plans_survive_lone_surrogates_in_messages(engine: ContextEngine, tmp_pa
     writer.user("odd \ud800 text")
     plan = engine.plan(
         PlanRequest(session=SessionRef(str(writer.path)), request="next", model=MODEL)
-    )
+    ).to_wire()
     assert plan["mode"] == "managed"
 
 
@@ -889,13 +893,13 @@ def test_an_odd_compaction_entry_never_blocks_the_session(
         record["timestamp"] = timestamp
         lines[-1] = json.dumps(record)
         writer.path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    indexed = engine.index_session(writer.path)
+    indexed = engine.index_session(writer.path).to_wire()
     assert indexed["entriesTotal"] >= 49
-    view = engine.summaries(SessionRef(str(writer.path)))
+    view = engine.summaries(SessionRef(str(writer.path))).to_wire()
     assert view["activeRootId"] is not None
     plan = engine.plan(
         PlanRequest(session=SessionRef(str(writer.path)), request="next", model=MODEL)
-    )
+    ).to_wire()
     assert plan["mode"] == "managed"
     assert summary_repo.node_for_entry(engine.store, writer.session_id, entry_id) is not None
     writer.turn(40)

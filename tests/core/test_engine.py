@@ -139,7 +139,7 @@ def test_plan_of_the_large_session_brings_back_the_early_request(
     tail) comes back as quoted evidence, and the plan fits the model's hard input limit."""
     result = engine.plan(
         PlanRequest(session=session(pi_sessions_dir, V1_LARGE), request=EARLY_REQUEST)
-    )
+    ).to_wire()
 
     assert result["mode"] == "managed"
     assert PLAN_KEYS <= result.keys()
@@ -159,7 +159,7 @@ def test_plan_of_the_large_session_brings_back_the_early_request(
     # far fewer messages than the session: the older turns were left out, with a reason
     assert len(result["messages"]) < len(session_messages(pi_sessions_dir / V1_LARGE))
 
-    manifest = engine.manifest(ManifestRequest(id=result["manifestId"], view="full"))
+    manifest = engine.manifest(ManifestRequest(id=result["manifestId"], view="full")).to_wire()
     assert result["manifestStored"] is True
     retrieved = {r["entryKey"].split(":", 1)[1]: r for r in manifest["retrieved"]}
     assert "v1-4" in retrieved and retrieved["v1-4"]["reason"] and retrieved["v1-4"]["score"] > 0
@@ -181,7 +181,7 @@ def test_a_tool_call_is_never_split_from_its_result(
     session_results = tool_result_positions(session_messages(pi_sessions_dir / V1_LARGE))
     result = engine.plan(
         PlanRequest(session=session(pi_sessions_dir, V1_LARGE), request=EARLY_REQUEST)
-    )
+    ).to_wire()
     calls = tool_call_positions(result["messages"])
     results = tool_result_positions(result["messages"])
 
@@ -195,15 +195,21 @@ def test_a_tool_call_is_never_split_from_its_result(
 
 def test_the_leaf_chooses_the_branch(engine: ContextEngine, pi_sessions_dir: Path) -> None:
     """v3-branching-compaction forks after e2: e3..e6 (compacted) and e7..e8 (the last entry)."""
-    default = engine.plan(PlanRequest(session=session(pi_sessions_dir, V3), request="next"))
-    branch = engine.plan(PlanRequest(session=session(pi_sessions_dir, V3, "e6"), request="next"))
+    default = engine.plan(
+        PlanRequest(session=session(pi_sessions_dir, V3), request="next")
+    ).to_wire()
+    branch = engine.plan(
+        PlanRequest(session=session(pi_sessions_dir, V3, "e6"), request="next")
+    ).to_wire()
 
     assert default["session"]["leafId"] == "e8"
     assert set(tool_call_positions(default["messages"])) == {"call-2"}
     assert branch["session"]["leafId"] == "e6"
     assert set(tool_call_positions(branch["messages"])) == {"call-1"}
     assert any(m["role"] == "compactionSummary" for m in branch["messages"])
-    assert engine.manifest(ManifestRequest(id=branch["manifestId"]))["branchLeafId"] == "e6"
+    assert (
+        engine.manifest(ManifestRequest(id=branch["manifestId"])).to_wire()["branchLeafId"] == "e6"
+    )
 
 
 def test_an_unknown_leaf_is_rejected_naming_it(
@@ -234,7 +240,7 @@ def test_default_model_is_the_sessions_last_model_change(
 ) -> None:
     """A `model_change` after the last assistant message decides the model, and so the window."""
     path = pi_session_copy(V3)
-    before = engine.plan(PlanRequest(session=SessionRef(str(path)), request="x"))
+    before = engine.plan(PlanRequest(session=SessionRef(str(path)), request="x")).to_wire()
     assert (before["model"]["provider"], before["model"]["id"]) == ("acme", "alpha")
 
     change = {
@@ -247,7 +253,7 @@ def test_default_model_is_the_sessions_last_model_change(
     }
     with path.open("a") as f:
         f.write(json.dumps(change) + "\n")
-    after = engine.plan(PlanRequest(session=SessionRef(str(path)), request="x"))
+    after = engine.plan(PlanRequest(session=SessionRef(str(path)), request="x")).to_wire()
 
     assert after["model"]["provider"] == "openai" and after["model"]["id"] == "gpt-5"
     assert after["model"]["contextWindow"] == 400_000
@@ -265,31 +271,33 @@ def test_window_source_request_then_override_then_table_then_default(
         {"modelAwareness": {"overrides": {"acme/*": {"contextWindow": 50_000}}}}
     )
 
-    default = plain.plan(PlanRequest(session=ref, request="x"))
+    default = plain.plan(PlanRequest(session=ref, request="x")).to_wire()
     assert default["model"]["source"] == "default"
     assert default["model"]["contextWindow"] == 128_000
     assert any("'acme/alpha'" in w and "unknown" in w for w in default["warnings"])
 
-    table = plain.plan(PlanRequest(session=ref, request="x", model=ModelSpec("openai", "gpt-4o")))
+    table = plain.plan(
+        PlanRequest(session=ref, request="x", model=ModelSpec("openai", "gpt-4o"))
+    ).to_wire()
     assert table["model"]["source"] == "table:gpt-4o"
     assert table["model"]["contextWindow"] == 128_000 and table["warnings"] == []
 
-    override = overridden.plan(PlanRequest(session=ref, request="x"))
+    override = overridden.plan(PlanRequest(session=ref, request="x")).to_wire()
     assert override["model"]["source"] == "override"
     assert override["budget"]["contextWindow"] == 50_000
     assert override["budget"]["hardInputLimit"] < default["budget"]["hardInputLimit"]
 
     request = overridden.plan(
         PlanRequest(session=ref, request="x", model=ModelSpec(context_window=64_000))
-    )
+    ).to_wire()
     assert request["model"]["source"] == "request"
     assert request["budget"]["contextWindow"] == 64_000
     assert request["model"]["id"] == "alpha"  # the window came from the request, the model not
 
 
 def test_manifest_warnings_are_not_repeated(engine: ContextEngine, pi_sessions_dir: Path) -> None:
-    result = engine.plan(PlanRequest(session=session(pi_sessions_dir, V3), request="x"))
-    manifest = engine.manifest(ManifestRequest(id=result["manifestId"]))
+    result = engine.plan(PlanRequest(session=session(pi_sessions_dir, V3), request="x")).to_wire()
+    manifest = engine.manifest(ManifestRequest(id=result["manifestId"])).to_wire()
     assert result["warnings"]  # the unknown-window warning
     assert sorted(manifest["warnings"]) == sorted(result["warnings"])
 
@@ -297,12 +305,17 @@ def test_manifest_warnings_are_not_repeated(engine: ContextEngine, pi_sessions_d
 def test_an_empty_session_plans_the_request_alone(
     engine: ContextEngine, pi_sessions_dir: Path
 ) -> None:
-    result = engine.plan(PlanRequest(session=session(pi_sessions_dir, EMPTY), request="hello"))
+    result = engine.plan(
+        PlanRequest(session=session(pi_sessions_dir, EMPTY), request="hello")
+    ).to_wire()
     assert result["mode"] == "managed"
     assert [text_of(m) for m in result["messages"]] == ["hello"]
     assert result["manifestStored"] is False  # no session id to store it under
     assert "session" not in result
-    assert engine.manifest(ManifestRequest(id=result["manifestId"]))["id"] == result["manifestId"]
+    assert (
+        engine.manifest(ManifestRequest(id=result["manifestId"])).to_wire()["id"]
+        == result["manifestId"]
+    )
 
 
 # ------------------------------------------------------------------------------ modes, fail-open
@@ -315,19 +328,19 @@ def test_observer_mode_returns_the_messages_unchanged(
     original = session_messages(pi_sessions_dir / V1_LARGE)
     result = engine.plan(
         PlanRequest(session=session(pi_sessions_dir, V1_LARGE), request=EARLY_REQUEST)
-    )
+    ).to_wire()
 
     assert result["mode"] == "observer"
     assert result["messages"][:-1] == original
     assert text_of(result["messages"][-1]) == EARLY_REQUEST
-    manifest = engine.manifest(ManifestRequest(id=result["manifestId"]))
+    manifest = engine.manifest(ManifestRequest(id=result["manifestId"])).to_wire()
     assert manifest["planning"]["mode"] == "observer"
     assert manifest["planning"]["plannedTokens"] < result["estimatedTokens"]
 
 
 def test_observer_mode_per_request(engine: ContextEngine) -> None:
     messages = [user_message("first"), user_message("second")]
-    result = engine.plan(PlanRequest(messages=messages, mode="observer"))
+    result = engine.plan(PlanRequest(messages=messages, mode="observer")).to_wire()
     assert result["mode"] == "observer" and result["messages"] == messages
 
 
@@ -335,12 +348,12 @@ def test_disabled_engine_falls_back_without_touching_the_index(
     make_engine: Callable[..., ContextEngine], pi_sessions_dir: Path
 ) -> None:
     engine = make_engine({"enabled": False})
-    result = engine.plan(PlanRequest(session=session(pi_sessions_dir, V3), request="x"))
+    result = engine.plan(PlanRequest(session=session(pi_sessions_dir, V3), request="x")).to_wire()
 
     assert result["mode"] == "fallback"
     assert "enabled" in result["fallbackReason"]
     assert result["messages"][:-1] == session_messages(pi_sessions_dir / V3)
-    assert engine.health()["sessions"] == 0
+    assert engine.health().to_wire()["sessions"] == 0
 
 
 def test_a_planner_exception_falls_back_to_the_callers_messages(
@@ -354,13 +367,13 @@ def test_a_planner_exception_falls_back_to_the_callers_messages(
     messages.append(user_message("now fix it"))
     snapshot = json.loads(json.dumps(messages))
 
-    result = engine.plan(PlanRequest(messages=messages, fixed_tokens=500))
+    result = engine.plan(PlanRequest(messages=messages, fixed_tokens=500)).to_wire()
 
     assert result["mode"] == "fallback"
     assert result["messages"] == snapshot and messages == snapshot
     assert "RuntimeError" in result["fallbackReason"]
     assert result["estimatedTokens"] == 500 + estimate_messages_tokens(snapshot)
-    manifest = engine.manifest(ManifestRequest(id=result["manifestId"]))
+    manifest = engine.manifest(ManifestRequest(id=result["manifestId"])).to_wire()
     assert manifest["planning"]["mode"] == "fallback"
     assert manifest["planning"]["fallbackReason"] == result["fallbackReason"]
 
@@ -374,7 +387,7 @@ def test_a_retrieval_exception_falls_back_and_still_stores_the_manifest(
     monkeypatch.setattr(engine_module, "retrieve_history", broken)
     result = engine.plan(
         PlanRequest(session=session(pi_sessions_dir, V1_LARGE), request=EARLY_REQUEST)
-    )
+    ).to_wire()
 
     assert result["mode"] == "fallback"
     assert "OperationalError" in result["fallbackReason"]
@@ -384,7 +397,7 @@ def test_a_retrieval_exception_falls_back_and_still_stores_the_manifest(
     assert stored_manifest_count(db_path) == 1
     latest = engine.manifest(
         ManifestRequest(session=session(pi_sessions_dir, V1_LARGE), latest=True)
-    )
+    ).to_wire()
     assert latest["id"] == result["manifestId"]
     assert latest["planning"]["mode"] == "fallback"
 
@@ -397,7 +410,9 @@ def test_a_session_read_failure_falls_back_to_the_given_messages(
 
     monkeypatch.setattr(engine_module, "context_for_path", broken)
     messages = [user_message("hello")]
-    result = engine.plan(PlanRequest(session=session(pi_sessions_dir, V3), messages=messages))
+    result = engine.plan(
+        PlanRequest(session=session(pi_sessions_dir, V3), messages=messages)
+    ).to_wire()
     assert result["mode"] == "fallback" and result["messages"] == messages
     assert "KeyError" in result["fallbackReason"]
     with pytest.raises(KeyError):  # without messages there is nothing to fall back to
@@ -411,11 +426,14 @@ def test_a_manifest_that_cannot_be_stored_does_not_fail_the_plan(
         raise sqlite3.OperationalError("database or disk is full")
 
     monkeypatch.setattr(engine_module.manifest_repo, "save_manifest", broken)
-    result = engine.plan(PlanRequest(session=session(pi_sessions_dir, V3), request="x"))
+    result = engine.plan(PlanRequest(session=session(pi_sessions_dir, V3), request="x")).to_wire()
     assert result["mode"] == "managed"
     assert result["manifestStored"] is False
     assert any("could not be stored" in w for w in result["warnings"])
-    assert engine.manifest(ManifestRequest(id=result["manifestId"]))["id"] == result["manifestId"]
+    assert (
+        engine.manifest(ManifestRequest(id=result["manifestId"])).to_wire()["id"]
+        == result["manifestId"]
+    )
 
 
 # -------------------------------------------------------------------------------------- privacy
@@ -427,15 +445,15 @@ def test_a_plan_of_messages_alone_writes_nothing_to_disk(
     engine.health()  # the database exists, so "nothing written" is about rows, not a file
     messages = [user_message(f"please refactor the {MARKER} module")]
 
-    result = engine.plan(PlanRequest(messages=messages, request=f"and test {MARKER}"))
+    result = engine.plan(PlanRequest(messages=messages, request=f"and test {MARKER}")).to_wire()
 
     assert result["manifestStored"] is False
     assert stored_manifest_count(db_path) == 0
     assert MARKER.encode() not in database_bytes(db_path)
-    manifest = engine.manifest(ManifestRequest(id=result["manifestId"], view="full"))
+    manifest = engine.manifest(ManifestRequest(id=result["manifestId"], view="full")).to_wire()
     assert manifest["id"] == result["manifestId"] and manifest["sessionId"] is None
     assert MARKER not in json.dumps(manifest)  # metadata only
-    assert engine.health()["ephemeralManifests"] == 1
+    assert engine.health().to_wire()["ephemeralManifests"] == 1
 
 
 def test_storage_off_keeps_session_plans_in_memory(
@@ -446,13 +464,16 @@ def test_storage_off_keeps_session_plans_in_memory(
     engine = make_engine({"diagnostics.storeContextManifest": False})
     ref = SessionRef(str(pi_session_copy(V3)))
 
-    result = engine.plan(PlanRequest(session=ref, request=f"what about {MARKER}?"))
+    result = engine.plan(PlanRequest(session=ref, request=f"what about {MARKER}?")).to_wire()
 
     assert result["manifestStored"] is False
     assert stored_manifest_count(db_path) == 0
     assert MARKER.encode() not in database_bytes(db_path)
-    assert engine.manifest(ManifestRequest(id=result["manifestId"]))["id"] == result["manifestId"]
-    latest = engine.manifest(ManifestRequest(session=ref, latest=True))
+    assert (
+        engine.manifest(ManifestRequest(id=result["manifestId"])).to_wire()["id"]
+        == result["manifestId"]
+    )
+    latest = engine.manifest(ManifestRequest(session=ref, latest=True)).to_wire()
     assert latest["id"] == result["manifestId"]
 
 
@@ -472,7 +493,7 @@ def test_logs_never_carry_request_text(
         raise ValueError(f"cannot plan {MARKER}")  # an exception quoting the request
 
     monkeypatch.setattr(engine_module, "plan_context", broken)
-    fallback = engine.plan(PlanRequest(messages=[user_message(MARKER)]))
+    fallback = engine.plan(PlanRequest(messages=[user_message(MARKER)])).to_wire()
     assert fallback["mode"] == "fallback"
 
     logged = [r.getMessage() for r in caplog.records]
@@ -490,23 +511,26 @@ def test_only_the_latest_128_manifests_are_kept(
     engine: ContextEngine, db_path: Path, pi_sessions_dir: Path
 ) -> None:
     ref = session(pi_sessions_dir, SINGLE)
-    ids = [engine.plan(PlanRequest(session=ref, request=f"q{i}"))["manifestId"] for i in range(130)]
+    ids = [
+        engine.plan(PlanRequest(session=ref, request=f"q{i}")).to_wire()["manifestId"]
+        for i in range(130)
+    ]
 
     assert stored_manifest_count(db_path) == 128
     for evicted in ids[:2]:
         with pytest.raises(RequestError) as caught:
             engine.manifest(ManifestRequest(id=evicted))
         assert caught.value.field == "id" and evicted in str(caught.value)
-    assert engine.manifest(ManifestRequest(id=ids[2]))["id"] == ids[2]
-    assert engine.manifest(ManifestRequest(session=ref, latest=True))["id"] == ids[-1]
+    assert engine.manifest(ManifestRequest(id=ids[2])).to_wire()["id"] == ids[2]
+    assert engine.manifest(ManifestRequest(session=ref, latest=True)).to_wire()["id"] == ids[-1]
 
 
 def test_manifest_views(engine: ContextEngine, pi_sessions_dir: Path) -> None:
     result = engine.plan(
         PlanRequest(session=session(pi_sessions_dir, V1_LARGE), request=EARLY_REQUEST)
-    )
+    ).to_wire()
     views = {
-        view: engine.manifest(ManifestRequest(id=result["manifestId"], view=view))
+        view: engine.manifest(ManifestRequest(id=result["manifestId"], view=view)).to_wire()
         for view in ("summary", "included", "excluded", "full")
     }
     full = views["full"]
@@ -546,10 +570,10 @@ def test_manifest_requests_that_cannot_be_served(
 
 
 def test_an_ephemeral_manifest_cannot_be_changed_by_a_caller(engine: ContextEngine) -> None:
-    result = engine.plan(PlanRequest(messages=[user_message("hello")]))
-    first = engine.manifest(ManifestRequest(id=result["manifestId"], view="full"))
+    result = engine.plan(PlanRequest(messages=[user_message("hello")])).to_wire()
+    first = engine.manifest(ManifestRequest(id=result["manifestId"], view="full")).to_wire()
     first["included"].clear()
-    again = engine.manifest(ManifestRequest(id=result["manifestId"], view="full"))
+    again = engine.manifest(ManifestRequest(id=result["manifestId"], view="full")).to_wire()
     assert again["included"]
 
 
@@ -561,7 +585,7 @@ def test_retrieve_finds_early_history_but_not_what_the_tail_holds(
 ) -> None:
     result = engine.retrieve(
         RetrieveRequest(query=EARLY_REQUEST, session=session(pi_sessions_dir, V1_LARGE))
-    )
+    ).to_wire()
     assert result["status"] == "ok"
     ids = [h["entryId"] for h in result["history"]]
     assert "v1-4" in ids
@@ -576,9 +600,11 @@ def test_retrieve_finds_early_history_but_not_what_the_tail_holds(
 
 def test_retrieve_limits_and_missing_session(engine: ContextEngine, pi_sessions_dir: Path) -> None:
     ref = session(pi_sessions_dir, V1_LARGE)
-    two = engine.retrieve(RetrieveRequest(query=EARLY_REQUEST, session=ref, max_results=2))
+    two = engine.retrieve(
+        RetrieveRequest(query=EARLY_REQUEST, session=ref, max_results=2)
+    ).to_wire()
     assert len(two["history"]) == 2
-    assert engine.retrieve(RetrieveRequest(query="theme"))["status"] == "no-session"
+    assert engine.retrieve(RetrieveRequest(query="theme")).to_wire()["status"] == "no-session"
     with pytest.raises(RequestError) as caught:
         engine.retrieve(RetrieveRequest(query="theme", session=ref, max_results=0))
     assert caught.value.field == "maxResults"
@@ -589,12 +615,12 @@ def test_retrieve_limits_and_missing_session(engine: ContextEngine, pi_sessions_
 
 def test_index_counts_every_fixture(engine: ContextEngine, pi_sessions_dir: Path) -> None:
     expected = {V1_LARGE: 1018, V3: 8, SINGLE: 5, REPLAY: 6, EMPTY: 0}
-    results = {name: engine.index_session(pi_sessions_dir / name) for name in expected}
+    results = {name: engine.index_session(pi_sessions_dir / name).to_wire() for name in expected}
 
     assert {name: r["entriesTotal"] for name, r in results.items()} == expected
     assert results[EMPTY]["outcome"] == "skipped" and results[EMPTY]["sessionId"] is None
-    assert engine.health()["entries"] == sum(expected.values())
-    again = engine.index_session(pi_sessions_dir / V1_LARGE)
+    assert engine.health().to_wire()["entries"] == sum(expected.values())
+    again = engine.index_session(pi_sessions_dir / V1_LARGE).to_wire()
     assert again["outcome"] == "noop" and again["entriesAdded"] == 0
 
 
@@ -616,7 +642,7 @@ def test_rebuild_lists_sessions_that_are_gone_or_broken_and_rebuilds_the_rest(
     deleted.unlink()
     broken.write_text("this is not a session any more\n")
 
-    result = engine.rebuild()
+    result = engine.rebuild().to_wire()
 
     failed = {Path(f["sessionFile"]).name: f["error"] for f in result["failed"]}
     assert set(failed) == {SINGLE, REPLAY}
@@ -645,9 +671,13 @@ def test_concurrent_plans_and_retrievals_on_one_engine(
             for step in range(3):
                 ref = refs[(worker + step) % len(refs)]
                 if worker % 2:
-                    plans.append(engine.plan(PlanRequest(session=ref, request="theme selector")))
+                    plans.append(
+                        engine.plan(PlanRequest(session=ref, request="theme selector")).to_wire()
+                    )
                 else:
-                    found = engine.retrieve(RetrieveRequest(query="theme selector", session=ref))
+                    found = engine.retrieve(
+                        RetrieveRequest(query="theme selector", session=ref)
+                    ).to_wire()
                     assert found["status"] == "ok"
         except BaseException as exc:  # noqa: BLE001 - reported by the main thread
             errors.append(exc)
@@ -661,7 +691,7 @@ def test_concurrent_plans_and_retrievals_on_one_engine(
     assert errors == []
     assert len(plans) == 12 and {p["mode"] for p in plans} == {"managed"}
     assert not any("index" in w for p in plans for w in p["warnings"])
-    assert engine.health()["entries"] == 1018 + 8 + 5
+    assert engine.health().to_wire()["entries"] == 1018 + 8 + 5
     assert stored_manifest_count(db_path) == 12
 
 
@@ -688,7 +718,7 @@ def test_a_disabled_engine_retrieves_nothing(
     engine = make_engine(settings={"enabled": False})
     result = engine.retrieve(
         RetrieveRequest(query="theme", session=session(pi_sessions_dir, V1_LARGE))
-    )
+    ).to_wire()
     assert result["status"] == "disabled" and result["history"] == []
 
 
@@ -698,7 +728,7 @@ def test_a_same_size_rewrite_with_the_mtime_restored_is_planned_from_the_new_tex
     """The parsed-session cache does not trust size and mtime: the rewritten text is served."""
     path = pi_session_copy(V3)
     ref = SessionRef(str(path), None)
-    first = engine.plan(PlanRequest(session=ref, request="next"))
+    first = engine.plan(PlanRequest(session=ref, request="next")).to_wire()
     assert any(text_of(m) == "sanitized" for m in first["messages"] if m["role"] == "user")
     before = path.stat()
     data = path.read_bytes()
@@ -707,6 +737,6 @@ def test_a_same_size_rewrite_with_the_mtime_restored_is_planned_from_the_new_tex
         handle.seek(at)
         handle.write(b"rewritten")
     os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
-    again = engine.plan(PlanRequest(session=ref, request="next"))
+    again = engine.plan(PlanRequest(session=ref, request="next")).to_wire()
     users = [text_of(m) for m in again["messages"] if m["role"] == "user"]
     assert "rewritten" in users and "sanitized" not in users

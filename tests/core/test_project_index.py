@@ -564,7 +564,9 @@ def test_each_workspace_folder_is_planned_recorded_and_checked_on_its_own(
         (root / "lib" / "fees.py").write_text(f"def compute_fees_{word}(order):\n    return 1\n")
     engine = ContextEngine(database_path=tmp_path / "state" / "context.db")
     try:
-        status = engine.set_workspace_folders([("app", first), ("app", second)], trusted=True)
+        status = engine.set_workspace_folders(
+            [("app", first), ("app", second)], trusted=True
+        ).to_wire()
         assert [f["name"] for f in status["folders"]] == ["app", "app (2)"]
         synced = engine.sync_project()
         assert synced["filesIndexed"] == 2 and len(synced["folders"]) == 2
@@ -574,12 +576,12 @@ def test_each_workspace_folder_is_planned_recorded_and_checked_on_its_own(
                 session=SessionRef(str(session)),
                 request="compare compute_fees_guava with compute_fees_jackfruit",
             )
-        )
-        manifest = engine.manifest(ManifestRequest(id=plan["manifestId"], view="full"))
+        ).to_wire()
+        manifest = engine.manifest(ManifestRequest(id=plan["manifestId"], view="full")).to_wire()
         quoted = json.dumps(plan["messages"])
         (second / "lib" / "fees.py").write_text("def compute_fees_kiwi(order):\n    return 2\n")
-        stale_second = engine.stale_snippets(str(second / "lib" / "fees.py"))
-        stale_first = engine.stale_snippets(str(first / "lib" / "fees.py"))
+        stale_second = [r.to_wire() for r in engine.stale_snippets(str(second / "lib" / "fees.py"))]
+        stale_first = [r.to_wire() for r in engine.stale_snippets(str(first / "lib" / "fees.py"))]
     finally:
         engine.close()
 
@@ -704,14 +706,14 @@ def test_a_project_sync_that_fails_is_reported_and_search_and_plan_go_on(tmp_pat
         engine.store.connection().execute("PRAGMA query_only = ON")
         failed = engine.sync_project()
         assert failed["status"] == "error" and "OperationalError" in failed["error"]
-        status = engine.project_status()
+        status = engine.project_status().to_wire()
         assert status["status"] == "error" and "OperationalError" in status["error"]
-        found = engine.retrieve(RetrieveRequest(query="ocelot_good", scopes=("project",)))
+        found = engine.retrieve(RetrieveRequest(query="ocelot_good", scopes=("project",))).to_wire()
         assert [hit["path"] for hit in found["project"]] == ["a.py"]
         assert any("may be behind" in w for w in found["warnings"]), found["warnings"]
         planned = engine.plan(
             PlanRequest(messages=[{"role": "user", "content": "where is ocelot_good?"}])
-        )
+        ).to_wire()
         assert planned["mode"] == "managed"
         assert any("may be behind" in w for w in planned["warnings"]), planned["warnings"]
     finally:

@@ -108,10 +108,10 @@ def test_secret_files_and_lines_never_reach_the_index(
             RetrieveRequest(
                 query="where is `charge_invoice` and the invoice total", scopes=("project",)
             )
-        )
+        ).to_wire()
         paths = {hit["path"] for hit in found["project"]}
         texts = " ".join(hit["text"] for hit in found["project"])
-        status = engine.project_status()
+        status = engine.project_status().to_wire()
     finally:
         engine.close()
 

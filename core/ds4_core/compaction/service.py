@@ -3,7 +3,7 @@ the client writes (ds4-reference.md 3.13; docs/compaction.md).
 
 The engine prepares the span and resolves the previous root; this module turns them into a
 `prepared` batch (a `segment`, plus an `aggregate` over `[previousRoot, segment]` when the
-branch already has a root) and the wire result of `ds4/compact`.
+branch already has a root) and the typed result of `ds4/compact` (`ds4_core.results`).
 """
 
 from __future__ import annotations
@@ -16,6 +16,14 @@ from typing import Any
 from ..config import Config
 from ..logs import describe_failure
 from ..requests import SummarizeCall, Summarizer
+from ..results import (
+    CompactionEntry,
+    CompactResult,
+    CompactSpan,
+    CompactValidation,
+    SessionInfo,
+    SummaryTokens,
+)
 from ..retrieval.descriptor import replace_lone_surrogates
 from ..store import summaries as summary_repo
 from ..store.database import Store, utc_now_iso
@@ -230,11 +238,30 @@ def _recent_union(older: Sequence[str], newer: Sequence[str], limit: int) -> lis
 
 @dataclass(frozen=True)
 class PreparedCompaction:
-    """The outcome of `prepare_compaction`: the stored nodes and the `ds4/compact` result."""
+    """The outcome of `prepare_compaction`: the stored nodes, and what `result` turns into
+    the `ds4/compact` answer (the span summarized, the summary chosen, the previous root and
+    the summary's token limit)."""
 
     root: SummaryNode
     segment: SummaryNode
-    result: dict[str, Any]
+    span: Span
+    choice: SummaryChoice
+    previous_root: SummaryNode | None
+    token_limit: int
+
+    def result(self, session: SessionInfo, duration_ms: float) -> CompactResult:
+        """The `ds4/compact` result (docs/protocol.md) with the compaction entry to write, for
+        `session` (the session compacted) and `duration_ms` (the whole call, milliseconds)."""
+        return _result(
+            self.span,
+            self.choice,
+            self.root,
+            self.segment,
+            self.previous_root,
+            self.token_limit,
+            session,
+            duration_ms,
+        )
 
 
 def prepare_compaction(
@@ -264,10 +291,7 @@ def prepare_compaction(
         after_insert: test hook passed to `insert_prepared` (failure injection).
 
     Returns:
-        The nodes and the result: {compaction: {summary, firstKeptEntryId, tokensBefore,
-        details}, summaryId, segmentSummaryId, operationId, summaryKind, graphLevel,
-        summarizer, fallbackReason, validation: {status, issueCodes, repairs}, span: {...},
-        warnings}.
+        The nodes, and `PreparedCompaction.result` for the `CompactResult`.
 
     Raises:
         sqlite3.Error / peewee errors: the batch could not be stored (nothing of it remains).
@@ -309,8 +333,7 @@ def prepare_compaction(
         segment = replace(segment, operation_id=root.summary_id)
         nodes = [segment, root]
     summary_repo.insert_prepared(store, nodes, after_insert=after_insert)
-    result = _result(span, choice, root, segment, previous_root, token_limit)
-    return PreparedCompaction(root, segment, result)
+    return PreparedCompaction(root, segment, span, choice, previous_root, token_limit)
 
 
 def _segment_node(
@@ -415,7 +438,9 @@ def _result(
     segment: SummaryNode,
     previous_root: SummaryNode | None,
     token_limit: int,
-) -> dict[str, Any]:
+    session: SessionInfo,
+    duration_ms: float,
+) -> CompactResult:
     """The `ds4/compact` result (docs/protocol.md), with the compaction entry to write."""
     embedded = [segment] if root is not segment else []
     details = compaction_details(
@@ -433,34 +458,36 @@ def _result(
         warnings.append(
             "the aggregate summary failed validation: " + ", ".join(root.validation_issue_codes)
         )
-    return {
-        "compaction": {
-            "summary": root.content,
-            "firstKeptEntryId": span.first_kept_entry_id,
-            "tokensBefore": span.tokens_before,
-            "details": details,
-        },
-        "summaryId": root.summary_id,
-        "segmentSummaryId": segment.summary_id,
-        "operationId": root.operation_id,
-        "summaryKind": root.kind,
-        "graphLevel": root.graph_level,
-        "summarizer": choice.summarizer,
-        "fallbackReason": choice.fallback_reason,
-        "validation": {
-            "status": choice.final.status,
-            "issueCodes": list(choice.initial.codes),
-            "repairs": list(choice.repairs),
-        },
-        "span": {
-            "messageCount": span.message_count,
-            "tokens": span.span_tokens,
-            "keptTokens": span.kept_tokens,
-            "isSplitTurn": span.is_split_turn,
-            "firstKeptEntryId": span.first_kept_entry_id,
-            "previousSummaryId": previous_root.summary_id if previous_root else None,
-            "sourceEntryCount": len(span.source_entry_ids),
-        },
-        "tokens": {"summary": estimate_text_tokens(root.content), "limit": token_limit},
-        "warnings": warnings,
-    }
+    return CompactResult(
+        compaction=CompactionEntry(
+            summary=root.content,
+            first_kept_entry_id=span.first_kept_entry_id,
+            tokens_before=span.tokens_before,
+            details=details,
+        ),
+        summary_id=root.summary_id,
+        segment_summary_id=segment.summary_id,
+        operation_id=root.operation_id,
+        summary_kind=root.kind,
+        graph_level=root.graph_level,
+        summarizer=choice.summarizer,
+        fallback_reason=choice.fallback_reason,
+        validation=CompactValidation(
+            status=choice.final.status,
+            issue_codes=tuple(choice.initial.codes),
+            repairs=tuple(choice.repairs),
+        ),
+        span=CompactSpan(
+            message_count=span.message_count,
+            tokens=span.span_tokens,
+            kept_tokens=span.kept_tokens,
+            is_split_turn=span.is_split_turn,
+            first_kept_entry_id=span.first_kept_entry_id,
+            previous_summary_id=previous_root.summary_id if previous_root else None,
+            source_entry_count=len(span.source_entry_ids),
+        ),
+        tokens=SummaryTokens(summary=estimate_text_tokens(root.content), limit=token_limit),
+        warnings=tuple(warnings),
+        session=session,
+        duration_ms=duration_ms,
+    )
