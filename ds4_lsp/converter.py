@@ -35,11 +35,11 @@ from pygls.protocol import default_converter
 
 from ds4_core.json_bounds import MAX_SAFE_INTEGER
 from ds4_core.requests import SummarizeAnswer, SummarizerUnavailable
-from ds4_core.wire import OMIT_IF_NONE, JsonObject, camel_case
+from ds4_core.wire import JsonObject, camel_case, to_wire
 from ds4_lsp.methods import DS4_SUMMARIZE
 from ds4_lsp.params import InitializationOptions, MsgId, SummarizeResult
 
-WIRE_MODULES = frozenset({"ds4_lsp.params", "ds4_lsp.envelopes", "ds4_lsp.results"})
+WIRE_MODULES = frozenset({"ds4_lsp.params", "ds4_lsp.envelopes"})
 """The modules whose attrs classes `CONVERTER` serves (`is_wire_type`)."""
 
 ARGUMENT_ROOT = "params.arguments[0]"
@@ -47,10 +47,6 @@ ARGUMENT_ROOT = "params.arguments[0]"
 fields are `params.arguments[0].session.file`, ...; docs/protocol.md "Errors")."""
 
 R = TypeVar("R")
-
-EXTRA = "extra"
-"""Result classes hold the engine's fields this version does not model in `extra`; they are
-passed through to the wire unchanged, so a newer core's additions are not lost."""
 
 
 class WireTypeError(TypeError):
@@ -103,14 +99,6 @@ def _structure_str(value: Any, _: Any) -> str:
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
-def _unstructure_int(value: int) -> int:
-    """Integers in results are clamped to +-MAX_SAFE_INTEGER (a sum of huge inputs must not
-    reach a JavaScript client as an inexact number); booleans pass unchanged."""
-    if isinstance(value, bool):
-        return value
-    return max(-MAX_SAFE_INTEGER, min(MAX_SAFE_INTEGER, value))
-
-
 def _structure_msg_id(value: Any, _: Any) -> MsgId:
     if isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool)):
         return value
@@ -153,58 +141,36 @@ def _object_hook(cls: type, converter: cattrs.Converter) -> Callable[[Any, Any],
     # Typed `Any` because mypy cannot tell these field names from the keyword parameters
     # (`_cattrs_*`) that `make_dict_structure_fn` declares before `**kwargs`.
     renames: dict[str, Any] = {
-        a.name: override(omit=True) if a.name == EXTRA else override(rename=camel_case(a.name))
-        for a in attrs.fields(cls)
+        a.name: override(rename=camel_case(a.name)) for a in attrs.fields(cls)
     }
     structure_fields: cattrs.SimpleStructureHook[Mapping[str, Any], Any] = make_dict_structure_fn(
         cls, converter, **renames
     )
-    known = {camel_case(a.name) for a in attrs.fields(cls) if a.name != EXTRA}
-    keeps_extra = EXTRA in attrs.fields_dict(cls)
 
     def structure(value: Any, _: Any) -> Any:
         if not isinstance(value, dict):
             raise WireTypeError("an object")
-        structured = structure_fields(value, cls)
-        if keeps_extra:
-            setattr(structured, EXTRA, {k: v for k, v in value.items() if k not in known})
-        return structured
+        return structure_fields(value, cls)
 
     return structure
 
 
 def _object_unstructure_hook(cls: type, converter: cattrs.Converter) -> Callable[[Any], Any]:
-    fields = [
-        (a.name, camel_case(a.name), bool(a.metadata.get(OMIT_IF_NONE)))
-        for a in attrs.fields(cls)
-        if a.name != EXTRA
-    ]
+    fields = [(a.name, camel_case(a.name)) for a in attrs.fields(cls)]
 
     def unstructure(value: Any) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        for name, key, omit_if_none in fields:
-            item = getattr(value, name)
-            if item is not None or not omit_if_none:
-                out[key] = converter.unstructure(item)
-        for key, item in getattr(value, EXTRA, {}).items():
-            out.setdefault(key, item)
-        return out
+        return {key: converter.unstructure(getattr(value, name)) for name, key in fields}
 
     return unstructure
 
 
-def _clamp_int(value: Any, _: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise WireTypeError("an integer")
-    return _unstructure_int(value)
-
-
-def _make_converter(results: bool = False) -> cattrs.Converter:
+def _make_converter() -> cattrs.Converter:
     converter = converters.get_converter(cattrs.Converter(forbid_extra_keys=False))
-    converter.register_structure_hook(int, _clamp_int if results else _structure_int)
+    converter.register_structure_hook(int, _structure_int)
     converter.register_structure_hook(float, _strict_scalar((int, float), "a number"))
     converter.register_structure_hook(str, _structure_str)
-    converter.register_unstructure_hook(int, _unstructure_int)
+    # Integers written (`ds4/summarize` params) are clamped as results are (`to_wire`).
+    converter.register_unstructure_hook(int, to_wire)
     converter.register_structure_hook(bool, _strict_scalar(bool, "true or false"))
     # Generic aliases and unions go through predicates: `register_structure_hook(Union[int,
     # str])` would register the hook for `int` and `str` themselves.
@@ -219,15 +185,13 @@ def _make_converter(results: bool = False) -> cattrs.Converter:
 
 
 CONVERTER = _make_converter()
-"""Structures and unstructures the classes of this module (strict JSON types, camelCase)."""
-
-RESULT_CONVERTER = _make_converter(results=True)
-"""`CONVERTER` for engine results: integers beyond +-MAX_SAFE_INTEGER are clamped to it
-instead of refused (a result must still be answered)."""
+"""Structures and unstructures the classes of the wire modules (strict JSON types, camelCase).
+Results never pass through it: handlers answer the engine result's `to_wire()`
+(`ds4_core.wire`, which also clamps integers to +-MAX_SAFE_INTEGER)."""
 
 
 def server_converter() -> cattrs.Converter:
-    """pygls's default converter, delegating the classes of this module to `CONVERTER`.
+    """pygls's default converter, delegating the classes of the wire modules to `CONVERTER`.
 
     Used as the server's `converter_factory`, so standard LSP messages keep pygls's handling.
     """
@@ -270,8 +234,9 @@ def describe_structure_error(
 ) -> tuple[str, list[str]]:
     """A message naming every bad field, and the list of their wire paths.
 
-    `label` starts the message (the method); `root` prefixes each path (`result` for
-    results; request envelopes already start their paths with `params`). Example:
+    `label` starts the message (the method); `root` prefixes each path (`result` for the
+    client's answer to `ds4/summarize`; request envelopes already start their paths with
+    `params`). Example:
     `("ds4/plan: params.model.contextWindow: expected an integer",
     ["params.model.contextWindow"])`.
     """

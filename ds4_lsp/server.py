@@ -33,6 +33,7 @@ from pygls.lsp.server import LanguageServer
 from ds4_core.config import flatten_settings
 from ds4_core.engine import ContextEngine
 from ds4_core.requests import DatabaseUnavailableError, RequestError, RequestFailedError
+from ds4_core.wire import JsonObject, WireResult
 from ds4_lsp.logs import apply_log_level_setting, client_attached
 from ds4_lsp.params import InitializationOptions, settings_section
 from ds4_lsp.rpc import SHUTDOWN_GRACE_S, Ds4Protocol
@@ -43,6 +44,7 @@ from ds4_lsp.transport import FrameReader
 log = logging.getLogger("ds4_lsp")
 
 T = TypeVar("T")
+W = TypeVar("W", bound=WireResult)
 
 ENGINE_THREADS = 4
 """Engine calls that may run at once (a rebuild does not block plans or retrievals)."""
@@ -377,3 +379,9 @@ def request_error_message(method: str, exc: RequestError, field_root: str = "par
         return f"{method}: {text}"
     text = text.removeprefix(f"{exc.field}:").removeprefix(f"{method} ").strip()
     return f"{method}: {field_root}.{exc.field}: {text}"
+
+
+def with_wire(result: W) -> tuple[W, JsonObject]:
+    """`result` and its wire JSON (`to_wire()`, the answer sent): call it inside `run_engine`,
+    so that the conversion of a large result (a plan's messages) runs off the event loop too."""
+    return result, result.to_wire()

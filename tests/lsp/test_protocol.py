@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import logging
 from typing import Any
 
 import pytest
 from cattrs.errors import BaseValidationError
-from pygls.exceptions import JsonRpcInternalError
 
 from ds4_core.requests import ModelSpec, PlanRequest, RetrieveRequest, SessionRef
 from ds4_lsp.converter import (
@@ -19,7 +19,6 @@ from ds4_lsp.converter import (
 from ds4_lsp.envelopes import PlanRequestMessage
 from ds4_lsp.logs import RedactPyglsFilter
 from ds4_lsp.params import RetrieveParams, settings_section
-from ds4_lsp.results import PlanResult, RetrieveResult
 
 
 def plan_message(params: Any) -> dict[str, Any]:
@@ -83,102 +82,46 @@ def test_wrong_json_types_name_the_field_and_never_the_value(params: Any, expect
     assert message == expected
 
 
-BUDGET = {
-    "contextWindow": 200000,
-    "outputReserve": 32000,
-    "safetyMargin": 4000,
-    "hardInputLimit": 164000,
-    "softLimit": 160000,
-    "targetInputTokens": 140000,
-    "recentTailTokens": 64000,
-    "maxRetrievedHistoryTokens": 16000,
-    "maxProjectTokens": 20000,
-    "maxSummaryTokens": 12000,
-}
+class CapturingWriter:
+    """A pygls writer that keeps what the protocol writes."""
+
+    def __init__(self) -> None:
+        self.frames: list[bytes] = []
+
+    def write(self, data: bytes) -> None:
+        self.frames.append(data)
+
+    def close(self) -> None:
+        pass
 
 
-def engine_plan_result(**changes: Any) -> dict[str, Any]:
-    """A `ContextEngine.plan` result as the engine writes it."""
+def test_a_result_is_written_exactly_as_its_wire_json() -> None:
+    """Handlers answer a result's `to_wire()`; pygls writes that dict unchanged: nulls stay
+    null, absent keys stay absent, integers already clamped by `to_wire` stay as they are,
+    non-ASCII text and lone surrogates are JSON escapes (the body is ASCII), as `ds4 --json`."""
+    from pygls.protocol import JsonRPCResponseMessage
+
+    from ds4_core.json_bounds import MAX_SAFE_INTEGER
+    from ds4_core.results import RetrievalStats
+    from ds4_core.wire import to_wire
+    from ds4_lsp.app import create_server
+
     result = {
         "mode": "managed",
-        "messages": [{"role": "user", "content": "hi", "timestamp": 1, "note": None}],
-        "manifestId": "m-1",
-        "manifestStored": True,
-        "estimatedTokens": 12,
-        "estimatorVersion": "chars-v2",
-        "overHardLimit": False,
-        "currentTurnTokens": 3,
-        "fixedTokens": 0,
-        "hardInputLimit": 160000,
-        "budget": {**BUDGET, "activeInputBudget": 150000},  # a field this version lacks
-        "model": {
-            "provider": "anthropic",
-            "id": "claude-sonnet-4-5",
-            "contextWindow": 200000,
-            "maxOutputTokens": None,
-            "source": "request",
-        },
-        "warnings": [],
-        "stats": {"counts": {"messages": 1}, "durationMs": 1.5},
-        "session": {"id": "s", "file": "/s.jsonl", "leafId": None},
-        "futureField": [1, 2],
+        "messages": [{"role": "user", "content": "h\u00e9 \ud800", "note": None}],
+        "stats": to_wire(RetrievalStats(candidates=2**60)),
+        "nested": to_wire({"total": -(2**70), "ok": True}),
     }
-    result.update(changes)
-    return result
-
-
-@pytest.mark.parametrize(
-    "result",
-    [
-        engine_plan_result(),
-        engine_plan_result(mode="fallback", fallbackReason="planner failed (KeyError)"),
-    ],
-)
-def test_plan_results_reach_the_wire_exactly_as_the_engine_wrote_them(
-    result: dict[str, Any],
-) -> None:
-    """nulls stay null, absent optional fields stay absent, unknown fields pass through: the
-    LSP answer equals the CLI's `--json` output."""
-    wire = CONVERTER.unstructure(PlanResult.from_core(result, "ds4/plan"))
-    assert wire == result
-
-
-def test_retrieve_results_reach_the_wire_exactly_as_the_engine_wrote_them() -> None:
-    """Hits with unknown role/createdAt keep their nulls; empty lists stay."""
-    result = {
-        "status": "ok",
-        "query": None,
-        "history": [
-            {
-                "entryKey": "s:e1",
-                "entryId": "e1",
-                "role": None,
-                "createdAt": None,
-                "score": 3,
-                "reason": "exact",
-                "excerpt": "text",
-                "tokens": 1,
-            }
-        ],
-        "project": [],
-        "stats": {
-            "candidates": 1,
-            "duplicates": 0,
-            "alternateBranchCandidates": 0,
-            "alreadyInContext": 0,
-            "latencyMs": 0.5,
-        },
-        "warnings": [],
-    }
-    wire = CONVERTER.unstructure(RetrieveResult.from_core(result, "ds4/retrieve"))
-    assert wire == result
-
-
-def test_a_result_of_the_wrong_shape_is_an_internal_error_naming_the_field() -> None:
-    """A core/LSP version mismatch is reported, not silently mangled."""
-    with pytest.raises(JsonRpcInternalError) as caught:
-        PlanResult.from_core({"mode": "managed", "messages": []}, "ds4/plan")
-    assert "result.manifestId: required field missing" in caught.value.message
+    protocol = create_server().protocol
+    writer = CapturingWriter()
+    protocol.set_writer(writer, include_headers=False)
+    protocol._send_data(JsonRPCResponseMessage(id=7, result=result, jsonrpc="2.0"))
+    (body,) = writer.frames
+    assert body.isascii()
+    answer = json.loads(body)
+    assert answer == {"id": 7, "jsonrpc": "2.0", "result": result}
+    assert answer["result"]["stats"]["candidates"] == MAX_SAFE_INTEGER
+    assert answer["result"]["nested"] == {"total": -MAX_SAFE_INTEGER, "ok": True}
 
 
 def test_initialization_options_ignore_each_bad_field() -> None:
