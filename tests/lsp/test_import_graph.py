@@ -1,5 +1,6 @@
 """No import circle in `ds4_lsp` or `ds4_core`: the import graph, read from the sources with
-`ast`, has no cycle, and a failure names each cycle (`a -> b -> a`).
+`ast`, has no cycle, and a failure names each cycle (`a -> b -> a`). The same graph checks the
+LSP layers: only `ds4_lsp.app` imports the handlers.
 
 What counts as an import:
 
@@ -227,3 +228,16 @@ def test_type_only_imports_point_back_only_to_their_owner() -> None:
     kept = [e for e in edges if not (e.type_only and e.target in TYPE_ONLY_OWNERS)]
     found = [describe(cycle, kept) for cycle in cycles(kept)]
     assert found == [], "cycles through type-only imports:\n" + "\n".join(found)
+
+
+def test_only_the_app_imports_handlers_and_only_the_entry_point_imports_the_app() -> None:
+    """The LSP layers (docs/architecture.md "The LSP layer"): `ds4_lsp.app` alone imports the
+    handlers; handlers import neither the app nor each other; `ds4_lsp.__main__` alone imports
+    the app; the server and the services import no handler."""
+    found = sorted(
+        f"{e.source} imports {e.target} (line {e.line})"
+        for e in import_edges()
+        if (e.target.startswith("ds4_lsp.handlers") and e.source != "ds4_lsp.app")
+        or (e.target == "ds4_lsp.app" and e.source != "ds4_lsp.__main__")
+    )
+    assert found == []

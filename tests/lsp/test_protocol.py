@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import logging
 from typing import Any
@@ -82,19 +83,6 @@ def test_wrong_json_types_name_the_field_and_never_the_value(params: Any, expect
     assert message == expected
 
 
-class CapturingWriter:
-    """A pygls writer that keeps what the protocol writes."""
-
-    def __init__(self) -> None:
-        self.frames: list[bytes] = []
-
-    def write(self, data: bytes) -> None:
-        self.frames.append(data)
-
-    def close(self) -> None:
-        pass
-
-
 def test_a_result_is_written_exactly_as_its_wire_json() -> None:
     """Handlers answer a result's `to_wire()`; pygls writes that dict unchanged: nulls stay
     null, absent keys stay absent, integers already clamped by `to_wire` stay as they are,
@@ -113,10 +101,10 @@ def test_a_result_is_written_exactly_as_its_wire_json() -> None:
         "nested": to_wire({"total": -(2**70), "ok": True}),
     }
     protocol = create_server().protocol
-    writer = CapturingWriter()
-    protocol.set_writer(writer, include_headers=False)
+    written = io.BytesIO()
+    protocol.set_writer(written, include_headers=False)
     protocol._send_data(JsonRPCResponseMessage(id=7, result=result, jsonrpc="2.0"))
-    (body,) = writer.frames
+    body = written.getvalue()
     assert body.isascii()
     answer = json.loads(body)
     assert answer == {"id": 7, "jsonrpc": "2.0", "result": result}
