@@ -66,6 +66,7 @@ from ds4_core.requests import (  # noqa: E402
     RequestError,
     SessionRef,
 )
+from ds4_core.results import CompactResult  # noqa: E402
 from ds4_core.sessions.reader import read_all  # noqa: E402
 
 DEFAULT_SESSION = ROOT / "examples" / "pi-mono-v1-large-session.jsonl"
@@ -319,7 +320,7 @@ class ChainSession:
         self.append(records)
         return user_id
 
-    def append_compaction(self, result: dict[str, Any]) -> int:
+    def append_compaction(self, result: CompactResult) -> int:
         """Append the compaction entry of `result` as `ds4 compact --entry` prints it; returns
         its size in bytes."""
         entry = compaction_entry(result)
@@ -355,9 +356,9 @@ def bench_chain(
     chain.append_exchange(0)
     numbered = 1
     engine = ContextEngine(database_path=db)
-    limit = int(engine.config["compaction.summaryTokenLimit"])
-    if int(engine.config["context.maxSummaryTokens"]) > 0:
-        limit = min(limit, int(engine.config["context.maxSummaryTokens"]))
+    limit = engine.config.compaction.summary_token_limit
+    if engine.config.context.max_summary_tokens > 0:
+        limit = min(limit, engine.config.context.max_summary_tokens)
     rows: list[dict[str, Any]] = []
     after_append_ms: list[float] = []
     after_append_gc: list[bool] = []
@@ -397,7 +398,7 @@ def bench_chain(
                     finally:
                         fresh.close()
                     cold.append((time.perf_counter() - started) * 1000)
-                entry_bytes = chain.append_compaction(result)
+                entry_bytes = chain.append_compaction(typed)
                 rows.append(
                     {
                         "entry_kb": entry_bytes / 1e3,
@@ -407,7 +408,7 @@ def bench_chain(
                         "after_append_gc": sum(after_append_gc[-10:]),
                         "warm": [ms for ms, _ in warm],
                         "cold": cold,
-                        "root_tokens": [r["tokens"]["summary"] for _, r in [(0, result), *warm]],
+                        "root_tokens": [r.tokens.summary for _, r in [(0, typed), *warm]],
                         "level": result["graphLevel"],
                         "span_tokens": result["span"]["tokens"],
                         "plan_tokens": plan_tokens(engine, session_path),
@@ -415,7 +416,7 @@ def bench_chain(
                     }
                 )
             else:
-                chain.append_compaction(result)
+                chain.append_compaction(typed)
     finally:
         gc.callbacks.remove(count_full_collections)
         engine.close()

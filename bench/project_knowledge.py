@@ -363,12 +363,12 @@ def main() -> None:
             begun = time.perf_counter()
             discovery = discover_project(
                 root,
-                max_files=config["project.maxFiles"],
-                max_file_bytes=config["project.maxFileBytes"],
-                max_total_bytes=config["project.maxTotalBytes"],
+                max_files=config.project.max_files,
+                max_file_bytes=config.project.max_file_bytes,
+                max_total_bytes=config.project.max_total_bytes,
             )
             discovered = time.perf_counter()
-            result = sync_project(store, discovery, max_file_bytes=config["project.maxFileBytes"])
+            result = sync_project(store, discovery, max_file_bytes=config.project.max_file_bytes)
             done = time.perf_counter()
             if result.files_indexed != n_files or discovery.truncated:
                 raise SystemExit(
@@ -421,8 +421,8 @@ def main() -> None:
 
         queries = pick_queries(corpus, args.queries)
         counts = Counter(kind for kind, _q, _p in queries)
-        max_results = config["project.maxResults"]
-        max_tokens = config["context.maxProjectTokens"]
+        max_results = config.project.max_results
+        max_tokens = config.context.max_project_tokens
 
         def search(request: str) -> tuple[float, list[str]]:
             begun = time.perf_counter()

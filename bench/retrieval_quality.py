@@ -201,8 +201,8 @@ def main() -> None:
         begun = time.perf_counter()
         discovery = discover_project(
             root,
-            max_files=config["project.maxFiles"],
-            max_total_bytes=config["project.maxTotalBytes"],
+            max_files=config.project.max_files,
+            max_total_bytes=config.project.max_total_bytes,
         )
         synced = sync_project(store, discovery)
         print(

@@ -5,15 +5,24 @@ objects from a client (`{"context": {"maxProjectTokens": 1}}`) are flattened fir
 that fails validation is ignored with a warning naming the key, the value and the rule; the
 default (or the previously valid value) stays. Unknown keys give a warning too. Nothing here
 raises on user input.
+
+Code reads settings through the typed, frozen sections of a validated `Config`
+(`config.context.recent_tail_tokens`, `config.project.max_file_bytes`, `config.enabled`): one
+dataclass per section of the dotted keys, snake_case fields, built once when the Config is
+created. `config["context.recentTailTokens"]` (the dotted-key mapping) stays for this module's
+validation layer only; a test (tests/core/test_config_sections.py) fails on dotted-key lookups
+elsewhere.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from types import MappingProxyType
+from typing import Any, Literal
 
 from .json_bounds import ECHO_CHARS, bounded_text, echo
 
@@ -221,15 +230,222 @@ def _shown(value: Any) -> str:
     return f"{bounded_text(text)} ({len(text)} characters)"
 
 
+# Typed sections. One frozen dataclass per section of the dotted keys; the field names are the
+# keys' last parts in snake_case (`context.recentTailTokens` -> `recent_tail_tokens`).
+# `_build_sections` fills them from the validated values, so a key without a field (or a field
+# without a key) fails when this module is imported.
+
+
+@dataclass(frozen=True, slots=True)
+class ContextSettings:
+    """`context.*`: how full the window gets and the caps of each part of a plan."""
+
+    mode: Literal["managed", "observer"]
+    """managed: plans change the messages; observer: plans are recorded, the messages kept."""
+    target_fill_ratio: float
+    """Preferred share of the context window to fill, in (0, 1]."""
+    soft_limit_ratio: float
+    """Soft limit as a share of the window, in (0, 1]; >= target_fill_ratio."""
+    hard_limit_ratio: float
+    """Hard limit as a share of the window, in (0, 1]; >= soft_limit_ratio."""
+    minimum_output_reserve: int
+    """Tokens always left for the answer."""
+    preferred_output_reserve: int
+    """Tokens preferably left for the answer (>= minimum_output_reserve)."""
+    recent_tail_tokens: int
+    """Budget of the verbatim recent tail, in tokens."""
+    rescue_immediate_predecessor: bool
+    """Keep the turn just before the tail when it only overflows the tail cap."""
+    max_pinned_tokens: int
+    """Cap for pinned content, in tokens."""
+    max_memory_tokens: int
+    """Cap for durable memory, in tokens."""
+    max_retrieved_history_tokens: int
+    """Cap for historical evidence, in tokens."""
+    max_project_tokens: int
+    """Cap for project snippets, in tokens."""
+    max_summary_tokens: int
+    """Cap for compaction summaries in plans, in tokens (0 keeps summaries out of plans)."""
+
+
+@dataclass(frozen=True, slots=True)
+class RetrievalSettings:
+    """`retrieval.*`: which history searches run and how many hits they give."""
+
+    exact: bool
+    """Literal search for identifiers and phrases."""
+    fts: bool
+    """FTS5 bm25 search."""
+    semantic: Literal[False]
+    """Semantic retrieval; not implemented, always False."""
+    max_results: int
+    """Most historical hits per request (1..100)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ProjectSettings:
+    """`project.*`: project knowledge from trusted workspace files."""
+
+    enabled: bool
+    """Index and search trusted workspace files (never when untrusted)."""
+    max_files: int
+    """Most files listed and indexed (1..100000)."""
+    max_file_bytes: int
+    """Largest file indexed, in bytes."""
+    max_total_bytes: int
+    """Most bytes indexed over all files."""
+    max_results: int
+    """Most project snippets per request (1..100)."""
+
+
+@dataclass(frozen=True, slots=True)
+class CompactionSettings:
+    """`compaction.*`: `ds4/compact` and its summaries."""
+
+    enabled: bool
+    """Serve ds4/compact (False: requests get an error, Pi compacts natively)."""
+    keep_recent_tokens: int
+    """Recent tokens kept verbatim when ds4/compact derives the span."""
+    summary_token_limit: int
+    """Largest summary node, in tokens (256..100000)."""
+    max_request_input_tokens: int
+    """Largest ds4/summarize prompt, in tokens; a larger span is summarized offline."""
+    summarize_timeout_ms: int
+    """How long to wait for the client's ds4/summarize, in milliseconds."""
+
+
+@dataclass(frozen=True, slots=True)
+class ModelAwarenessSettings:
+    """`modelAwareness.*`: adaptive ceilings and per-model limits."""
+
+    enabled: bool
+    """Use adaptive ceilings by context window and apply `overrides`."""
+    overrides: Mapping[str, Mapping[str, int]]
+    """Per-model limits (tokens) keyed '*', 'provider/*' or 'provider/model'; read-only
+    mappings of the validated fields of `_OVERRIDE_FIELDS` (`contextWindow`, ...)."""
+
+
+@dataclass(frozen=True, slots=True)
+class DiagnosticsSettings:
+    """`diagnostics.*`: manifests and logging."""
+
+    store_context_manifest: bool
+    """Store manifests in the database (False: a bounded in-memory window only)."""
+    log_level: Literal["error", "warn", "info", "debug", "trace"]
+    """Server log verbosity (stderr / window/logMessage)."""
+
+
+@dataclass(frozen=True, slots=True)
+class StorageSettings:
+    """`storage.*`: read when the database is opened."""
+
+    database_path: str | None
+    """Database file (overridden by databasePath/--db/DS4_DB); None: the default location."""
+    busy_timeout_ms: int
+    """SQLite busy timeout, in milliseconds."""
+
+
+@dataclass(frozen=True, slots=True)
+class ServerSettings:
+    """`server.*`: the LSP transport."""
+
+    max_message_bytes: int
+    """Largest LSP message body the server reads, in bytes; larger ones are skipped."""
+
+
+SECTIONS: dict[str, type] = {
+    "context": ContextSettings,
+    "retrieval": RetrievalSettings,
+    "project": ProjectSettings,
+    "compaction": CompactionSettings,
+    "modelAwareness": ModelAwarenessSettings,
+    "diagnostics": DiagnosticsSettings,
+    "storage": StorageSettings,
+    "server": ServerSettings,
+}
+"""Section prefix of the dotted keys -> its typed dataclass (attribute `snake_name(prefix)`)."""
+
+
+def snake_name(camel: str) -> str:
+    """`maxFileBytes` -> `max_file_bytes`, `modelAwareness` -> `model_awareness`."""
+    return re.sub(r"(?<!^)([A-Z])", r"_\1", camel).lower()
+
+
+def typed_attribute(key: str) -> str:
+    """The attribute path of a dotted key on a Config: `context.recentTailTokens` ->
+    `context.recent_tail_tokens`, `enabled` -> `enabled`. Raises KeyError for an unknown key."""
+    if key not in SETTINGS:
+        raise KeyError(key)
+    return ".".join(snake_name(part) for part in key.split("."))
+
+
+def _frozen_overrides(value: Mapping[str, Mapping[str, int]]) -> Mapping[str, Mapping[str, int]]:
+    return MappingProxyType({k: MappingProxyType(dict(v)) for k, v in value.items()})
+
+
+_TYPED: dict[str, Callable[[Any], Any]] = {
+    "context.targetFillRatio": float,
+    "context.softLimitRatio": float,
+    "context.hardLimitRatio": float,
+    "modelAwareness.overrides": _frozen_overrides,
+}
+"""Conversions from a validated value to its field's type (the rest are stored as they are)."""
+
+
+def _build_sections(values: Mapping[str, Any]) -> dict[str, Any]:
+    """Attribute name -> typed value or section for a complete validated `values`.
+
+    Raises KeyError when `values` lacks a key of SETTINGS, TypeError when a section's fields
+    and the keys of its prefix differ.
+    """
+    grouped: dict[str, dict[str, Any]] = {prefix: {} for prefix in SECTIONS}
+    top: dict[str, Any] = {}
+    for key in SETTINGS:
+        value = _TYPED.get(key, _identity)(values[key])
+        prefix, _, name = key.rpartition(".")
+        (grouped[prefix] if prefix else top)[snake_name(name)] = value
+    for prefix, section in SECTIONS.items():
+        top[snake_name(prefix)] = section(**grouped[prefix])
+    return top
+
+
+def _identity(value: Any) -> Any:
+    return value
+
+
 @dataclass(frozen=True)
 class Config:
-    """Validated settings. Read with `config["context.maxProjectTokens"]`."""
+    """Validated settings, immutable and shared across threads.
+
+    Read them through the typed sections: `config.enabled`, `config.context`,
+    `config.retrieval`, `config.project`, `config.compaction`, `config.model_awareness`,
+    `config.diagnostics`, `config.storage`, `config.server` (e.g.
+    `config.context.recent_tail_tokens`), built once in `__post_init__`. `values` (and
+    `config["context.recentTailTokens"]`) is the flat dotted-key mapping of the validation
+    layer in this module; code elsewhere uses the sections. `values` must hold every key of
+    SETTINGS (KeyError otherwise): build a Config with `DEFAULT_CONFIG.with_settings`.
+    """
 
     values: Mapping[str, Any] = field(
         default_factory=lambda: {k: s.default for k, s in SETTINGS.items()}
     )
+    enabled: bool = field(init=False, repr=False, compare=False)
+    """Turn the engine off entirely (plans fall back to the original messages)."""
+    context: ContextSettings = field(init=False, repr=False, compare=False)
+    retrieval: RetrievalSettings = field(init=False, repr=False, compare=False)
+    project: ProjectSettings = field(init=False, repr=False, compare=False)
+    compaction: CompactionSettings = field(init=False, repr=False, compare=False)
+    model_awareness: ModelAwarenessSettings = field(init=False, repr=False, compare=False)
+    diagnostics: DiagnosticsSettings = field(init=False, repr=False, compare=False)
+    storage: StorageSettings = field(init=False, repr=False, compare=False)
+    server: ServerSettings = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        for name, value in _build_sections(self.values).items():
+            object.__setattr__(self, name, value)
 
     def __getitem__(self, key: str) -> Any:
+        """The value of a dotted key (the validation layer's view; elsewhere use the sections)."""
         return self.values[key]
 
     def with_settings(self, raw: Mapping[str, Any] | None) -> tuple[Config, list[str]]:

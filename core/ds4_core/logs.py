@@ -3,13 +3,26 @@
 Our logs carry counts, ids and timings only (DESIGN.md, "Privacy of what we keep"). An
 exception's message can quote request text, message text or evidence (a `KeyError` of a
 user-supplied key, a `ValueError` echoing input), so failures are logged by type and code
-location, never by message.
+location, never by message; an `OSError` met while reading a user's files is named by its
+errno code (`errno_name`), never by its message (which quotes the path).
 """
 
 from __future__ import annotations
 
+import errno
 import logging
 import traceback
+
+
+def errno_name(error: OSError) -> str:
+    """The symbolic errno code of `error` (`ENOENT`, `EACCES`, ...), for warnings and skip reasons.
+
+    The number itself (as text) when the platform has no name for it; the exception's type name
+    (`FileNotFoundError`, ...) when it carries no errno at all. Never the message or the path.
+    """
+    if error.errno is None:
+        return type(error).__name__
+    return errno.errorcode.get(error.errno, str(error.errno))
 
 
 def describe_failure(exc: BaseException) -> str:

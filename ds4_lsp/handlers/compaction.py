@@ -75,7 +75,7 @@ def client_summarizer(ls: Ds4Server, progress: WorkDoneProgress) -> Summarizer:
     named), or answers without a string `summary`.
     """
     loop = asyncio.get_running_loop()
-    timeout_ms: int = ls.engine.config["compaction.summarizeTimeoutMs"]
+    timeout_ms = ls.engine.config.compaction.summarize_timeout_ms
 
     def summarize(call: SummarizeCall) -> SummarizeAnswer:
         progress.report(1, 2, "waiting for the client's summary")

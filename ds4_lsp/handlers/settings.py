@@ -43,7 +43,7 @@ async def did_change_configuration(
         return
     warnings = await ls.run_engine(ls.engine.update_settings, settings, method="settings")
     if "diagnostics.logLevel" in flatten_settings(settings):
-        apply_log_level_setting(ls.engine.config["diagnostics.logLevel"])
+        apply_log_level_setting(ls.engine.config.diagnostics.log_level)
     ls.apply_frame_limit(settings)
     for warning in warnings:
         ls.show_message(warning)

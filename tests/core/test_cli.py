@@ -882,13 +882,13 @@ def test_progress_bar_only_on_a_terminal_and_only_after_a_moment(
 
     # instant work on a terminal: no bar
     terminal = Terminal()
-    monkeypatch.setattr(cli, "_clock_s", lambda: 100.0)
+    monkeypatch.setattr(cli.terminal, "_clock_s", lambda: 100.0)
     assert ds4("index", "--force", session, err=terminal).code == 0
     assert terminal.getvalue() == ""
 
     # slow work (the clock jumps a second per reading) on a terminal: a bar, erased at the end
     clock = itertools.count(0.0, 1.0)
-    monkeypatch.setattr(cli, "_clock_s", lambda: next(clock))
+    monkeypatch.setattr(cli.terminal, "_clock_s", lambda: next(clock))
     terminal = Terminal()
     assert ds4("index", "--force", session, err=terminal).code == 0
     drawn = terminal.getvalue()

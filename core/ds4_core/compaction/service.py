@@ -83,8 +83,8 @@ class SummaryChoice:
 def _token_limit(config: Config) -> int:
     """The largest summary node, in tokens: `compaction.summaryTokenLimit`, and never more than
     `context.maxSummaryTokens` (so the planner can always include the active root)."""
-    limit = int(config["compaction.summaryTokenLimit"])
-    cap = int(config["context.maxSummaryTokens"])
+    limit = config.compaction.summary_token_limit
+    cap = config.context.max_summary_tokens
     return max(1, min(limit, cap)) if cap > 0 else limit
 
 
@@ -148,7 +148,7 @@ def choose_summary(
     reason: str | None = NO_SUMMARIZER_REASON
     initial: Validation | None = None
     if summarizer is not None:
-        request_limit = int(config["compaction.maxRequestInputTokens"])
+        request_limit = config.compaction.max_request_input_tokens
         prompt, prompt_tokens = _fitting_prompt(
             span,
             source_text=source_text,

@@ -9,7 +9,6 @@ memory.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -106,19 +105,14 @@ def resolve_overrides(config: Config, provider: str, model_id: str) -> dict[str,
     """Merge the `modelAwareness.overrides` entries that apply to `provider/model_id`.
 
     Entries are applied in the order `*`, `provider/*`, `provider/model_id`, later ones winning
-    field by field (ds4-reference.md 3.5). Only the fields of `OVERRIDE_FIELDS` with integer
-    values are kept; anything else is ignored (config validation already reports it). The
-    result does not depend on `modelAwareness.enabled`; `calculate_budget` checks that.
-    Never raises on odd config values.
+    field by field (ds4-reference.md 3.5). Only the fields of `OVERRIDE_FIELDS` are kept
+    (config validation admits no others and only integers). The result does not depend on
+    `modelAwareness.enabled`; `calculate_budget` checks that. Never raises.
     """
-    raw = config["modelAwareness.overrides"]
+    overrides = config.model_awareness.overrides
     merged: dict[str, int] = {}
-    if not isinstance(raw, Mapping):
-        return merged
     for key in _override_keys(provider, model_id):
-        entry = raw.get(key)
-        if not isinstance(entry, Mapping):
-            continue
+        entry = overrides.get(key, {})
         for name in OVERRIDE_FIELDS:
             value = entry.get(name)
             if isinstance(value, int) and not isinstance(value, bool):
@@ -181,12 +175,12 @@ def calculate_budget(
     ):
         raise ValueError(f"calibration ratio {calibration_ratio!r} must be a positive number")
 
-    aware = bool(config["modelAwareness.enabled"])
+    aware = config.model_awareness.enabled
     overrides = resolve_overrides(config, profile.provider, profile.model_id) if aware else {}
     shrink = max(1.0, float(calibration_ratio))
 
-    minimum_reserve = int(config["context.minimumOutputReserve"])
-    preferred_reserve = int(config["context.preferredOutputReserve"])
+    minimum_reserve = config.context.minimum_output_reserve
+    preferred_reserve = config.context.preferred_output_reserve
     ceiling = (
         profile.max_output_tokens if profile.max_output_tokens is not None else preferred_reserve
     )
@@ -196,17 +190,17 @@ def calculate_budget(
     margin = max(0, min(margin, window - reserve))
 
     model_hard = max(0, window - reserve - margin)
-    nominal_hard = min(model_hard, math.floor(window * config["context.hardLimitRatio"]))
-    nominal_soft = min(nominal_hard, math.floor(window * config["context.softLimitRatio"]))
-    nominal_preferred = math.floor(window * config["context.targetFillRatio"])
+    nominal_hard = min(model_hard, math.floor(window * config.context.hard_limit_ratio))
+    nominal_soft = min(nominal_hard, math.floor(window * config.context.soft_limit_ratio))
+    nominal_preferred = math.floor(window * config.context.target_fill_ratio)
 
     hard = math.floor(nominal_hard / shrink)
     soft = min(hard, math.floor(nominal_soft / shrink))
     target = min(hard, math.floor(nominal_preferred / shrink))
 
-    config_tail = int(config["context.recentTailTokens"])
-    config_history = int(config["context.maxRetrievedHistoryTokens"])
-    config_project = int(config["context.maxProjectTokens"])
+    config_tail = config.context.recent_tail_tokens
+    config_history = config.context.max_retrieved_history_tokens
+    config_project = config.context.max_project_tokens
     if aware:
         tail_ceiling, history_ceiling, project_ceiling = adaptive_ceilings(window)
 
@@ -231,9 +225,9 @@ def calculate_budget(
         recent_tail_tokens=tail,
         max_retrieved_history_tokens=history,
         max_project_tokens=project,
-        max_summary_tokens=int(config["context.maxSummaryTokens"]),
-        max_pinned_tokens=int(config["context.maxPinnedTokens"]),
-        max_memory_tokens=int(config["context.maxMemoryTokens"]),
+        max_summary_tokens=config.context.max_summary_tokens,
+        max_pinned_tokens=config.context.max_pinned_tokens,
+        max_memory_tokens=config.context.max_memory_tokens,
         calibration_ratio=round(float(calibration_ratio), 6),
     )
 
@@ -245,7 +239,7 @@ def profile_with_overrides(profile: ModelProfile, config: Config) -> ModelProfil
     only when `modelAwareness.enabled`. When an override changes a number, `source` becomes
     "override". A `maxOutputTokens` above the resulting window is capped at the window.
     """
-    if not config["modelAwareness.enabled"]:
+    if not config.model_awareness.enabled:
         return profile
     overrides = resolve_overrides(config, profile.provider, profile.model_id)
     window = overrides.get("contextWindow", profile.context_window)

@@ -275,7 +275,7 @@ def plan_context(
     warnings: list[str] = []
     estimated: dict[str, list[int]] = {}  # token estimates, reused by the fallback
     try:
-        if not config["enabled"]:
+        if not config.enabled:
             raise _PlanFailure("ds4 is disabled (setting 'enabled' is false)")
         plan, sizes = _plan_managed(
             original,
@@ -288,7 +288,7 @@ def plan_context(
             warnings=warnings,
             estimated=estimated,
         )
-        if config["context.mode"] == "observer":
+        if config.context.mode == "observer":
             sent = fixed_tokens + sum(sizes)
             stats = {**plan.stats, "planned_tokens": plan.estimated_tokens}
             return replace(
@@ -445,7 +445,7 @@ def _plan_managed(
     # Step 5: recent tail, newest first, contiguous, with immediate-predecessor rescue.
     tail_limit = budget.recent_tail_tokens
     recent_tokens = current_tokens
-    rescue = bool(config["context.rescueImmediatePredecessor"])
+    rescue = config.context.rescue_immediate_predecessor
     rescued = False
     oversized = 0
     candidates = sorted(

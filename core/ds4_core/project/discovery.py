@@ -38,7 +38,6 @@ applies to every candidate. Candidates are taken in sorted path order and the bo
 
 from __future__ import annotations
 
-import errno
 import functools
 import os
 import re
@@ -51,6 +50,7 @@ from typing import Literal, cast
 
 from pathspec import GitIgnoreSpec, RegexPattern
 
+from ds4_core.logs import errno_name
 from ds4_core.project.filters import path_exclusion
 from ds4_core.project.git import (
     GitError,
@@ -360,7 +360,7 @@ def _select_within(
         except FileNotFoundError:
             continue  # tracked but deleted from the working tree: nothing to index
         except OSError as error:
-            discovery.skipped.append((rel_path, f"unreadable: {_errno_name(error)}"))
+            discovery.skipped.append((rel_path, f"unreadable: {errno_name(error)}"))
             continue
         if stat.S_ISLNK(info.st_mode):
             discovery.skipped.append((rel_path, "symlink"))
@@ -453,12 +453,6 @@ def _parents_are_real_directories(root: Path, rel_path: str, cache: dict[str, bo
         if not known:
             return False
     return True
-
-
-def _errno_name(error: OSError) -> str:
-    if error.errno is None:
-        return type(error).__name__
-    return errno.errorcode.get(error.errno, str(error.errno))
 
 
 # --- Git ---------------------------------------------------------------------------------
@@ -755,7 +749,7 @@ def _parse_ignore_file(path: Path, display: str, warnings: list[str]) -> tuple[_
     except FileNotFoundError:
         return ()
     except OSError as error:
-        warnings.append(f"{display}: cannot read ignore file ({_errno_name(error)}); ignored")
+        warnings.append(f"{display}: cannot read ignore file ({errno_name(error)}); ignored")
         return ()
     if stat.S_ISLNK(info.st_mode):
         warnings.append(f"{display}: ignore file is a symbolic link; not followed, ignored")
@@ -775,7 +769,7 @@ def _parse_ignore_file(path: Path, display: str, warnings: list[str]) -> tuple[_
                 return ()
             data = handle.read()
     except OSError as error:
-        warnings.append(f"{display}: cannot read ignore file ({_errno_name(error)}); ignored")
+        warnings.append(f"{display}: cannot read ignore file ({errno_name(error)}); ignored")
         return ()
     text = data.decode("utf-8", "surrogateescape")
     if text.startswith(_UTF8_BOM):
@@ -936,7 +930,7 @@ class _Walk:
         try:
             info = os.lstat(directory)
         except OSError as error:
-            self.warnings.append(f"cannot read directory '{rel_dir or '.'}' ({_errno_name(error)})")
+            self.warnings.append(f"cannot read directory '{rel_dir or '.'}' ({errno_name(error)})")
             return
         key = (info.st_dev, info.st_ino)
         if key in self._seen:
@@ -951,7 +945,7 @@ class _Walk:
             with os.scandir(directory) as iterator:
                 entries = [(entry.name, self._kind(entry)) for entry in iterator]
         except OSError as error:
-            self.warnings.append(f"cannot list directory '{rel_dir or '.'}' ({_errno_name(error)})")
+            self.warnings.append(f"cannot list directory '{rel_dir or '.'}' ({errno_name(error)})")
             return
         # Sorting by name, with "/" after a directory's name, yields full paths in sorted
         # order from a depth-first walk.

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from ..lines import split_lines
+from ..logs import errno_name
 
 IGNORED_DIRECTORIES = frozenset(
     {
@@ -1098,7 +1099,7 @@ def read_indexable(abs_path: Path, *, max_file_bytes: int) -> tuple[str | None, 
     except OSError as error:
         if error.errno == errno.ELOOP:
             return None, "symlink"  # became a symlink between lstat and open (O_NOFOLLOW)
-        return None, f"unreadable: {_errno_name(error)}"
+        return None, f"unreadable: {errno_name(error)}"
     except ValueError:
         return None, "unreadable: invalid path"  # e.g. an embedded NUL character
     if len(data) > max_file_bytes:
@@ -1110,9 +1111,3 @@ def read_indexable(abs_path: Path, *, max_file_bytes: int) -> tuple[str | None, 
     if secret is not None:
         return None, f"secret: {secret}"
     return text, None
-
-
-def _errno_name(error: OSError) -> str:
-    if error.errno is None:
-        return type(error).__name__
-    return errno.errorcode.get(error.errno, str(error.errno))

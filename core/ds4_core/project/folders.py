@@ -180,7 +180,7 @@ class ProjectFolders:
         of `indexing`, `error` any folder is in)."""
         folders = self._folders
         if not folders:
-            return "disabled" if not self._config()["project.enabled"] else "no-workspace"
+            return "disabled" if not self._config().project.enabled else "no-workspace"
         words = [folder.workspace.status_word() for folder in folders]
         for word in ("disabled", "untrusted", "indexing", "error"):
             if word in words:

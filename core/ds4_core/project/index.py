@@ -63,6 +63,7 @@ from ds4_core.project.windows import (
 )
 from ds4_core.retrieval.descriptor import replace_lone_surrogates
 from ds4_core.store.database import Store, utc_now_iso
+from ds4_core.store.sql import MAX_IN_VALUES, chunked, placeholders
 from ds4_core.tokens import estimate_text_tokens, sha256_hex
 
 if TYPE_CHECKING:
@@ -97,7 +98,6 @@ _FILE_COLUMNS = (
     "modified, tracked, status, indexed_at"
 )
 _TEXT_COLUMN_COUNT = 4
-_QUERY_CHUNK = 400  # values per `IN (...)`, well under SQLite's bound-variable limit
 
 LANGUAGES: dict[str, str] = {
     ".py": "python", ".pyi": "python", ".js": "javascript", ".mjs": "javascript",
@@ -277,9 +277,8 @@ def snippets_by_id(store: Store, snippet_ids: Iterable[str]) -> dict[str, Snippe
     ids = list(dict.fromkeys(snippet_ids))
     found: dict[str, SnippetRow] = {}
     conn = store.connection()
-    for start in range(0, len(ids), _QUERY_CHUNK):
-        chunk = ids[start : start + _QUERY_CHUNK]
-        marks = ", ".join("?" * len(chunk))
+    for chunk in chunked(ids):
+        marks = placeholders(len(chunk))
         for row in conn.execute(
             f"SELECT {_SNIPPET_COLUMNS} FROM project_snippets WHERE snippet_id IN ({marks})", chunk
         ):
@@ -454,7 +453,7 @@ def _missing_texts(
 
 @lru_cache(maxsize=8)
 def _upsert_texts_sql(rows: int) -> str:
-    values = ", ".join([f"({', '.join('?' * _TEXT_COLUMN_COUNT)})"] * rows)
+    values = ", ".join([f"({placeholders(_TEXT_COLUMN_COUNT)})"] * rows)
     return (
         "INSERT INTO project_file_texts (project_path, file_path, content_hash, text) "
         f"VALUES {values} ON CONFLICT (project_path, file_path) DO UPDATE SET "
@@ -487,9 +486,8 @@ def _load_stored(
         return {row[1]: _file_from_row(row) for row in conn.execute(sql, (project_path,))}
     stored: dict[str, FileState] = {}
     ordered = list(paths)
-    for start in range(0, len(ordered), _QUERY_CHUNK):
-        chunk = ordered[start : start + _QUERY_CHUNK]
-        marks = ", ".join("?" * len(chunk))
+    for chunk in chunked(ordered):
+        marks = placeholders(len(chunk))
         for row in conn.execute(f"{sql} AND file_path IN ({marks})", (project_path, *chunk)):
             stored[row[1]] = _file_from_row(row)
     return stored
@@ -497,7 +495,7 @@ def _load_stored(
 
 @lru_cache(maxsize=8)
 def _insert_snippets_sql(rows: int) -> str:
-    values = ", ".join([f"({', '.join('?' * _SNIPPET_COLUMN_COUNT)})"] * rows)
+    values = ", ".join([f"({placeholders(_SNIPPET_COLUMN_COUNT)})"] * rows)
     return (
         f"INSERT INTO project_snippets ({_SNIPPET_COLUMNS}) VALUES {values} "
         "ON CONFLICT (snippet_id) DO UPDATE SET content = excluded.content, "
@@ -516,16 +514,11 @@ _UPSERT_FILE_SQL = (
 )
 
 
-def _chunks(values: Sequence[str], size: int = _QUERY_CHUNK) -> Iterable[Sequence[str]]:
-    for start in range(0, len(values), size):
-        yield values[start : start + size]
-
-
 def _prune_stale(conn: sqlite3.Connection, project_path: str, paths: Sequence[str]) -> None:
     """Delete stale snippets of `paths` beyond the `STALE_GENERATIONS_KEPT` newest contents."""
     drop: list[tuple[str, str]] = []
-    for chunk in _chunks(paths):
-        marks = ", ".join("?" * len(chunk))
+    for chunk in chunked(paths):
+        marks = placeholders(len(chunk))
         rows = conn.execute(
             "SELECT file_path, file_hash FROM project_snippets "
             f"WHERE project_path = ? AND stale = 1 AND file_path IN ({marks}) "
@@ -538,8 +531,7 @@ def _prune_stale(conn: sqlite3.Connection, project_path: str, paths: Sequence[st
             seen[file_path] = seen.get(file_path, 0) + 1
             if seen[file_path] > STALE_GENERATIONS_KEPT:
                 drop.append((file_path, file_hash))
-    for start in range(0, len(drop), _QUERY_CHUNK // 2):
-        pairs = drop[start : start + _QUERY_CHUNK // 2]
+    for pairs in chunked(drop, MAX_IN_VALUES // 2):
         values = ", ".join("(?, ?)" for _ in pairs)
         conn.execute(
             "DELETE FROM project_snippets WHERE project_path = ? AND stale = 1 "
@@ -559,8 +551,8 @@ def _write_batch(
     written = 0
     with store.write() as conn:
         replaced = [w.file_path for w in batch if w.had_row and w.kind in ("index", "delete")]
-        for chunk in _chunks(replaced):
-            marks = ", ".join("?" * len(chunk))
+        for chunk in chunked(replaced):
+            marks = placeholders(len(chunk))
             conn.execute(
                 "UPDATE project_snippets SET stale = 1 "
                 f"WHERE project_path = ? AND stale = 0 AND file_path IN ({marks})",
@@ -570,8 +562,8 @@ def _write_batch(
         if file_rows:
             conn.executemany(_UPSERT_FILE_SQL, file_rows)
         deleted = [w.file_path for w in batch if w.kind == "delete"]
-        for chunk in _chunks(deleted):
-            marks = ", ".join("?" * len(chunk))
+        for chunk in chunked(deleted):
+            marks = placeholders(len(chunk))
             conn.execute(
                 f"UPDATE project_files SET status = 'deleted', indexed_at = ? "
                 f"WHERE project_path = ? AND file_path IN ({marks})",

@@ -3,6 +3,10 @@
 Rules from ds4-reference.md 3.10 ("Project ranking", rendering) and docs/project-knowledge.md,
 plus the issue's demand that prose requests find the files that implement what they describe.
 
+This module generates the candidates (the SQL and FTS5 queries of every tier and pass below) and
+selects the hits; the numbers (points, weights, shares) and the rank order are pure functions in
+`project/scoring.py` (`ProjectWeights`), which this docstring describes with their defaults.
+
 **When it runs.** `max_results` or `max_tokens` <= 0: status `disabled`. A descriptor without
 query terms: `no-query`. A lone generic keyword (one plain word, no identifier, file, phrase or
 error; a capitalised or all-caps English word such as `Cache` counts as that word): `generic`,
@@ -57,7 +61,7 @@ also uses bm25 over whole files (`project_file_texts_fts`, migration 6: one row 
 file with its path words, content and identifier sub-words) for ALL the request's words
 (`request_words`: lower-case words of 2+ characters that are not stopwords, unstemmed, each
 quoted, OR-ed), which is steadier than summing window evidence: the `FILE_TEXT_MIN_FILES` (or
-more) best files get `bm25(f) / max bm25 + EVIDENCE_SHARE * evidence(f) / max evidence`, the
+more) best files get `bm25(f) / max bm25 + evidence_share * evidence(f) / max evidence`, the
 bm25 share halved for a demoted test or doc file (its evidence already is), and files are
 ranked by that. A file's windows are then ranked by their concept relevance (in a file only
 the whole-file pass found, every window gets the presence share of the concepts it holds).
@@ -80,7 +84,6 @@ back to a LIKE scan, the FTS tier is skipped, and a warning says so.
 
 from __future__ import annotations
 
-import math
 import re
 import sqlite3
 import time
@@ -101,36 +104,28 @@ from ds4_core.retrieval.descriptor import (
 from ds4_core.retrieval.evidence import evidence_message, text_block_message_tokens
 from ds4_core.retrieval.history import LiteralTerm, fold
 from ds4_core.store.database import Store
+from ds4_core.store.sql import LIKE_ESCAPE, MAX_IN_VALUES, chunked, like_literal, placeholders
 
+from .scoring import (
+    RankingContext,
+    Tier,
+    combine_file_scores,
+    concept_idf,
+    concept_window_score,
+    file_evidence,
+    file_role,
+    fts_tier,
+    is_demoted,
+    presence_score,
+    rank_windows,
+    top_files,
+)
 from .windows import fts_terms_for, identifier_subwords
 
 ProjectStatus = Literal["ok", "no-query", "generic", "disabled", "no-index"]
 
-SCORE_PATH = 140
-SCORE_BASENAME = 125
-SCORE_DECLARED_SYMBOL = 115
-SCORE_PHRASE = 90
-SCORE_SYMBOL_TEXT = 85
-SCORE_FTS_MAX = 60
-SCORE_FTS_MIN = 20
-FTS_RANK_STEP = 4
-"""FTS tier points lost per rank of the window's file."""
-SECOND_WINDOW_STEP = 2
-"""FTS tier points a file's second window has below its first."""
-BONUS_MODIFIED = 10
-BONUS_TRACKED = 3
-EXTRA_MATCH_BONUS = 2
-EXTRA_MATCH_MAX = 6
-ROLE_PENALTY = 10
-"""Points a test or documentation window of an exact tier loses."""
-ROLE_DEMOTION = 0.5
-"""Factor on the FTS evidence of a test or documentation file."""
-TOKEN_COST_DIVISOR = 250
-TOKEN_COST_MAX = 12
 MAX_WINDOWS_PER_FILE = 2
 MAX_WINDOWS_NAMED_FILE = 4
-SECOND_WINDOW_SHARE = 0.5
-"""A file's second window is offered when its bm25 is at least this share of the best one's."""
 OVERLAP_SHARE = 0.5
 """Windows of one file sharing this share of the shorter one's lines are collapsed."""
 EXACT_ROW_LIMIT = 200
@@ -148,18 +143,11 @@ FILL_SHARE = 0.25
 """In a prose request (no identifier, file or phrase), at least `MIN_RANKED_CONCEPTS`
 concepts are ranked by bm25 (the rarest), among those found in at most `FILL_SHARE` of the
 rows; in any request, at least one."""
-UNRANKED_PRESENCE = 0.4
-"""Share of its idf a concept adds to a window where it occurs without a bm25 score."""
-PATH_SHARE = 0.5
-"""Share of its idf a concept adds to a file whose path names it."""
 MIN_STEM_CHARS = 4
 BM25_WEIGHTS = (1.0, 2.5, 2.0, 1.0)
 """bm25 column weights: content, file_path, symbols, search_text."""
 FILE_TEXT_MIN_FILES = 50
 """Files (at least; more when more files get an FTS tier) read from the whole-file bm25."""
-EVIDENCE_SHARE = 1.0
-"""Weight of the window evidence (relative to the best file's) next to the whole-file bm25
-(relative to the best file's, weight 1) in a prose request's file ranking."""
 FILE_WORD_LIMIT = 32
 """Request words (at most) in the whole-file bm25 query."""
 _STOPWORDS = frozenset(
@@ -203,14 +191,6 @@ _CJK_RUN = re.compile(_CJK_CHAR.pattern + "{2,}")
 _SPACE = re.compile(r"\s")
 _WORD = re.compile(r"\w+")
 _PATHLIKE = re.compile(r"[/\\]")
-_TEST_DIRS = frozenset({"test", "tests", "__tests__", "spec", "specs", "testing", "__mocks__"})
-_TEST_NAME = re.compile(
-    r"(?:test_.+|.+_tests?\.[a-z0-9]+|.+\.(?:test|spec)\.[a-z0-9]+|conftest\.py"
-    r"|.+(?:Test|Tests|Spec)\.[A-Za-z0-9]+)",
-)
-_DOC_DIRS = frozenset({"doc", "docs", "documentation"})
-_DOC_EXTENSIONS = frozenset({"md", "markdown", "mdx", "rst", "txt", "adoc", "asciidoc"})
-_DOC_NAMES = ("readme", "changelog", "changes", "license", "contributing", "history")
 _TEST_WORDS = frozenset({"test", "tests", "testing", "tested", "spec", "specs", "pytest",
                          "unittest", "fixture", "fixtures"})  # fmt: skip
 _DOC_WORDS = frozenset({"docs", "documentation", "readme", "changelog", "markdown",
@@ -253,11 +233,11 @@ _EXACT_JOIN_FIRST_SQL = (
 _EXACT_JOIN_FIRST_TEXT_SQL = _EXACT_JOIN_FIRST_SQL.replace(_WINDOW_COLUMNS, _TEXT_COLUMNS, 1)
 _CONTENT_SCAN_SQL = (
     f"SELECT {_TEXT_COLUMNS} FROM project_snippets AS s {_FILE_JOIN} "
-    f"WHERE {_VALID} AND s.content LIKE ? ESCAPE '\\' LIMIT ?"
+    f"WHERE {_VALID} AND s.content LIKE ? {LIKE_ESCAPE} LIMIT ?"
 )
 _SYMBOLS_SCAN_SQL = (
     f"SELECT {_WINDOW_COLUMNS} FROM project_snippets AS s {_FILE_JOIN} "
-    f"WHERE {_VALID} AND (' ' || s.symbols || ' ') LIKE ? ESCAPE '\\' LIMIT ?"
+    f"WHERE {_VALID} AND (' ' || s.symbols || ' ') LIKE ? {LIKE_ESCAPE} LIMIT ?"
 )
 _CONCEPT_SQL = f"SELECT r.id, s.file_path, r.score, {_VALID_FLAG} FROM {_FIRST_CUT}"
 _ROWIDS_SQL = (
@@ -279,7 +259,6 @@ _FILE_TEXT_SQL = (
     "WHERE project_file_texts_fts MATCH ? AND t.project_path = ? AND pf.status = 'current' "
     "AND pf.content_hash = t.content_hash ORDER BY score LIMIT ?"
 )
-_CHUNK = 500
 _WINDOW_COLUMN_COUNT = _WINDOW_COLUMNS.count(",") + 1
 _TEXT_BATCH = 16
 """Ranked windows whose text is read at once during selection."""
@@ -421,31 +400,6 @@ def keyword_stem(word: str) -> str:
         if word.endswith(suffix) and len(word) - len(suffix) >= MIN_STEM_CHARS:
             return word[: -len(suffix)]
     return word
-
-
-def file_role(path: str) -> Literal["source", "test", "doc"]:
-    """Whether `path` is a test file, documentation, or anything else (`source`).
-
-    Tests: a directory `test(s)`, `__tests__`, `spec(s)`, `testing`, `__mocks__`, or a name
-    `test_*`, `*_test.*`, `*_tests.*`, `*.test.*`, `*.spec.*`, `*Test.*`, `*Tests.*`,
-    `*Spec.*`, `conftest.py`. Docs: a directory `doc(s)` / `documentation`, an extension
-    `md markdown mdx rst txt adoc asciidoc`, or a name starting `README`, `CHANGELOG`,
-    `CHANGES`, `LICENSE`, `CONTRIBUTING`, `HISTORY`.
-    """
-    parts = path.split("/")
-    name = parts[-1]
-    directories = [part.lower() for part in parts[:-1]]
-    if any(d in _TEST_DIRS for d in directories) or _TEST_NAME.fullmatch(name):
-        return "test"
-    lowered = name.lower()
-    extension = lowered.rsplit(".", 1)[-1] if "." in lowered else ""
-    if (
-        any(d in _DOC_DIRS for d in directories)
-        or extension in _DOC_EXTENSIONS
-        or lowered.startswith(_DOC_NAMES)
-    ):
-        return "doc"
-    return "source"
 
 
 def _abbreviation(word: str) -> str | None:
@@ -661,7 +615,7 @@ class _Window:
     modified: bool = False
     tracked: bool = False
     git_commit: str | None = None
-    tiers: dict[int, list[str]] = field(default_factory=dict)  # tier score -> terms
+    tiers: dict[Tier, list[str]] = field(default_factory=dict)  # tier -> terms, in order
     concepts: dict[int, float] = field(default_factory=dict)  # concept index -> -bm25
     fts_score: float | None = None
     loaded: bool = False  # the row's columns (`_WINDOW_COLUMNS`) are read
@@ -698,7 +652,7 @@ class _Window:
             self._folded = fold(replace_lone_surrogates(self.content or ""))
         return self._folded
 
-    def add(self, tier: int, term: str) -> None:
+    def add(self, tier: Tier, term: str) -> None:
         terms = self.tiers.setdefault(tier, [])
         if term not in terms:
             terms.append(term)
@@ -773,9 +727,8 @@ class _Search:
     def load_missing(self, windows: Iterable[_Window]) -> None:
         """Read the columns (not the text) of `windows` not read yet."""
         missing = [w.rowid for w in windows if not w.loaded]
-        for start in range(0, len(missing), _CHUNK):
-            chunk = missing[start : start + _CHUNK]
-            marks = ", ".join("?" * len(chunk))
+        for chunk in chunked(missing):
+            marks = placeholders(len(chunk))
             self.rows(
                 f"SELECT {_WINDOW_COLUMNS} FROM project_snippets AS s {_FILE_JOIN} "
                 f"WHERE s.rowid IN ({marks})",
@@ -786,20 +739,12 @@ class _Search:
         """Read the text of `windows` that have none yet."""
         missing = {w.rowid: w for w in windows if w.content is None}
         rowids = list(missing)
-        for start in range(0, len(rowids), _CHUNK):
-            chunk = rowids[start : start + _CHUNK]
-            marks = ", ".join("?" * len(chunk))
+        for chunk in chunked(rowids):
+            marks = placeholders(len(chunk))
             for rowid, content in self.conn.execute(
                 f"SELECT rowid, content FROM project_snippets WHERE rowid IN ({marks})", chunk
             ):
                 missing[rowid].content = content
-
-
-def _like_pattern(term: str) -> str | None:
-    piece = max(term.split("\x00"), key=len)
-    if not piece:
-        return None
-    return piece.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
 
 
 # ----------------------------------------------------------------------------- tiers
@@ -819,33 +764,33 @@ def _normalise_file_term(term: str, project_path: str) -> str:
 
 
 def _path_tier(search: _Search, files: Sequence[str]) -> tuple[set[str], set[str]]:
-    """Mark the windows of files named by path (140) or basename (125); the named files, and
-    the file names (last segments) of the terms that found one."""
-    named: dict[str, tuple[int, str]] = {}
+    """Mark the windows of files named by path or basename (`Tier.PATH`, `Tier.BASENAME`); the
+    named files, and the file names (last segments) of the terms that found one."""
+    named: dict[str, tuple[Tier, str]] = {}
     found_names: set[str] = set()
     for term in files:
         rel = _normalise_file_term(replace_lone_surrogates(term), search.project_path)
         if not rel:
             continue
         base = rel.rsplit("/", 1)[-1]
-        pattern = _like_pattern("/" + base)
+        pattern = like_literal("/" + base)
         rows = search.conn.execute(
             "SELECT file_path FROM project_files WHERE project_path = ? AND status = 'current' "
-            "AND (file_path = ? OR file_path = ? OR file_path LIKE ? ESCAPE '\\')",
+            f"AND (file_path = ? OR file_path = ? OR file_path LIKE ? {LIKE_ESCAPE})",
             (search.project_path, rel, base, f"%{pattern}" if pattern else rel),
         ).fetchall()
-        found: dict[str, int] = {}
+        found: dict[str, Tier] = {}
         for (path,) in rows:
             if path == rel or ("/" in rel and path.endswith("/" + rel)):
-                found[path] = SCORE_PATH
+                found[path] = Tier.PATH
             elif path.rsplit("/", 1)[-1] == base:
-                found[path] = SCORE_BASENAME
+                found[path] = Tier.BASENAME
         if found:
             found_names.add(replace_lone_surrogates(term).replace("\\", "/").rsplit("/", 1)[-1])
-        if SCORE_PATH in found.values():
+        if Tier.PATH in found.values():
             # the term names these files by path: other files of the same name are not meant
             # (and `__init__.py` alone would read the windows of hundreds of files)
-            found = {path: tier for path, tier in found.items() if tier == SCORE_PATH}
+            found = {path: tier for path, tier in found.items() if tier == Tier.PATH}
         for path, tier in found.items():
             if path not in named or named[path][0] < tier:
                 named[path] = (tier, term)
@@ -862,7 +807,7 @@ def _declaring(search: _Search, name: str) -> list[_Window]:
         return []
     rows = search.by_index(f"symbols : {fts_phrase(clean)}", EXACT_ROW_LIMIT)
     if rows is None:
-        pattern = _like_pattern(f" {clean} ")
+        pattern = like_literal(f" {clean} ")
         if pattern is None:
             return []
         rows = search.rows(
@@ -872,7 +817,7 @@ def _declaring(search: _Search, name: str) -> list[_Window]:
 
 
 def _declared_tier(search: _Search, declared: Sequence[tuple[str, str | None]]) -> None:
-    """Windows that declare a name the request mentions (115). For a qualified name
+    """Windows that declare a name the request mentions (`Tier.DECLARED_SYMBOL`). For a qualified name
     (`ConfigWatcher.poll`), the window declares its last segment and the first one occurs
     in the window or is declared in the same file."""
     for name, owner in declared:
@@ -885,13 +830,13 @@ def _declared_tier(search: _Search, declared: Sequence[tuple[str, str | None]]) 
                 w for w in windows if w.path in owner_files or owner_term.occurs_in(w.folded())
             ]
         for window in windows:
-            window.add(SCORE_DECLARED_SYMBOL, name if owner is None else f"{owner}.{name}")
+            window.add(Tier.DECLARED_SYMBOL, name if owner is None else f"{owner}.{name}")
 
 
 def _literal_tier(
-    search: _Search, terms: Sequence[str], tier: int, within: Sequence[str] | None = None
+    search: _Search, terms: Sequence[str], tier: Tier, within: Sequence[str] | None = None
 ) -> None:
-    """Windows whose content holds a term literally (phrases 90, identifiers 85).
+    """Windows whose content holds a term literally (`Tier.PHRASE`, `Tier.SYMBOL_TEXT`).
 
     Candidates come from FTS5 (an ASCII term: its words in sequence in `content`, the last
     as a prefix; any other term: its `fts_terms_for` phrases, which also reach CJK bigrams in
@@ -923,7 +868,7 @@ def _literal_candidates(search: _Search, literal: LiteralTerm, clean: str) -> li
         fts_query = " OR ".join(phrases) if phrases else None
     rows = search.by_index(fts_query, EXACT_ROW_LIMIT, text=True) if fts_query else None
     if rows is None:
-        pattern = _like_pattern(clean)
+        pattern = like_literal(clean)
         if pattern is None:
             return None
         rows = search.rows(
@@ -936,14 +881,14 @@ def _literal_candidates_within(
     search: _Search, clean: str, within: Sequence[str]
 ) -> list[_Window] | None:
     """Candidate windows of `_literal_tier` among those of the files `within` (LIKE scan)."""
-    pattern = _like_pattern(clean)
-    paths = list(within)[:_CHUNK]
+    pattern = like_literal(clean)
+    paths = list(within)[:MAX_IN_VALUES]
     if pattern is None or not paths:
         return None
-    marks = ", ".join("?" * len(paths))
+    marks = placeholders(len(paths))
     return search.rows(
         f"SELECT {_TEXT_COLUMNS} FROM project_snippets AS s {_FILE_JOIN} "
-        f"WHERE {_VALID} AND s.file_path IN ({marks}) AND s.content LIKE ? ESCAPE '\\'",
+        f"WHERE {_VALID} AND s.file_path IN ({marks}) AND s.content LIKE ? {LIKE_ESCAPE}",
         (search.project_path, *paths, f"%{pattern}%"),
     )
 
@@ -978,7 +923,7 @@ def _concept_pass(search: _Search, concepts: Sequence[_Concept], *, prose: bool)
     `COMMON_MIN_ROWS` or more, found in more than `COMMON_SHARE` of the rows; the rarest is
     ranked anyway, and in a `prose` request the `MIN_RANKED_CONCEPTS` rarest of those in at
     most `FILL_SHARE` of the rows). Every window found by a ranked concept
-    or an exact tier also gets `idf(c) * UNRANKED_PRESENCE` for each concept it contains
+    or an exact tier also gets `presence_score(idf(c))` for each concept it contains
     without a bm25 score (a common one, or one whose best rows it is not among). Returns
     each concept's idf, its weight for coverage (0 when it matched nothing).
     """
@@ -1001,17 +946,17 @@ def _concept_pass(search: _Search, concepts: Sequence[_Concept], *, prose: bool)
         wanted = min(len(fill), MIN_RANKED_CONCEPTS) if prose else 1
         ranked = found[: max(len(rare), wanted, 1)]
         for index in found:
-            matched = len(present[index])
-            weights[index] = math.log(1 + (max(total, matched) - matched + 0.5) / (matched + 0.5))
+            weights[index] = concept_idf(total, len(present[index]))
         for index in ranked:
             rows = _concept_rows(search, concepts[index].query)
             best = max((-float(row[2]) for row in rows), default=0.0)
             for rowid, path, bm25 in rows:
-                share = -float(bm25) / best if best > 0 else 1.0
-                search.window(rowid, path).concepts[index] = weights[index] * max(share, 0.0)
+                search.window(rowid, path).concepts[index] = concept_window_score(
+                    weights[index], -float(bm25), best
+                )
         windows = search.windows
         for index in found:
-            presence = weights[index] * UNRANKED_PRESENCE
+            presence = presence_score(weights[index])
             for rowid in present[index].intersection(windows):
                 held = windows[rowid].concepts
                 if index not in held:
@@ -1021,27 +966,19 @@ def _concept_pass(search: _Search, concepts: Sequence[_Concept], *, prose: bool)
     return weights
 
 
-@lru_cache(maxsize=65536)
-def _cached_role(path: str) -> Literal["source", "test", "doc"]:
-    return file_role(path)
-
-
 def _demoted(path: str, plan: QueryPlan) -> bool:
     """A test or doc file, in a request that is not about tests or docs."""
-    role = _cached_role(path)
-    return (role == "test" and not plan.about_tests) or (role == "doc" and not plan.about_docs)
+    return is_demoted(path, about_tests=plan.about_tests, about_docs=plan.about_docs)
 
 
 def _file_evidence(
     search: _Search, weights: Sequence[float], plan: QueryPlan
 ) -> tuple[dict[str, float], dict[str, list[_Window]]]:
-    """Each file's FTS evidence from its windows' concept scores (module docstring, "Prose:
-    files first"; test and doc files demoted), and those windows by file."""
-    total = sum(weights)
-    evidence: dict[str, float] = {}
+    """Each file's FTS evidence from its windows' concept scores (`scoring.file_evidence`;
+    module docstring, "Prose: files first"), and those windows by file."""
     windows_by_file: dict[str, list[_Window]] = {}
-    if total <= 0:
-        return evidence, windows_by_file
+    if sum(weights) <= 0:
+        return {}, windows_by_file
     best_by_file: dict[str, dict[int, float]] = {}
     for window in search.windows.values():
         if not window.concepts:
@@ -1052,15 +989,7 @@ def _file_evidence(
             if score > best.get(index, 0.0):
                 best[index] = score
     naming = _files_naming(plan.concepts, best_by_file)
-    in_paths = [(i, files) for i, files in enumerate(naming) if files and weights[i] > 0]
-    for path, best in best_by_file.items():
-        named = [i for i, files in in_paths if path in files]
-        coverage = sum(weights[i] for i in set(best) | set(named)) / total
-        strength = sum(best.values()) + PATH_SHARE * sum(weights[i] for i in named)
-        value = strength * (0.5 + 0.5 * coverage)
-        if _demoted(path, plan):
-            value *= ROLE_DEMOTION
-        evidence[path] = value
+    evidence = file_evidence(best_by_file, weights, naming, lambda path: _demoted(path, plan))
     return evidence, windows_by_file
 
 
@@ -1086,12 +1015,11 @@ def _file_text_pass(search: _Search, plan: QueryPlan, limit: int) -> dict[str, f
 
 def _presence_windows(search: _Search, weights: Sequence[float], paths: Sequence[str]) -> None:
     """Read the valid windows of `paths` (files no window of which a concept reached: found
-    by the whole-file pass only) without their text, and give each `idf(c) *
-    UNRANKED_PRESENCE` for every concept it contains (`_Search.present`, as `_concept_pass`
-    does for windows found otherwise)."""
-    for start in range(0, len(paths), _CHUNK):
-        chunk = paths[start : start + _CHUNK]
-        marks = ", ".join("?" * len(chunk))
+    by the whole-file pass only) without their text, and give each `presence_score(idf(c))`
+    for every concept it contains (`_Search.present`, as `_concept_pass` does for windows
+    found otherwise)."""
+    for chunk in chunked(paths):
+        marks = placeholders(len(chunk))
         for rowid, path in search.conn.execute(
             f"SELECT s.rowid, s.file_path FROM project_snippets AS s {_FILE_JOIN} "
             f"WHERE {_VALID} AND s.file_path IN ({marks})",
@@ -1100,7 +1028,7 @@ def _presence_windows(search: _Search, weights: Sequence[float], paths: Sequence
             window = search.window(rowid, path)
             for index, rows in enumerate(search.present):
                 if index not in window.concepts and rowid in rows:
-                    window.concepts[index] = weights[index] * UNRANKED_PRESENCE
+                    window.concepts[index] = presence_score(weights[index])
 
 
 def _rank_files(
@@ -1112,91 +1040,31 @@ def _rank_files(
     Without request words, or when the request names an identifier, file or phrase, files are
     ranked by their window evidence. In a prose request, a file's score is its whole-file bm25
     for all the request's words relative to the best file's (`_file_text_pass`, the primary
-    signal) plus `EVIDENCE_SHARE` times its window evidence relative to the best file's; test
-    and doc files (when the request is not about them) are demoted by `ROLE_DEMOTION`. A
+    signal) plus `evidence_share` times its window evidence relative to the best file's; test
+    and doc files (when the request is not about them) are demoted by `role_demotion`
+    (`scoring.combine_file_scores`, `scoring.top_files`, `scoring.fts_tier`). A
     file's windows are then ranked by their concept relevance (`_presence_windows` for a file
     no concept reached)."""
     evidence, windows_by_file = _file_evidence(search, weights, plan)
     texts = _file_text_pass(search, plan, max(FILE_TEXT_MIN_FILES, limit)) if prose else {}
     if texts:
-        best_text = max(texts.values(), default=0.0) or 1.0
-        best_evidence = max(evidence.values(), default=0.0) or 1.0
-        combined: dict[str, float] = {}
-        for path in texts.keys() | evidence.keys():
-            text_share = texts.get(path, 0.0) / best_text
-            if _demoted(path, plan):
-                text_share *= ROLE_DEMOTION  # the evidence is already demoted
-            combined[path] = text_share + EVIDENCE_SHARE * evidence.get(path, 0.0) / best_evidence
-        ranked = sorted(combined.items(), key=lambda item: (-item[1], item[0]))[:limit]
-        unreached = {path for path, _ in ranked if path not in windows_by_file}
+        ranked = top_files(
+            combine_file_scores(texts, evidence, lambda path: _demoted(path, plan)), limit
+        )
+        unreached = {path for path in ranked if path not in windows_by_file}
         _presence_windows(search, weights, sorted(unreached))
         for window in search.windows.values():
             if window.path in unreached:
                 windows_by_file.setdefault(window.path, []).append(window)
-        choose = [path for path, _ in ranked if path in windows_by_file]
+        choose = [path for path in ranked if path in windows_by_file]
     else:
-        ranked = sorted(evidence.items(), key=lambda item: (-item[1], item[0]))[:limit]
-        choose = [path for path, _ in ranked]
+        choose = top_files(evidence, limit)
     for rank, path in enumerate(choose):
-        windows = sorted(windows_by_file[path], key=lambda w: (-w.relevance, w.start_line))
-        top = max(SCORE_FTS_MIN, SCORE_FTS_MAX - FTS_RANK_STEP * rank)
-        first = windows[0]
-        first.fts_score = float(top)
-        if len(windows) > 1 and windows[1].relevance >= SECOND_WINDOW_SHARE * first.relevance:
-            windows[1].fts_score = float(max(SCORE_FTS_MIN, top - SECOND_WINDOW_STEP))
+        for window, points in fts_tier(rank, windows_by_file[path]):
+            window.fts_score = points
 
 
-# ----------------------------------------------------------------------------- scoring
-
-
-@dataclass
-class _Scored:
-    window: _Window
-    score: float
-    reason: str
-
-
-_TIER_NAMES = (
-    (SCORE_PATH, "path"),
-    (SCORE_BASENAME, "basename"),
-    (SCORE_DECLARED_SYMBOL, "declared symbol"),
-    (SCORE_PHRASE, "exact phrase"),
-    (SCORE_SYMBOL_TEXT, "symbol text"),
-)
-
-
-def _score(window: _Window, plan: QueryPlan, named: set[str]) -> _Scored | None:
-    exact = max(window.tiers, default=None)
-    fts = window.fts_score
-    if exact is None and fts is None:
-        return None
-    reasons = [f"{name}: {', '.join(window.tiers[tier])}" for tier, name in _TIER_NAMES
-               if tier in window.tiers]  # fmt: skip
-    if exact is not None:
-        score = float(exact)
-        matches = sum(len(terms) for terms in window.tiers.values())
-        score += min(EXTRA_MATCH_MAX, EXTRA_MATCH_BONUS * (matches - 1))
-        if fts is not None:
-            score += (fts - SCORE_FTS_MIN) / 10
-        role = file_role(window.path)
-        if window.path not in named and (
-            (role == "test" and not plan.about_tests) or (role == "doc" and not plan.about_docs)
-        ):
-            score -= ROLE_PENALTY
-            reasons.append(f"{role} file")
-    else:
-        assert fts is not None
-        score = fts
-    if window.concepts:
-        labels = [plan.concepts[i].label for i in sorted(window.concepts)]
-        reasons.append("FTS: " + ", ".join(labels))
-    if window.modified:
-        score += BONUS_MODIFIED
-        reasons.append("modified")
-    if window.tracked:
-        score += BONUS_TRACKED
-    score -= min(TOKEN_COST_MAX, max(0, window.token_estimate) / TOKEN_COST_DIVISOR)
-    return _Scored(window, round(score, 6), "; ".join(reasons))
+# ----------------------------------------------------------------------------- selection
 
 
 def _overlaps(a: _Window, b: _Window) -> bool:
@@ -1272,10 +1140,10 @@ def search_project(
     # files it names (a file that names itself in its text is the likelier one).
     qualified = {(n.rsplit(".", 1)[-1], n.split(".", 1)[0]) for n in file_names if "." in n}
     _declared_tier(search, [d for d in plan.declared if d not in qualified])
-    _literal_tier(search, plan.phrases, SCORE_PHRASE)
-    _literal_tier(search, [i for i in plan.identifiers if i not in file_names], SCORE_SYMBOL_TEXT)
+    _literal_tier(search, plan.phrases, Tier.PHRASE)
+    _literal_tier(search, [i for i in plan.identifiers if i not in file_names], Tier.SYMBOL_TEXT)
     _literal_tier(
-        search, [i for i in plan.identifiers if i in file_names], SCORE_SYMBOL_TEXT, sorted(named)
+        search, [i for i in plan.identifiers if i in file_names], Tier.SYMBOL_TEXT, sorted(named)
     )
     prose = not (plan.files or plan.identifiers or plan.phrases)
     weights = _concept_pass(search, plan.concepts, prose=prose)
@@ -1283,16 +1151,13 @@ def search_project(
 
     candidates = [w for w in search.windows.values() if w.tiers or w.fts_score is not None]
     search.load_missing(candidates)
-    scored = [s for w in candidates if w.loaded and (s := _score(w, plan, named))]
-    scored.sort(
-        key=lambda s: (
-            -s.score,
-            not s.window.modified,
-            s.window.path,
-            s.window.start_line,
-            s.window.snippet_id,
-        )
+    context = RankingContext(
+        about_tests=plan.about_tests,
+        about_docs=plan.about_docs,
+        named_files=named,
+        concept_labels=[concept.label for concept in plan.concepts],
     )
+    scored = rank_windows((w for w in candidates if w.loaded), context)
 
     hits: list[ProjectHit] = []
     seen_text: set[str] = set()

@@ -149,7 +149,7 @@ class ProjectWorkspace:
 
     def status_word(self) -> str:
         """`disabled`, `no-workspace`, `untrusted`, `indexing`, `error` or `ready`."""
-        if not self._config()["project.enabled"]:
+        if not self._config().project.enabled:
             return "disabled"
         if self.root is None:
             return "no-workspace"
@@ -248,9 +248,9 @@ class ProjectWorkspace:
                     discovery = self._without_nested(
                         discover_project(
                             root,
-                            max_files=config["project.maxFiles"],
-                            max_file_bytes=config["project.maxFileBytes"],
-                            max_total_bytes=config["project.maxTotalBytes"],
+                            max_files=config.project.max_files,
+                            max_file_bytes=config.project.max_file_bytes,
+                            max_total_bytes=config.project.max_total_bytes,
                         )
                     )
                     rels = None
@@ -262,7 +262,7 @@ class ProjectWorkspace:
                     live_text=self.live_text,
                     force=force,
                     only=rels,
-                    max_file_bytes=config["project.maxFileBytes"],
+                    max_file_bytes=config.project.max_file_bytes,
                     progress=(
                         (
                             lambda done, total: progress(
@@ -494,7 +494,7 @@ class ProjectWorkspace:
                     hashes[hit.path], reasons[hit.path] = live_hash(live), None
                 else:
                     hashes[hit.path], reasons[hit.path] = self._disk_hash(
-                        hit.path, stored.get(hit.path), config["project.maxFileBytes"]
+                        hit.path, stored.get(hit.path), config.project.max_file_bytes
                     )
             if hashes[hit.path] is None:
                 if hit.path not in (p for p, _ in dropped):
@@ -600,7 +600,7 @@ class ProjectWorkspace:
         text = live_text if live_text is not None else self.live_text(rel)
         if text is None:
             text, _reason = read_indexable(
-                self.root / rel, max_file_bytes=self._config()["project.maxFileBytes"]
+                self.root / rel, max_file_bytes=self._config().project.max_file_bytes
             )
         return stale_snippets_for(
             self._store(), str(self.root), rel, text, self._sent_memory, line_view=cut_line

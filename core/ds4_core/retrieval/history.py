@@ -12,13 +12,16 @@ Pipeline (all within one session, only `message` / `custom_message` entries):
 3. **Eligibility**: an entry already in the caller's context (`exclude_entry_ids`) is dropped
    (`already_in_context`); an entry not on the active branch (`branch_entry_ids`) is dropped and
    counted in `alternate_branch_candidates`.
-4. **Score** (ds4-reference.md 3.2): +100 + min(12, 3 (nExact - 1)) for literal identifiers,
-   +85 + min(8, 2 (nPhrases - 1)) for phrases, +60 + max(0, 10 - ftsRank) for FTS, +12 per
-   descriptor file, +10 per symbol and +12 per error found in the text, +15 base, role authority
-   (user 8, assistant 5, toolResult / bashExecution 4, other 1), up to +8 recency (linear between
-   the oldest and newest eligible candidate), minus min(12, token_estimate / 1000); rounded to 6
-   decimals. Sorted by literal priority (2 identifier, 1 phrase, 0), score, created_at (newest
-   first), entry id.
+4. **Score** (ds4-reference.md 3.2): which descriptor files, symbols and errors each eligible
+   candidate's text holds is checked here (`_count_descriptor_matches`, with the speed measures
+   below); the score itself and the sort order are pure functions of what was found, in
+   `retrieval/scoring.py` (`rank_history`, weights `HistoryWeights`): +100 + min(12, 3
+   (nExact - 1)) for literal identifiers, +85 + min(8, 2 (nPhrases - 1)) for phrases, +60 +
+   max(0, 10 - ftsRank) for FTS, +12 per descriptor file, +10 per symbol and +12 per error found
+   in the text, +15 base, role authority (user 8, assistant 5, toolResult / bashExecution 4,
+   other 1), up to +8 recency (linear between the oldest and newest eligible candidate), minus
+   min(12, token_estimate / 1000); rounded to 6 decimals. Sorted by literal priority (2
+   identifier, 1 phrase, 0), score, created_at (newest first), entry id.
 5. **Dedup and budget**: a text equal to an already selected one (ASCII case and ASCII
    white-space runs ignored) counts in `duplicates` and is skipped; the loop stops when fewer than
    48 tokens remain; each excerpt starts at `min(6000, max(256, remaining * 4 - 800))` characters
@@ -102,8 +105,9 @@ from ds4_core.retrieval.descriptor import (
     unique,
 )
 from ds4_core.retrieval.evidence import evidence_tokens
-from ds4_core.sessions.context import iso_to_ms
+from ds4_core.retrieval.scoring import RankedEntry, rank_history
 from ds4_core.store.database import Store
+from ds4_core.store.sql import LIKE_ESCAPE, like_literal, placeholders
 
 RetrievalStatus = Literal["ok", "no-query", "disabled", "no-session"]
 
@@ -114,7 +118,6 @@ MIN_EXCERPT_CHARS = 256
 EXCERPT_SHRINK = 0.7
 ELLIPSIS = "…"
 
-_ROLE_AUTHORITY = {"user": 8, "assistant": 5, "toolResult": 4, "bashExecution": 4}
 _ASCII_WORD = re.compile(r"[A-Za-z0-9]+")
 _UNICODE_WORD = re.compile(r"[^\W_]+")  # runs of letters and digits: unicode61 tokens, roughly
 _ALNUM_CHARS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
@@ -129,7 +132,7 @@ _ROW_COLUMNS = (
 )
 _ROWID_BATCHES = (1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 256, 500)  # `IN (...)` sizes
 _ROWS_BY_ID_SQL = {
-    size: f"SELECT {_ROW_COLUMNS} FROM entries AS e WHERE e.rowid IN ({', '.join('?' * size)})"
+    size: f"SELECT {_ROW_COLUMNS} FROM entries AS e WHERE e.rowid IN ({placeholders(size)})"
     for size in _ROWID_BATCHES
 }
 
@@ -145,7 +148,7 @@ newest first): such terms are rare, and FTS5 reads a phrase of common words back
 _LITERAL_BY_SCAN_SQL = (
     f"SELECT {_ROW_COLUMNS} FROM entries AS e "
     f"WHERE e.session_id = ? AND e.entry_type IN {_TYPES_SQL} "
-    "AND e.searchable_text LIKE ? ESCAPE '\\' "
+    f"AND e.searchable_text LIKE ? {LIKE_ESCAPE} "
     "ORDER BY e.seq DESC"
 )
 # bm25 ties go to the lower rowid: what SQLite's `ORDER BY ... LIMIT` sorter does with rows that
@@ -314,19 +317,6 @@ def _prefilter_query(term: str) -> str | None:
     return '"' + " ".join(words).lower() + '"' + prefix
 
 
-def _like_pattern(term: str) -> str | None:
-    """A `LIKE ... ESCAPE '\\'` pattern selecting a superset of texts containing `term`.
-
-    SQLite reads LIKE patterns up to the first NUL, so a term with NULs is represented by its
-    longest NUL-free piece (the caller re-checks the whole term). None for an all-NUL term.
-    """
-    piece = max(term.split("\x00"), key=len)
-    if not piece:
-        return None
-    escaped = piece.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-    return f"%{escaped}%"
-
-
 def _fts_warning(where: str, exc: sqlite3.Error) -> str:
     return (
         f"ds4: full-text search of the session history failed in the {where} ({exc}); "
@@ -340,7 +330,8 @@ class _Candidate:
 
     __slots__ = (
         "rowid", "entry_key", "entry_id", "role", "created_at", "token_estimate", "raw",
-        "folded", "exact", "phrases", "fts_terms", "fts_rank", "_text",
+        "folded", "exact", "phrases", "fts_terms", "fts_rank", "files_found", "symbols_found",
+        "errors_found", "_text",
     )  # fmt: skip
 
     def __init__(self, row: tuple) -> None:
@@ -356,6 +347,9 @@ class _Candidate:
         self.phrases: list[str] = []
         self.fts_terms: list[str] = []
         self.fts_rank: int | None = None
+        self.files_found = 0  # request files, symbols, errors the text holds (eligible only)
+        self.symbols_found = 0
+        self.errors_found = 0
         self._text: str | None = None
 
     @property
@@ -648,11 +642,11 @@ class _Search:
             except sqlite3.Error as exc:
                 self.index_usable = False
                 self.warnings.append(_fts_warning("literal pass", exc))
-        pattern = _like_pattern(replace_lone_surrogates(term.text))
-        if pattern is None:
+        piece = like_literal(replace_lone_surrogates(term.text))
+        if piece is None:
             self.complete.add(term.text)  # an all-NUL term: no match, and it implies nothing
             return []
-        cursor = self.conn.execute(_LITERAL_BY_SCAN_SQL, (self.session_id, pattern))
+        cursor = self.conn.execute(_LITERAL_BY_SCAN_SQL, (self.session_id, f"%{piece}%"))
         try:
             return self._take(term, cursor)
         finally:
@@ -845,7 +839,7 @@ def _informative_terms(
         (total,) = conn.execute("SELECT count(*) FROM entries").fetchone()
         if total < COMMON_TERM_MIN_ENTRIES:
             return terms, {}
-        marks = ", ".join("?" * len(single))
+        marks = placeholders(len(single))
         counts = dict(
             conn.execute(
                 f"SELECT term, doc FROM entries_fts_vocab WHERE term IN ({marks})",
@@ -885,44 +879,19 @@ def excerpt_around(text: str, match: int, max_chars: int) -> str:
     return (ELLIPSIS if start > 0 else "") + text[start:end] + (ELLIPSIS if end < len(text) else "")
 
 
-@dataclass
-class _Ranked:
-    candidate: _Candidate
-    score: float
-    literal_priority: int
-    created_ms: int | None
-
-    @property
-    def matched_terms(self) -> tuple[str, ...]:
-        c = self.candidate
-        return unique([*c.exact, *c.phrases, *c.fts_terms], None)
-
-    @property
-    def reason(self) -> str:
-        c = self.candidate
-        reasons = []
-        if c.exact:
-            reasons.append("exact identifier: " + ", ".join(c.exact))
-        if c.phrases:
-            reasons.append("exact phrase: " + ", ".join(c.phrases))
-        if c.fts_terms:
-            reasons.append("FTS: " + ", ".join(c.fts_terms))
-        reasons.append("active branch")
-        return "; ".join(reasons)
-
-
-def _rank(
+def _count_descriptor_matches(
     search: _Search, eligible: list[_Candidate], descriptor: TaskDescriptor
-) -> Iterator[_Ranked]:
-    """Score and sort the eligible candidates (ds4-reference.md 3.2 "Score", "Sort order")."""
-    bonus: dict[int, float] = dict.fromkeys((c.rowid for c in eligible), 0.0)
+) -> None:
+    """Count, on each eligible candidate, the descriptor files, symbols and errors its text holds
+    (`files_found`, `symbols_found`, `errors_found`: the scorer's bonus evidence).
+
+    A term is matched once (`_Search.matching`, over a `_Pool` of the eligible candidates) and
+    counts for every list that names it.
+    """
+    by_rowid = {c.rowid: c for c in eligible}
     matching: dict[str, set[int]] = {}
     pool: _Pool | None = None
-    for terms, points in (
-        (descriptor.files, 12),
-        (descriptor.symbols, 10),
-        (descriptor.errors, 12),
-    ):
+    for terms, kind in ((descriptor.files, 0), (descriptor.symbols, 1), (descriptor.errors, 2)):
         for text in terms:
             rowids = matching.get(text)
             if rowids is None:
@@ -930,35 +899,18 @@ def _rank(
                     pool = _Pool(eligible)
                 rowids = matching[text] = search.matching(LiteralTerm.of(text), pool)
             for rowid in rowids:
-                if rowid in bonus:
-                    bonus[rowid] += points
-    created = [iso_to_ms(c.created_at) for c in eligible]
-    times = [ms for ms in created if ms is not None]
-    oldest = min(times, default=0)
-    newest = max(times, default=0)
-    spread = newest > oldest
-    scored: list[tuple[int, float, int, str, int]] = []  # the sort key, then the index
-    for index, c in enumerate(eligible):
-        score = bonus[c.rowid]
-        if c.exact:
-            score += 100 + min(12, 3 * (len(c.exact) - 1))
-        if c.phrases:
-            score += 85 + min(8, 2 * (len(c.phrases) - 1))
-        if c.fts_terms:
-            score += 60 + max(0, 10 - (c.fts_rank if c.fts_rank is not None else 10))
-        score += 15 + _ROLE_AUTHORITY.get(c.role or "", 1)
-        ms = created[index]
-        if ms is not None and spread:
-            score += (ms - oldest) / (newest - oldest) * 8
-        score -= min(12, max(0, c.token_estimate) / 1000)
-        priority = 2 if c.exact else 1 if c.phrases else 0
-        scored.append((-priority, -round(score, 6), -(ms or 0), c.entry_id, index))
-    scored.sort()
-    for neg_priority, neg_score, _ms, _entry_id, index in scored:
-        yield _Ranked(eligible[index], -neg_score, -neg_priority, created[index])
+                c = by_rowid.get(rowid)
+                if c is None:
+                    continue
+                if kind == 0:
+                    c.files_found += 1
+                elif kind == 1:
+                    c.symbols_found += 1
+                else:
+                    c.errors_found += 1
 
 
-def _fit(item: _Ranked, remaining: int) -> HistoryHit | None:
+def _fit(item: RankedEntry[_Candidate], remaining: int) -> HistoryHit | None:
     """The hit for `item` with the largest excerpt whose evidence fits `remaining` tokens."""
     c = item.candidate
     terms = item.matched_terms
@@ -1120,7 +1072,8 @@ def retrieve_history(
     hits: list[HistoryHit] = []
     seen = _SeenTexts()
     duplicates = used_tokens = 0
-    for item in _rank(search, eligible, descriptor):
+    _count_descriptor_matches(search, eligible, descriptor)
+    for item in rank_history(eligible):
         if len(hits) >= max_results:
             break
         if not seen.add(item.candidate.folded):

@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ds4_core.store.database import Store, utc_now_iso
+from ds4_core.store.sql import placeholders
 
 DEFAULT_KEEP = 128
 """Manifests kept in total (ds4-reference.md 3.15 "Retention")."""
@@ -105,7 +106,7 @@ def save_manifest(
     with store.write() as conn:
         conn.execute(
             f"INSERT INTO context_manifests ({', '.join(_COLUMNS)}) "
-            f"VALUES ({', '.join('?' * len(_COLUMNS))}) "
+            f"VALUES ({placeholders(len(_COLUMNS))}) "
             f"ON CONFLICT (manifest_id) DO UPDATE SET {updates}",
             params,
         )

@@ -23,11 +23,10 @@ from pathlib import Path
 from typing import Any, NamedTuple, TypedDict
 
 from ds4_core.store.database import Store, utc_now_iso
+from ds4_core.store.sql import chunked, placeholders
 
 INSERT_BATCH_ROWS = 2000
 """Most rows per multi-row INSERT statement (fewer when SQLite's bound-variable limit is lower)."""
-
-_QUERY_CHUNK = 500  # ids per `IN (...)` lookup, well under SQLite's 32766 bound variables
 
 
 class IndexedEntry(NamedTuple):
@@ -271,9 +270,8 @@ def existing_entries(
     ids = list(dict.fromkeys(entry_ids))
     found: dict[str, tuple[str, int]] = {}
     conn = store.connection()
-    for start in range(0, len(ids), _QUERY_CHUNK):
-        chunk = ids[start : start + _QUERY_CHUNK]
-        marks = ", ".join("?" * len(chunk))
+    for chunk in chunked(ids):
+        marks = placeholders(len(chunk))
         for entry_id, content_hash, seq in conn.execute(
             f"SELECT entry_id, content_hash, seq FROM entries "
             f"WHERE session_id = ? AND entry_id IN ({marks})",
@@ -328,7 +326,7 @@ _UPSERT_ENTRY_CLAUSE = (
 
 @lru_cache(maxsize=16)
 def _insert_sql(rows: int, upsert: bool) -> str:
-    values = ", ".join([f"({', '.join('?' * _ENTRY_INSERT_COLUMNS)})"] * rows)
+    values = ", ".join([f"({placeholders(_ENTRY_INSERT_COLUMNS)})"] * rows)
     return (
         "INSERT INTO entries (entry_key, entry_id, parent_id, entry_type, role, created_at, seq, "
         "line_number, searchable_text, token_estimate, content_hash, session_id, indexed_at) "
@@ -451,9 +449,8 @@ def replace_session(
         # costs no FTS work (see the update trigger in store.migrations).
         _insert_entries(conn, session_id, tracked(), now, upsert=True)
         stale = sorted(old_ids - seen)
-        for start in range(0, len(stale), _QUERY_CHUNK):
-            chunk = stale[start : start + _QUERY_CHUNK]
-            marks = ", ".join("?" * len(chunk))
+        for chunk in chunked(stale):
+            marks = placeholders(len(chunk))
             conn.execute(
                 f"DELETE FROM entries WHERE session_id = ? AND entry_id IN ({marks})",
                 (session_id, *chunk),

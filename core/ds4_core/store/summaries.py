@@ -30,9 +30,8 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import fields
-from itertools import islice
 from typing import Any, cast
 
 from ds4_core.compaction.nodes import (
@@ -44,14 +43,13 @@ from ds4_core.compaction.nodes import (
     ValidationStatus,
 )
 from ds4_core.store.database import Store
+from ds4_core.store.sql import chunked, placeholders
 
 VALIDATION_STATUSES: tuple[str, ...] = ("valid", "warning", "invalid")
 """Allowed `validation_status` values (the CHECK of migration 7)."""
 
 DEFAULT_LEFTOVER_REASON = "left prepared when the server stopped"
 """`failure_reason` of batches found `prepared` at startup (docs/compaction.md "The flow" 6)."""
-
-_QUERY_CHUNK = 500  # ids per `IN (...)` lookup, well under SQLite's bound-variable limit
 
 _COLUMNS = (
     "summary_id",
@@ -74,13 +72,7 @@ _COLUMNS = (
     "metadata_json",
 )
 _SELECT = f"SELECT {', '.join(_COLUMNS)} FROM summaries"
-_INSERT = f"INSERT INTO summaries ({', '.join(_COLUMNS)}) VALUES ({', '.join('?' * len(_COLUMNS))})"
-
-
-def _chunks(values: Iterable[str], size: int = _QUERY_CHUNK) -> Iterator[list[str]]:
-    iterator = iter(values)
-    while chunk := list(islice(iterator, size)):
-        yield chunk
+_INSERT = f"INSERT INTO summaries ({', '.join(_COLUMNS)}) VALUES ({placeholders(len(_COLUMNS))})"
 
 
 def _encode_json(node: SummaryNode, value: Any, what: str) -> str:
@@ -167,10 +159,10 @@ def _one_session(nodes: Sequence[SummaryNode], what: str) -> str:
 def _stored_ids(conn: sqlite3.Connection, session_id: str, ids: Iterable[str]) -> set[str]:
     """The ids among `ids` stored for `session_id`."""
     found: set[str] = set()
-    for chunk in _chunks(dict.fromkeys(ids)):
+    for chunk in chunked(dict.fromkeys(ids)):
         rows = conn.execute(
             "SELECT summary_id FROM summaries WHERE session_id = ? AND summary_id IN "
-            f"({', '.join('?' * len(chunk))})",
+            f"({placeholders(len(chunk))})",
             [session_id, *chunk],
         ).fetchall()
         found.update(row[0] for row in rows)
@@ -180,10 +172,10 @@ def _stored_ids(conn: sqlite3.Connection, session_id: str, ids: Iterable[str]) -
 def _stored_levels(conn: sqlite3.Connection, session_id: str, ids: Iterable[str]) -> dict[str, int]:
     """`{summary_id: graph_level}` of the ids among `ids` stored for `session_id`."""
     found: dict[str, int] = {}
-    for chunk in _chunks(dict.fromkeys(ids)):
+    for chunk in chunked(dict.fromkeys(ids)):
         rows = conn.execute(
             "SELECT summary_id, graph_level FROM summaries WHERE session_id = ? AND summary_id "
-            f"IN ({', '.join('?' * len(chunk))})",
+            f"IN ({placeholders(len(chunk))})",
             [session_id, *chunk],
         ).fetchall()
         found.update((row[0], int(row[1])) for row in rows)
@@ -430,7 +422,7 @@ def sessions_with_pending(
         store.connection()
         .execute(
             "SELECT session_id FROM summaries WHERE summary_id = ? AND lifecycle_status IN "
-            f"({', '.join('?' * len(lifecycles))}) GROUP BY session_id ORDER BY MIN(rowid)",
+            f"({placeholders(len(lifecycles))}) GROUP BY session_id ORDER BY MIN(rowid)",
             (summary_id, *lifecycles),
         )
         .fetchall()

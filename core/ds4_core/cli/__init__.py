@@ -1,0 +1,87 @@
+"""`ds4`: the context engine on the command line.
+
+    ds4 [GLOBAL] plan --session FILE [--leaf ID] [--model PROVIDER/ID] [--context-window N]
+                      [--fixed-tokens N] [--workspace DIR [--trust]] [--json] REQUEST
+    ds4 [GLOBAL] retrieve [--session FILE] [--leaf ID] [--max-results N]
+                          [--scope history|project]... [--workspace DIR [--trust]] [--json] QUERY
+
+A REQUEST or QUERY of `-` is read from standard input (UTF-8; one trailing line break
+dropped); standard input or a text argument (REQUEST, QUERY, ID, --leaf, --model,
+--first-kept) that is not UTF-8 is refused with exit 2. Text reports fit the terminal's width
+(`COLUMNS`, else 100 columns off a terminal): long lines wrap, and table columns that do not
+fit move under their row as `header: value`.
+    ds4 [GLOBAL] manifest (ID | --latest --session FILE)
+                          [--view summary|included|excluded|full] [--json]
+    ds4 [GLOBAL] index [--force] [--json] (FILE | DIR)...
+    ds4 [GLOBAL] compact --session FILE [--leaf ID] [--reason manual|threshold|overflow]
+                         [--first-kept ID] [--json | --entry]
+    ds4 [GLOBAL] summaries --session FILE [--leaf ID] [--json | --dot] [--output PATH]
+    ds4 [GLOBAL] health [--json]
+    ds4 [GLOBAL] rebuild [--json]
+
+GLOBAL options, before the command: `--db PATH`, `--settings-file FILE`, `--set KEY=VALUE`
+(repeatable; settings of docs/configuration.md), `-v` (counts and timings on stderr),
+`--version`.
+
+`--json` prints exactly the object the matching LSP request returns (docs/protocol.md), the
+engine result's `to_wire()` (`ds4_core.wire`), so the two are equal by construction:
+`plan` the `ds4/plan` result, `retrieve` the `ds4/retrieve` result, `manifest` the
+`ds4/manifest` result, `health` the `ds4.health` result without `server`, `rebuild` the
+`ds4.rebuildIndex` result (failures in its `failed`). `index` has no LSP request: it prints a
+list with one object per FILE (a DIR: per `.jsonl` file directly in it, by name), in order: the file's sync result (`sessionId`,
+`sessionFile`, `outcome`, `reason`, `entriesAdded`, `entriesTotal`, `malformedLines`,
+`bytesRead`, `durationMs`, as in `ds4.rebuildIndex` `results`), or `{sessionFile, error}` for a
+file that could not be indexed (so a failure never disappears from stdout; tell the two apart
+by `error`). JSON output is ASCII (`json_text`: non-ASCII characters and lone surrogates as
+`\\uXXXX` escapes), printed whole; text reports escape what the output encoding cannot show.
+
+`compact` prepares one compaction with the offline summarizer (the CLI has no model): `--json`
+prints the `ds4/compact` result, `--entry` the Pi compaction entry to append (one JSON line).
+ds4 never writes the session file: the batch stays `prepared` until the session contains
+that entry; the next sync then marks it `committed`. `summaries` shows the session's summary graph:
+`--json` prints the `ds4.summaries` view, `--dot` Graphviz DOT.
+
+Exit codes: 0 success; 1 unexpected internal error; 2 bad usage or input you can fix (the
+message says what to do), including a database that cannot be opened or stays locked by
+another writer past `storage.busyTimeoutMs`; 3 some session files could not be indexed or
+rebuilt (the others were; for `index` a file that is missing, unreadable or not a Pi session,
+a `.jsonl` that is not a regular file (a FIFO, a directory, a broken link), a file whose name
+is not valid UTF-8, or one that met a locked database); 130 interrupted (Ctrl-C).
+
+The package: `runner` (`run`, `main`: parse, open the engine, errors to exit codes), `parser`
+(argparse; each subcommand's `func` is its function in `commands`), `commands` (one function
+per command), `printers/` (the text reports, one module per command group, reading the typed
+results of `ds4_core.results`), `arguments` (text arguments, standard input, settings, index
+paths), `terminal` (width, progress bar, JSON text, `--output`), `layout` (wrapped lines and
+tables), `errors` (exit codes, engine messages in CLI terms).
+"""
+
+from __future__ import annotations
+
+from .arguments import STDIN_ARGUMENT, not_a_regular_file, read_argument_from, session_files_of
+from .errors import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, EXIT_PARTIAL, EXIT_USAGE
+from .parser import build_parser
+from .printers import COMMIT_NOTE, compaction_entry
+from .runner import main, run
+from .terminal import MIN_REPORT_WIDTH, REPORT_WIDTH, json_text, report_width
+
+__all__ = [
+    "COMMIT_NOTE",
+    "EXIT_INTERNAL",
+    "EXIT_INTERRUPTED",
+    "EXIT_OK",
+    "EXIT_PARTIAL",
+    "EXIT_USAGE",
+    "MIN_REPORT_WIDTH",
+    "REPORT_WIDTH",
+    "STDIN_ARGUMENT",
+    "build_parser",
+    "compaction_entry",
+    "json_text",
+    "main",
+    "not_a_regular_file",
+    "read_argument_from",
+    "report_width",
+    "run",
+    "session_files_of",
+]

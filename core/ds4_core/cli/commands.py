@@ -1,0 +1,331 @@
+"""One function per `ds4` command: `plan`, `retrieve`, `manifest`, `index`, `compact`,
+`summaries`, `health`, `rebuild`.
+
+Each takes `(engine, args, out, err)`: an open `ContextEngine`, the parsed arguments, the
+stream for results and the stream for messages; it returns the exit code (`errors.EXIT_*`).
+With `--json` a command prints its result's `to_wire()`, the object the matching LSP request
+returns; without it, the report of `printers`. A `RequestError` raised here is a usage error
+(exit 2), reported by `runner.run`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import os
+from collections.abc import Callable
+from typing import TextIO
+
+from ..engine import ContextEngine
+from ..quoting import terminal_text
+from ..requests import (
+    CompactRequest,
+    ManifestRequest,
+    ModelSpec,
+    PlanRequest,
+    RequestError,
+    RetrieveRequest,
+    SessionRef,
+)
+from ..results import SyncReport
+from ..store.database import is_database_locked
+from .arguments import absolute, ends_with_newline, parse_model, session_files_of
+from .errors import EXIT_OK, EXIT_PARTIAL, locked_message, usage_message
+from .printers import (
+    compaction_entry,
+    print_compact,
+    print_health,
+    print_index,
+    print_manifest,
+    print_plan,
+    print_rebuild,
+    print_retrieve,
+    print_summaries,
+)
+from .terminal import Progress, emit_json, json_text, write_output
+
+Command = Callable[[ContextEngine, argparse.Namespace, TextIO, TextIO], int]
+"""A command function: `(engine, args, out, err) -> exit code` (see the module docstring)."""
+
+
+def plan(engine: ContextEngine, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    """`ds4 plan --session FILE REQUEST`: sync the session (and a --workspace), plan the next
+    model call, print the `ds4/plan` result (`--json`) or the plan report with its manifest.
+
+    Raises:
+        RequestError: a bad --model or --context-window, or the engine refused the request.
+    """
+    provider, model_id = parse_model(args.model)
+    if args.context_window is not None and args.context_window < 1:
+        raise RequestError("expected a positive number of tokens", "model.contextWindow")
+    _sync_with_progress(engine, args.session, err)
+    _open_workspace(engine, args, err)
+    result = engine.plan(
+        PlanRequest(
+            session=SessionRef(args.session, args.leaf),
+            request=args.request,
+            model=ModelSpec(provider=provider, id=model_id, context_window=args.context_window),
+            fixed_tokens=args.fixed_tokens,
+        )
+    )
+    if args.json:
+        emit_json(result.to_wire(), out)
+    else:
+        manifest = engine.manifest(ManifestRequest(id=result.manifest_id, view="full"))
+        print_plan(result, manifest.document, out, db=args.db)
+    return EXIT_OK
+
+
+def retrieve(engine: ContextEngine, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    """`ds4 retrieve QUERY`: search the session's active branch (history scope) and a trusted
+    --workspace (project scope); print the `ds4/retrieve` result or the hits.
+
+    Raises:
+        RequestError: the history scope without --session, or the engine refused the request.
+    """
+    scopes = tuple(
+        dict.fromkeys(args.scope or ["history", *(["project"] if args.workspace else [])])
+    )
+    if "history" in scopes and not args.session:
+        raise RequestError(
+            "the history scope needs --session FILE (or use --scope project)", "session"
+        )
+    _open_workspace(engine, args, err)
+    result = engine.retrieve(
+        RetrieveRequest(
+            query=args.query,
+            session=SessionRef(args.session, args.leaf) if args.session else None,
+            scopes=scopes,  # type: ignore[arg-type]
+            max_results=args.max_results,
+        )
+    )
+    if args.json:
+        emit_json(result.to_wire(), out)
+    else:
+        print_retrieve(result, out)
+    return EXIT_OK
+
+
+def manifest(engine: ContextEngine, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    """`ds4 manifest (ID | --latest --session FILE)`: print a stored manifest in --view.
+
+    Raises:
+        RequestError: neither ID nor --latest, --latest without --session, or an unknown ID
+            (the message names the database in use).
+    """
+    if not args.id and not args.latest:
+        raise RequestError("give a manifest ID (printed by `ds4 plan`), or --latest --session FILE")
+    if args.latest and not args.id and not args.session:
+        raise RequestError("--latest needs --session FILE")
+    try:
+        result = engine.manifest(
+            ManifestRequest(
+                id=args.id,
+                session=SessionRef(args.session) if args.session else None,
+                latest=args.latest,
+                view=args.view,
+            )
+        )
+    except RequestError as exc:
+        if exc.field != "id" or not args.id:
+            raise
+        raise RequestError(
+            f"{exc} (`ds4 manifest --latest --session FILE`; database in use: "
+            f"'{engine.database_path}', set with --db or DS4_DB)",
+            "id",
+        ) from exc
+    if args.json:
+        emit_json(result.to_wire(), out)
+    else:
+        print_manifest(result.document, out)
+    return EXIT_OK
+
+
+def index(engine: ContextEngine, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    """`ds4 index PATH...`: sync each session file (`session_files_of`: a FILE, or the `.jsonl`
+    files of a DIR); a file that cannot be indexed is reported on stderr (and, with --json, as
+    `{sessionFile, error}` in its place in the list) and the others are still indexed. Exit 3
+    when any file failed."""
+    outcomes: list[SyncReport | dict[str, str]] = []  # a report, or {sessionFile, error}
+    failures = 0
+    targets = session_files_of(args.files)
+    for file, problem in targets:
+        if problem is not None:
+            failures += 1
+            err.write(f"ds4: {terminal_text(problem)}\n")
+            # (named as listed, not resolved: a broken link is named, not its missing target)
+            outcomes.append(
+                {"sessionFile": os.path.abspath(os.path.expanduser(file)), "error": problem}
+            )
+            continue
+        progress = Progress(err)
+        try:
+            synced = engine.index_session(file, force=args.force, progress=progress)
+            outcomes.append(synced)
+            for warning in synced.warnings:  # e.g. a copy with the same session id
+                err.write(f"ds4: warning: {terminal_text(warning)}\n")
+        except Exception as exc:
+            message = _index_failure(engine, exc)
+            if message is None:
+                raise
+            failures += 1
+            err.write(f"ds4: {terminal_text(message)}\n")
+            outcomes.append({"sessionFile": absolute(file), "error": message})
+        finally:
+            progress.close()
+    results = [r for r in outcomes if isinstance(r, SyncReport)]
+    if args.json:
+        emit_json([r.to_wire() if isinstance(r, SyncReport) else r for r in outcomes], out)
+    else:
+        print_index(results, out)
+    if failures == len(targets):
+        err.write(f"ds4: none of the {failures} file(s) could be indexed (see above)\n")
+    elif failures:
+        err.write(
+            f"ds4: {failures} of {len(targets)} file(s) could not be indexed (see above); "
+            + ("the other one was\n" if len(results) == 1 else f"the other {len(results)} were\n")
+        )
+    return EXIT_PARTIAL if failures else EXIT_OK
+
+
+def _index_failure(engine: ContextEngine, exc: Exception) -> str | None:
+    """The message for a session file `ds4 index` could not index because of `exc` (the file
+    is missing, unreadable or not a Pi session; or the database stayed locked past the busy
+    timeout), or None when `exc` is none of those (an unexpected error)."""
+    if isinstance(exc, RequestError):
+        return usage_message(exc, "index")
+    if is_database_locked(exc):
+        return locked_message(engine)
+    return None
+
+
+def compact(engine: ContextEngine, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    """`ds4 compact --session FILE`: prepare one compaction with the offline summarizer; print
+    the `ds4/compact` result (`--json`), the Pi entry to append (`--entry`, one JSON line) or
+    the report. The session file is never written.
+
+    Raises:
+        RequestError: the engine refused the request (its "pass firstKeptEntryId" hint is
+            given in the CLI's words).
+    """
+    _sync_with_progress(engine, args.session, err)
+    try:
+        result = engine.compact(
+            CompactRequest(
+                session=SessionRef(args.session, args.leaf),
+                reason=args.reason,
+                first_kept_entry_id=args.first_kept,
+            )
+        )
+    except RequestError as exc:
+        if exc.field is not None or "pass firstKeptEntryId" not in str(exc):
+            raise
+        raise RequestError(  # the engine's hint in the CLI's words
+            str(exc).replace(
+                "pass firstKeptEntryId",
+                "pass --first-kept ID (or lower --set compaction.keepRecentTokens=N)",
+            )
+        ) from exc
+    if args.entry:
+        # `--entry >> FILE` must not glue the entry to an unterminated last line.
+        lead = "" if ends_with_newline(args.session) else "\n"
+        out.write(lead + json_text(compaction_entry(result), one_line=True))
+    elif args.json:
+        emit_json(result.to_wire(), out)
+    else:
+        print_compact(result, out, args.session)
+    return EXIT_OK
+
+
+def summaries(engine: ContextEngine, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    """`ds4 summaries --session FILE`: the session's summary graph as the `ds4.summaries` view
+    (`--json`), Graphviz DOT (`--dot`) or the report, to stdout or `--output PATH`.
+
+    Raises:
+        RequestError: the engine refused the request, or --output cannot be written.
+    """
+    _sync_with_progress(engine, args.session, err)
+    ref = SessionRef(args.session, args.leaf)
+    if args.dot:
+        write_output(engine.summaries_dot(ref), args.output, out, err, "the DOT graph")
+        return EXIT_OK
+    view = engine.summaries(ref)
+    text = io.StringIO()
+    if args.json:
+        emit_json(view.to_wire(), text)
+    else:
+        print_summaries(view, text)
+    write_output(
+        text.getvalue(), args.output, out, err, "the JSON view" if args.json else "the report"
+    )
+    return EXIT_OK
+
+
+def health(engine: ContextEngine, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    """`ds4 health`: the database's and engine's health (the `ds4.health` result without
+    `server`)."""
+    result = engine.health()
+    if args.json:
+        emit_json(result.to_wire(), out)
+    else:
+        print_health(result, out)
+    return EXIT_OK
+
+
+def rebuild(engine: ContextEngine, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    """`ds4 rebuild`: rebuild the index of every known session from its JSONL; exit 3 when some
+    could not be rebuilt (they are listed, and counted on stderr)."""
+    progress = Progress(err)
+    try:
+        result = engine.rebuild(progress=progress)
+    finally:
+        progress.close()
+    if args.json:
+        emit_json(result.to_wire(), out)
+    else:
+        print_rebuild(result, out)
+    if result.failed:
+        err.write(f"ds4: {len(result.failed)} session(s) could not be rebuilt\n")
+    return EXIT_PARTIAL if result.failed else EXIT_OK
+
+
+def _sync_with_progress(engine: ContextEngine, file: str, err: TextIO) -> None:
+    """Index (or incrementally sync) `file` first, with a progress bar for a long first read."""
+    progress = Progress(err)
+    try:
+        engine.index_session(file, progress=progress)
+    finally:
+        progress.close()
+
+
+def _open_workspace(engine: ContextEngine, args: argparse.Namespace, err: TextIO) -> None:
+    """Set the workspace of --workspace/--trust and sync its index (with a progress bar).
+
+    Raises:
+        RequestError: --trust without --workspace.
+    """
+    if not args.workspace:
+        if args.trust:
+            raise RequestError("--trust needs --workspace DIR", "workspace")
+        return
+    status = engine.set_workspace(args.workspace, args.trust)
+    if status.status == "untrusted":
+        err.write(
+            f"ds4: workspace '{args.workspace}' is untrusted: its files are not read; "
+            "add --trust to use them\n"
+        )
+        return
+    progress = Progress(err)
+    try:
+        synced = engine.sync_project(progress=progress)
+    finally:
+        progress.close()
+    for warning in synced.get("warnings") or []:
+        err.write(f"ds4: warning: {terminal_text(warning)}\n")
+    if synced.get("truncated"):
+        err.write(
+            "ds4: warning: the project index stopped at project.maxFiles / project.maxTotalBytes;"
+            " files after that (in path order) are not searched (raise them with --set)\n"
+        )
+    if synced.get("status") == "error":
+        err.write(f"ds4: warning: project knowledge is off: {terminal_text(synced.get('error'))}\n")

@@ -1,0 +1,201 @@
+"""The `ds4` argument parser: global options, then one subcommand each bound to its command
+function (`set_defaults(func=...)`, see `commands`)."""
+
+from __future__ import annotations
+
+import argparse
+
+from .. import __version__
+from . import commands
+
+
+def _session_arguments(parser: argparse.ArgumentParser) -> None:
+    """`--session FILE` (required) and `--leaf ID`, for the commands on one session's branch."""
+    parser.add_argument("--session", required=True, metavar="FILE", help="Pi session .jsonl file")
+    parser.add_argument(
+        "--leaf", metavar="ID", help="leaf entry id of the active branch (default: last entry)"
+    )
+
+
+def _workspace_arguments(parser: argparse.ArgumentParser) -> None:
+    """`--workspace DIR` and `--trust`, for the commands that may quote project files."""
+    parser.add_argument(
+        "--workspace",
+        metavar="DIR",
+        help="project folder whose files may be quoted (only with --trust)",
+    )
+    parser.add_argument(
+        "--trust",
+        action="store_true",
+        help="trust --workspace: allow ds4 to list, read and index its files",
+    )
+
+
+_EPILOG = """\
+database:
+  --db PATH, else $DS4_DB, else the setting storage.databasePath (relative to
+  $XDG_DATA_HOME/ds4-lsp), else $XDG_DATA_HOME/ds4-lsp/context.db
+  (~/.local/share/ds4-lsp/context.db when XDG_DATA_HOME is unset or not absolute)
+
+exit codes:
+  0    success
+  1    unexpected internal error (rerun with -v for the traceback)
+  2    bad usage or input you can fix (the message says what to do), or a database
+       that cannot be opened or stays locked past storage.busyTimeoutMs
+  3    some session files could not be indexed or rebuilt (the others were)
+  130  interrupted (Ctrl-C)
+
+Settings: docs/configuration.md. --json output: docs/protocol.md."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The `ds4` argument parser (synopsis: the `ds4_core.cli` docstring). Each subcommand's
+    namespace has `func`, the `commands` function that runs it, and `command`, its name."""
+    parser = argparse.ArgumentParser(
+        prog="ds4",
+        description="DS4 context engine: index Pi sessions, retrieve history, plan model calls, "
+        "compact sessions into a summary graph.",
+        epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"ds4 {__version__}")
+    parser.add_argument(
+        "--db",
+        metavar="PATH",
+        help="database file (default: $DS4_DB, else the storage.databasePath setting, else "
+        "$XDG_DATA_HOME/ds4-lsp/context.db; see below)",
+    )
+    parser.add_argument(
+        "--set",
+        dest="settings",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a setting of docs/configuration.md, e.g. --set context.mode=observer or "
+        '--set \'modelAwareness.overrides={"local/*": {"contextWindow": 32768}}\' '
+        "(VALUE is read as JSON when it parses, else as a string; repeatable)",
+    )
+    parser.add_argument(
+        "--settings-file",
+        metavar="FILE",
+        help="a JSON file of settings (nested or dotted keys), applied before --set",
+    )
+    parser.add_argument(
+        "-v", "--verbose", action="store_true", help="log counts and timings to stderr"
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser("plan", help="plan the next model call for a session and a new request")
+    _session_arguments(p)
+    p.add_argument(
+        "--model",
+        metavar="PROVIDER/ID",
+        help="model of the call (default: the session's current model)",
+    )
+    p.add_argument(
+        "--context-window",
+        type=int,
+        metavar="N",
+        help="context window in tokens (default: overrides, then the table of well-known models)",
+    )
+    p.add_argument(
+        "--fixed-tokens",
+        type=int,
+        default=0,
+        metavar="N",
+        help="tokens of the system prompt and tool schemas (default 0)",
+    )
+    _workspace_arguments(p)
+    p.add_argument("--json", action="store_true", help="print the ds4/plan result as JSON")
+    p.add_argument("request", help="the new user message (`-`: read it from standard input)")
+    p.set_defaults(func=commands.plan)
+
+    r = sub.add_parser(
+        "retrieve", help="search a session's history (active branch) and a trusted workspace"
+    )
+    r.add_argument("--session", metavar="FILE", help="Pi session .jsonl file (history scope)")
+    r.add_argument("--leaf", metavar="ID")
+    r.add_argument("--max-results", type=int, metavar="N")
+    _workspace_arguments(r)
+    r.add_argument(
+        "--scope",
+        action="append",
+        choices=["history", "project"],
+        help="what to search (repeatable; default: history, plus project with --workspace)",
+    )
+    r.add_argument("--json", action="store_true", help="print the ds4/retrieve result as JSON")
+    r.add_argument("query", help="what to search for (`-`: read it from standard input)")
+    r.set_defaults(func=commands.retrieve)
+
+    m = sub.add_parser("manifest", help="show a stored plan manifest")
+    m.add_argument("id", nargs="?", help="manifest id (printed by `ds4 plan`)")
+    m.add_argument("--latest", action="store_true", help="the newest manifest of --session")
+    m.add_argument("--session", metavar="FILE")
+    m.add_argument("--view", choices=["summary", "included", "excluded", "full"], default="summary")
+    m.add_argument("--json", action="store_true")
+    m.set_defaults(func=commands.manifest)
+
+    i = sub.add_parser(
+        "index",
+        help="index (or incrementally sync) session files, or the .jsonl files of a directory",
+    )
+    i.add_argument("--force", action="store_true", help="rebuild even if unchanged")
+    i.add_argument("--json", action="store_true")
+    i.add_argument(
+        "files",
+        nargs="+",
+        metavar="PATH",
+        help="a Pi session file, or a directory: its .jsonl files (not subdirectories), by name",
+    )
+    i.set_defaults(func=commands.index)
+
+    c = sub.add_parser(
+        "compact",
+        help="prepare a compaction of a session (offline summary); prints the entry to append",
+    )
+    _session_arguments(c)
+    c.add_argument(
+        "--reason",
+        choices=["manual", "threshold", "overflow"],
+        default="manual",
+        help="why the session is compacted, as Pi says it (default manual)",
+    )
+    c.add_argument(
+        "--first-kept",
+        metavar="ID",
+        help="first entry kept verbatim (default: keep the newest compaction.keepRecentTokens "
+        "tokens, cut at a turn boundary)",
+    )
+    compact_output = c.add_mutually_exclusive_group()
+    compact_output.add_argument(
+        "--json", action="store_true", help="print the ds4/compact result as JSON"
+    )
+    compact_output.add_argument(
+        "--entry",
+        action="store_true",
+        help="print only the Pi compaction entry to append to the session, as one JSON line",
+    )
+    c.set_defaults(func=commands.compact)
+
+    s = sub.add_parser("summaries", help="show a session's summary graph (compactions)")
+    _session_arguments(s)
+    summaries_output = s.add_mutually_exclusive_group()
+    summaries_output.add_argument(
+        "--json", action="store_true", help="print the ds4.summaries view as JSON"
+    )
+    summaries_output.add_argument(
+        "--dot",
+        action="store_true",
+        help="print the graph as Graphviz DOT (e.g. | dot -Tsvg > graph.svg)",
+    )
+    s.add_argument("--output", metavar="PATH", help="write to PATH instead of stdout")
+    s.set_defaults(func=commands.summaries)
+
+    h = sub.add_parser("health", help="database and engine health")
+    h.add_argument("--json", action="store_true")
+    h.set_defaults(func=commands.health)
+
+    b = sub.add_parser("rebuild", help="rebuild the index of every known session from its JSONL")
+    b.add_argument("--json", action="store_true")
+    b.set_defaults(func=commands.rebuild)
+    return parser

@@ -1,0 +1,23 @@
+"""The human-readable reports of `ds4` (without `--json`), one module per command group; each
+printer writes one engine result to a text stream, laid out by `ds4_core.cli.layout`."""
+
+from __future__ import annotations
+
+from .compaction import COMMIT_NOTE, compaction_entry, print_compact, print_summaries
+from .maintenance import print_health, print_index, print_rebuild
+from .manifest import print_manifest
+from .plan import print_plan
+from .retrieve import print_retrieve
+
+__all__ = [
+    "COMMIT_NOTE",
+    "compaction_entry",
+    "print_compact",
+    "print_health",
+    "print_index",
+    "print_manifest",
+    "print_plan",
+    "print_rebuild",
+    "print_retrieve",
+    "print_summaries",
+]

@@ -1,0 +1,74 @@
+"""The `ds4 manifest` report: a stored manifest's header fields, planning mode and counts, and
+its included and excluded items as tables (the view asked for decides which are present)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, TextIO
+
+from ...quoting import terminal_text
+from ..layout import fmt, table, write_wrapped
+
+
+def print_manifest(manifest: Mapping[str, Any], out: TextIO) -> None:
+    """The `ds4 manifest` report of a stored manifest document (`ManifestResult.document`, a
+    versioned JSON document read as the mapping it is): id and creation time, the header
+    fields present, the planning mode and counts, then a table per item list in the view."""
+    write_wrapped(
+        out,
+        f"{terminal_text(manifest.get('id'))}  created {terminal_text(manifest.get('createdAt'))}",
+        "manifest ",
+        "  ",
+    )
+    for key in (
+        "sessionId",
+        "branchLeafId",
+        "provider",
+        "model",
+        "contextWindow",
+        "hardInputLimit",
+        "targetInputTokens",
+        "estimatedTokens",
+        "promptHash",
+        "plannerVersion",
+        "policyVersion",
+        "estimatorVersion",
+    ):
+        if key in manifest:
+            out.write(f"  {key:<18} {terminal_text(manifest[key])}\n")
+    planning = manifest.get("planning") or {}
+    if planning:
+        out.write(
+            f"  {'mode':<18} {terminal_text(planning.get('mode'))}"
+            + (
+                f" ({terminal_text(planning.get('fallbackReason'))})"
+                if planning.get("fallbackReason")
+                else ""
+            )
+            + "\n"
+        )
+    counts = manifest.get("counts") or planning.get("counts") or {}
+    for key, value in counts.items():
+        out.write(f"  {terminal_text(key):<18} {terminal_text(value)}\n")
+    for section in ("included", "excluded"):
+        items = manifest.get(section)
+        if items is None:
+            continue
+        out.write(f"\n{section} ({len(items)})\n")
+        table(
+            [
+                [
+                    i.get("kind"),
+                    f"{i['path']}:{i['lines'][0]}-{i['lines'][1]}"
+                    if i.get("path") and i.get("lines")
+                    else i.get("sourceId"),
+                    i.get("groupId") or "-",
+                    fmt(i.get("tokens")),
+                    f"{i.get('score') or 0:.3f}",
+                    " ".join((i.get("reason") or "").split()),
+                ]
+                for i in items
+            ],
+            ["kind", "source", "group", "tokens", "score", "reason"],
+            out,
+        )

@@ -1,0 +1,79 @@
+"""The `ds4 retrieve` report: the search status and counters, the history hits (score, entry,
+role, time, excerpt, reason) and the project snippets of a trusted workspace."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TextIO
+
+from ...quoting import terminal_text
+from ...results import ProjectHit, RetrieveResult
+from ..layout import heading, one_line, room_left, table, write_warnings, write_wrapped
+
+_WINDOW_WARNING = "context window of model"
+"""Prefix of the engine's unknown-context-window warning, which `ds4 retrieve` does not print:
+the CLI gives retrieve no model, and the window only bounds the evidence tokens."""
+
+
+def print_retrieve(result: RetrieveResult, out: TextIO) -> None:
+    """The `ds4 retrieve` report of `result`: status, hit count and latency, the search
+    counters, a table of the history hits (reason under each), the project snippets when the
+    project scope was searched, and the warnings (but the unknown-context-window one)."""
+    stats = result.stats
+    write_wrapped(
+        out,
+        f"status {result.status} · {len(result.history)} hit(s) · {stats.latency_ms:.2f} ms",
+        "ds4 retrieve: ",
+        "  ",
+    )
+    write_wrapped(
+        out,
+        f"candidates {stats.candidates} · duplicates {stats.duplicates}"
+        f" · other branches {stats.alternate_branch_candidates}"
+        f" · already in context {stats.already_in_context}",
+        "  ",
+        "  ",
+    )
+    out.write("\n")
+    hits = result.history
+    if hits:
+        scores = [f"{h.score:.3f}" for h in hits]
+        ids = [str(h.entry_id) for h in hits]
+        roles = [h.role or "-" for h in hits]
+        created = [(h.created_at or "")[:19] for h in hits]
+        room = room_left(
+            ["score", *scores], ["entry", *ids], ["role", *roles], ["created", *created]
+        )
+        table(
+            [
+                [score, entry_id, role, when, one_line(h.excerpt, room)]
+                for score, entry_id, role, when, h in zip(
+                    scores, ids, roles, created, hits, strict=True
+                )
+            ],
+            ["score", "entry", "role", "created", "excerpt"],
+            out,
+            [h.reason for h in hits],
+        )
+    if result.project_status is not None:
+        _print_project_hits(result.project_status, result.project, out)
+    write_warnings(out, [w for w in result.warnings if not w.startswith(_WINDOW_WARNING)])
+
+
+def _print_project_hits(status: str, hits: Sequence[ProjectHit], out: TextIO) -> None:
+    """The project section: the project search `status` and a table of its snippets."""
+    heading(out, f"Project: status {terminal_text(status)} · {len(hits)} snippet(s)")
+    if hits:
+        table(
+            [
+                [
+                    f"{h.score:.3f}",
+                    f"{h.path}:{h.start_line}-{h.end_line}",
+                    "modified" if h.modified else "",
+                ]
+                for h in hits
+            ],
+            ["score", "lines", "tree"],
+            out,
+            [h.reason for h in hits],
+        )
