@@ -14,10 +14,11 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal
+from typing import Any, get_args
 
 from ds4_core.planner.budget import ContextBudget, ModelProfile
 from ds4_core.planner.planner import ContextPlan, PlanItem
+from ds4_core.requests import ManifestView
 from ds4_core.tokens import compact_json, sha256_hex, stable_json
 
 PLANNER_VERSION = "ds4-lsp-planner-1"
@@ -30,8 +31,8 @@ MAX_STORED_BYTES = 1024 * 1024
 ROLLUP_KEEP = 128
 """Excluded items kept at each end of a rolled-up manifest."""
 
-ManifestView = Literal["summary", "included", "excluded", "full"]
-VIEWS: tuple[str, ...] = ("summary", "included", "excluded", "full")
+VIEWS: tuple[str, ...] = get_args(ManifestView)
+"""The manifest views, in order (`ds4_core.requests.ManifestView`)."""
 
 
 def new_manifest_id() -> str:
