@@ -143,7 +143,7 @@ class Ds4Server(LanguageServer):
             return [f"ds4: cannot start the context engine: {exc.message}"]
         messages = list(self._engine.config_warnings)
         if settings and "diagnostics.logLevel" in flatten_settings(settings):
-            apply_log_level_setting(self._engine.config["diagnostics.logLevel"])
+            apply_log_level_setting(self._engine.config.diagnostics.log_level)
         self.apply_frame_limit(settings)
         try:
             running = self._executor.submit(self._engine.health)
@@ -164,7 +164,7 @@ class Ds4Server(LanguageServer):
             await asyncio.wrap_future(leftover)
         except Exception as exc:  # e.g. a locked database: the server still serves
             log.warning("leftover compactions not marked failed: %s", type(exc).__name__)
-        return [*messages, *health.to_wire().get("notices", [])]
+        return [*messages, *health.notices]
 
     def apply_frame_limit(self, settings: Mapping[str, Any] | None) -> None:
         """Apply `server.maxMessageBytes` (bytes) to the frame reader when `settings` give it
@@ -172,7 +172,7 @@ class Ds4Server(LanguageServer):
         if not settings or self.frame_reader is None or self._engine is None:
             return
         given = flatten_settings(settings).get(MAX_MESSAGE_BYTES_SETTING)
-        accepted = self._engine.config[MAX_MESSAGE_BYTES_SETTING]
+        accepted = self._engine.config.server.max_message_bytes
         if given is not None and given == accepted:
             self.frame_reader.max_message_bytes = accepted
             log.info("frame limit: %d bytes", accepted)
