@@ -8,7 +8,6 @@ excluded ones up to the first and last 128; one over 1 MiB is not stored at all.
 
 from __future__ import annotations
 
-import re
 import secrets
 import threading
 import time
@@ -20,6 +19,7 @@ from ds4_core.planner.budget import ContextBudget, ModelProfile
 from ds4_core.planner.planner import ContextPlan, PlanItem
 from ds4_core.requests import ManifestView
 from ds4_core.tokens import compact_json, sha256_hex, stable_json
+from ds4_core.wire import camel_case
 
 PLANNER_VERSION = "ds4-lsp-planner-1"
 """Version of the selection rules in `ds4_core.planner` (ds4-reference.md 3.7)."""
@@ -49,15 +49,8 @@ def prompt_hash(system: Any, tools: Any, messages: Sequence[Any]) -> str:
     return sha256_hex(stable_json({"system": system, "tools": tools, "messages": list(messages)}))
 
 
-_CAMEL = re.compile(r"_([a-z0-9])")
-
-
-def _camel(key: str) -> str:
-    return _CAMEL.sub(lambda m: m.group(1).upper(), key)
-
-
 def _camel_keys(value: Mapping[str, Any]) -> dict[str, Any]:
-    return {_camel(str(k)): v for k, v in value.items()}
+    return {camel_case(str(k)): v for k, v in value.items()}
 
 
 def _item_json(item: PlanItem) -> dict[str, Any]:
