@@ -113,7 +113,7 @@ def lsp_round_trips(session: Path, db: Path, runs: int, warmup: int) -> tuple[li
 
 
 def in_process(session: Path, db: Path, runs: int, warmup: int) -> list[float]:
-    from ds4_core import ContextEngine
+    from ds4_core.engine import ContextEngine
     from ds4_core.requests import PlanRequest, SessionRef
 
     engine = ContextEngine(database_path=db)

@@ -77,7 +77,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         except argparse.ArgumentTypeError as exc:
             parser.error(f"{MAX_MESSAGE_BYTES_ENV}: {exc}")
     configure_logging(args.log_level)
-    from .server import create_server  # not at the top: keeps --help and --version fast
+    from .app import create_server  # not at the top: keeps --help and --version fast
     from .transport import serve_stdio
 
     server = create_server()

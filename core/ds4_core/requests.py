@@ -14,7 +14,11 @@ from typing import Any, Literal
 from ds4_core.sessions.reader import storable_id
 
 Scope = Literal["history", "project"]
+"""Where `ds4/retrieve` looks: the session transcript, the trusted project's files."""
 ManifestView = Literal["summary", "included", "excluded", "full"]
+"""How much of a manifest's item lists `ds4/manifest` returns."""
+PlanRequestMode = Literal["managed", "observer"]
+"""The mode a plan is asked for (`context.mode`); a result's mode may also be `fallback`."""
 
 
 class RequestError(ValueError):
@@ -76,7 +80,7 @@ class PlanRequest:
     request: str | None = None
     model: ModelSpec = field(default_factory=ModelSpec)
     fixed_tokens: int = 0
-    mode: Literal["managed", "observer"] | None = None
+    mode: PlanRequestMode | None = None
 
 
 @dataclass(frozen=True)

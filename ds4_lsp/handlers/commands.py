@@ -2,7 +2,7 @@
 `ds4.projectStatus`, `ds4.summaries`.
 
 All return JSON. `ds4.summaries` takes one argument object; the others take none.
-`ds4.rebuildIndex` and `ds4.health` report `$/progress` (see `ds4_lsp.progress`).
+`ds4.rebuildIndex` and `ds4.health` report `$/progress` (see `ds4_lsp.services.progress`).
 """
 
 from __future__ import annotations
@@ -13,18 +13,12 @@ from pygls.exceptions import JsonRpcInvalidParams
 
 from ds4_core.compaction.render import render_dot
 from ds4_core.json_bounds import describe_type
-from ds4_lsp.handlers.diagnostics import publish_stale_snippets
-from ds4_lsp.progress import WorkDoneProgress
-from ds4_lsp.protocol import (
-    ARGUMENT_ROOT,
-    HEALTH,
-    PROJECT_STATUS,
-    REBUILD_INDEX,
-    SUMMARIES,
-    SummariesArguments,
-    command_argument,
-)
+from ds4_lsp.converter import ARGUMENT_ROOT, command_argument
+from ds4_lsp.methods import HEALTH, PROJECT_STATUS, REBUILD_INDEX, SUMMARIES
+from ds4_lsp.params import SummariesArguments
 from ds4_lsp.server import Ds4Server
+from ds4_lsp.services.diagnostics import publish_stale_snippets
+from ds4_lsp.services.progress import WorkDoneProgress
 
 
 async def rebuild_index(ls: Ds4Server, *arguments: Any) -> dict[str, Any]:

@@ -15,26 +15,23 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
-from typing import Any
 
 from pygls.exceptions import JsonRpcException
 
 from ds4_core.json_bounds import bounded_text
 from ds4_core.requests import SummarizeAnswer, SummarizeCall, Summarizer, SummarizerUnavailable
-from ds4_lsp.progress import WorkDoneProgress
-from ds4_lsp.protocol import (
-    DS4_COMPACT,
-    DS4_COMPACT_COMMITTED,
-    DS4_COMPACT_FAILED,
-    DS4_SUMMARIZE,
+from ds4_core.results import LifecycleResult
+from ds4_core.wire import JsonObject
+from ds4_lsp.converter import summarize_answer
+from ds4_lsp.methods import DS4_COMPACT, DS4_COMPACT_COMMITTED, DS4_COMPACT_FAILED, DS4_SUMMARIZE
+from ds4_lsp.params import (
     CompactCommittedParams,
     CompactFailedParams,
     CompactParams,
-    CompactResult,
     SummarizeParams,
-    summarize_answer,
 )
-from ds4_lsp.server import ClientRequestFailed, Ds4Server
+from ds4_lsp.server import ClientRequestFailed, Ds4Server, with_wire
+from ds4_lsp.services.progress import WorkDoneProgress
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +40,7 @@ CLIENT_MESSAGE_CHARS = 400
 an editor's message with a file path in front of it, never a client's megabytes."""
 
 
-async def compact(ls: Ds4Server, params: CompactParams) -> CompactResult:
+async def compact(ls: Ds4Server, params: CompactParams) -> JsonObject:
     """`ds4/compact`: summarize the span of the session's active branch and prepare the
     summary nodes; the result holds the compaction entry for the client to write.
 
@@ -57,17 +54,15 @@ async def compact(ls: Ds4Server, params: CompactParams) -> CompactResult:
     request = params.to_core()
     async with WorkDoneProgress(ls, "ds4: compacting the session") as progress:
         summarizer = client_summarizer(ls, progress) if ls.client_offers_summarize else None
-        answer = await ls.run_engine(
-            lambda: CompactResult.from_core(
-                ls.engine.compact(request, summarizer).to_wire(), DS4_COMPACT
-            ),
+        result, answer = await ls.run_engine(
+            lambda: with_wire(ls.engine.compact(request, summarizer)),
             method=DS4_COMPACT,
             compaction=True,
         )
         progress.end_message = (
-            f"{answer.summary_kind} summary {answer.summary_id} ({answer.summarizer} summarizer)"
+            f"{result.summary_kind} summary {result.summary_id} ({result.summarizer} summarizer)"
         )
-    ls.log_request(DS4_COMPACT, answer.log_summary())
+    ls.log_request(DS4_COMPACT, result.log_summary())
     return answer
 
 
@@ -114,7 +109,7 @@ async def compact_committed(ls: Ds4Server, params: CompactCommittedParams) -> No
     await _change_lifecycle(
         ls,
         DS4_COMPACT_COMMITTED,
-        lambda: ls.engine.compact_committed(params.summary_id, params.entry_id, session).to_wire(),
+        lambda: ls.engine.compact_committed(params.summary_id, params.entry_id, session),
         params.summary_id,
     )
 
@@ -128,13 +123,13 @@ async def compact_failed(ls: Ds4Server, params: CompactFailedParams) -> None:
     await _change_lifecycle(
         ls,
         DS4_COMPACT_FAILED,
-        lambda: ls.engine.compact_failed(params.summary_id, params.reason, session).to_wire(),
+        lambda: ls.engine.compact_failed(params.summary_id, params.reason, session),
         params.summary_id,
     )
 
 
 async def _change_lifecycle(
-    ls: Ds4Server, method: str, change: Callable[[], dict[str, Any]], summary_id: str
+    ls: Ds4Server, method: str, change: Callable[[], LifecycleResult], summary_id: str
 ) -> None:
     """Run the engine's lifecycle `change` off the loop and log the outcome (ids, counts)."""
     try:
@@ -142,4 +137,4 @@ async def _change_lifecycle(
     except JsonRpcException:  # run_engine logged the field or exception type
         log.warning("%s: ignored for summary %.40s", method, summary_id)
         return
-    ls.log_request(method, f"summary={summary_id:.40} changed={len(result.get('changed', []))}")
+    ls.log_request(method, f"summary={summary_id:.40} changed={len(result.changed)}")

@@ -11,9 +11,9 @@ import logging
 from lsprotocol import types
 
 from ds4_core.json_bounds import echo
-from ds4_lsp.documents import LspWorkspace
-from ds4_lsp.handlers.diagnostics import clear_stale_snippets
 from ds4_lsp.server import Ds4Server
+from ds4_lsp.services.diagnostics import clear_stale_snippets
+from ds4_lsp.services.documents import LspWorkspace
 
 log = logging.getLogger("ds4_lsp")
 

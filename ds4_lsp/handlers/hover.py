@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from lsprotocol import types
 
-from ds4_lsp.documents import document_key
-from ds4_lsp.handlers.diagnostics import StaleSnippet
 from ds4_lsp.server import Ds4Server
+from ds4_lsp.services.diagnostics import StaleSnippet
+from ds4_lsp.services.documents import document_key
 
 
 def hover(ls: Ds4Server, params: types.HoverParams) -> types.Hover | None:
@@ -37,9 +37,9 @@ def describe(snippet: StaleSnippet, markdown: bool) -> str:
     title = "**ds4: stale snippet**" if markdown else "ds4: stale snippet"
     return (
         f"{title}\n\n"
-        f"Plan {code}{record['manifestId']}{code} sent lines {record['startLine']}-"
-        f"{record['endLine']} of this file to the model at {record['sentAt']}. "
-        f"Since then: {record['change']}.\n\n"
+        f"Plan {code}{record.manifest_id}{code} sent lines {record.start_line}-"
+        f"{record.end_line} of this file to the model at {record.sent_at}. "
+        f"Since then: {record.change}.\n\n"
         "The model may still rely on the old text. A newer plan that sends the current "
         "text clears this."
     )

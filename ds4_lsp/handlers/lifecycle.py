@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-
 from lsprotocol import types
 from pygls.uris import to_fs_path
 
+from ds4_lsp.converter import parse_initialization_options
 from ds4_lsp.logs import send_to_client
-from ds4_lsp.protocol import parse_initialization_options
 from ds4_lsp.server import Ds4Server
+from ds4_lsp.services.project_sync import folder_paths
 
 
 async def initialize(ls: Ds4Server, params: types.InitializeParams) -> None:
@@ -38,16 +37,6 @@ def workspace_folders(params: types.InitializeParams) -> list[tuple[str | None, 
         return folder_paths(params.workspace_folders)
     root = to_fs_path(params.root_uri) if params.root_uri else params.root_path
     return [(None, root)] if root else []
-
-
-def folder_paths(folders: Iterable[types.WorkspaceFolder]) -> list[tuple[str | None, str]]:
-    """`(name, path)` of the `file:` folders among `folders`, in order."""
-    paths = []
-    for folder in folders:
-        path = to_fs_path(folder.uri)
-        if path is not None:
-            paths.append((folder.name or None, path))
-    return paths
 
 
 async def shutdown(ls: Ds4Server, params: None) -> None:

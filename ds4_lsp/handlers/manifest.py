@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ds4_lsp.protocol import DS4_MANIFEST, ManifestParams
+from ds4_lsp.methods import DS4_MANIFEST
+from ds4_lsp.params import ManifestParams
 from ds4_lsp.server import Ds4Server
 
 

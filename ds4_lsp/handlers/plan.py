@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
-from ds4_lsp.handlers.diagnostics import publish_stale_snippets
-from ds4_lsp.protocol import DS4_PLAN, PlanParams, PlanResult
-from ds4_lsp.server import Ds4Server
+import dataclasses
+
+from ds4_core.wire import JsonObject
+from ds4_lsp.methods import DS4_PLAN
+from ds4_lsp.params import PlanParams
+from ds4_lsp.server import Ds4Server, with_wire
+from ds4_lsp.services.diagnostics import publish_stale_snippets
 
 
-async def plan(ls: Ds4Server, params: PlanParams) -> PlanResult:
-    """`ds4/plan`: plan the messages of the next model call within the model's token budget.
+async def plan(ls: Ds4Server, params: PlanParams) -> JsonObject:
+    """`ds4/plan`: plan the messages of the next model call within the model's token budget;
+    answers the `PlanResult`'s wire JSON (docs/protocol.md).
 
     Errors: InvalidParams naming the field (bad session file, leaf id, ...); planning failures
     are not errors but mode `fallback` with the caller's messages (DESIGN.md, fail open).
@@ -17,13 +22,14 @@ async def plan(ls: Ds4Server, params: PlanParams) -> PlanResult:
     """
     await ls.project.before_request()  # pending edits and tool runs are indexed first
     request = params.to_core()
-    answer = await ls.run_engine(  # the wire conversion of a large plan runs off the loop too
-        lambda: PlanResult.from_core(ls.engine.plan(request).to_wire(), DS4_PLAN), method=DS4_PLAN
+    result, answer = await ls.run_engine(
+        lambda: with_wire(ls.engine.plan(request)), method=DS4_PLAN
     )
     behind = ls.project.lag_warning()  # pending edits that a locked database held back
     if behind is not None:
-        answer.warnings.append(behind)
-    ls.log_request(DS4_PLAN, answer.log_summary())
+        answer["warnings"].append(behind)
+        result = dataclasses.replace(result, warnings=(*result.warnings, behind))
+    ls.log_request(DS4_PLAN, result.log_summary())
     if ls.project.active:  # this plan may have sent, or superseded, snippets of open files
         ls.project.spawn(publish_stale_snippets(ls, ls.project.open_uris()))
     return answer

@@ -1,6 +1,6 @@
 """Project knowledge in the LSP session: start-up indexing and agent tool runs.
 
-The scheduling itself lives in `ds4_lsp.project_sync.ProjectSync` (`ls.project`).
+The scheduling itself lives in `ds4_lsp.services.project_sync.ProjectSync` (`ls.project`).
 """
 
 from __future__ import annotations
@@ -9,9 +9,10 @@ import logging
 
 from lsprotocol import types
 
-from ds4_lsp.handlers.lifecycle import folder_paths
-from ds4_lsp.protocol import DS4_TOOL_EXECUTED, ToolExecutedParams
+from ds4_lsp.methods import DS4_TOOL_EXECUTED
+from ds4_lsp.params import ToolExecutedParams
 from ds4_lsp.server import Ds4Server
+from ds4_lsp.services.project_sync import folder_paths
 
 log = logging.getLogger("ds4_lsp.project")
 

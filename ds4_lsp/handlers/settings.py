@@ -8,7 +8,7 @@ from lsprotocol import types
 
 from ds4_core.config import flatten_settings
 from ds4_lsp.logs import apply_log_level_setting
-from ds4_lsp.protocol import settings_section
+from ds4_lsp.params import settings_section
 from ds4_lsp.server import Ds4Server
 
 log = logging.getLogger(__name__)

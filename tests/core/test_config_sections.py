@@ -136,8 +136,6 @@ def test_sections_follow_with_settings_and_are_immutable() -> None:
 # lookups to the typed sections (`typed_attribute` names the replacement) and empties this.
 ALLOWED_DOTTED_LOOKUPS = {
     "core/ds4_core/engine.py",
-    "core/ds4_core/cli.py",
-    "ds4_lsp/server.py",
 }
 
 DOTTED_KEYS = {key for key in SETTINGS if "." in key}

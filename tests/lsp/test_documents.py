@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from lsprotocol import types
 from pygls.workspace import PositionCodec
 
-from ds4_lsp.documents import LspTextDocument, LspWorkspace, document_key, split_lines
+from ds4_lsp.services.documents import LspTextDocument, LspWorkspace, document_key, split_lines
 
 ENCODINGS = ["utf-8", "utf-16", "utf-32"]
 

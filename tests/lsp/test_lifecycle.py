@@ -73,7 +73,7 @@ def test_shutdown_cancels_requests_still_running_on_threads_and_completes() -> N
     import concurrent.futures
     import functools
 
-    from ds4_lsp.server import create_server
+    from ds4_lsp.app import create_server
 
     class Sink:
         def __init__(self) -> None:

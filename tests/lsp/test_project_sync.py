@@ -24,7 +24,7 @@ from project_helpers import (
     units,
 )
 
-from ds4_lsp.project_sync import EDIT_DEBOUNCE_S
+from ds4_lsp.services.project_sync import EDIT_DEBOUNCE_S
 
 NOTES = "src/notes.txt"
 NOTES_TEXT = "héllo 😀 world\r\nalpha\fbeta\u2028delta\r\ngamma line\r\nlast line\r\n"
@@ -380,7 +380,7 @@ async def test_a_sync_that_fails_is_reported_as_error_and_requests_still_answer(
 def test_a_lock_held_for_days_is_still_retried_every_few_seconds() -> None:
     """The backoff doubles from 50 ms to its 4 s cap and stays there: after 1,100 attempts
     (about 73 minutes of a held lock) it neither overflows nor stops."""
-    from ds4_lsp.project_sync import LOCKED_RETRY_MAX_S, locked_retry_delay_s
+    from ds4_lsp.services.project_sync import LOCKED_RETRY_MAX_S, locked_retry_delay_s
 
     delays = [locked_retry_delay_s(n) for n in (0, 1, 2, 10, 1_100, 10**9)]
     assert delays[:3] == [0.05, 0.1, 0.2]

@@ -2,26 +2,24 @@
 
 from __future__ import annotations
 
+import io
+import json
 import logging
 from typing import Any
 
 import pytest
 from cattrs.errors import BaseValidationError
-from pygls.exceptions import JsonRpcInternalError
 
 from ds4_core.requests import ModelSpec, PlanRequest, RetrieveRequest, SessionRef
-from ds4_lsp.logs import RedactPyglsFilter
-from ds4_lsp.protocol import (
+from ds4_lsp.converter import (
     CONVERTER,
-    PlanRequestMessage,
-    PlanResult,
-    RetrieveParams,
-    RetrieveResult,
     describe_structure_error,
     parse_initialization_options,
     server_converter,
-    settings_section,
 )
+from ds4_lsp.envelopes import PlanRequestMessage
+from ds4_lsp.logs import RedactPyglsFilter
+from ds4_lsp.params import RetrieveParams, settings_section
 
 
 def plan_message(params: Any) -> dict[str, Any]:
@@ -85,102 +83,33 @@ def test_wrong_json_types_name_the_field_and_never_the_value(params: Any, expect
     assert message == expected
 
 
-BUDGET = {
-    "contextWindow": 200000,
-    "outputReserve": 32000,
-    "safetyMargin": 4000,
-    "hardInputLimit": 164000,
-    "softLimit": 160000,
-    "targetInputTokens": 140000,
-    "recentTailTokens": 64000,
-    "maxRetrievedHistoryTokens": 16000,
-    "maxProjectTokens": 20000,
-    "maxSummaryTokens": 12000,
-}
+def test_a_result_is_written_exactly_as_its_wire_json() -> None:
+    """Handlers answer a result's `to_wire()`; pygls writes that dict unchanged: nulls stay
+    null, absent keys stay absent, integers already clamped by `to_wire` stay as they are,
+    non-ASCII text and lone surrogates are JSON escapes (the body is ASCII), as `ds4 --json`."""
+    from pygls.protocol import JsonRPCResponseMessage
 
+    from ds4_core.json_bounds import MAX_SAFE_INTEGER
+    from ds4_core.results import RetrievalStats
+    from ds4_core.wire import to_wire
+    from ds4_lsp.app import create_server
 
-def engine_plan_result(**changes: Any) -> dict[str, Any]:
-    """A `ContextEngine.plan` result as the engine writes it."""
     result = {
         "mode": "managed",
-        "messages": [{"role": "user", "content": "hi", "timestamp": 1, "note": None}],
-        "manifestId": "m-1",
-        "manifestStored": True,
-        "estimatedTokens": 12,
-        "estimatorVersion": "chars-v2",
-        "overHardLimit": False,
-        "currentTurnTokens": 3,
-        "fixedTokens": 0,
-        "hardInputLimit": 160000,
-        "budget": {**BUDGET, "activeInputBudget": 150000},  # a field this version lacks
-        "model": {
-            "provider": "anthropic",
-            "id": "claude-sonnet-4-5",
-            "contextWindow": 200000,
-            "maxOutputTokens": None,
-            "source": "request",
-        },
-        "warnings": [],
-        "stats": {"counts": {"messages": 1}, "durationMs": 1.5},
-        "session": {"id": "s", "file": "/s.jsonl", "leafId": None},
-        "futureField": [1, 2],
+        "messages": [{"role": "user", "content": "h\u00e9 \ud800", "note": None}],
+        "stats": to_wire(RetrievalStats(candidates=2**60)),
+        "nested": to_wire({"total": -(2**70), "ok": True}),
     }
-    result.update(changes)
-    return result
-
-
-@pytest.mark.parametrize(
-    "result",
-    [
-        engine_plan_result(),
-        engine_plan_result(mode="fallback", fallbackReason="planner failed (KeyError)"),
-    ],
-)
-def test_plan_results_reach_the_wire_exactly_as_the_engine_wrote_them(
-    result: dict[str, Any],
-) -> None:
-    """nulls stay null, absent optional fields stay absent, unknown fields pass through: the
-    LSP answer equals the CLI's `--json` output."""
-    wire = CONVERTER.unstructure(PlanResult.from_core(result, "ds4/plan"))
-    assert wire == result
-
-
-def test_retrieve_results_reach_the_wire_exactly_as_the_engine_wrote_them() -> None:
-    """Hits with unknown role/createdAt keep their nulls; empty lists stay."""
-    result = {
-        "status": "ok",
-        "query": None,
-        "history": [
-            {
-                "entryKey": "s:e1",
-                "entryId": "e1",
-                "role": None,
-                "createdAt": None,
-                "score": 3,
-                "reason": "exact",
-                "excerpt": "text",
-                "tokens": 1,
-            }
-        ],
-        "project": [],
-        "stats": {
-            "candidates": 1,
-            "duplicates": 0,
-            "alternateBranchCandidates": 0,
-            "alreadyInContext": 0,
-            "latencyMs": 0.5,
-        },
-        "warnings": [],
-    }
-    wire = CONVERTER.unstructure(RetrieveResult.from_core(result, "ds4/retrieve"))
-    assert wire == result
-
-
-def test_a_result_of_the_wrong_shape_is_an_internal_error_naming_the_field() -> None:
-    """A core/LSP version mismatch is reported, not silently mangled."""
-    with pytest.raises(JsonRpcInternalError) as caught:
-        PlanResult.from_core({"mode": "managed", "messages": []}, "ds4/plan")
-    assert "result.manifestId: required field missing" in caught.value.message
+    protocol = create_server().protocol
+    written = io.BytesIO()
+    protocol.set_writer(written, include_headers=False)
+    protocol._send_data(JsonRPCResponseMessage(id=7, result=result, jsonrpc="2.0"))
+    body = written.getvalue()
+    assert body.isascii()
+    answer = json.loads(body)
+    assert answer == {"id": 7, "jsonrpc": "2.0", "result": result}
+    assert answer["result"]["stats"]["candidates"] == MAX_SAFE_INTEGER
+    assert answer["result"]["nested"] == {"total": -MAX_SAFE_INTEGER, "ok": True}
 
 
 def test_initialization_options_ignore_each_bad_field() -> None:
@@ -240,7 +169,7 @@ def test_pygls_log_records_lose_their_arguments_and_exception_text() -> None:
 def test_summarize_answers_with_unknown_provider_are_accepted(
     answer: dict[str, Any], expected: tuple[str, str | None, str | None]
 ) -> None:
-    from ds4_lsp.protocol import summarize_answer
+    from ds4_lsp.converter import summarize_answer
 
     core = summarize_answer(answer)
     assert (core.summary, core.provider, core.model) == expected
@@ -251,14 +180,14 @@ def test_summarize_answers_with_unknown_provider_are_accepted(
 )
 def test_badly_shaped_summarize_answers_are_refused(answer: Any) -> None:
     from ds4_core.requests import SummarizerUnavailable
-    from ds4_lsp.protocol import summarize_answer
+    from ds4_lsp.converter import summarize_answer
 
     with pytest.raises(SummarizerUnavailable):
         summarize_answer(answer)
 
 
 def test_compact_reason_null_or_absent_is_manual() -> None:
-    from ds4_lsp.protocol import CompactParams
+    from ds4_lsp.params import CompactParams
 
     for raw in ({"session": {"file": "s.jsonl"}}, {"session": {"file": "s.jsonl"}, "reason": None}):
         assert CONVERTER.structure(raw, CompactParams).to_core().reason == "manual"

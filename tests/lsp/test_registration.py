@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from lsprotocol import types
 
-from ds4_lsp.server import Ds4Protocol, create_server
+from ds4_lsp.app import create_server
+from ds4_lsp.rpc import Ds4Protocol
 
 
 def test_every_method_and_command_is_registered_on_a_fresh_server() -> None:

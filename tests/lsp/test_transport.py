@@ -327,7 +327,7 @@ def test_a_result_too_deep_to_encode_is_still_answered() -> None:
 
     from pygls.exceptions import JsonRpcInternalError
 
-    from ds4_lsp.server import create_server
+    from ds4_lsp.app import create_server
 
     server = create_server()
     sink = Sink()
@@ -395,7 +395,7 @@ def test_shutdown_sent_with_initialize_waits_for_the_database_to_open(tmp_path: 
 def test_a_result_holding_nan_is_answered_with_an_internal_error() -> None:
     """In process: `NaN` / `Infinity` in a result are not JSON (RFC 8259 section 6, refused by
     JavaScript's JSON.parse): the answer to the same id is an InternalError instead."""
-    from ds4_lsp.server import create_server
+    from ds4_lsp.app import create_server
 
     server = create_server()
     sink = Sink()

@@ -1,6 +1,10 @@
 """The summary contract: twelve sections, validation against evidence, deterministic repairs,
 the summarizer prompt and the source hashes (ds4-reference.md 3.13; docs/compaction.md).
 
+One module: validation and repair work on one private parse of a summary (`_parse`, `_Parsed`,
+`_Section`, `_Bullet`) under the line model below, and the prompt and source hashes are the rest of
+the same contract with the summarizer.
+
 A summary is Markdown: twelve `## ` sections, each exactly once and in `SECTIONS` order, each
 fact a top-level `- ` bullet, an empty section holding `- None`. `validate_summary` checks the
 structure and that every backticked value (and every file listed) is backed by evidence: the

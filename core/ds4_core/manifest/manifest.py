@@ -8,17 +8,18 @@ excluded ones up to the first and last 128; one over 1 MiB is not stored at all.
 
 from __future__ import annotations
 
-import re
 import secrets
 import threading
 import time
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal
+from typing import Any, get_args
 
 from ds4_core.planner.budget import ContextBudget, ModelProfile
 from ds4_core.planner.planner import ContextPlan, PlanItem
+from ds4_core.requests import ManifestView
 from ds4_core.tokens import compact_json, sha256_hex, stable_json
+from ds4_core.wire import camel_case
 
 PLANNER_VERSION = "ds4-lsp-planner-1"
 """Version of the selection rules in `ds4_core.planner` (ds4-reference.md 3.7)."""
@@ -30,8 +31,8 @@ MAX_STORED_BYTES = 1024 * 1024
 ROLLUP_KEEP = 128
 """Excluded items kept at each end of a rolled-up manifest."""
 
-ManifestView = Literal["summary", "included", "excluded", "full"]
-VIEWS: tuple[str, ...] = ("summary", "included", "excluded", "full")
+VIEWS: tuple[str, ...] = get_args(ManifestView)
+"""The manifest views, in order (`ds4_core.requests.ManifestView`)."""
 
 
 def new_manifest_id() -> str:
@@ -48,15 +49,8 @@ def prompt_hash(system: Any, tools: Any, messages: Sequence[Any]) -> str:
     return sha256_hex(stable_json({"system": system, "tools": tools, "messages": list(messages)}))
 
 
-_CAMEL = re.compile(r"_([a-z0-9])")
-
-
-def _camel(key: str) -> str:
-    return _CAMEL.sub(lambda m: m.group(1).upper(), key)
-
-
 def _camel_keys(value: Mapping[str, Any]) -> dict[str, Any]:
-    return {_camel(str(k)): v for k, v in value.items()}
+    return {camel_case(str(k)): v for k, v in value.items()}
 
 
 def _item_json(item: PlanItem) -> dict[str, Any]:

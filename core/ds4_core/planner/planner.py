@@ -1,5 +1,8 @@
 """The managed-context planner (ds4-reference.md 3.7): which messages and supplements to send.
 
+One module: `_plan_managed` is one algorithm (about 340 lines) whose steps share the plan under
+construction; the result types and the fallback plan around it are its inputs and outputs.
+
 `plan_context` keeps the current turn, a contiguous recent tail of older turns, supplements
 (pins, memory, retrieved history, project snippets) within their caps, and summaries within
 theirs, so that the input stays under the budget's target and hard limits. It never splits an

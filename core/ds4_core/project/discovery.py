@@ -1,5 +1,9 @@
 """Which files of a project exist and may be indexed (ds4-reference.md 3.9, "Discovery").
 
+One module: the Git listing and the fallback walk (with its own gitignore engine: `_Rule`,
+`_Level`, `_Walk`) must give the same answer, and both feed the same selection and path checks
+(`_select`, `_select_within`), so the rules that must agree stay side by side.
+
 With Git, the candidates are what `git ls-files -co --exclude-standard` lists: tracked files
 plus untracked files that no ignore rule excludes. Git runs only through
 `ds4_core.project.git`, which never lets the repository's configuration start a program

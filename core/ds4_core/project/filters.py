@@ -1,5 +1,10 @@
 """What may be indexed: exclusion by name, text decoding and sniffing, secret detection.
 
+One module: whether a file may be indexed is one decision from the name, content and secret
+rules, each giving a reason string of one vocabulary (`read_indexable` for a file on disk, the
+same content checks for an open buffer in `project/index.py`); most of the length is the secret
+detector's pattern tables and their checks (`secret_reason`).
+
 Rules from ds4-reference.md 3.9 ("Project indexing exclusions"): ignored directories, binary
 extensions, minified assets and source maps, lockfiles and secret file names are excluded by
 name (`path_exclusion`); binary and badly malformed content, minified text and anything that

@@ -1,5 +1,9 @@
 """Keeping the project index in sync with the workspace (docs/project-knowledge.md `index.py`).
 
+One module: the readers of the index (`file_state`, `load_snippets`, `project_state`, ...) and
+`sync_project` share the row shapes (`FileState`, `SnippetRow`), the table statements and the
+incremental rule below; the batch writer of `sync_project` is most of the length.
+
 Incremental rule (ds4-reference.md 3.9): a stored file is unchanged when its status is
 `current` and its size, mtime, git-modified flag and git HEAD are all equal to what discovery
 reports (and, for an open editor buffer, the buffer's hash equals the stored one). Anything

@@ -1,5 +1,8 @@
 """`ProjectWorkspace`: the trusted workspace of one engine, kept in sync and searched safely.
 
+One module: `ProjectWorkspace` is one object whose locks guard the trust decision, the live buffers
+and the sync-due flag that its sync, search and live validation all read and write.
+
 Holds the project root, the trust decision, the live text of open editor buffers and whether a
 sync is due (after a tool run or a watched-file event). Every public method is a no-op that
 reports `untrusted` while the workspace is untrusted: nothing is enumerated, no git runs, no

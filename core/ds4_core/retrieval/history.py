@@ -1,5 +1,11 @@
 """Historical retrieval: literal + FTS5 bm25 search over one session's index (ds4-reference.md 3.2).
 
+The parts live next to this module: literal matching in `retrieval/literal.py`, the FTS query
+terms and bm25 statistics in `retrieval/history_terms.py`, the entries read and term matching
+over them in `retrieval/history_candidates.py`, the results, excerpts and dedup in
+`retrieval/history_results.py`, the score in `retrieval/scoring.py`. This module holds the
+statements and the search (`_Search`) and runs the pipeline (`retrieve_history`).
+
 Pipeline (all within one session, only `message` / `custom_message` entries):
 
 1. **Literal pass** (`exact=True`): every exact identifier and every quoted phrase of the
@@ -28,17 +34,9 @@ Pipeline (all within one session, only `message` / `custom_message` entries):
    around the first matched term and shrinks by x0.7 (down to 256) while its rendered evidence is
    over the remaining budget.
 
-Literal matching (a decision; ds4 uses a case-sensitive `instr` scan):
-
-* ASCII letters compare case-insensitively, every other character exactly (SQLite's `lower()`
-  rule), on UTF-8 bytes.
-* A term made only of ASCII characters that starts with a letter or digit must start a word of
-  the text: the character before it is not a letter, digit or combining mark (FTS5 `unicode61`'s
-  word characters). So `SessionManager` matches `SessionManagerImpl` and `new SessionManager(`,
-  not `createSessionManager`; `theme.ts` matches `src/theme.ts`, not `mytheme.ts`. Any other
-  term (CJK, accented words, one starting with punctuation) matches anywhere.
-* The same rule decides the file / symbol / error bonuses, so "found in the text" means one
-  thing throughout.
+Literal matching (a decision; ds4 uses a case-sensitive `instr` scan): the rules are in
+`retrieval/literal.py` (`LiteralTerm`: ASCII case folded, an ASCII term starting with a letter or
+digit must start a word).
 * Speed: for ASCII terms the FTS index selects the entries holding the term's words in sequence
   (its last word as a prefix) and each is then checked literally, newest first, stopping at
   `query_limit` matches; other terms are found by a `LIKE` scan, newest first, with the same
@@ -85,45 +83,44 @@ propagate (the engine fails open).
 from __future__ import annotations
 
 import math
-import re
 import sqlite3
 import time
-from bisect import bisect_left, bisect_right
 from collections.abc import Collection, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from itertools import islice
-from typing import Literal
 
-from ds4_core.retrieval.descriptor import (
-    FTS_TERM_LIMIT,
-    TaskDescriptor,
-    build_fts_query,
-    fts_phrase,
-    has_token_characters,
-    is_token_char,
-    replace_lone_surrogates,
-    unique,
+from ds4_core.retrieval.descriptor import TaskDescriptor, build_fts_query, replace_lone_surrogates
+from ds4_core.retrieval.history_candidates import _Candidate, _count_descriptor_matches, _Pool
+from ds4_core.retrieval.history_results import (
+    MIN_REMAINING_TOKENS,
+    HistoryHit,
+    HistoryRetrieval,
+    RetrievalStats,
+    RetrievalStatus,
+    _as_set,
+    _fit,
+    _SeenTexts,
 )
-from ds4_core.retrieval.evidence import evidence_tokens
-from ds4_core.retrieval.scoring import RankedEntry, rank_history
+from ds4_core.retrieval.history_terms import (
+    BM25_K1,
+    COMMON_TERM_MIN_ENTRIES,
+    PRUNE_MIN_DOCS,
+    _bm25_bound,
+    _fts_phrases,
+    _fts_row_count,
+    _fts_warning,
+    _informative_terms,
+    _Phrase,
+    _single_ascii_token,
+    informative_terms,
+    query_limit,
+)
+from ds4_core.retrieval.literal import _ASCII_WORD, LiteralTerm, fold, implies
+from ds4_core.retrieval.scoring import rank_history
 from ds4_core.store.database import Store
 from ds4_core.store.sql import LIKE_ESCAPE, like_literal, placeholders
 
-RetrievalStatus = Literal["ok", "no-query", "disabled", "no-session"]
-
 ELIGIBLE_ENTRY_TYPES = ("message", "custom_message")
-MIN_REMAINING_TOKENS = 48
-MAX_EXCERPT_CHARS = 6000
-MIN_EXCERPT_CHARS = 256
-EXCERPT_SHRINK = 0.7
-ELLIPSIS = "…"
-
-_ASCII_WORD = re.compile(r"[A-Za-z0-9]+")
-_UNICODE_WORD = re.compile(r"[^\W_]+")  # runs of letters and digits: unicode61 tokens, roughly
-_ALNUM_CHARS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
-_ASCII_ALNUM = frozenset(_ALNUM_CHARS)
-_ASCII_ALNUM_BYTES = frozenset(_ALNUM_CHARS.encode("ascii"))
-_ASCII_WHITESPACE = b" \t\n\r\x0b\x0c"  # what `bytes.split()` splits on
 _TYPES_SQL = "(" + ", ".join(f"'{t}'" for t in ELIGIBLE_ENTRY_TYPES) + ")"  # our constants
 # The text comes as the stored UTF-8 bytes (no decoding into `str` for rows never quoted).
 _ROW_COLUMNS = (
@@ -168,352 +165,9 @@ _FTS_RANKED_AMONG_SQL = (  # the same, scored only for the entries matching a se
     "ORDER BY bm25(entries_fts), f.rowid LIMIT ?"
 )
 
-
-@dataclass(frozen=True)
-class HistoryHit:
-    """One retrieved history entry, ready to be rendered as evidence (`render_evidence`).
-
-    Attributes:
-        entry_key: `session_id:entry_id` (the `entries` primary key).
-        entry_id: the Pi entry id.
-        role: the message role (`custom` for custom_message), or None.
-        created_at: the entry's ISO-8601 timestamp as stored, or None.
-        score: the ds4-reference.md 3.2 score, rounded to 6 decimals.
-        reason: e.g. `exact identifier: Foo.bar; FTS: foo; active branch`.
-        excerpt: the quoted text (the whole text, or a window with "…" at each cut end).
-        tokens: `chars-v2` tokens of the rendered evidence message.
-        literal_priority: 2 if an exact identifier matched, 1 if only a phrase did, else 0.
-        matched_terms: exact identifiers, phrases and FTS terms found, in that order.
-    """
-
-    entry_key: str
-    entry_id: str
-    role: str | None
-    created_at: str | None
-    score: float
-    reason: str
-    excerpt: str
-    tokens: int
-    literal_priority: int
-    matched_terms: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
-class RetrievalStats:
-    """Counters of one retrieval.
-
-    Attributes:
-        candidates: distinct entries found by the literal and FTS passes.
-        duplicates: ranked entries skipped because an equal text was already selected.
-        alternate_branch_candidates: candidates dropped for not being on the active branch.
-        already_in_context: candidates dropped because the caller already sends them.
-        latency_ms: wall time of `retrieve_history` (ms).
-    """
-
-    candidates: int = 0
-    duplicates: int = 0
-    alternate_branch_candidates: int = 0
-    already_in_context: int = 0
-    latency_ms: float = 0.0
-
-
-@dataclass(frozen=True)
-class HistoryRetrieval:
-    """Result of `retrieve_history`.
-
-    `status`: `ok` (searched; `hits` may be empty), `no-query` (the descriptor has no query
-    terms), `disabled` (both passes off, or `max_results` / `max_tokens` <= 0), `no-session`
-    (nothing is indexed for the session). `warnings` are user-readable sentences (e.g. the FTS
-    index failed and only literal matches were used).
-    """
-
-    status: RetrievalStatus
-    hits: list[HistoryHit] = field(default_factory=list)
-    stats: RetrievalStats = field(default_factory=RetrievalStats)
-    warnings: list[str] = field(default_factory=list)
-
-
-def fold(text: str) -> bytes:
-    """`text` as UTF-8 with ASCII letters lowercased: the form literal matching compares.
-
-    A substring test on this form equals SQLite's `instr(lower(a), lower(b)) > 0`; UTF-8 is
-    self-synchronising, so a byte match is always a match of whole characters.
-    """
-    return text.encode("utf-8", "surrogatepass").lower()
-
-
-def query_limit(max_results: int) -> int:
-    """Rows each pass may return: max(max_results, min(100, max_results * 6)) (3.2)."""
-    return max(max_results, min(100, max_results * 6))
-
-
-@dataclass(frozen=True)
-class LiteralTerm:
-    """A search term prepared for literal matching (rules in the module docstring).
-
-    Attributes:
-        text: the term as the descriptor spells it.
-        needle: `fold(text)`.
-        word_start: the match must start a word (ASCII term starting with a letter or digit).
-        prefilter: FTS5 text selecting a superset of the matching entries, or None (scan).
-    """
-
-    text: str
-    needle: bytes
-    word_start: bool
-    prefilter: str | None
-
-    @classmethod
-    def of(cls, term: str) -> LiteralTerm:
-        """Prepare `term` (lone surrogates become U+FFFD)."""
-        clean = replace_lone_surrogates(term)
-        ascii_only = clean.isascii()
-        return cls(
-            text=term,
-            needle=fold(clean),
-            word_start=ascii_only and clean[:1] in _ASCII_ALNUM,
-            prefilter=_prefilter_query(clean) if ascii_only else None,
-        )
-
-    def occurs_in(self, folded_text: bytes) -> bool:
-        """True when the term matches `folded_text` (a `fold()` result)."""
-        needle = self.needle
-        if not needle:
-            return False
-        at = folded_text.find(needle)
-        if not self.word_start:
-            return at >= 0
-        while at >= 0:
-            if at == 0 or _starts_word(folded_text, at):
-                return True
-            at = folded_text.find(needle, at + 1)
-        return False
-
-
-def _starts_word(text: bytes, at: int) -> bool:
-    """True when the character before byte offset `at` of UTF-8 `text` is not a word char."""
-    previous = text[at - 1]
-    if previous < 0x80:
-        return previous not in _ASCII_ALNUM_BYTES
-    start = at - 1
-    while start > 0 and 0x80 <= text[start] < 0xC0:
-        start -= 1
-    char = text[start:at].decode("utf-8", "replace")[:1]
-    return not (char and is_token_char(char))
-
-
-def _prefilter_query(term: str) -> str | None:
-    """FTS5 text selecting every entry where the ASCII `term` can match (a superset).
-
-    The term's words must appear in sequence, the last one as a prefix when the term ends with a
-    letter or digit (the word may continue in the text). The first word is whole: a match starts
-    a word, or follows punctuation that is part of the term. None when the term has no letter or
-    digit. The text holds only `[a-z0-9 "*]`, so it is always valid FTS5 syntax.
-    """
-    words = _ASCII_WORD.findall(term)
-    if not words:
-        return None
-    prefix = " *" if term[-1] in _ASCII_ALNUM else ""
-    return '"' + " ".join(words).lower() + '"' + prefix
-
-
-def _fts_warning(where: str, exc: sqlite3.Error) -> str:
-    return (
-        f"ds4: full-text search of the session history failed in the {where} ({exc}); "
-        "history results come from a literal scan only. If this persists, rebuild the index "
-        "(ds4.rebuildIndex)."
-    )
-
-
-class _Candidate:
-    """One entry read from the store, and what the passes found in it."""
-
-    __slots__ = (
-        "rowid", "entry_key", "entry_id", "role", "created_at", "token_estimate", "raw",
-        "folded", "exact", "phrases", "fts_terms", "fts_rank", "files_found", "symbols_found",
-        "errors_found", "_text",
-    )  # fmt: skip
-
-    def __init__(self, row: tuple) -> None:
-        self.rowid: int = row[0]
-        self.entry_key: str = row[1]
-        self.entry_id: str = row[2]
-        self.role: str | None = row[3]
-        self.created_at: str | None = row[4]
-        self.token_estimate = int(row[5] or 0)
-        self.raw: bytes = row[6]  # the stored UTF-8 of searchable_text
-        self.folded: bytes = self.raw.lower()  # = fold(self.text)
-        self.exact: list[str] = []
-        self.phrases: list[str] = []
-        self.fts_terms: list[str] = []
-        self.fts_rank: int | None = None
-        self.files_found = 0  # request files, symbols, errors the text holds (eligible only)
-        self.symbols_found = 0
-        self.errors_found = 0
-        self._text: str | None = None
-
-    @property
-    def text(self) -> str:
-        if self._text is None:
-            self._text = self.raw.decode("utf-8", "replace")  # the store writes valid UTF-8
-        return self._text
-
-
-def implies(inner: LiteralTerm, outer: LiteralTerm) -> bool:
-    """True when every text `outer` matches is also matched by `inner` (word-start rule kept).
-
-    That holds when `inner.needle` occurs inside `outer.needle` at an offset where the rule of
-    `inner` is guaranteed: anywhere if `inner` need not start a word; otherwise at offset 0 of an
-    `outer` that itself starts a word, or right after an ASCII character that is not a letter or
-    digit (`cli.ts` inside `src/cli.ts`, `ModuleJob` inside `ModuleJob.run`).
-    """
-    needle = inner.needle
-    if not needle or len(needle) > len(outer.needle):
-        return False
-    at = outer.needle.find(needle)
-    while at >= 0:
-        if not inner.word_start:
-            return True
-        if at == 0:
-            if outer.word_start:
-                return True
-        else:
-            previous = outer.needle[at - 1]
-            if previous < 0x80 and previous not in _ASCII_ALNUM_BYTES:
-                return True
-        at = outer.needle.find(needle, at + 1)
-    return False
-
-
-class _Pool:
-    """Candidates in rowid order, their folded texts joined by NUL: one `find` scan per term."""
-
-    def __init__(self, candidates: Iterable[_Candidate]) -> None:
-        self.candidates = sorted(candidates, key=lambda c: c.rowid)
-        self.rowids = [c.rowid for c in self.candidates]
-        self._corpus: tuple[bytes, list[int]] | None = None
-
-    def _joined(self) -> tuple[bytes, list[int]]:
-        if self._corpus is None:
-            starts: list[int] = []
-            at = 0
-            for c in self.candidates:
-                starts.append(at)
-                at += len(c.folded) + 1
-            self._corpus = (b"\x00".join(c.folded for c in self.candidates), starts)
-        return self._corpus
-
-    def matching(self, term: LiteralTerm, below: int | None = None) -> set[int]:
-        """Rowids of the candidates (under rowid `below`, if given) that `term` matches.
-
-        Same result as `term.occurs_in` on each: a needle without NUL cannot match across the
-        NUL separators, and a match right after a separator starts a word, as one at offset 0
-        of its text does.
-        """
-        needle = term.needle
-        count = len(self.rowids) if below is None else bisect_left(self.rowids, below)
-        if not needle or not count:
-            return set()
-        if 0 in needle:
-            return {c.rowid for c in self.candidates[:count] if term.occurs_in(c.folded)}
-        corpus, starts = self._joined()
-        end = starts[count] - 1 if count < len(starts) else len(corpus)
-        rowids = self.rowids
-        found: set[int] = set()
-        find = corpus.find
-        at = find(needle, 0, end)
-        while at >= 0:
-            if term.word_start and at > 0 and not _starts_word(corpus, at):
-                at = find(needle, at + 1, end)
-                continue
-            index = bisect_right(starts, at) - 1
-            found.add(rowids[index])
-            if index + 1 >= count:
-                break
-            at = find(needle, starts[index + 1], end)
-        return found
-
-
-@dataclass(frozen=True)
-class _Phrase:
-    """One OR-ed phrase of the FTS query, with its document count when known."""
-
-    term: str
-    text: str  # `fts_phrase(term)`
-    docs: int | None = None
-
-
-def _fts_phrases(terms: Iterable[str]) -> list[_Phrase]:
-    """The phrases `build_fts_query(terms)` OR-es together, in its order."""
-    phrases: list[_Phrase] = []
-    for term in unique(terms, None):
-        if has_token_characters(term):
-            phrases.append(_Phrase(term, fts_phrase(term)))
-            if len(phrases) >= FTS_TERM_LIMIT:
-                break
-    return phrases
-
-
-def _single_ascii_token(term: str) -> str | None:
-    """The one FTS5 token of an ASCII `term` with a single run of letters and digits, or None.
-
-    unicode61 keeps only letters and digits of ASCII text in tokens and lowercases them, so for
-    such a term the phrase and the token match the same entries (fts5vocab counts those).
-    """
-    if not term.isascii():
-        return None
-    words = _ASCII_WORD.findall(term)
-    return words[0].lower() if len(words) == 1 else None
-
-
-def _varint(data: bytes, at: int) -> int:
-    """The SQLite varint at `data[at:]` (the format FTS5 stores its statistics in)."""
-    value = 0
-    for offset in range(8):
-        byte = data[at + offset]
-        value = (value << 7) | (byte & 0x7F)
-        if byte < 0x80:
-            return value
-    return (value << 8) | data[at + 8]
-
-
-def _fts_row_count(conn: sqlite3.Connection) -> int | None:
-    """The row count bm25 uses (`xRowCount`), or None when it cannot be read with certainty.
-
-    FTS5 keeps it as the first varint of its "averages" record (`entries_fts_data` id 1); it is
-    taken only when it equals the number of `entries_fts_docsize` rows (one per indexed row).
-    """
-    try:
-        block = conn.execute("SELECT block FROM entries_fts_data WHERE id = 1").fetchone()
-        (sizes,) = conn.execute("SELECT count(*) FROM entries_fts_docsize").fetchone()
-        rows = _varint(block[0], 0) if block is not None and block[0] else None
-    except (sqlite3.Error, IndexError, TypeError):
-        return None
-    return rows if rows is not None and rows == sizes and rows > 0 else None
-
-
-BM25_K1 = 1.2
-"""FTS5's bm25 k1: one phrase adds at most idf * (k1 + 1) to an entry's score."""
-PRUNE_MIN_DOCS = 150
-"""A phrase in fewer indexed entries than this is never left out of the scored set."""
 PRUNE_MAX_BOUND = 6.0
 """Phrases are left out of the scored set while their bm25 bound (`_Search._ranked_scores`)
 stays under this; past it the `query_limit`-th score would rarely beat the bound."""
-
-
-def _bm25_bound(phrases: Iterable[_Phrase], rows: int) -> float:
-    """More than any bm25 score (negated) an entry matching only `phrases` can get.
-
-    FTS5 adds idf * f (k1 + 1) / (f + k1 (1 - b + b D / avgdl)) per phrase, which is under
-    idf (k1 + 1), with idf = log((N - n + 0.5) / (n + 0.5)) (1e-6 when not positive). The
-    relative margin covers rounding (ours and SQLite's).
-    """
-    bound = 0.0
-    for phrase in phrases:
-        docs = phrase.docs if phrase.docs is not None else 0
-        idf = math.log((rows - docs + 0.5) / (docs + 0.5))
-        bound += (idf if idf > 0 else 1e-6) * (BM25_K1 + 1)
-    return bound * (1 + 1e-9) + 1e-9
 
 
 class _Search:
@@ -805,177 +459,6 @@ class _Search:
         return self._scored(_FTS_RANKED_SQL, full)
 
 
-COMMON_TERM_SHARE = 0.25
-"""A one-word term found in more than this share of all indexed entries is left out of the FTS
-query (see `informative_terms`)."""
-COMMON_TERM_MIN_ENTRIES = 200
-"""Below this many indexed entries every term is kept: shares are meaningless on tiny indexes."""
-
-
-def informative_terms(conn: sqlite3.Connection, terms: Iterable[str]) -> list[str]:
-    """`terms` without the one-word terms that occur in more than 25% of all indexed entries.
-
-    bm25's inverse document frequency, log((N - n + 0.5) / (n + 0.5)), is at most log(3) ~ 1.1
-    for such a term (and clamped to ~0 by FTS5 past n = N/2), against 5 or more for a term that
-    names something specific. Left in an OR query, such a term adds almost nothing to any score
-    but makes FTS5 score every entry that contains it, which is where the time of a prose query
-    goes (measured with bench/history_retrieval.py: FTS pass about 2x faster, 97% of the same
-    top-12). Multi-word terms (phrases, paths) are always kept. If every term is common, all
-    are kept. Document counts come from the fts5vocab table `entries_fts_vocab`; if it cannot
-    be read, the terms are returned unchanged.
-    """
-    return _informative_terms(conn, terms)[0]
-
-
-def _informative_terms(
-    conn: sqlite3.Connection, terms: Iterable[str]
-) -> tuple[list[str], dict[str, int]]:
-    """`informative_terms`, and the document counts it read (one-word terms, by word)."""
-    terms = list(terms)
-    single = {t: words[0] for t in terms if len(words := _UNICODE_WORD.findall(t.lower())) == 1}
-    if not single:
-        return terms, {}
-    try:
-        (total,) = conn.execute("SELECT count(*) FROM entries").fetchone()
-        if total < COMMON_TERM_MIN_ENTRIES:
-            return terms, {}
-        marks = placeholders(len(single))
-        counts = dict(
-            conn.execute(
-                f"SELECT term, doc FROM entries_fts_vocab WHERE term IN ({marks})",
-                list(set(single.values())),
-            ).fetchall()
-        )
-    except sqlite3.Error:
-        return terms, {}
-    limit = total * COMMON_TERM_SHARE
-    kept = [t for t in terms if t not in single or counts.get(single[t], 0) <= limit]
-    for word in single.values():
-        counts.setdefault(word, 0)  # not in the vocabulary: in no entry
-    return kept or terms, counts
-
-
-def first_match(text: str, terms: tuple[str, ...]) -> int:
-    """Index in `text` of the earliest case-insensitive occurrence of any of `terms`, or -1."""
-    lowered = text.lower()
-    found = -1
-    for term in terms:
-        index = lowered.find(term.lower())
-        if index >= 0 and (found < 0 or index < found):
-            found = index
-    return found
-
-
-def excerpt_around(text: str, match: int, max_chars: int) -> str:
-    """At most `max_chars` characters of `text` around index `match` (-1: no match).
-
-    The whole text when it fits; otherwise a window starting `max_chars // 3` characters before
-    `match` (or at 0), clamped to the text, with "…" on each cut side (ds4-reference.md 3.2).
-    """
-    if len(text) <= max_chars:
-        return text
-    start = max(0, min(len(text) - max_chars, max(match, 0) - max_chars // 3))
-    end = min(len(text), start + max_chars)
-    return (ELLIPSIS if start > 0 else "") + text[start:end] + (ELLIPSIS if end < len(text) else "")
-
-
-def _count_descriptor_matches(
-    search: _Search, eligible: list[_Candidate], descriptor: TaskDescriptor
-) -> None:
-    """Count, on each eligible candidate, the descriptor files, symbols and errors its text holds
-    (`files_found`, `symbols_found`, `errors_found`: the scorer's bonus evidence).
-
-    A term is matched once (`_Search.matching`, over a `_Pool` of the eligible candidates) and
-    counts for every list that names it.
-    """
-    by_rowid = {c.rowid: c for c in eligible}
-    matching: dict[str, set[int]] = {}
-    pool: _Pool | None = None
-    for terms, kind in ((descriptor.files, 0), (descriptor.symbols, 1), (descriptor.errors, 2)):
-        for text in terms:
-            rowids = matching.get(text)
-            if rowids is None:
-                if pool is None:
-                    pool = _Pool(eligible)
-                rowids = matching[text] = search.matching(LiteralTerm.of(text), pool)
-            for rowid in rowids:
-                c = by_rowid.get(rowid)
-                if c is None:
-                    continue
-                if kind == 0:
-                    c.files_found += 1
-                elif kind == 1:
-                    c.symbols_found += 1
-                else:
-                    c.errors_found += 1
-
-
-def _fit(item: RankedEntry[_Candidate], remaining: int) -> HistoryHit | None:
-    """The hit for `item` with the largest excerpt whose evidence fits `remaining` tokens."""
-    c = item.candidate
-    terms = item.matched_terms
-    match = first_match(c.text, terms) if len(c.text) > MIN_EXCERPT_CHARS else -1
-    max_chars = min(MAX_EXCERPT_CHARS, max(MIN_EXCERPT_CHARS, remaining * 4 - 800))
-    hit = HistoryHit(
-        entry_key=c.entry_key,
-        entry_id=c.entry_id,
-        role=c.role,
-        created_at=c.created_at,
-        score=item.score,
-        reason=item.reason,
-        excerpt=excerpt_around(c.text, match, max_chars),
-        tokens=0,
-        literal_priority=item.literal_priority,
-        matched_terms=terms,
-    )
-    tokens = evidence_tokens(hit)
-    while tokens > remaining and max_chars > MIN_EXCERPT_CHARS:
-        max_chars = max(MIN_EXCERPT_CHARS, int(max_chars * EXCERPT_SHRINK))
-        hit = replace(hit, excerpt=excerpt_around(c.text, match, max_chars))
-        tokens = evidence_tokens(hit)
-    if tokens > remaining:
-        return None
-    return replace(hit, tokens=tokens)
-
-
-def _as_set(ids: Collection[str]) -> Collection[str]:
-    return ids if isinstance(ids, set | frozenset) else set(ids)
-
-
-class _SeenTexts:
-    """Texts already ranked, compared by their dedup key `b" ".join(folded.split())`.
-
-    Texts are grouped by the first 64 bytes of the key without its spaces (a function of the key,
-    read from the start of the text); within a group, equal texts are equal, and the key is
-    computed only for texts that differ.
-    """
-
-    def __init__(self) -> None:
-        self.groups: dict[bytes, list[bytes]] = {}
-
-    @staticmethod
-    def _head(folded: bytes) -> bytes:
-        head = folded[:256].translate(None, _ASCII_WHITESPACE)
-        if len(head) < 64 and len(folded) > 256:
-            head = folded.translate(None, _ASCII_WHITESPACE)
-        return head[:64]
-
-    def add(self, folded: bytes) -> bool:
-        """Record `folded`; False when its key was already recorded."""
-        head = self._head(folded)
-        group = self.groups.get(head)
-        if group is None:
-            self.groups[head] = [folded]
-            return True
-        if folded in group:
-            return False
-        key = b" ".join(folded.split())
-        if any(b" ".join(other.split()) == key for other in group):
-            return False
-        group.append(folded)
-        return True
-
-
 def retrieve_history(
     store: Store,
     session_id: str,
@@ -1095,3 +578,18 @@ def retrieve_history(
         latency_ms=elapsed_ms(),
     )
     return HistoryRetrieval("ok", hits, stats, search.warnings)
+
+
+__all__ = [
+    "HistoryHit",
+    "HistoryRetrieval",
+    "LiteralTerm",
+    "RetrievalStats",
+    "RetrievalStatus",
+    "build_fts_query",
+    "fold",
+    "implies",
+    "informative_terms",
+    "query_limit",
+    "retrieve_history",
+]

@@ -1,5 +1,8 @@
 """Streaming reader for Pi session JSONL files (header, v1/v2/v3 migration, entries).
 
+One module: `SessionReader.entries` is one resumable streaming state machine (`ResumeState`), and
+the header scan and the v1/v2/v3 migration rules below are the steps it applies to each line.
+
 Rules (pi-session-format.md 2, 3, 7, 8; ds4-reference.md 3.12):
 
 * Lines are framed on `\\n` only (`jsonl.iter_raw_lines`); blank lines are skipped.

@@ -1,5 +1,9 @@
 """Incremental indexing of a Pi session file with a byte-offset checkpoint (ds4-reference.md 3.12).
 
+One module: `noop`, `incremental` and `rebuild` are one decision over one checkpoint state
+(`IndexState`, `_Resume`), and the rebuild's writer thread must keep the same state rules;
+splitting them would spread that invariant over modules.
+
 State per session (`session_index_state`): the file's size and mtime, the header hash, the
 checkpoint (end of the last `\\n`-terminated line indexed), the sha256 of the last <= 64 KiB
 before the checkpoint and where that range starts, the reader's `ResumeState`, and the

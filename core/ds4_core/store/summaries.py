@@ -1,5 +1,8 @@
 """Repository for the summary graph: `summaries`, `summary_sources`, `summary_edges` (migration 7).
 
+One module: it is the one repository of the summary graph's three tables, and the graph rules below
+are enforced by its writers and assumed by its readers; no other module writes those tables.
+
 Rules (docs/compaction.md "Graph rules", "Storage"; ds4-reference.md 3.11 v5/v6 and 3.13):
 
 * A node is keyed by `(session_id, summary_id)`: every lookup names the session. A session

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from lsprotocol import types
 
 if TYPE_CHECKING:
-    from .server import Ds4Server
+    from ds4_lsp.server import Ds4Server
 
 log = logging.getLogger("ds4_lsp.progress")
 

@@ -24,14 +24,13 @@ from pygls.exceptions import JsonRpcException
 from pygls.uris import to_fs_path
 
 from ds4_core.json_bounds import bounded_text
-
-from .documents import document_key
-from .handlers.diagnostics import clear_stale_snippets, publish_stale_snippets
-from .progress import WorkDoneProgress
-from .protocol import DS4_INDEX_UPDATED
+from ds4_lsp.methods import DS4_INDEX_UPDATED
+from ds4_lsp.services.diagnostics import clear_stale_snippets, publish_stale_snippets
+from ds4_lsp.services.documents import document_key
+from ds4_lsp.services.progress import WorkDoneProgress
 
 if TYPE_CHECKING:
-    from .server import Ds4Server
+    from ds4_lsp.server import Ds4Server
 
 log = logging.getLogger("ds4_lsp.project")
 
@@ -71,6 +70,17 @@ def locked_retry_delay_s(attempts: int) -> float:
     `attempts` times in a row (>= 0): `LOCKED_RETRY_FIRST_S` doubled per attempt, at most
     `LOCKED_RETRY_MAX_S`, for any number of attempts (a lock held for days still retries)."""
     return min(LOCKED_RETRY_MAX_S, LOCKED_RETRY_FIRST_S * 2 ** min(max(attempts, 0), 16))
+
+
+def folder_paths(folders: Iterable[types.WorkspaceFolder]) -> list[tuple[str | None, str]]:
+    """`(name, path)` of the `file:` folders among `folders`, in order (the form of
+    `ProjectSync.folders`); a folder without a name gets None."""
+    paths = []
+    for folder in folders:
+        path = to_fs_path(folder.uri)
+        if path is not None:
+            paths.append((folder.name or None, path))
+    return paths
 
 
 class ProjectSync:

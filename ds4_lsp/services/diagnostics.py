@@ -4,7 +4,7 @@ For each open document, `ContextEngine.stale_snippets(path, live_text)` lists th
 plan sent whose lines changed since. Each changed window becomes one Information diagnostic
 (source `ds4`, code `stale-snippet`) over its first to last changed line, in the session's
 position encoding, its message naming the window's lines; the hover
-(`handlers/hover.py`) explains it. Published after each project sync that concerns the document
+(`ds4_lsp.handlers.hover`) explains it. Published after each project sync that concerns the document
 and after each `ds4/plan`; a newer plan that sends the current text clears it.
 """
 
@@ -12,13 +12,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from lsprotocol import types
 from pygls.exceptions import JsonRpcException
 from pygls.uris import to_fs_path
 
-from ds4_lsp.documents import as_lsp_document, document_key
+from ds4_core import results
+from ds4_lsp.services.documents import as_lsp_document, document_key
 
 if TYPE_CHECKING:
     from ds4_lsp.server import Ds4Server
@@ -30,11 +31,11 @@ CODE = "stale-snippet"
 @dataclass(frozen=True)
 class StaleSnippet:
     """One published stale snippet: its range (client units: the changed lines) and the
-    engine's record `{snippetId, startLine, endLine, manifestId, sentAt, change,
-    changeStartLine, changeEndLine}` (1-based lines; `startLine`..`endLine` is the window)."""
+    engine's record (`ds4_core.results.StaleSnippet`: 1-based lines, `start_line`..`end_line`
+    the window, `change_start_line`..`change_end_line` the changed lines)."""
 
     range: types.Range
-    record: dict[str, Any]
+    record: results.StaleSnippet
     uri: str = ""
     """The URI the diagnostic was published under (the one the document was opened with)."""
 
@@ -48,10 +49,10 @@ def diagnostic(snippet: StaleSnippet) -> types.Diagnostic:
         source=SOURCE,
         code=CODE,
         message=(
-            f"The model was sent an older version of lines {record['startLine']}-"
-            f"{record['endLine']} (plan {record['manifestId']}); {record['change']} since"
+            f"The model was sent an older version of lines {record.start_line}-"
+            f"{record.end_line} (plan {record.manifest_id}); {record.change} since"
         ),
-        data={"snippetId": record["snippetId"], "manifestId": record["manifestId"]},
+        data={"snippetId": record.snippet_id, "manifestId": record.manifest_id},
     )
 
 
@@ -71,8 +72,7 @@ async def publish_stale_snippets(ls: Ds4Server, uris: Iterable[str]) -> None:
             continue
         version, text = document.version, document.source
         try:
-            found = await ls.run_engine(ls.engine.stale_snippets, path, text, method=CODE)
-            records = [r.to_wire() for r in found]
+            records = await ls.run_engine(ls.engine.stale_snippets, path, text, method=CODE)
         except JsonRpcException:  # logged by run_engine
             continue
         current = ls.workspace.text_documents.get(document_key(uri))
@@ -81,7 +81,7 @@ async def publish_stale_snippets(ls: Ds4Server, uris: Iterable[str]) -> None:
         lsp_document = as_lsp_document(current)
         snippets = [
             StaleSnippet(
-                lsp_document.line_range(r["changeStartLine"], r["changeEndLine"]), r, current.uri
+                lsp_document.line_range(r.change_start_line, r.change_end_line), r, current.uri
             )
             for r in records
         ]

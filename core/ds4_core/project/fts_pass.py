@@ -1,0 +1,223 @@
+"""The FTS tier of project retrieval: concept pass, whole-file pass and file ranking.
+
+Each query concept's FTS5 matches give windows their concept scores (`_concept_pass`); files
+are ranked by their evidence and, in a prose request, by whole-file bm25 (`_rank_files`), and
+the best windows of the best files get their FTS tier score. The numbers are pure functions in
+`project/scoring.py`; the rules are in the docstring of `project/search.py` ("Prose: files
+first", "Prose: whole files").
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Sequence
+
+from ds4_core.retrieval.descriptor import fts_phrase
+from ds4_core.store.sql import chunked, placeholders
+
+from .candidates import (
+    _CONCEPT_JOIN_FIRST_SQL,
+    _CONCEPT_SQL,
+    _FILE_JOIN,
+    _FILE_TEXT_SQL,
+    _ROWIDS_SQL,
+    _VALID,
+    _Search,
+    _Window,
+)
+from .query import QueryPlan, _Concept, _files_naming
+from .scoring import (
+    combine_file_scores,
+    concept_idf,
+    concept_window_score,
+    file_evidence,
+    fts_tier,
+    is_demoted,
+    presence_score,
+    top_files,
+)
+
+CONCEPT_ROW_LIMIT = 200
+"""Rows each FTS concept may read (best bm25 first)."""
+COMMON_SHARE = 0.05
+COMMON_MIN_ROWS = 2000
+"""In an index of at least this many rows, a concept found in more than `COMMON_SHARE` of
+them is common: not ranked by bm25, only counted where it occurs (see `_concept_pass`)."""
+MIN_RANKED_CONCEPTS = 2
+FILL_SHARE = 0.25
+"""In a prose request (no identifier, file or phrase), at least `MIN_RANKED_CONCEPTS`
+concepts are ranked by bm25 (the rarest), among those found in at most `FILL_SHARE` of the
+rows; in any request, at least one."""
+FILE_TEXT_MIN_FILES = 50
+"""Files (at least; more when more files get an FTS tier) read from the whole-file bm25."""
+
+
+def _concept_rows(search: _Search, query: str) -> list[tuple[int, str, float]]:
+    """(rowid, path, bm25) of the `CONCEPT_ROW_LIMIT` best valid windows matching `query`
+    (the same two statements as `_Search.by_index`)."""
+    cut = search.conn.execute(
+        _CONCEPT_SQL, (query, CONCEPT_ROW_LIMIT, search.project_path)
+    ).fetchall()
+    rows = [row[:3] for row in cut if row[3]]
+    if len(cut) >= CONCEPT_ROW_LIMIT and len(rows) < CONCEPT_ROW_LIMIT // 2:
+        rows = search.conn.execute(
+            _CONCEPT_JOIN_FIRST_SQL, (query, search.project_path, CONCEPT_ROW_LIMIT)
+        ).fetchall()
+    return rows
+
+
+def _concept_pass(search: _Search, concepts: Sequence[_Concept], *, prose: bool) -> list[float]:
+    """Run each concept's FTS queries and record its score in the windows it matches.
+
+    FTS5's bm25 clamps the inverse document frequency of a phrase found in more than half
+    the rows to ~0, which in a small project silences its commonest (and often most
+    telling) words. So a window's score for concept c is `idf(c) * bm25(c, w) / max_w
+    bm25(c, w)`: bm25 only orders the windows of one concept (term frequency, length,
+    column weights), and `idf(c) = ln(1 + (N - n + 0.5) / (n + 0.5))` (always positive),
+    with N the rows of the index and n those matching.
+
+    bm25 costs about 2 us per matching row, and a common word matches most rows. So each
+    concept first lists the rows it matches (rowids only, cheap); bm25 then ranks the
+    `CONCEPT_ROW_LIMIT` best rows of each concept that is not common (in an index of
+    `COMMON_MIN_ROWS` or more, found in more than `COMMON_SHARE` of the rows; the rarest is
+    ranked anyway, and in a `prose` request the `MIN_RANKED_CONCEPTS` rarest of those in at
+    most `FILL_SHARE` of the rows). Every window found by a ranked concept
+    or an exact tier also gets `presence_score(idf(c))` for each concept it contains
+    without a bm25 score (a common one, or one whose best rows it is not among). Returns
+    each concept's idf, its weight for coverage (0 when it matched nothing).
+    """
+    weights = [0.0] * len(concepts)
+    if not concepts or not search.index_usable:
+        return weights
+    conn = search.conn
+    try:
+        (total,) = conn.execute("SELECT count(*) FROM project_snippets").fetchone()
+        present: list[set[int]] = []
+        for concept in concepts:
+            (listed,) = conn.execute(_ROWIDS_SQL, (concept.query,)).fetchone()
+            present.append(set(map(int, listed.split(","))) if listed else set())
+        search.present = present
+        found = sorted((i for i, rows in enumerate(present) if rows), key=lambda i: len(present[i]))
+        rare = [
+            i for i in found if total < COMMON_MIN_ROWS or len(present[i]) <= COMMON_SHARE * total
+        ]
+        fill = [i for i in found if len(present[i]) <= FILL_SHARE * total]
+        wanted = min(len(fill), MIN_RANKED_CONCEPTS) if prose else 1
+        ranked = found[: max(len(rare), wanted, 1)]
+        for index in found:
+            weights[index] = concept_idf(total, len(present[index]))
+        for index in ranked:
+            rows = _concept_rows(search, concepts[index].query)
+            best = max((-float(row[2]) for row in rows), default=0.0)
+            for rowid, path, bm25 in rows:
+                search.window(rowid, path).concepts[index] = concept_window_score(
+                    weights[index], -float(bm25), best
+                )
+        windows = search.windows
+        for index in found:
+            presence = presence_score(weights[index])
+            for rowid in present[index].intersection(windows):
+                held = windows[rowid].concepts
+                if index not in held:
+                    held[index] = presence
+    except sqlite3.Error as exc:
+        search.fts_failed("FTS pass", exc)
+    return weights
+
+
+def _demoted(path: str, plan: QueryPlan) -> bool:
+    """A test or doc file, in a request that is not about tests or docs."""
+    return is_demoted(path, about_tests=plan.about_tests, about_docs=plan.about_docs)
+
+
+def _file_evidence(
+    search: _Search, weights: Sequence[float], plan: QueryPlan
+) -> tuple[dict[str, float], dict[str, list[_Window]]]:
+    """Each file's FTS evidence from its windows' concept scores (`scoring.file_evidence`;
+    module docstring, "Prose: files first"), and those windows by file."""
+    windows_by_file: dict[str, list[_Window]] = {}
+    if sum(weights) <= 0:
+        return {}, windows_by_file
+    best_by_file: dict[str, dict[int, float]] = {}
+    for window in search.windows.values():
+        if not window.concepts:
+            continue
+        windows_by_file.setdefault(window.path, []).append(window)
+        best = best_by_file.setdefault(window.path, {})
+        for index, score in window.concepts.items():
+            if score > best.get(index, 0.0):
+                best[index] = score
+    naming = _files_naming(plan.concepts, best_by_file)
+    evidence = file_evidence(best_by_file, weights, naming, lambda path: _demoted(path, plan))
+    return evidence, windows_by_file
+
+
+def _words_query(plan: QueryPlan) -> str:
+    """The request's words, each quoted, OR-ed (FTS5 MATCH text)."""
+    return " OR ".join(fts_phrase(word) for word in plan.request_words)
+
+
+def _file_text_pass(search: _Search, plan: QueryPlan, limit: int) -> dict[str, float]:
+    """`{path: -bm25}` of the `limit` best current files of the project for all the request's
+    words OR-ed (`project_file_texts_fts`: one row per file); {} without words, or after an
+    FTS5 error (with a warning)."""
+    if not plan.request_words or not search.index_usable:
+        return {}
+    query = _words_query(plan)
+    try:
+        rows = search.conn.execute(_FILE_TEXT_SQL, (query, search.project_path, limit)).fetchall()
+    except sqlite3.Error as exc:
+        search.fts_failed("whole-file pass", exc)
+        return {}
+    return {path: -float(score) for path, score in rows}
+
+
+def _presence_windows(search: _Search, weights: Sequence[float], paths: Sequence[str]) -> None:
+    """Read the valid windows of `paths` (files no window of which a concept reached: found
+    by the whole-file pass only) without their text, and give each `presence_score(idf(c))`
+    for every concept it contains (`_Search.present`, as `_concept_pass` does for windows
+    found otherwise)."""
+    for chunk in chunked(paths):
+        marks = placeholders(len(chunk))
+        for rowid, path in search.conn.execute(
+            f"SELECT s.rowid, s.file_path FROM project_snippets AS s {_FILE_JOIN} "
+            f"WHERE {_VALID} AND s.file_path IN ({marks})",
+            (search.project_path, *chunk),
+        ):
+            window = search.window(rowid, path)
+            for index, rows in enumerate(search.present):
+                if index not in window.concepts and rowid in rows:
+                    window.concepts[index] = presence_score(weights[index])
+
+
+def _rank_files(
+    search: _Search, weights: Sequence[float], plan: QueryPlan, limit: int, *, prose: bool
+) -> None:
+    """Rank the files (module docstring, "Prose: files first") and give the best window (and a
+    close second) of the first `limit` files their FTS tier score.
+
+    Without request words, or when the request names an identifier, file or phrase, files are
+    ranked by their window evidence. In a prose request, a file's score is its whole-file bm25
+    for all the request's words relative to the best file's (`_file_text_pass`, the primary
+    signal) plus `evidence_share` times its window evidence relative to the best file's; test
+    and doc files (when the request is not about them) are demoted by `role_demotion`
+    (`scoring.combine_file_scores`, `scoring.top_files`, `scoring.fts_tier`). A
+    file's windows are then ranked by their concept relevance (`_presence_windows` for a file
+    no concept reached)."""
+    evidence, windows_by_file = _file_evidence(search, weights, plan)
+    texts = _file_text_pass(search, plan, max(FILE_TEXT_MIN_FILES, limit)) if prose else {}
+    if texts:
+        ranked = top_files(
+            combine_file_scores(texts, evidence, lambda path: _demoted(path, plan)), limit
+        )
+        unreached = {path for path in ranked if path not in windows_by_file}
+        _presence_windows(search, weights, sorted(unreached))
+        for window in search.windows.values():
+            if window.path in unreached:
+                windows_by_file.setdefault(window.path, []).append(window)
+        choose = [path for path in ranked if path in windows_by_file]
+    else:
+        choose = top_files(evidence, limit)
+    for rank, path in enumerate(choose):
+        for window, points in fts_tier(rank, windows_by_file[path]):
+            window.fts_score = points

@@ -1,0 +1,164 @@
+"""FTS query terms and bm25 statistics of history retrieval (`retrieval/history.py`).
+
+How many rows a pass reads (`query_limit`), which query terms are informative enough for the
+FTS query (`informative_terms`), the OR-ed phrases of that query with their document counts
+(`_Phrase`), the bm25 row count FTS5 keeps (`_fts_row_count`) and the bound on what a set of
+phrases can add to a bm25 score (`_bm25_bound`), which the FTS pass uses to skip scoring
+entries that cannot enter the result.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import sqlite3
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from ds4_core.retrieval.descriptor import FTS_TERM_LIMIT, fts_phrase, has_token_characters, unique
+from ds4_core.retrieval.literal import _ASCII_WORD
+from ds4_core.store.sql import placeholders
+
+_UNICODE_WORD = re.compile(r"[^\W_]+")  # runs of letters and digits: unicode61 tokens, roughly
+
+
+def query_limit(max_results: int) -> int:
+    """Rows each pass may return: max(max_results, min(100, max_results * 6)) (3.2)."""
+    return max(max_results, min(100, max_results * 6))
+
+
+def _fts_warning(where: str, exc: sqlite3.Error) -> str:
+    return (
+        f"ds4: full-text search of the session history failed in the {where} ({exc}); "
+        "history results come from a literal scan only. If this persists, rebuild the index "
+        "(ds4.rebuildIndex)."
+    )
+
+
+@dataclass(frozen=True)
+class _Phrase:
+    """One OR-ed phrase of the FTS query, with its document count when known."""
+
+    term: str
+    text: str  # `fts_phrase(term)`
+    docs: int | None = None
+
+
+def _fts_phrases(terms: Iterable[str]) -> list[_Phrase]:
+    """The phrases `build_fts_query(terms)` OR-es together, in its order."""
+    phrases: list[_Phrase] = []
+    for term in unique(terms, None):
+        if has_token_characters(term):
+            phrases.append(_Phrase(term, fts_phrase(term)))
+            if len(phrases) >= FTS_TERM_LIMIT:
+                break
+    return phrases
+
+
+def _single_ascii_token(term: str) -> str | None:
+    """The one FTS5 token of an ASCII `term` with a single run of letters and digits, or None.
+
+    unicode61 keeps only letters and digits of ASCII text in tokens and lowercases them, so for
+    such a term the phrase and the token match the same entries (fts5vocab counts those).
+    """
+    if not term.isascii():
+        return None
+    words = _ASCII_WORD.findall(term)
+    return words[0].lower() if len(words) == 1 else None
+
+
+def _varint(data: bytes, at: int) -> int:
+    """The SQLite varint at `data[at:]` (the format FTS5 stores its statistics in)."""
+    value = 0
+    for offset in range(8):
+        byte = data[at + offset]
+        value = (value << 7) | (byte & 0x7F)
+        if byte < 0x80:
+            return value
+    return (value << 8) | data[at + 8]
+
+
+def _fts_row_count(conn: sqlite3.Connection) -> int | None:
+    """The row count bm25 uses (`xRowCount`), or None when it cannot be read with certainty.
+
+    FTS5 keeps it as the first varint of its "averages" record (`entries_fts_data` id 1); it is
+    taken only when it equals the number of `entries_fts_docsize` rows (one per indexed row).
+    """
+    try:
+        block = conn.execute("SELECT block FROM entries_fts_data WHERE id = 1").fetchone()
+        (sizes,) = conn.execute("SELECT count(*) FROM entries_fts_docsize").fetchone()
+        rows = _varint(block[0], 0) if block is not None and block[0] else None
+    except (sqlite3.Error, IndexError, TypeError):
+        return None
+    return rows if rows is not None and rows == sizes and rows > 0 else None
+
+
+BM25_K1 = 1.2
+"""FTS5's bm25 k1: one phrase adds at most idf * (k1 + 1) to an entry's score."""
+PRUNE_MIN_DOCS = 150
+"""A phrase in fewer indexed entries than this is never left out of the scored set."""
+
+
+def _bm25_bound(phrases: Iterable[_Phrase], rows: int) -> float:
+    """More than any bm25 score (negated) an entry matching only `phrases` can get.
+
+    FTS5 adds idf * f (k1 + 1) / (f + k1 (1 - b + b D / avgdl)) per phrase, which is under
+    idf (k1 + 1), with idf = log((N - n + 0.5) / (n + 0.5)) (1e-6 when not positive). The
+    relative margin covers rounding (ours and SQLite's).
+    """
+    bound = 0.0
+    for phrase in phrases:
+        docs = phrase.docs if phrase.docs is not None else 0
+        idf = math.log((rows - docs + 0.5) / (docs + 0.5))
+        bound += (idf if idf > 0 else 1e-6) * (BM25_K1 + 1)
+    return bound * (1 + 1e-9) + 1e-9
+
+
+COMMON_TERM_SHARE = 0.25
+"""A one-word term found in more than this share of all indexed entries is left out of the FTS
+query (see `informative_terms`)."""
+COMMON_TERM_MIN_ENTRIES = 200
+"""Below this many indexed entries every term is kept: shares are meaningless on tiny indexes."""
+
+
+def informative_terms(conn: sqlite3.Connection, terms: Iterable[str]) -> list[str]:
+    """`terms` without the one-word terms that occur in more than 25% of all indexed entries.
+
+    bm25's inverse document frequency, log((N - n + 0.5) / (n + 0.5)), is at most log(3) ~ 1.1
+    for such a term (and clamped to ~0 by FTS5 past n = N/2), against 5 or more for a term that
+    names something specific. Left in an OR query, such a term adds almost nothing to any score
+    but makes FTS5 score every entry that contains it, which is where the time of a prose query
+    goes (measured with bench/history_retrieval.py: FTS pass about 2x faster, 97% of the same
+    top-12). Multi-word terms (phrases, paths) are always kept. If every term is common, all
+    are kept. Document counts come from the fts5vocab table `entries_fts_vocab`; if it cannot
+    be read, the terms are returned unchanged.
+    """
+    return _informative_terms(conn, terms)[0]
+
+
+def _informative_terms(
+    conn: sqlite3.Connection, terms: Iterable[str]
+) -> tuple[list[str], dict[str, int]]:
+    """`informative_terms`, and the document counts it read (one-word terms, by word)."""
+    terms = list(terms)
+    single = {t: words[0] for t in terms if len(words := _UNICODE_WORD.findall(t.lower())) == 1}
+    if not single:
+        return terms, {}
+    try:
+        (total,) = conn.execute("SELECT count(*) FROM entries").fetchone()
+        if total < COMMON_TERM_MIN_ENTRIES:
+            return terms, {}
+        marks = placeholders(len(single))
+        counts = dict(
+            conn.execute(
+                f"SELECT term, doc FROM entries_fts_vocab WHERE term IN ({marks})",
+                list(set(single.values())),
+            ).fetchall()
+        )
+    except sqlite3.Error:
+        return terms, {}
+    limit = total * COMMON_TERM_SHARE
+    kept = [t for t in terms if t not in single or counts.get(single[t], 0) <= limit]
+    for word in single.values():
+        counts.setdefault(word, 0)  # not in the vocabulary: in no entry
+    return kept or terms, counts

@@ -1,0 +1,297 @@
+"""The params of the ds4/* methods and commands on the wire, as attrs classes.
+
+Fields are snake_case in Python and camelCase on the wire (`context_window` <->
+`contextWindow`, the lsprotocol rule). `ds4_lsp.converter` structures them strictly (an integer
+field rejects `"12"`, `12.5` and `true`; a string field rejects numbers; an enum field rejects
+values outside its set) and names every bad field. Unknown keys are ignored and optional fields
+have defaults (lsp-notes.md pitfall 12), so newer clients keep working. `to_core()` gives the
+core request (`ds4_core.requests`). docs/protocol.md documents each field.
+
+`SummarizeResult` is the client's answer to the server's `ds4/summarize`: input too, read as
+strictly as params.
+"""
+
+from collections.abc import Mapping
+from typing import Any, Literal, Union
+
+import attrs
+
+from ds4_core.requests import (
+    CompactionReason,
+    CompactRequest,
+    ManifestRequest,
+    ManifestView,
+    ModelSpec,
+    PlanRequest,
+    PlanRequestMode,
+    RetrieveRequest,
+    Scope,
+    SessionRef,
+    SummarizeAnswer,
+    SummarizeCall,
+)
+from ds4_core.wire import JsonObject
+
+MsgId = Union[int, str]  # noqa: UP007 - a runtime type alias that cattrs dispatches on
+"""A JSON-RPC message id."""
+
+SummariesFormat = Literal["json", "dot"]
+
+
+@attrs.define
+class SessionParams:
+    """A Pi session file and optionally the leaf entry whose branch is active.
+
+    `file` is a filesystem path (absolute, or relative to the server's working directory);
+    `leafId` defaults to the last entry in file order (pi-session-format.md 6).
+    """
+
+    file: str
+    leaf_id: str | None = None
+
+    def to_core(self) -> SessionRef:
+        """The core `SessionRef`."""
+        return SessionRef(file=self.file, leaf_id=self.leaf_id)
+
+
+@attrs.define
+class ModelParams:
+    """The model of the planned call. Missing parts come from the session's current model,
+    `modelAwareness.overrides` and the table of well-known models. Units: tokens."""
+
+    provider: str | None = None
+    id: str | None = None
+    context_window: int | None = None
+    max_output_tokens: int | None = None
+
+    def to_core(self) -> ModelSpec:
+        """The core `ModelSpec`."""
+        return ModelSpec(
+            provider=self.provider,
+            id=self.id,
+            context_window=self.context_window,
+            max_output_tokens=self.max_output_tokens,
+        )
+
+
+@attrs.define
+class PlanParams:
+    """`ds4/plan` params: plan the messages of the next model call.
+
+    With `messages` absent, the messages are built from `session`'s active branch and
+    `request` is appended as the new user message. `fixedTokens` is the size of the system
+    prompt and tool schemas (tokens). `mode` overrides the `context.mode` setting.
+    """
+
+    session: SessionParams | None = None
+    messages: list[JsonObject] | None = None
+    request: str | None = None
+    model: ModelParams = attrs.Factory(ModelParams)
+    fixed_tokens: int = 0
+    mode: PlanRequestMode | None = None
+
+    def to_core(self) -> PlanRequest:
+        """The core `PlanRequest`."""
+        return PlanRequest(
+            session=self.session.to_core() if self.session else None,
+            messages=self.messages,
+            request=self.request,
+            model=self.model.to_core(),
+            fixed_tokens=self.fixed_tokens,
+            mode=self.mode,
+        )
+
+
+@attrs.define
+class RetrieveParams:
+    """`ds4/retrieve` params: rank transcript evidence for a query.
+
+    `query` defaults to the text of the last user message on the session's active branch;
+    `scopes` defaults to `["history"]`; `maxResults` (1..100) and `maxTokens` (tokens, >= 1)
+    default to the `retrieval.maxResults` and `context.maxRetrievedHistoryTokens` settings.
+    """
+
+    query: str | None = None
+    session: SessionParams | None = None
+    scopes: list[Scope] | None = None
+    max_results: int | None = None
+    max_tokens: int | None = None
+
+    def to_core(self) -> RetrieveRequest:
+        """The core `RetrieveRequest`."""
+        return RetrieveRequest(
+            query=self.query,
+            session=self.session.to_core() if self.session else None,
+            scopes=tuple(self.scopes) if self.scopes is not None else ("history",),
+            max_results=self.max_results,
+            max_tokens=self.max_tokens,
+        )
+
+
+@attrs.define
+class ManifestParams:
+    """`ds4/manifest` params: a stored manifest by `id`, or the latest one of `session` with
+    `latest: true`. `view` selects how much of the plan's item lists is returned."""
+
+    id: str | None = None
+    session: SessionParams | None = None
+    latest: bool = False
+    view: ManifestView = "summary"
+
+    def to_core(self) -> ManifestRequest:
+        """The core `ManifestRequest`."""
+        return ManifestRequest(
+            id=self.id,
+            session=self.session.to_core() if self.session else None,
+            latest=self.latest,
+            view=self.view,
+        )
+
+
+@attrs.define
+class ToolExecutedParams:
+    """`ds4/toolExecuted` params (a notification): an agent tool ran.
+
+    `tool` is the tool's name (`write`, `edit`, `bash`, `read`, ...); `paths` the files it
+    touched when known, absolute or relative to the workspace root.
+    """
+
+    tool: str
+    paths: list[str] = attrs.Factory(list)
+
+
+@attrs.define
+class CompactParams:
+    """`ds4/compact` params: summarize the older part of a session's active branch.
+
+    `firstKeptEntryId` chooses the span (the entries before it, after the branch's latest
+    compaction); absent, the most recent `compaction.keepRecentTokens` tokens are kept.
+    `previousSummaryId`, when given, must be the branch's current root (it is checked).
+    `customInstructions` are passed on to the summarizer's prompt (docs/compaction.md).
+    """
+
+    session: SessionParams
+    reason: CompactionReason | None = None
+    first_kept_entry_id: str | None = None
+    previous_summary_id: str | None = None
+    custom_instructions: str | None = None
+
+    def to_core(self) -> CompactRequest:
+        """The core `CompactRequest` (`reason` absent or null: `manual`)."""
+        return CompactRequest(
+            session=self.session.to_core(),
+            reason=self.reason or "manual",
+            first_kept_entry_id=self.first_kept_entry_id,
+            previous_summary_id=self.previous_summary_id,
+            custom_instructions=self.custom_instructions,
+        )
+
+
+@attrs.define
+class CompactCommittedParams:
+    """`ds4/compactCommitted` params (a notification): the client wrote the compaction entry
+    of the operation whose root is `summaryId`; `entryId` is that Pi entry's id, if known.
+    `session` (optional) names the session file it was written to; without it the operation is
+    committed in every session where it is prepared or failed (summary ids are unique per
+    session only: a forked session holds copies)."""
+
+    summary_id: str
+    entry_id: str | None = None
+    session: SessionParams | None = None
+
+
+@attrs.define
+class CompactFailedParams:
+    """`ds4/compactFailed` params (a notification): the client did not write the compaction
+    entry of the operation whose root is `summaryId`; `reason` says why, if known. `session`
+    (optional) names the session file; without it the operation is failed in every session
+    where it is prepared."""
+
+    summary_id: str
+    reason: str | None = None
+    session: SessionParams | None = None
+
+
+@attrs.define
+class SummariesArguments:
+    """The one argument object of the `ds4.summaries` command: the session (and leaf) whose
+    summary graph to show, and `format` (`dot` adds the Graphviz text as `dot`)."""
+
+    session: SessionParams
+    format: SummariesFormat = "json"
+
+
+@attrs.define
+class SummarizeParams:
+    """`ds4/summarize` params (a request from the server to the client).
+
+    `prompt` is the whole prompt (summary contract, file lists, previous summary, the quoted
+    conversation source); `tokenLimit` the most tokens the summary may have (chars-v2);
+    `sourceHash` the hex sha256 of the span (docs/compaction.md "Source hashes");
+    `sourceEntryIds` the span's entry ids in order; `readFiles` / `modifiedFiles` the known
+    file inventories of the span.
+    """
+
+    summary_kind: str
+    prompt: str
+    source_hash: str
+    token_limit: int
+    session_id: str
+    source_entry_ids: list[str]
+    read_files: list[str]
+    modified_files: list[str]
+
+    @classmethod
+    def from_core(cls, call: SummarizeCall) -> "SummarizeParams":
+        """The wire params of the engine's summarize call."""
+        return cls(
+            summary_kind=call.summary_kind,
+            prompt=call.prompt,
+            source_hash=call.source_hash,
+            token_limit=call.token_limit,
+            session_id=call.session_id,
+            source_entry_ids=list(call.source_entry_ids),
+            read_files=list(call.read_files),
+            modified_files=list(call.modified_files),
+        )
+
+
+@attrs.define
+class SummarizeResult:
+    """`ds4/summarize` result (the client's answer): the summary text (Markdown, the twelve
+    sections of docs/compaction.md) and, when known, the provider and model that wrote it."""
+
+    summary: str
+    provider: str | None = None
+    model: str | None = None
+
+    def to_core(self) -> SummarizeAnswer:
+        """The core `SummarizeAnswer`."""
+        return SummarizeAnswer(summary=self.summary, provider=self.provider, model=self.model)
+
+
+@attrs.define
+class InitializationOptions:
+    """`initializationOptions` of `initialize`.
+
+    `trusted`: whether the workspace is trusted (project files may be read); `settings`:
+    settings in the key names of ds4-reference.md 2, nested or dotted, optionally under a `ds4`
+    key; `databasePath`: the database file, overriding `DS4_DB` and `storage.databasePath`.
+    """
+
+    trusted: bool = False
+    settings: JsonObject | None = None
+    database_path: str | None = None
+
+
+def settings_section(raw: Any) -> Mapping[str, Any] | None:
+    """The ds4 settings inside a client's settings object (`initializationOptions.settings`,
+    `workspace/didChangeConfiguration`, `workspace/configuration`), or None when there are none.
+
+    Clients send either `{"ds4": {...}}` (VS Code's section layout) or the settings at the top
+    level; both are accepted. Anything that is not an object gives None.
+    """
+    if not isinstance(raw, Mapping):
+        return None
+    section = raw.get("ds4")
+    return section if isinstance(section, Mapping) else raw
