@@ -10,13 +10,10 @@ from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from ds4_core.retrieval.descriptor import TaskDescriptor
 from ds4_core.retrieval.literal import LiteralTerm, _starts_word
-
-if TYPE_CHECKING:
-    from ds4_core.retrieval.history import _Search
 
 
 class _Candidate:
@@ -102,8 +99,15 @@ class _Pool:
         return found
 
 
+class TermMatcher(Protocol):
+    """What `_count_descriptor_matches` needs of a search (`history._Search`): the rowids of the
+    candidates in a pool that a literal term matches."""
+
+    def matching(self, term: LiteralTerm, pool: _Pool) -> set[int]: ...
+
+
 def _count_descriptor_matches(
-    search: _Search, eligible: list[_Candidate], descriptor: TaskDescriptor
+    search: TermMatcher, eligible: list[_Candidate], descriptor: TaskDescriptor
 ) -> None:
     """Count, on each eligible candidate, the descriptor files, symbols and errors its text holds
     (`files_found`, `symbols_found`, `errors_found`: the scorer's bonus evidence).
