@@ -131,12 +131,9 @@ def test_sections_follow_with_settings_and_are_immutable() -> None:
     assert all(type(config.values[key]) is type(value) for key, value in NON_DEFAULT.items())
 
 
-# Files that still read settings by dotted key because other engineers are moving them right
-# now (issue 10: engine services, CLI package, LSP layers). The integrator converts their
-# lookups to the typed sections (`typed_attribute` names the replacement) and empties this.
-ALLOWED_DOTTED_LOOKUPS = {
-    "core/ds4_core/engine.py",
-}
+# Files allowed to read settings by dotted key outside config.py: none. (While issue 10 moved
+# the engine, CLI and LSP layers, their old modules were listed here until converted.)
+ALLOWED_DOTTED_LOOKUPS: set[str] = set()
 
 DOTTED_KEYS = {key for key in SETTINGS if "." in key}
 
