@@ -4,8 +4,8 @@ Every class here is an attrs class whose fields are snake_case in Python and cam
 wire (`context_window` <-> `contextWindow`, the lsprotocol rule). They are structured by
 `CONVERTER`, a converter built on lsprotocol's that is strict about JSON types: an integer field
 rejects `"12"`, `12.5` and `true`; a string field rejects numbers; an enum field rejects values
-outside its set. Unknown keys are ignored and optional fields have defaults (lsp-notes.md
-pitfall 12), so newer clients keep working. `describe_structure_error` turns a failed
+outside its set. Unknown keys are ignored and optional fields have defaults (docs/reference.md
+§L3), so newer clients keep working. `describe_structure_error` turns a failed
 structuring into one message that names each offending field, e.g.
 `ds4/plan: params.model.contextWindow: expected an integer`; the server answers it as JSON-RPC
 InvalidParams (-32602). Messages never echo the offending value.
@@ -111,7 +111,7 @@ class SessionParams:
     """A Pi session file and optionally the leaf entry whose branch is active.
 
     `file` is a filesystem path (absolute, or relative to the server's working directory);
-    `leafId` defaults to the last entry in file order (pi-session-format.md 6).
+    `leafId` defaults to the last entry in file order (docs/reference.md §P6).
     """
 
     file: str
@@ -343,7 +343,7 @@ class InitializationOptions:
     """`initializationOptions` of `initialize`.
 
     `trusted`: whether the workspace is trusted (project files may be read); `settings`:
-    settings in the key names of ds4-reference.md 2, nested or dotted, optionally under a `ds4`
+    settings in the key names of docs/reference.md §2, nested or dotted, optionally under a `ds4`
     key; `databasePath`: the database file, overriding `DS4_DB` and `storage.databasePath`.
     """
 
@@ -357,7 +357,7 @@ class InitializationOptions:
 
 @attrs.define
 class Budget:
-    """The token budget of a plan (ds4-reference.md 3.4/3.5). All values are tokens."""
+    """The token budget of a plan (docs/reference.md §3.4/§3.5). All values are tokens."""
 
     context_window: int
     output_reserve: int
@@ -987,7 +987,7 @@ def command_argument(command: str, arguments: Sequence[Any], cls: type[R]) -> R:
         JsonRpcInvalidParams: not exactly one argument, or fields of the wrong type or
             missing; the message names each field from `params.arguments[0]` (e.g.
             `ds4.summaries: params.arguments[0].session.file: required field missing`) and
-            `data.fields` lists their paths (lsp-notes.md pitfall 13).
+            `data.fields` lists their paths (docs/reference.md §L4).
     """
     if len(arguments) != 1:
         raise JsonRpcInvalidParams(

@@ -5,9 +5,10 @@ the wire shape of the matching LSP request (camelCase; docs/protocol.md), so the
 and the server print the same objects. Methods block (SQLite, files): the LSP layer runs them
 off its event loop. They are safe to call from several threads at once.
 
-Failure rules (DESIGN.md): input the caller can fix raises `RequestError` naming the field;
-any failure while indexing, retrieving or planning returns the caller's messages unchanged
-(mode `fallback` with a reason). Logs carry counts, ids and timings only.
+Failure rules (docs/architecture.md "Fail open, except privacy"): input the caller can fix
+raises `RequestError` naming the field; any failure while indexing, retrieving or planning
+returns the caller's messages unchanged (mode `fallback` with a reason). Logs carry counts, ids
+and timings only.
 """
 
 from __future__ import annotations
@@ -175,7 +176,7 @@ class ContextEngine:
     Args:
         database_path: database file; None resolves `DS4_DB`, the `storage.databasePath`
             setting, then the per-user default (`ds4_core.store.default_database_path`).
-        settings: settings in the key names of ds4-reference.md 2 (nested or dotted). Invalid
+        settings: settings in the key names of docs/reference.md §2 (nested or dotted). Invalid
             values are ignored and listed in `config_warnings`.
 
     The database is opened lazily on first use, so constructing an engine never touches disk.
@@ -278,7 +279,7 @@ class ContextEngine:
         force: bool = False,
         progress: ProgressCallback | None = None,
     ) -> dict[str, Any]:
-        """Sync one Pi session file into the index (ds4-reference.md 3.12).
+        """Sync one Pi session file into the index (docs/reference.md §3.12).
 
         Returns the wire form of `SyncResult`: {sessionId, sessionFile, outcome, reason,
         entriesAdded, entriesTotal, malformedLines, bytesRead, durationMs}.
@@ -719,7 +720,7 @@ class ContextEngine:
     # ----------------------------------------------------------------- plan
 
     def plan(self, request: PlanRequest) -> dict[str, Any]:
-        """Plan the messages of the next model call (`ds4/plan`; ds4-reference.md 3.7).
+        """Plan the messages of the next model call (`ds4/plan`; docs/reference.md §3.7).
 
         Returns {mode, messages, manifestId, manifestStored, estimatedTokens,
         estimatorVersion, overHardLimit, currentTurnTokens, fixedTokens, hardInputLimit,
@@ -776,7 +777,9 @@ class ContextEngine:
                 plan, retrieval, project = self._managed_plan(
                     prepared, request.fixed_tokens, config
                 )
-            except Exception as exc:  # fail open (DESIGN.md): original messages, with a reason
+            except Exception as exc:
+                # fail open (docs/architecture.md "Fail open, except privacy"): the original
+                # messages, with a reason
                 log.warning(
                     "plan failed open: session=%s error=%s",
                     prepared.session_id,
@@ -1165,7 +1168,7 @@ class ContextEngine:
 
     def retrieve(self, request: RetrieveRequest) -> dict[str, Any]:
         """Rank transcript and project evidence for a query (`ds4/retrieve`;
-        ds4-reference.md 3.2 and 3.10).
+        docs/reference.md §3.2 and §3.10).
 
         Returns {status, query, history: [{entryKey, entryId, role, createdAt, score, reason,
         excerpt, tokens}], project: [{path, startLine, endLine, fileHash, score, reason, text,
@@ -1675,7 +1678,7 @@ class ContextEngine:
 
 MAX_MODEL_TOKENS = 10_000_000
 """Largest context window or output limit accepted, as for `modelAwareness.overrides`
-(ds4-reference.md 2)."""
+(docs/reference.md §2)."""
 
 
 def _utf8_path_problem(path: Path) -> str | None:
@@ -1747,7 +1750,7 @@ def _match_messages(
 ) -> tuple[list[dict[str, Any]], list[str | None]]:
     """Map caller-supplied messages to session entry ids by fingerprint (stable JSON).
 
-    ds4 maps the `context` hook's messages back to entries the same way (ds4-reference.md 5).
+    ds4 maps the `context` hook's messages back to entries the same way (docs/reference.md §5).
     Unmatched messages get None.
     """
     from .tokens import stable_json

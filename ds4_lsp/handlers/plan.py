@@ -11,7 +11,8 @@ async def plan(ls: Ds4Server, params: PlanParams) -> PlanResult:
     """`ds4/plan`: plan the messages of the next model call within the model's token budget.
 
     Errors: InvalidParams naming the field (bad session file, leaf id, ...); planning failures
-    are not errors but mode `fallback` with the caller's messages (DESIGN.md, fail open).
+    are not errors but mode `fallback` with the caller's messages (docs/architecture.md
+    "Fail open, except privacy").
     Pending project syncs run first; afterwards the open documents' stale-snippet
     diagnostics are republished.
     """

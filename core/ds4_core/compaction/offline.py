@@ -1,6 +1,6 @@
 """The offline summarizer: a deterministic twelve-section summary built from the transcript
 itself, used when no model summary is available or valid (docs/compaction.md "The offline
-summarizer"; ds4-reference.md 3.13).
+summarizer"; docs/reference.md §3.13).
 
 Where each section comes from:
 

@@ -1,6 +1,6 @@
 """The `details.ds4ContextEngine` record of a Pi compaction entry <-> summary graph nodes.
 
-docs/compaction.md "Details metadata (schema 2)" and ds4-reference.md 3.13: the compaction
+docs/compaction.md "Details metadata (schema 2)" and docs/reference.md §3.13: the compaction
 entry the client writes carries the new root's text in `summary` and, under
 `details.ds4ContextEngine`, the root's fields plus every other node created by the same
 operation (`embeddedNodes`), so the database can be rebuilt from the session file alone.

@@ -1,4 +1,4 @@
-"""Which files of a project exist and may be indexed (ds4-reference.md 3.9, "Discovery").
+"""Which files of a project exist and may be indexed (docs/reference.md §3.9, "Discovery").
 
 With Git, the candidates are what `git ls-files -co --exclude-standard` lists: tracked files
 plus untracked files that no ignore rule excludes. Git runs only through
@@ -66,7 +66,7 @@ from ds4_core.project.git import (
 )
 
 DEFAULT_MAX_FILES = 10_000
-"""Files listed at most (ds4-reference.md 3.9, `maxFiles`)."""
+"""Files listed at most (docs/reference.md §3.9, `maxFiles`)."""
 
 DEFAULT_MAX_FILE_BYTES = 512_000
 """Largest file listed, in bytes; larger files are skipped as `oversized`."""

@@ -1,6 +1,6 @@
 """Project retrieval: rank indexed project windows for a request, and quote them as data.
 
-Rules from ds4-reference.md 3.10 ("Project ranking", rendering) and docs/project-knowledge.md,
+Rules from docs/reference.md §3.10 ("Project ranking", rendering) and docs/project-knowledge.md,
 plus the issue's demand that prose requests find the files that implement what they describe.
 
 **When it runs.** `max_results` or `max_tokens` <= 0: status `disabled`. A descriptor without
@@ -368,7 +368,7 @@ class ProjectRetrieval:
 
 
 def project_source_text(hit: ProjectHit, git_head: str | None) -> str:
-    """The text of the quoted project-source block for `hit` (ds4-reference.md 3.10).
+    """The text of the quoted project-source block for `hit` (docs/reference.md §3.10).
 
     Path and text are JSON strings from `ds4_core.quoting.json_string` (quotes, controls,
     NEL, U+2028/U+2029 and bidi controls escaped), so a file can never forge a line of the
@@ -393,14 +393,14 @@ def project_source_text(hit: ProjectHit, git_head: str | None) -> str:
 
 
 def render_project_snippet(hit: ProjectHit, git_head: str | None) -> dict[str, Any]:
-    """The user-role message quoting `hit` (ds4-reference.md 3.10; layout in
+    """The user-role message quoting `hit` (docs/reference.md §3.10; layout in
     `project_source_text`): `{"role": "user", "content": [{"type": "text", "text": ...}],
     "timestamp": 0}`. `git_head` is the HEAD the index was built at (None: `none`)."""
     return evidence_message(project_source_text(hit, git_head))
 
 
 def project_hit_tokens(hit: ProjectHit, git_head: str | None) -> int:
-    """`chars-v2` tokens of `render_project_snippet(hit, git_head)` (ds4-reference.md 3.3)."""
+    """`chars-v2` tokens of `render_project_snippet(hit, git_head)` (docs/reference.md §3.3)."""
     return text_block_message_tokens(project_source_text(hit, git_head))
 
 
@@ -540,7 +540,7 @@ class QueryPlan:
 
     @property
     def generic(self) -> bool:
-        """A lone generic keyword: one plain word and nothing else (ds4-reference.md 3.10)."""
+        """A lone generic keyword: one plain word and nothing else (docs/reference.md §3.10)."""
         if self.files or self.identifiers or self.phrases:
             return False
         if len(self.words) != 1:

@@ -1,4 +1,5 @@
-"""Historical retrieval: literal + FTS5 bm25 search over one session's index (ds4-reference.md 3.2).
+"""Historical retrieval: literal + FTS5 bm25 search over one session's index
+(docs/reference.md §3.2).
 
 Pipeline (all within one session, only `message` / `custom_message` entries):
 
@@ -12,7 +13,7 @@ Pipeline (all within one session, only `message` / `custom_message` entries):
 3. **Eligibility**: an entry already in the caller's context (`exclude_entry_ids`) is dropped
    (`already_in_context`); an entry not on the active branch (`branch_entry_ids`) is dropped and
    counted in `alternate_branch_candidates`.
-4. **Score** (ds4-reference.md 3.2): +100 + min(12, 3 (nExact - 1)) for literal identifiers,
+4. **Score** (docs/reference.md §3.2): +100 + min(12, 3 (nExact - 1)) for literal identifiers,
    +85 + min(8, 2 (nPhrases - 1)) for phrases, +60 + max(0, 10 - ftsRank) for FTS, +12 per
    descriptor file, +10 per symbol and +12 per error found in the text, +15 base, role authority
    (user 8, assistant 5, toolResult / bashExecution 4, other 1), up to +8 recency (linear between
@@ -175,7 +176,7 @@ class HistoryHit:
         entry_id: the Pi entry id.
         role: the message role (`custom` for custom_message), or None.
         created_at: the entry's ISO-8601 timestamp as stored, or None.
-        score: the ds4-reference.md 3.2 score, rounded to 6 decimals.
+        score: the docs/reference.md §3.2 score, rounded to 6 decimals.
         reason: e.g. `exact identifier: Foo.bar; FTS: foo; active branch`.
         excerpt: the quoted text (the whole text, or a window with "…" at each cut end).
         tokens: `chars-v2` tokens of the rendered evidence message.
@@ -876,7 +877,7 @@ def excerpt_around(text: str, match: int, max_chars: int) -> str:
     """At most `max_chars` characters of `text` around index `match` (-1: no match).
 
     The whole text when it fits; otherwise a window starting `max_chars // 3` characters before
-    `match` (or at 0), clamped to the text, with "…" on each cut side (ds4-reference.md 3.2).
+    `match` (or at 0), clamped to the text, with "…" on each cut side (docs/reference.md §3.2).
     """
     if len(text) <= max_chars:
         return text
@@ -914,7 +915,7 @@ class _Ranked:
 def _rank(
     search: _Search, eligible: list[_Candidate], descriptor: TaskDescriptor
 ) -> Iterator[_Ranked]:
-    """Score and sort the eligible candidates (ds4-reference.md 3.2 "Score", "Sort order")."""
+    """Score and sort the eligible candidates (docs/reference.md §3.2 "Score", "Sort order")."""
     bonus: dict[int, float] = dict.fromkeys((c.rowid for c in eligible), 0.0)
     matching: dict[str, set[int]] = {}
     pool: _Pool | None = None
@@ -1036,7 +1037,7 @@ def retrieve_history(
     exact: bool = True,
     fts: bool = True,
 ) -> HistoryRetrieval:
-    """Rank evidence from the indexed history of `session_id` (ds4-reference.md 3.2).
+    """Rank evidence from the indexed history of `session_id` (docs/reference.md §3.2).
 
     Args:
         store: an open store; read through the calling thread's connection.

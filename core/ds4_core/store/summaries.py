@@ -1,6 +1,6 @@
 """Repository for the summary graph: `summaries`, `summary_sources`, `summary_edges` (migration 7).
 
-Rules (docs/compaction.md "Graph rules", "Storage"; ds4-reference.md 3.11 v5/v6 and 3.13):
+Rules (docs/compaction.md "Graph rules", "Storage"; docs/reference.md §3.11 v5/v6 and §3.13):
 
 * A node is keyed by `(session_id, summary_id)`: every lookup names the session. A session
   forked by Pi copies the compaction entries of its path, summary ids included; importing them
