@@ -255,7 +255,7 @@ def command_argument(command: str, arguments: Sequence[Any], cls: type[R]) -> R:
         JsonRpcInvalidParams: not exactly one argument, or fields of the wrong type or
             missing; the message names each field from `params.arguments[0]` (e.g.
             `ds4.summaries: params.arguments[0].session.file: required field missing`) and
-            `data.fields` lists their paths (lsp-notes.md pitfall 13).
+            `data.fields` lists their paths (docs/reference.md §L4).
     """
     if len(arguments) != 1:
         raise JsonRpcInvalidParams(

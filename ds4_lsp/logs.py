@@ -10,12 +10,12 @@ stopped, sending failed, or it was logged while another record was being sent) g
 Records logged on worker threads (engine calls) are sent from the event loop
 (`loop.call_soon_threadsafe`), never from the thread itself.
 
-Privacy rule (DESIGN.md): logs carry counts, ids and timings only, never request terms,
-message text, evidence or source text. Our own log calls follow it. pygls does not: it logs
-every message body at INFO and, on errors, the params of the failed message and tracebacks
-whose text may quote them. So the `pygls` logger is held at WARNING or above, and
-`RedactPyglsFilter` strips the arguments and exception text of whatever pygls still logs
-(on both destinations).
+Privacy rule (docs/architecture.md "Privacy of what we keep"): logs carry counts, ids and
+timings only, never request terms, message text, evidence or source text. Our own log calls
+follow it. pygls does not: it logs every message body at INFO and, on errors, the params of
+the failed message and tracebacks whose text may quote them. So the `pygls` logger is held at
+WARNING or above, and `RedactPyglsFilter` strips the arguments and exception text of whatever
+pygls still logs (on both destinations).
 """
 
 from __future__ import annotations
@@ -222,7 +222,7 @@ SETTING_LEVELS = {
     "debug": logging.DEBUG,
     "trace": logging.DEBUG,
 }
-"""`diagnostics.logLevel` values (ds4-reference.md 2) to Python levels; `trace` is DEBUG."""
+"""`diagnostics.logLevel` values (docs/reference.md §2) to Python levels; `trace` is DEBUG."""
 
 
 def apply_log_level_setting(level: str) -> None:

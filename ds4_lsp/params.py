@@ -4,7 +4,7 @@ Fields are snake_case in Python and camelCase on the wire (`context_window` <->
 `contextWindow`, the lsprotocol rule). `ds4_lsp.converter` structures them strictly (an integer
 field rejects `"12"`, `12.5` and `true`; a string field rejects numbers; an enum field rejects
 values outside its set) and names every bad field. Unknown keys are ignored and optional fields
-have defaults (lsp-notes.md pitfall 12), so newer clients keep working. `to_core()` gives the
+have defaults (docs/reference.md §L3), so newer clients keep working. `to_core()` gives the
 core request (`ds4_core.requests`). docs/protocol.md documents each field.
 
 `SummarizeResult` is the client's answer to the server's `ds4/summarize`: input too, read as
@@ -43,7 +43,7 @@ class SessionParams:
     """A Pi session file and optionally the leaf entry whose branch is active.
 
     `file` is a filesystem path (absolute, or relative to the server's working directory);
-    `leafId` defaults to the last entry in file order (pi-session-format.md 6).
+    `leafId` defaults to the last entry in file order (docs/reference.md §P6).
     """
 
     file: str
@@ -275,7 +275,7 @@ class InitializationOptions:
     """`initializationOptions` of `initialize`.
 
     `trusted`: whether the workspace is trusted (project files may be read); `settings`:
-    settings in the key names of ds4-reference.md 2, nested or dotted, optionally under a `ds4`
+    settings in the key names of docs/reference.md §2, nested or dotted, optionally under a `ds4`
     key; `databasePath`: the database file, overriding `DS4_DB` and `storage.databasePath`.
     """
 

@@ -18,7 +18,7 @@ PI_SESSIONS_DIR = Path(__file__).resolve().parent / "fixtures" / "pi-sessions"
 
 @pytest.fixture(scope="session")
 def pi_sessions_dir() -> Path:
-    """Directory holding the real Pi session fixtures (pi-session-format.md 10); read-only.
+    """Directory holding the real Pi session fixtures (docs/reference.md §P10); read-only.
 
     Fails (never skips) when they are missing: a suite that silently skips its real-data tests
     would pass without testing anything that matters.

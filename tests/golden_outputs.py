@@ -26,7 +26,7 @@ warnings, key sets, must be equal):
 - the values of `CLOCK_KEYS` that are times within this run (ISO-8601 strings, or epoch
   milliseconds) become `<now>`; times outside the run (the session's own dates) are kept;
 - a `promptHash` equal to the hash of a plan's messages (the stable JSON of `{system: null,
-  tools: null, messages}`, sha256, ds4-reference.md 3.15) becomes `<prompt-hash of plan
+  tools: null, messages}`, sha256, docs/reference.md §3.15) becomes `<prompt-hash of plan
   messages>`: it covers the new user message's timestamp, which is the clock;
 - `sqliteVersion` becomes `<sqlite>` when it is the SQLite library this Python uses.
 """

@@ -1,4 +1,4 @@
-"""Write Pi session files for tests (v3 format, pi-session-format.md 4-5).
+"""Write Pi session files for tests (v3 format, docs/reference.md §P4-§P5).
 
 `SessionWriter` appends entries the way Pi does: one JSON object per line, each entry linked
 to the current leaf by `parentId`, so tests can grow a session, branch it, and append the
@@ -20,7 +20,7 @@ class SessionWriter:
     """
 
     def __init__(
-        self, path: Path, session_id: str = "0a1b2c3d-sess", cwd: str = "/work/demo"
+        self, path: Path, session_id: str = "0a1b2c3d-sess", cwd: str = "/home/me/demo"
     ) -> None:
         self.path = path
         self.session_id = session_id

@@ -1,4 +1,4 @@
-"""Settings: defaults, validation and merging (key names of ds4-reference.md section 2).
+"""Settings: defaults, validation and merging (key names of docs/reference.md §2).
 
 Settings are a flat mapping from dotted keys (`context.maxProjectTokens`) to values. Nested
 objects from a client (`{"context": {"maxProjectTokens": 1}}`) are flattened first. A value
@@ -79,8 +79,9 @@ _OVERRIDE_FIELDS = {
 
 
 def _overrides(value: Any) -> str | None:
-    """`modelAwareness.overrides`: keys `*`, `provider/*` or `provider/model` (ds4-reference.md 2).
-    The problem quotes keys through `json_bounds.echo` (a 10 MB key is named in 80 characters)."""
+    """`modelAwareness.overrides`: keys `*`, `provider/*` or `provider/model`
+    (docs/reference.md §2). The problem quotes keys through `json_bounds.echo` (a 10 MB key is
+    named in 80 characters)."""
     if not isinstance(value, dict):
         return "expected an object mapping '*', 'provider/*' or 'provider/model' to limits"
     for key, limits in value.items():
@@ -451,7 +452,7 @@ class Config:
     def with_settings(self, raw: Mapping[str, Any] | None) -> tuple[Config, list[str]]:
         """A new Config with `raw` applied on top of this one, plus warnings for ignored values.
 
-        Cross-field rules of ds4-reference.md 2 (target <= soft <= hard ratios, preferred output
+        Cross-field rules of docs/reference.md §2 (target <= soft <= hard ratios, preferred output
         reserve >= minimum) reject the offending keys of `raw`, keeping the earlier values.
         """
         if raw is None:

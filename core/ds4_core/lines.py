@@ -2,7 +2,7 @@
 
 Lines end at "\\n", "\\r\\n" or "\\r" only (LSP 3.17, "Text Documents"). `str.splitlines()`
 also splits on form feed, vertical tab, U+0085, U+2028, U+2029 and more, which would make our
-line numbers and line-based parsing disagree with editors (DESIGN.md, pitfall 3).
+line numbers and line-based parsing disagree with editors (docs/reference.md §L1).
 """
 
 from __future__ import annotations

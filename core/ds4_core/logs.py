@@ -1,6 +1,6 @@
 """Privacy-safe logging of failures.
 
-Our logs carry counts, ids and timings only (DESIGN.md, "Privacy of what we keep"). An
+Our logs carry counts, ids and timings only (docs/architecture.md "Privacy of what we keep"). An
 exception's message can quote request text, message text or evidence (a `KeyError` of a
 user-supplied key, a `ValueError` echoing input), so failures are logged by type and code
 location, never by message; an `OSError` met while reading a user's files is named by its

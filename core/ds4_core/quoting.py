@@ -1,4 +1,4 @@
-"""Quoting untrusted text as data that stays on one line (DESIGN.md "Quoted data, never
+"""Quoting untrusted text as data that stays on one line (docs/architecture.md "Quoted data, never
 instructions").
 
 Evidence and project-source blocks are read line by line, by models and by programs, and

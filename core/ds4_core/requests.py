@@ -107,7 +107,7 @@ class ManifestRequest:
 
 CompactionReason = Literal["manual", "threshold", "overflow"]
 COMPACTION_REASONS: tuple[str, ...] = ("manual", "threshold", "overflow")
-"""Pi's compaction reasons (pi-session-format.md 9, `session_before_compact`)."""
+"""Pi's compaction reasons (docs/reference.md §P9, `session_before_compact`)."""
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """Token estimation (`chars-v2`) and the stable JSON / hashing helpers used across the core.
 
-Message rules from ds4-reference.md 3.3: a message costs 8 + tokens(role) + its content + the
+Message rules from docs/reference.md §3.3: a message costs 8 + tokens(role) + its content + the
 `summary`, `command`, `output` and `toolName` string fields; each content block adds 4; an image
 block is a flat 1024; a toolCall counts its name plus the JSON of its arguments.
 
@@ -132,7 +132,7 @@ def estimate_text_quarters(text: str) -> int:
 
 def estimate_text_tokens(text: str) -> int:
     """Estimated tokens of `text` under `chars-v2` (module docstring): ceil(quarter-token
-    weights / 4). ASCII text gives ceil(len / 4), as `chars-v1` (ds4-reference.md 3.3) did;
+    weights / 4). ASCII text gives ceil(len / 4), as `chars-v1` (docs/reference.md §3.3) did;
     never less than that for any text. Never raises (a lone surrogate weighs 6 quarters)."""
     if not text:
         return 0
@@ -192,7 +192,7 @@ def estimate_content_tokens(content: Any) -> int:
 
 
 def estimate_message_tokens(message: dict[str, Any]) -> int:
-    """Estimated tokens of one Pi `AgentMessage` dict (ds4-reference.md 3.3)."""
+    """Estimated tokens of one Pi `AgentMessage` dict (docs/reference.md §3.3)."""
     total = MESSAGE_OVERHEAD_TOKENS + estimate_text_tokens(str(message.get("role") or ""))
     total += estimate_content_tokens(message.get("content"))
     for field in _EXTRA_STRING_FIELDS:

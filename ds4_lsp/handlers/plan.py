@@ -16,7 +16,8 @@ async def plan(ls: Ds4Server, params: PlanParams) -> JsonObject:
     answers the `PlanResult`'s wire JSON (docs/protocol.md).
 
     Errors: InvalidParams naming the field (bad session file, leaf id, ...); planning failures
-    are not errors but mode `fallback` with the caller's messages (DESIGN.md, fail open).
+    are not errors but mode `fallback` with the caller's messages (docs/architecture.md
+    "Fail open, except privacy").
     Pending project syncs run first; afterwards the open documents' stale-snippet
     diagnostics are republished.
     """

@@ -3,9 +3,9 @@
 pygls's `TextDocument` splits lines with `str.splitlines`, which also breaks at `\\f`, `\\v`,
 `\\x1c`-`\\x1e`, `\\x85`, U+2028 and U+2029. LSP 3.17 ("Text Documents") ends lines at `\\n`,
 `\\r\\n` and `\\r` only, so an incremental edit to a buffer holding a form feed landed on the
-wrong line (lsp-notes.md pitfall 3). pygls's position codec also clamps a character past the
+wrong line (docs/reference.md §L1). pygls's position codec also clamps a character past the
 end of a line to one unit *before* the end on an unterminated last line, and mutates the
-`Position` it is given (pitfall 4).
+`Position` it is given (docs/reference.md §L2).
 
 `LspTextDocument` keeps pygls's API but splits lines by the LSP rule, converts client
 positions itself (negotiated encoding: UTF-8, UTF-16 or UTF-32 code units, counted by pygls's

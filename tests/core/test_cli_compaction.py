@@ -341,7 +341,7 @@ def test_v1_compaction_with_first_kept_entry_index_imports_as_a_branch_node(
             "type": "session",
             "id": "synthetic-v1",
             "timestamp": "2025-11-21T03:00:00.000Z",
-            "cwd": "/work/pi-mono",
+            "cwd": "/home/me/pi-mono",
         },
         *new_turns(2),  # v1-1 .. v1-4
         {

@@ -1,5 +1,5 @@
 """The summary contract: structure, evidence checks, repairs, prompt and source hashes
-(docs/compaction.md; ds4-reference.md 3.13)."""
+(docs/compaction.md; docs/reference.md §3.13)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """`ContextEngine.compact` and the summary graph on real SQLite files and session files
-(ds4-reference.md 3.13; docs/compaction.md)."""
+(docs/reference.md §3.13; docs/compaction.md)."""
 
 from __future__ import annotations
 
@@ -414,7 +414,7 @@ def test_v1_compaction_with_first_kept_entry_index(engine: ContextEngine, tmp_pa
                 },
             }
         )
-    # header = index 0, so index 9 is the 9th entry: v1-9 (pi-session-format.md, version table)
+    # header = index 0, so index 9 is the 9th entry: v1-9 (docs/reference.md §P7)
     lines.append(
         {
             "type": "compaction",

@@ -1,5 +1,5 @@
 """The `details.ds4ContextEngine` record <-> summary nodes (docs/compaction.md "Details metadata
-(schema 2)"; ds4-reference.md 3.13): the database must be rebuildable from the JSONL alone."""
+(schema 2)"; docs/reference.md §3.13): the database must be rebuildable from the JSONL alone."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""What a request is about (ds4-reference.md 3.1) and the FTS5 query built from it."""
+"""What a request is about (docs/reference.md §3.1) and the FTS5 query built from it."""
 
 from __future__ import annotations
 

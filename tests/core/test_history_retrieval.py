@@ -1,4 +1,4 @@
-"""Historical retrieval over an indexed session (ds4-reference.md 3.2), on real Pi sessions.
+"""Historical retrieval over an indexed session (docs/reference.md §3.2), on real Pi sessions.
 
 Sessions are indexed with the real `open_store` + `sync_session`; small sessions a test needs
 (CJK text, look-alike identifiers, duplicates) are written as v3 files by `write_session`.

@@ -1,4 +1,4 @@
-"""Manifests: metadata only, size rules, views, the in-memory window (ds4-reference.md 3.15)."""
+"""Manifests: metadata only, size rules, views, the in-memory window (docs/reference.md §3.15)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The managed-context planner (ds4-reference.md 3.7): selection, supplements, fail-open."""
+"""The managed-context planner (docs/reference.md §3.7): selection, supplements, fail-open."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Budgets (ds4-reference.md 3.4) and adaptive ceilings / overrides (3.5)."""
+"""Budgets (docs/reference.md §3.4) and adaptive ceilings / overrides (§3.5)."""
 
 from __future__ import annotations
 

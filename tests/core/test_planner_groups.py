@@ -1,4 +1,4 @@
-"""Atomic groups and selection validation (ds4-reference.md 3.6)."""
+"""Atomic groups and selection validation (docs/reference.md §3.6)."""
 
 from __future__ import annotations
 

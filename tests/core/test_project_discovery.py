@@ -1,4 +1,4 @@
-"""Which project files exist (ds4-reference.md 3.9, "Discovery"), with and without Git.
+"""Which project files exist (docs/reference.md §3.9, "Discovery"), with and without Git.
 
 The oracle for ignore rules is Git itself: `git ls-files -co --exclude-standard` run on the same
 tree. Every test runs Git with a private HOME and no system or global configuration, so the

@@ -1,4 +1,4 @@
-"""What may be indexed (ds4-reference.md 3.9): exclusion by name, decoding, sniffing, secrets.
+"""What may be indexed (docs/reference.md §3.9): exclusion by name, decoding, sniffing, secrets.
 
 Fake credentials are assembled at run time so that this file itself holds no token-shaped
 string (it must stay indexable, and secret scanners must not flag it).

@@ -1,4 +1,4 @@
-"""Project retrieval (ds4-reference.md 3.10; docs/project-knowledge.md `search.py`).
+"""Project retrieval (docs/reference.md §3.10; docs/project-knowledge.md `search.py`).
 
 Every test indexes a real directory with the real pipeline (`discover_project` +
 `sync_project` into `open_store`), so ranking is checked on what the index really holds. The

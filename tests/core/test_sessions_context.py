@@ -1,4 +1,4 @@
-"""The active branch and the messages Pi would send (pi-session-format.md 6)."""
+"""The active branch and the messages Pi would send (docs/reference.md §P6)."""
 
 from __future__ import annotations
 

@@ -211,7 +211,7 @@ def test_a_first_line_of_valid_json_that_is_no_header_is_named_as_such(
     tmp_path: Path, first: Any
 ) -> None:
     """A first line that parses as JSON (`{"foo":1}`, `[1]`, `42`) is the first record, and it
-    is not a Pi session header (pi-session-format.md 8.4): the error says so, never that the
+    is not a Pi session header (docs/reference.md §P8.4): the error says so, never that the
     file holds "only malformed lines", even with a real header after it."""
     path = _write_session(tmp_path / "x.jsonl", [json.dumps(first), HEADER_V3])
     with pytest.raises(NotAPiSessionError) as caught:
@@ -620,7 +620,7 @@ def test_real_sessions_read_in_appends_like_one_full_read(
 
 
 # ------------------------------------------------------------------------------------------
-# Searchable text (ds4-reference.md 3.12)
+# Searchable text (docs/reference.md §3.12)
 
 
 def _entry(data: dict[str, Any]) -> SessionEntry:

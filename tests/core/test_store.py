@@ -1,7 +1,7 @@
 """The derived SQLite store: files, pragmas, migrations, move-aside, FTS sync, repositories.
 
-Every test uses a real SQLite file under `tmp_path` (DESIGN.md "Storage rules";
-ds4-reference.md 3.11).
+Every test uses a real SQLite file under `tmp_path` (docs/architecture.md "Storage rules";
+docs/reference.md §3.11).
 """
 
 from __future__ import annotations
@@ -93,7 +93,8 @@ def fts_keys(store: Store, query: str) -> list[str]:
 
 
 def quote_term(term: str) -> str:
-    """FTS5 string quoting as DESIGN.md requires: wrap in quotes, double inner quotes."""
+    """FTS5 string quoting as docs/architecture.md "Storage rules" requires: wrap in quotes,
+    double inner quotes."""
     return '"' + term.replace('"', '""') + '"'
 
 

@@ -1,6 +1,6 @@
 """The summary graph repository (`store.summaries`, migration 7) on real SQLite files.
 
-docs/compaction.md "Storage" and "Graph rules"; ds4-reference.md 3.11 (v5/v6 columns) and 3.13
+docs/compaction.md "Storage" and "Graph rules"; docs/reference.md §3.11 (v5/v6 columns) and 3.13
 (lifecycle: prepared in one transaction, then committed or failed).
 """
 

@@ -1,4 +1,4 @@
-"""Incremental session indexing (ds4-reference.md 3.12) against real Pi session files.
+"""Incremental session indexing (docs/reference.md §3.12) against real Pi session files.
 
 The oracle everywhere is one full read (`read_all`, duplicate ids last-wins): whatever sequence
 of syncs ran, the `entries` table must equal what a single read of the final file gives.

@@ -162,7 +162,7 @@ CJK = st.one_of(
 
 
 def chars_v1(text: str) -> int:
-    """The reference's `chars-v1`: ceil(UTF-16 length / 4) (ds4-reference.md 3.3)."""
+    """The reference's `chars-v1`: ceil(UTF-16 length / 4) (docs/reference.md §3.3)."""
     return math.ceil(utf16_length(text) / 4)
 
 

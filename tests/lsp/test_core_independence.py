@@ -1,4 +1,5 @@
-"""ds4_core is runtime-neutral: it never imports pygls, lsprotocol or ds4_lsp (DESIGN.md)."""
+"""ds4_core is runtime-neutral: it never imports pygls, lsprotocol or ds4_lsp
+(docs/architecture.md "Runtime-neutral core")."""
 
 from __future__ import annotations
 

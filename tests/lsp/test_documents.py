@@ -97,7 +97,7 @@ def test_lines_end_only_at_lsp_terminators(text: str) -> None:
 
 
 def test_an_edit_after_a_form_feed_lands_on_the_clients_line() -> None:
-    """The pygls 2.1.1 failure of lsp-notes.md pitfall 3: `"a\\fb\\nc\\n"` edited at line 1
+    """The pygls 2.1.1 failure of docs/reference.md §L1: `"a\\fb\\nc\\n"` edited at line 1
     (the line holding `c`) must change `c`, not `b`."""
     doc = document("a\fb\nc\n", "utf-16")
     doc.apply_change(

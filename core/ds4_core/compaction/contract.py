@@ -1,5 +1,5 @@
 """The summary contract: twelve sections, validation against evidence, deterministic repairs,
-the summarizer prompt and the source hashes (ds4-reference.md 3.13; docs/compaction.md).
+the summarizer prompt and the source hashes (docs/reference.md §3.13; docs/compaction.md).
 
 One module: validation and repair work on one private parse of a summary (`_parse`, `_Parsed`,
 `_Section`, `_Bullet`) under the line model below, and the prompt and source hashes are the rest of
@@ -52,7 +52,7 @@ SECTIONS: tuple[str, ...] = (
     "Next Actions",
     "Critical Exact Values",
 )
-"""The twelve required `## ` sections, in their required order (ds4-reference.md 3.13)."""
+"""The twelve required `## ` sections, in their required order (docs/reference.md §3.13)."""
 
 FILES_READ = "Files Read"
 FILES_MODIFIED = "Files Modified"
@@ -72,7 +72,7 @@ STRUCTURAL_CODES: tuple[str, ...] = (
 """Issue codes that mean the twelve-section structure is broken (no repair applies)."""
 
 MAX_PRUNED_BULLETS = 8
-"""Most bullets the `bullets-pruned` repair may remove (ds4-reference.md 3.13)."""
+"""Most bullets the `bullets-pruned` repair may remove (docs/reference.md §3.13)."""
 MAX_PRUNED_FRACTION = 0.25
 """Largest share of the non-file bullet characters the `bullets-pruned` repair may remove."""
 MAX_PATH_CHARS = 1024
@@ -154,7 +154,7 @@ def _validation(issues: Sequence[Issue]) -> Validation:
 
 @dataclass(frozen=True)
 class Evidence:
-    """What a summary's values may be backed by (ds4-reference.md 3.13).
+    """What a summary's values may be backed by (docs/reference.md §3.13).
 
     Attributes:
         source_text: the conversation source (`transcript.conversation_text` of the span).
@@ -332,7 +332,7 @@ def file_bullets(paths: Iterable[str]) -> list[str]:
 
 def bullet_value(first_line: str) -> str:
     """The value of a bullet with no backticked part: the text before the first ` — `, ` -- `
-    or ` : `, else the whole text, stripped (ds4-reference.md 3.13)."""
+    or ` : `, else the whole text, stripped (docs/reference.md §3.13)."""
     cut = len(first_line)
     for separator in _SEPARATORS:
         index = first_line.find(separator)
@@ -704,7 +704,7 @@ def render_summary(sections: Mapping[str, Sequence[str]]) -> str:
 
 
 def validate_summary(text: str, evidence: Evidence) -> Validation:
-    """Check `text` against the contract and `evidence` (ds4-reference.md 3.13).
+    """Check `text` against the contract and `evidence` (docs/reference.md §3.13).
 
     Structure: the issue codes of docs/compaction.md (`missing-section`, `duplicate-section`,
     `empty-section`, `unknown-section`, `unsupported-heading`, `section-order`, and the
@@ -811,7 +811,7 @@ def repair_summary(text: str, evidence: Evidence) -> Repaired:
     """Validate `text`, apply the reference's deterministic repairs, validate again.
 
     Repairs run only when `text` has errors and no structural ones, each only when it has
-    something to fix, in this order (docs/compaction.md; ds4-reference.md 3.13):
+    something to fix, in this order (docs/compaction.md; docs/reference.md §3.13):
 
     1. `files-overwritten`: with an `unsupported-read-file` / `unsupported-modified-file`
        issue, both file sections are replaced by the known inventories as backticked bullets
@@ -899,7 +899,7 @@ def build_prompt(
     token_limit: int,
     custom_instructions: str | None = None,
 ) -> str:
-    """The summarizer prompt for one segment (ds4-reference.md 3.13).
+    """The summarizer prompt for one segment (docs/reference.md §3.13).
 
     It states the twelve-section contract, the bullet and `- None` rules, that backticks are
     only for values copied verbatim from the source, and the limit of `token_limit` tokens; it
@@ -973,7 +973,7 @@ def segment_source_hash(
     modified_files: Sequence[str],
 ) -> str:
     """Source hash of a `segment` node: hex sha256 of stableJSON `{conversationText,
-    previousSummary, sourceEntryIds, readFiles, modifiedFiles}` (ds4-reference.md 3.13).
+    previousSummary, sourceEntryIds, readFiles, modifiedFiles}` (docs/reference.md §3.13).
     """
     return sha256_hex(
         stable_json(
@@ -991,7 +991,7 @@ def segment_source_hash(
 def aggregate_source_hash(children: Sequence[tuple[str, str, str, int]]) -> str:
     """Source hash of an `aggregate` node: hex sha256 of stableJSON
     `[[id, kind, sourceHash, graphLevel], ...]` over its ordered children
-    (ds4-reference.md 3.13)."""
+    (docs/reference.md §3.13)."""
     return sha256_hex(
         stable_json([[cid, kind, source_hash, level] for cid, kind, source_hash, level in children])
     )

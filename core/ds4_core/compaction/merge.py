@@ -1,5 +1,5 @@
 """The aggregate text: a deterministic, bounded merge of two child summaries
-(docs/compaction.md "Graph rules"; ds4-reference.md 3.13).
+(docs/compaction.md "Graph rules"; docs/reference.md §3.13).
 
 Every bullet of the result comes from a child, so the result validates without errors against
 `Evidence(older + "\\n\\n" + newer, read_files=..., modified_files=...)`. The size bound, with

@@ -1,4 +1,4 @@
-"""Summary graph nodes (ds4-reference.md 3.13; docs/compaction.md "Graph rules").
+"""Summary graph nodes (docs/reference.md §3.13; docs/compaction.md "Graph rules").
 
 A node is immutable once created: its id, content, kind, level, sources and children never
 change. Only its lifecycle (`prepared` -> `committed` | `failed`, and `failed` -> `committed`
@@ -21,10 +21,10 @@ LIFECYCLES: tuple[str, ...] = ("prepared", "committed", "failed")
 ValidationStatus = Literal["valid", "warning", "invalid"]
 
 DETAILS_KEY = "ds4ContextEngine"
-"""Key of our record inside a Pi compaction entry's `details` (ds4-reference.md 3.13)."""
+"""Key of our record inside a Pi compaction entry's `details` (docs/reference.md §3.13)."""
 DETAILS_SCHEMA_VERSION = 2
 PI_SUMMARY_ISSUE = "imported-pi-summary-unverified"
-"""Issue code of a Pi-native summary imported as a `branch` node (ds4-reference.md 3.13)."""
+"""Issue code of a Pi-native summary imported as a `branch` node (docs/reference.md §3.13)."""
 
 
 def new_summary_id() -> str:

@@ -1,6 +1,6 @@
 """The offline summarizer: a deterministic twelve-section summary built from the transcript
 itself, used when no model summary is available or valid (docs/compaction.md "The offline
-summarizer"; ds4-reference.md 3.13).
+summarizer"; docs/reference.md §3.13).
 
 One module: the offline summarizer is one pass over a digest of the transcript (`_digest`) feeding
 one builder per section, and the builders share `_Candidate`, `_bullet` and the final fit.

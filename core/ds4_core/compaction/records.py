@@ -4,7 +4,7 @@ One module: writing the record (`details_record`) and reading it back
 (`nodes_from_compaction_entry`) must stay an exact round trip, so both halves of the format stay
 side by side.
 
-docs/compaction.md "Details metadata (schema 2)" and ds4-reference.md 3.13: the compaction
+docs/compaction.md "Details metadata (schema 2)" and docs/reference.md §3.13: the compaction
 entry the client writes carries the new root's text in `summary` and, under
 `details.ds4ContextEngine`, the root's fields plus every other node created by the same
 operation (`embeddedNodes`), so the database can be rebuilt from the session file alone.

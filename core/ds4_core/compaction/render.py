@@ -3,7 +3,7 @@
 `graph_view` is what the `ds4.summaries` command and `ds4 summaries --json` return (no node
 content, only ids, kinds, levels, lifecycles, validation, token estimates and roles);
 `render_tree` and `render_dot` draw that view. Graph rules: docs/compaction.md "Graph rules"
-and ds4-reference.md 3.13. Token estimates are `chars-v2` (ds4-reference.md 3.3).
+and docs/reference.md §3.13. Token estimates are `chars-v2` (docs/reference.md §3.3).
 
 Roles (exactly one per node):
 

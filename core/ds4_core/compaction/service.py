@@ -1,5 +1,5 @@
 """One compaction: summary, validation, graph nodes, prepared batch, and the compaction entry
-the client writes (ds4-reference.md 3.13; docs/compaction.md).
+the client writes (docs/reference.md §3.13; docs/compaction.md).
 
 The engine prepares the span and resolves the previous root; this module turns them into a
 `prepared` batch (a `segment`, plus an `aggregate` over `[previousRoot, segment]` when the
@@ -383,7 +383,7 @@ def _segment_node(
 def _aggregate_node(
     previous_root: SummaryNode, segment: SummaryNode, token_limit: int, generated_at: str
 ) -> SummaryNode:
-    """The aggregate over `[previous_root, segment]` (ds4-reference.md 3.13): their merged
+    """The aggregate over `[previous_root, segment]` (docs/reference.md §3.13): their merged
     text within `token_limit` tokens, the union of their inventories (the most recent
     `MAX_INVENTORY_FILES` each), one level above both."""
     aggregate_id = new_summary_id()

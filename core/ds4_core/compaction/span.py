@@ -4,7 +4,7 @@ The span is taken from the context Pi would build for the leaf (`build_session_c
 the messages after the branch's latest compaction summary (or from the start of the branch)
 up to, not including, the first kept message. The cut never separates an assistant
 `toolCall` from the `toolResult` that answers it, and never starts the kept part with a
-`toolResult` (Pi's cut-point rule, pi-session-format.md 9 `session_before_compact`).
+`toolResult` (Pi's cut-point rule, docs/reference.md §P9 `session_before_compact`).
 """
 
 from __future__ import annotations
@@ -66,7 +66,7 @@ class Span:
 def latest_compaction(context: SessionContext) -> tuple[int, str | None, str]:
     """Where the branch's latest compaction leaves off in `context`: (index of the first
     message after its summary, or 0; its compaction entry id, or None; its summary, or "").
-    Only the leaf's own path counts (pi-session-format.md 6), never another branch."""
+    Only the leaf's own path counts (docs/reference.md §P6), never another branch."""
     for index in range(len(context.messages) - 1, -1, -1):
         message = context.messages[index]
         if message.get("role") == "compactionSummary":

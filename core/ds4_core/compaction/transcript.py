@@ -1,9 +1,9 @@
-"""A span's messages as text, and the files its tool calls touched (ds4-reference.md 3.13).
+"""A span's messages as text, and the files its tool calls touched (docs/reference.md §3.13).
 
 `conversation_text` is what the summarizer prompt embeds as `<conversation-source>` and what
 `contract.validate_summary` checks backticked values against; `file_operations` gives the
 known read / modified inventories. Both take Pi `AgentMessage` dicts
-(pi-session-format.md 5) and tolerate anything: missing or `None` content, blocks that are
+(docs/reference.md §P5) and tolerate anything: missing or `None` content, blocks that are
 not dicts, unknown roles.
 """
 

@@ -75,7 +75,7 @@ class ContextEngine:
     Args:
         database_path: database file; None resolves `DS4_DB`, the `storage.databasePath`
             setting, then the per-user default (`ds4_core.store.default_database_path`).
-        settings: settings in the key names of ds4-reference.md 2 (nested or dotted). Invalid
+        settings: settings in the key names of docs/reference.md §2 (nested or dotted). Invalid
             values are ignored and listed in `config_warnings`.
 
     The database is opened lazily on first use, so constructing an engine never touches disk.
@@ -184,7 +184,7 @@ class ContextEngine:
         force: bool = False,
         progress: ProgressCallback | None = None,
     ) -> SyncReport:
-        """Sync one Pi session file into the index (ds4-reference.md 3.12; `ds4 index`).
+        """Sync one Pi session file into the index (docs/reference.md §3.12; `ds4 index`).
 
         Returns how the file was synced: outcome, entries added and in total, malformed
         lines, bytes read, duration in ms.
@@ -220,7 +220,7 @@ class ContextEngine:
         return resolve_profile(spec, session_model, config or self.config)
 
     def plan(self, request: PlanRequest) -> PlanResult:
-        """Plan the messages of the next model call (`ds4/plan`; ds4-reference.md 3.7).
+        """Plan the messages of the next model call (`ds4/plan`; docs/reference.md §3.7).
 
         Returns the planned messages, the manifest id, token counts (`estimatorVersion`
         estimates), budget, model, warnings and stats (docs/protocol.md). `over_hard_limit`
@@ -243,7 +243,7 @@ class ContextEngine:
 
     def retrieve(self, request: RetrieveRequest) -> RetrieveResult:
         """Rank transcript and project evidence for a query (`ds4/retrieve`;
-        ds4-reference.md 3.2 and 3.10).
+        docs/reference.md §3.2 and §3.10).
 
         History entries the planned context already holds verbatim (the recent tail and
         current turn) are not returned (`stats.already_in_context`); entries on other branches

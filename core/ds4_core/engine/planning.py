@@ -155,7 +155,7 @@ class Planner:
         if failure is None:
             try:
                 plan, retrieval, project = self.managed_plan(prepared, request.fixed_tokens, config)
-            except Exception as exc:  # fail open (DESIGN.md): original messages, with a reason
+            except Exception as exc:  # fail open (docs/architecture.md "Fail open, except privacy"): original messages, with a reason
                 log.warning(
                     "plan failed open: session=%s error=%s",
                     prepared.session_id,
@@ -481,7 +481,7 @@ def _match_messages(
 ) -> tuple[list[dict[str, Any]], list[str | None]]:
     """Map caller-supplied messages to session entry ids by fingerprint (stable JSON).
 
-    ds4 maps the `context` hook's messages back to entries the same way (ds4-reference.md 5).
+    ds4 maps the `context` hook's messages back to entries the same way (docs/reference.md §5).
     Unmatched messages get None.
     """
     by_fingerprint: dict[str, list[str]] = {}

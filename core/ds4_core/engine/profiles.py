@@ -13,7 +13,7 @@ from ..requests import ModelSpec, RequestError
 
 MAX_MODEL_TOKENS = 10_000_000
 """Largest context window or output limit accepted, as for `modelAwareness.overrides`
-(ds4-reference.md 2)."""
+(docs/reference.md §2)."""
 
 
 def check_model(model: ModelSpec) -> None:

@@ -1,4 +1,4 @@
-"""Context manifests: metadata of what each plan sent (ds4-reference.md 3.15)."""
+"""Context manifests: metadata of what each plan sent (docs/reference.md §3.15)."""
 
 from ds4_core.manifest.manifest import (
     MAX_STORED_BYTES,

@@ -1,4 +1,4 @@
-"""Context manifests: what a plan sent and left out, as metadata only (ds4-reference.md 3.15).
+"""Context manifests: what a plan sent and left out, as metadata only (docs/reference.md §3.15).
 
 A manifest never holds message text, evidence or excerpts: only ids, kinds, token counts,
 scores and reason strings the planner wrote itself. It is served as JSON to editors, so keys
@@ -22,9 +22,9 @@ from ds4_core.tokens import compact_json, sha256_hex, stable_json
 from ds4_core.wire import camel_case
 
 PLANNER_VERSION = "ds4-lsp-planner-1"
-"""Version of the selection rules in `ds4_core.planner` (ds4-reference.md 3.7)."""
+"""Version of the selection rules in `ds4_core.planner` (docs/reference.md §3.7)."""
 POLICY_VERSION = "ds4-context-policy-1"
-"""Version of the budget and priority policy (ds4-reference.md 3.4, 3.5, 3.7)."""
+"""Version of the budget and priority policy (docs/reference.md §3.4, §3.5, §3.7)."""
 
 ROLLUP_THRESHOLD_BYTES = 256 * 1024
 MAX_STORED_BYTES = 1024 * 1024
@@ -41,7 +41,8 @@ def new_manifest_id() -> str:
 
 
 def prompt_hash(system: Any, tools: Any, messages: Sequence[Any]) -> str:
-    """sha256 hex of the stable JSON of `{"system", "tools", "messages"}` (ds4-reference.md 3.15).
+    """sha256 hex of the stable JSON of `{"system", "tools", "messages"}`
+    (docs/reference.md §3.15).
 
     `system` is the system prompt (string or None), `tools` the tool schemas (list or None),
     `messages` the AgentMessages sent. Equal inputs give equal hashes whatever the key order.
@@ -81,7 +82,7 @@ def build_manifest(
     warnings: Sequence[str],
     retrieval_stats: Mapping[str, Any] | None,
 ) -> dict[str, Any]:
-    """The manifest of one plan as a JSON-ready dict (ds4-reference.md 3.15). Metadata only.
+    """The manifest of one plan as a JSON-ready dict (docs/reference.md §3.15). Metadata only.
 
     `retrieved` items are `{entryKey, score, reason}`; only those three keys are copied, so an
     excerpt passed along by mistake is dropped. `created_at` is ISO-8601 UTC with `Z`;
@@ -162,7 +163,7 @@ def _item_tokens(items: Sequence[Any]) -> int:
 
 
 def encode_manifest(manifest: Mapping[str, Any]) -> tuple[str | None, bool]:
-    """Serialise a manifest for storage, applying the size rules of ds4-reference.md 3.15.
+    """Serialise a manifest for storage, applying the size rules of docs/reference.md §3.15.
 
     Returns `(json_text, rolled_up)`. Up to 256 KiB (UTF-8 bytes) the manifest is encoded as is.
     Over 256 KiB the included items stay and `excluded` keeps only its first and last 128

@@ -1,4 +1,4 @@
-"""Budgets, atomic groups and the managed-context planner (ds4-reference.md 3.4-3.7)."""
+"""Budgets, atomic groups and the managed-context planner (docs/reference.md §3.4-§3.7)."""
 
 from ds4_core.planner.budget import (
     ADAPTIVE_CEILINGS,

@@ -1,4 +1,4 @@
-"""Token budgets for one model call (ds4-reference.md 3.4) with adaptive ceilings (3.5).
+"""Token budgets for one model call (docs/reference.md §3.4) with adaptive ceilings (3.5).
 
 All numbers are `chars-v2` token estimates (`int`). The budget says how many input tokens a
 plan may use (`hard_input_limit`, `target_input_tokens`) and how those tokens are shared out
@@ -22,7 +22,7 @@ OVERRIDE_FIELDS = (
     "maxRetrievedHistoryTokens",
     "maxProjectTokens",
 )
-"""Fields a `modelAwareness.overrides` entry may set (ds4-reference.md 2)."""
+"""Fields a `modelAwareness.overrides` entry may set (docs/reference.md §2)."""
 
 ADAPTIVE_CEILINGS: tuple[tuple[int | None, int, int, int], ...] = (
     (40_000, 12_000, 4_000, 4_000),
@@ -31,7 +31,7 @@ ADAPTIVE_CEILINGS: tuple[tuple[int | None, int, int, int], ...] = (
     (None, 64_000, 32_000, 32_000),
 )
 """(largest window or None for "larger", recent tail, history, project) in tokens
-(ds4-reference.md 3.5, "Adaptive ceilings by context window")."""
+(docs/reference.md §3.5, "Adaptive ceilings by context window")."""
 
 
 @dataclass(frozen=True)
@@ -52,7 +52,7 @@ class ModelProfile:
 
 @dataclass(frozen=True)
 class ContextBudget:
-    """Token limits of one plan (ds4-reference.md 3.4, 3.5); every field is in tokens.
+    """Token limits of one plan (docs/reference.md §3.4, §3.5); every field is in tokens.
 
     `hard_input_limit` is the most the input (system prompt, tools and messages) may use;
     `soft_limit` <= hard; `target_input_tokens` is the preferred fill, never above hard;
@@ -105,7 +105,7 @@ def resolve_overrides(config: Config, provider: str, model_id: str) -> dict[str,
     """Merge the `modelAwareness.overrides` entries that apply to `provider/model_id`.
 
     Entries are applied in the order `*`, `provider/*`, `provider/model_id`, later ones winning
-    field by field (ds4-reference.md 3.5). Only the fields of `OVERRIDE_FIELDS` are kept
+    field by field (docs/reference.md §3.5). Only the fields of `OVERRIDE_FIELDS` are kept
     (config validation admits no others and only integers). The result does not depend on
     `modelAwareness.enabled`; `calculate_budget` checks that. Never raises.
     """
@@ -121,7 +121,7 @@ def resolve_overrides(config: Config, provider: str, model_id: str) -> dict[str,
 
 
 def adaptive_ceilings(context_window: int) -> tuple[int, int, int]:
-    """(recent tail, history, project) ceilings in tokens for a window (ds4-reference.md 3.5)."""
+    """(recent tail, history, project) ceilings in tokens for a window (docs/reference.md §3.5)."""
     for largest, tail, history, project in ADAPTIVE_CEILINGS:
         if largest is None or context_window <= largest:
             return tail, history, project
@@ -129,14 +129,14 @@ def adaptive_ceilings(context_window: int) -> tuple[int, int, int]:
 
 
 def default_safety_margin(context_window: int) -> int:
-    """min(8192, max(1024, ceil(0.02 x window))) tokens (ds4-reference.md 3.4)."""
+    """min(8192, max(1024, ceil(0.02 x window))) tokens (docs/reference.md §3.4)."""
     return min(8192, max(1024, math.ceil(0.02 * context_window)))
 
 
 def calculate_budget(
     profile: ModelProfile, config: Config, calibration_ratio: float = 1.0
 ) -> ContextBudget:
-    """Compute the token budget of one call (ds4-reference.md 3.4, ceilings of 3.5).
+    """Compute the token budget of one call (docs/reference.md §3.4, ceilings of 3.5).
 
     - output ceiling = `profile.max_output_tokens` or `context.preferredOutputReserve`;
       reserve = max(min(minimum, ceiling), min(preferred, ceiling)).
@@ -235,7 +235,7 @@ def calculate_budget(
 def profile_with_overrides(profile: ModelProfile, config: Config) -> ModelProfile:
     """`profile` with the `contextWindow` / `maxOutputTokens` overrides applied.
 
-    Uses `resolve_overrides` (order `*`, `provider/*`, `provider/model`; ds4-reference.md 3.5)
+    Uses `resolve_overrides` (order `*`, `provider/*`, `provider/model`; docs/reference.md §3.5)
     only when `modelAwareness.enabled`. When an override changes a number, `source` becomes
     "override". A `maxOutputTokens` above the resulting window is capped at the window.
     """

@@ -1,4 +1,4 @@
-"""Atomic message groups: the units the planner keeps or drops whole (ds4-reference.md 3.6).
+"""Atomic message groups: the units the planner keeps or drops whole (docs/reference.md §3.6).
 
 A group never separates an assistant `toolCall` block from the `toolResult` message that
 answers it: providers reject a request whose tool call has no result or whose result has no
@@ -94,7 +94,7 @@ def build_atomic_groups(
     message_tokens: Sequence[int] | None = None,
     links: tuple[dict[str, list[int]], dict[str, list[int]]] | None = None,
 ) -> list[AtomicGroup]:
-    """Split `messages` into atomic groups, ordered by their first index (ds4-reference.md 3.6).
+    """Split `messages` into atomic groups, ordered by their first index (docs/reference.md §3.6).
 
     Walk: a `compactionSummary` / `branchSummary` message is its own `summary` group; a `user`
     message starts a `turn` group that collects the messages after it; messages before the
@@ -214,7 +214,7 @@ def build_atomic_groups(
 def validate_atomic_selection(
     messages: Sequence[dict[str, Any]], selected: Iterable[int]
 ) -> list[str]:
-    """Problems with sending only `messages[i] for i in selected` (ds4-reference.md 3.6).
+    """Problems with sending only `messages[i] for i in selected` (docs/reference.md §3.6).
 
     Flags a selected tool call whose result (any of them, when an id repeats) is present in
     `messages` but not selected, a selected tool result whose call is present but not selected,

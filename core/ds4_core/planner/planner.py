@@ -1,4 +1,4 @@
-"""The managed-context planner (ds4-reference.md 3.7): which messages and supplements to send.
+"""The managed-context planner (docs/reference.md §3.7): which messages and supplements to send.
 
 One module: `_plan_managed` is one algorithm (about 340 lines) whose steps share the plan under
 construction; the result types and the fallback plan around it are its inputs and outputs.
@@ -6,7 +6,7 @@ construction; the result types and the fallback plan around it are its inputs an
 `plan_context` keeps the current turn, a contiguous recent tail of older turns, supplements
 (pins, memory, retrieved history, project snippets) within their caps, and summaries within
 theirs, so that the input stays under the budget's target and hard limits. It never splits an
-atomic group (ds4-reference.md 3.6). It fails open: any problem, including an exception,
+atomic group (docs/reference.md §3.6). It fails open: any problem, including an exception,
 gives mode `fallback` with the caller's messages unchanged and a `fallback_reason`.
 
 Token numbers are `chars-v2` estimates; indices are 0-based positions in `messages`.
@@ -61,7 +61,7 @@ PRIORITIES: dict[str, int] = {
     "summary": 75,
     "background": 40,
 }
-"""Manifest priorities by item kind (ds4-reference.md 3.7, "Manifest priorities")."""
+"""Manifest priorities by item kind (docs/reference.md §3.7, "Manifest priorities")."""
 
 SUPPLEMENT_ORDER: dict[str, int] = {"pin": 0, "memory": 1, "history": 2, "project": 3}
 """Insertion order of supplements before the last user message: pins, memory, history, project."""
@@ -96,7 +96,7 @@ class PlanItem:
     `message:<index>`, or the supplement's `source_id`. `group_id` is the message's atomic group
     (`group:<start>-<end>`) or None for supplements. `tokens` is the unit's estimate; `score` is
     priority + (end index + 1) / (n + 1) rounded to 6 decimals for messages, the supplement's
-    own score for supplements (ds4-reference.md 3.7). `reason` is metadata, never content.
+    own score for supplements (docs/reference.md §3.7). `reason` is metadata, never content.
     """
 
     kind: ItemKind
@@ -195,8 +195,8 @@ def _last_user_index(messages: Sequence[Any]) -> int | None:
 def _current_turn_tokens(
     groups: Sequence[AtomicGroup], sizes: Sequence[int], last_user: int | None
 ) -> int:
-    """Tokens of the current turn: the groups reaching the last user message (ds4-reference.md
-    3.7 step 1), or the messages from the last user message on when there are no groups."""
+    """Tokens of the current turn: the groups reaching the last user message (docs/reference.md
+    §3.7 step 1), or the messages from the last user message on when there are no groups."""
     if last_user is None:
         return 0
     if groups:
@@ -243,7 +243,7 @@ def plan_context(
     message_source_ids: Sequence[str | None] | None = None,
     message_tokens: Sequence[int] | None = None,
 ) -> ContextPlan:
-    """Plan the messages of one model call (ds4-reference.md 3.7). Never raises.
+    """Plan the messages of one model call (docs/reference.md §3.7). Never raises.
 
     `messages` are Pi AgentMessage dicts in conversation order; the last `user` message is the
     current request. `fixed_tokens` is the size of the system prompt and tool schemas (tokens).
@@ -300,7 +300,9 @@ def plan_context(
         return plan
     except _PlanFailure as failure:
         reason = str(failure)
-    except Exception as exc:  # fail open (DESIGN.md): any bug returns the original messages
+    except Exception as exc:
+        # fail open (docs/architecture.md "Fail open, except privacy"): any bug returns the
+        # original messages
         log_failure(log, "planner error; sending the original messages unchanged", exc)
         reason = (
             f"internal planner error ({type(exc).__name__}); the original messages were sent "
@@ -360,7 +362,7 @@ def _plan_managed(
     message_target = budget.active_input_budget - fixed_tokens
     message_hard = budget.hard_input_limit - fixed_tokens
 
-    # Supplements: keep the insertable ones, in input order (ds4-reference.md 3.7 step 1).
+    # Supplements: keep the insertable ones, in input order (docs/reference.md §3.7 step 1).
     insertable: list[tuple[int, Supplement, int]] = []
     rejected: list[PlanItem] = []
     for position, supplement in enumerate(supplements):
@@ -666,7 +668,7 @@ def fallback_plan(
     warnings: list[str] | None = None,
     hard_input_limit: int | None = None,
 ) -> ContextPlan:
-    """The fail-open plan (ds4-reference.md 3.7, "Fallback plan"). Never raises.
+    """The fail-open plan (docs/reference.md §3.7, "Fallback plan"). Never raises.
 
     Mode `fallback`, `fallback_reason = reason`, `messages` is the caller's list itself (a copy
     only when another sequence type is passed); every message is listed as included (kind

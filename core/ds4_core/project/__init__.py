@@ -1,6 +1,6 @@
 """Project knowledge: which workspace files exist, what may be indexed, windows and search.
 
-Contracts in docs/project-knowledge.md; rules from ds4-reference.md 3.9-3.11.
+Contracts in docs/project-knowledge.md; rules from docs/reference.md §3.9-§3.11.
 """
 
 from ds4_core.project.discovery import (

@@ -1,4 +1,4 @@
-"""Which files of a project exist and may be indexed (ds4-reference.md 3.9, "Discovery").
+"""Which files of a project exist and may be indexed (docs/reference.md §3.9, "Discovery").
 
 One module: the Git listing and the fallback walk (with its own gitignore engine: `_Rule`,
 `_Level`, `_Walk`) must give the same answer, and both feed the same selection and path checks
@@ -70,7 +70,7 @@ from ds4_core.project.git import (
 )
 
 DEFAULT_MAX_FILES = 10_000
-"""Files listed at most (ds4-reference.md 3.9, `maxFiles`)."""
+"""Files listed at most (docs/reference.md §3.9, `maxFiles`)."""
 
 DEFAULT_MAX_FILE_BYTES = 512_000
 """Largest file listed, in bytes; larger files are skipped as `oversized`."""

@@ -5,7 +5,7 @@ rules, each giving a reason string of one vocabulary (`read_indexable` for a fil
 same content checks for an open buffer in `project/index.py`); most of the length is the secret
 detector's pattern tables and their checks (`secret_reason`).
 
-Rules from ds4-reference.md 3.9 ("Project indexing exclusions"): ignored directories, binary
+Rules from docs/reference.md §3.9 ("Project indexing exclusions"): ignored directories, binary
 extensions, minified assets and source maps, lockfiles and secret file names are excluded by
 name (`path_exclusion`); binary and badly malformed content, minified text and anything that
 looks like a private key or a real credential are excluded by content (`decode_text`,
@@ -55,7 +55,7 @@ IGNORED_DIRECTORIES = frozenset(
         "__pycache__",
     }
 )
-"""Directory names never indexed, at any level (ds4-reference.md 3.9)."""
+"""Directory names never indexed, at any level (docs/reference.md §3.9)."""
 
 BINARY_EXTENSIONS = frozenset(
     {
@@ -65,7 +65,7 @@ BINARY_EXTENSIONS = frozenset(
         ".webm", ".webp", ".woff", ".woff2", ".xz", ".zip",
     }
 )  # fmt: skip
-"""Extensions of binary formats (ds4-reference.md 3.9), compared case-insensitively."""
+"""Extensions of binary formats (docs/reference.md §3.9), compared case-insensitively."""
 
 LOCKFILE_NAMES = frozenset(
     {
@@ -81,7 +81,7 @@ LOCKFILE_NAMES = frozenset(
         "yarn.lock",
     }
 )
-"""Lockfile names (ds4-reference.md 3.9), compared case-insensitively (`Cargo.lock`)."""
+"""Lockfile names (docs/reference.md §3.9), compared case-insensitively (`Cargo.lock`)."""
 
 SECRET_FILE_NAMES = frozenset(
     {
@@ -113,7 +113,7 @@ SECRET_FILE_NAMES = frozenset(
         "shadow-",
     }
 )
-"""File names that hold credentials, compared case-insensitively (ds4-reference.md 3.9, plus:
+"""File names that hold credentials, compared case-insensitively (docs/reference.md §3.9, plus:
 git's credential store `.git-credentials`, PostgreSQL's `.pgpass`, Apache's `.htpasswd`,
 `_netrc` (the Windows `.netrc`), the system password hashes `shadow` and `gshadow` (and their
 `-` backups), the other OpenSSH private key names and Docker's `.dockercfg`); `.env.*` is
@@ -135,10 +135,10 @@ number) before a name is compared with the secret file names: `.netrc.bak`, `.pg
 _BACKUP_NUMBER = re.compile(r"[.\-_][0-9]{1,3}\Z")
 
 SECRET_EXTENSIONS = frozenset({".key", ".pem", ".p12", ".pfx", ".jks", ".keystore"})
-"""Extensions of key and certificate stores (ds4-reference.md 3.9)."""
+"""Extensions of key and certificate stores (docs/reference.md §3.9)."""
 
 SNIFF_BYTES = 8192
-"""A NUL byte in this many leading bytes marks a file as binary (ds4-reference.md 3.9)."""
+"""A NUL byte in this many leading bytes marks a file as binary (docs/reference.md §3.9)."""
 
 MAX_CONTROL_RATIO = 0.05
 """More than this share of control bytes (< 7, or 14..31) marks a file as binary."""
@@ -573,7 +573,7 @@ def decode_text(data: bytes) -> tuple[str | None, str | None]:
       the long lines would leave nothing worth searching; or a mean length above 1,000 of
       the lines that are not overlong. Lines end at `\\n`, `\\r\\n` or `\\r` only.
 
-    Rules from ds4-reference.md 3.9, except that the reference calls a file with any line
+    Rules from docs/reference.md §3.9, except that the reference calls a file with any line
     over 5,000 characters minified: here such lines (a data URI) are cut by the index
     (`windows.cut_long_lines`) and the rest of the file stays searchable, unless there is
     no rest. The empty file decodes to `""`.
@@ -629,7 +629,7 @@ _WORD = re.compile(r"\w{2,}")
 def secret_reason(text: str) -> str | None:
     """Return why `text` looks like it holds a secret, or None.
 
-    Signals (ds4-reference.md 3.9), checked in this order:
+    Signals (docs/reference.md §3.9), checked in this order:
 
     - a PEM private key header or footer (`private key`; a footer alone: a key cut above it);
     - the key formats of the major providers, by prefix (the kind is the provider's):

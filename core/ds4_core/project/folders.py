@@ -345,7 +345,7 @@ class ProjectFolders:
         )
 
     def render(self, hit: ProjectHit, git_head: str | None) -> dict[str, Any]:
-        """The quoted project-source message of `hit` (ds4-reference.md 3.10)."""
+        """The quoted project-source message of `hit` (docs/reference.md §3.10)."""
         return render_project_snippet(hit, git_head)
 
     def folder_of(self, hit: ProjectHit) -> Folder | None:

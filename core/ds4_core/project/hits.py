@@ -2,8 +2,8 @@
 
 `search_project` (`project/search.py`) returns a `ProjectRetrieval` of `ProjectHit`s; each hit
 is quoted as data in a user-role message (`render_project_snippet`, layout in
-`project_source_text`) whose `chars-v2` tokens `project_hit_tokens` counts (ds4-reference.md
-3.10).
+`project_source_text`) whose `chars-v2` tokens `project_hit_tokens` counts (docs/reference.md
+§3.10).
 """
 
 from __future__ import annotations
@@ -107,7 +107,7 @@ class ProjectRetrieval:
 
 
 def project_source_text(hit: ProjectHit, git_head: str | None) -> str:
-    """The text of the quoted project-source block for `hit` (ds4-reference.md 3.10).
+    """The text of the quoted project-source block for `hit` (docs/reference.md §3.10).
 
     Path and text are JSON strings from `ds4_core.quoting.json_string` (quotes, controls,
     NEL, U+2028/U+2029 and bidi controls escaped), so a file can never forge a line of the
@@ -132,12 +132,12 @@ def project_source_text(hit: ProjectHit, git_head: str | None) -> str:
 
 
 def render_project_snippet(hit: ProjectHit, git_head: str | None) -> dict[str, Any]:
-    """The user-role message quoting `hit` (ds4-reference.md 3.10; layout in
+    """The user-role message quoting `hit` (docs/reference.md §3.10; layout in
     `project_source_text`): `{"role": "user", "content": [{"type": "text", "text": ...}],
     "timestamp": 0}`. `git_head` is the HEAD the index was built at (None: `none`)."""
     return evidence_message(project_source_text(hit, git_head))
 
 
 def project_hit_tokens(hit: ProjectHit, git_head: str | None) -> int:
-    """`chars-v2` tokens of `render_project_snippet(hit, git_head)` (ds4-reference.md 3.3)."""
+    """`chars-v2` tokens of `render_project_snippet(hit, git_head)` (docs/reference.md §3.3)."""
     return text_block_message_tokens(project_source_text(hit, git_head))

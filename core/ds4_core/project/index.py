@@ -4,7 +4,7 @@ One module: the readers of the index (`file_state`, `load_snippets`, `project_st
 `sync_project` share the row shapes (`FileState`, `SnippetRow`), the table statements and the
 incremental rule below; the batch writer of `sync_project` is most of the length.
 
-Incremental rule (ds4-reference.md 3.9): a stored file is unchanged when its status is
+Incremental rule (docs/reference.md §3.9): a stored file is unchanged when its status is
 `current` and its size, mtime, git-modified flag and git HEAD are all equal to what discovery
 reports (and, for an open editor buffer, the buffer's hash equals the stored one). Anything
 else is read again (or the buffer text is used) and hashed; equal content only refreshes the
@@ -74,10 +74,10 @@ if TYPE_CHECKING:
     from ds4_core.project.discovery import DiscoveredFile, Discovery
 
 DEFAULT_MAX_FILE_BYTES = 512_000
-"""`project.maxFileBytes` default (ds4-reference.md 2); discovery applies it too."""
+"""`project.maxFileBytes` default (docs/reference.md §2); discovery applies it too."""
 
 SNIPPET_TOKEN_OVERHEAD = 48
-"""tokenEstimate = chars-v2 tokens of the content + 48 (ds4-reference.md 3.10)."""
+"""tokenEstimate = chars-v2 tokens of the content + 48 (docs/reference.md §3.10)."""
 
 LIVE_MTIME_NS = -1
 """`mtime_ns` of a file indexed from an open editor buffer (the disk may differ)."""

@@ -175,7 +175,7 @@ class QueryPlan:
 
     @property
     def generic(self) -> bool:
-        """A lone generic keyword: one plain word and nothing else (ds4-reference.md 3.10)."""
+        """A lone generic keyword: one plain word and nothing else (docs/reference.md §3.10)."""
         if self.files or self.identifiers or self.phrases:
             return False
         if len(self.words) != 1:

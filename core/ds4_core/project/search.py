@@ -1,6 +1,6 @@
 """Project retrieval: rank indexed project windows for a request, and quote them as data.
 
-Rules from ds4-reference.md 3.10 ("Project ranking", rendering) and docs/project-knowledge.md,
+Rules from docs/reference.md §3.10 ("Project ranking", rendering) and docs/project-knowledge.md,
 plus the issue's demand that prose requests find the files that implement what they describe.
 
 This module runs the search and selects the hits. The parts live next to it: the query plan

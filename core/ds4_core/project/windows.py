@@ -1,6 +1,6 @@
 """Text to snippets: line windows, heuristic symbols, extra search text, snippet ids.
 
-Rules from ds4-reference.md 3.10 unless said otherwise:
+Rules from docs/reference.md §3.10 unless said otherwise:
 
 * Lines end at "\\n", "\\r\\n" or "\\r" only (LSP 3.17 "Text Documents"), never at what
   `str.splitlines` also accepts (form feed, U+2028, U+0085, ...): a snippet's line numbers must
@@ -43,7 +43,7 @@ TRUNCATION_MARKER = "[DS4 snippet truncated]"
 """Ends a window cut at `max_chars` (after a "\\n")."""
 MAX_LINE_CHARS = 5_000
 """Lines longer than this many characters are cut for the project index (`cut_long_lines`);
-the same bound as the minified-file rule (`filters.MAX_LINE_CHARS`, ds4-reference.md 3.9)."""
+the same bound as the minified-file rule (`filters.MAX_LINE_CHARS`, docs/reference.md §3.9)."""
 
 # ----------------------------------------------------------------------------- lines
 
@@ -125,7 +125,7 @@ def window_lines(
     max_windows: int = MAX_WINDOWS_PER_FILE,
     max_chars: int = MAX_SNIPPET_CHARS,
 ) -> list[LineWindow]:
-    """Split `text` into overlapping windows of whole lines (ds4-reference.md 3.10).
+    """Split `text` into overlapping windows of whole lines (docs/reference.md §3.10).
 
     Lines end at "\\n", "\\r\\n" or "\\r" only (LSP 3.17, "Text Documents"); form feeds and
     U+2028 stay inside their line. Windows start every `size - overlap` lines and hold up to
@@ -253,7 +253,7 @@ def _sql_name(raw: str) -> str:
 
 
 def declared_symbols(text: str, limit: int = MAX_SYMBOLS_PER_WINDOW) -> list[str]:
-    """Names declared in `text` by the heuristics of ds4-reference.md 3.10, in text order.
+    """Names declared in `text` by the heuristics of docs/reference.md §3.10, in text order.
 
     1. `(class|interface|enum|namespace|record|struct|trait|type) Name` (at a line start,
        after optional modifiers such as `export`, `pub`, `abstract`, `data`);
@@ -505,7 +505,7 @@ def snippet_id(
     project_path: str, file_path: str, file_hash: str, start_line: int, end_line: int
 ) -> str:
     """sha256 hex of project path, file path, file hash, start and end line joined by NUL
-    (ds4-reference.md 3.10)."""
+    (docs/reference.md §3.10)."""
     return sha256_hex(
         "\x00".join((project_path, file_path, file_hash, str(start_line), str(end_line)))
     )

@@ -9,7 +9,7 @@ reports `untrusted` while the workspace is untrusted: nothing is enumerated, no 
 stored project index is read (issue 3, "Trust boundary").
 
 Before a snippet is injected its live text (open buffer, else the file on disk) is hashed
-again (ds4-reference.md 3.10): a changed file is re-indexed and the query rerun once; a
+again (docs/reference.md §3.10): a changed file is re-indexed and the query rerun once; a
 deleted, binary, newly sensitive, symlinked or oversized file is dropped. A file whose `lstat`
 shows the indexed size and mtime is not read again unless its mtime is under 2 s old
 (`ProjectWorkspace._disk_hash`, Git's racy-clean rule).
@@ -574,7 +574,7 @@ class ProjectWorkspace:
         return digest, None
 
     def render(self, hit: ProjectHit, git_head: str | None) -> dict[str, Any]:
-        """The quoted project-source message of `hit` (ds4-reference.md 3.10)."""
+        """The quoted project-source message of `hit` (docs/reference.md §3.10)."""
         return render_project_snippet(hit, git_head)
 
     # ----------------------------------------------------------------- provenance

@@ -1,6 +1,6 @@
 """What a request is about: the `TaskDescriptor` and the FTS5 query text built from it.
 
-`describe_task` follows ds4-reference.md 3.1: the input is the text of the last user message,
+`describe_task` follows docs/reference.md §3.1: the input is the text of the last user message,
 trimmed and cut to 20,000 characters; backticked spans, quoted phrases, file paths, qualified
 names, `--flags`, word candidates, error codes, technologies and keywords are pulled out with the
 reference's regular expressions and folded into `exact_identifiers`, `entities` and
@@ -51,7 +51,7 @@ FILLER_WORDS: frozenset[str] = frozenset(
 )
 """English words that are not in the reference's STOPWORDS but say nothing about *what* a
 request is about ("how is X used", "where is it called"); as keywords they pulled in entries
-whose only match was the filler (a decision beyond ds4-reference.md 3.1)."""
+whose only match was the filler (a decision beyond docs/reference.md §3.1)."""
 
 STOPWORDS: frozenset[str] = frozenset(
     """
@@ -63,14 +63,14 @@ STOPWORDS: frozenset[str] = frozenset(
     tutta tutto voglio want were what when where which with would your
     """.split()
 )
-"""English + Italian stopwords of ds4-reference.md 3.1 (lowercase)."""
+"""English + Italian stopwords of docs/reference.md §3.1 (lowercase)."""
 
 TECHNOLOGIES: tuple[str, ...] = (
     "typescript", "javascript", "node", "sqlite", "sql", "react", "python", "dotnet", "csharp",
     "java", "rust", "golang", "docker", "kubernetes", "azure", "aws", "postgres", "mysql",
     "redis", "git", "pi",
 )  # fmt: skip
-"""Technologies recognised in a request, in the reference's order (ds4-reference.md 3.1)."""
+"""Technologies recognised in a request, in the reference's order (docs/reference.md §3.1)."""
 
 # ECMAScript WhiteSpace + LineTerminator (what JavaScript's `\s` and `trim()` use).
 _JS_SPACE_CHARS = (
@@ -83,7 +83,7 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 _BACKTICKED = re.compile(r"`([^`\n]{2,160})`")
 _DOUBLE_QUOTED = re.compile(r'"([^"\n]{4,200})"')
 _SINGLE_QUOTED = re.compile(r"'([^'\n]{4,200})'")
-# Qualified names (ds4-reference.md 3.1); kept for the equivalence test, evaluated by
+# Qualified names (docs/reference.md §3.1); kept for the equivalence test, evaluated by
 # `_find_qualified_names` in linear time (the regex is quadratic on inputs like "a$a$a$...").
 QUALIFIED_PATTERN = re.compile(r"\b([A-Za-z_$][\w$]*(?:(?:::|\.)[A-Za-z_$][\w$]*)+)\b", re.ASCII)
 _FLAG = re.compile(r"(?:^|" + _JS_SPACE + r")(--[a-z0-9][a-z0-9-]*)\b", re.ASCII | re.IGNORECASE)
@@ -100,7 +100,7 @@ _TECHNOLOGY_PATTERNS = tuple(
     (name, re.compile(r"(?:^|[^a-z0-9])" + name + r"(?:[^a-z0-9]|$)")) for name in TECHNOLOGIES
 )
 
-# File paths (ds4-reference.md 3.1):
+# File paths (docs/reference.md §3.1):
 #   ((?:[A-Za-z]:)?(?:\.{0,2}[\\/])?(?:[\w.@+-]+[\\/])*[\w.@+-]+\.[A-Za-z0-9]{1,12})
 # kept for the equivalence test; `_find_file_paths` evaluates it in linear time.
 FILE_PATH_PATTERN = re.compile(
@@ -121,7 +121,7 @@ _NAME_HEADS = _LETTERS | {"_", "$"}
 
 @dataclass(frozen=True)
 class TaskDescriptor:
-    """The searchable facets of one request (ds4-reference.md 3.1).
+    """The searchable facets of one request (docs/reference.md §3.1).
 
     Every field is a tuple of strings in first-occurrence order, deduplicated case-insensitively
     (first spelling kept). `objective` is the first 500 characters of the trimmed request.
@@ -161,7 +161,7 @@ def replace_lone_surrogates(text: str) -> str:
 def unique(values: Iterable[str], limit: int | None = DEFAULT_UNIQUE_LIMIT) -> tuple[str, ...]:
     """Trimmed, non-empty `values`, deduplicated case-insensitively, first spelling kept.
 
-    Stops after `limit` values (None: no limit). ds4-reference.md 3.1 `unique()`.
+    Stops after `limit` values (None: no limit). docs/reference.md §3.1 `unique()`.
     """
     seen: set[str] = set()
     result: list[str] = []
@@ -367,7 +367,7 @@ def qualified_names(text: str) -> list[str]:
 
 
 def _is_symbol_word(value: str) -> bool:
-    """ds4-reference.md 3.1, except that a plain capitalised word ("Let", "Theme") or an
+    """docs/reference.md §3.1, except that a plain capitalised word ("Let", "Theme") or an
     all-capitals word ("AND", "WHAT") is not a symbol: in prose those are sentence starts and
     emphasis, and as exact identifiers they would outrank real evidence by 100 points. A
     PascalCase word still counts when it has a digit (`Http2`) or mixed inner capitals
@@ -406,7 +406,7 @@ def _is_error_word(value: str) -> bool:
 
 
 def describe_task(text: str) -> TaskDescriptor:
-    """Extract the `TaskDescriptor` of a request text (ds4-reference.md 3.1).
+    """Extract the `TaskDescriptor` of a request text (docs/reference.md §3.1).
 
     `text` is trimmed and cut to 20,000 characters first; unpaired surrogates become U+FFFD.
     Never raises for any `str`; an empty or blank text gives an empty descriptor (no query
@@ -418,7 +418,7 @@ def describe_task(text: str) -> TaskDescriptor:
         _group_one(_DOUBLE_QUOTED, bounded) + _group_one(_SINGLE_QUOTED, bounded), PHRASE_LIMIT
     )
     # CJK words cannot be told apart by FTS5's unicode61 tokenizer: search them literally, as
-    # phrases (a decision beyond ds4-reference.md 3.1; docs/architecture.md).
+    # phrases (a decision beyond docs/reference.md §3.1; docs/architecture.md).
     phrases = unique([*phrases, *cjk_terms(bounded)], PHRASE_LIMIT + CJK_TERM_LIMIT)
     files = unique(file_paths(bounded), FILE_LIMIT)
     qualified = unique(qualified_names(bounded), None)
@@ -506,7 +506,7 @@ def build_fts_query(terms: Iterable[str], limit: int = FTS_TERM_LIMIT) -> str | 
     kept term becomes one quoted string (`fts_phrase`), so no input can produce FTS5 syntax
     (`AND`, `NEAR`, `*`, `^`, `:`, parentheses are all inside quotes). Returns None when no term
     is left. The result must reach SQLite as a bound parameter (`MATCH ?`), never spliced into
-    SQL (ds4-reference.md 3.1; DESIGN.md "Storage rules").
+    SQL (docs/reference.md §3.1; docs/architecture.md "Storage rules").
     """
     phrases: list[str] = []
     if limit <= 0:
@@ -524,7 +524,7 @@ def text_of_message(message: Any) -> str:
     """The text of a Pi `AgentMessage`: string content as is, else its `text` blocks.
 
     Only blocks with `type == "text"` and a string `text` count; they are joined with "\\n".
-    Anything that is not a message with such content gives "" (ds4-reference.md 3.1).
+    Anything that is not a message with such content gives "" (docs/reference.md §3.1).
     """
     if not isinstance(message, dict):
         return ""

@@ -1,4 +1,4 @@
-"""Rendering retrieved history as quoted evidence (ds4-reference.md 3.2).
+"""Rendering retrieved history as quoted evidence (docs/reference.md §3.2).
 
 A hit becomes one synthetic **user**-role `AgentMessage` whose single text block reads:
 
@@ -15,7 +15,7 @@ A hit becomes one synthetic **user**-role `AgentMessage` whose single text block
 Entry id, role and excerpt are JSON strings from `ds4_core.quoting.json_string` (quotes,
 backslashes, controls, NEL, U+2028/U+2029 and bidi controls escaped), so quoted history can
 never forge a line of the block, e.g. a fake END marker, whichever line-break rule its
-reader follows (DESIGN.md "Quoted data, never instructions").
+reader follows (docs/architecture.md "Quoted data, never instructions").
 """
 
 from __future__ import annotations
@@ -94,7 +94,7 @@ def evidence_message(text: str, timestamp_ms: int = 0) -> dict[str, Any]:
 
 
 def render_evidence(source: EvidenceSource, *, timestamp_ms: int = 0) -> dict[str, Any]:
-    """The evidence message for a retrieved hit (ds4-reference.md 3.2).
+    """The evidence message for a retrieved hit (docs/reference.md §3.2).
 
     Returns `{"role": "user", "content": [{"type": "text", "text": ...}], "timestamp": ...}`.
     `timestamp_ms` (Unix ms) is the message's own time; it defaults to 0 so that rendering is
@@ -110,7 +110,7 @@ _USER_ROLE_TOKENS = estimate_text_tokens("user")
 def text_block_message_tokens(text: str) -> int:
     """`estimate_message_tokens` of a user message with one text block holding `text`.
 
-    Same arithmetic as ds4-reference.md 3.3 (8 + role + 4 per block + the text's tokens),
+    Same arithmetic as docs/reference.md §3.3 (8 + role + 4 per block + the text's tokens),
     without building the message: evidence is measured several times while its excerpt
     shrinks. A test pins it to `tokens.estimate_message_tokens`.
     """
@@ -123,5 +123,5 @@ def text_block_message_tokens(text: str) -> int:
 
 
 def evidence_tokens(source: EvidenceSource) -> int:
-    """Estimated tokens of `render_evidence(source)` (ds4_core.tokens, ds4-reference.md 3.3)."""
+    """Estimated tokens of `render_evidence(source)` (ds4_core.tokens, docs/reference.md §3.3)."""
     return text_block_message_tokens(evidence_text(source))

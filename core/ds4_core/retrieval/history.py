@@ -1,4 +1,5 @@
-"""Historical retrieval: literal + FTS5 bm25 search over one session's index (ds4-reference.md 3.2).
+"""Historical retrieval: literal + FTS5 bm25 search over one session's index
+(docs/reference.md §3.2).
 
 The parts live next to this module: literal matching in `retrieval/literal.py`, the FTS query
 terms and bm25 statistics in `retrieval/history_terms.py`, the entries read and term matching
@@ -18,7 +19,7 @@ Pipeline (all within one session, only `message` / `custom_message` entries):
 3. **Eligibility**: an entry already in the caller's context (`exclude_entry_ids`) is dropped
    (`already_in_context`); an entry not on the active branch (`branch_entry_ids`) is dropped and
    counted in `alternate_branch_candidates`.
-4. **Score** (ds4-reference.md 3.2): which descriptor files, symbols and errors each eligible
+4. **Score** (docs/reference.md §3.2): which descriptor files, symbols and errors each eligible
    candidate's text holds is checked here (`_count_descriptor_matches`, with the speed measures
    below); the score itself and the sort order are pure functions of what was found, in
    `retrieval/scoring.py` (`rank_history`, weights `HistoryWeights`): +100 + min(12, 3
@@ -471,7 +472,7 @@ def retrieve_history(
     exact: bool = True,
     fts: bool = True,
 ) -> HistoryRetrieval:
-    """Rank evidence from the indexed history of `session_id` (ds4-reference.md 3.2).
+    """Rank evidence from the indexed history of `session_id` (docs/reference.md §3.2).
 
     Args:
         store: an open store; read through the calling thread's connection.

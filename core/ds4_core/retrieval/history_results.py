@@ -34,7 +34,7 @@ class HistoryHit:
         entry_id: the Pi entry id.
         role: the message role (`custom` for custom_message), or None.
         created_at: the entry's ISO-8601 timestamp as stored, or None.
-        score: the ds4-reference.md 3.2 score, rounded to 6 decimals.
+        score: the docs/reference.md §3.2 score, rounded to 6 decimals.
         reason: e.g. `exact identifier: Foo.bar; FTS: foo; active branch`.
         excerpt: the quoted text (the whole text, or a window with "…" at each cut end).
         tokens: `chars-v2` tokens of the rendered evidence message.
@@ -104,7 +104,7 @@ def excerpt_around(text: str, match: int, max_chars: int) -> str:
     """At most `max_chars` characters of `text` around index `match` (-1: no match).
 
     The whole text when it fits; otherwise a window starting `max_chars // 3` characters before
-    `match` (or at 0), clamped to the text, with "…" on each cut side (ds4-reference.md 3.2).
+    `match` (or at 0), clamped to the text, with "…" on each cut side (docs/reference.md §3.2).
     """
     if len(text) <= max_chars:
         return text

@@ -1,6 +1,6 @@
 """Pi session files: line framing, reading and migration, searchable text, active context.
 
-See docs/architecture.md ("sessions/...") and pi-session-format.md for the rules.
+See docs/architecture.md ("sessions/...") and docs/reference.md §P for the rules.
 """
 
 from ds4_core.sessions.context import (

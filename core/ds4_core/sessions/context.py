@@ -1,13 +1,13 @@
 """The active branch of a session and the messages Pi would send for it.
 
-Implements pi-session-format.md 6 (`getBranch`, `buildSessionContext`):
+Implements docs/reference.md §P6 (`getBranch`, `buildSessionContext`):
 
 1. Leaf: the last entry in file order by default; an explicit `None` means "before the first
    entry" (empty context). Unlike Pi, an explicit id that is not in the session is an error
    (`UnknownLeafError`) so that callers can report it instead of silently using another branch.
 2. Path: walk `parentId` from the leaf to a root and reverse (root first). A missing parent, a
-   self-parent or a cycle ends the walk. Duplicate ids resolve last-wins (pi-session-format.md
-   8.8).
+   self-parent or a cycle ends the walk. Duplicate ids resolve last-wins (docs/reference.md
+   §P8.6).
 3. Settings over the whole path: thinking level = last `thinking_level_change` (default
    `"off"`); model = last `model_change` (`provider`, `modelId`) or assistant message
    (`provider`, `model`).
@@ -51,7 +51,7 @@ class _Leaf(enum.Enum):
 
 
 LAST_ENTRY: Literal[_Leaf.LAST] = _Leaf.LAST
-"""Default `leaf_id`: the last entry in file order (pi-session-format.md 6)."""
+"""Default `leaf_id`: the last entry in file order (docs/reference.md §P6)."""
 
 LeafId = str | None | Literal[_Leaf.LAST]
 
@@ -73,7 +73,7 @@ class UnknownLeafError(SessionFormatError):
 
 @dataclass(slots=True)
 class SessionContext:
-    """The context Pi would build for a leaf (pi-session-format.md 6).
+    """The context Pi would build for a leaf (docs/reference.md §P6).
 
     Attributes:
         messages: Pi `AgentMessage` dicts in order (roles user, assistant, toolResult,
@@ -117,7 +117,7 @@ def _walk_to_root(by_id: dict[str, SessionEntry], leaf: SessionEntry) -> list[Se
 def active_path(
     entries: Sequence[SessionEntry], leaf_id: LeafId = LAST_ENTRY
 ) -> list[SessionEntry]:
-    """The entries from a root to the leaf, root first (pi-session-format.md 6, `getBranch`).
+    """The entries from a root to the leaf, root first (docs/reference.md §P6, `getBranch`).
 
     Args:
         entries: all entries of the session in file order.
@@ -158,7 +158,7 @@ def current_model(path: Sequence[SessionEntry]) -> tuple[str, str] | None:
     """`(provider, model_id)` in effect at the end of `path` (root first), or `None`.
 
     The last `model_change` (`provider`, `modelId`) or assistant message (`provider`, `model`)
-    wins (pi-session-format.md 6, step 2); entries whose fields are not strings are ignored.
+    wins (docs/reference.md §P6, step 2); entries whose fields are not strings are ignored.
     Both names go through `storable_id` (a lone surrogate becomes its escape as text), since
     they reach the stored plan manifest.
     """
@@ -259,7 +259,7 @@ def _edited_content(role: Any, replacement: dict[str, Any]) -> Any:
 def build_session_context(
     entries: Sequence[SessionEntry], leaf_id: LeafId = LAST_ENTRY
 ) -> SessionContext:
-    """The messages Pi would send for the branch ending at `leaf_id` (pi-session-format.md 6).
+    """The messages Pi would send for the branch ending at `leaf_id` (docs/reference.md §P6).
 
     Args:
         entries: all entries of the session in file order (as `SessionReader` yields them).
@@ -300,7 +300,7 @@ def context_for_path(path: list[SessionEntry], thinking_level: str | None = None
                 if replacement is None:
                     continue
                 copy["content"] = _edited_content(role, replacement)
-            elif copy.get("content") is None:  # old or hand-edited files (pi-session-format.md 5)
+            elif copy.get("content") is None:  # old or hand-edited files (docs/reference.md §P5)
                 if role == "system":
                     copy["content"] = ""
                 elif role in _BLOCK_CONTENT_ROLES:

@@ -1,9 +1,9 @@
 """Byte-level line framing for JSONL session files.
 
 Pi session files are UTF-8 JSON, one object per line, and lines end at `\\n` only
-(pi-session-format.md 2). We never decode before splitting and never use `str.splitlines`:
+(docs/reference.md §P2). We never decode before splitting and never use `str.splitlines`:
 U+2028, U+2029, `\\x1c`-`\\x1e` and `\\x85` may legally appear inside JSON strings. The file is
-read in fixed-size chunks (1 MiB by default, ds4-reference.md 3.12), so memory is bounded by the
+read in fixed-size chunks (1 MiB by default, docs/reference.md §3.12), so memory is bounded by the
 longest line, not by the file; a single line may be many megabytes long.
 """
 
@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from typing import NamedTuple
 
 DEFAULT_CHUNK_SIZE = 1 << 20
-"""Bytes read per `read()` call (1 MiB, ds4-reference.md 3.12)."""
+"""Bytes read per `read()` call (1 MiB, docs/reference.md §3.12)."""
 
 StrPath = str | os.PathLike[str]
 

@@ -1,6 +1,6 @@
 """Per-block hashes of a session file's already-read prefix, to detect rewrites in place.
 
-Pi only appends to a session file (pi-session-format.md 1), but an editor, a `sed -i`, a copy
+Pi only appends to a session file (docs/reference.md §P1), but an editor, a `sed -i`, a copy
 or a restore from backup can rewrite bytes anywhere, keep the size and even restore the mtime
 (`os.utime(..., ns=...)`). Size and mtime therefore prove nothing; what was read must be hashed
 again. `PrefixHashes` holds the sha256 of every `BLOCK_BYTES` block of the bytes

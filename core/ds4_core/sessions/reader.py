@@ -3,7 +3,7 @@
 One module: `SessionReader.entries` is one resumable streaming state machine (`ResumeState`), and
 the header scan and the v1/v2/v3 migration rules below are the steps it applies to each line.
 
-Rules (pi-session-format.md 2, 3, 7, 8; ds4-reference.md 3.12):
+Rules (docs/reference.md §P2, §P3, §P7, §P8; docs/reference.md §3.12):
 
 * Lines are framed on `\\n` only (`jsonl.iter_raw_lines`); blank lines are skipped.
 * A line that is not a JSON object with a string `type` is malformed: counted and skipped.
@@ -54,11 +54,11 @@ from ds4_core.sessions.jsonl import DEFAULT_CHUNK_SIZE, RawLine, StrPath, iter_r
 from ds4_core.sessions.prefix import PrefixHashes, first_change
 
 CURRENT_SESSION_VERSION = 3
-"""Highest Pi session format version this reader understands (pi-session-format.md 7)."""
+"""Highest Pi session format version this reader understands (docs/reference.md §P7)."""
 
 HEADER_SEARCH_BYTES = 1 << 20
-"""The header record must start within this many bytes of the file start (ds4-reference.md
-3.12)."""
+"""The header record must start within this many bytes of the file start (docs/reference.md
+§3.12)."""
 
 _sha256 = hashlib.sha256
 
@@ -117,7 +117,7 @@ class UnsupportedSessionVersionError(SessionFormatError):
 
 @dataclass(frozen=True, slots=True)
 class SessionHeader:
-    """The session header line (pi-session-format.md 2); not part of the entry tree.
+    """The session header line (docs/reference.md §P2); not part of the entry tree.
 
     Attributes:
         session_id: the header `id` (a UUID or a caller-chosen id).
@@ -147,7 +147,7 @@ class SessionEntry:
         parent_id: the `parentId` when it is a string, else `None` (a root).
         entry_type: the `type` discriminator (unknown types are kept as opaque entries).
         timestamp: the entry's ISO-8601 `timestamp`, or `None` if absent / not a string.
-        data: the migrated JSON object (pi-session-format.md 7); treat it as read-only.
+        data: the migrated JSON object (docs/reference.md §P7); treat it as read-only.
         content_hash: lower-case hex sha256 of the raw line bytes (without `\\n` and one `\\r`).
         line_number: 1-based physical line number in the file (the header's line counts).
         start_offset: byte offset of the line's first byte.
@@ -259,7 +259,7 @@ def storable_id(value: str) -> str:
     surrogate), so applying it to ids and to references alike keeps the tree linked, and a
     client may name an entry by the escaped text. An id that already contains such literal
     text (`"a\\\\ud800"` in JSON) becomes equal to the escaped one: one more duplicate id,
-    resolved last-wins like any other (pi-session-format.md 8.8).
+    resolved last-wins like any other (docs/reference.md §P8.6).
     """
     if value.isascii() or not _LONE_SURROGATE.search(value):
         return value
@@ -281,7 +281,7 @@ def parsable_timestamp(value: Any) -> str | None:
 
 
 _REFERENCE_KEYS = ("firstKeptEntryId", "fromId", "targetId")
-"""Entry keys that name another entry (pi-session-format.md 5), escaped like ids."""
+"""Entry keys that name another entry (docs/reference.md §P5), escaped like ids."""
 
 
 def _storable_references(obj: dict[str, Any]) -> None:
@@ -385,7 +385,7 @@ def header_from_data(data: dict[str, Any], version: int, header_hash: str) -> Se
     cwd = data.get("cwd")
     parent = data.get("parentSession")
     if not isinstance(parent, str):
-        parent = data.get("branchedFrom")  # v1 name (pi-session-format.md 2)
+        parent = data.get("branchedFrom")  # v1 name (docs/reference.md §P2)
     return SessionHeader(
         session_id=data["id"],
         version=version,
@@ -438,7 +438,7 @@ def _scan_header(path: StrPath) -> _HeaderScan:
         obj = _parse_record(data)
         if obj is None and _parses_as_json(data):
             # A parsed line that is not a typed record is still the first record, and so
-            # the file is no Pi session (pi-session-format.md 8.4), not one of junk lines.
+            # the file is no Pi session (docs/reference.md §P8.4), not one of junk lines.
             raise _not_a_header(path, index + 1)
         if obj is None:
             if terminated:
@@ -456,7 +456,7 @@ def _scan_header(path: StrPath) -> _HeaderScan:
             return _HeaderScan(header, offset, index + 1, offset, malformed, False)
         return _HeaderScan(header, 0, 0, offset, 0, True)
     if at_eof and not malformed:
-        # Empty or blank-only file: a valid "no session yet" (pi-session-format.md 8.3).
+        # Empty or blank-only file: a valid "no session yet" (docs/reference.md §P8.3).
         return _HeaderScan(None, 0, 0, offset, 0, False)
     if at_eof:
         reason = 'it holds no JSON record with a "type", only malformed lines'
@@ -522,7 +522,7 @@ class SessionReader:
         malformed_lines: terminated lines skipped as malformed by this read (blank lines are
             not counted; when resuming, only lines after `start_offset`).
         duplicate_ids: entries whose id was already seen in this read (consumers use
-            last-wins, pi-session-format.md 8.8); `duplicate_entry_ids` lists them in order.
+            last-wins, docs/reference.md §P8.6); `duplicate_entry_ids` lists them in order.
         checkpoint_offset: end of the last `\\n`-terminated line consumed (bytes); stays 0
             until a complete header line has been seen.
         end_offset: offset just past the last byte read (the file size at read time).
@@ -733,7 +733,7 @@ def read_more(
     The file only grew when every byte `previous` read is unchanged: `previous_prefix` (from
     `prefix.hash_prefix(path, previous.end_offset)` right after the read) must cover
     `previous.end_offset` bytes and `prefix.first_change` must find no changed block (the whole
-    prefix is re-hashed; Pi only ever appends, pi-session-format.md 8, but other tools rewrite
+    prefix is re-hashed; Pi only ever appends, docs/reference.md §P8, but other tools rewrite
     in place and may keep size and mtime). A torn final line of `previous` is dropped and read
     again from the checkpoint. Statistics are the sums over both reads; `duplicate_ids` counts
     only duplicates within each read (consumers use last-wins anyway).

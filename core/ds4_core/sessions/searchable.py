@@ -1,11 +1,11 @@
-"""Searchable text and role of a session entry (ds4-reference.md 3.12, "Searchable text").
+"""Searchable text and role of a session entry (docs/reference.md §3.12, "Searchable text").
 
 What goes into the full-text index, per entry type:
 
 * `message`: text blocks (or string content); a toolCall as its name and JSON arguments; a
   toolResult's `toolName` and text; a bashExecution as `Command: <command>` and its output.
   Thinking, images and other opaque blocks are excluded. System-role messages (prompt and tool
-  state, pi-session-format.md 5.2) are excluded too: they are not conversation history.
+  state, docs/reference.md §P5.2) are excluded too: they are not conversation history.
 * `custom_message`: its content. `compaction`: summary. `branch_summary`: fromId and summary.
   `model_change`: provider and modelId. `thinking_level_change`: the level. `label`: targetId
   and label. `session_info`: name.
@@ -78,7 +78,7 @@ def _string_fields(data: dict[str, Any], *keys: str) -> list[str]:
 
 
 def searchable_text(entry: SessionEntry) -> str:
-    """The text of `entry` that goes into the full-text index (ds4-reference.md 3.12).
+    """The text of `entry` that goes into the full-text index (docs/reference.md §3.12).
 
     Returns `""` for entries that are not indexed (`custom`, `usage`, `context_edit`, unknown
     types, system messages, messages with only thinking/image blocks). Never raises on odd
@@ -121,7 +121,7 @@ def _storable(text: str) -> str:
 def entry_role(entry: SessionEntry) -> str | None:
     """The message role of `entry`: `message.role` for `message` entries (after the v2 rename
     `hookMessage` -> `custom`), `"custom"` for `custom_message`, `None` for everything else or
-    when the role is not a string (pi-session-format.md 4, 5.2)."""
+    when the role is not a string (docs/reference.md §P4, §P5.2)."""
     kind = entry.entry_type
     if kind == "message":
         message = entry.data.get("message")

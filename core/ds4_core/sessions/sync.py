@@ -1,4 +1,5 @@
-"""Incremental indexing of a Pi session file with a byte-offset checkpoint (ds4-reference.md 3.12).
+"""Incremental indexing of a Pi session file with a byte-offset checkpoint
+(docs/reference.md §3.12).
 
 One module: `noop`, `incremental` and `rebuild` are one decision over one checkpoint state
 (`IndexState`, `_Resume`), and the rebuild's writer thread must keep the same state rules;
@@ -18,7 +19,7 @@ Outcomes of `sync_session`:
   checkpoint (with the stored header and `ResumeState`, so `seq`, line numbers and v1 ids
   continue) and appended in one write transaction.
 * `rebuild`: everything is re-read and replaced in one write transaction, for one of the
-  reasons of ds4-reference.md 3.12: `forced`, `no prior state`, `session file path changed`,
+  reasons of docs/reference.md §3.12: `forced`, `no prior state`, `session file path changed`,
   `header hash changed`, `file truncated`, `in-place rewrite detected at byte N` (see below),
   `prefix hashes missing`, `checkpoint hash missing`, `checkpoint hash mismatch`, `entry
   changed` (an indexed entry id reappears with different bytes), `file grew after an
@@ -39,7 +40,7 @@ Torn tails. A final line without `\\n` is indexed when it parses, but the checkp
 before it, so the next sync reads it again. ds4 rebuilds whenever a file grows after an
 unterminated tail; we re-read incrementally instead and rebuild (with that reason) only when the
 re-read line is not the entry we indexed from the torn tail (same id, bytes and position).
-Pi completes a torn line by appending `\\n` (pi-session-format.md 8.1), which leaves its bytes,
+Pi completes a torn line by appending `\\n` (docs/reference.md §P8.1), which leaves its bytes,
 and so its hash, unchanged: an agent writing while we read costs one incremental step, not a
 rebuild of a possibly huge file. Everything before the checkpoint is covered by the checkpoint
 hash as in ds4.
@@ -51,7 +52,7 @@ file path changed"). They are not kept apart; each sync result carries a warning
 other live copies (still readable, same session id), and `sessions_with_copies` lists them for
 the health report. The other copies' paths are kept in `resume_json` (`otherFiles`).
 
-Duplicate entry ids within a file resolve last-wins (pi-session-format.md 8.8): a full read
+Duplicate entry ids within a file resolve last-wins (docs/reference.md §P8.6): a full read
 keeps the last occurrence; an incremental read that meets an indexed id again with identical
 bytes moves it to its new position, with different bytes rebuilds ("entry changed"). So any
 sequence of appends gives exactly the rows of one full read.
@@ -99,7 +100,7 @@ from ds4_core.store.sessions import IndexedEntry, IndexState, canonical_session_
 from ds4_core.tokens import estimate_text_tokens
 
 CHECKPOINT_HASH_BYTES = 64 * 1024
-"""Size of the hashed range that ends at the checkpoint (ds4-reference.md 3.12)."""
+"""Size of the hashed range that ends at the checkpoint (docs/reference.md §3.12)."""
 
 THREADED_REBUILD_BYTES = 4 << 20
 """Files at least this large are rebuilt with a writer thread (parsing and SQLite overlap)."""
@@ -148,8 +149,8 @@ class SyncResult:
             `None`.
         entries_added: rows inserted by this call (a rebuild counts all of them).
         entries_total: rows indexed for the session after this call.
-        malformed_lines: malformed terminated lines in the file, accumulated (ds4-reference.md
-            3.12); an unfinished final line is not counted.
+        malformed_lines: malformed terminated lines in the file, accumulated (docs/reference.md
+            §3.12); an unfinished final line is not counted.
         bytes_read: bytes of session file read by the entry reader in this call.
         duration_ms: wall time of the call in ms.
         rewritten_at: when bytes indexed before were found rewritten in place, the byte offset
@@ -383,7 +384,7 @@ def _torn_entry(reader: SessionReader, last: SessionEntry | None) -> tuple[str, 
 def _rebuild_reason(
     path: str, prior: IndexState, resume: _Resume | None, size: int
 ) -> tuple[str | None, int | None]:
-    """`(reason, rewritten_at)`: the reason to rebuild from `prior` (ds4-reference.md 3.12 plus
+    """`(reason, rewritten_at)`: the reason to rebuild from `prior` (docs/reference.md §3.12 plus
     the whole-prefix check), or `(None, None)` when the indexed bytes are unchanged (then the
     sync is a no-op when `size == prior.file_size`, else incremental). `rewritten_at` is the
     first changed block's offset for an in-place rewrite, else `None`."""
@@ -779,10 +780,10 @@ def sync_session(
     progress: ProgressCallback | None = None,
     on_compactions: CompactionHook | None = None,
 ) -> SyncResult:
-    """Bring the index of the Pi session file at `path` up to date (ds4-reference.md 3.12).
+    """Bring the index of the Pi session file at `path` up to date (docs/reference.md §3.12).
 
     See the module docstring for the outcomes and rebuild reasons. Each entry row gets
-    `searchable_text` / `entry_role` (ds4-reference.md 3.12), a `chars-v2` `token_estimate` of
+    `searchable_text` / `entry_role` (docs/reference.md §3.12), a `chars-v2` `token_estimate` of
     that text, and `created_at` = the entry's `timestamp`. Safe to call from several threads:
     writes are serialised by `store.write()`, and an incremental step re-checks the stored
     state inside its write transaction (a concurrent sync of the same file makes it start over).

@@ -1,8 +1,8 @@
 """The derived SQLite store (peewee over SQLite + FTS5): open, migrate, repositories.
 
 The store is a projection of the Pi session files and can be deleted and rebuilt at any time
-(DESIGN.md "Canonical vs derived"). See `database` for the storage rules, `migrations` for the
-schema, `sessions` and `manifests` for the repositories.
+(docs/architecture.md "Canonical vs derived"). See `database` for the storage rules,
+`migrations` for the schema, `sessions` and `manifests` for the repositories.
 """
 
 from ds4_core.store.database import (

@@ -1,6 +1,6 @@
 """Opening the derived SQLite store: location, pragmas, file modes, migration, move-aside.
 
-Storage rules (DESIGN.md "Storage rules"; ds4-reference.md 3.11):
+Storage rules (docs/architecture.md "Storage rules"; docs/reference.md §3.11):
 
 * One database file, mode 0600, in a directory created with mode 0700. The default location is
   `$XDG_DATA_HOME/ds4-lsp/context.db` (`~/.local/share/ds4-lsp/context.db` when unset; XDG
@@ -47,7 +47,7 @@ from ds4_core.store.migrations import (
 from ds4_core.store.models import StoreModels, build_models
 
 DEFAULT_BUSY_TIMEOUT_MS = 5000
-"""`storage.busyTimeoutMs` default (ds4-reference.md 2)."""
+"""`storage.busyTimeoutMs` default (docs/reference.md §2)."""
 
 DATABASE_ENV_VAR = "DS4_DB"
 """Environment variable that overrides the database path (below CLI / initializationOptions)."""
@@ -105,7 +105,7 @@ def resolve_database_path(
     `~` is expanded. A relative `cli`, `init_option` or `DS4_DB` value is relative to the current
     directory; a relative `setting` is relative to the default data directory
     (`$XDG_DATA_HOME/ds4-lsp`), as ds4's setting is relative to its own data directory
-    (ds4-reference.md 2). Returns an absolute path; nothing is created.
+    (docs/reference.md §2). Returns an absolute path; nothing is created.
     """
     for value in (cli, init_option, env.get(DATABASE_ENV_VAR)):
         if value and value.strip():

@@ -1,10 +1,10 @@
-"""Repository for `context_manifests` (ds4-reference.md 3.15).
+"""Repository for `context_manifests` (docs/reference.md §3.15).
 
 A manifest is metadata about one plan (ids, token counts, reasons; never content), built by
 `ds4_core.manifest.build_manifest` and encoded by `encode_manifest` (which applies the 256 KiB
 roll-up and 1 MiB limits). The queryable columns are copied out of the manifest dict; the full
 JSON text is stored as given in `manifest_json`. Retention: only the latest `keep` manifests
-(128 by default, ds4-reference.md 3.15) are kept across all sessions; older ones are deleted in
+(128 by default, docs/reference.md §3.15) are kept across all sessions; older ones are deleted in
 the same transaction that saves a new one.
 
 `estimated_tokens` is in the units of the manifest's `estimatorVersion` (kept in
@@ -22,7 +22,7 @@ from ds4_core.store.database import Store, utc_now_iso
 from ds4_core.store.sql import placeholders
 
 DEFAULT_KEEP = 128
-"""Manifests kept in total (ds4-reference.md 3.15 "Retention")."""
+"""Manifests kept in total (docs/reference.md §3.15 "Retention")."""
 
 # column -> manifest keys to read it from, in order (camelCase as build_manifest writes them,
 # the column name as a fallback).

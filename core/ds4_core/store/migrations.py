@@ -1,6 +1,6 @@
 """Versioned, checksummed schema migrations for the derived SQLite store.
 
-Rules (ds4-reference.md 3.11):
+Rules (docs/reference.md §3.11):
 
 * Every migration is `(version, name, sql)`; its checksum is
   `sha256(f"{version}\\n{name}\\n{sql}")` (lower-case hex) and is recorded with the version, the
@@ -15,10 +15,10 @@ Rules (ds4-reference.md 3.11):
 The schema itself (column lists from docs/architecture.md "store"):
 
 * `sessions`, `entries` (key `entry_key = session_id || ':' || entry_id`, because Pi's 8-hex ids
-  are unique only inside one session; ds4-reference.md 3.11 v2), `entries_fts` (FTS5 external
+  are unique only inside one session; docs/reference.md §3.11 v2), `entries_fts` (FTS5 external
   content over `entries`, kept in sync by triggers), `session_index_state` (the byte-offset
-  checkpoint of ds4-reference.md 3.12, plus `resume_json` for `ResumeState`);
-* `context_manifests` (ds4-reference.md 3.15; the v4 columns folded in);
+  checkpoint of docs/reference.md §3.12, plus `resume_json` for `ResumeState`);
+* `context_manifests` (docs/reference.md §3.15; the v4 columns folded in);
 * `project_states`, `project_files`, `project_snippets`, `project_snippets_fts` (migration 4,
   docs/project-knowledge.md "Storage");
 * `project_file_texts`, `project_file_texts_fts` (migration 6: whole-file full text).
@@ -70,7 +70,7 @@ class Migration:
 
     @property
     def checksum(self) -> str:
-        """sha256 hex of `f"{version}\\n{name}\\n{sql}"` (ds4-reference.md 3.11)."""
+        """sha256 hex of `f"{version}\\n{name}\\n{sql}"` (docs/reference.md §3.11)."""
         return sha256_hex(f"{self.version}\n{self.name}\n{self.sql}")
 
 
@@ -255,7 +255,7 @@ WHEN old.rowid IS NOT new.rowid OR old.content IS NOT new.content
     VALUES (new.rowid, new.content, new.file_path, new.symbols, new.search_text);
 END;
 """
-"""Project knowledge (docs/project-knowledge.md "Storage"; ds4-reference.md 3.11 v7).
+"""Project knowledge (docs/project-knowledge.md "Storage"; docs/reference.md §3.11 v7).
 
 `project_snippets_fts` is external content over `project_snippets` with the same caveats as
 `entries_fts` (no VACUUM without a rebuild, no INSERT OR REPLACE); marking snippets stale or
@@ -381,7 +381,7 @@ CREATE TABLE summary_edges (
 
 CREATE INDEX summary_edges_child ON summary_edges (session_id, child_id);
 """
-"""The summary graph (docs/compaction.md "Storage"; ds4-reference.md 3.11 v1 + v5 + v6 folded
+"""The summary graph (docs/compaction.md "Storage"; docs/reference.md §3.11 v1 + v5 + v6 folded
 into one migration). One `summaries` row per node: kind, level, content, provenance
 (`source_hash`), validation, provider/model, the compaction it belongs to, and its lifecycle
 (`prepared` -> `committed` | `failed`; rows imported from a session file are `committed`).

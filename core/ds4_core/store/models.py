@@ -6,7 +6,7 @@ stores at once, so `build_models(db)` creates a fresh set of classes per databas
 (see `store.database`) would be the natural place to cache it. The repositories in
 `store.sessions` and `store.manifests` use bound-parameter SQL directly for bulk paths.
 
-FTS: `EntryFTS.match(text)` / `EntryFTS.bm25()` work (DESIGN.md "Library facts"), but `text` is
+FTS: `EntryFTS.match(text)` / `EntryFTS.bm25()` work (docs/reference.md §L5), but `text` is
 FTS5 query syntax: only pass queries built by `retrieval.descriptor.build_fts_query`, which
 quotes every user term, never raw user text.
 """

@@ -41,7 +41,7 @@ class IndexedEntry(NamedTuple):
         created_at: the entry's ISO-8601 timestamp string, or `None`.
         seq: 0-based position among the file's entries (header excluded).
         line_number: 1-based physical line of the entry in the file.
-        searchable_text: the text indexed by FTS5 (ds4-reference.md 3.12 "Searchable text").
+        searchable_text: the text indexed by FTS5 (docs/reference.md §3.12 "Searchable text").
         token_estimate: `chars-v2` tokens of `searchable_text`.
         content_hash: sha256 hex of the raw line bytes.
     """
@@ -61,7 +61,7 @@ class IndexedEntry(NamedTuple):
 
 @dataclass(frozen=True)
 class IndexState:
-    """One row of `session_index_state`: the sync checkpoint of ds4-reference.md 3.12.
+    """One row of `session_index_state`: the sync checkpoint of docs/reference.md §3.12.
 
     Attributes:
         session_id: the session.
@@ -136,7 +136,7 @@ def canonical_session_file(path: str | os.PathLike[str]) -> str:
 
 
 def entry_key(session_id: str, entry_id: str) -> str:
-    """`session_id + ":" + entry_id` (ds4-reference.md 3.11 v2)."""
+    """`session_id + ":" + entry_id` (docs/reference.md §3.11 v2)."""
     return f"{session_id}:{entry_id}"
 
 
@@ -285,7 +285,7 @@ def branch_entry_ids(store: Store, session_id: str, leaf_id: str | None = None) 
     """Entry ids on the path from the root to `leaf_id`, root first.
 
     The default leaf is the entry with the highest `seq` (the last entry in file order, as Pi's
-    default leaf; pi-session-format.md 6). The walk follows `parent_id` links and stops at a root,
+    default leaf; docs/reference.md §P6). The walk follows `parent_id` links and stops at a root,
     at a parent that is not indexed (an orphan), or when an id repeats (a cycle), so it always
     ends. Returns `[]` when the session or `leaf_id` is not indexed.
     """
@@ -411,7 +411,7 @@ def replace_session(
 
     Any other session stored for the same `session_file` is removed first (the file now holds
     this session). `entries` may repeat an `entry_id`: the last occurrence wins
-    (pi-session-format.md 8.8). `entries` is consumed inside the transaction, so it may be a
+    (docs/reference.md §P8.6). `entries` is consumed inside the transaction, so it may be a
     generator that streams a file. `state` may be a callable, called once `entries` is
     exhausted; its `indexed_entries` is replaced by the number of distinct rows stored.
     Returns that number. On any exception (from `entries`, `state` or SQLite) the transaction

@@ -3,7 +3,7 @@
 One module: it is the one repository of the summary graph's three tables, and the graph rules below
 are enforced by its writers and assumed by its readers; no other module writes those tables.
 
-Rules (docs/compaction.md "Graph rules", "Storage"; ds4-reference.md 3.11 v5/v6 and 3.13):
+Rules (docs/compaction.md "Graph rules", "Storage"; docs/reference.md §3.11 v5/v6 and §3.13):
 
 * A node is keyed by `(session_id, summary_id)`: every lookup names the session. A session
   forked by Pi copies the compaction entries of its path, summary ids included; importing them

@@ -1,5 +1,5 @@
 /**
- * Where Pi keeps the sessions of a working directory (pi-session-format.md section 1), so the
+ * Where Pi keeps the sessions of a working directory (docs/reference.md §P1), so the
  * "DS4: Plan Request" command can offer the workspace's recent sessions.
  *
  * Pure module: no `vscode` import.

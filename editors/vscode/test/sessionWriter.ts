@@ -18,7 +18,7 @@ export class SessionWriter {
   constructor(
     readonly path: string,
     readonly sessionId = '0a1b2c3d-e2e-sess',
-    cwd = '/work/demo',
+    cwd = '/home/me/demo',
   ) {
     writeFileSync(
       path,

@@ -18,7 +18,7 @@ import {
 import { reader } from '../fixtures';
 
 const PACKAGE_ROOT = join(__dirname, '..', '..', '..');
-const PATHS = { homeDir: '/home/me', workspaceFolder: '/work/proj' };
+const PATHS = { homeDir: '/home/me', workspaceFolder: '/srv/proj' };
 
 interface ConfigurationProperty {
   default: unknown;
@@ -118,7 +118,7 @@ describe('settings mapping', () => {
   it('starts ds4-lsp by default and <python> -m ds4_lsp when a Python is set, never with --stdio', () => {
     assert.deepEqual(resolveServerLaunch(reader({}), PATHS), { command: 'ds4-lsp', args: [] });
     assert.deepEqual(resolveServerLaunch(reader({ 'server.command': '${workspaceFolder}/.venv/bin/ds4-lsp', 'server.args': ['--log-level', 'debug'] }), PATHS), {
-      command: '/work/proj/.venv/bin/ds4-lsp',
+      command: '/srv/proj/.venv/bin/ds4-lsp',
       args: ['--log-level', 'debug'],
     });
     assert.deepEqual(
