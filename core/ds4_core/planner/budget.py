@@ -1,4 +1,4 @@
-"""Token budgets for one model call (docs/reference.md §3.4) with adaptive ceilings (3.5).
+"""Token budgets for one model call (docs/reference.md §3.4) with adaptive ceilings (§3.5).
 
 All numbers are `chars-v2` token estimates (`int`). The budget says how many input tokens a
 plan may use (`hard_input_limit`, `target_input_tokens`) and how those tokens are shared out
@@ -136,7 +136,7 @@ def default_safety_margin(context_window: int) -> int:
 def calculate_budget(
     profile: ModelProfile, config: Config, calibration_ratio: float = 1.0
 ) -> ContextBudget:
-    """Compute the token budget of one call (docs/reference.md §3.4, ceilings of 3.5).
+    """Compute the token budget of one call (docs/reference.md §3.4, ceilings of §3.5).
 
     - output ceiling = `profile.max_output_tokens` or `context.preferredOutputReserve`;
       reserve = max(min(minimum, ceiling), min(preferred, ceiling)).

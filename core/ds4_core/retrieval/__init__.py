@@ -1,8 +1,8 @@
 """Historical retrieval: task descriptors, literal + FTS5 search, evidence rendering.
 
 `describe_task` (docs/reference.md §3.1) turns a request into search terms; `retrieve_history`
-(3.2) ranks entries of one session's index; `render_evidence` (3.2) quotes a hit as a user-role
-message.
+(docs/reference.md §3.2) ranks entries of one session's index; `render_evidence` (§3.2) quotes a
+hit as a user-role message.
 """
 
 from ds4_core.retrieval.descriptor import (

@@ -23,7 +23,8 @@ _UNICODE_WORD = re.compile(r"[^\W_]+")  # runs of letters and digits: unicode61 
 
 
 def query_limit(max_results: int) -> int:
-    """Rows each pass may return: max(max_results, min(100, max_results * 6)) (3.2)."""
+    """Rows each pass may return: max(max_results, min(100, max_results * 6))
+    (docs/reference.md §3.2)."""
     return max(max_results, min(100, max_results * 6))
 
 
