@@ -25,7 +25,8 @@ from .wire import JsonObject, WireResult, omit_if_none, to_wire
 
 @dataclass(frozen=True, slots=True)
 class Budget(WireResult):
-    """The token budget of a plan (docs/reference: budget rules). All values are tokens."""
+    """The token budget of a plan (docs/reference.md §3.4; the adaptive ceilings of the tail,
+    history, project and summary caps: §3.5). All values are tokens."""
 
     context_window: int
     output_reserve: int
@@ -103,7 +104,9 @@ class PlanResult(WireResult):
 @dataclass(frozen=True, slots=True)
 class HistoryHit(WireResult):
     """A transcript entry that matched. `entry_key` is `<sessionId>:<entryId>`; `excerpt` is
-    the quoted text and `tokens` its size; `score` rounded to 3 decimals."""
+    the quoted text and `tokens` its size; `score` the ranking score, which history retrieval
+    keeps to 6 decimals and `ds4/retrieve` rounds to 3 (`Retriever`). A plan's manifest
+    (`retrieved[].score`) keeps the 6."""
 
     entry_key: str
     entry_id: str
@@ -301,7 +304,8 @@ class SummariesResult(WireResult):
 @dataclass(frozen=True, slots=True)
 class SyncReport(WireResult):
     """`ds4 index` and one item of a rebuild: how one session file was synced. `outcome` is
-    `unchanged`, `appended`, `rebuilt`, ... with `reason`; bytes read; `duration_ms` in ms;
+    `noop`, `incremental`, `rebuild` or `skipped` (an empty file; `sessions.sync.Outcome`),
+    with `reason` for a rebuild or a skip; bytes read; `duration_ms` in ms;
     `rewritten_at` the byte offset of the first block found rewritten in place (else None)."""
 
     session_id: str | None
