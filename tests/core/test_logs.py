@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import errno
+import importlib
 import logging
+import pkgutil
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+import ds4_core.engine
 from ds4_core.logs import describe_failure, errno_name, log_failure
 
 
@@ -56,3 +59,15 @@ def test_log_failure_warns_without_the_message(caplog: pytest.LogCaptureFixture)
     assert "user text" not in caplog.text
     assert "thing failed: ValueError at test_logs.py:" in caplog.text
     assert "call path test_logs.py:" in caplog.text
+
+
+def test_the_engine_package_logs_to_one_logger() -> None:
+    """Every module of `ds4_core.engine` that logs uses `ds4_core.engine`, the logger name of
+    the single-module engine (engine/context.py), so log lines kept their name."""
+    names = {}
+    for module in pkgutil.iter_modules(ds4_core.engine.__path__):
+        log = getattr(importlib.import_module(f"ds4_core.engine.{module.name}"), "log", None)
+        if isinstance(log, logging.Logger):
+            names[module.name] = log.name
+    assert "facade" in names and "planning" in names
+    assert set(names.values()) == {"ds4_core.engine"}, names

@@ -36,7 +36,7 @@ from .context import EngineContext
 from .indexing import Indexer
 from .sessions import SESSION_FILE, SessionCache, read_session_header, resolve_session_path
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("ds4_core.engine")
 
 
 class Compactor:

@@ -5,6 +5,10 @@ The providers are called at each use, never cached: `ContextEngine` opens the st
 reopens it after `close()`, and `update_settings` replaces the settings snapshot. A service
 takes one snapshot of the settings per call (`context.config()`) so that a call sees one
 consistent set of settings even while another thread changes them.
+
+Logging: every module of this package logs to the one logger `ds4_core.engine` (not
+`__name__`), as the single-module engine did, so log lines keep their logger name and a
+`ds4_core.engine` level or filter set by a user or a test still covers all of them.
 """
 
 from __future__ import annotations

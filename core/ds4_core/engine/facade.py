@@ -66,7 +66,7 @@ from .project import ProjectService
 from .retrieving import Retriever
 from .sessions import SessionCache
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("ds4_core.engine")
 
 
 class ContextEngine:

@@ -31,7 +31,7 @@ from .convert import from_attributes
 from .project import ProjectService
 from .sessions import SESSION_FILE, resolve_session_path, session_file_errors
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("ds4_core.engine")
 
 
 class Indexer:

@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from ..project.search import ProjectHit
     from ..project.workspace import ValidatedSearch
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("ds4_core.engine")
 
 EPHEMERAL_MANIFESTS = 64
 """Manifests kept in memory (plans without a session, or with storage off)."""

@@ -59,7 +59,7 @@ from .sessions import SessionCache
 if TYPE_CHECKING:
     from ..project.workspace import ValidatedSearch
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("ds4_core.engine")
 
 
 @dataclass

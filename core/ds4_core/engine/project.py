@@ -27,7 +27,7 @@ from .convert import from_record
 if TYPE_CHECKING:
     from ..project.folders import ProjectFolders
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("ds4_core.engine")
 
 
 class ProjectService:

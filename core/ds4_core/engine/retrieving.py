@@ -21,7 +21,7 @@ from .convert import from_attributes
 from .planning import Planner, Prepared, retrieval_stats
 from .project import ProjectService
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("ds4_core.engine")
 
 
 class Retriever:
