@@ -2,7 +2,7 @@
 
 Each kind of failure (an empty path, a missing file, a directory, a file name that is not
 UTF-8, a file that is not a Pi session, an unsupported session version, an unreadable file, a
-file that shrank while it was read) is translated into `RequestError` in one place
+file that shrank while it was read, a file deleted after its path was resolved) is translated into `RequestError` in one place
 (`ds4_core.engine.sessions`). Every request that names a session file (`ds4/plan`,
 `ds4/retrieve`, `ds4/manifest`, `ds4/compact`, `ds4.summaries`, `ds4/compactCommitted`,
 `ds4/compactFailed`) answers it with the same message and the field `session.file`; `ds4 index`
@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from ds4_core.engine import ContextEngine
+from ds4_core.engine import manifests as engine_manifests
 from ds4_core.engine import sessions as engine_sessions
 from ds4_core.json_bounds import echo
 from ds4_core.requests import (
@@ -182,4 +183,29 @@ def test_a_file_that_shrank_while_it_was_read(
         assert caught.value.field == "session.file", name
         assert str(caught.value) == (
             f"session file '{path}' changed while it was read; try again"
+        ), name
+
+
+def test_a_file_deleted_after_it_was_resolved(
+    engine: ContextEngine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The file exists when its path is resolved and is gone when the cache reads it: the
+    same `cannot read session file` answer as any other read failure, not an OSError."""
+    path = (tmp_path / "vanishing.jsonl").resolve()
+    real_resolve = engine_sessions.resolve_session_path
+
+    def resolve_then_delete(file: str, field: str) -> Path:
+        resolved = real_resolve(file, field)
+        resolved.unlink(missing_ok=True)  # the race, made certain
+        return resolved
+
+    for module in (engine_sessions, engine_manifests):
+        monkeypatch.setattr(module, "resolve_session_path", resolve_then_delete)
+    for name in READ_THROUGH_CACHE:
+        path.write_text(SESSION_LINE + USER_LINE)
+        with pytest.raises(RequestError) as caught:
+            REQUESTS[name](engine, str(path))
+        assert caught.value.field == "session.file", name
+        assert str(caught.value) == (
+            f"cannot read session file '{path}': No such file or directory"
         ), name

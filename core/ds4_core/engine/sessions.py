@@ -157,8 +157,8 @@ class SessionCache:
         key = str(path)
         with self._lock:
             cached = self._sessions.get(key)
-        stat = path.stat()
         with session_file_errors(path, SESSION_FILE):
+            stat = path.stat()  # inside: a file deleted since it was resolved is a RequestError
             if (
                 cached is not None
                 and cached.size == stat.st_size
