@@ -2,8 +2,8 @@
 
 Each kind of failure (an empty path, a missing file, a directory, a file name that is not
 UTF-8, a file that is not a Pi session, an unsupported session version, an unreadable file, a
-file that shrank while it was read, a file deleted after its path was resolved) is translated into `RequestError` in one place
-(`ds4_core.engine.sessions`). Every request that names a session file (`ds4/plan`,
+file that shrank while it was read, a file deleted after its path was resolved) is translated
+into `RequestError` in one place (`ds4_core.engine.sessions`). Every request that names a session file (`ds4/plan`,
 `ds4/retrieve`, `ds4/manifest`, `ds4/compact`, `ds4.summaries`, `ds4/compactCommitted`,
 `ds4/compactFailed`) answers it with the same message and the field `session.file`; `ds4 index`
 with the same message and its field `file`.
