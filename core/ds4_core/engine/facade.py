@@ -28,12 +28,10 @@ import peewee
 
 from ..compaction.nodes import SummaryNode
 from ..config import DEFAULT_CONFIG, Config
-from ..planner import ModelProfile
 from ..requests import (
     CompactRequest,
     DatabaseUnavailableError,
     ManifestRequest,
-    ModelSpec,
     PlanRequest,
     RetrieveRequest,
     SessionRef,
@@ -61,7 +59,6 @@ from .health import check_health
 from .indexing import Indexer
 from .manifests import Manifests
 from .planning import Planner
-from .profiles import resolve_profile
 from .project import ProjectService
 from .retrieving import Retriever
 from .sessions import SessionCache
@@ -206,18 +203,6 @@ class ContextEngine:
         return self._indexer.rebuild(progress)
 
     # ----------------------------------------------------------------- planning (planning.py)
-
-    def resolve_profile(
-        self,
-        spec: ModelSpec,
-        session_model: tuple[str, str] | None,
-        config: Config | None = None,
-    ) -> ModelProfile:
-        """Fill the model of a call: request, then the session's current model; the window from
-        the request, `modelAwareness.overrides`, the well-known table, then the default.
-        `ModelProfile.source` says where the window came from (`request`, `override`,
-        `table:<key>`, `default`)."""
-        return resolve_profile(spec, session_model, config or self.config)
 
     def plan(self, request: PlanRequest) -> PlanResult:
         """Plan the messages of the next model call (`ds4/plan`; docs/reference.md §3.7).
