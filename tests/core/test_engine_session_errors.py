@@ -98,6 +98,17 @@ def assert_one_answer(found: dict[str, tuple[str, str | None]], expected: str) -
         assert field == ("file" if name == "index_session" else "session.file"), name
 
 
+def assert_cache_readers_answer(engine: ContextEngine, path: Path, expected: str) -> None:
+    """Every entry point of `READ_THROUGH_CACHE`, given a fresh session file at `path`, raises
+    `RequestError` with message `expected` and the field `session.file`."""
+    for name in READ_THROUGH_CACHE:
+        path.write_text(SESSION_LINE + USER_LINE)
+        with pytest.raises(RequestError) as caught:
+            REQUESTS[name](engine, str(path))
+        assert caught.value.field == "session.file", name
+        assert str(caught.value) == expected, name
+
+
 def test_an_empty_path(engine: ContextEngine) -> None:
     assert_one_answer(failures(engine, ""), "a session file path is required")
 
@@ -171,19 +182,14 @@ def test_a_file_that_shrank_while_it_was_read(
     engine: ContextEngine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     path = (tmp_path / "shrinking.jsonl").resolve()
-    path.write_text(SESSION_LINE + USER_LINE)
 
     def shrank(file: Any, *args: Any, **kwargs: Any) -> Any:
         raise FileShrankError(f"'{file}' is shorter than 10 bytes")
 
     monkeypatch.setattr(engine_sessions, "hash_prefix", shrank)
-    for name in READ_THROUGH_CACHE:
-        with pytest.raises(RequestError) as caught:
-            REQUESTS[name](engine, str(path))
-        assert caught.value.field == "session.file", name
-        assert str(caught.value) == (
-            f"session file '{path}' changed while it was read; try again"
-        ), name
+    assert_cache_readers_answer(
+        engine, path, f"session file '{path}' changed while it was read; try again"
+    )
 
 
 def test_a_file_deleted_after_it_was_resolved(
@@ -201,11 +207,6 @@ def test_a_file_deleted_after_it_was_resolved(
 
     for module in (engine_sessions, engine_manifests):
         monkeypatch.setattr(module, "resolve_session_path", resolve_then_delete)
-    for name in READ_THROUGH_CACHE:
-        path.write_text(SESSION_LINE + USER_LINE)
-        with pytest.raises(RequestError) as caught:
-            REQUESTS[name](engine, str(path))
-        assert caught.value.field == "session.file", name
-        assert str(caught.value) == (
-            f"cannot read session file '{path}': No such file or directory"
-        ), name
+    assert_cache_readers_answer(
+        engine, path, f"cannot read session file '{path}': No such file or directory"
+    )
