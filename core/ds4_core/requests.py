@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from ds4_core.sessions.reader import storable_id
 
@@ -106,7 +106,7 @@ class ManifestRequest:
 
 
 CompactionReason = Literal["manual", "threshold", "overflow"]
-COMPACTION_REASONS: tuple[str, ...] = ("manual", "threshold", "overflow")
+COMPACTION_REASONS: tuple[str, ...] = get_args(CompactionReason)
 """Pi's compaction reasons (docs/reference.md §P9, `session_before_compact`)."""
 
 

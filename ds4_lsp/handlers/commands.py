@@ -86,7 +86,7 @@ async def project_status(ls: Ds4Server, *arguments: Any) -> dict[str, Any]:
     if not ls.project.busy:  # while a batch runs, answer now: the status says `indexing`
         await ls.project.flush()
     result = await ls.run_engine(
-        lambda: ls.engine.project_status().to_wire(), method=PROJECT_STATUS
+        lambda: ls.engine.project.status().to_wire(), method=PROJECT_STATUS
     )
     result["editor"] = editor_facts(ls)
     ls.log_request(

@@ -49,7 +49,7 @@ def tool_executed(ls: Ds4Server, params: ToolExecutedParams) -> None:
     if not ls.project.active:
         ls.log_request(DS4_TOOL_EXECUTED, f"paths={len(params.paths)} sync=no (untrusted)")
         return
-    due = ls.engine.note_tool_executed(params.tool, params.paths)
+    due = ls.engine.project.note_tool_executed(params.tool, params.paths)
     if due:
         ls.project.tool_ran(params.paths)
     ls.log_request(DS4_TOOL_EXECUTED, f"paths={len(params.paths)} sync={'yes' if due else 'no'}")

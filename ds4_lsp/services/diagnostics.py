@@ -1,6 +1,6 @@
 """Stale-snippet diagnostics: project lines the model saw that the open buffer no longer has.
 
-For each open document, `ContextEngine.stale_snippets(path, live_text)` lists the snippets a
+For each open document, `engine.project.stale_snippets(path, live_text)` lists the snippets a
 plan sent whose lines changed since. Each changed window becomes one Information diagnostic
 (source `ds4`, code `stale-snippet`) over its first to last changed line, in the session's
 position encoding, its message naming the window's lines; the hover
@@ -72,7 +72,7 @@ async def publish_stale_snippets(ls: Ds4Server, uris: Iterable[str]) -> None:
             continue
         version, text = document.version, document.source
         try:
-            records = await ls.run_engine(ls.engine.stale_snippets, path, text, method=CODE)
+            records = await ls.run_engine(ls.engine.project.stale_snippets, path, text, method=CODE)
         except JsonRpcException:  # logged by run_engine
             continue
         current = ls.workspace.text_documents.get(document_key(uri))

@@ -2,7 +2,7 @@
 
 One `ProjectSync` per server. It holds the workspace folders and trust the engine was given,
 collects what changed (editor buffers, watched files, agent tool runs) and runs the matching
-`ContextEngine.sync_project` calls after a short debounce, one batch at a time, off the event
+`engine.project.sync` calls after a short debounce, one batch at a time, off the event
 loop. Every sync it runs is reported with a `ds4/indexUpdated` notification (docs/protocol.md)
 and followed by fresh stale-snippet diagnostics for the open documents it concerns.
 
@@ -123,7 +123,7 @@ class ProjectSync:
 
     async def set_workspace(self) -> bool:
         """Give the engine the folders and the client's trust decision
-        (`set_workspace_folders`); returns whether project knowledge is now active (a folder,
+        (`engine.project.set_folders`); returns whether project knowledge is now active (a folder,
         trusted).
 
         Called in `initialize`, after a trust change and after a workspace folder change. A
@@ -138,7 +138,7 @@ class ProjectSync:
         async with self._lock:
             try:
                 status = await ls.run_engine(
-                    lambda: ls.engine.set_workspace_folders(self.folders, trusted).to_wire(),
+                    lambda: ls.engine.project.set_folders(self.folders, trusted).to_wire(),
                     method="workspace",
                 )
             except JsonRpcException as exc:  # a refused root, or an engine failure (logged)
@@ -147,7 +147,9 @@ class ProjectSync:
                 )
                 status = {"status": "no-workspace", "projectPath": None}
                 try:
-                    await ls.run_engine(ls.engine.set_workspace, None, trusted, method="workspace")
+                    await ls.run_engine(
+                        ls.engine.project.set_root, None, trusted, method="workspace"
+                    )
                 except JsonRpcException:
                     pass
             for refused in status.get("refused") or []:
@@ -187,7 +189,7 @@ class ProjectSync:
     async def folders_changed(self, folders: list[tuple[str | None, str]]) -> None:
         """The client changed its workspace folders; `folders` (`(name, path)`) remain. When
         they differ: pending work is dropped, stale-snippet diagnostics withdrawn, the engine
-        gets the folders with the current trust (`set_workspace_folders`), and trusted folders
+        gets the folders with the current trust (`engine.project.set_folders`), and trusted folders
         are synced in the background (reason `workspace`; folders kept from before find their
         files unchanged, so only new folders are read). Nothing happens otherwise."""
         if folders == self.folders:
@@ -277,7 +279,7 @@ class ProjectSync:
         if not active:
             return
         if not self.watching:
-            await self._ls.run_engine(self._ls.engine.mark_project_changed, method="sweep")
+            await self._ls.run_engine(self._ls.engine.project.mark_changed, method="sweep")
         if self._buffers or self._forced or self._full_reason or self._lock.locked():
             await self.flush()
 
@@ -383,18 +385,18 @@ class ProjectSync:
 
         def work() -> list[tuple[str, dict[str, Any], list[str] | None]]:
             for path, text in live.items():
-                engine.set_live_text(path, text)
+                engine.project.set_live_text(path, text)
             runs: list[tuple[str, dict[str, Any], list[str] | None]] = []
             if forced:
                 only = sorted(forced)
-                runs.append(("tool", engine.sync_project(only=only, force=True), only))
+                runs.append(("tool", engine.project.sync(only=only, force=True), only))
                 if runs[-1][1].get("locked"):
                     return runs  # the rest would wait on the same lock: retried together
             if full:
-                runs.append((full, engine.sync_project(progress=progress), None))
+                runs.append((full, engine.project.sync(progress=progress), None))
             elif live:
                 only = sorted(live)
-                runs.append(("edit", engine.sync_project(only=only), only))
+                runs.append(("edit", engine.project.sync(only=only), only))
             return runs
 
         try:

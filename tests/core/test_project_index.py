@@ -564,11 +564,11 @@ def test_each_workspace_folder_is_planned_recorded_and_checked_on_its_own(
         (root / "lib" / "fees.py").write_text(f"def compute_fees_{word}(order):\n    return 1\n")
     engine = ContextEngine(database_path=tmp_path / "state" / "context.db")
     try:
-        status = engine.set_workspace_folders(
+        status = engine.project.set_folders(
             [("app", first), ("app", second)], trusted=True
         ).to_wire()
         assert [f["name"] for f in status["folders"]] == ["app", "app (2)"]
-        synced = engine.sync_project()
+        synced = engine.project.sync()
         assert synced["filesIndexed"] == 2 and len(synced["folders"]) == 2
         session = pi_session_copy("openclaw-v3-single-turn-6a5d2a19.jsonl")
         plan = engine.plan(
@@ -580,8 +580,12 @@ def test_each_workspace_folder_is_planned_recorded_and_checked_on_its_own(
         manifest = engine.manifest(ManifestRequest(id=plan["manifestId"], view="full")).to_wire()
         quoted = json.dumps(plan["messages"])
         (second / "lib" / "fees.py").write_text("def compute_fees_kiwi(order):\n    return 2\n")
-        stale_second = [r.to_wire() for r in engine.stale_snippets(str(second / "lib" / "fees.py"))]
-        stale_first = [r.to_wire() for r in engine.stale_snippets(str(first / "lib" / "fees.py"))]
+        stale_second = [
+            r.to_wire() for r in engine.project.stale_snippets(str(second / "lib" / "fees.py"))
+        ]
+        stale_first = [
+            r.to_wire() for r in engine.project.stale_snippets(str(first / "lib" / "fees.py"))
+        ]
     finally:
         engine.close()
 
@@ -692,21 +696,21 @@ def test_the_stale_count_comes_from_the_index_and_buffers_without_reading_files(
 def test_a_project_sync_that_fails_is_reported_and_search_and_plan_go_on(tmp_path: Path) -> None:
     """A project sync that fails with an unexpected error (here SQLite refuses every write:
     `PRAGMA query_only`) is answered as status `error` naming the failure, not raised:
-    `project_status` says `error`, and retrieve and plan still answer from the index as it
+    `engine.project.status()` says `error`, and retrieve and plan still answer from the index as it
     was, each with a warning that it may be behind the files."""
     project = tmp_path / "p"
     project.mkdir()
     (project / "a.py").write_text('def good():\n    return "ocelot_good"\n')
     engine = ContextEngine(database_path=tmp_path / "state" / "context.db")
     try:
-        engine.set_workspace(str(project), trusted=True)
-        assert engine.sync_project()["status"] == "ready"
+        engine.project.set_root(str(project), trusted=True)
+        assert engine.project.sync()["status"] == "ready"
         (project / "b.py").write_text('def other():\n    return "ocelot_other"\n')
-        engine.mark_project_changed()
+        engine.project.mark_changed()
         engine.store.connection().execute("PRAGMA query_only = ON")
-        failed = engine.sync_project()
+        failed = engine.project.sync()
         assert failed["status"] == "error" and "OperationalError" in failed["error"]
-        status = engine.project_status().to_wire()
+        status = engine.project.status().to_wire()
         assert status["status"] == "error" and "OperationalError" in status["error"]
         found = engine.retrieve(RetrieveRequest(query="ocelot_good", scopes=("project",))).to_wire()
         assert [hit["path"] for hit in found["project"]] == ["a.py"]

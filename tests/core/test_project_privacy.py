@@ -102,8 +102,8 @@ def test_secret_files_and_lines_never_reach_the_index(
     db = tmp_path / "state" / "context.db"
     engine = ContextEngine(database_path=db)
     try:
-        engine.set_workspace(str(project), trusted=True)
-        engine.sync_project()
+        engine.project.set_root(str(project), trusted=True)
+        engine.project.sync()
         found = engine.retrieve(
             RetrieveRequest(
                 query="where is `charge_invoice` and the invoice total", scopes=("project",)
@@ -111,7 +111,7 @@ def test_secret_files_and_lines_never_reach_the_index(
         ).to_wire()
         paths = {hit["path"] for hit in found["project"]}
         texts = " ".join(hit["text"] for hit in found["project"])
-        status = engine.project_status().to_wire()
+        status = engine.project.status().to_wire()
     finally:
         engine.close()
 
@@ -149,9 +149,10 @@ def test_buffers_of_an_old_root_never_stand_for_files_of_a_new_one(tmp_path: Pat
         (root / "src" / "app.py").write_text("def handler():\n    return 1\n")
     engine = ContextEngine(database_path=tmp_path / "state" / "context.db")
     try:
-        engine.set_workspace(str(first), trusted=True)
-        assert engine.set_live_text(str(first / "src" / "app.py"), "edited in a") == "src/app.py"
-        engine.set_workspace(str(second), trusted=True)
+        engine.project.set_root(str(first), trusted=True)
+        relative = engine.project.set_live_text(str(first / "src" / "app.py"), "edited in a")
+        assert relative == "src/app.py"
+        engine.project.set_root(str(second), trusted=True)
         workspace = engine.project.workspace
         assert workspace is not None and workspace.live_text("src/app.py") is None
     finally:

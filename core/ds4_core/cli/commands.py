@@ -308,7 +308,7 @@ def _open_workspace(engine: ContextEngine, args: argparse.Namespace, err: TextIO
         if args.trust:
             raise RequestError("--trust needs --workspace DIR", "workspace")
         return
-    status = engine.set_workspace(args.workspace, args.trust)
+    status = engine.project.set_root(args.workspace, args.trust)
     if status.status == "untrusted":
         err.write(
             f"ds4: workspace '{args.workspace}' is untrusted: its files are not read; "
@@ -317,7 +317,7 @@ def _open_workspace(engine: ContextEngine, args: argparse.Namespace, err: TextIO
         return
     progress = Progress(err)
     try:
-        synced = engine.sync_project(progress=progress)
+        synced = engine.project.sync(progress=progress)
     finally:
         progress.close()
     for warning in synced.get("warnings") or []:

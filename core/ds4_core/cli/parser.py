@@ -4,8 +4,10 @@ function (`set_defaults(func=...)`, see `commands`)."""
 from __future__ import annotations
 
 import argparse
+from typing import get_args
 
 from .. import __version__
+from ..requests import COMPACTION_REASONS, ManifestView, Scope
 from . import commands
 
 
@@ -120,7 +122,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument(
         "--scope",
         action="append",
-        choices=["history", "project"],
+        choices=get_args(Scope),
         help="what to search (repeatable; default: history, plus project with --workspace)",
     )
     r.add_argument("--json", action="store_true", help="print the ds4/retrieve result as JSON")
@@ -131,7 +133,7 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("id", nargs="?", help="manifest id (printed by `ds4 plan`)")
     m.add_argument("--latest", action="store_true", help="the newest manifest of --session")
     m.add_argument("--session", metavar="FILE")
-    m.add_argument("--view", choices=["summary", "included", "excluded", "full"], default="summary")
+    m.add_argument("--view", choices=get_args(ManifestView), default="summary")
     m.add_argument("--json", action="store_true")
     m.set_defaults(func=commands.manifest)
 
@@ -156,7 +158,7 @@ def build_parser() -> argparse.ArgumentParser:
     _session_arguments(c)
     c.add_argument(
         "--reason",
-        choices=["manual", "threshold", "overflow"],
+        choices=COMPACTION_REASONS,
         default="manual",
         help="why the session is compacted, as Pi says it (default manual)",
     )

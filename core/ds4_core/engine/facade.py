@@ -3,6 +3,8 @@
 It owns the engine's lifecycle (opening the store lazily, closing it, its notices), the
 settings (`update_settings`) and the store lock, and delegates every request to one service
 (`ds4_core.engine`'s modules), which share an `EngineContext` of store and settings providers.
+Project knowledge (workspace folders, project sync, live text, status, stale snippets) lives in
+`engine.project` (`ds4_core.engine.project.ProjectService`), which callers use directly.
 Each public method takes a typed request (`ds4_core.requests`) and returns a typed result
 (`ds4_core.results`) whose `to_wire()` is the wire shape of the matching LSP request
 (camelCase; docs/protocol.md), so the CLI's `--json` and the server print the same objects.
@@ -20,7 +22,7 @@ import logging
 import os
 import sqlite3
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -43,10 +45,8 @@ from ..results import (
     LifecycleResult,
     ManifestResult,
     PlanResult,
-    ProjectStatus,
     RebuildResult,
     RetrieveResult,
-    StaleSnippet,
     SummariesResult,
     SyncReport,
 )
@@ -76,8 +76,10 @@ class ContextEngine:
             values are ignored and listed in `config_warnings`.
 
     The database is opened lazily on first use, so constructing an engine never touches disk.
-    `project` is the workspace service (`engine.project.set_workspace(...)`, ...); the
-    project methods below forward to it.
+    Project knowledge is not on the facade: `project` is the workspace service
+    (`ds4_core.engine.project.ProjectService`), called directly, e.g.
+    `engine.project.set_folders(...)`, `engine.project.sync()`, `engine.project.status()`,
+    `engine.project.stale_snippets(path, text)`.
     """
 
     def __init__(
@@ -338,58 +340,3 @@ class ContextEngine:
             project=self.project.status(),
             ephemeral_manifests=self._manifests.ephemeral_count(),
         )
-
-    # ----------------------------------------------------------------- project (project.py)
-    # One-line delegations to `self.project` (`ProjectService`), kept for the CLI and the LSP
-    # server; new code may call `engine.project` directly.
-
-    def set_workspace(self, root: str | os.PathLike[str] | None, trusted: bool) -> ProjectStatus:
-        """`project.set_workspace`: a workspace of one folder (or none), trusted or not.
-
-        Raises:
-            RequestError: `root` is the filesystem root, the home directory itself, or not a
-                directory (field `workspace`).
-        """
-        return self.project.set_workspace(root, trusted)
-
-    def set_workspace_folders(
-        self, folders: Sequence[tuple[str | None, str | os.PathLike[str]]], trusted: bool
-    ) -> ProjectStatus:
-        """`project.set_workspace_folders`: the workspace folders `(name or None, root)` and
-        whether they are trusted; the status, with `refused` folders.
-
-        Raises:
-            RequestError: every folder given is refused (field `workspace`).
-        """
-        return self.project.set_workspace_folders(folders, trusted)
-
-    def sync_project(
-        self,
-        *,
-        only: Sequence[str] | None = None,
-        force: bool = False,
-        progress: ProgressCallback | None = None,
-    ) -> dict[str, Any]:
-        """`project.sync_project`: sync the project index (all files, or `only` those paths);
-        the sync's JSON result."""
-        return self.project.sync_project(only=only, force=force, progress=progress)
-
-    def set_live_text(self, path: str, text: str | None) -> str | None:
-        """`project.set_live_text`: record an open buffer's text (None when it closes)."""
-        return self.project.set_live_text(path, text)
-
-    def note_tool_executed(self, tool: str, paths: Sequence[str] = ()) -> bool:
-        """`project.note_tool_executed`: whether a project sync is due after agent `tool` ran."""
-        return self.project.note_tool_executed(tool, paths)
-
-    def mark_project_changed(self) -> None:
-        """`project.mark_project_changed`: files changed outside the editor."""
-        self.project.mark_project_changed()
-
-    def project_status(self) -> ProjectStatus:
-        """`project.status`: the project status (`ds4.projectStatus`)."""
-        return self.project.status()
-
-    def stale_snippets(self, path: str, live_text: str | None = None) -> list[StaleSnippet]:
-        """`project.stale_snippets`: windows of `path` a plan sent that no longer match."""
-        return self.project.stale_snippets(path, live_text)

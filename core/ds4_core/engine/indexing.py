@@ -101,7 +101,7 @@ class Indexer:
         project: dict[str, Any] | None = None
         if with_project:
             try:
-                project = self._project.sync_project(force=True, progress=project_progress)
+                project = self._project.sync(force=True, progress=project_progress)
             except Exception as exc:  # the session rebuild stands; report the project part
                 log.warning("project rescan failed: error=%s", describe_failure(exc))
                 project = {"status": "error", "error": type(exc).__name__}

@@ -1,11 +1,20 @@
 """`engine.project`: the workspace folders and their project knowledge, as the engine's callers
 see them (docs/project-knowledge.md).
 
-`ProjectService` owns the engine's `ProjectFolders` (created on the first `set_workspace`),
-forwards the calls the LSP server and the CLI make (set the folders, sync, live text of open
-buffers, agent tool runs, files changed outside the editor) and answers the typed project
-status and stale snippets. The other services read the folders through `workspace` (None until
-a workspace is set). Untrusted workspaces are never enumerated, read or queried.
+`ProjectService` is `ContextEngine.project`; the CLI and the LSP server call it directly:
+
+    engine.project.set_root(root, trusted)        a workspace of one folder (or none)
+    engine.project.set_folders(folders, trusted)  the LSP `workspaceFolders`
+    engine.project.sync(only=..., force=...)      sync the project index
+    engine.project.set_live_text(path, text)      an open buffer's text (None when it closes)
+    engine.project.note_tool_executed(tool)       an agent tool ran: is a sync due?
+    engine.project.mark_changed()                 files changed outside the editor
+    engine.project.status()                       the typed project status (`ds4.projectStatus`)
+    engine.project.stale_snippets(path, text)     windows a plan sent that no longer match
+
+It owns the engine's `ProjectFolders` (created on the first `set_folders`). The other services
+read the folders through `workspace` (None until a workspace is set). Untrusted workspaces are
+never enumerated, read or queried.
 """
 
 from __future__ import annotations
@@ -53,17 +62,18 @@ class ProjectService:
         workspace = self._workspace
         return workspace.status_word() if workspace is not None else "no-workspace"
 
-    def set_workspace(self, root: str | os.PathLike[str] | None, trusted: bool) -> ProjectStatus:
-        """Set the workspace root and whether it is trusted: a workspace of one folder,
-        `set_workspace_folders([(None, root)], trusted)`, or of none.
+    def set_root(self, root: str | os.PathLike[str] | None, trusted: bool) -> ProjectStatus:
+        """Set the workspace root and whether it is trusted (`ds4 ... --workspace`): a
+        workspace of one folder, `set_folders([(None, root)], trusted)`, or of none (None).
+        Returns `status()`.
 
         Raises:
             RequestError: `root` is the filesystem root, the home directory itself, or not a
                 directory (field `workspace`).
         """
-        return self.set_workspace_folders([] if root is None else [(None, root)], trusted)
+        return self.set_folders([] if root is None else [(None, root)], trusted)
 
-    def set_workspace_folders(
+    def set_folders(
         self, folders: Sequence[tuple[str | None, str | os.PathLike[str]]], trusted: bool
     ) -> ProjectStatus:
         """Set the workspace folders, `(name or None, root)` in the client's order (LSP
@@ -72,8 +82,9 @@ class ProjectService:
         it.
 
         Returns `status()`, plus `refused` (each with its `error`) for folders left out. A
-        newly trusted or changed folder makes its full sync due: call `sync_project()` (the
-        LSP server does it in the background with progress).
+        newly trusted or changed folder makes its full sync due: call `sync()` (the
+        LSP server does it in the background with progress). Root paths may be relative or start
+        with `~`; they are resolved.
 
         Raises:
             RequestError: every folder given is the filesystem root, the home directory
@@ -111,16 +122,20 @@ class ProjectService:
             status = replace(status, refused=tuple(RefusedFolder(str(error)) for error in refused))
         return status
 
-    def sync_project(
+    def sync(
         self,
         *,
         only: Sequence[str] | None = None,
         force: bool = False,
         progress: ProgressCallback | None = None,
     ) -> dict[str, Any]:
-        """Sync the project index (all files, or `only` those paths) and return the sync's
-        JSON result (`ProjectFolders.sync`). Status `untrusted` / `no-workspace` / `disabled`
-        does nothing."""
+        """Sync the project index (all files, or `only` those paths, absolute or relative to
+        the workspace; `force` re-reads unchanged files) and return the sync's JSON result
+        (`ProjectFolders.sync`: camelCase keys, `status`, `projectPath`, counts, `durationMs`
+        in ms). With status `untrusted` / `no-workspace` / `disabled` nothing is read.
+        `progress(done, 100, message)` is one rising percentage. A failed sync (a bad root, a
+        locked or damaged database) is reported as status `error` with `error` (and `locked:
+        true` for a lock), not raised."""
         if self._workspace is None:
             return {"status": "no-workspace", "projectPath": None}
         return self._workspace.sync(only=only, force=force, progress=progress)
@@ -142,7 +157,7 @@ class ProjectService:
         log.info("tool executed: read_only=%s paths=%d", not due, len(paths))
         return due
 
-    def mark_project_changed(self) -> None:
+    def mark_changed(self) -> None:
         """Files changed outside the editor (a watched-file event): sync before the next use."""
         if self._workspace is not None:
             self._workspace.mark_sync_due()
