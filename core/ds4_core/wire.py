@@ -43,20 +43,56 @@ def omit_if_none(default: Any = None) -> Any:
 def to_wire(value: Any) -> Any:
     """The JSON value of `value` (see the module docstring for the rules).
 
+    Plain JSON (dict, list, str, int, float, bool, None) is dispatched on its exact type first:
+    a plan's messages are most of its 200+ KiB answer, and this walk runs on every answer.
+
     Raises:
         TypeError: a value JSON cannot hold (a set, bytes, an arbitrary object).
     """
-    if value is None or isinstance(value, bool | str | float):
+    kind = type(value)
+    if kind is str or kind is float or kind is bool or value is None:
+        return value
+    if kind is dict:
+        return {key: to_wire(item) for key, item in value.items()}
+    if kind is list or kind is tuple:
+        return [to_wire(item) for item in value]
+    if kind is int:
+        return value if -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER else _clamp(value)
+    return _to_wire_other(value)
+
+
+def _clamp(value: int) -> int:
+    return max(-MAX_SAFE_INTEGER, min(MAX_SAFE_INTEGER, value))
+
+
+_FIELDS: dict[type, tuple[tuple[str, str, bool], ...]] = {}
+"""Per dataclass: (field name, wire name, omit while None), computed once."""
+
+
+def _wire_fields(kind: type) -> tuple[tuple[str, str, bool], ...]:
+    found = _FIELDS.get(kind)
+    if found is None:
+        found = _FIELDS[kind] = tuple(
+            (f.name, camel_case(f.name), bool(f.metadata.get(OMIT_IF_NONE)))
+            for f in dataclasses.fields(kind)
+        )
+    return found
+
+
+def _to_wire_other(value: Any) -> Any:
+    """`to_wire` of what is not plain JSON: dataclasses, other mappings and sequences, and
+    subclasses of the JSON scalar types (an `IntEnum`, a `str` subclass)."""
+    if isinstance(value, bool | str | float):
         return value
     if isinstance(value, int):
-        return max(-MAX_SAFE_INTEGER, min(MAX_SAFE_INTEGER, value))
+        return _clamp(int(value))
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         out: dict[str, Any] = {}
-        for field in dataclasses.fields(value):
-            item = getattr(value, field.name)
-            if item is None and field.metadata.get(OMIT_IF_NONE):
+        for name, key, omit in _wire_fields(type(value)):
+            item = getattr(value, name)
+            if item is None and omit:
                 continue
-            out[camel_case(field.name)] = to_wire(item)
+            out[key] = to_wire(item)
         return out
     if isinstance(value, Mapping):
         return {key: to_wire(item) for key, item in value.items()}
