@@ -415,7 +415,7 @@ def main() -> None:
         begun = time.perf_counter()
         resync = workspace.sync()
         resync_ms = (time.perf_counter() - begun) * 1000
-        if resync.get("filesUnchanged") != n_files:
+        if resync.files_unchanged != n_files:
             raise SystemExit(f"unexpected resync result: {resync}")
         print(f"full re-sync with nothing changed: {resync_ms:.0f} ms (discovery + stat compare)")
 
@@ -515,7 +515,7 @@ def main() -> None:
                 begun = time.perf_counter()
                 synced = workspace.sync(only=[target.rel_path])
                 edit_timings[mode].append((time.perf_counter() - begun) * 1000)
-                if synced.get("filesIndexed") != 1:
+                if synced.files_indexed != 1:
                     raise SystemExit(f"edit not indexed ({mode}): {synced}")
                 begun = time.perf_counter()
                 fresh = window_lines(text)

@@ -9,8 +9,7 @@ ISO-8601 UTC timestamps.
 JSON documents the engine passes through rather than builds field by field stay mappings
 (`JsonObject`): Pi messages (their shape is Pi's), a stored manifest (a versioned document kept
 in SQLite and answered in one of several views), the summary graph's node and root rows and
-counts, the planner's statistics, the compaction entry's `details`, and project sync results
-(`ProjectFolders.sync`).
+counts, the planner's statistics and the compaction entry's `details`.
 """
 
 from __future__ import annotations
@@ -286,7 +285,8 @@ class LifecycleResult(WireResult):
 class SummariesResult(WireResult):
     """`ds4.summaries` and `ds4 summaries`: the summary graph seen from the leaf (no node
     content). `nodes`, `roots` and `counts` are the rows of `compaction.render.graph_view`;
-    `tree` the text tree."""
+    `tree` the text tree; `dot` the same graph as Graphviz DOT text when it was asked for
+    (`ds4.summaries` format `dot`, `ds4 summaries --dot`), else None (left out)."""
 
     session_id: str
     session_file: str | None
@@ -296,6 +296,7 @@ class SummariesResult(WireResult):
     roots: tuple[JsonObject, ...]
     counts: JsonObject
     tree: str
+    dot: str | None = omit_if_none()
 
 
 # --------------------------------------------------------------------------- index
@@ -339,7 +340,77 @@ class RebuildResult(WireResult):
     failed: tuple[RebuildFailure, ...]
     duration_ms: float
     results: tuple[SyncReport, ...]
-    project: JsonObject | None
+    project: ProjectSyncResult | None
+
+
+# --------------------------------------------------------------------------- project sync
+
+
+@dataclass(frozen=True, slots=True)
+class LongLineFile(WireResult):
+    """A file a project sync windowed with lines over the cut length (`path` relative to its
+    folder) and how many of its lines the index holds cut."""
+
+    path: str
+    lines_cut: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FolderSync(WireResult):
+    """One workspace folder of `ProjectSyncResult.folders`. The counts, `truncated` and
+    `duration_ms` (ms, 3 decimals) are absent when the folder's sync did not run (status
+    `error`, `untrusted`, ...); `only` the paths synced (relative to the folder) of a partial
+    sync; `error` what went wrong while the status is `error`."""
+
+    name: str
+    project_path: str | None
+    status: str
+    files_indexed: int | None = omit_if_none()
+    files_unchanged: int | None = omit_if_none()
+    files_deleted: int | None = omit_if_none()
+    files_skipped: int | None = omit_if_none()
+    snippets: int | None = omit_if_none()
+    error: str | None = omit_if_none()
+    only: tuple[str, ...] | None = omit_if_none()
+    truncated: bool | None = omit_if_none()
+    duration_ms: float | None = omit_if_none()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ProjectSyncResult(WireResult):
+    """`engine.project.sync()`: the project part of `ds4.rebuildIndex` and the body of
+    `ds4/indexUpdated` (docs/protocol.md). `status` is `ready` when the sync ran, `error`
+    (with `error`; `locked` True when another connection held the database's write lock),
+    `untrusted`, `no-workspace` or `disabled` (nothing read: only `status` and
+    `project_path`, the first folder's canonical root or None). A sync that ran has the counts
+    (summed over folders), `duration_ms` (ms, 3 decimals), `truncated`, `partial_files`,
+    `long_line_files`, `warnings` and `folders`, one `FolderSync` per folder synced; with
+    several folders the counts are summed even when one failed, and `partial_files` and
+    `warnings` are prefixed with the folder's name."""
+
+    status: str
+    project_path: str | None
+    files_indexed: int | None = omit_if_none()
+    files_unchanged: int | None = omit_if_none()
+    files_deleted: int | None = omit_if_none()
+    files_skipped: int | None = omit_if_none()
+    snippets: int | None = omit_if_none()
+    duration_ms: float | None = omit_if_none()
+    truncated: bool | None = omit_if_none()
+    partial_files: tuple[str, ...] | None = omit_if_none()
+    long_line_files: tuple[LongLineFile, ...] | None = omit_if_none()
+    warnings: tuple[str, ...] | None = omit_if_none()
+    folders: tuple[FolderSync, ...] | None = omit_if_none()
+    error: str | None = omit_if_none()
+    locked: bool | None = omit_if_none()
+
+    def log_summary(self) -> str:
+        """One log line: the status and counts only."""
+        return (
+            f"status={self.status} indexed={self.files_indexed or 0} "
+            f"unchanged={self.files_unchanged or 0} deleted={self.files_deleted or 0} "
+            f"snippets={self.snippets or 0}"
+        )
 
 
 # --------------------------------------------------------------------------- project

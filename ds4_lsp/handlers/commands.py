@@ -11,12 +11,11 @@ from typing import Any
 
 from pygls.exceptions import JsonRpcInvalidParams
 
-from ds4_core.compaction.render import render_dot
 from ds4_core.json_bounds import describe_type
 from ds4_lsp.converter import ARGUMENT_ROOT, command_argument
 from ds4_lsp.methods import HEALTH, PROJECT_STATUS, REBUILD_INDEX, SUMMARIES
 from ds4_lsp.params import SummariesArguments
-from ds4_lsp.server import Ds4Server
+from ds4_lsp.server import Ds4Server, with_wire
 from ds4_lsp.services.diagnostics import publish_stale_snippets
 from ds4_lsp.services.progress import WorkDoneProgress
 
@@ -33,22 +32,21 @@ async def rebuild_index(ls: Ds4Server, *arguments: Any) -> dict[str, Any]:
     expect_no_arguments(REBUILD_INDEX, arguments)
     await ls.project.flush()  # edits still in the debounce become live text first
     async with WorkDoneProgress(ls, "ds4: rebuilding the index") as progress:
-        result = await ls.run_engine(
-            lambda: ls.engine.rebuild(progress.report).to_wire(), method=REBUILD_INDEX
+        result, answer = await ls.run_engine(
+            lambda: with_wire(ls.engine.rebuild(progress.report)), method=REBUILD_INDEX
         )
         progress.end_message = (
-            f"{result['sessions']} session(s), {result['entries']} entries, "
-            f"{len(result['failed'])} failed"
+            f"{result.sessions} session(s), {result.entries} entries, {len(result.failed)} failed"
         )
-    if result.get("project"):
-        ls.project.report("rebuild", result["project"], None)
+    if result.project is not None:
+        ls.project.report("rebuild", result.project, None)
         await publish_stale_snippets(ls, ls.project.open_uris())
     ls.log_request(
         REBUILD_INDEX,
-        f"sessions={result['sessions']} entries={result['entries']} "
-        f"failed={len(result['failed'])} duration_ms={result['durationMs']:.1f}",
+        f"sessions={result.sessions} entries={result.entries} "
+        f"failed={len(result.failed)} duration_ms={result.duration_ms:.1f}",
     )
-    return result
+    return answer
 
 
 async def health(ls: Ds4Server, *arguments: Any) -> dict[str, Any]:
@@ -60,18 +58,18 @@ async def health(ls: Ds4Server, *arguments: Any) -> dict[str, Any]:
     """
     expect_no_arguments(HEALTH, arguments)
     async with WorkDoneProgress(ls, "ds4: checking health") as progress:
-        result = await ls.run_engine(lambda: ls.engine.health().to_wire(), method=HEALTH)
-        progress.end_message = f"status {result['status']}"
+        result, answer = await ls.run_engine(lambda: with_wire(ls.engine.health()), method=HEALTH)
+        progress.end_message = f"status {result.status}"
     encoding = ls.workspace.position_encoding  # an enum or a plain str, by pygls version
-    result["server"] = {
+    answer["server"] = {
         "name": ls.name,
         "version": ls.version,
         "positionEncoding": str(getattr(encoding, "value", encoding)),
         "trusted": ls.options.trusted,
         **editor_facts(ls),
     }
-    ls.log_request(HEALTH, f"status={result['status']} sessions={result['sessions']}")
-    return result
+    ls.log_request(HEALTH, f"status={result.status} sessions={result.sessions}")
+    return answer
 
 
 async def project_status(ls: Ds4Server, *arguments: Any) -> dict[str, Any]:
@@ -85,16 +83,15 @@ async def project_status(ls: Ds4Server, *arguments: Any) -> dict[str, Any]:
     expect_no_arguments(PROJECT_STATUS, arguments)
     if not ls.project.busy:  # while a batch runs, answer now: the status says `indexing`
         await ls.project.flush()
-    result = await ls.run_engine(
-        lambda: ls.engine.project.status().to_wire(), method=PROJECT_STATUS
+    result, answer = await ls.run_engine(
+        lambda: with_wire(ls.engine.project.status()), method=PROJECT_STATUS
     )
-    result["editor"] = editor_facts(ls)
+    answer["editor"] = editor_facts(ls)
     ls.log_request(
         PROJECT_STATUS,
-        f"status={result.get('status')} files={result.get('files', 0)} "
-        f"snippets={result.get('snippets', 0)}",
+        f"status={result.status} files={result.files or 0} snippets={result.snippets or 0}",
     )
-    return result
+    return answer
 
 
 async def summaries(ls: Ds4Server, *arguments: Any) -> dict[str, Any]:
@@ -110,19 +107,17 @@ async def summaries(ls: Ds4Server, *arguments: Any) -> dict[str, Any]:
     args = command_argument(SUMMARIES, arguments, SummariesArguments)
     session = args.session.to_core()
 
-    def view() -> dict[str, Any]:
-        result = ls.engine.summaries(session).to_wire()
-        if args.format == "dot":
-            result["dot"] = render_dot(result)  # the same snapshot as the view
-        return result
-
-    result = await ls.run_engine(view, method=SUMMARIES, field_root=ARGUMENT_ROOT)
+    result, answer = await ls.run_engine(
+        lambda: with_wire(ls.engine.summaries(session, dot=args.format == "dot")),
+        method=SUMMARIES,
+        field_root=ARGUMENT_ROOT,
+    )
     ls.log_request(
         SUMMARIES,
-        f"session={result.get('sessionId')} nodes={len(result.get('nodes', []))} "
-        f"root={result.get('activeRootId')} format={args.format}",
+        f"session={result.session_id} nodes={len(result.nodes)} "
+        f"root={result.active_root_id} format={args.format}",
     )
-    return result
+    return answer
 
 
 def editor_facts(ls: Ds4Server) -> dict[str, Any]:

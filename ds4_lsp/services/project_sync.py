@@ -24,6 +24,7 @@ from pygls.exceptions import JsonRpcException
 from pygls.uris import to_fs_path
 
 from ds4_core.json_bounds import bounded_text
+from ds4_core.results import ProjectStatus, ProjectSyncResult
 from ds4_lsp.methods import DS4_INDEX_UPDATED
 from ds4_lsp.services.diagnostics import clear_stale_snippets, publish_stale_snippets
 from ds4_lsp.services.documents import document_key
@@ -31,6 +32,9 @@ from ds4_lsp.services.progress import WorkDoneProgress
 
 if TYPE_CHECKING:
     from ds4_lsp.server import Ds4Server
+
+Run = tuple[str, ProjectSyncResult, list[str] | None]
+"""One sync of a batch: (reason, what it did, the paths it synced or None for a full sync)."""
 
 log = logging.getLogger("ds4_lsp.project")
 
@@ -138,33 +142,30 @@ class ProjectSync:
         async with self._lock:
             try:
                 status = await ls.run_engine(
-                    lambda: ls.engine.project.set_folders(self.folders, trusted).to_wire(),
-                    method="workspace",
+                    ls.engine.project.set_folders, self.folders, trusted, method="workspace"
                 )
             except JsonRpcException as exc:  # a refused root, or an engine failure (logged)
                 ls.show_message(
                     f"ds4: project knowledge is off: {bounded_text(exc.message, MESSAGE_CHARS)}"
                 )
-                status = {"status": "no-workspace", "projectPath": None}
+                status = ProjectStatus("no-workspace", None)
                 try:
                     await ls.run_engine(
                         ls.engine.project.set_root, None, trusted, method="workspace"
                     )
                 except JsonRpcException:
                     pass
-            for refused in status.get("refused") or []:
+            for refused in status.refused or ():
                 ls.show_message(
                     "ds4: a workspace folder is left out: "
-                    f"{bounded_text(refused['error'], MESSAGE_CHARS)}"
+                    f"{bounded_text(refused.error, MESSAGE_CHARS)}"
                 )
-            self.project_path = status.get("projectPath")
+            self.project_path = status.project_path
             self.folder_paths = [
-                str(folder["projectPath"])
-                for folder in status.get("folders") or []
-                if folder.get("projectPath")
+                folder.project_path for folder in status.folders or () if folder.project_path
             ] or ([self.project_path] if self.project_path else [])
             self.active = bool(trusted and self.project_path)
-            log.info("workspace: status=%s trusted=%s", status.get("status"), trusted)
+            log.info("workspace: status=%s trusted=%s", status.status, trusted)
         return self.active
 
     def start(self, reason: str) -> None:
@@ -307,19 +308,20 @@ class ProjectSync:
                     if runs:
                         last = runs[-1][1]
                         progress.end_message = (
-                            f"{last.get('filesIndexed', 0)} file(s) indexed, "
-                            f"{last.get('snippets', 0)} snippet(s)"
+                            f"{last.files_indexed or 0} file(s) indexed, "
+                            f"{last.snippets or 0} snippet(s)"
                         )
-        if runs and runs[-1][1].get("locked"):
+        if runs and runs[-1][1].locked:
             self._retry_locked(runs, buffers, forced, full)
             return
+        merged: list[str] | None = None  # the reasons a landing retry carries
         if self._locked_attempts:
             reasons, self._outage_reasons = self._outage_reasons, []
-            landed = bool(runs) and runs[-1][1].get("status") != "error"
+            landed = bool(runs) and runs[-1][1].status != "error"
             if landed:  # the sync that lands carries the reason(s) it was retried for
                 reason, result, only = runs[-1]
                 merged = list(dict.fromkeys([*reasons, reason]))
-                runs[-1] = (merged[0], {**result, "reasons": merged}, only)
+                runs[-1] = (merged[0], result, only)
                 log.info(
                     "project sync: the database lock was released; synced after %d attempt(s) "
                     "over %.1f s",
@@ -329,14 +331,14 @@ class ProjectSync:
             else:  # no longer locked, but the sync failed otherwise: reported as it is
                 log.warning("project sync: the database lock was released; the sync failed")
             self._locked_attempts = 0
-        for reason, result, only in runs:
-            self.report(reason, result, only)
+        for position, (reason, result, only) in enumerate(runs, start=1):
+            self.report(reason, result, only, reasons=merged if position == len(runs) else None)
         republish = self.open_uris() if full or forced else buffers
         await publish_stale_snippets(self._ls, republish)
 
     def _retry_locked(
         self,
-        runs: list[tuple[str, dict[str, Any], list[str] | None]],
+        runs: list[Run],
         buffers: set[str],
         forced: set[str],
         full: str | None,
@@ -369,7 +371,7 @@ class ProjectSync:
         if self._locked_attempts == 1:
             self._locked_since = asyncio.get_running_loop().time()
             log.warning("project sync: the database is locked by another connection; retrying")
-            self.report(reason, {**failed, "retryInMs": round(delay * 1000)}, only)
+            self.report(reason, failed, only, retry_in_ms=round(delay * 1000))
         self._schedule(delay)
 
     async def _run(
@@ -378,19 +380,19 @@ class ProjectSync:
         forced: set[str],
         full: str | None,
         progress: Callable[[int, int, str], None] | None,
-    ) -> list[tuple[str, dict[str, Any], list[str] | None]]:
+    ) -> list[Run]:
         """Set the live texts, then sync: the forced paths, then everything (when `full`) or
         just the changed buffers. Returns (reason, result, only) per sync."""
         engine = self._ls.engine
 
-        def work() -> list[tuple[str, dict[str, Any], list[str] | None]]:
+        def work() -> list[Run]:
             for path, text in live.items():
                 engine.project.set_live_text(path, text)
-            runs: list[tuple[str, dict[str, Any], list[str] | None]] = []
+            runs: list[Run] = []
             if forced:
                 only = sorted(forced)
                 runs.append(("tool", engine.project.sync(only=only, force=True), only))
-                if runs[-1][1].get("locked"):
+                if runs[-1][1].locked:
                     return runs  # the rest would wait on the same lock: retried together
             if full:
                 runs.append((full, engine.project.sync(progress=progress), None))
@@ -404,23 +406,32 @@ class ProjectSync:
         except JsonRpcException as exc:  # logged by run_engine with its type and frames
             only = None if full else sorted({*forced, *live})
             reason = full or ("tool" if forced else "edit")
-            failure = {
-                "status": "error",
-                "error": f"project sync failed: {bounded_text(exc.message, MESSAGE_CHARS)}",
-            }
+            failure = ProjectSyncResult(
+                status="error",
+                project_path=self.project_path,
+                error=f"project sync failed: {bounded_text(exc.message, MESSAGE_CHARS)}",
+            )
             return [(reason, failure, only)]
 
-    def report(self, reason: str, result: dict[str, Any], only: list[str] | None) -> None:
-        """`ds4/indexUpdated` for one sync, and a log line (counts only)."""
-        params = {**result, "reason": reason, "only": self._relative(only)}
+    def report(
+        self,
+        reason: str,
+        result: ProjectSyncResult,
+        only: list[str] | None,
+        *,
+        retry_in_ms: int | None = None,
+        reasons: list[str] | None = None,
+    ) -> None:
+        """`ds4/indexUpdated` for one sync: `result`'s wire JSON plus `reason`, `only`
+        (relative to the folders), and `retryInMs` (the first locked attempt of an outage) or
+        `reasons` (the sync that ends one) when given; and a log line (counts only)."""
+        params = {**result.to_wire(), "reason": reason, "only": self._relative(only)}
+        if retry_in_ms is not None:
+            params["retryInMs"] = retry_in_ms
+        if reasons is not None:
+            params["reasons"] = reasons
         self._ls.protocol.notify(DS4_INDEX_UPDATED, params)
-        self._ls.log_request(
-            DS4_INDEX_UPDATED,
-            f"reason={reason} status={result.get('status')} "
-            f"indexed={result.get('filesIndexed', 0)} "
-            f"unchanged={result.get('filesUnchanged', 0)} "
-            f"deleted={result.get('filesDeleted', 0)} snippets={result.get('snippets', 0)}",
-        )
+        self._ls.log_request(DS4_INDEX_UPDATED, f"reason={reason} {result.log_summary()}")
 
     # ------------------------------------------------------------------ helpers
 

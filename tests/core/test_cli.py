@@ -242,6 +242,26 @@ def test_bad_plan_options_are_usage_errors(
     assert message in result.err
 
 
+@pytest.mark.parametrize("command", ["plan", "retrieve"])
+def test_a_workspace_that_is_not_a_directory_is_a_usage_error_naming_the_option(
+    ds4: Callable[..., Run], pi_sessions_dir: Path, tmp_path: Path, command: str
+) -> None:
+    missing = tmp_path / "nosuchdir"
+    result = ds4(
+        command, "--session", str(pi_sessions_dir / V3), "--workspace", str(missing), "--trust", "x"
+    )
+    assert result.code == 2
+    assert result.err == f"ds4: --workspace: '{missing}' is not a directory\n"
+
+
+def test_trust_without_a_workspace_is_a_usage_error_naming_trust(
+    ds4: Callable[..., Run], pi_sessions_dir: Path
+) -> None:
+    result = ds4("plan", "--session", str(pi_sessions_dir / V3), "--trust", "x")
+    assert result.code == 2
+    assert result.err == "ds4: --trust needs --workspace DIR\n"
+
+
 def test_plan_report_of_a_fallback_says_why(
     ds4: Callable[..., Run], pi_sessions_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

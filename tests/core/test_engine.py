@@ -742,3 +742,18 @@ def test_a_same_size_rewrite_with_the_mtime_restored_is_planned_from_the_new_tex
     again = engine.plan(PlanRequest(session=ref, request="next")).to_wire()
     users = [text_of(m) for m in again["messages"] if m["role"] == "user"]
     assert "rewritten" in users and "sanitized" not in users
+
+
+def test_from_record_refuses_a_missing_or_unknown_key() -> None:
+    """`engine.convert.from_record` builds a result from a camelCase record only when every
+    field without a default is there and no key is left over (nothing silently defaulted)."""
+    from ds4_core.engine.convert import from_record
+    from ds4_core.results import RebuildFailure
+
+    assert from_record(RebuildFailure, {"sessionFile": "/s.jsonl", "error": "gone"}) == (
+        RebuildFailure("/s.jsonl", "gone")
+    )
+    with pytest.raises(TypeError, match="lacks 'error'"):
+        from_record(RebuildFailure, {"sessionFile": "/s.jsonl"})
+    with pytest.raises(TypeError, match="unknown key"):
+        from_record(RebuildFailure, {"sessionFile": "/s.jsonl", "error": "x", "extra": 1})

@@ -156,6 +156,6 @@ def test_the_reported_sync_duration_includes_discovery(
     with open_store(tmp_path / "db" / "context.db") as store:
         workspace = ProjectWorkspace(lambda: store, Config)
         workspace.set_workspace(root, trusted=True)
-        result = workspace.sync()
+        result = workspace.sync().to_wire()
     assert result["status"] == "ready"
     assert result["durationMs"] >= 7000

@@ -539,7 +539,7 @@ def test_a_file_past_the_window_cap_is_reported_as_partial(
     with open_store(tmp_path / "db2" / "context.db") as other:
         workspace = ProjectWorkspace(lambda: other, Config)
         workspace.set_workspace(project, trusted=True)
-        wire = workspace.sync()
+        wire = workspace.sync().to_wire()
     assert wire["partialFiles"] == ["src/huge.py"]
     assert (
         "1 file(s) are longer than 200 windows of 80 lines; only their first ~13,600 lines "
@@ -568,7 +568,7 @@ def test_each_workspace_folder_is_planned_recorded_and_checked_on_its_own(
             [("app", first), ("app", second)], trusted=True
         ).to_wire()
         assert [f["name"] for f in status["folders"]] == ["app", "app (2)"]
-        synced = engine.project.sync()
+        synced = engine.project.sync().to_wire()
         assert synced["filesIndexed"] == 2 and len(synced["folders"]) == 2
         session = pi_session_copy("openclaw-v3-single-turn-6a5d2a19.jsonl")
         plan = engine.plan(
@@ -623,7 +623,7 @@ def test_a_data_uri_line_is_cut_and_the_rest_of_the_file_stays_searchable(
     with open_store(tmp_path / "db2" / "context.db") as other:
         workspace = ProjectWorkspace(lambda: other, Config)
         workspace.set_workspace(project, trusted=True)
-        wire = workspace.sync()
+        wire = workspace.sync().to_wire()
     assert wire["longLineFiles"] == [{"path": "src/icons.ts", "linesCut": 1}]
     assert any("src/icons.ts (1 line cut)" in warning for warning in wire["warnings"])
 
@@ -704,11 +704,11 @@ def test_a_project_sync_that_fails_is_reported_and_search_and_plan_go_on(tmp_pat
     engine = ContextEngine(database_path=tmp_path / "state" / "context.db")
     try:
         engine.project.set_root(str(project), trusted=True)
-        assert engine.project.sync()["status"] == "ready"
+        assert engine.project.sync().to_wire()["status"] == "ready"
         (project / "b.py").write_text('def other():\n    return "ocelot_other"\n')
         engine.project.mark_changed()
         engine.store.connection().execute("PRAGMA query_only = ON")
-        failed = engine.project.sync()
+        failed = engine.project.sync().to_wire()
         assert failed["status"] == "error" and "OperationalError" in failed["error"]
         status = engine.project.status().to_wire()
         assert status["status"] == "error" and "OperationalError" in status["error"]

@@ -27,7 +27,7 @@ from ..requests import (
     RetrieveRequest,
     SessionRef,
 )
-from ..results import SyncReport
+from ..results import RebuildFailure, SyncReport
 from ..store.database import is_database_locked
 from .arguments import absolute, ends_with_newline, parse_model, session_files_of
 from .errors import EXIT_OK, EXIT_PARTIAL, locked_message, usage_message
@@ -144,9 +144,9 @@ def manifest(engine: ContextEngine, args: argparse.Namespace, out: TextIO, err: 
 def index(engine: ContextEngine, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     """`ds4 index PATH...`: sync each session file (`session_files_of`: a FILE, or the `.jsonl`
     files of a DIR); a file that cannot be indexed is reported on stderr (and, with --json, as
-    `{sessionFile, error}` in its place in the list) and the others are still indexed. Exit 3
-    when any file failed."""
-    outcomes: list[SyncReport | dict[str, str]] = []  # a report, or {sessionFile, error}
+    a `RebuildFailure` `{sessionFile, error}` in its place in the list) and the others are
+    still indexed. Exit 3 when any file failed."""
+    outcomes: list[SyncReport | RebuildFailure] = []
     failures = 0
     targets = session_files_of(args.files)
     for file, problem in targets:
@@ -154,9 +154,7 @@ def index(engine: ContextEngine, args: argparse.Namespace, out: TextIO, err: Tex
             failures += 1
             err.write(f"ds4: {terminal_text(problem)}\n")
             # (named as listed, not resolved: a broken link is named, not its missing target)
-            outcomes.append(
-                {"sessionFile": os.path.abspath(os.path.expanduser(file)), "error": problem}
-            )
+            outcomes.append(RebuildFailure(os.path.abspath(os.path.expanduser(file)), problem))
             continue
         progress = Progress(err)
         try:
@@ -170,12 +168,12 @@ def index(engine: ContextEngine, args: argparse.Namespace, out: TextIO, err: Tex
                 raise
             failures += 1
             err.write(f"ds4: {terminal_text(message)}\n")
-            outcomes.append({"sessionFile": absolute(file), "error": message})
+            outcomes.append(RebuildFailure(absolute(file), message))
         finally:
             progress.close()
     results = [r for r in outcomes if isinstance(r, SyncReport)]
     if args.json:
-        emit_json([r.to_wire() if isinstance(r, SyncReport) else r for r in outcomes], out)
+        emit_json([r.to_wire() for r in outcomes], out)
     else:
         print_index(results, out)
     if failures == len(targets):
@@ -247,7 +245,9 @@ def summaries(engine: ContextEngine, args: argparse.Namespace, out: TextIO, err:
     _sync_with_progress(engine, args.session, err)
     ref = SessionRef(args.session, args.leaf)
     if args.dot:
-        write_output(engine.summaries_dot(ref), args.output, out, err, "the DOT graph")
+        dot = engine.summaries(ref, dot=True).dot
+        assert dot is not None
+        write_output(dot, args.output, out, err, "the DOT graph")
         return EXIT_OK
     view = engine.summaries(ref)
     text = io.StringIO()
@@ -302,11 +302,13 @@ def _open_workspace(engine: ContextEngine, args: argparse.Namespace, err: TextIO
     """Set the workspace of --workspace/--trust and sync its index (with a progress bar).
 
     Raises:
-        RequestError: --trust without --workspace.
+        RequestError: --trust without --workspace (field `trust`), or a --workspace the engine
+            refuses: not a directory, the filesystem root or the home directory (field
+            `workspace`, named `--workspace` by `errors.usage_message`).
     """
     if not args.workspace:
         if args.trust:
-            raise RequestError("--trust needs --workspace DIR", "workspace")
+            raise RequestError("--trust needs --workspace DIR", "trust")
         return
     status = engine.project.set_root(args.workspace, args.trust)
     if status.status == "untrusted":
@@ -320,12 +322,12 @@ def _open_workspace(engine: ContextEngine, args: argparse.Namespace, err: TextIO
         synced = engine.project.sync(progress=progress)
     finally:
         progress.close()
-    for warning in synced.get("warnings") or []:
+    for warning in synced.warnings or ():
         err.write(f"ds4: warning: {terminal_text(warning)}\n")
-    if synced.get("truncated"):
+    if synced.truncated:
         err.write(
             "ds4: warning: the project index stopped at project.maxFiles / project.maxTotalBytes;"
             " files after that (in path order) are not searched (raise them with --set)\n"
         )
-    if synced.get("status") == "error":
-        err.write(f"ds4: warning: project knowledge is off: {terminal_text(synced.get('error'))}\n")
+    if synced.status == "error":
+        err.write(f"ds4: warning: project knowledge is off: {terminal_text(synced.error)}\n")

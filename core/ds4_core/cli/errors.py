@@ -17,12 +17,14 @@ _OPTION_OF_FIELD: dict[str, dict[str, str]] = {
         "session.leafId": "--leaf",
         "model.contextWindow": "--context-window",
         "fixedTokens": "--fixed-tokens",
+        "workspace": "--workspace",
     },
     "retrieve": {
         "file": "--session",
         "session.file": "--session",
         "session.leafId": "--leaf",
         "maxResults": "--max-results",
+        "workspace": "--workspace",
     },
     "manifest": {"session.file": "--session", "view": "--view"},
     "compact": {

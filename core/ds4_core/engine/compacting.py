@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 from ..compaction.nodes import SummaryNode
@@ -149,8 +150,9 @@ class Compactor:
         """
         return self._mark("failed", summary_id, session, summary_repo.mark_failed, reason)
 
-    def summaries(self, session: SessionRef) -> SummariesResult:
-        """The session's summary graph as seen from the leaf (`ContextEngine.summaries`).
+    def summaries(self, session: SessionRef, *, dot: bool = False) -> SummariesResult:
+        """The session's summary graph as seen from the leaf (`ContextEngine.summaries`); with
+        `dot`, also as Graphviz DOT text (`render_dot` of the same view).
 
         Raises:
             RequestError: a missing or unreadable session file, or an unknown leaf.
@@ -167,7 +169,7 @@ class Compactor:
             session_file=str(path),
             leaf_id=context.leaf_id,
         )
-        return SummariesResult(
+        result = SummariesResult(
             session_id=view["sessionId"],
             session_file=view["sessionFile"],
             leaf_id=view["leafId"],
@@ -177,10 +179,7 @@ class Compactor:
             counts=view["counts"],
             tree=view["tree"],
         )
-
-    def summaries_dot(self, session: SessionRef) -> str:
-        """The summary graph of `summaries(session)` as Graphviz DOT."""
-        return render_dot(self.summaries(session).to_wire())
+        return replace(result, dot=render_dot(result.to_wire())) if dot else result
 
     def _synced_session(
         self, ref: SessionRef, empty: str

@@ -32,13 +32,21 @@ def from_record(cls: type[R], record: Mapping[str, Any], **values: Any) -> R:
     except those given in `values`; a key the record lacks leaves the field's default.
 
     Raises:
-        TypeError: the record lacks a key of a field without a default.
+        TypeError: the record lacks the key of a field without a default (and not given in
+            `values`), or holds a key that names no field of `cls`; both name the key.
     """
     found = {}
+    keys = set()
     for f in dataclasses.fields(cls):  # type: ignore[arg-type]
         key = camel_case(f.name)
+        keys.add(key)
         if f.name in values:
             found[f.name] = values[f.name]
         elif key in record:
             found[f.name] = record[key]
+        elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+            raise TypeError(f"{cls.__name__}: the record lacks {key!r}")
+    unknown = sorted(set(record) - keys)
+    if unknown:
+        raise TypeError(f"{cls.__name__}: the record has unknown key(s) {', '.join(unknown)}")
     return cls(**found)

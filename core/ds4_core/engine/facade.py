@@ -310,19 +310,16 @@ class ContextEngine:
         """
         return self._compactor.compact_failed(summary_id, reason, session)
 
-    def summaries(self, session: SessionRef) -> SummariesResult:
+    def summaries(self, session: SessionRef, *, dot: bool = False) -> SummariesResult:
         """The session's summary graph as seen from the leaf (`ds4.summaries`,
         `ds4 summaries`): the view of `compaction.render.graph_view` with the active root and
-        its transitive children marked, and the text tree.
+        its transitive children marked, and the text tree; with `dot`, also the graph as
+        Graphviz DOT text (`SummariesResult.dot`, from the same view).
 
         Raises:
             RequestError: a missing or unreadable session file, or an unknown leaf.
         """
-        return self._compactor.summaries(session)
-
-    def summaries_dot(self, session: SessionRef) -> str:
-        """The summary graph of `summaries(session)` as Graphviz DOT."""
-        return self._compactor.summaries_dot(session)
+        return self._compactor.summaries(session, dot=dot)
 
     # ----------------------------------------------------------------- health (health.py)
 

@@ -15,13 +15,12 @@ import os
 import sqlite3
 import time
 from pathlib import Path
-from typing import Any
 
 from ..compaction.nodes import SummaryNode
 from ..compaction.records import nodes_from_compaction_entry, unverified_nodes
 from ..logs import describe_failure
 from ..requests import RequestError
-from ..results import RebuildFailure, RebuildResult, SyncReport
+from ..results import ProjectSyncResult, RebuildFailure, RebuildResult, SyncReport
 from ..sessions.reader import SessionEntry
 from ..sessions.sync import SyncResult, sync_session
 from ..store import sessions as session_repo
@@ -98,13 +97,18 @@ class Indexer:
                 except RequestError as exc:  # unreadable, or no longer a Pi session
                     failed.append(RebuildFailure(session_file, str(exc)))
             session_progress(done, f"{done}/{total} sessions")
-        project: dict[str, Any] | None = None
+        project: ProjectSyncResult | None = None
         if with_project:
             try:
                 project = self._project.sync(force=True, progress=project_progress)
             except Exception as exc:  # the session rebuild stands; report the project part
                 log.warning("project rescan failed: error=%s", describe_failure(exc))
-                project = {"status": "error", "error": type(exc).__name__}
+                root = self._project.workspace.root if self._project.workspace else None
+                project = ProjectSyncResult(
+                    status="error",
+                    project_path=str(root) if root else None,
+                    error=type(exc).__name__,
+                )
         duration_ms = (time.perf_counter() - started) * 1000
         log.info(
             "rebuild: sessions=%d failed=%d duration_ms=%.1f",

@@ -22,14 +22,14 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ..json_bounds import echo
 from ..requests import RequestError
-from ..results import FolderStatus, GitState, ProjectStatus, RefusedFolder, StaleSnippet
+from ..results import GitState, ProjectStatus, ProjectSyncResult, RefusedFolder, StaleSnippet
 from .context import EngineContext, ProgressCallback
 from .convert import from_record
 
@@ -128,16 +128,17 @@ class ProjectService:
         only: Sequence[str] | None = None,
         force: bool = False,
         progress: ProgressCallback | None = None,
-    ) -> dict[str, Any]:
+    ) -> ProjectSyncResult:
         """Sync the project index (all files, or `only` those paths, absolute or relative to
-        the workspace; `force` re-reads unchanged files) and return the sync's JSON result
-        (`ProjectFolders.sync`: camelCase keys, `status`, `projectPath`, counts, `durationMs`
-        in ms). With status `untrusted` / `no-workspace` / `disabled` nothing is read.
+        the workspace; `force` re-reads unchanged files) and return what it did
+        (`ProjectFolders.sync`: `status`, `project_path`, counts summed over the folders,
+        `duration_ms` in ms, one `FolderSync` per folder). With status `untrusted` /
+        `no-workspace` / `disabled` nothing is read.
         `progress(done, 100, message)` is one rising percentage. A failed sync (a bad root, a
         locked or damaged database) is reported as status `error` with `error` (and `locked:
         true` for a lock), not raised."""
         if self._workspace is None:
-            return {"status": "no-workspace", "projectPath": None}
+            return ProjectSyncResult(status="no-workspace", project_path=None)
         return self._workspace.sync(only=only, force=force, progress=progress)
 
     def set_live_text(self, path: str, text: str | None) -> str | None:
@@ -165,7 +166,7 @@ class ProjectService:
     def status(self) -> ProjectStatus:
         """The project status: status word, first folder's path, trust; with an active
         workspace the counts summed over the folders, the first folder's `git` and
-        `indexed_at`, each folder's status (`ProjectFolders.status_counts`), and `error` (what
+        `indexed_at`, each folder's status (`ProjectFolders.folder_statuses`), and `error` (what
         went wrong, e.g. a locked database) while the status is `error`."""
         workspace = self._workspace
         if workspace is None:
@@ -174,21 +175,19 @@ class ProjectService:
         project_path = str(workspace.root) if workspace.root else None
         if status in ("untrusted", "no-workspace", "disabled"):
             return ProjectStatus(status, project_path, trusted=workspace.trusted)
-        counts = workspace.status_counts()
+        folders = workspace.folder_statuses()
+        first = folders[0] if folders else None
         return ProjectStatus(
             status,
             project_path,
             trusted=workspace.trusted,
             error=workspace.problem if status == "error" else None,
-            files=counts["files"],
-            snippets=counts["snippets"],
-            stale_snippets=counts["staleSnippets"],
-            git=_git_state(counts["git"]),
-            indexed_at=counts["indexedAt"],
-            folders=tuple(
-                from_record(FolderStatus, folder, git=_git_state(folder["git"]))
-                for folder in counts["folders"]
-            ),
+            files=sum(folder.files for folder in folders),
+            snippets=sum(folder.snippets for folder in folders),
+            stale_snippets=sum(folder.stale_snippets for folder in folders),
+            git=first.git if first else GitState(None, None, None),
+            indexed_at=first.indexed_at if first else None,
+            folders=folders,
         )
 
     def stale_snippets(self, path: str, live_text: str | None = None) -> list[StaleSnippet]:
@@ -201,8 +200,3 @@ class ProjectService:
             from_record(StaleSnippet, record)
             for record in self._workspace.stale_snippets(path, live_text)
         ]
-
-
-def _git_state(git: Mapping[str, Any]) -> GitState:
-    """A folder's `{branch, head, dirty}` as a `GitState`."""
-    return GitState(git.get("branch"), git.get("head"), git.get("dirty"))

@@ -14,7 +14,7 @@ project tables (which are keyed by the canonical root, `project_path`), held by 
   budget. With several folders each hit names its folder (`ProjectHit.folder`, also quoted to
   the model) and its path stays relative to that folder.
 * A sync syncs every folder (a full sync) or the folders the paths belong to (`only`), and
-  reports the sum plus one entry per folder.
+  reports the sum plus one `FolderSync` per folder (`ds4_core.results.ProjectSyncResult`).
 
 With one folder everything is answered exactly as `ProjectWorkspace` answers, plus the
 `folders` lists.
@@ -25,18 +25,16 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from ..config import Config
+from ..results import FolderStatus, FolderSync, GitState, ProjectSyncResult
 from ..retrieval.descriptor import TaskDescriptor
 from ..store import Store
 from .search import ProjectHit, ProjectRetrieval, ProjectStats, render_project_snippet
 from .workspace import READ_ONLY_TOOLS, ProgressCallback, ProjectWorkspace, ValidatedSearch
-
-SUMMED_COUNTS = ("filesIndexed", "filesUnchanged", "filesDeleted", "filesSkipped", "snippets")
-"""Sync result counts that add up over folders."""
 
 
 @dataclass(frozen=True)
@@ -225,16 +223,16 @@ class ProjectFolders:
         only: Sequence[str] | None = None,
         force: bool = False,
         progress: ProgressCallback | None = None,
-    ) -> dict[str, Any]:
+    ) -> ProjectSyncResult:
         """Sync every folder (or, with `only`, the folders those paths belong to, `owners`: a
-        relative path in each folder that has it; paths in no folder are ignored), in order. Returns the first folder's result shape with the counts
-        summed, `folders: [{name, projectPath, status, filesIndexed, ..., error?}]`, and
-        `status` `error` when a folder failed (then `error` names it). A folder that finds the
-        database locked ends the sync there (`locked: true`): the rest would wait on the same
-        lock, and the caller retries the whole sync."""
+        relative path in each folder that has it; paths in no folder are ignored), in order.
+        Returns the first folder's result with the counts summed, one `FolderSync` per folder
+        synced in `folders`, and status `error` when a folder failed (then `error` names it).
+        A folder that finds the database locked ends the sync there (`locked`): the rest would
+        wait on the same lock, and the caller retries the whole sync."""
         folders = self._folders
         if not folders:
-            return {"status": self.status_word(), "projectPath": None}
+            return ProjectSyncResult(status=self.status_word(), project_path=None)
         work: list[tuple[Folder, list[str] | None]] = []
         if only is None:
             work = [(folder, None) for folder in folders]
@@ -246,14 +244,13 @@ class ProjectFolders:
             work = [(f, groups[f.name]) for f in folders if f.name in groups]
             if not work:
                 work = [(folders[0], list(only))]
-        results: list[tuple[Folder, dict[str, Any]]] = []
+        results: list[tuple[Folder, ProjectSyncResult, tuple[str, ...] | None]] = []
         for position, (folder, paths) in enumerate(work):
             share = _progress_share(progress, position, len(work))
             result = folder.workspace.sync(only=paths, force=force, progress=share)
-            if paths is not None:
-                result = {**result, "only": _relative_to(folder, paths)}
-            results.append((folder, result))
-            if result.get("locked"):
+            only = None if paths is None else tuple(_relative_to(folder, paths))
+            results.append((folder, result, only))
+            if result.locked:
                 break
         return _combine(results, several=len(folders) > 1)
 
@@ -368,37 +365,31 @@ class ProjectFolders:
         folder = self.owner(path)
         return folder.workspace.stale_snippets(path, live_text) if folder else []
 
-    def status_counts(self) -> dict[str, Any]:
-        """{files, snippets, staleSnippets, git, indexedAt, folders}: the counts summed over
-        folders, `git` and `indexedAt` of the first folder, and per folder {name, projectPath,
-        status, files, snippets, staleSnippets, git, indexedAt, error?}."""
-        entries = []
+    def folder_statuses(self) -> tuple[FolderStatus, ...]:
+        """Each folder's status, in the client's order: its name, canonical root, status word,
+        counts of its index (files, snippets, stale snippets), Git state, when it was indexed
+        and `error` while it has a problem."""
+        statuses = []
         for folder in self._folders:
             workspace = folder.workspace
             counts = workspace.counts()
             revision = workspace.revision() or {}
-            entry: dict[str, Any] = {
-                "name": folder.name,
-                "projectPath": str(folder.root),
-                "status": workspace.status_word(),
-                "files": counts.get("files", 0),
-                "snippets": counts.get("snippets", 0),
-                "staleSnippets": workspace.stale_count(),
-                "git": {k: revision.get(k) for k in ("branch", "head", "dirty")},
-                "indexedAt": counts.get("indexedAt"),
-            }
-            if workspace.problem:
-                entry["error"] = workspace.problem
-            entries.append(entry)
-        first = entries[0] if entries else {}
-        return {
-            "files": sum(e["files"] for e in entries),
-            "snippets": sum(e["snippets"] for e in entries),
-            "staleSnippets": sum(e["staleSnippets"] for e in entries),
-            "git": first.get("git", {"branch": None, "head": None, "dirty": None}),
-            "indexedAt": first.get("indexedAt"),
-            "folders": entries,
-        }
+            statuses.append(
+                FolderStatus(
+                    name=folder.name,
+                    project_path=str(folder.root),
+                    status=workspace.status_word(),
+                    files=counts.get("files", 0),
+                    snippets=counts.get("snippets", 0),
+                    stale_snippets=workspace.stale_count(),
+                    git=GitState(
+                        revision.get("branch"), revision.get("head"), revision.get("dirty")
+                    ),
+                    indexed_at=counts.get("indexedAt"),
+                    error=workspace.problem or None,
+                )
+            )
+        return tuple(statuses)
 
     def revision(self) -> dict[str, Any] | None:
         """`projectRevision` of the manifest: the first folder's, plus (with several folders)
@@ -446,38 +437,56 @@ def _relative_to(folder: Folder, paths: Sequence[str]) -> list[str]:
     return relative
 
 
-def _combine(results: list[tuple[Folder, dict[str, Any]]], *, several: bool) -> dict[str, Any]:
-    """One sync result from the folders' (`ProjectFolders.sync`)."""
-    entries = []
-    for folder, result in results:
-        entry = {"name": folder.name, "projectPath": result.get("projectPath")}
-        entry.update({k: v for k, v in result.items() if k in (*SUMMED_COUNTS, "status")})
-        for key in ("error", "only", "truncated", "durationMs"):
-            if key in result:
-                entry[key] = result[key]
-        entries.append(entry)
-    first = results[0][1]
-    combined = {k: v for k, v in first.items() if k != "only"}
-    combined["folders"] = entries
+def _combine(
+    results: list[tuple[Folder, ProjectSyncResult, tuple[str, ...] | None]], *, several: bool
+) -> ProjectSyncResult:
+    """One sync result from the folders' (`ProjectFolders.sync`): each folder's own, with
+    the paths it synced (`only`, relative to it; None for a full sync)."""
+    entries = tuple(
+        FolderSync(
+            name=folder.name,
+            project_path=result.project_path,
+            status=result.status,
+            files_indexed=result.files_indexed,
+            files_unchanged=result.files_unchanged,
+            files_deleted=result.files_deleted,
+            files_skipped=result.files_skipped,
+            snippets=result.snippets,
+            error=result.error,
+            only=only,
+            truncated=result.truncated,
+            duration_ms=result.duration_ms,
+        )
+        for folder, result, only in results
+    )
+    combined = replace(results[0][1], folders=entries)
     if not several:
         return combined
-    failed = [(folder, r) for folder, r in results if r.get("status") == "error"]
-    if failed:
-        folder, result = failed[0]
-        combined.update({k: v for k, v in result.items() if k in ("status", "locked")})
-        combined["error"] = f"{folder.name}: {result.get('error')}"
-    for key in SUMMED_COUNTS:
-        combined[key] = sum(int(r.get(key, 0)) for _f, r in results)
-    if any("durationMs" in r for _f, r in results):
-        combined["durationMs"] = round(sum(float(r.get("durationMs", 0)) for _f, r in results), 3)
-    combined["truncated"] = any(r.get("truncated") for _f, r in results)
-    combined["partialFiles"] = [
-        f"{folder.name}/{path}" for folder, r in results for path in r.get("partialFiles", [])
-    ]
-    combined["warnings"] = [
-        f"{folder.name}: {warning}" for folder, r in results for warning in r.get("warnings", [])
-    ]
-    return combined
+    synced = [(folder, result) for folder, result, _only in results]
+    failed = next(((f, r) for f, r in synced if r.status == "error"), None)
+    if failed is not None:
+        folder, result = failed
+        combined = replace(
+            combined,
+            status=result.status,
+            locked=result.locked or combined.locked,
+            error=f"{folder.name}: {result.error}",
+        )
+    durations = [r.duration_ms for _f, r in synced if r.duration_ms is not None]
+    return replace(
+        combined,
+        files_indexed=sum(r.files_indexed or 0 for _f, r in synced),
+        files_unchanged=sum(r.files_unchanged or 0 for _f, r in synced),
+        files_deleted=sum(r.files_deleted or 0 for _f, r in synced),
+        files_skipped=sum(r.files_skipped or 0 for _f, r in synced),
+        snippets=sum(r.snippets or 0 for _f, r in synced),
+        duration_ms=round(sum(durations), 3) if durations else combined.duration_ms,
+        truncated=any(r.truncated for _f, r in synced),
+        partial_files=tuple(
+            f"{f.name}/{path}" for f, r in synced for path in r.partial_files or ()
+        ),
+        warnings=tuple(f"{f.name}: {warning}" for f, r in synced for warning in r.warnings or ()),
+    )
 
 
 __all__ = ["Folder", "ProjectFolders", "folder_names"]

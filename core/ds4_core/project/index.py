@@ -90,7 +90,7 @@ BATCH_CHARS = 8_000_000
 """A write transaction holds at most this many files / characters of snippet text."""
 
 MAX_PARTIAL_FILES_LISTED = 50
-"""`ProjectSyncResult.partial_files` lists at most this many paths."""
+"""`IndexSync.partial_files` lists at most this many paths."""
 
 _SNIPPET_COLUMNS = (
     "snippet_id, project_path, file_path, file_hash, start_line, end_line, content, symbols, "
@@ -152,7 +152,7 @@ def live_hash(text: str) -> str:
 
 
 @dataclass(frozen=True)
-class ProjectSyncResult:
+class IndexSync:
     """What one `sync_project` did.
 
     Attributes:
@@ -627,7 +627,7 @@ def sync_project(
     only: Collection[str] | None = None,
     max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
     progress: Callable[[int, int], None] | None = None,
-) -> ProjectSyncResult:
+) -> IndexSync:
     """Bring the stored index of `discovery.root` in line with `discovery` (and open buffers).
 
     Args:
@@ -781,7 +781,7 @@ def sync_project(
             now,
         )
     flush(state_row)
-    return ProjectSyncResult(
+    return IndexSync(
         project_path=project_path,
         files_indexed=indexed,
         files_unchanged=unchanged,
@@ -873,7 +873,7 @@ __all__ = [
     "FileState",
     "IndexCounts",
     "ProjectState",
-    "ProjectSyncResult",
+    "IndexSync",
     "SnippetRow",
     "file_state",
     "file_text",

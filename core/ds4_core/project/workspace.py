@@ -29,6 +29,7 @@ from typing import Any
 
 from ..config import Config
 from ..lines import split_lines
+from ..results import LongLineFile, ProjectSyncResult
 from ..retrieval.descriptor import TaskDescriptor
 from ..store import Store
 from ..store.database import is_database_locked
@@ -36,7 +37,7 @@ from .discovery import DiscoveredFile, Discovery, ProjectRootError, discover_pro
 from .filters import path_exclusion, read_indexable
 from .index import (
     MAX_PARTIAL_FILES_LISTED,
-    ProjectSyncResult,
+    IndexSync,
     index_counts,
     indexed_lines,
     live_hash,
@@ -110,7 +111,7 @@ class ProjectWorkspace:
         self._sync_lock = threading.Lock()
         self._sync_due = True
         self._indexing = False
-        self._last: ProjectSyncResult | None = None
+        self._last: IndexSync | None = None
         self._last_discovery: Discovery | None = None
         self._problem: str | None = None
         self._hash_cache: dict[str, tuple[int, int, str]] = {}  # rel -> (size, mtime_ns, hash)
@@ -223,8 +224,10 @@ class ProjectWorkspace:
         only: Sequence[str] | None = None,
         force: bool = False,
         progress: ProgressCallback | None = None,
-    ) -> dict[str, Any]:
-        """Bring the index up to date; the wire form of `ProjectSyncResult` plus `status`.
+    ) -> ProjectSyncResult:
+        """Bring the index up to date; returns what the sync did (`ProjectSyncResult`,
+        without `folders`): status `ready` with the counts, or `error` (not raised), or the
+        status word with nothing read (`untrusted`, `no-workspace`, `disabled`).
 
         `only` restricts the work to those paths (editor edits); a full sync runs discovery
         (git or the ignore-aware walk) first.
@@ -235,7 +238,9 @@ class ProjectWorkspace:
                 root = self.root
                 status = self.status_word()
                 if status in ("disabled", "no-workspace", "untrusted") or root is None:
-                    return {"status": status, "projectPath": str(root) if root else None}
+                    return ProjectSyncResult(
+                        status=status, project_path=str(root) if root else None
+                    )
                 if only is None:
                     self._sync_due = False  # events arriving from now on make it due again
             self._indexing = True
@@ -289,7 +294,7 @@ class ProjectWorkspace:
                     progress(100, 100, "project index ready")
             except ProjectRootError as exc:
                 self._problem = str(exc)
-                return {"status": "error", "projectPath": str(root), "error": str(exc)}
+                return ProjectSyncResult(status="error", project_path=str(root), error=str(exc))
             except Exception as exc:
                 if not is_database_locked(exc):
                     # A defect or a damaged store: the batch rolled back, the index keeps its
@@ -303,7 +308,7 @@ class ProjectWorkspace:
                         if only is None:
                             self._sync_due = True  # it did not happen: still due
                         self._problem = problem
-                    return {"status": "error", "projectPath": str(root), "error": problem}
+                    return ProjectSyncResult(status="error", project_path=str(root), error=problem)
                 # Another connection holds the write lock: nothing was written. Whatever this
                 # sync was for stays due (a full sync covers edited buffers too, through
                 # their live text), and the caller may retry.
@@ -315,12 +320,9 @@ class ProjectWorkspace:
                     self._sync_due = True
                     self._problem = problem
                 log.debug("project sync: database locked")
-                return {
-                    "status": "error",
-                    "projectPath": str(root),
-                    "error": problem,
-                    "locked": True,
-                }
+                return ProjectSyncResult(
+                    status="error", project_path=str(root), error=problem, locked=True
+                )
             except BaseException:
                 if only is None:
                     with self._lock:
@@ -342,7 +344,20 @@ class ProjectWorkspace:
             warnings.append(partial_files_warning(result.partial_files))
         if result.long_line_files:
             warnings.append(long_lines_warning(result.long_line_files))
-        return {"status": "ready", **_sync_to_wire(result), "warnings": warnings}
+        return ProjectSyncResult(
+            status="ready",
+            project_path=result.project_path,
+            files_indexed=result.files_indexed,
+            files_unchanged=result.files_unchanged,
+            files_deleted=result.files_deleted,
+            files_skipped=result.files_skipped,
+            snippets=result.snippets,
+            duration_ms=round(result.duration_ms, 3),
+            truncated=result.truncated,
+            partial_files=tuple(result.partial_files),
+            long_line_files=tuple(LongLineFile(p, n) for p, n in result.long_line_files),
+            warnings=tuple(warnings),
+        )
 
     def ensure_fresh(self) -> None:
         """Run a full sync when one is due (trust just granted, a tool wrote files, a watched
@@ -669,21 +684,6 @@ class ProjectWorkspace:
         }
 
 
-def _sync_to_wire(result: ProjectSyncResult) -> dict[str, Any]:
-    return {
-        "projectPath": result.project_path,
-        "filesIndexed": result.files_indexed,
-        "filesUnchanged": result.files_unchanged,
-        "filesDeleted": result.files_deleted,
-        "filesSkipped": result.files_skipped,
-        "snippets": result.snippets,
-        "durationMs": round(result.duration_ms, 3),
-        "truncated": result.truncated,
-        "partialFiles": list(result.partial_files),
-        "longLineFiles": [{"path": p, "linesCut": n} for p, n in result.long_line_files],
-    }
-
-
 def sync_failure_message(exc: BaseException) -> str:
     """The `error` of a project sync that failed with `exc` (not a locked database): its type
     and message (at most 300 characters, any lone surrogate escaped)."""
@@ -696,7 +696,7 @@ def sync_failure_message(exc: BaseException) -> str:
 
 
 def partial_files_warning(paths: Sequence[str]) -> str:
-    """The sync warning for files whose end is not indexed (`ProjectSyncResult.partial_files`)."""
+    """The sync warning for files whose end is not indexed (`IndexSync.partial_files`)."""
     lines = (MAX_WINDOWS_PER_FILE - 1) * (SNIPPET_LINES - SNIPPET_OVERLAP) + SNIPPET_LINES
     count = f"{len(paths)}+" if len(paths) >= MAX_PARTIAL_FILES_LISTED else str(len(paths))
     return (
@@ -707,7 +707,7 @@ def partial_files_warning(paths: Sequence[str]) -> str:
 
 def long_lines_warning(files: Sequence[tuple[str, int]]) -> str:
     """The sync warning for files indexed with overlong lines cut
-    (`ProjectSyncResult.long_line_files`)."""
+    (`IndexSync.long_line_files`)."""
     count = f"{len(files)}+" if len(files) >= MAX_PARTIAL_FILES_LISTED else str(len(files))
     listed = ", ".join(f"{path} ({cut} line{'s' if cut != 1 else ''} cut)" for path, cut in files)
     return (
