@@ -7,7 +7,7 @@ import dataclasses
 from ds4_core.wire import JsonObject
 from ds4_lsp.methods import DS4_PLAN
 from ds4_lsp.params import PlanParams
-from ds4_lsp.server import Ds4Server
+from ds4_lsp.server import Ds4Server, with_wire
 from ds4_lsp.services.diagnostics import publish_stale_snippets
 
 
@@ -23,11 +23,13 @@ async def plan(ls: Ds4Server, params: PlanParams) -> JsonObject:
     """
     await ls.project.before_request()  # pending edits and tool runs are indexed first
     request = params.to_core()
-    result = await ls.run_engine(lambda: ls.engine.plan(request), method=DS4_PLAN)
+    result, answer = await ls.run_engine(
+        lambda: with_wire(ls.engine.plan(request)), method=DS4_PLAN
+    )  # the wire JSON built off the event loop too
     behind = ls.project.lag_warning()  # pending edits that a locked database held back
     if behind is not None:
         result = dataclasses.replace(result, warnings=(*result.warnings, behind))
-    answer = await ls.run_engine(result.to_wire, method=DS4_PLAN)  # off the event loop
+        answer["warnings"] = [*answer["warnings"], behind]  # the same, on the wire
     ls.log_request(DS4_PLAN, result.log_summary())
     if ls.project.active:  # this plan may have sent, or superseded, snippets of open files
         ls.project.spawn(publish_stale_snippets(ls, ls.project.open_uris()))

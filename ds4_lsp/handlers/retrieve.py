@@ -7,7 +7,7 @@ import dataclasses
 from ds4_core.wire import JsonObject
 from ds4_lsp.methods import DS4_RETRIEVE
 from ds4_lsp.params import RetrieveParams
-from ds4_lsp.server import Ds4Server
+from ds4_lsp.server import Ds4Server, with_wire
 
 
 async def retrieve(ls: Ds4Server, params: RetrieveParams) -> JsonObject:
@@ -21,11 +21,13 @@ async def retrieve(ls: Ds4Server, params: RetrieveParams) -> JsonObject:
     if "project" in (params.scopes or ()):
         await ls.project.before_request()  # pending edits and tool runs are indexed first
     request = params.to_core()
-    result = await ls.run_engine(lambda: ls.engine.retrieve(request), method=DS4_RETRIEVE)
+    result, answer = await ls.run_engine(
+        lambda: with_wire(ls.engine.retrieve(request)), method=DS4_RETRIEVE
+    )  # the wire JSON built off the event loop too
     project_scope = "project" in (params.scopes or ())
     behind = ls.project.lag_warning() if project_scope else None  # held back by a lock
     if behind is not None:
         result = dataclasses.replace(result, warnings=(*result.warnings, behind))
-    answer = await ls.run_engine(result.to_wire, method=DS4_RETRIEVE)  # off the event loop
+        answer["warnings"] = [*answer["warnings"], behind]  # the same, on the wire
     ls.log_request(DS4_RETRIEVE, result.log_summary())
     return answer
