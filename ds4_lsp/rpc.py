@@ -252,7 +252,7 @@ class Ds4Protocol(LanguageServerProtocol):
             data = without_traceback(data)
         try:
             body = json.dumps(data, default=self._serialize_message, allow_nan=False)
-        except (RecursionError, ValueError, TypeError) as exc:
+        except (RecursionError, ValueError, TypeError, AttributeError) as exc:
             log.error("a message could not be encoded: %s", type(exc).__name__)
             if isinstance(data, dict):
                 msg_id = data.get("id")

@@ -82,8 +82,12 @@ def _wire_fields(kind: type) -> tuple[tuple[str, str, bool], ...]:
 def _to_wire_other(value: Any) -> Any:
     """`to_wire` of what is not plain JSON: dataclasses, other mappings and sequences, and
     subclasses of the JSON scalar types (an `IntEnum`, a `str` subclass)."""
-    if isinstance(value, bool | str | float):
-        return value
+    if isinstance(value, bool):
+        return bool(value)
+    if isinstance(value, str):
+        return str(value)
+    if isinstance(value, float):
+        return float(value)
     if isinstance(value, int):
         return _clamp(int(value))
     if dataclasses.is_dataclass(value) and not isinstance(value, type):

@@ -158,3 +158,5 @@ def test_every_line_names_a_module_that_exists() -> None:
         if not ((ROOT / path).is_dir() if path.endswith("/") else (ROOT / path).is_file())
     ]
     assert not stale, f"docs/architecture.md names paths that do not exist: {stale}"
+    twice = sorted({path for path in documented if documented.count(path) > 1})
+    assert not twice, f"docs/architecture.md lists these more than once: {twice}"

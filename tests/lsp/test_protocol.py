@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import logging
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -110,6 +111,50 @@ def test_a_result_is_written_exactly_as_its_wire_json() -> None:
     assert answer == {"id": 7, "jsonrpc": "2.0", "result": result}
     assert answer["result"]["stats"]["candidates"] == MAX_SAFE_INTEGER
     assert answer["result"]["nested"] == {"total": -MAX_SAFE_INTEGER, "ok": True}
+
+
+def test_send_response_writes_a_dict_result_as_pygls_would_and_other_results_through_pygls() -> (
+    None
+):
+    """`Ds4Protocol._send_response` writes a handler's dict answer directly (no cattrs walk):
+    the bytes equal pygls's own response for the same dict, the id's result type is forgotten,
+    and lists, None, lsprotocol objects and errors keep pygls's path. A dict holding an object
+    JSON has no form for (a slotted dataclass) is answered with an InternalError, not lost."""
+    from lsprotocol import types
+    from pygls.protocol import LanguageServerProtocol
+
+    from ds4_core.results import RetrievalStats
+    from ds4_lsp.app import create_server
+
+    protocol = create_server().protocol
+
+    def sent(call: Callable[[], None]) -> Any:
+        written = io.BytesIO()
+        protocol.set_writer(written, include_headers=False)
+        call()
+        return json.loads(written.getvalue())
+
+    result = {
+        "mode": "managed",
+        "messages": [{"role": "user", "n": None}],
+        "kind": types.MarkupKind.Markdown,
+    }
+    protocol._result_types[9] = object  # what an id of ours would have registered
+    ours = sent(lambda: protocol._send_response(9, result=result))
+    assert 9 not in protocol._result_types
+    theirs = sent(lambda: LanguageServerProtocol._send_response(protocol, 9, result=result))
+    assert ours == theirs == {"jsonrpc": "2.0", "id": 9, "result": {**result, "kind": "markdown"}}
+
+    hover = types.Hover(contents=types.MarkupContent(kind=types.MarkupKind.Markdown, value="x"))
+    for other in (None, [1, {"a": 2}], hover):
+        assert sent(lambda o=other: protocol._send_response(3, result=o)) == sent(
+            lambda o=other: LanguageServerProtocol._send_response(protocol, 3, result=o)
+        )
+    error = types.ResponseError(code=-32602, message="bad")
+    assert sent(lambda: protocol._send_response(4, error=error))["error"]["message"] == "bad"
+
+    unencodable = sent(lambda: protocol._send_response(5, result={"stats": RetrievalStats()}))
+    assert unencodable["id"] == 5 and unencodable["error"]["code"] == -32603
 
 
 def test_initialization_options_ignore_each_bad_field() -> None:
