@@ -368,6 +368,8 @@ def test_terms_in_most_entries_are_left_out_of_the_fts_query(
     terms = ["widget", "plutonium", "widget capacitor"]
     assert informative_terms(conn, terms) == ["plutonium", "widget capacitor"]
     assert informative_terms(conn, ["widget"]) == ["widget"]  # all common: keep them all
+    # Two terms of one word (`widget_` and `Widget` both fold to `widget`) are one lookup.
+    assert informative_terms(conn, ["widget_", "Widget", "plutonium"]) == ["plutonium"]
     hits = indexed.retrieve("what about widget and plutonium?", exact=False).hits
     assert hits and hits[0].entry_id == "m301"
 

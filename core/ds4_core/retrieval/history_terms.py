@@ -149,11 +149,11 @@ def _informative_terms(
         (total,) = conn.execute("SELECT count(*) FROM entries").fetchone()
         if total < COMMON_TERM_MIN_ENTRIES:
             return terms, {}
-        marks = placeholders(len(single))
+        words = sorted(set(single.values()))  # terms that fold to one word are one lookup
         counts = dict(
             conn.execute(
-                f"SELECT term, doc FROM entries_fts_vocab WHERE term IN ({marks})",
-                list(set(single.values())),
+                f"SELECT term, doc FROM entries_fts_vocab WHERE term IN ({placeholders(len(words))})",
+                words,
             ).fetchall()
         )
     except sqlite3.Error:
