@@ -73,3 +73,28 @@ def test_a_relative_path_is_routed_to_every_folder_holding_it(tmp_path: Path) ->
     assert [f.root for f in folders.owners(str(other / "only.py"))] == [other]
     folders.set_folders([(None, outer), (None, inner), (None, other)], trusted=True)
     assert [f.root for f in folders.owners("src/app.py")] == [other]  # outer leaves src/ out
+
+
+def test_a_lock_in_any_folder_makes_the_combined_sync_locked() -> None:
+    """The first failure names the error, but a later folder held by a lock still marks the
+    whole sync `locked`, so the server's lock retry starts (`_combine`)."""
+    from types import SimpleNamespace
+
+    from ds4_core.project.folders import _combine
+    from ds4_core.results import ProjectSyncResult
+
+    broken = ProjectSyncResult(status="error", project_path="/a", error="disk full")
+    held = ProjectSyncResult(status="error", project_path="/b", error="locked", locked=True)
+    folders = [SimpleNamespace(name="a"), SimpleNamespace(name="b")]
+    combined = _combine(
+        [(folders[0], broken, None), (folders[1], held, None)],  # type: ignore[list-item]
+        several=True,
+    )
+    assert combined.status == "error" and combined.error == "a: disk full"
+    assert combined.locked is True
+    fine = ProjectSyncResult(status="ready", project_path="/c")
+    alone = _combine(
+        [(folders[0], broken, None), (folders[1], fine, None)],  # type: ignore[list-item]
+        several=True,
+    )
+    assert alone.locked is None

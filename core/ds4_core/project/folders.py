@@ -469,7 +469,7 @@ def _combine(
         combined = replace(
             combined,
             status=result.status,
-            locked=result.locked or combined.locked,
+            locked=True if any(r.locked for _f, r in synced) else None,  # any lock retries
             error=f"{folder.name}: {result.error}",
         )
     durations = [r.duration_ms for _f, r in synced if r.duration_ms is not None]
