@@ -42,7 +42,9 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "core"))
@@ -65,6 +67,18 @@ def rank_of(hit_ids: list[str], gold: set[str]) -> int | None:
         if entry_id in gold:
             return index
     return None
+
+
+def outcome(status: str, hits: Sequence[Any], gold: set[str]) -> dict:
+    """One column's result for a case: status, hit entry ids, rank of the first gold hit, and
+    the evidence tokens returned (`hits` have `entry_id` and `tokens`)."""
+    ids = [h.entry_id for h in hits]
+    return {
+        "status": status,
+        "hits": ids,
+        "rank": rank_of(ids, gold),
+        "tokens": sum(h.tokens for h in hits),
+    }
 
 
 def summarize(rows: list[dict], column: str) -> dict:
@@ -152,13 +166,7 @@ def main() -> None:
                     )
                 )
                 timings["retrieve"].append((time.perf_counter() - t0) * 1000)
-                ids = [h.entry_id for h in result.history]
-                row["retrieve"] = {
-                    "status": result.status,
-                    "hits": ids,
-                    "rank": rank_of(ids, gold),
-                    "tokens": sum(h.tokens for h in result.history),
-                }
+                row["retrieve"] = outcome(result.status, result.history, gold)
 
                 t0 = time.perf_counter()
                 plain = retrieve_history(
@@ -173,13 +181,7 @@ def main() -> None:
                     fts=config.retrieval.fts,
                 )
                 timings["no_exclusions"].append((time.perf_counter() - t0) * 1000)
-                ids = [h.entry_id for h in plain.hits]
-                row["no_exclusions"] = {
-                    "status": plain.status,
-                    "hits": ids,
-                    "rank": rank_of(ids, gold),
-                    "tokens": sum(h.tokens for h in plain.hits),
-                }
+                row["no_exclusions"] = outcome(plain.status, plain.hits, gold)
 
                 t0 = time.perf_counter()
                 query = fts_query(case["question"])

@@ -29,10 +29,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
 import sqlite3
-import subprocess
 import sys
 import tempfile
 import time
@@ -41,6 +39,9 @@ from pathlib import Path
 
 BENCH = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH.parent / "core"))
+sys.path.insert(0, str(BENCH / "eval"))
+
+from make_project_cases import clone, data_dir, git  # noqa: E402
 
 from ds4_core.config import Config  # noqa: E402
 from ds4_core.project.discovery import discover_project  # noqa: E402
@@ -51,24 +52,6 @@ from ds4_core.store import open_store  # noqa: E402
 CASES = BENCH / "eval" / "project_cases.json"
 COLUMNS = ("query", "query_with_identifiers")
 METHODS = ("ours", "bm25")
-
-
-def data_dir(argument: str | None, projects: Sequence[str]) -> Path:
-    value = argument or os.environ.get("DS4_EVAL_DATA")
-    if not value:
-        raise SystemExit(
-            "no data directory: pass --data DIR (the directory holding the projects' git "
-            "bundles, e.g. marshmallow.bundle) or set DS4_EVAL_DATA"
-        )
-    path = Path(value).expanduser()
-    missing = [p for p in projects if not (path / f"{p}.bundle").is_file()]
-    if missing:
-        raise SystemExit(f"{path}: missing bundle(s): {', '.join(f'{m}.bundle' for m in missing)}")
-    return path
-
-
-def git(repo: Path, *args: str) -> None:
-    subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True)
 
 
 def fts_or_query(request: str) -> str | None:
@@ -112,11 +95,7 @@ def run_project(
     timing = {"clone": 0.0, "checkout": 0.0, "sync": 0.0, "bm25_build": 0.0, "queries": 0.0}
     begun = time.perf_counter()
     root = tmp / project
-    subprocess.run(
-        ["git", "clone", "-q", "--no-checkout", str(bundle), str(root)],
-        check=True,
-        capture_output=True,
-    )
+    clone(bundle, root)
     timing["clone"] = time.perf_counter() - begun
     config = Config()
     store = open_store(tmp / f"{project}-index.db")

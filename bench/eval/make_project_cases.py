@@ -38,6 +38,7 @@ import re
 import subprocess
 import sys
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -61,16 +62,17 @@ _DECL = re.compile(r"^\s*(?:async\s+)?(?:def|class)\s+([A-Za-z_]\w*)", re.MULTIL
 _TEST_DIRS = {"test", "tests", "testing"}
 
 
-def data_dir(argument: str | None) -> Path:
-    """The bundles' directory from `--data` or `DS4_EVAL_DATA`; exits with a message if missing."""
+def data_dir(argument: str | None, projects: Sequence[str] = PROJECTS) -> Path:
+    """The bundles' directory from `--data` or `DS4_EVAL_DATA`, holding `<project>.bundle` for
+    each of `projects`; exits with a message if missing."""
     value = argument or os.environ.get("DS4_EVAL_DATA")
     if not value:
         raise SystemExit(
-            "no data directory: pass --data DIR (the directory holding marshmallow.bundle and "
-            "httpx.bundle) or set DS4_EVAL_DATA"
+            "no data directory: pass --data DIR (the directory holding the projects' git "
+            "bundles, e.g. marshmallow.bundle) or set DS4_EVAL_DATA"
         )
     path = Path(value).expanduser()
-    missing = [p for p in PROJECTS if not (path / f"{p}.bundle").is_file()]
+    missing = [p for p in projects if not (path / f"{p}.bundle").is_file()]
     if missing:
         raise SystemExit(f"{path}: missing bundle(s): {', '.join(f'{m}.bundle' for m in missing)}")
     return path
