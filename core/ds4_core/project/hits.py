@@ -13,6 +13,7 @@ from typing import Any, Literal
 
 from ds4_core.quoting import json_string, one_line
 from ds4_core.retrieval.evidence import evidence_message, text_block_message_tokens
+from ds4_core.retrieval.floor import BelowFloor
 
 ProjectStatus = Literal["ok", "no-query", "generic", "disabled", "no-index"]
 
@@ -93,7 +94,8 @@ class ProjectRetrieval:
     `status`: `ok` (searched; `hits` may be empty), `no-query` (no query terms), `generic` (a
     lone generic keyword; nothing searched), `disabled` (`max_results` or `max_tokens` <= 0),
     `no-index` (nothing is indexed for the project). `git_head` is the Git HEAD of the last
-    index sync (None without Git). `warnings` are user-readable sentences.
+    index sync (None without Git). `warnings` are user-readable sentences. `below_floor`: the
+    best windows that scored under the relevance floor (`retrieval/floor.py`), best first.
     """
 
     status: ProjectStatus
@@ -101,6 +103,7 @@ class ProjectRetrieval:
     stats: ProjectStats = field(default_factory=ProjectStats)
     warnings: list[str] = field(default_factory=list)
     git_head: str | None = None
+    below_floor: tuple[BelowFloor, ...] = ()
 
 
 # ----------------------------------------------------------------------------- rendering

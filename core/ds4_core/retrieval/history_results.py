@@ -12,6 +12,7 @@ from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from ds4_core.retrieval.evidence import evidence_tokens
+from ds4_core.retrieval.floor import BelowFloor
 from ds4_core.retrieval.history_candidates import _Candidate
 from ds4_core.retrieval.scoring import RankedEntry
 
@@ -80,13 +81,16 @@ class HistoryRetrieval:
     `status`: `ok` (searched; `hits` may be empty), `no-query` (the descriptor has no query
     terms), `disabled` (both passes off, or `max_results` / `max_tokens` <= 0), `no-session`
     (nothing is indexed for the session). `warnings` are user-readable sentences (e.g. the FTS
-    index failed and only literal matches were used).
+    index failed and only literal matches were used). `below_floor`: the best candidates that
+    scored under the relevance floor (`retrieval/floor.py`), best first, at most
+    `MAX_BELOW_FLOOR`.
     """
 
     status: RetrievalStatus
     hits: list[HistoryHit] = field(default_factory=list)
     stats: RetrievalStats = field(default_factory=RetrievalStats)
     warnings: list[str] = field(default_factory=list)
+    below_floor: tuple[BelowFloor, ...] = ()
 
 
 def first_match(text: str, terms: tuple[str, ...]) -> int:
