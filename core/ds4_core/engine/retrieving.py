@@ -1,5 +1,6 @@
 """Retrieving: `ds4/retrieve` and `ds4 retrieve`, ranked transcript evidence of the active
-branch and live-validated project snippets of a trusted workspace for a query.
+branch, live-validated project snippets of a trusted workspace and the commits of its Git
+history (scope `git`) for a query.
 
 History hits come from `Planner.history_evidence` over the session prepared as for a plan, so
 entries the planned context already holds verbatim (the recent tail and the current turn) are
@@ -13,8 +14,9 @@ import logging
 
 from ..config import Config
 from ..logs import describe_failure
+from ..project.commit_hits import commit_text
 from ..requests import ModelSpec, RequestError, RetrieveRequest
-from ..results import HistoryHit, ProjectHit, RetrievalStats, RetrieveResult
+from ..results import CommitHit, HistoryHit, ProjectHit, RetrievalStats, RetrieveResult
 from ..retrieval import describe_task, last_user_text
 from .context import EngineContext
 from .convert import from_attributes
@@ -69,9 +71,70 @@ class Retriever:
                 status, history, stats = self._history(prepared, text, request, config, warnings)
         if "project" in request.scopes:
             project_status, project = self._project_hits(text, request, config, warnings)
+        git: tuple[CommitHit, ...] | None = None
+        git_status: str | None = None
+        if "git" in request.scopes:
+            git_status, git = self._git_hits(text, request, config, warnings)
         return RetrieveResult(
-            status, query, history, project, project_status, stats, tuple(warnings)
+            status,
+            query,
+            history,
+            project,
+            project_status,
+            stats,
+            tuple(warnings),
+            git=git,
+            git_status=git_status,
         )
+
+    def _git_hits(
+        self, query: str, request: RetrieveRequest, config: Config, warnings: list[str]
+    ) -> tuple[str, tuple[CommitHit, ...]]:
+        """The git status and commits of `retrieve` (warnings appended): the project's status
+        word while it is not active (`untrusted`, `no-workspace`, `disabled`: no Git runs, no
+        commit is read), else the commit search's status. A failure of the search becomes
+        status `error` and a warning (fail open)."""
+        workspace = self._project.workspace
+        if workspace is None or not workspace.active():
+            return self._project.status_word(), ()
+        try:
+            found = workspace.search_commits(
+                query,
+                max_results=request.max_results or config.project.max_results,
+                max_tokens=request.max_tokens or config.context.max_project_tokens,
+            )
+        except Exception as exc:  # fail open: the other scopes stand, the failure is named
+            log.warning("retrieve git failed: error=%s", describe_failure(exc))
+            warnings.append(f"the Git history search failed ({type(exc).__name__})")
+            return "error", ()
+        warnings.extend(found.warnings)
+        hits = []
+        for hit in found.hits:
+            folder = next((f for f in workspace.folders if f.name == hit.folder), None)
+            hits.append(
+                CommitHit(
+                    folder=hit.folder,
+                    folder_path=str(folder.root) if folder is not None else None,
+                    hash=hit.hash,
+                    committed_at=hit.committed_at,
+                    subject=hit.subject,
+                    files=hit.files,
+                    files_total=hit.files_total,
+                    score=round(hit.score, 3),
+                    reason=hit.reason,
+                    withheld=hit.withheld,
+                    quoted=commit_text(hit),
+                    tokens=hit.tokens,
+                )
+            )
+        log.info(
+            "retrieve git: status=%s hits=%d below_floor=%d latency_ms=%.2f",
+            found.status,
+            len(found.hits),
+            len(found.below_floor),
+            found.latency_ms,
+        )
+        return found.status, tuple(hits)
 
     def _history(
         self,
