@@ -240,8 +240,8 @@ def head_commit(root: Path) -> str | None:
     try:
         out = run_git(root, "rev-parse", "--verify", "-q", "HEAD^{commit}")
     except GitError as error:
-        if error.expected:  # `-q`: no HEAD yet prints nothing and exits 1
-            return None
+        if error.expected and "not a git repository" not in str(error):
+            return None  # `-q`: no HEAD yet prints nothing and exits 1
         raise
     head = out.decode("ascii", "replace").strip()
     return head or None
