@@ -9,7 +9,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from git_repos import git, isolate_git
+from git_repos import commit_file, git, isolate_git
 from hostile_git import make_trapped_repository
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -45,15 +45,6 @@ def record(hash_: str, date: bytes, message: bytes, files: list[bytes]) -> bytes
     end = b"\0\x1fDS4-" + NONCE.encode() + b"\0"
     tail = (b"\0\n" + b"".join(name + b"\0" for name in files)) if files else b""
     return start + hash_.encode() + b"\0" + date + b"\0" + message + end + tail
-
-
-def commit_file(root: Path, path: str, text: str, message: str) -> str:
-    target = root / path
-    target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(text)
-    git(root, "add", "-A")
-    git(root, "commit", "-q", "-m", message)
-    return git(root, "rev-parse", "HEAD").strip()
 
 
 def make_repo(root: Path) -> Path:

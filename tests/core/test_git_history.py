@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
+from git_repos import commit_file as commit
 from git_repos import git, isolate_git
 
 from ds4_core import cli
@@ -47,15 +48,6 @@ def store(tmp_path: Path) -> Store:
     opened = open_store(tmp_path / "state" / "ds4.db")
     yield opened
     opened.close()
-
-
-def commit(root: Path, path: str, text: str, message: str) -> str:
-    target = root / path
-    target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(text)
-    git(root, "add", "-A")
-    git(root, "commit", "-q", "-m", message)
-    return git(root, "rev-parse", "HEAD").strip()
 
 
 HISTORY = (

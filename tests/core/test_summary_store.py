@@ -16,9 +16,8 @@ import pytest
 
 from ds4_core.compaction.nodes import SummaryNode
 from ds4_core.store import MIGRATIONS, Store, open_store
-from ds4_core.store.migrations import LATEST_VERSION
 from ds4_core.store import summaries as repo
-from ds4_core.store.migrations import apply_migrations
+from ds4_core.store.migrations import LATEST_VERSION, apply_migrations
 from ds4_core.store.sessions import IndexState, delete_session, replace_session
 
 SESSION = "sess-1"

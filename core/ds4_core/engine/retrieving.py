@@ -112,19 +112,12 @@ class Retriever:
         for hit in found.hits:
             folder = next((f for f in workspace.folders if f.name == hit.folder), None)
             hits.append(
-                CommitHit(
-                    folder=hit.folder,
+                from_attributes(
+                    CommitHit,
+                    hit,
                     folder_path=str(folder.root) if folder is not None else None,
-                    hash=hit.hash,
-                    committed_at=hit.committed_at,
-                    subject=hit.subject,
-                    files=hit.files,
-                    files_total=hit.files_total,
                     score=round(hit.score, 3),
-                    reason=hit.reason,
-                    withheld=hit.withheld,
                     quoted=commit_text(hit),
-                    tokens=hit.tokens,
                 )
             )
         log.info(

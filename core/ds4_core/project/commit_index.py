@@ -35,10 +35,17 @@ DEFAULT_MAX_COMMITS = 5000
 """Commits indexed per folder when `project.maxCommits` is not set."""
 
 _WORD = re.compile(r"[^\W_]+")
-_IDENTIFIER = re.compile(
+IDENTIFIER = re.compile(
     r"[A-Za-z][A-Za-z0-9]*(?:_[A-Za-z0-9]+)+|[A-Za-z]+[a-z0-9][A-Z][A-Za-z0-9]*"
 )
+"""A snake_case or camelCase identifier (ASCII)."""
 _HUMP = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
+
+
+def identifier_parts(identifier: str) -> list[str]:
+    """The lower-case parts of an identifier, split at `_` and at camelCase humps
+    (`parseHTTPHeader_v2` -> `parse http header v 2`)."""
+    return [part.lower() for part in _HUMP.findall(identifier.replace("_", " "))]
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,9 +81,9 @@ def sub_words(text: str) -> list[str]:
     """The lower-case parts of the camelCase and snake_case identifiers in `text`
     (`linkUrl parse_header` -> `link url parse header`), in order, without repeats."""
     seen: dict[str, None] = {}
-    for identifier in _IDENTIFIER.findall(text):
-        for part in _HUMP.findall(identifier.replace("_", " ")):
-            seen.setdefault(part.lower(), None)
+    for identifier in IDENTIFIER.findall(text):
+        for part in identifier_parts(identifier):
+            seen.setdefault(part, None)
     return list(seen)
 
 
@@ -312,6 +319,7 @@ __all__ = [
     "CommitSync",
     "clear_commits",
     "commit_count",
+    "identifier_parts",
     "indexed_head",
     "path_words",
     "project_key",

@@ -33,7 +33,7 @@ from dataclasses import dataclass, replace
 from ..retrieval.descriptor import FILLER_WORDS, STOPWORDS, file_paths
 from ..retrieval.floor import MAX_BELOW_FLOOR, BelowFloor
 from .commit_hits import FILES_SHOWN, CommitHit, CommitRetrieval, commit_hit_tokens, iso_seconds
-from .commit_index import project_key
+from .commit_index import IDENTIFIER, identifier_parts, project_key
 
 GIT_FLOOR = 0.45
 """Least score (0..1.25 scale) a commit needs to be sent: under it, less than about half of
@@ -58,10 +58,6 @@ _QUESTION_WORDS = frozenset(
 """Words that say nothing about what a commit changed (function and question words, common
 file extensions), beside `descriptor.STOPWORDS` and `FILLER_WORDS`."""
 _WORD = re.compile(r"[^\W_]+(?:['’][^\W_]+)?")
-_IDENTIFIER = re.compile(
-    r"[A-Za-z][A-Za-z0-9]*(?:_[A-Za-z0-9]+)+|[A-Za-z]+[a-z0-9][A-Z][A-Za-z0-9]*"
-)
-_HUMP = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,8 +79,8 @@ def request_concepts(text: str) -> list[Concept]:
     ignored = STOPWORDS | FILLER_WORDS | _QUESTION_WORDS
     concepts: dict[str, Concept] = {}
     covered: set[str] = set()
-    for identifier in _IDENTIFIER.findall(text):
-        parts = [p.lower() for p in _HUMP.findall(identifier.replace("_", " "))]
+    for identifier in IDENTIFIER.findall(text):
+        parts = identifier_parts(identifier)
         label = identifier.lower()
         if len(parts) > 1 and label not in concepts:
             whole = label.replace("_", "")
