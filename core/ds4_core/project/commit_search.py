@@ -213,12 +213,16 @@ def search_commits(
     below: list[BelowFloor] = []
     used = 0
     for score, _date, _hash, item, changed in ranked:
-        hit = _hit(rows[item.rowid], score, item.matched, changed, folder)
         if score < GIT_FLOOR:
-            if len(below) < MAX_BELOW_FLOOR:
-                below.append(BelowFloor("git", hit.hash, score, GIT_FLOOR, hit.tokens))
+            if len(below) >= MAX_BELOW_FLOOR:
+                break  # ranked best first: every later one is below the floor too
+            hit = _hit(rows[item.rowid], score, item.matched, changed, folder)
+            below.append(BelowFloor("git", hit.hash, score, GIT_FLOOR, hit.tokens))
             continue
-        if len(hits) >= max_results or used + hit.tokens > max_tokens:
+        if len(hits) >= max_results:
+            continue  # only to reach the below-floor ones
+        hit = _hit(rows[item.rowid], score, item.matched, changed, folder)
+        if used + hit.tokens > max_tokens:
             continue
         used += hit.tokens
         hits.append(hit)

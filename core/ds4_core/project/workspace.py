@@ -287,9 +287,7 @@ class ProjectWorkspace:
                     ),
                 )
                 history: CommitSync | None = None
-                if only is None:
-                    if progress:
-                        progress(99, 100, "reading the Git history")
+                if only is None:  # after the files (their progress already reached 100)
                     history = self._sync_history(root, discovery, config, history_warnings)
                 # durationMs covers discovery too, so a slow discovery (Git) shows.
                 result = replace(result, duration_ms=(time.perf_counter() - started) * 1000.0)
