@@ -358,3 +358,33 @@ def test_cli_retrieve_scope_git(
     assert cli.run([*untrusted, "timeout"], out, io.StringIO()) == 0
     assert json.loads(out.getvalue())["gitStatus"] == "untrusted"
     assert os.path.exists(db)
+
+
+def test_two_folders_in_one_store_never_mix(store: Store, repo: Path, tmp_path: Path) -> None:
+    other = tmp_path / "other"
+    other.mkdir()
+    git(other, "init", "-q")
+    commit(other, "x.py", "x\n", "Raise the default timeout of the other project")
+    sync_commits(store, repo)
+    alone = search_commits(
+        store.connection(), str(repo), "default timeout raised", max_results=9, max_tokens=9000
+    )
+    sync_commits(store, other.resolve())
+    mixed = search_commits(
+        store.connection(), str(repo), "default timeout raised", max_results=9, max_tokens=9000
+    )
+    assert [h.hash for h in mixed.hits] == [h.hash for h in alone.hits]
+    assert all("other project" not in h.subject for h in mixed.hits)
+    theirs = search_commits(
+        store.connection(), str(other.resolve()), "default timeout", max_results=9, max_tokens=9000
+    )
+    assert [h.subject for h in theirs.hits] == ["Raise the default timeout of the other project"]
+
+
+def test_a_known_head_costs_no_git_when_unchanged(
+    store: Store, repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    head = git(repo, "rev-parse", "HEAD").strip()
+    sync_commits(store, repo, head=head)
+    monkeypatch.setenv("PATH", "/nonexistent")  # any Git run would now fail
+    assert sync_commits(store, repo, head=head).indexed == 0

@@ -25,6 +25,7 @@ import re
 import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
+from types import EllipsisType
 
 from ..store import Store
 from ..store.database import utc_now_iso
@@ -253,10 +254,18 @@ def clear_commits(store: Store, project_path: str) -> int:
     return max(removed, 0)
 
 
-def sync_commits(store: Store, root: Path, *, max_commits: int = DEFAULT_MAX_COMMITS) -> CommitSync:
+def sync_commits(
+    store: Store,
+    root: Path,
+    *,
+    max_commits: int = DEFAULT_MAX_COMMITS,
+    head: str | None | EllipsisType = ...,
+) -> CommitSync:
     """Bring the commit index of the folder `root` (canonical; its `project_path`) up to
-    HEAD (module docstring). Git runs outside the write lock; the rows and the state are
-    written in one transaction, so a failure leaves the previous index.
+    HEAD (module docstring). `head` is HEAD's hash as the caller just read it (None: no commit
+    yet), so an unchanged HEAD costs no Git process at all; `...` (the default) reads it.
+    Git runs outside the write lock; the rows and the state are written in one transaction,
+    so a failure leaves the previous index.
 
     Raises:
         ValueError: `max_commits` < 1.
@@ -266,11 +275,11 @@ def sync_commits(store: Store, root: Path, *, max_commits: int = DEFAULT_MAX_COM
     if max_commits < 1:
         raise ValueError("max_commits: expected an integer >= 1")
     project_path = str(root)
-    head = head_commit(root)
+    if isinstance(head, EllipsisType):
+        head = head_commit(root)
     if head is None:
         dropped = clear_commits(store, project_path)
         return CommitSync(head=None, indexed=0, dropped=dropped, total=0, full=True)
-    prefix = folder_prefix(root)
     state = (
         store.connection()
         .execute(
@@ -279,11 +288,14 @@ def sync_commits(store: Store, root: Path, *, max_commits: int = DEFAULT_MAX_COM
         )
         .fetchone()
     )
-    same_setup = state is not None and int(state[1]) == max_commits and str(state[2]) == prefix
-    if same_setup and state[0] == head:
+    if state is not None and state[0] == head and int(state[1]) == max_commits:
+        # The folder's place in its repository only changes with a new `.git` above or
+        # below it, which Git sees as another HEAD (or none): nothing to read.
         return CommitSync(
             head=head, indexed=0, dropped=0, total=commit_count(store, project_path), full=False
         )
+    prefix = folder_prefix(root)
+    same_setup = state is not None and int(state[1]) == max_commits and str(state[2]) == prefix
     full = not (same_setup and is_ancestor(root, str(state[0]), head))
     log = None
     if not full:

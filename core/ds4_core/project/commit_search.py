@@ -101,15 +101,25 @@ class _Scored:
     matched: tuple[str, ...]
 
 
+def _scope(conn: sqlite3.Connection, project_path: str) -> str:
+    """The FTS5 expression that keeps a MATCH inside the folder: its `project_key` token,
+    or nothing when the store holds the history of this folder alone (the key would make
+    FTS5 intersect every query with a doclist of all the folder's commits for nothing)."""
+    folders = conn.execute("SELECT project_path FROM project_commit_state LIMIT 2").fetchall()
+    if len(folders) == 1 and folders[0][0] == project_path:
+        return ""
+    return f"project_key : {project_key(project_path)} AND "
+
+
 def _concept_rows(
-    conn: sqlite3.Connection, key: str, concepts: Sequence[Concept]
+    conn: sqlite3.Connection, scope: str, concepts: Sequence[Concept]
 ) -> list[set[int]]:
-    """The rowids of the folder's commits holding each concept."""
+    """The rowids of the folder's commits holding each concept (`scope`: `_scope`)."""
     found = []
     for concept in concepts:
         rows = conn.execute(
             "SELECT rowid FROM project_commits_fts WHERE project_commits_fts MATCH ?",
-            (f"project_key : {key} AND {concept.fts}",),
+            (f"{scope}{concept.fts}",),
         )
         found.append({int(rowid) for (rowid,) in rows})
     return found
@@ -121,7 +131,6 @@ def _score_commits(
     """The best `limit` commits by bm25 for `concepts`, each with its coverage-based score
     (module docstring, without the named-file boost), best first; and the folder's commit
     count."""
-    key = project_key(project_path)
     total = int(
         conn.execute(
             "SELECT count(*) FROM project_commits WHERE project_path = ?", (project_path,)
@@ -129,7 +138,8 @@ def _score_commits(
     )
     if not concepts or total == 0:
         return [], total
-    rows = _concept_rows(conn, key, concepts)
+    scope = _scope(conn, project_path)
+    rows = _concept_rows(conn, scope, concepts)
     weights = [math.log(1 + (total - len(r) + 0.5) / (len(r) + 0.5)) for r in rows]
     whole = sum(weights)
     present = [c.fts for c, r in zip(concepts, rows, strict=True) if r]
@@ -139,7 +149,7 @@ def _score_commits(
         "SELECT rowid, -bm25(project_commits_fts, ?, ?, ?, ?) AS relevance "
         "FROM project_commits_fts WHERE project_commits_fts MATCH ? "
         "ORDER BY relevance DESC, rowid DESC LIMIT ?",
-        (*BM25_WEIGHTS, f"project_key : {key} AND ({' OR '.join(present)})", limit),
+        (*BM25_WEIGHTS, f"{scope}({' OR '.join(present)})", limit),
     ).fetchall()
     best = max((float(r[1]) for r in ranked), default=0.0)
     scored = []

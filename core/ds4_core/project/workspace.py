@@ -381,7 +381,12 @@ class ProjectWorkspace:
                 clear_commits(self._store(), str(root))
             return None
         try:
-            history = sync_commits(self._store(), root, max_commits=config.project.max_commits)
+            history = sync_commits(
+                self._store(),
+                root,
+                max_commits=config.project.max_commits,
+                head=discovery.git.head,
+            )
         except GitError as error:
             warnings.append(f"the Git history was not indexed: {error}")
             return None
