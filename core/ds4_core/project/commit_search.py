@@ -52,11 +52,12 @@ _QUESTION_WORDS = frozenset(
     a an and are as at be been but by can cannot did do for had has he her his how i if in is
     it its me my no not of on or our out she so the they to up us was we who whom whose why
     will you explain explained tell show know need wondering happened reason reasons
+    hello hi hey thank thanks ok okay yes sure great nice cool bye today tomorrow yesterday
     py js ts tsx jsx md rst txt json yaml yml toml cfg ini html css sh go rs java rb
     """.split()
 )
-"""Words that say nothing about what a commit changed (function and question words, common
-file extensions), beside `descriptor.STOPWORDS` and `FILLER_WORDS`."""
+"""Words that say nothing about what a commit changed (function, question and conversational
+words, common file extensions), beside `descriptor.STOPWORDS` and `FILLER_WORDS`."""
 _WORD = re.compile(r"[^\W_]+(?:['’][^\W_]+)?")
 
 
