@@ -13,9 +13,11 @@ temp dir.
    statement over the same index with the same words OR-ed. Also printed (not tuned on):
    how often the commit a query was made from is first / in the top 5, and, for unrelated
    requests (chit-chat, other topics), the share that return no commit.
+   `commit_file_scores` (the file-ranking signal) for the same requests' words, p50/p95.
 3. Over a real `ds4-lsp` process (stdio, `bench/plan.py`'s raw client): `ds4/retrieve` with
-   `scopes: ["git"]` on the httpx clone as a trusted workspace, p50/p95; baseline: the same
-   requests in process (`search_commits`).
+   `scopes: ["git"]` on the httpx clone as a trusted workspace, p50/p95; baselines: the same
+   requests with `scopes: ["project"]` over the same process (what every workspace request
+   pays before searching: the freshness sweep), and in process (`search_commits`).
 
 Usage: python bench/git_history.py --data DIR [--runs 20] [--queries 40]
 """
@@ -43,6 +45,7 @@ from plan import RawClient  # noqa: E402
 from ds4_core.project.commit_index import project_key, sync_commits  # noqa: E402
 from ds4_core.project.commit_search import (  # noqa: E402
     BM25_WEIGHTS,
+    commit_file_scores,
     request_concepts,
     search_commits,
 )
@@ -206,6 +209,14 @@ def main() -> None:
                 for r in roots.values()
             )
         print(f"unrelated requests with no commit: {empty}/{len(UNRELATED)}")
+        signal: list[float] = []
+        for root in roots.values():
+            for text, _hash in make_queries(conn, str(root), args.queries):
+                words = [c.label for c in request_concepts(text)]
+                signal += timed(
+                    lambda w=words, r=root: commit_file_scores(conn, str(r), w), args.runs
+                )
+        print(line("commit_file_scores (limit 50)", signal))
 
         print('\n== ds4/retrieve scopes ["git"] over stdio (httpx, trusted workspace)')
         root = roots["httpx"]
@@ -231,8 +242,15 @@ def main() -> None:
                 lambda t=text: client.request("ds4/retrieve", {"query": t, "scopes": ["git"]}),
                 args.runs,
             )
+        project_lsp: list[float] = []
+        for text in queries:
+            project_lsp += timed(
+                lambda t=text: client.request("ds4/retrieve", {"query": t, "scopes": ["project"]}),
+                args.runs,
+            )
         client.close()
         print(line("ds4/retrieve git over stdio", lsp))
+        print(line("baseline: ds4/retrieve project over stdio (same requests)", project_lsp))
         inproc = []
         for text in queries:
             inproc += timed(

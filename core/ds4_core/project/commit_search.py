@@ -53,6 +53,7 @@ _QUESTION_WORDS = frozenset(
     it its me my no not of on or our out she so the they to up us was we who whom whose why
     will you explain explained tell show know need wondering happened reason reasons
     hello hi hey thank thanks ok okay yes sure great nice cool bye today tomorrow yesterday
+    all any each every other more most such only own same too very via per one two
     py js ts tsx jsx md rst txt json yaml yml toml cfg ini html css sh go rs java rb
     """.split()
 )
