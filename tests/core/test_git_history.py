@@ -388,3 +388,9 @@ def test_a_known_head_costs_no_git_when_unchanged(
     sync_commits(store, repo, head=head)
     monkeypatch.setenv("PATH", "/nonexistent")  # any Git run would now fail
     assert sync_commits(store, repo, head=head).indexed == 0
+
+
+def test_force_reads_the_history_again(store: Store, repo: Path) -> None:
+    sync_commits(store, repo)
+    forced = sync_commits(store, repo, force=True)
+    assert (forced.indexed, forced.total, forced.full) == (6, 6, True)

@@ -260,10 +260,12 @@ def sync_commits(
     *,
     max_commits: int = DEFAULT_MAX_COMMITS,
     head: str | None | EllipsisType = ...,
+    force: bool = False,
 ) -> CommitSync:
     """Bring the commit index of the folder `root` (canonical; its `project_path`) up to
     HEAD (module docstring). `head` is HEAD's hash as the caller just read it (None: no commit
     yet), so an unchanged HEAD costs no Git process at all; `...` (the default) reads it.
+    `force` reads the whole history again whatever the indexed HEAD (`ds4.rebuildIndex`).
     Git runs outside the write lock; the rows and the state are written in one transaction,
     so a failure leaves the previous index.
 
@@ -288,6 +290,8 @@ def sync_commits(
         )
         .fetchone()
     )
+    if force:
+        state = None
     if state is not None and state[0] == head and int(state[1]) == max_commits:
         # The folder's place in its repository only changes with a new `.git` above or
         # below it, which Git sees as another HEAD (or none): nothing to read.

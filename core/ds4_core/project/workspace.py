@@ -288,7 +288,9 @@ class ProjectWorkspace:
                 )
                 history: CommitSync | None = None
                 if only is None:  # after the files (their progress already reached 100)
-                    history = self._sync_history(root, discovery, config, history_warnings)
+                    history = self._sync_history(
+                        root, discovery, config, history_warnings, force=force
+                    )
                 # durationMs covers discovery too, so a slow discovery (Git) shows.
                 result = replace(result, duration_ms=(time.perf_counter() - started) * 1000.0)
                 with self._lock:
@@ -370,9 +372,16 @@ class ProjectWorkspace:
         )
 
     def _sync_history(
-        self, root: Path, discovery: Discovery, config: Config, warnings: list[str]
+        self,
+        root: Path,
+        discovery: Discovery,
+        config: Config,
+        warnings: list[str],
+        *,
+        force: bool = False,
     ) -> CommitSync | None:
-        """Bring the commit-history index up to HEAD after a full sync (`commit_index`):
+        """Bring the commit-history index up to HEAD after a full sync (`commit_index`; with
+        `force`, read it all again):
         only in a Git folder with `project.maxCommits` > 0; otherwise an index left from
         before is forgotten. A Git failure is a warning (the file index stands); database
         errors propagate like the file sync's."""
@@ -386,6 +395,7 @@ class ProjectWorkspace:
                 root,
                 max_commits=config.project.max_commits,
                 head=discovery.git.head,
+                force=force,
             )
         except GitError as error:
             warnings.append(f"the Git history was not indexed: {error}")
