@@ -155,7 +155,10 @@ class RetrieveResult(WireResult):
     """`ds4/retrieve` and `ds4 retrieve`. `status` is `ok`, `no-query`, `disabled`,
     `no-session` or the history search status; `query` is the query used (the last user
     message when none was given); `project_status` is None when the project scope was not
-    asked for, else `untrusted`, `no-workspace`, `disabled`, `error` or the search status."""
+    asked for, else `untrusted`, `no-workspace`, `disabled`, `error` or the search status.
+    `relevance` has, per scope searched (`history`, `project`), `{status, sent, belowFloor,
+    floor, best, why}` (`engine/relevance.py`): `why` says why nothing was sent (e.g. no
+    candidate reached the relevance floor), None when something was."""
 
     status: str
     query: str | None
@@ -164,6 +167,7 @@ class RetrieveResult(WireResult):
     project_status: str | None
     stats: RetrievalStats
     warnings: tuple[str, ...]
+    relevance: dict[str, Any] = field(default_factory=dict)
 
     def log_summary(self) -> str:
         """One log line: counts and timings only."""

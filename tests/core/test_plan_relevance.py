@@ -7,6 +7,7 @@ wrapped so that its result carries below-floor candidates (whatever today's rank
 
 from __future__ import annotations
 
+import io
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -14,11 +15,12 @@ from typing import Any
 
 import pytest
 
+from ds4_core.cli.printers.retrieve import print_retrieve
 from ds4_core.engine import ContextEngine
 from ds4_core.engine import planning as engine_planning
 from ds4_core.engine.relevance import floor_items, relevance_summary, with_floor_exclusions
 from ds4_core.planner import ContextPlan
-from ds4_core.requests import ManifestRequest, PlanRequest, SessionRef
+from ds4_core.requests import ManifestRequest, PlanRequest, RetrieveRequest, SessionRef
 from ds4_core.retrieval import HistoryRetrieval
 from ds4_core.retrieval.floor import BelowFloor
 
@@ -138,3 +140,25 @@ def test_relevance_summary_reports_a_search_that_did_not_run() -> None:
             "why": "the search did not run (no-query)",
         }
     }
+
+
+def test_retrieve_answers_say_why_nothing_was_sent(
+    engine: ContextEngine, pi_sessions_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real = engine_planning.retrieve_history
+
+    def wrapped(*args: Any, **kwargs: Any) -> HistoryRetrieval:
+        return replace(real(*args, **kwargs), hits=[], below_floor=_below(2))
+
+    monkeypatch.setattr(engine_planning, "retrieve_history", wrapped)
+    ref = SessionRef(str(pi_sessions_dir / V1_LARGE))
+    result = engine.retrieve(RetrieveRequest(session=ref, query="Write a haiku about the sea."))
+    assert result.history == ()
+    wire = result.to_wire()
+    assert wire["relevance"]["history"]["why"] == (
+        "no candidate reached the relevance floor (best 0.300 < 0.350)"
+    )
+    assert "project" not in wire["relevance"]  # the project scope was not asked for
+    out = io.StringIO()
+    print_retrieve(result, out)
+    assert "History: nothing sent: no candidate reached the relevance floor" in out.getvalue()

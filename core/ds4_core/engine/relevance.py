@@ -54,8 +54,9 @@ def with_floor_exclusions(plan: ContextPlan, below: Sequence[BelowFloor]) -> Con
     return replace(plan, excluded=[*plan.excluded, *items], stats=stats)
 
 
-def _scope_summary(status: str, sent: int, below: Sequence[BelowFloor]) -> dict[str, Any]:
-    """`{status, sent, belowFloor, floor, best, why}` for one scope (see `relevance_summary`)."""
+def scope_relevance(status: str, sent: int, below: Sequence[BelowFloor]) -> dict[str, Any]:
+    """`{status, sent, belowFloor, floor, best, why}` for one scope (see `relevance_summary`):
+    `status` the search status, `sent` the hits it returned, `below` its below-floor list."""
     floor = below[0].floor if below else None
     best = max((item.score for item in below), default=None)
     why = None
@@ -92,10 +93,10 @@ def relevance_summary(
     else a sentence, e.g. `no candidate reached the relevance floor (best 0.210 < 0.350)`."""
     summary: dict[str, Any] = {}
     if history is not None:
-        summary["history"] = _scope_summary(history.status, len(history.hits), history.below_floor)
+        summary["history"] = scope_relevance(history.status, len(history.hits), history.below_floor)
     if project is not None:
         found = project.retrieval
-        summary["project"] = _scope_summary(found.status, len(found.hits), found.below_floor)
+        summary["project"] = scope_relevance(found.status, len(found.hits), found.below_floor)
     return summary
 
 
@@ -111,4 +112,10 @@ def below_floor_of(
     return below
 
 
-__all__ = ["below_floor_of", "floor_items", "relevance_summary", "with_floor_exclusions"]
+__all__ = [
+    "below_floor_of",
+    "floor_items",
+    "relevance_summary",
+    "scope_relevance",
+    "with_floor_exclusions",
+]

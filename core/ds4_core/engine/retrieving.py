@@ -10,6 +10,7 @@ project search is a warning and status `error` (fail open): the history part sta
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from ..config import Config
 from ..logs import describe_failure
@@ -20,6 +21,7 @@ from .context import EngineContext
 from .convert import from_attributes
 from .planning import Planner, Prepared, retrieval_stats
 from .project import ProjectService
+from .relevance import scope_relevance
 
 log = logging.getLogger("ds4_core.engine")
 
@@ -62,15 +64,18 @@ class Retriever:
             if request.query is None:
                 query = last_user_text(prepared.messages)
         text = query or ""
+        relevance: dict[str, Any] = {}
         if "history" in request.scopes:
             if prepared is None or prepared.session_id is None:
                 status = "no-session"
             else:
-                status, history, stats = self._history(prepared, text, request, config, warnings)
+                status, history, stats = self._history(
+                    prepared, text, request, config, warnings, relevance
+                )
         if "project" in request.scopes:
-            project_status, project = self._project_hits(text, request, config, warnings)
+            project_status, project = self._project_hits(text, request, config, warnings, relevance)
         return RetrieveResult(
-            status, query, history, project, project_status, stats, tuple(warnings)
+            status, query, history, project, project_status, stats, tuple(warnings), relevance
         )
 
     def _history(
@@ -80,8 +85,10 @@ class Retriever:
         request: RetrieveRequest,
         config: Config,
         warnings: list[str],
+        relevance: dict[str, Any],
     ) -> tuple[str, tuple[HistoryHit, ...], RetrievalStats]:
-        """The history search status, hits and stats of `retrieve` (warnings appended)."""
+        """The history search status, hits and stats of `retrieve` (warnings appended, and
+        `relevance["history"]` set: `relevance.scope_relevance`)."""
         retrieval = self._planner.history_evidence(
             prepared,
             prepared.plan(0, config),
@@ -98,16 +105,25 @@ class Retriever:
             len(retrieval.hits),
             retrieval.stats.latency_ms,
         )
+        relevance["history"] = scope_relevance(
+            retrieval.status, len(retrieval.hits), retrieval.below_floor
+        )
         hits = tuple(
             from_attributes(HistoryHit, h, score=round(h.score, 3)) for h in retrieval.hits
         )
         return retrieval.status, hits, retrieval_stats(retrieval)
 
     def _project_hits(
-        self, query: str, request: RetrieveRequest, config: Config, warnings: list[str]
+        self,
+        query: str,
+        request: RetrieveRequest,
+        config: Config,
+        warnings: list[str],
+        relevance: dict[str, Any],
     ) -> tuple[str, tuple[ProjectHit, ...]]:
-        """The project status and hits of `retrieve` (warnings appended). A failure of the
-        search becomes status `error` and a warning (fail open)."""
+        """The project status and hits of `retrieve` (warnings appended, and
+        `relevance["project"]` set when the search ran). A failure of the search becomes status
+        `error` and a warning (fail open)."""
         workspace = self._project.workspace
         status = self._project.status_word()
         if workspace is None or not workspace.active():
@@ -125,6 +141,9 @@ class Retriever:
             )
             return "error", ()
         warnings.extend(found.retrieval.warnings)
+        relevance["project"] = scope_relevance(
+            found.retrieval.status, len(found.retrieval.hits), found.retrieval.below_floor
+        )
         warnings.extend(
             f"project file '{path}' was left out: {reason}" for path, reason in found.dropped
         )

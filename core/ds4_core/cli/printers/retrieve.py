@@ -3,8 +3,8 @@ role, time, excerpt, reason) and the project snippets of a trusted workspace."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TextIO
+from collections.abc import Mapping, Sequence
+from typing import Any, TextIO
 
 from ...quoting import terminal_text
 from ...results import ProjectHit, RetrieveResult
@@ -34,6 +34,7 @@ def print_retrieve(result: RetrieveResult, out: TextIO) -> None:
         "  ",
         "  ",
     )
+    _print_why(result.relevance.get("history"), "History", out)
     out.write("\n")
     hits = result.history
     if hits:
@@ -56,13 +57,27 @@ def print_retrieve(result: RetrieveResult, out: TextIO) -> None:
             [h.reason for h in hits],
         )
     if result.project_status is not None:
-        _print_project_hits(result.project_status, result.project, out)
+        _print_project_hits(
+            result.project_status, result.project, out, result.relevance.get("project")
+        )
     write_warnings(out, [w for w in result.warnings if not w.startswith(_WINDOW_WARNING)])
 
 
-def _print_project_hits(status: str, hits: Sequence[ProjectHit], out: TextIO) -> None:
-    """The project section: the project search `status` and a table of its snippets."""
+def _print_why(relevance: Mapping[str, Any] | None, scope: str, out: TextIO) -> None:
+    """`<scope>: nothing sent: <why>` when the scope's relevance says why nothing was sent
+    (e.g. no candidate reached the relevance floor); nothing otherwise."""
+    why = relevance.get("why") if isinstance(relevance, Mapping) else None
+    if why:
+        write_wrapped(out, f"{scope}: nothing sent: {terminal_text(str(why))}", "  ", "  ")
+
+
+def _print_project_hits(
+    status: str, hits: Sequence[ProjectHit], out: TextIO, relevance: Mapping[str, Any] | None
+) -> None:
+    """The project section: the project search `status`, why nothing was sent (when so) and
+    a table of its snippets."""
     heading(out, f"Project: status {terminal_text(status)} · {len(hits)} snippet(s)")
+    _print_why(relevance, "Project", out)
     if hits:
         table(
             [
