@@ -181,9 +181,12 @@ class RetrieveResult(WireResult):
     `no-session` or the history search status; `query` is the query used (the last user
     message when none was given); `project_status` is None when the project scope was not
     asked for, else `untrusted`, `no-workspace`, `disabled`, `error` or the search status.
-    `git` and `git_status` are present only when the `git` scope was asked for: the commits,
-    best first, and `untrusted`, `no-workspace`, `disabled`, `no-git`, `no-index`,
-    `no-query`, `error` or `ok` (docs/protocol.md)."""
+    `relevance` has, per scope searched (`history`, `project`, `git`), `{status, sent,
+    belowFloor, floor, best, why}` (`engine/relevance.py`): `why` says why nothing was sent
+    (e.g. no candidate reached the relevance floor), None when something was. `git` and
+    `git_status` are present only when the `git` scope was asked for: the commits, best
+    first, and `untrusted`, `no-workspace`, `disabled`, `no-git`, `no-index`, `no-query`,
+    `error` or `ok` (docs/protocol.md)."""
 
     status: str
     query: str | None
@@ -192,6 +195,7 @@ class RetrieveResult(WireResult):
     project_status: str | None
     stats: RetrievalStats
     warnings: tuple[str, ...]
+    relevance: dict[str, Any] = field(default_factory=dict)
     git: tuple[CommitHit, ...] | None = omit_if_none()
     git_status: str | None = omit_if_none()
 

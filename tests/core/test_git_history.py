@@ -362,3 +362,15 @@ def test_force_reads_the_history_again(store: Store, repo: Path) -> None:
     sync_commits(store, repo)
     forced = sync_commits(store, repo, force=True)
     assert (forced.indexed, forced.total, forced.full) == (6, 6, True)
+
+
+def test_retrieve_says_why_no_commit_was_sent(tmp_path: Path, repo: Path) -> None:
+    engine = ContextEngine(database_path=tmp_path / "e.db")
+    engine.project.set_root(repo, trusted=True)
+    engine.project.sync()
+    answer = engine.retrieve(
+        RetrieveRequest(query="write a poem about reset sea shells", scopes=("git",))
+    )
+    why = answer.relevance["git"]
+    assert answer.git == () and why["sent"] == 0 and why["floor"] == GIT_FLOOR
+    assert "relevance floor" in why["why"]

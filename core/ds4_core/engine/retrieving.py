@@ -11,6 +11,7 @@ project search is a warning and status `error` (fail open): the history part sta
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from ..config import Config
 from ..logs import describe_failure
@@ -22,6 +23,7 @@ from .context import EngineContext
 from .convert import from_attributes
 from .planning import Planner, Prepared, retrieval_stats
 from .project import ProjectService
+from .relevance import scope_relevance
 
 log = logging.getLogger("ds4_core.engine")
 
@@ -64,17 +66,20 @@ class Retriever:
             if request.query is None:
                 query = last_user_text(prepared.messages)
         text = query or ""
+        relevance: dict[str, Any] = {}
         if "history" in request.scopes:
             if prepared is None or prepared.session_id is None:
                 status = "no-session"
             else:
-                status, history, stats = self._history(prepared, text, request, config, warnings)
+                status, history, stats = self._history(
+                    prepared, text, request, config, warnings, relevance
+                )
         if "project" in request.scopes:
-            project_status, project = self._project_hits(text, request, config, warnings)
+            project_status, project = self._project_hits(text, request, config, warnings, relevance)
         git: tuple[CommitHit, ...] | None = None
         git_status: str | None = None
         if "git" in request.scopes:
-            git_status, git = self._git_hits(text, request, config, warnings)
+            git_status, git = self._git_hits(text, request, config, warnings, relevance)
         return RetrieveResult(
             status,
             query,
@@ -83,17 +88,24 @@ class Retriever:
             project_status,
             stats,
             tuple(warnings),
+            relevance,
             git=git,
             git_status=git_status,
         )
 
     def _git_hits(
-        self, query: str, request: RetrieveRequest, config: Config, warnings: list[str]
+        self,
+        query: str,
+        request: RetrieveRequest,
+        config: Config,
+        warnings: list[str],
+        relevance: dict[str, Any],
     ) -> tuple[str, tuple[CommitHit, ...]]:
-        """The git status and commits of `retrieve` (warnings appended): the project's status
-        word while it is not active (`untrusted`, `no-workspace`, `disabled`: no Git runs, no
-        commit is read), else the commit search's status. A failure of the search becomes
-        status `error` and a warning (fail open)."""
+        """The git status and commits of `retrieve` (warnings appended, and `relevance["git"]`
+        set when the search ran): the project's status word while it is not active
+        (`untrusted`, `no-workspace`, `disabled`: no Git runs, no commit is read), else the
+        commit search's status. A failure of the search becomes status `error` and a warning
+        (fail open)."""
         workspace = self._project.workspace
         if workspace is None or not workspace.active():
             return self._project.status_word(), ()
@@ -108,6 +120,7 @@ class Retriever:
             warnings.append(f"the Git history search failed ({type(exc).__name__})")
             return "error", ()
         warnings.extend(found.warnings)
+        relevance["git"] = scope_relevance(found.status, len(found.hits), found.below_floor)
         hits = []
         for hit in found.hits:
             folder = next((f for f in workspace.folders if f.name == hit.folder), None)
@@ -136,8 +149,10 @@ class Retriever:
         request: RetrieveRequest,
         config: Config,
         warnings: list[str],
+        relevance: dict[str, Any],
     ) -> tuple[str, tuple[HistoryHit, ...], RetrievalStats]:
-        """The history search status, hits and stats of `retrieve` (warnings appended)."""
+        """The history search status, hits and stats of `retrieve` (warnings appended, and
+        `relevance["history"]` set: `relevance.scope_relevance`)."""
         retrieval = self._planner.history_evidence(
             prepared,
             prepared.plan(0, config),
@@ -154,16 +169,25 @@ class Retriever:
             len(retrieval.hits),
             retrieval.stats.latency_ms,
         )
+        relevance["history"] = scope_relevance(
+            retrieval.status, len(retrieval.hits), retrieval.below_floor
+        )
         hits = tuple(
             from_attributes(HistoryHit, h, score=round(h.score, 3)) for h in retrieval.hits
         )
         return retrieval.status, hits, retrieval_stats(retrieval)
 
     def _project_hits(
-        self, query: str, request: RetrieveRequest, config: Config, warnings: list[str]
+        self,
+        query: str,
+        request: RetrieveRequest,
+        config: Config,
+        warnings: list[str],
+        relevance: dict[str, Any],
     ) -> tuple[str, tuple[ProjectHit, ...]]:
-        """The project status and hits of `retrieve` (warnings appended). A failure of the
-        search becomes status `error` and a warning (fail open)."""
+        """The project status and hits of `retrieve` (warnings appended, and
+        `relevance["project"]` set when the search ran). A failure of the search becomes status
+        `error` and a warning (fail open)."""
         workspace = self._project.workspace
         status = self._project.status_word()
         if workspace is None or not workspace.active():
@@ -181,6 +205,9 @@ class Retriever:
             )
             return "error", ()
         warnings.extend(found.retrieval.warnings)
+        relevance["project"] = scope_relevance(
+            found.retrieval.status, len(found.retrieval.hits), found.retrieval.below_floor
+        )
         warnings.extend(
             f"project file '{path}' was left out: {reason}" for path, reason in found.dropped
         )
