@@ -1,5 +1,6 @@
 """Retrieving: `ds4/retrieve` and `ds4 retrieve`, ranked transcript evidence of the active
-branch and live-validated project snippets of a trusted workspace for a query.
+branch, live-validated project snippets of a trusted workspace and the commits of its Git
+history (scope `git`) for a query.
 
 History hits come from `Planner.history_evidence` over the session prepared as for a plan, so
 entries the planned context already holds verbatim (the recent tail and the current turn) are
@@ -14,8 +15,9 @@ from typing import Any
 
 from ..config import Config
 from ..logs import describe_failure
+from ..project.commit_hits import commit_text
 from ..requests import ModelSpec, RequestError, RetrieveRequest
-from ..results import HistoryHit, ProjectHit, RetrievalStats, RetrieveResult
+from ..results import CommitHit, HistoryHit, ProjectHit, RetrievalStats, RetrieveResult
 from ..retrieval import describe_task, last_user_text
 from .context import EngineContext
 from .convert import from_attributes
@@ -74,9 +76,71 @@ class Retriever:
                 )
         if "project" in request.scopes:
             project_status, project = self._project_hits(text, request, config, warnings, relevance)
+        git: tuple[CommitHit, ...] | None = None
+        git_status: str | None = None
+        if "git" in request.scopes:
+            git_status, git = self._git_hits(text, request, config, warnings, relevance)
         return RetrieveResult(
-            status, query, history, project, project_status, stats, tuple(warnings), relevance
+            status,
+            query,
+            history,
+            project,
+            project_status,
+            stats,
+            tuple(warnings),
+            relevance,
+            git=git,
+            git_status=git_status,
         )
+
+    def _git_hits(
+        self,
+        query: str,
+        request: RetrieveRequest,
+        config: Config,
+        warnings: list[str],
+        relevance: dict[str, Any],
+    ) -> tuple[str, tuple[CommitHit, ...]]:
+        """The git status and commits of `retrieve` (warnings appended, and `relevance["git"]`
+        set when the search ran): the project's status word while it is not active
+        (`untrusted`, `no-workspace`, `disabled`: no Git runs, no commit is read), else the
+        commit search's status. A failure of the search becomes status `error` and a warning
+        (fail open)."""
+        workspace = self._project.workspace
+        if workspace is None or not workspace.active():
+            return self._project.status_word(), ()
+        try:
+            found = workspace.search_commits(
+                query,
+                max_results=request.max_results or config.project.max_results,
+                max_tokens=request.max_tokens or config.context.max_project_tokens,
+            )
+        except Exception as exc:  # fail open: the other scopes stand, the failure is named
+            log.warning("retrieve git failed: error=%s", describe_failure(exc))
+            warnings.append(f"the Git history search failed ({type(exc).__name__})")
+            return "error", ()
+        warnings.extend(found.warnings)
+        relevance["git"] = scope_relevance(found.status, len(found.hits), found.below_floor)
+        hits = []
+        for hit in found.hits:
+            folder = next((f for f in workspace.folders if f.name == hit.folder), None)
+            hits.append(
+                from_attributes(
+                    CommitHit,
+                    hit,
+                    folder_path=str(folder.root) if folder is not None else None,
+                    score=round(hit.score, 3),
+                    quoted=commit_text(hit),
+                )
+            )
+        log.info(
+            "retrieve git: status=%s hits=%d below_floor=%d latency_ms=%.2f",
+            found.status,
+            len(found.hits),
+            len(found.below_floor),
+            found.latency_ms,
+        )
+        return found.status, tuple(hits)
 
     def _history(
         self,

@@ -1,5 +1,6 @@
 """The `ds4 retrieve` report: the search status and counters, the history hits (score, entry,
-role, time, excerpt, reason) and the project snippets of a trusted workspace."""
+role, time, excerpt, reason), the project snippets of a trusted workspace and the commits of
+its Git history (scope `git`)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, TextIO
 
 from ...quoting import terminal_text
-from ...results import ProjectHit, RetrieveResult
+from ...results import CommitHit, ProjectHit, RetrieveResult
 from ..layout import heading, one_line, room_left, table, write_warnings, write_wrapped
 
 _WINDOW_WARNING = "context window of model"
@@ -60,6 +61,8 @@ def print_retrieve(result: RetrieveResult, out: TextIO) -> None:
         _print_project_hits(
             result.project_status, result.project, out, result.relevance.get("project")
         )
+    if result.git_status is not None:
+        _print_commits(result.git_status, result.git or (), out, result.relevance.get("git"))
     write_warnings(out, [w for w in result.warnings if not w.startswith(_WINDOW_WARNING)])
 
 
@@ -91,4 +94,31 @@ def _print_project_hits(
             ["score", "lines", "tree"],
             out,
             [h.reason for h in hits],
+        )
+
+
+def _print_commits(
+    status: str, hits: Sequence[CommitHit], out: TextIO, relevance: Mapping[str, Any] | None
+) -> None:
+    """The git section: the git search `status`, why nothing was sent (when so) and a table of
+    its commits (score, short hash, date, subject; the reason and changed files under each)."""
+    heading(out, f"Git history: status {terminal_text(status)} · {len(hits)} commit(s)")
+    _print_why(relevance, "Git history", out)
+    if hits:
+        scores = [f"{h.score:.3f}" for h in hits]
+        hashes = [h.hash[:12] for h in hits]
+        dates = [h.committed_at[:10] for h in hits]
+        room = room_left(["score", *scores], ["commit", *hashes], ["date", *dates])
+        table(
+            [
+                [score, commit, date, one_line(h.subject or "(message withheld)", room)]
+                for score, commit, date, h in zip(scores, hashes, dates, hits, strict=True)
+            ],
+            ["score", "commit", "date", "subject"],
+            out,
+            [
+                f"{h.reason} · files: {', '.join(h.files[:5])}"
+                + (f" (+{h.files_total - 5} more)" if h.files_total > 5 else "")
+                for h in hits
+            ],
         )
