@@ -9,7 +9,7 @@ import * as vscode from 'vscode';
 
 import type { Ds4Api } from './api';
 import { lastSessionFile, registerCommands, rememberSessionFile } from './commands';
-import { formatHistoryForModel, HISTORY_TOOL_NAME, type HistoryToolInput, historyToolParams, toolScopes } from './historyTool';
+import { formatHistoryForModel, HISTORY_TOOL_NAME, type HistoryToolInput, historyToolParams, toolInvocationMessage, toolScopes } from './historyTool';
 import { ManifestPanel } from './manifestPanel';
 import type { CompactParams, CompactResult, PlanParams, PlanResult } from './protocol';
 import { ReadOnlyDocuments } from './readOnlyDocuments';
@@ -143,9 +143,8 @@ function registerHistoryTool(running: ServerClient, workspaceState: vscode.Memen
   return vscode.lm.registerTool<HistoryToolInput>(HISTORY_TOOL_NAME, {
     prepareInvocation(options) {
       const query = typeof options.input.query === 'string' ? options.input.query : '';
-      const scopes = Array.isArray(options.input.scopes) ? options.input.scopes.map(String) : ['history'];
       return {
-        invocationMessage: `Searching DS4 ${scopes.join(', ')} for "${query}"`,
+        invocationMessage: toolInvocationMessage(options.input),
         // In an untrusted workspace a prompt could steer the agent at any local .jsonl file:
         // let the user see which one before it is read.
         ...(!vscode.workspace.isTrusted && {

@@ -29,6 +29,25 @@ export function toolScopes(params: RetrieveParams): RetrieveScope[] {
   return params.scopes ?? ['history'];
 }
 
+const SCOPE_NAMES: Record<RetrieveScope, string> = {
+  history: 'session history',
+  project: 'project files',
+  git: 'Git history',
+};
+
+/**
+ * The progress line VS Code shows while the tool runs: `Searching DS4 session history for
+ * "<query>"`, naming every known scope the input asks for (`session history, Git history`).
+ */
+export function toolInvocationMessage(input: unknown): string {
+  const { query, scopes } = (typeof input === 'object' && input !== null ? input : {}) as Record<string, unknown>;
+  const asked = Array.isArray(scopes)
+    ? [...new Set(scopes.filter((scope): scope is RetrieveScope => RETRIEVE_SCOPES.includes(scope as RetrieveScope)))]
+    : [];
+  const names = (asked.length > 0 ? asked : ['history' as const]).map((scope) => SCOPE_NAMES[scope]);
+  return `Searching DS4 ${names.join(', ')} for "${typeof query === 'string' ? query : ''}"`;
+}
+
 /**
  * The `ds4/retrieve` params for a tool call, or an error message for the model. The session
  * is `input.sessionFile`, else `defaultSessionFile` (the last session used in this window);

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 
-import { formatHistoryForModel, historyToolParams, toolScopes } from '../../src/historyTool';
+import { formatHistoryForModel, historyToolParams, toolInvocationMessage, toolScopes } from '../../src/historyTool';
 import { commitHit, retrieveResult } from '../fixtures';
 
 describe('ds4_retrieve_history tool', () => {
@@ -74,6 +74,16 @@ describe('ds4_retrieve_history tool', () => {
     }
     const noSession = historyToolParams({ query: 'x', scopes: ['git', 'history'] }, undefined);
     assert.ok('error' in noSession && noSession.error.includes('No session'));
+  });
+
+  it('names the scopes searched in the progress line', () => {
+    assert.equal(toolInvocationMessage({ query: 'theme' }), 'Searching DS4 session history for "theme"');
+    assert.equal(
+      toolInvocationMessage({ query: 'why', scopes: ['history', 'git', 'files', 'git'] }),
+      'Searching DS4 session history, Git history for "why"',
+    );
+    assert.equal(toolInvocationMessage({ query: 'x', scopes: ['project'] }), 'Searching DS4 project files for "x"');
+    assert.equal(toolInvocationMessage(null), 'Searching DS4 session history for ""');
   });
 
   it('sends commits as the server quoted them, with a summary, and project snippets as quoted data', () => {
