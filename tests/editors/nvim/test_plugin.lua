@@ -552,11 +552,12 @@ test('ds4retrieve_scope_flag_renders_project_hits', function()
   eq(table.concat(scopes, ','), 'project,history', 'parse_scopes')
 end)
 
-test('plan_and_manifest_show_project_snippets_as_path_lines', function()
+--- Plan `request` for the session in the trusted workspace; the plan and its full manifest.
+local function plan_with_manifest(request)
   local err, result = await(function(cb)
     ds4.plan({
       session = { file = cfg.session },
-      request = 'where is compute_shipping_cost defined in shipping.py?',
+      request = request,
       model = { provider = 'anthropic', id = 'claude-sonnet-4-5', contextWindow = 200000 },
     }, cb, { bufnr = trusted_buf })
   end)
@@ -566,6 +567,12 @@ test('plan_and_manifest_show_project_snippets_as_path_lines', function()
     ds4.manifest({ id = result.manifestId, view = 'full' }, cb)
   end)
   assert(not err, vim.inspect(err))
+  return result, manifest
+end
+
+test('plan_and_manifest_show_project_snippets_as_path_lines', function()
+  local result, manifest =
+    plan_with_manifest('where is compute_shipping_cost defined in shipping.py?')
   eq(manifest.project.status, 'ready', 'manifest project.status')
   assert(#manifest.projectSnippets >= 1, vim.inspect(manifest.projectSnippets))
   local snippet = manifest.projectSnippets[1]
@@ -670,7 +677,10 @@ test('ds4retrieve_scope_git_renders_commits_and_why_none', function()
   assert(text:find(commit.hash:sub(1, 10), 1, true), text)
   assert(not text:find(commit.hash, 1, true), 'the full hash is shown:\n' .. text)
   assert(text:find('## G1. ' .. commit.hash:sub(1, 10) .. ' 2024-02-02', 1, true), text)
-  assert(text:find('Raise the europe zone rate because the carrier surcharge changed', 1, true), text)
+  assert(
+    text:find('Raise the europe zone rate because the carrier surcharge changed', 1, true),
+    text
+  )
   assert(text:find('    shipping.py', 1, true), text)
   assert(text:find('  why: ' .. commit.reason, 1, true), text)
   assert(text:find('## Relevance', 1, true), text)
@@ -714,18 +724,48 @@ test('manifest_renders_relevance_and_below_floor_items', function()
     retrieved = {},
     included = {},
     excluded = {
-      { kind = 'history', sourceId = 's:e1', groupId = vim.NIL, tokens = 120, score = 0.21,
-        reason = 'below the relevance floor (0.210 < 0.350)' },
-      { kind = 'history', sourceId = 's:e2', groupId = vim.NIL, tokens = 80, score = 0.12,
-        reason = 'below the relevance floor (0.120 < 0.350)' },
-      { kind = 'project', sourceId = 'snip-1', groupId = vim.NIL, tokens = 40, score = 0.3,
-        reason = 'below the relevance floor (0.300 < 0.400)' },
-      { kind = 'recent', sourceId = 's:e3', groupId = 'group:1-2', tokens = 10, score = vim.NIL,
-        reason = 'over the recent tail budget' },
+      {
+        kind = 'history',
+        sourceId = 's:e1',
+        groupId = vim.NIL,
+        tokens = 120,
+        score = 0.21,
+        reason = 'below the relevance floor (0.210 < 0.350)',
+      },
+      {
+        kind = 'history',
+        sourceId = 's:e2',
+        groupId = vim.NIL,
+        tokens = 80,
+        score = 0.12,
+        reason = 'below the relevance floor (0.120 < 0.350)',
+      },
+      {
+        kind = 'project',
+        sourceId = 'snip-1',
+        groupId = vim.NIL,
+        tokens = 40,
+        score = 0.3,
+        reason = 'below the relevance floor (0.300 < 0.400)',
+      },
+      {
+        kind = 'recent',
+        sourceId = 's:e3',
+        groupId = 'group:1-2',
+        tokens = 10,
+        score = vim.NIL,
+        reason = 'over the recent tail budget',
+      },
     },
     relevance = {
-      history = { status = 'ok', sent = 0, belowFloor = 2, floor = 0.35, best = 0.21,
-        why = 'no candidate reached the relevance floor (best 0.210 < 0.350)' },
+      history = {
+        status = 'ok',
+        sent = 0,
+        belowFloor = 2,
+        floor = 0.35,
+        best = 0.21,
+        why = 'no candidate reached the relevance floor (best 0.210 < 0.350)',
+      },
       project = { status = 'ok', sent = 3, belowFloor = 1, floor = 0.4, best = 0.3, why = vim.NIL },
     },
     warnings = {},
@@ -755,22 +795,14 @@ test('manifest_renders_relevance_and_below_floor_items', function()
   assert(plan_text:find('## Relevance', 1, true), plan_text)
 
   -- And a real plan for an unrelated request: its manifest has the relevance section.
-  local err, result = await(function(cb)
-    ds4.plan({
-      session = { file = cfg.session },
-      request = UNRELATED,
-      model = { provider = 'anthropic', id = 'claude-sonnet-4-5', contextWindow = 200000 },
-    }, cb, { bufnr = trusted_buf })
-  end)
-  assert(not err, vim.inspect(err))
-  local full
-  err, full = await(function(cb)
-    ds4.manifest({ id = result.manifestId, view = 'full' }, cb)
-  end)
-  assert(not err, vim.inspect(err))
-  assert(type(full.relevance) == 'table' and type(full.relevance.history) == 'table', vim.inspect(full.relevance))
+  local result, full = plan_with_manifest(UNRELATED)
+  assert(
+    type(full.relevance) == 'table' and type(full.relevance.history) == 'table',
+    vim.inspect(full.relevance)
+  )
   vim.api.nvim_set_current_buf(trusted_buf)
-  local _, shown = run_command('Ds4Manifest ' .. result.manifestId .. ' --view=excluded', 'manifest')
+  local _, shown =
+    run_command('Ds4Manifest ' .. result.manifestId .. ' --view=excluded', 'manifest')
   assert(shown:find('## Relevance', 1, true), shown)
   assert(shown:find('\n  history%s+%a'), shown)
   local floors = {}

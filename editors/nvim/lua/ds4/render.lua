@@ -304,7 +304,10 @@ function M.relevance_section(relevance)
   local lines = { '', '## Relevance' }
   append(
     lines,
-    M.table(rows, { 'scope', 'status', 'sent', 'below floor', 'floor', 'best', 'why none was sent' })
+    M.table(
+      rows,
+      { 'scope', 'status', 'sent', 'below floor', 'floor', 'best', 'why none was sent' }
+    )
   )
   return lines
 end
@@ -337,7 +340,8 @@ local function git_section(result)
   if not status and #commits == 0 then
     return {}
   end
-  local lines = { '', ('## Git: %d commits · status %s'):format(#commits, tostring(status or '-')) }
+  local lines =
+    { '', ('## Git: %d commits · status %s'):format(#commits, tostring(status or '-')) }
   local why = M.relevance_why(val(result.relevance), 'git')
   if #commits == 0 and why then
     lines[#lines + 1] = '  none sent: ' .. why
