@@ -405,6 +405,8 @@ export interface HealthResult {
     /** Only when trusted. */
     files?: number;
     snippets?: number;
+    /** Commits in the Git history index (trusted, with `project.maxCommits` > 0). */
+    commits?: number;
     staleSnippets?: number;
   };
   server: {

@@ -656,6 +656,17 @@ test('retrieve_with_the_git_scope_returns_commits', function()
   assert(not err, vim.inspect(err))
   eq(#result.git, 0, 'commits for an unrelated request')
   assert(type(result.relevance.git.why) == 'string', vim.inspect(result.relevance))
+
+  -- :Ds4Health counts the commits indexed.
+  local health
+  err, health = await(function(cb)
+    ds4.health(cb, { bufnr = trusted_buf })
+  end)
+  assert(not err, vim.inspect(err))
+  eq(health.project.commits, 2, 'health project.commits')
+  vim.api.nvim_set_current_buf(trusted_buf)
+  local _, text = run_command('Ds4Health', 'health')
+  assert(text:find(' · 2 commits', 1, true), text)
 end)
 
 test('ds4retrieve_scope_git_renders_commits_and_why_none', function()

@@ -841,6 +841,9 @@ function M.project_status_line(project)
   if val(project.files) then
     parts[#parts + 1] = ('%s files · %s snippets'):format(M.num(project.files), M.num(project.snippets))
   end
+  if val(project.commits) then
+    parts[#parts + 1] = ('%s commits'):format(M.num(project.commits))
+  end
   if val(project.staleSnippets) and project.staleSnippets > 0 then
     parts[#parts + 1] = ('%s stale snippets'):format(M.num(project.staleSnippets))
   end

@@ -389,6 +389,9 @@ describe('ds4-lsp end to end, through the extension’s client code', { timeout:
     const why = unrelated.relevance?.git?.why;
     assert.ok(typeof why === 'string' && why !== '', JSON.stringify(unrelated.relevance));
     assert.ok(formatHistoryForModel(unrelated, 40_000, ['git']).includes(`Why: ${why}.`));
+
+    const health = await withTimeout(requests.health(), 'ds4.health');
+    assert.equal(health.project?.commits, GIT_COMMITS.length);
   });
 
   it('shuts down cleanly', async () => {
