@@ -681,7 +681,9 @@ test('ds4retrieve_scope_git_renders_commits_and_why_none', function()
   end)
   assert(not err, vim.inspect(err))
   local commit = result.git[1]
-  assert(text:find('· %d+ commits %(git ok%)'), text)
+  -- A git-only search has no session: no history status or stats.
+  assert(text:find('^# ds4 retrieve: %d+ commits %(git ok%) · [%d.,]+ ms\n'), text)
+  assert(not text:find('  stats     ', 1, true), text)
   assert(text:find('## Git: %d+ commits · status ok'), text)
   assert(text:find('score%s+commit%s+date%s+subject%s+files%s+reason'), text)
   -- The short hash, the date, the subject, the files and the reason.

@@ -203,7 +203,11 @@ function M.retrieve(opts)
     if err then
       return notify_error('ds4/retrieve: ' .. err.message)
     end
-    require('ds4.ui').show('retrieve', require('ds4.render').retrieve(result), 'ds4 retrieve')
+    require('ds4.ui').show(
+      'retrieve',
+      require('ds4.render').retrieve(result, scopes),
+      'ds4 retrieve'
+    )
   end)
 end
 

@@ -592,9 +592,12 @@ end
 
 --- A `ds4/retrieve` result: a table of hits, then each hit's excerpt (up to 12 lines); the
 --- project hits, the commits (scope `git`), and per scope searched why nothing was sent.
+--- With `scopes` (the scopes asked for) lacking `history`, the history status and stats are
+--- left out.
 ---@param result table
+---@param scopes string[]?
 ---@return string[]
-function M.retrieve(result)
+function M.retrieve(result, scopes)
   local stats = result.stats or {}
   local hits = val(result.history) or {}
   local project = val(result.project) or {}
@@ -602,24 +605,33 @@ function M.retrieve(result)
   local git_status = val(result.gitStatus)
   local commits = val(result.git) or {}
   local relevance = val(result.relevance)
+  -- Without the history scope the status and stats (which are the history search's) say
+  -- nothing: e.g. a git-only search has no session, hence status `no-session`.
+  local history_asked = scopes == nil or vim.tbl_contains(scopes, 'history') or #hits > 0
+  local head = {}
+  if history_asked then
+    head[#head + 1] = ('status %s · %d hits'):format(result.status, #hits)
+  end
+  if project_status then
+    head[#head + 1] = ('%d project hits (project %s)'):format(#project, project_status)
+  end
+  if git_status then
+    head[#head + 1] = ('%d commits (git %s)'):format(#commits, git_status)
+  end
+  head[#head + 1] = ('%s ms'):format(M.num(stats.latencyMs))
   local lines = {
-    ('# ds4 retrieve: status %s · %d hits%s%s · %s ms'):format(
-      result.status,
-      #hits,
-      project_status and (' · %d project hits (project %s)'):format(#project, project_status)
-        or '',
-      git_status and (' · %d commits (git %s)'):format(#commits, git_status) or '',
-      M.num(stats.latencyMs)
-    ),
+    '# ds4 retrieve: ' .. table.concat(head, ' · '),
     '',
     '  query     ' .. M.one_line(val(result.query) or '(none)', 200),
-    ('  stats     candidates %s · duplicates %s · other branches %s · already in context %s'):format(
+  }
+  if history_asked then
+    lines[#lines + 1] = ('  stats     candidates %s · duplicates %s · other branches %s · already in context %s'):format(
       M.num(stats.candidates),
       M.num(stats.duplicates),
       M.num(stats.alternateBranchCandidates),
       M.num(stats.alreadyInContext)
-    ),
-  }
+    )
+  end
   local history_why = #hits == 0 and M.relevance_why(relevance, 'history') or nil
   if history_why then
     lines[#lines + 1] = '  history   none sent: ' .. history_why
