@@ -92,6 +92,7 @@ from itertools import islice
 
 from ds4_core.retrieval.descriptor import TaskDescriptor, build_fts_query, replace_lone_surrogates
 from ds4_core.retrieval.history_candidates import _Candidate, _count_descriptor_matches, _Pool
+from ds4_core.retrieval.history_relevance import session_relevance
 from ds4_core.retrieval.history_results import (
     MIN_REMAINING_TOKENS,
     HistoryHit,
@@ -102,6 +103,7 @@ from ds4_core.retrieval.history_results import (
     _fit,
     _SeenTexts,
 )
+from ds4_core.retrieval.history_select import select
 from ds4_core.retrieval.history_terms import (
     BM25_K1,
     COMMON_TERM_MIN_ENTRIES,
@@ -116,8 +118,8 @@ from ds4_core.retrieval.history_terms import (
     informative_terms,
     query_limit,
 )
+from ds4_core.retrieval.history_words import request_units
 from ds4_core.retrieval.literal import _ASCII_WORD, LiteralTerm, fold, implies
-from ds4_core.retrieval.scoring import rank_history
 from ds4_core.store.database import Store
 from ds4_core.store.sql import LIKE_ESCAPE, like_literal, placeholders
 
@@ -557,7 +559,11 @@ def retrieve_history(
     seen = _SeenTexts()
     duplicates = used_tokens = 0
     _count_descriptor_matches(search, eligible, descriptor)
-    for item in rank_history(eligible):
+    relevance = session_relevance(conn, session_id, request_units(descriptor))
+    ranked, below, below_count = select(
+        search, eligible, relevance, branch=branch, excluded=excluded
+    )
+    for item in ranked:
         if len(hits) >= max_results:
             break
         if not seen.add(item.candidate.folded):
@@ -577,8 +583,10 @@ def retrieve_history(
         alternate_branch_candidates=alternate,
         already_in_context=in_context,
         latency_ms=elapsed_ms(),
+        below_floor=below_count,
     )
-    return HistoryRetrieval("ok", hits, stats, search.warnings)
+    warnings = [*search.warnings, *relevance.warnings]
+    return HistoryRetrieval("ok", hits, stats, warnings, tuple(below))
 
 
 __all__ = [

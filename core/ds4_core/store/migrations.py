@@ -24,6 +24,8 @@ The schema itself (column lists from docs/architecture.md "store"):
 * `project_file_texts`, `project_file_texts_fts` (migration 6: whole-file full text).
 * `summaries`, `summary_sources`, `summary_edges` (migration 7: the summary graph,
   docs/compaction.md "Storage").
+* `entries_subwords` (migration 8: camelCase humps and CJK character pairs of each history
+  entry, `sessions.subwords`; docs/retrieval.md "History scope").
 
 FTS5 external content caveats (SQLite documentation, "External Content Tables"): the index is
 keyed by `entries.rowid`, and `entries` has a TEXT primary key, so its rowids are implicit. Never
@@ -401,6 +403,39 @@ together), within the row's session. `summaries_summary` finds the sessions hold
 points at it (no cascade on `child_id`); deleting a parent removes its edges. The implicit rowid
 of `summaries` is the insertion order used to break `created_at` ties."""
 
+_ENTRIES_SUBWORDS = """
+CREATE VIRTUAL TABLE entries_subwords USING fts5(
+    words,
+    tokenize='unicode61 remove_diacritics 2'
+);
+
+CREATE TRIGGER entries_subwords_after_delete AFTER DELETE ON entries BEGIN
+    DELETE FROM entries_subwords WHERE rowid = old.rowid;
+END;
+
+CREATE TRIGGER entries_subwords_after_update AFTER UPDATE ON entries
+WHEN old.rowid IS NOT new.rowid OR old.searchable_text IS NOT new.searchable_text BEGIN
+    DELETE FROM entries_subwords WHERE rowid = old.rowid;
+END;
+
+CREATE INDEX entries_session_role ON entries (session_id, role, seq);
+
+CREATE INDEX entries_session_parent ON entries (session_id, parent_id);
+
+DELETE FROM session_index_state;
+"""
+"""The sub-word index of history entries (docs/retrieval.md "History scope"): one row per
+`message` / `custom_message` entry whose text has camelCase identifiers or CJK, keyed by the
+entry's rowid, holding `sessions.subwords.subword_text` of its text (`mdLinkUrl` -> `md Link
+Url`, `悬空引用` -> `悬空 空引 引用`). The store writes it in Python beside each entries insert
+(`store.sessions`); the triggers drop a row when its entry is deleted or its text changes. An
+ordinary FTS5 table (it keeps its own small copy of the words), so a row can be deleted by
+rowid. `entries_session_role` finds a session's user messages (the turns of history relevance,
+`retrieval/history_turns.py`) without reading its other rows; `entries_session_parent` the
+tool results that follow a tool call (`retrieval/history_groups.py`). Deleting every
+`session_index_state` row makes the next sync re-index each session
+(unchanged rows cost no `entries_fts` work), which fills the table for existing databases."""
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "initial-session-index", _INITIAL_SESSION_INDEX),
     Migration(2, "context-manifests", _CONTEXT_MANIFESTS),
@@ -409,6 +444,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(5, "project-sent-snippets", _PROJECT_SENT_SNIPPETS),
     Migration(6, "project-files-fts", _PROJECT_FILE_TEXTS),
     Migration(7, "summary-graph", _SUMMARY_GRAPH),
+    Migration(8, "entries-subwords", _ENTRIES_SUBWORDS),
 )
 """All migrations in version order. Never edit an entry once released: add a new one."""
 

@@ -1,0 +1,115 @@
+"""Turns of a session as evidence for their conclusions (`retrieval/history_relevance.py`).
+
+In a Pi session a user's message opens a turn, and the agent's last assistant message before
+the next user message closes it: that message is the turn's conclusion (the agent loop stops
+when the model answers without calling a tool), usually the answer a person later asks about.
+Its own words rarely repeat the question, while the turn as a whole (the user's request, the
+tool calls, their results) holds them. So the request's units are also counted per turn: a turn
+matches a unit when any of its entries does, and its evidence is the summed weight of the
+distinct units it matches. The conclusion of each of the best `TURN_LIMIT` turns gets the turn's
+score x `TURN_WEIGHT` on top of its own, and the turn's relevance (for the floor) when that is
+higher, so a short "Done! Changed dimGray to #585858" is found by the request that led to it.
+
+Turn score: evidence x (0.5 + coverage) x 1 / (1 + TURN_SLOPE ln(1 + entries / TURN_UNIT)): a
+long turn matches more units by chance. Entries before the first user message form turn 0.
+
+Reads: the user messages' `seq` of the session (index `entries_session_role`, migration 8), the
+`seq` of the matching entries, and one indexed range query per best turn.
+"""
+
+from __future__ import annotations
+
+import math
+import sqlite3
+from bisect import bisect_right
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from ds4_core.store.sql import chunked, placeholders
+
+TURN_LIMIT = 12
+TURN_WEIGHT = 0.3
+TURN_UNIT = 12
+TURN_SLOPE = 0.3
+
+_USER_SEQS_SQL = (
+    "SELECT seq FROM entries WHERE session_id = ? AND role = 'user' "
+    "AND entry_type = 'message' ORDER BY seq"
+)
+_CONCLUSION_SQL = (
+    "SELECT rowid FROM entries WHERE session_id = ? AND role = 'assistant' "
+    "AND entry_type = 'message' AND seq >= ? AND seq < ? ORDER BY seq DESC LIMIT 1"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class TurnEvidence:
+    """One turn's conclusion and what the turn shares with the request.
+
+    Attributes:
+        conclusion: rowid of the turn's last assistant message.
+        evidence: summed weights of the distinct units the turn's entries match.
+        coverage: evidence / the request's total weight.
+        score: the turn score (module docstring).
+        units: the units matched, in request order.
+    """
+
+    conclusion: int
+    evidence: float
+    coverage: float
+    score: float
+    units: tuple[str, ...]
+
+
+def turn_evidence(
+    conn: sqlite3.Connection,
+    session_id: str,
+    matched_by: Mapping[int, list[str]],
+    weights: Mapping[str, float],
+    total: float,
+) -> list[TurnEvidence]:
+    """The best `TURN_LIMIT` turns of `session_id` with a conclusion, best first.
+
+    `matched_by`: rowid -> the units (display text) the entry matches; `weights`: unit ->
+    weight; `total`: the request's total weight (> 0).
+    """
+    if not matched_by or total <= 0:
+        return []
+    starts = [row[0] for row in conn.execute(_USER_SEQS_SQL, (session_id,))]
+    seqs: dict[int, int] = {}
+    for chunk in chunked(sorted(matched_by)):
+        seqs.update(
+            conn.execute(
+                f"SELECT rowid, seq FROM entries WHERE rowid IN ({placeholders(len(chunk))})",
+                chunk,
+            ).fetchall()
+        )
+    turns: dict[int, set[str]] = {}
+    for rowid, units in matched_by.items():
+        seq = seqs.get(rowid)
+        if seq is not None:
+            turns.setdefault(bisect_right(starts, seq), set()).update(units)
+    order = list(weights)
+    scored: list[tuple[float, int, float, tuple[str, ...]]] = []
+    for turn, units in turns.items():
+        evidence = sum(weights[u] for u in units)
+        begin = starts[turn - 1] if turn > 0 else -1
+        end = starts[turn] if turn < len(starts) else None
+        entries = (end if end is not None else begin + 4 * TURN_UNIT) - begin
+        factor = 1.0 / (1.0 + TURN_SLOPE * math.log1p(max(1, entries) / TURN_UNIT))
+        score = evidence * (0.5 + evidence / total) * factor
+        scored.append((score, turn, evidence, tuple(u for u in order if u in units)))
+    scored.sort(key=lambda item: (-item[0], -item[1]))
+    out: list[TurnEvidence] = []
+    for score, turn, evidence, units in scored:
+        if len(out) >= TURN_LIMIT:
+            break
+        begin = starts[turn - 1] if turn > 0 else -1
+        end = starts[turn] if turn < len(starts) else 2**62
+        row = conn.execute(_CONCLUSION_SQL, (session_id, begin, end)).fetchone()
+        if row is not None:
+            out.append(TurnEvidence(row[0], evidence, evidence / total, score, units))
+    return out
+
+
+__all__ = ["TURN_LIMIT", "TURN_WEIGHT", "TurnEvidence", "turn_evidence"]
