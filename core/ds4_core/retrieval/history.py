@@ -513,6 +513,7 @@ def retrieve_history(
         return HistoryRetrieval("no-session", stats=RetrievalStats(latency_ms=elapsed_ms()))
 
     search = _Search(conn, session_id, query_limit(max_results))
+    relevant = fts  # the relevance search (`history_relevance`) replaces the bm25 FTS pass
     if exact:
         # Shorter terms first, so a longer one can take its matches from one it contains
         # (`_Search._implied`); each term's matches do not depend on the order.
@@ -528,7 +529,7 @@ def retrieve_history(
             for c in found[phrase]:
                 if phrase not in c.phrases:
                     c.phrases.append(phrase)
-    if fts and search.index_usable:
+    if fts and search.index_usable and not relevant:
         fts_terms, doc_counts = _informative_terms(conn, descriptor.query_terms)
         fts_query = build_fts_query(fts_terms)
     else:
@@ -559,9 +560,10 @@ def retrieve_history(
     seen = _SeenTexts()
     duplicates = used_tokens = 0
     _count_descriptor_matches(search, eligible, descriptor)
-    relevance = session_relevance(conn, session_id, request_units(descriptor))
+    units = request_units(descriptor) if relevant else []
+    relevance = session_relevance(conn, session_id, units)
     ranked, below, below_count = select(
-        search, eligible, relevance, branch=branch, excluded=excluded
+        search, eligible, relevance, branch=branch, excluded=excluded, floor=relevant
     )
     for item in ranked:
         if len(hits) >= max_results:

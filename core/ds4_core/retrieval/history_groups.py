@@ -35,9 +35,9 @@ _ROW_SQL = (
     "SELECT entry_id, parent_id, role, searchable_text FROM entries "
     "WHERE session_id = ? AND entry_id = ?"
 )
-_CHILD_SQL = (
-    "SELECT entry_id, searchable_text FROM entries WHERE session_id = ? AND parent_id = ? "
-    "AND role = 'toolResult' ORDER BY seq LIMIT 1"
+_CHILDREN_SQL = (  # by `entries_session_parent`; the first result is picked in Python
+    "SELECT seq, entry_id, role, searchable_text FROM entries "
+    "WHERE session_id = ? AND parent_id = ?"
 )
 
 
@@ -80,12 +80,14 @@ def _short_results(conn: sqlite3.Connection, session: str, c: _Candidate) -> lis
     out: list[str] = []
     parent = c.entry_id
     for _step in range(MAX_RESULTS_PER_CALL):
-        row = conn.execute(_CHILD_SQL, (session, parent)).fetchone()
-        if row is None:
+        children = [
+            r for r in conn.execute(_CHILDREN_SQL, (session, parent)) if r[2] == "toolResult"
+        ]
+        if not children:
             break
-        parent = row[0]
-        if row[1] and len(row[1]) <= SHORT_RESULT_CHARS:
-            out.append(row[1])
+        _seq, parent, _role, text = min(children)
+        if text and len(text) <= SHORT_RESULT_CHARS:
+            out.append(text)
     return out
 
 

@@ -44,8 +44,6 @@ class RelevantEntry(RankedEntry[_Candidate]):
         r = self.relevance
         head = f"relevance {r.relevance:.3f} (covers {r.coverage:.0%} of the request"
         head += ": " + ", ".join(r.units) + ")" if r.units else ")"
-        if r.call_rowid is not None:
-            head += "; result of a matching tool call"
         return head + "; " + super().reason
 
     @property
@@ -60,12 +58,17 @@ def select(
     *,
     branch: Collection[str],
     excluded: Collection[str],
-) -> tuple[list[RelevantEntry], list[BelowFloor], int]:
+    floor: bool = True,
+) -> tuple[list[RankedEntry[_Candidate]], list[BelowFloor], int]:
     """(entries that pass the floor best first, below-floor records, how many fell below).
 
     `eligible`: the passes' eligible candidates; `branch` / `excluded`: entry ids on the
     active branch / already in the context (the same eligibility for the added candidates).
+    `floor=False` (the FTS pass is off, so no relevance was computed): every eligible
+    candidate in the DS4 reference order (`rank_history`), nothing below a floor.
     """
+    if not floor:
+        return list(rank_history(eligible)), [], 0
     passed, below, floor = relevance.split()
     search._load([e.rowid for e in passed + below[:MAX_BELOW_FLOOR]])
     pool = {c.rowid: c for c in eligible}
@@ -80,7 +83,7 @@ def select(
     keep.sort(key=lambda e: (-e.score, order[e.rowid][0]))
     kept = {e.rowid for e in keep}
     groups = group_texts(search, [order[e.rowid][1].candidate for e in keep])
-    ranked: list[RelevantEntry] = []
+    ranked: list[RankedEntry[_Candidate]] = []
     for e in keep:
         item = order[e.rowid][1]
         if e.rowid in groups:

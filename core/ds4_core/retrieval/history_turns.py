@@ -13,8 +13,9 @@ higher, so a short "Done! Changed dimGray to #585858" is found by the request th
 Turn score: evidence x (0.5 + coverage) x 1 / (1 + TURN_SLOPE ln(1 + entries / TURN_UNIT)): a
 long turn matches more units by chance. Entries before the first user message form turn 0.
 
-Reads: the user messages' `seq` of the session (index `entries_session_role`, migration 8), the
-`seq` of the matching entries, and one indexed range query per best turn.
+Reads: the user messages' `seq` of the session (index `entries_session_role`, migration 8) and
+one indexed range query per best turn; the matching entries are the scored ones of
+`history_relevance` (their `seq` read with them).
 """
 
 from __future__ import annotations
@@ -22,19 +23,16 @@ from __future__ import annotations
 import math
 import sqlite3
 from bisect import bisect_right
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-
-from ds4_core.store.sql import chunked, placeholders
 
 TURN_LIMIT = 12
 TURN_WEIGHT = 0.3
 TURN_UNIT = 12
 TURN_SLOPE = 0.3
 
-_USER_SEQS_SQL = (
-    "SELECT seq FROM entries WHERE session_id = ? AND role = 'user' "
-    "AND entry_type = 'message' ORDER BY seq"
+_USER_SEQS_SQL = (  # index-only (`entries_session_role`): role 'user' is a message's
+    "SELECT seq FROM entries WHERE session_id = ? AND role = 'user' ORDER BY seq"
 )
 _CONCLUSION_SQL = (
     "SELECT rowid FROM entries WHERE session_id = ? AND role = 'assistant' "
@@ -64,26 +62,20 @@ class TurnEvidence:
 def turn_evidence(
     conn: sqlite3.Connection,
     session_id: str,
-    matched_by: Mapping[int, list[str]],
+    matched_by: Mapping[int, Sequence[str]],
+    seqs: Mapping[int, int],
     weights: Mapping[str, float],
     total: float,
 ) -> list[TurnEvidence]:
     """The best `TURN_LIMIT` turns of `session_id` with a conclusion, best first.
 
-    `matched_by`: rowid -> the units (display text) the entry matches; `weights`: unit ->
-    weight; `total`: the request's total weight (> 0).
+    `matched_by`: rowid -> the units (display text) the entry matches, for the session's
+    scored entries; `seqs`: their `seq`; `weights`: unit -> weight; `total`: the request's
+    total weight (> 0).
     """
     if not matched_by or total <= 0:
         return []
     starts = [row[0] for row in conn.execute(_USER_SEQS_SQL, (session_id,))]
-    seqs: dict[int, int] = {}
-    for chunk in chunked(sorted(matched_by)):
-        seqs.update(
-            conn.execute(
-                f"SELECT rowid, seq FROM entries WHERE rowid IN ({placeholders(len(chunk))})",
-                chunk,
-            ).fetchall()
-        )
     turns: dict[int, set[str]] = {}
     for rowid, units in matched_by.items():
         seq = seqs.get(rowid)
