@@ -561,9 +561,14 @@ def retrieve_history(
     duplicates = used_tokens = 0
     _count_descriptor_matches(search, eligible, descriptor)
     units = request_units(descriptor) if relevant else []
-    relevance = session_relevance(conn, session_id, units)
+    relevance = session_relevance(conn, session_id, units, branch)
     ranked, below, below_count = select(
-        search, eligible, relevance, branch=branch, excluded=excluded, floor=relevant
+        search,
+        eligible,
+        relevance,
+        branch=branch,
+        excluded=excluded,
+        floor=relevant and not relevance.failed,
     )
     for item in ranked:
         if len(hits) >= max_results:

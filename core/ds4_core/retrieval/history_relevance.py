@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import math
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 from ds4_core.retrieval.history_terms import _fts_row_count
@@ -55,9 +55,15 @@ LENGTH_SLOPE = 0.3
 COMMON_UNIT_SHARE = 0.25
 """A unit found in more than this share of the indexed entries weighs 0 (its idf would be
 under ln 3 ~ 1.1): it is left out, which also keeps the per-unit reads short."""
+COMMON_UNIT_MIN_ENTRIES = 200
+"""Below this many indexed entries no unit is common: shares mean little in a tiny index."""
 IDENTIFIER_BOOST = 2.0
 """A unit the request names as an exact identifier weighs this much more (a person naming a
 symbol points at it more precisely than with a word)."""
+DECISIVE_SHARE = 0.1
+"""An exact identifier of the request found in at most this share of the indexed entries (any
+share in an index of fewer than `COMMON_UNIT_MIN_ENTRIES`) is decisive: an entry holding it
+reaches at least `REQUEST_FLOOR`, however little else of the request it covers."""
 EVIDENCE_REF = 6.0
 """Evidence (summed unit weights) at which relevance stops being scaled down: about one word
 found in a handful of the session's entries."""
@@ -68,7 +74,8 @@ GATE_TOP = 3
 ENTRY_FLOOR = 0.1
 """Past the request's floor, an entry under this relevance is still not sent."""
 RELATIVE_SCORE = 0.4
-"""...nor one whose score is under this share of the best entry's score."""
+"""...nor one whose score is under this share of the best entry's score (unless it holds a
+decisive identifier)."""
 BM25_UNITS = 8
 """The bm25 query ORs the this many heaviest units (a long pasted request has more; FTS5 scores
 every entry matching any of them, which is where the time goes)."""
@@ -77,7 +84,8 @@ SCORED_LIMIT = 200
 
 _BM25_SQL = {
     table: (
-        f"SELECT f.rowid, bm25({table}), e.role, e.token_estimate, e.seq FROM {table} AS f "
+        f"SELECT f.rowid, bm25({table}), e.role, e.token_estimate, e.seq, e.entry_id "
+        f"FROM {table} AS f "
         "CROSS JOIN entries AS e ON e.rowid = f.rowid "
         f"WHERE {table} MATCH ? AND e.session_id = ? AND e.entry_type IN {_TYPES_SQL} "
         f"ORDER BY bm25({table}), f.rowid LIMIT ?"
@@ -105,6 +113,7 @@ class EntryRelevance:
         relevance: coverage x min(1, evidence / EVIDENCE_REF): the floor's scale (0-1).
         score: the rank value (module docstring, rule 5).
         units: the units it matches, as their display text, in request order.
+        decisive: it holds a decisive exact identifier (`DECISIVE_SHARE`).
     """
 
     rowid: int
@@ -113,6 +122,7 @@ class EntryRelevance:
     relevance: float
     score: float
     units: tuple[str, ...]
+    decisive: bool = False
 
 
 @dataclass
@@ -120,13 +130,16 @@ class SessionRelevance:
     """The relevance of a session's entries to one request.
 
     `entries`: by rowid, the scored entries; `weights`: unit display text -> weight;
-    `total`: the summed weights; `warnings`: sentences for the user.
+    `total`: the summed weights; `warnings`: sentences for the user; `failed`: the ranking
+    statement of `entries_fts` raised (the index is unusable: the caller ranks without a
+    floor, as before relevance existed).
     """
 
     entries: dict[int, EntryRelevance]
     weights: dict[str, float]
     total: float
     warnings: list[str]
+    failed: bool = False
 
     def ranked(self) -> list[EntryRelevance]:
         """Entries best first (score, then relevance, then the newer rowid)."""
@@ -140,14 +153,26 @@ class SessionRelevance:
         if best < REQUEST_FLOOR:
             return [], ranked, REQUEST_FLOOR
         least = RELATIVE_SCORE * ranked[0].score
-        passed = [e for e in ranked if e.relevance >= ENTRY_FLOOR and e.score >= least]
+        passed = [
+            e for e in ranked if e.relevance >= ENTRY_FLOOR and (e.score >= least or e.decisive)
+        ]
         kept = {e.rowid for e in passed}
         return passed, [e for e in ranked if e.rowid not in kept], ENTRY_FLOOR
 
 
 def unit_weight(entries: int, matching: int) -> float:
-    """`max(0, ln((N - n + 0.5) / (n + 0.5)))` (module docstring, rule 3)."""
-    return max(0.0, math.log((entries - matching + 0.5) / (matching + 0.5)))
+    """`max(0, ln((N - n + 0.5) / (n + 0.5)))` (module docstring, rule 3); in an index of
+    fewer than `COMMON_UNIT_MIN_ENTRIES` entries `ln(1 + (N - n + 0.5) / (n + 0.5))`, which
+    stays positive (a word in 2 of 3 entries still says something there)."""
+    ratio = max(0.0, entries - matching + 0.5) / (matching + 0.5)
+    if entries < COMMON_UNIT_MIN_ENTRIES:
+        return math.log1p(ratio)
+    return max(0.0, math.log(ratio)) if ratio > 0 else 0.0
+
+
+def evidence_ref(entries: int) -> float:
+    """`min(EVIDENCE_REF, 0.8 ln(2 N + 2))`: in a small index no word weighs 6."""
+    return min(EVIDENCE_REF, 0.8 * math.log(2 * max(0, entries) + 2))
 
 
 def length_factor(tokens: int) -> float:
@@ -168,7 +193,7 @@ def _unit_rowids(
     """(rowids matching `unit` in `entries_fts`, in `entries_subwords`), all sessions, or None
     when it is common (`COMMON_UNIT_SHARE`) in either: the main table is counted first and read
     only when not common; the small sub-word table is read up to one row past the share."""
-    cap = int(rows * COMMON_UNIT_SHARE)
+    cap = int(rows * COMMON_UNIT_SHARE) if rows >= COMMON_UNIT_MIN_ENTRIES else rows
     found: tuple[set[int], set[int]] = (set(), set())
     try:
         if unit.fts is not None:
@@ -193,7 +218,7 @@ def _bm25(
     subwords: bool,
     warnings: list[str],
 ) -> tuple[dict[int, float], dict[int, tuple]]:
-    """(rowid -> bm25 relevance, rowid -> (role, token_estimate, seq)) of the session's best
+    """(rowid -> bm25 relevance, rowid -> (role, token_estimate, seq, entry_id)) of the best
     `SCORED_LIMIT` entries for the OR of `units` in `entries_fts`, and in `entries_subwords`
     when `subwords` (some unit matched there); bm25 is FTS5's `bm25()` negated, summed over
     the two tables."""
@@ -209,6 +234,8 @@ def _bm25(
             rows = _ranked_in_session(conn, table, " OR ".join(expressions), session_id)
         except sqlite3.Error as exc:
             _warn(warnings, "ranked", exc)
+            if table == "entries_fts":
+                return {}, {}
             continue
         for rowid, value, *rest in rows:
             out[rowid] = out.get(rowid, 0.0) - value
@@ -219,7 +246,7 @@ def _bm25(
 def _ranked_in_session(
     conn: sqlite3.Connection, table: str, query: str, session_id: str
 ) -> list[tuple]:
-    """(rowid, bm25, role, token_estimate, seq) of the session's best eligible entries for
+    """(rowid, bm25, role, token_estimate, seq, entry_id) of the session's best eligible entries for
     `query` in `table` (`SCORED_LIMIT` of them; half as many from the sub-word table), best
     first (ties: lower rowid).
 
@@ -232,7 +259,8 @@ def _ranked_in_session(
     rows: dict[int, tuple] = {}
     for chunk in chunked([r[0] for r in ranked]):
         for row in conn.execute(
-            "SELECT rowid, session_id, entry_type, role, token_estimate, seq FROM entries "
+            "SELECT rowid, session_id, entry_type, role, token_estimate, seq, entry_id "
+            "FROM entries "
             f"WHERE rowid IN ({placeholders(len(chunk))})",
             chunk,
         ):
@@ -256,9 +284,16 @@ def _index_rows(conn: sqlite3.Connection) -> int:
 
 
 def session_relevance(
-    conn: sqlite3.Connection, session_id: str, units: Sequence[Unit]
+    conn: sqlite3.Connection,
+    session_id: str,
+    units: Sequence[Unit],
+    branch: Collection[str] | None = None,
 ) -> SessionRelevance:
     """Score the entries of `session_id` against the request's `units` (module docstring).
+
+    `branch`: the entry ids of the active branch (None: every entry); entries off it are
+    neither scored nor counted in a turn, and a turn's conclusion is its last assistant
+    message on it.
 
     Returns a `SessionRelevance`; empty when there are no units or no entries. Never raises
     for FTS5 errors (they become warnings); errors of the `entries` table propagate.
@@ -271,12 +306,14 @@ def session_relevance(
     matched_by: dict[int, list[str]] = {}
     used: list[Unit] = []
     subwords = False
+    counts: dict[str, int] = {}
     for unit in units:
         found = _unit_rowids(conn, unit, rows, warnings)
         if found is None:
             weights[unit.text] = 0.0
             continue
         rowids = found[0] | found[1]
+        counts[unit.text] = len(rowids)
         boost = IDENTIFIER_BOOST if unit.identifier else 1.0
         weight = weights[unit.text] = unit_weight(rows, len(rowids)) * boost
         if weight <= 0:
@@ -290,23 +327,39 @@ def session_relevance(
         return SessionRelevance({}, weights, total, warnings)
     strongest = sorted(used, key=lambda u: -weights[u.text])[:BM25_UNITS]
     base, meta = _bm25(conn, session_id, strongest, subwords, warnings)
+    if not base and any(u.fts for u in strongest) and warnings:
+        return SessionRelevance({}, weights, total, warnings, failed=True)
+    ref = evidence_ref(rows)
+    decisive = {
+        u.text
+        for u in used
+        if u.identifier
+        and (rows < COMMON_UNIT_MIN_ENTRIES or counts[u.text] <= rows * DECISIVE_SHARE)
+    }
     scored: dict[int, EntryRelevance] = {}
+    if branch is not None:
+        base = {rowid: v for rowid, v in base.items() if meta[rowid][3] in branch}
     for rowid, value in base.items():
-        role, tokens, _seq = meta[rowid]
+        role, tokens, _seq, _entry_id = meta[rowid]
         units_here = tuple(matched_by.get(rowid, ()))
         evidence = sum(weights[u] for u in units_here)
         coverage = evidence / total
         factor = ROLE_FACTORS.get(role or "", OTHER_ROLE_FACTOR) * length_factor(tokens or 0)
+        relevance = coverage * min(1.0, evidence / ref)
+        holds_decisive = not decisive.isdisjoint(units_here)
+        if holds_decisive:
+            relevance = max(relevance, REQUEST_FLOOR)
         scored[rowid] = EntryRelevance(
             rowid,
             evidence,
             coverage,
-            coverage * min(1.0, evidence / EVIDENCE_REF),
+            relevance,
             value * (0.5 + coverage) * factor,
             units_here,
+            holds_decisive,
         )
     seqs = {rowid: m[2] for rowid, m in meta.items()}
-    _score_conclusions(conn, session_id, scored, seqs, weights, total)
+    _score_conclusions(conn, session_id, scored, seqs, weights, total, ref, branch)
     return SessionRelevance(scored, weights, total, warnings)
 
 
@@ -317,13 +370,19 @@ def _score_conclusions(
     seqs: dict[int, int],
     weights: dict[str, float],
     total: float,
+    ref: float,
+    branch: Collection[str] | None,
 ) -> None:
     """Add each best turn's score to its conclusion (`retrieval/history_turns.py`)."""
     units = {rowid: e.units for rowid, e in scored.items() if e.units}
-    for turn in turn_evidence(conn, session_id, units, seqs, weights, total):
-        relevance = turn.coverage * min(1.0, turn.evidence / EVIDENCE_REF)
+    turns = turn_evidence(conn, session_id, units, seqs, weights, total, branch)
+    if not turns or not scored:
+        return
+    scale = max(e.score for e in scored.values()) / max(t.score for t in turns)
+    for turn in turns:
+        relevance = turn.coverage * min(1.0, turn.evidence / ref)
         own = scored.get(turn.conclusion)
-        bonus = TURN_WEIGHT * turn.score
+        bonus = TURN_WEIGHT * turn.score * scale
         if own is None:
             scored[turn.conclusion] = EntryRelevance(
                 turn.conclusion, turn.evidence, turn.coverage, relevance, bonus, turn.units
@@ -336,6 +395,7 @@ def _score_conclusions(
                 max(own.relevance, relevance),
                 own.score + bonus,
                 own.units if own.relevance >= relevance else turn.units,
+                own.decisive,
             )
 
 

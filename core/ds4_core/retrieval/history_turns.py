@@ -23,11 +23,11 @@ from __future__ import annotations
 import math
 import sqlite3
 from bisect import bisect_right
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 TURN_LIMIT = 12
-TURN_WEIGHT = 0.3
+TURN_WEIGHT = 0.45
 TURN_UNIT = 12
 TURN_SLOPE = 0.3
 
@@ -35,8 +35,8 @@ _USER_SEQS_SQL = (  # index-only (`entries_session_role`): role 'user' is a mess
     "SELECT seq FROM entries WHERE session_id = ? AND role = 'user' ORDER BY seq"
 )
 _CONCLUSION_SQL = (
-    "SELECT rowid FROM entries WHERE session_id = ? AND role = 'assistant' "
-    "AND entry_type = 'message' AND seq >= ? AND seq < ? ORDER BY seq DESC LIMIT 1"
+    "SELECT rowid, entry_id FROM entries WHERE session_id = ? AND role = 'assistant' "
+    "AND entry_type = 'message' AND seq >= ? AND seq < ? ORDER BY seq DESC LIMIT 8"
 )
 
 
@@ -66,12 +66,14 @@ def turn_evidence(
     seqs: Mapping[int, int],
     weights: Mapping[str, float],
     total: float,
+    branch: Collection[str] | None = None,
 ) -> list[TurnEvidence]:
     """The best `TURN_LIMIT` turns of `session_id` with a conclusion, best first.
 
     `matched_by`: rowid -> the units (display text) the entry matches, for the session's
     scored entries; `seqs`: their `seq`; `weights`: unit -> weight; `total`: the request's
-    total weight (> 0).
+    total weight (> 0); `branch`: entry ids of the active branch (None: all), where the
+    conclusion must lie (the last of the turn's 8 last assistant messages that does).
     """
     if not matched_by or total <= 0:
         return []
@@ -98,7 +100,8 @@ def turn_evidence(
             break
         begin = starts[turn - 1] if turn > 0 else -1
         end = starts[turn] if turn < len(starts) else 2**62
-        row = conn.execute(_CONCLUSION_SQL, (session_id, begin, end)).fetchone()
+        rows = conn.execute(_CONCLUSION_SQL, (session_id, begin, end)).fetchall()
+        row = next((r for r in rows if branch is None or r[1] in branch), None)
         if row is not None:
             out.append(TurnEvidence(row[0], evidence, evidence / total, score, units))
     return out

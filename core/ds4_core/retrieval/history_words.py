@@ -13,8 +13,11 @@ characters (`TaskDescriptor.objective`) and its exact identifiers:
   its stem as a prefix (`stem`: a small suffix stripper of our own, so `parsed`, `parsing` and
   `parser` all meet `pars*`; `boundary` meets `boundaries`), in both tables, so `link` also
   meets the hump of `mdLinkUrl`; a shorter word matches whole;
-* a word holding CJK becomes its non-CJK parts (word units) and its CJK character pairs,
-  matched whole in `entries_subwords` only (`itgc` in `修复了gen-itgc的悬空引用`).
+* a word holding CJK becomes its non-CJK parts (word units) and its CJK runs: a run of up to
+  4 characters as one unit, a longer one (CJK writes no spaces) as consecutive character
+  pairs; each is matched in `entries_subwords` only, as the phrase of its overlapping pairs
+  (`主题设置` -> `"主题 题设 设置"`); a CJK exact identifier (`连接池` in backticks) likewise.
+  Non-CJK letters glued to CJK become their own word (`itgc` in `修复了gen-itgc的悬空引用`).
 
 At most `MAX_UNITS` units, first occurrences first, each once. Pure and deterministic.
 """
@@ -25,7 +28,7 @@ import re
 from dataclasses import dataclass
 
 from ds4_core.retrieval.descriptor import FILLER_WORDS, STOPWORDS, TaskDescriptor
-from ds4_core.sessions.subwords import cjk_parts
+from ds4_core.sessions.subwords import cjk_pairs
 
 MAX_UNITS = 16
 MIN_STEM = 4
@@ -54,7 +57,10 @@ STOP_WORDS: frozenset[str] = (
 """Words that never make a unit: they say how a request asks, not what it is about."""
 
 _WORD = re.compile(r"[^\W_]+")
-_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]")
+_CJK_CHARS = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
+_CJK = re.compile(f"[{_CJK_CHARS}]")
+_CJK_RUN = re.compile(f"[{_CJK_CHARS}]+")
+_CJK_OR_NOT = re.compile(f"[{_CJK_CHARS}]+|[^{_CJK_CHARS}]+")
 _SUFFIXES = (
     "ations", "ation", "ings", "ing", "edly", "ies", "ied", "ers", "ed", "es", "er", "ly", "s",
 )  # fmt: skip
@@ -103,6 +109,23 @@ def word_unit(word: str, identifier: bool = False) -> Unit:
     return Unit(word, expression, expression, identifier)
 
 
+def cjk_unit(run: str, identifier: bool = False) -> Unit | None:
+    """The unit of a CJK `run`: the phrase of its overlapping character pairs in
+    `entries_subwords` (which stores a run as those pairs, in order); None for one character."""
+    if len(run) < 2:
+        return None
+    pairs = cjk_pairs(run)
+    return Unit(run, None, _quoted(" ".join(pairs)), identifier)
+
+
+def _cjk_terms(run: str) -> list[str]:
+    """A run of up to 4 CJK characters as is; a longer one (a sentence) as consecutive
+    character pairs (the descriptor's rule, `descriptor.cjk_terms`)."""
+    if len(run) <= 4:
+        return [run]
+    return [run[i : i + 2] for i in range(0, len(run) - 1, 2)]
+
+
 def request_units(descriptor: TaskDescriptor) -> list[Unit]:
     """The units of a request (module docstring), at most `MAX_UNITS`."""
     units: dict[str, Unit] = {}
@@ -111,18 +134,29 @@ def request_units(descriptor: TaskDescriptor) -> list[Unit]:
     for identifier in descriptor.exact_identifiers:
         tokens = [t.lower() for t in _WORD.findall(identifier)]
         key = " ".join(tokens)
-        if len(tokens) >= 2 and not any(key in other or other in key for other in units):
+        if len(tokens) == 1 and _CJK_RUN.fullmatch(tokens[0]):
+            unit = cjk_unit(tokens[0], True)
+            if unit is not None:
+                units.setdefault(tokens[0], unit)
+                consumed.add(tokens[0])
+        elif len(tokens) >= 2 and not any(key in other or other in key for other in units):
             units[key] = Unit(identifier, _quoted(key), _quoted(key), True)
             consumed.update(tokens)
         elif len(tokens) == 1:
             named.add(tokens[0])
     for token in _WORD.findall(descriptor.objective.lower()):
         if _CJK.search(token):
-            for part in cjk_parts(token):
-                if _CJK.search(part):
-                    units.setdefault(part, Unit(part, None, _quoted(part)))
-                elif part not in STOP_WORDS and part not in consumed and len(part) >= 2:
-                    units.setdefault(part, word_unit(part))
+            for part in _CJK_OR_NOT.findall(token):
+                if not _CJK.match(part):
+                    if part not in STOP_WORDS and part not in consumed and len(part) >= 2:
+                        units.setdefault(part, word_unit(part, part in named))
+                    continue
+                if part in consumed:
+                    continue
+                for term in _cjk_terms(part):
+                    unit = cjk_unit(term)
+                    if unit is not None:
+                        units.setdefault(term, unit)
             continue
         if token in STOP_WORDS or token in consumed or len(token) < 2 or token.isdigit():
             continue
@@ -130,4 +164,13 @@ def request_units(descriptor: TaskDescriptor) -> list[Unit]:
     return list(units.values())[:MAX_UNITS]
 
 
-__all__ = ["MAX_UNITS", "MIN_STEM", "STOP_WORDS", "Unit", "request_units", "stem", "word_unit"]
+__all__ = [
+    "MAX_UNITS",
+    "MIN_STEM",
+    "STOP_WORDS",
+    "Unit",
+    "request_units",
+    "cjk_unit",
+    "stem",
+    "word_unit",
+]
