@@ -73,9 +73,8 @@ session is not about the request."""
 GATE_TOP = 3
 ENTRY_FLOOR = 0.1
 """Past the request's floor, an entry under this relevance is still not sent."""
-RELATIVE_SCORE = 0.4
-"""...nor one whose score is under this share of the best entry's score (unless it holds a
-decisive identifier)."""
+RELATIVE_SCORE = 0.7
+"""...nor one whose score is under this share of the best entry's score."""
 BM25_UNITS = 8
 """The bm25 query ORs the this many heaviest units (a long pasted request has more; FTS5 scores
 every entry matching any of them, which is where the time goes)."""
@@ -153,9 +152,7 @@ class SessionRelevance:
         if best < REQUEST_FLOOR:
             return [], ranked, REQUEST_FLOOR
         least = RELATIVE_SCORE * ranked[0].score
-        passed = [
-            e for e in ranked if e.relevance >= ENTRY_FLOOR and (e.score >= least or e.decisive)
-        ]
+        passed = [e for e in ranked if e.relevance >= ENTRY_FLOOR and e.score >= least]
         kept = {e.rowid for e in passed}
         return passed, [e for e in ranked if e.rowid not in kept], ENTRY_FLOOR
 
