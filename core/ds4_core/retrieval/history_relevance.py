@@ -214,13 +214,15 @@ def _bm25(
     units: Sequence[Unit],
     subwords: bool,
     warnings: list[str],
-) -> tuple[dict[int, float], dict[int, tuple]]:
-    """(rowid -> bm25 relevance, rowid -> (role, token_estimate, seq, entry_id)) of the best
-    `SCORED_LIMIT` entries for the OR of `units` in `entries_fts`, and in `entries_subwords`
-    when `subwords` (some unit matched there); bm25 is FTS5's `bm25()` negated, summed over
-    the two tables."""
+) -> tuple[dict[int, float], dict[int, float], dict[int, tuple]]:
+    """(rowid -> bm25 in `entries_fts`, rowid -> bm25 in `entries_subwords`, rowid -> (role,
+    token_estimate, seq, entry_id)) of the best `SCORED_LIMIT` entries for the OR of `units`
+    in `entries_fts` and the best `SCORED_LIMIT / 2` in `entries_subwords` when `subwords`
+    (some unit matched there); bm25 is FTS5's `bm25()` negated. Every entry found is in the
+    first map (0 when found only in the sub-word table)."""
     out: dict[int, float] = {}
     meta: dict[int, tuple] = {}
+    sub: dict[int, float] = {}
     for table, expressions in (
         ("entries_fts", [u.fts for u in units if u.fts]),
         ("entries_subwords", [u.sub for u in units if u.sub] if subwords else []),
@@ -232,12 +234,14 @@ def _bm25(
         except sqlite3.Error as exc:
             _warn(warnings, "ranked", exc)
             if table == "entries_fts":
-                return {}, {}
+                return {}, {}, {}
             continue
+        target = out if table == "entries_fts" else sub
         for rowid, value, *rest in rows:
-            out[rowid] = out.get(rowid, 0.0) - value
+            target[rowid] = -value
+            out.setdefault(rowid, 0.0)
             meta[rowid] = tuple(rest)
-    return out, meta
+    return out, sub, meta
 
 
 def _ranked_in_session(
@@ -304,6 +308,7 @@ def session_relevance(
     used: list[Unit] = []
     subwords = False
     counts: dict[str, int] = {}
+    sub_only: dict[int, float] = {}  # rowid -> weights of the units it matches only by sub-word
     for unit in units:
         found = _unit_rowids(conn, unit, rows, warnings)
         if found is None:
@@ -319,11 +324,13 @@ def session_relevance(
         subwords = subwords or bool(found[1])
         for rowid in rowids:
             matched_by.setdefault(rowid, []).append(unit.text)
+        for rowid in found[1] - found[0]:
+            sub_only[rowid] = sub_only.get(rowid, 0.0) + weight
     total = sum(weights.values())
     if total <= 0 or not used:
         return SessionRelevance({}, weights, total, warnings)
     strongest = sorted(used, key=lambda u: -weights[u.text])[:BM25_UNITS]
-    base, meta = _bm25(conn, session_id, strongest, subwords, warnings)
+    base, sub_bm25, meta = _bm25(conn, session_id, strongest, subwords, warnings)
     if not base and any(u.fts for u in strongest) and warnings:
         return SessionRelevance({}, weights, total, warnings, failed=True)
     ref = evidence_ref(rows)
@@ -351,7 +358,9 @@ def session_relevance(
             evidence,
             coverage,
             relevance,
-            value * (0.5 + coverage) * factor,
+            (value + max(sub_bm25.get(rowid, 0.0), sub_only.get(rowid, 0.0)))
+            * (0.5 + coverage)
+            * factor,
             units_here,
             holds_decisive,
         )
