@@ -281,3 +281,26 @@ def test_sub_words_follow_the_entries(tmp_path: Path) -> None:
     with session.store.write() as write:
         write.execute("DELETE FROM entries WHERE session_id = ?", (session.session_id,))
     assert conn.execute("SELECT count(*) FROM entries_subwords").fetchone() == (0,)
+
+
+def test_ranking_without_the_join_gives_the_rows_of_the_joined_statement(
+    large: Session, pi_sessions_dir: Path, tmp_path: Path
+) -> None:
+    """With one session in the index the ranking skips the session join; with two it is rerun
+    with it. Both give the rows of the plain joined `ORDER BY bm25 LIMIT` statement."""
+    from ds4_core.retrieval import history_relevance as relevance
+
+    shared = Session(tmp_path, [text("user", "theme colors " * 3), text("user", "dim gray")])
+    assert sync_session(shared.store, pi_sessions_dir / LARGE).session_id  # a second session
+    requests = ["theme colors for markdown links", "chalk usages in tui-renderer.ts", "dim gray"]
+    for session in (large, shared):
+        conn = session.store.connection()
+        for request in requests:
+            units = request_units(describe_task(request))
+            query = " OR ".join(u.fts for u in units if u.fts)
+            fast = relevance._ranked_in_session(conn, "entries_fts", query, session.session_id)
+            plain = conn.execute(
+                relevance._BM25_SQL["entries_fts"],
+                (query, session.session_id, relevance.SCORED_LIMIT),
+            ).fetchall()
+            assert [r[0] for r in fast] == [r[0] for r in plain], request

@@ -458,27 +458,22 @@ def test_optimised_search_gives_the_hits_of_the_plain_search(
     requests = _real_requests(large)
     budgets = [(12, 16_000), (4, 1_500), (30, 60_000)]
     excluded = {f"v1-{n}" for n in range(40, 400, 7)}
-    calls = {"pruned": 0, "implied": 0}
-    scored, implied = history._Search._scored, history._Search._implied
-
-    def counting_scored(self: history._Search, sql: str, params: tuple) -> list:
-        calls["pruned"] += sql == history._FTS_RANKED_AMONG_SQL
-        return scored(self, sql, params)
+    calls = {"implied": 0}
+    implied = history._Search._implied
 
     def counting_implied(self: history._Search, term: history.LiteralTerm) -> list | None:
         found = implied(self, term)
         calls["implied"] += found is not None
         return found
 
-    monkeypatch.setattr(history._Search, "_scored", counting_scored)
     monkeypatch.setattr(history._Search, "_implied", counting_implied)
     optimised = [
         _outcome(large.retrieve(r, max_results=n, max_tokens=t, exclude=excluded))
         for r in requests
         for n, t in budgets
     ]
-    # The bm25 FTS pass (and its pruning) no longer runs: the relevance search ranks instead.
-    assert calls["implied"] and not calls["pruned"], "the shortcuts were not exercised"
+    # The bm25 FTS pass (and its pruning) is gone: the relevance search ranks instead.
+    assert calls["implied"], "the shortcuts were not exercised"
 
     def plain_matching(
         self: history._Search, term: history.LiteralTerm, pool: history._Pool
@@ -498,7 +493,6 @@ def test_optimised_search_gives_the_hits_of_the_plain_search(
             self.keys.add(key)
             return new
 
-    monkeypatch.setattr(history, "PRUNE_MAX_BOUND", 0.0)
     monkeypatch.setattr(history, "implies", lambda inner, outer: False)
     monkeypatch.setattr(history._Search, "matching", plain_matching)
     monkeypatch.setattr(history, "_SeenTexts", PlainSeen)
@@ -510,35 +504,12 @@ def test_optimised_search_gives_the_hits_of_the_plain_search(
     assert optimised == plain
 
 
-def test_ranked_rows_are_those_of_the_plain_bm25_statement(large: Indexed) -> None:
-    """The FTS pass returns what `ORDER BY bm25(entries_fts) LIMIT ?` returns, ties included."""
-    from ds4_core.retrieval import history
-
-    conn = large.store.connection()
-    plain_sql = (
-        "SELECT f.rowid FROM entries_fts AS f CROSS JOIN entries AS e ON e.rowid = f.rowid "
-        "WHERE entries_fts MATCH ? AND e.session_id = ? "
-        "AND e.entry_type IN ('message', 'custom_message') ORDER BY bm25(entries_fts) LIMIT ?"
-    )
-    for request in _real_requests(large):
-        descriptor = describe_task(request)
-        search = history._Search(conn, large.session_id, 72)
-        for text in descriptor.exact_identifiers:
-            search.literal(history.LiteralTerm.of(text))
-        terms, vocab = history._informative_terms(conn, descriptor.query_terms)
-        query = history.build_fts_query(terms)
-        if query is None:
-            continue
-        expected = [row[0] for row in conn.execute(plain_sql, (query, large.session_id, 72))]
-        assert [c.rowid for c in search.ranked(terms, query, vocab)] == expected, request
-
-
 def test_the_bm25_row_count_is_read_from_the_index(large: Indexed) -> None:
-    from ds4_core.retrieval import history
+    from ds4_core.retrieval.history_terms import _fts_row_count
 
     conn = large.store.connection()
     (entries,) = conn.execute("SELECT count(*) FROM entries").fetchone()
-    assert history._fts_row_count(conn) == entries
+    assert _fts_row_count(conn) == entries
 
 
 TEXTS = st.text(st.sampled_from(list("ab.-_ /\x00éA1") + ["\u0301", "字", "\u2192"]), max_size=40)

@@ -15,6 +15,7 @@ the session's relevance to the request (`retrieval/history_relevance.py`). Here:
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Collection
 from typing import Protocol
 
@@ -29,6 +30,7 @@ class _Reader(Protocol):
     """What is needed of the search (`history._Search`): its connection, the rows read by
     rowid, and a way to read more rows."""
 
+    conn: sqlite3.Connection
     rows: dict[int, _Candidate]
 
     def _load(self, rowids: list[int]) -> None: ...
@@ -69,11 +71,11 @@ def select(
     """
     if not floor:
         return list(rank_history(eligible)), [], 0
-    passed, below, floor = relevance.split()
+    passed, below, threshold = relevance.split()
     search._load([e.rowid for e in passed + below[:MAX_BELOW_FLOOR]])
     pool = {c.rowid: c for c in eligible}
-    for entry in passed + below[:MAX_BELOW_FLOOR]:
-        c = search.rows.get(entry.rowid)
+    for added in passed + below[:MAX_BELOW_FLOOR]:
+        c = search.rows.get(added.rowid)
         if c is not None and c.raw and c.entry_id in branch and c.entry_id not in excluded:
             pool.setdefault(c.rowid, c)
     order = {
@@ -88,22 +90,22 @@ def select(
         item = order[e.rowid][1]
         if e.rowid in groups:
             item.candidate._text = groups[e.rowid]
-        entry = RelevantEntry(
+        relevant = RelevantEntry(
             item.candidate, round(e.score, 6), item.literal_priority, item.created_ms
         )
-        entry.relevance = e
-        ranked.append(entry)
+        relevant.relevance = e
+        ranked.append(relevant)
     scores = {e.rowid: e.relevance for e in passed + below}
     under = [
         BelowFloor(
             kind="history",
-            source_id=c.entry_key,
+            source_id=item.candidate.entry_key,
             score=round(scores.get(rowid, 0.0), 6),
-            floor=floor,
-            tokens=c.token_estimate,
+            floor=threshold,
+            tokens=item.candidate.token_estimate,
         )
         for rowid, (_i, item) in order.items()
-        if rowid not in kept and (c := item.candidate) is not None
+        if rowid not in kept
     ]
     under.sort(key=lambda b: (-b.score, b.source_id))
     return ranked, under[:MAX_BELOW_FLOOR], len(under)

@@ -85,14 +85,14 @@ def turn_evidence(
             turns.setdefault(bisect_right(starts, seq), set()).update(units)
     order = list(weights)
     scored: list[tuple[float, int, float, tuple[str, ...]]] = []
-    for turn, units in turns.items():
-        evidence = sum(weights[u] for u in units)
+    for turn, shared in turns.items():
+        evidence = sum(weights[u] for u in shared)
         begin = starts[turn - 1] if turn > 0 else -1
         end = starts[turn] if turn < len(starts) else None
         entries = (end if end is not None else begin + 4 * TURN_UNIT) - begin
         factor = 1.0 / (1.0 + TURN_SLOPE * math.log1p(max(1, entries) / TURN_UNIT))
         score = evidence * (0.5 + evidence / total) * factor
-        scored.append((score, turn, evidence, tuple(u for u in order if u in units)))
+        scored.append((score, turn, evidence, tuple(u for u in order if u in shared)))
     scored.sort(key=lambda item: (-item[0], -item[1]))
     out: list[TurnEvidence] = []
     for score, turn, evidence, units in scored:

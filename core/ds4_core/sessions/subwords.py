@@ -24,7 +24,9 @@ import re
 MAX_SUBWORDS = 4000
 """Most parts one entry contributes (a huge pasted file must not make a huge index row)."""
 
-_CAMEL_TOKEN = re.compile(r"[A-Za-z0-9]*[a-z0-9][A-Z][A-Za-z0-9]*")
+_CAMEL_TOKEN = re.compile(
+    r"(?<![A-Za-z0-9])[A-Za-z0-9]*[a-z0-9][A-Z][A-Za-z0-9]*"
+)  # starts a run only
 _HUMP = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
 _CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
 _CJK_TOKEN = re.compile(rf"[^\W_]*[{_CJK}][^\W_]*")

@@ -24,8 +24,7 @@ The schema itself (column lists from docs/architecture.md "store"):
 * `project_file_texts`, `project_file_texts_fts` (migration 6: whole-file full text).
 * `summaries`, `summary_sources`, `summary_edges` (migration 7: the summary graph,
   docs/compaction.md "Storage").
-* `entries_subwords` (migration 8: camelCase humps and CJK character pairs of each history
-  entry, `sessions.subwords`; docs/retrieval.md "History scope").
+* `entries_subwords` (migration 8: sub-words of history entries, `sessions.subwords`).
 
 FTS5 external content caveats (SQLite documentation, "External Content Tables"): the index is
 keyed by `entries.rowid`, and `entries` has a TEXT primary key, so its rowids are implicit. Never
@@ -408,33 +407,22 @@ CREATE VIRTUAL TABLE entries_subwords USING fts5(
     words,
     tokenize='unicode61 remove_diacritics 2'
 );
-
 CREATE TRIGGER entries_subwords_after_delete AFTER DELETE ON entries BEGIN
     DELETE FROM entries_subwords WHERE rowid = old.rowid;
 END;
-
 CREATE TRIGGER entries_subwords_after_update AFTER UPDATE ON entries
 WHEN old.rowid IS NOT new.rowid OR old.searchable_text IS NOT new.searchable_text BEGIN
     DELETE FROM entries_subwords WHERE rowid = old.rowid;
 END;
-
 CREATE INDEX entries_session_role ON entries (session_id, role, seq);
-
 CREATE INDEX entries_session_parent ON entries (session_id, parent_id);
-
 DELETE FROM session_index_state;
 """
-"""The sub-word index of history entries (docs/retrieval.md "History scope"): one row per
-`message` / `custom_message` entry whose text has camelCase identifiers or CJK, keyed by the
-entry's rowid, holding `sessions.subwords.subword_text` of its text (`mdLinkUrl` -> `md Link
-Url`, `悬空引用` -> `悬空 空引 引用`). The store writes it in Python beside each entries insert
-(`store.sessions`); the triggers drop a row when its entry is deleted or its text changes. An
-ordinary FTS5 table (it keeps its own small copy of the words), so a row can be deleted by
-rowid. `entries_session_role` finds a session's user messages (the turns of history relevance,
-`retrieval/history_turns.py`) without reading its other rows; `entries_session_parent` the
-tool results that follow a tool call (`retrieval/history_groups.py`). Deleting every
-`session_index_state` row makes the next sync re-index each session
-(unchanged rows cost no `entries_fts` work), which fills the table for existing databases."""
+"""Sub-words of history entries (docs/retrieval.md "History scope"): a row per message entry
+with camelCase names or CJK, keyed by its rowid, holding `sessions.subwords.subword_text`
+(written by `store.sessions`; the triggers drop it with its entry or text). Ordinary FTS5, so a
+row can be deleted by rowid. Two `entries` indexes: user messages (turns) and children by
+parent (tool results). Deleting `session_index_state` re-indexes each session once."""
 
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "initial-session-index", _INITIAL_SESSION_INDEX),

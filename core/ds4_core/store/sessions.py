@@ -372,10 +372,13 @@ def _insert_entries(
 
 
 SUBWORD_ENTRY_TYPES = frozenset({"message", "custom_message"})
-SUBWORD_SCAN_CHARS = 8000
-"""Sub-words are taken from the first this many characters of an entry's text: the prose of
-a message comes first, and the scan is the costly part of indexing them (measured with
-bench/session_index.py)."""
+SUBWORD_SCAN_CHARS = 2000
+"""Sub-words are taken from the first this many characters of an entry's text (a tool
+result's: `SUBWORD_SCAN_CHARS_TOOL`): the prose of a message comes first, and the regular
+expression scan is the costly part of indexing them (bench/session_index.py: scanning whole
+texts cost a third of the indexing speed; these limits scan about 45% of the bytes of the real
+914-message session)."""
+SUBWORD_SCAN_CHARS_TOOL = 500
 
 
 @lru_cache(maxsize=16)
@@ -393,12 +396,14 @@ def _insert_subwords(
 ) -> None:
     """Write the `entries_subwords` rows (migration 8) of the history entries in `batch`, just
     inserted or upserted (`sessions.subwords.subword_text` of the first `SUBWORD_SCAN_CHARS`
-    characters; entries without sub-words get no row). With `upsert`, a row of an entry whose
+    characters, `SUBWORD_SCAN_CHARS_TOOL` for a tool result; entries without sub-words get no
+    row). With `upsert`, a row of an entry whose
     text did not change is replaced (its trigger did not drop it)."""
     params: list[str] = []
     for row in batch:
         if row.entry_type in SUBWORD_ENTRY_TYPES and row.searchable_text:
-            words = subword_text(row.searchable_text[:SUBWORD_SCAN_CHARS])
+            cap = SUBWORD_SCAN_CHARS_TOOL if row.role == "toolResult" else SUBWORD_SCAN_CHARS
+            words = subword_text(row.searchable_text[:cap])
             if words:
                 params += (row.entry_key, words)
     if params:
