@@ -75,6 +75,12 @@ ENTRY_FLOOR = 0.1
 """Past the request's floor, an entry under this relevance is still not sent."""
 RELATIVE_SCORE = 0.7
 """...nor one whose score is under this share of the best entry's score."""
+PROXIMITY_WEIGHT = 0.0
+PROXIMITY_TOKENS = 8
+"""Two units next to each other in the request count as close in an entry within this many
+tokens (FTS5 `NEAR`)."""
+MATCHED_UNITS = 8
+"""A request of more units reads the matches of its this many heaviest only (`_light_units`)."""
 BM25_UNITS = 8
 """The bm25 query ORs the this many heaviest units (a long pasted request has more; FTS5 scores
 every entry matching any of them, which is where the time goes)."""
@@ -208,6 +214,31 @@ def _unit_rowids(
     return found
 
 
+def _light_units(
+    conn: sqlite3.Connection, units: Sequence[Unit], rows: int, warnings: list[str]
+) -> dict[str, float]:
+    """Unit text -> weight of the units past the `MATCHED_UNITS` heaviest of a long request,
+    from their document counts alone (the larger of the two tables' counts; 0 when common):
+    their matches are not read, so a long pasted request costs `MATCHED_UNITS` reads."""
+    cap = int(rows * COMMON_UNIT_SHARE) if rows >= COMMON_UNIT_MIN_ENTRIES else rows
+    estimated: dict[str, float] = {}
+    for unit in units:
+        docs = 0
+        try:
+            for table, expression in (("entries_fts", unit.fts), ("entries_subwords", unit.sub)):
+                if expression is not None:
+                    sql = f"SELECT count(*) FROM {table} WHERE {table} MATCH ?"
+                    docs = max(docs, conn.execute(sql, (expression,)).fetchone()[0])
+        except sqlite3.Error as exc:
+            _warn(warnings, f"searched for {unit.text!r}", exc)
+        boost = IDENTIFIER_BOOST if unit.identifier else 1.0
+        estimated[unit.text] = 0.0 if docs > cap else unit_weight(rows, docs) * boost
+    heaviest = sorted(units, key=lambda u: -estimated[u.text])[:MATCHED_UNITS]
+    for unit in heaviest:
+        del estimated[unit.text]
+    return estimated
+
+
 def _bm25(
     conn: sqlite3.Connection,
     session_id: str,
@@ -309,7 +340,11 @@ def session_relevance(
     subwords = False
     counts: dict[str, int] = {}
     sub_only: dict[int, float] = {}  # rowid -> weights of the units it matches only by sub-word
+    light = _light_units(conn, units, rows, warnings) if len(units) > MATCHED_UNITS else {}
     for unit in units:
+        if unit.text in light:  # counted, not read: its weight, no matches
+            weights[unit.text] = light[unit.text]
+            continue
         found = _unit_rowids(conn, unit, rows, warnings)
         if found is None:
             weights[unit.text] = 0.0
@@ -365,8 +400,45 @@ def session_relevance(
             holds_decisive,
         )
     seqs = {rowid: m[2] for rowid, m in meta.items()}
+    if PROXIMITY_WEIGHT > 0:
+        _score_proximity(conn, scored, used, weights, total, warnings)
     _score_conclusions(conn, session_id, scored, seqs, weights, total, ref, branch)
     return SessionRelevance(scored, weights, total, warnings)
+
+
+def _score_proximity(
+    conn: sqlite3.Connection,
+    scored: dict[int, EntryRelevance],
+    used: Sequence[Unit],
+    weights: dict[str, float],
+    total: float,
+    warnings: list[str],
+) -> None:
+    """Raise the score of entries where units adjacent in the request also stand close:
+    x (1 + PROXIMITY_WEIGHT x the summed lighter weight of each such pair / total weight)."""
+    near: dict[int, float] = {}
+    units = [u for u in used if u.fts is not None]
+    for first, second in zip(units, units[1:], strict=False):
+        query = f"NEAR({first.fts} {second.fts}, {PROXIMITY_TOKENS})"
+        bonus = min(weights[first.text], weights[second.text]) / total
+        try:
+            for (rowid,) in conn.execute(_ROWIDS_SQL, (query,)):
+                if rowid in scored:
+                    near[rowid] = near.get(rowid, 0.0) + bonus
+        except sqlite3.Error as exc:
+            _warn(warnings, "searched for nearby words", exc)
+            return
+    for rowid, share in near.items():
+        e = scored[rowid]
+        scored[rowid] = EntryRelevance(
+            e.rowid,
+            e.evidence,
+            e.coverage,
+            e.relevance,
+            e.score * (1 + PROXIMITY_WEIGHT * share),
+            e.units,
+            e.decisive,
+        )
 
 
 def _score_conclusions(
