@@ -89,6 +89,12 @@ def ids(found: HistoryRetrieval) -> list[str]:
     return [hit.entry_id for hit in found.hits]
 
 
+def first_hit(tmp_path: Path, bodies: list[tuple[str, str]], request_text: str) -> str:
+    """The entry id of the best hit for `request_text` in a session of text messages."""
+    session = Session(tmp_path, [text(role, body) for role, body in bodies])
+    return ids(session.retrieve(request_text))[0]
+
+
 @pytest.fixture(scope="module")
 def large(pi_sessions_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Session:
     session = Session.__new__(Session)
@@ -126,25 +132,21 @@ def test_a_common_identifier_does_not_bury_the_answer(tmp_path: Path) -> None:
     messages.append(text("user", "ok, next"))
     session = Session(tmp_path, messages)
     found = session.retrieve(
-        "why did we decide that unsubscribe in AgentSession should not clear the event "
-        "listeners?"
+        "why did we decide that unsubscribe in AgentSession should not clear the event listeners?"
     )
     assert ids(found)[0] == "m92"
     assert "unsubscribe" in found.hits[0].reason and found.hits[0].reason.startswith("relevance")
 
 
 def test_coverage_ranks_the_entry_holding_more_of_the_request_first(tmp_path: Path) -> None:
-    session = Session(
-        tmp_path,
-        [
-            text("user", "the parser drops trailing whitespace"),
-            text("assistant", "the tokenizer keeps whitespace"),
-            text("assistant", "the parser trims trailing whitespace before the tokenizer runs"),
-            text("user", "thanks"),
-        ],
-    )
-    found = session.retrieve("does the parser trim trailing whitespace before tokenizing?")
-    assert ids(found)[0] == "m3"
+    bodies = [
+        ("user", "the parser drops trailing whitespace"),
+        ("assistant", "the tokenizer keeps whitespace"),
+        ("assistant", "the parser trims trailing whitespace before the tokenizer runs"),
+        ("user", "thanks"),
+    ]
+    request_text = "does the parser trim trailing whitespace before tokenizing?"
+    assert first_hit(tmp_path, bodies, request_text) == "m3"
 
 
 @pytest.mark.parametrize(
@@ -174,20 +176,17 @@ def test_a_related_request_passes_the_floor(large: Session) -> None:
 
 
 def test_the_answer_ranks_over_the_question_that_restates_it(tmp_path: Path) -> None:
-    session = Session(
-        tmp_path,
-        [
-            text("user", "the footer flickers whenever the spinner redraws, why does it flicker?"),
-            text(
-                "assistant",
-                "The footer flickers because the spinner redraws the whole screen each tick; "
-                "now it redraws only its own line.",
-            ),
-            text("user", "great"),
-        ],
-    )
-    found = session.retrieve("why did the footer flicker when the spinner redraws?")
-    assert ids(found)[0] == "m2"
+    bodies = [
+        ("user", "the footer flickers whenever the spinner redraws, why does it flicker?"),
+        (
+            "assistant",
+            "The footer flickers because the spinner redraws the whole screen each tick; "
+            "now it redraws only its own line.",
+        ),
+        ("user", "great"),
+    ]
+    request_text = "why did the footer flicker when the spinner redraws?"
+    assert first_hit(tmp_path, bodies, request_text) == "m2"
 
 
 def test_a_short_tool_output_is_found_through_its_call_and_quoted_with_it(
@@ -220,37 +219,26 @@ def test_a_short_tool_output_is_found_through_its_call_and_quoted_with_it(
 
 
 def test_word_forms_meet(tmp_path: Path) -> None:
-    session = Session(
-        tmp_path,
-        [
-            text("user", "look at the mail code"),
-            text(
-                "assistant",
-                "email/feedparser.py is parsing the multipart boundaries of each message",
-            ),
-            text("assistant", "the smtp client opens the connection"),
-            text("user", "ok"),
-        ],
-    )
     assert stem("parsed") == stem("parsing") == "pars"
     assert stem("boundaries").startswith("boundar") and stem("urls") == "url"
-    found = session.retrieve("where is the multipart boundary parsed?")
-    assert ids(found)[0] == "m2"
+    bodies = [
+        ("user", "look at the mail code"),
+        ("assistant", "email/feedparser.py is parsing the multipart boundaries of each message"),
+        ("assistant", "the smtp client opens the connection"),
+        ("user", "ok"),
+    ]
+    assert first_hit(tmp_path, bodies, "where is the multipart boundary parsed?") == "m2"
 
 
 def test_camel_case_sub_words_meet_prose(tmp_path: Path) -> None:
     assert subword_text("set mdLinkUrl to dimGray") == "md Link Url dim Gray"
-    session = Session(
-        tmp_path,
-        [
-            text("user", "tune the markdown colors"),
-            text("assistant", "Set mdLinkUrl to #666666 in dark.json."),
-            text("assistant", "Headings stay yellow."),
-            text("user", "ok"),
-        ],
-    )
-    found = session.retrieve("what color did the link urls get?")
-    assert ids(found)[0] == "m2"
+    bodies = [
+        ("user", "tune the markdown colors"),
+        ("assistant", "Set mdLinkUrl to #666666 in dark.json."),
+        ("assistant", "Headings stay yellow."),
+        ("user", "ok"),
+    ]
+    assert first_hit(tmp_path, bodies, "what color did the link urls get?") == "m2"
 
 
 def test_cjk_substrings_meet(tmp_path: Path) -> None:
