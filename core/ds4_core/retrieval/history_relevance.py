@@ -50,6 +50,11 @@ _TYPES_SQL = "(" + ", ".join(f"'{t}'" for t in ELIGIBLE_ENTRY_TYPES) + ")"  # ou
 ROLE_FACTORS = {"user": 0.55, "assistant": 1.0, "toolResult": 0.9, "bashExecution": 0.9}
 """Score factor by message role; any other role (custom messages): `OTHER_ROLE_FACTOR`."""
 OTHER_ROLE_FACTOR = 0.8
+ACTION_FACTOR = 0.7
+PROSE_CHARS = 200
+_PROSE_SQL = (  # characters before the first tool call (`name {json}`); -1: no call
+    "instr(e.searchable_text, ' {\"') - 1"
+)
 LENGTH_UNIT = 400
 LENGTH_SLOPE = 0.3
 COMMON_UNIT_SHARE = 0.25
@@ -89,7 +94,8 @@ SCORED_LIMIT = 200
 
 _BM25_SQL = {
     table: (
-        f"SELECT f.rowid, bm25({table}), e.role, e.token_estimate, e.seq, e.entry_id "
+        f"SELECT f.rowid, bm25({table}), e.role, e.token_estimate, e.seq, e.entry_id, "
+        f"{_PROSE_SQL} "
         f"FROM {table} AS f "
         "CROSS JOIN entries AS e ON e.rowid = f.rowid "
         f"WHERE {table} MATCH ? AND e.session_id = ? AND e.entry_type IN {_TYPES_SQL} "
@@ -176,6 +182,15 @@ def unit_weight(entries: int, matching: int) -> float:
 def evidence_ref(entries: int) -> float:
     """`min(EVIDENCE_REF, 0.8 ln(2 N + 2))`: in a small index no word weighs 6."""
     return min(EVIDENCE_REF, 0.8 * math.log(2 * max(0, entries) + 2))
+
+
+def action_factor(prose: int) -> float:
+    """An assistant message's factor by the characters of prose before its first tool call
+    (-1: it calls no tool, factor 1): `ACTION_FACTOR` for a bare tool call, rising linearly to
+    1 at `PROSE_CHARS` (an answer is written out; a call is an action)."""
+    if prose < 0:
+        return 1.0
+    return ACTION_FACTOR + (1 - ACTION_FACTOR) * min(1.0, prose / PROSE_CHARS)
 
 
 def length_factor(tokens: int) -> float:
@@ -291,7 +306,8 @@ def _ranked_in_session(
     rows: dict[int, tuple] = {}
     for chunk in chunked([r[0] for r in ranked]):
         for row in conn.execute(
-            "SELECT rowid, session_id, entry_type, role, token_estimate, seq, entry_id "
+            "SELECT rowid, session_id, entry_type, role, token_estimate, seq, entry_id, "
+            f"{_PROSE_SQL.replace('e.', '')} "
             "FROM entries "
             f"WHERE rowid IN ({placeholders(len(chunk))})",
             chunk,
@@ -379,11 +395,13 @@ def session_relevance(
     if branch is not None:
         base = {rowid: v for rowid, v in base.items() if meta[rowid][3] in branch}
     for rowid, value in base.items():
-        role, tokens, _seq, _entry_id = meta[rowid]
+        role, tokens, _seq, _entry_id, prose = meta[rowid]
         units_here = tuple(matched_by.get(rowid, ()))
         evidence = sum(weights[u] for u in units_here)
         coverage = evidence / total
         factor = ROLE_FACTORS.get(role or "", OTHER_ROLE_FACTOR) * length_factor(tokens or 0)
+        if role == "assistant":
+            factor *= action_factor(prose)
         relevance = coverage * min(1.0, evidence / ref)
         holds_decisive = not decisive.isdisjoint(units_here)
         if holds_decisive:
