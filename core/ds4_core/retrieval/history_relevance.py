@@ -79,7 +79,8 @@ GATE_TOP = 3
 ENTRY_FLOOR = 0.1
 """Past the request's floor, an entry under this relevance is still not sent."""
 RELATIVE_SCORE = 0.7
-"""...nor one whose score is under this share of the best entry's score."""
+"""...nor one under this share of the best-ranked entry's score, both with and without the
+role factors (`EntryRelevance.plain`): a question is ranked below its answer, not cut for it."""
 PROXIMITY_WEIGHT = 0.0
 PROXIMITY_TOKENS = 8
 """Two units next to each other in the request count as close in an entry within this many
@@ -125,6 +126,8 @@ class EntryRelevance:
         score: the rank value (module docstring, rule 5).
         units: the units it matches, as their display text, in request order.
         decisive: it holds a decisive exact identifier (`DECISIVE_SHARE`).
+        plain: the score without the role and action factors: what the relative cut of the
+            floor compares (a question is ranked below its answer, not dropped for it).
     """
 
     rowid: int
@@ -134,6 +137,7 @@ class EntryRelevance:
     score: float
     units: tuple[str, ...]
     decisive: bool = False
+    plain: float = 0.0
 
 
 @dataclass
@@ -163,8 +167,11 @@ class SessionRelevance:
         best = max((e.relevance for e in ranked[:GATE_TOP]), default=0.0)
         if best < REQUEST_FLOOR:
             return [], ranked, REQUEST_FLOOR
-        least = RELATIVE_SCORE * ranked[0].score
-        passed = [e for e in ranked if e.relevance >= ENTRY_FLOOR and e.score >= least]
+        least = RELATIVE_SCORE * ranked[0].plain
+        top = RELATIVE_SCORE * ranked[0].score
+        passed = [
+            e for e in ranked if e.relevance >= ENTRY_FLOOR and (e.plain >= least or e.score >= top)
+        ]
         kept = {e.rowid for e in passed}
         return passed, [e for e in ranked if e.rowid not in kept], ENTRY_FLOOR
 
@@ -399,9 +406,11 @@ def session_relevance(
         units_here = tuple(matched_by.get(rowid, ()))
         evidence = sum(weights[u] for u in units_here)
         coverage = evidence / total
-        factor = ROLE_FACTORS.get(role or "", OTHER_ROLE_FACTOR) * length_factor(tokens or 0)
+        role_factor = ROLE_FACTORS.get(role or "", OTHER_ROLE_FACTOR)
         if role == "assistant":
-            factor *= action_factor(prose)
+            role_factor *= action_factor(prose)
+        bm25 = value + max(sub_bm25.get(rowid, 0.0), sub_only.get(rowid, 0.0))
+        plain = bm25 * (0.5 + coverage) * length_factor(tokens or 0)
         relevance = coverage * min(1.0, evidence / ref)
         holds_decisive = not decisive.isdisjoint(units_here)
         if holds_decisive:
@@ -411,11 +420,10 @@ def session_relevance(
             evidence,
             coverage,
             relevance,
-            (value + max(sub_bm25.get(rowid, 0.0), sub_only.get(rowid, 0.0)))
-            * (0.5 + coverage)
-            * factor,
+            plain * role_factor,
             units_here,
             holds_decisive,
+            plain,
         )
     seqs = {rowid: m[2] for rowid, m in meta.items()}
     if PROXIMITY_WEIGHT > 0:
@@ -456,6 +464,7 @@ def _score_proximity(
             e.score * (1 + PROXIMITY_WEIGHT * share),
             e.units,
             e.decisive,
+            e.plain * (1 + PROXIMITY_WEIGHT * share),
         )
 
 
@@ -481,7 +490,13 @@ def _score_conclusions(
         bonus = TURN_WEIGHT * turn.score * scale
         if own is None:
             scored[turn.conclusion] = EntryRelevance(
-                turn.conclusion, turn.evidence, turn.coverage, relevance, bonus, turn.units
+                turn.conclusion,
+                turn.evidence,
+                turn.coverage,
+                relevance,
+                bonus,
+                turn.units,
+                plain=bonus,
             )
         else:
             scored[turn.conclusion] = EntryRelevance(
@@ -492,6 +507,7 @@ def _score_conclusions(
                 own.score + bonus,
                 own.units if own.relevance >= relevance else turn.units,
                 own.decisive,
+                own.plain + bonus,
             )
 
 
