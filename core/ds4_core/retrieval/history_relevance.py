@@ -1,35 +1,45 @@
 """Relevance of history entries to a request: weighted evidence, coverage, answers over
-questions, and the floor (docs/retrieval.md "History scope"; issue 11).
+questions and actions, turn conclusions, and the floor (docs/retrieval.md "History scope";
+issue 11).
 
-`retrieve_history` (`retrieval/history.py`) finds candidates with its literal and FTS passes;
-this module decides how much each entry of the session has in common with the request, and
-whether that is enough to send it at all.
+`retrieve_history` (`retrieval/history.py`) runs its literal pass, then asks this module how
+much each entry of the session has in common with the request and whether that is enough to
+send it at all (`session_relevance`; the rank order and the records are built from it in
+`retrieval/history_select.py`).
 
 1. **Units** (`retrieval/history_words.py`): the request's informative words (stemmed, so word
-   forms meet), its multi-token identifiers as phrases, its CJK character pairs.
-2. **Matches**: each unit is looked up in `entries_fts` and in the sub-word index
-   `entries_subwords` (camelCase humps, CJK pairs; migration 8), within the session's
-   `message` / `custom_message` entries: one indexed query per unit and table.
-3. **Weight** of a unit: its inverse document frequency in this session,
-   `max(0, ln((N - n + 0.5) / (n + 0.5)))` with N the session's entries and n those matching
-   it. A word in half the session or more weighs 0 (a filler such as `write` in a session of
-   file edits); a word in 30% weighs about 0.85; a word in 5 of 900 entries about 5.1.
-4. **Evidence** of an entry: the weights of the units it matches, summed (`evidence`), and
-   the share of the request's total weight that is (`coverage`, 0-1). Units the session never
-   mentions keep their full weight in the total, so a request about something else (`haiku`,
-   `borrow checker`) covers little of itself in any entry.
-5. **Score** (the rank order): evidence x (0.5 + coverage) x role factor x length factor.
-   Role (answers over questions): `ROLE_FACTORS` (a user's message, which asks, counts less
-   than the assistant's and the tools' answers). Length: 1 / (1 + LENGTH_SLOPE ln(1 + tokens /
-   LENGTH_UNIT)): a long file read matches many words by chance. A tool result also takes the
-   score of the tool call that produced it (the call's arguments hold the words a short output
-   lacks, `93`), times `RESULT_OVER_CALL`, so the output ranks above the call; the hit then
-   quotes the call line with it (`retrieval/history_groups.py`).
-6. **Floor**: an entry's relevance is coverage x min(1, evidence / EVIDENCE_REF) (0-1). Under
-   `RELEVANCE_FLOOR` it is not sent, however much budget is left.
+   forms meet), its multi-token identifiers as phrases, its CJK runs.
+2. **Matches**: each unit is counted, then read, in `entries_fts` and in the sub-word index
+   `entries_subwords` (camelCase humps, CJK pairs; migration 8), over the whole index. A
+   request of more than `MATCHED_UNITS` units reads the matches of its heaviest ones only.
+3. **Weight** of a unit: its inverse document frequency, `max(0, ln((N - n + 0.5) /
+   (n + 0.5)))` with N the indexed entries and n those matching it (`unit_weight`; in an index
+   under `COMMON_UNIT_MIN_ENTRIES` entries `ln(1 + ...)`, which stays positive). A word in half
+   the entries weighs 0 (a filler such as `write` in a session of file edits), one in 30% about
+   0.85, one in 5 of 900 about 5.1; one in more than `COMMON_UNIT_SHARE` is left out. A unit
+   the request names as an exact identifier weighs `IDENTIFIER_BOOST` times more.
+4. **Evidence** of an entry: the weights of the units it matches, summed, and the share of the
+   request's total weight that is (`coverage`, 0-1). Units the session never mentions keep
+   their weight in the total, so a request about something else (`haiku`, `borrow checker`)
+   covers little of itself in any entry.
+5. **Score** (the rank order), for the session's best `SCORED_LIMIT` entries by FTS5 bm25 over
+   the OR of the `BM25_UNITS` heaviest units (plus the best by sub-word, whose matches count at
+   least their weights): bm25 x (0.5 + coverage) x length factor (`length_factor`: a long file
+   read matches many words by chance) x role factor (`ROLE_FACTORS`: a user's message asks,
+   the assistant's and the tools' answer; `action_factor`: an assistant message that calls a
+   tool counts less unless it writes prose first). Then each best turn's conclusion gets the
+   turn's score (`retrieval/history_turns.py`), and, when `PROXIMITY_WEIGHT` > 0 (off:
+   measured no gain), entries where request-adjacent units stand close get more.
+6. **Floor** (`SessionRelevance.split`): an entry's relevance is coverage x min(1, evidence /
+   `evidence_ref`) (0-1); an entry holding a decisive exact identifier (`DECISIVE_SHARE`) has
+   at least `REQUEST_FLOOR`. Nothing is sent when none of the best `GATE_TOP` entries reaches
+   `REQUEST_FLOOR`; otherwise an entry needs `ENTRY_FLOOR` and a score near the best-ranked
+   entry's (`RELATIVE_SCORE`).
 
 Errors: an `sqlite3.Error` of a unit query (an FTS5 index that cannot be read, a database
-without migration 8) leaves that unit unmatched and adds a warning; nothing raises.
+without migration 8) leaves that unit unmatched and adds a warning; when the bm25 statement
+of `entries_fts` fails, the result says `failed` and the caller ranks without a floor. Nothing
+raises but errors of the `entries` table.
 """
 
 from __future__ import annotations
@@ -52,8 +62,9 @@ ROLE_FACTORS = {"user": 0.55, "assistant": 1.0, "toolResult": 0.9, "bashExecutio
 OTHER_ROLE_FACTOR = 0.8
 ACTION_FACTOR = 0.7
 PROSE_CHARS = 200
-_PROSE_SQL = (  # characters before the first tool call (`name {json}`); -1: no call
-    "instr(e.searchable_text, ' {\"') - 1"
+_PROSE_SQL = (  # characters before the first tool call (`name {json}`); -1: no call (only
+    # assistant texts are read: a tool result's may be a whole file)
+    "CASE WHEN e.role = 'assistant' THEN instr(e.searchable_text, ' {\"') - 1 ELSE -1 END"
 )
 LENGTH_UNIT = 400
 LENGTH_SLOPE = 0.3
@@ -213,16 +224,23 @@ def _warn(warnings: list[str], what: str, exc: sqlite3.Error) -> None:
 
 
 def _unit_rowids(
-    conn: sqlite3.Connection, unit: Unit, rows: int, warnings: list[str]
+    conn: sqlite3.Connection,
+    unit: Unit,
+    rows: int,
+    warnings: list[str],
+    counted: dict[str, int] | None = None,
 ) -> tuple[set[int], set[int]] | None:
     """(rowids matching `unit` in `entries_fts`, in `entries_subwords`), all sessions, or None
     when it is common (`COMMON_UNIT_SHARE`) in either: the main table is counted first and read
-    only when not common; the small sub-word table is read up to one row past the share."""
+    only when not common (`counted`: main-table counts already known, by unit text); the small
+    sub-word table is read up to one row past the share."""
     cap = int(rows * COMMON_UNIT_SHARE) if rows >= COMMON_UNIT_MIN_ENTRIES else rows
     found: tuple[set[int], set[int]] = (set(), set())
     try:
         if unit.fts is not None:
-            (count,) = conn.execute(_COUNT_SQL, (unit.fts,)).fetchone()
+            count = (counted or {}).get(unit.text)
+            if count is None:
+                (count,) = conn.execute(_COUNT_SQL, (unit.fts,)).fetchone()
             if count > cap:
                 return None
             if count:
@@ -237,11 +255,16 @@ def _unit_rowids(
 
 
 def _light_units(
-    conn: sqlite3.Connection, units: Sequence[Unit], rows: int, warnings: list[str]
+    conn: sqlite3.Connection,
+    units: Sequence[Unit],
+    rows: int,
+    warnings: list[str],
+    counted: dict[str, int],
 ) -> dict[str, float]:
     """Unit text -> weight of the units past the `MATCHED_UNITS` heaviest of a long request,
     from their document counts alone (the larger of the two tables' counts; 0 when common):
-    their matches are not read, so a long pasted request costs `MATCHED_UNITS` reads."""
+    their matches are not read, so a long pasted request costs `MATCHED_UNITS` reads. The main
+    table's counts are left in `counted`."""
     cap = int(rows * COMMON_UNIT_SHARE) if rows >= COMMON_UNIT_MIN_ENTRIES else rows
     estimated: dict[str, float] = {}
     for unit in units:
@@ -250,7 +273,10 @@ def _light_units(
             for table, expression in (("entries_fts", unit.fts), ("entries_subwords", unit.sub)):
                 if expression is not None:
                     sql = f"SELECT count(*) FROM {table} WHERE {table} MATCH ?"
-                    docs = max(docs, conn.execute(sql, (expression,)).fetchone()[0])
+                    (found,) = conn.execute(sql, (expression,)).fetchone()
+                    if table == "entries_fts":
+                        counted[unit.text] = found
+                    docs = max(docs, found)
         except sqlite3.Error as exc:
             _warn(warnings, f"searched for {unit.text!r}", exc)
         boost = IDENTIFIER_BOOST if unit.identifier else 1.0
@@ -363,12 +389,13 @@ def session_relevance(
     subwords = False
     counts: dict[str, int] = {}
     sub_only: dict[int, float] = {}  # rowid -> weights of the units it matches only by sub-word
-    light = _light_units(conn, units, rows, warnings) if len(units) > MATCHED_UNITS else {}
+    counted: dict[str, int] = {}
+    light = _light_units(conn, units, rows, warnings, counted) if len(units) > MATCHED_UNITS else {}
     for unit in units:
         if unit.text in light:  # counted, not read: its weight, no matches
             weights[unit.text] = light[unit.text]
             continue
-        found = _unit_rowids(conn, unit, rows, warnings)
+        found = _unit_rowids(conn, unit, rows, warnings, counted)
         if found is None:
             weights[unit.text] = 0.0
             continue

@@ -3,7 +3,7 @@
 `retrieve_history` hands over its eligible candidates (active branch, not in the context) and
 the session's relevance to the request (`retrieval/history_relevance.py`). Here:
 
-* candidates the relevance found that the literal and FTS passes did not are read and added
+* candidates the relevance found that the literal pass did not are read and added
   (a conclusion found through its turn, an entry found through a stemmed word or a sub-word);
 * the candidates that pass the floor are ordered by relevance score, then by the DS4 reference
   order (`retrieval/scoring.py`: literal priority, score, time, id) as the tie-breaker; their
