@@ -372,13 +372,11 @@ def _insert_entries(
 
 
 SUBWORD_ENTRY_TYPES = frozenset({"message", "custom_message"})
-SUBWORD_SCAN_CHARS = 2000
-"""Sub-words are taken from the first this many characters of an entry's text (a tool
-result's: `SUBWORD_SCAN_CHARS_TOOL`): the prose of a message comes first, and the regular
-expression scan is the costly part of indexing them (bench/session_index.py: scanning whole
-texts cost a third of the indexing speed; these limits scan about 45% of the bytes of the real
-914-message session)."""
-SUBWORD_SCAN_CHARS_TOOL = 500
+SUBWORD_SCAN_CHARS = 1500
+"""Sub-words are taken from the prose of user and assistant messages: their first this many
+characters, up to the first tool call (`name {json}`); tool results and call arguments are
+not scanned. The regular-expression scan is the costly part of indexing sub-words
+(bench/session_index.py: scanning whole texts cost about a third of the indexing speed)."""
 
 
 @lru_cache(maxsize=16)
@@ -395,15 +393,15 @@ def _insert_subwords(
     conn: sqlite3.Connection, batch: Sequence[IndexedEntry], *, upsert: bool
 ) -> None:
     """Write the `entries_subwords` rows (migration 8) of the history entries in `batch`, just
-    inserted or upserted (`sessions.subwords.subword_text` of the first `SUBWORD_SCAN_CHARS`
-    characters, `SUBWORD_SCAN_CHARS_TOOL` for a tool result; entries without sub-words get no
-    row). With `upsert`, a row of an entry whose
+    inserted or upserted (`sessions.subwords.subword_text` of their prose,
+    `SUBWORD_SCAN_CHARS`; entries without sub-words, and tool results, get no row). With `upsert`, a row of an entry whose
     text did not change is replaced (its trigger did not drop it)."""
     params: list[str] = []
     for row in batch:
-        if row.entry_type in SUBWORD_ENTRY_TYPES and row.searchable_text:
-            cap = SUBWORD_SCAN_CHARS_TOOL if row.role == "toolResult" else SUBWORD_SCAN_CHARS
-            words = subword_text(row.searchable_text[:cap])
+        text = row.searchable_text
+        if row.entry_type in SUBWORD_ENTRY_TYPES and text and row.role != "toolResult":
+            call = text.find(' {"', 0, SUBWORD_SCAN_CHARS)  # prose ends at the first tool call
+            words = subword_text(text[: call if call >= 0 else SUBWORD_SCAN_CHARS])
             if words:
                 params += (row.entry_key, words)
     if params:
