@@ -120,8 +120,8 @@ _BM25_ANY_SQL = {  # all sessions: FTS5 ranks without reading `entries` rows (ab
     f"ORDER BY bm25({table}), rowid LIMIT ?"
     for table in ("entries_fts", "entries_subwords")
 }
-_COUNT_SQL = "SELECT count(*) FROM entries_fts WHERE entries_fts MATCH ?"
 _ROWIDS_SQL = "SELECT rowid FROM entries_fts WHERE entries_fts MATCH ?"
+_ROWIDS_LIMIT_SQL = _ROWIDS_SQL + " LIMIT ?"
 _SUB_ROWIDS_SQL = "SELECT rowid FROM entries_subwords WHERE entries_subwords MATCH ? LIMIT ?"
 
 
@@ -231,20 +231,21 @@ def _unit_rowids(
     counted: dict[str, int] | None = None,
 ) -> tuple[set[int], set[int]] | None:
     """(rowids matching `unit` in `entries_fts`, in `entries_subwords`), all sessions, or None
-    when it is common (`COMMON_UNIT_SHARE`) in either: the main table is counted first and read
-    only when not common (`counted`: main-table counts already known, by unit text); the small
-    sub-word table is read up to one row past the share."""
+    when it is common (`COMMON_UNIT_SHARE`) in either: each table is read up to one row past
+    the share (`counted`: main-table counts already known, by unit text, spare the read of a
+    common unit)."""
     cap = int(rows * COMMON_UNIT_SHARE) if rows >= COMMON_UNIT_MIN_ENTRIES else rows
     found: tuple[set[int], set[int]] = (set(), set())
     try:
         if unit.fts is not None:
             count = (counted or {}).get(unit.text)
-            if count is None:
-                (count,) = conn.execute(_COUNT_SQL, (unit.fts,)).fetchone()
-            if count > cap:
+            if count is not None and count > cap:
                 return None
-            if count:
-                found[0].update(row[0] for row in conn.execute(_ROWIDS_SQL, (unit.fts,)))
+            if count is None or count:
+                limited = conn.execute(_ROWIDS_LIMIT_SQL, (unit.fts, cap + 1))
+                found[0].update(row[0] for row in limited)
+                if len(found[0]) > cap:
+                    return None
         if unit.sub is not None:
             found[1].update(row[0] for row in conn.execute(_SUB_ROWIDS_SQL, (unit.sub, cap + 1)))
             if len(found[1]) > cap:
@@ -384,11 +385,10 @@ def session_relevance(
     if not units or not rows:
         return SessionRelevance({}, {}, 0.0, warnings)
     weights: dict[str, float] = {}
-    matched_by: dict[int, list[str]] = {}
+    matches: dict[str, tuple[set[int], set[int]]] = {}  # unit -> (all rowids, sub-word only)
     used: list[Unit] = []
     subwords = False
     counts: dict[str, int] = {}
-    sub_only: dict[int, float] = {}  # rowid -> weights of the units it matches only by sub-word
     counted: dict[str, int] = {}
     light = _light_units(conn, units, rows, warnings, counted) if len(units) > MATCHED_UNITS else {}
     for unit in units:
@@ -407,10 +407,7 @@ def session_relevance(
             continue
         used.append(unit)
         subwords = subwords or bool(found[1])
-        for rowid in rowids:
-            matched_by.setdefault(rowid, []).append(unit.text)
-        for rowid in found[1] - found[0]:
-            sub_only[rowid] = sub_only.get(rowid, 0.0) + weight
+        matches[unit.text] = (rowids, found[1] - found[0])
     total = sum(weights.values())
     if total <= 0 or not used:
         return SessionRelevance({}, weights, total, warnings)
@@ -430,13 +427,14 @@ def session_relevance(
         base = {rowid: v for rowid, v in base.items() if meta[rowid][3] in branch}
     for rowid, value in base.items():
         role, tokens, _seq, _entry_id, prose = meta[rowid]
-        units_here = tuple(matched_by.get(rowid, ()))
+        units_here = tuple(u for u, (found, _only) in matches.items() if rowid in found)
+        sub_only = sum(weights[u] for u, (_found, only) in matches.items() if rowid in only)
         evidence = sum(weights[u] for u in units_here)
         coverage = evidence / total
         role_factor = ROLE_FACTORS.get(role or "", OTHER_ROLE_FACTOR)
         if role == "assistant":
             role_factor *= action_factor(prose)
-        bm25 = value + max(sub_bm25.get(rowid, 0.0), sub_only.get(rowid, 0.0))
+        bm25 = value + max(sub_bm25.get(rowid, 0.0), sub_only)
         plain = bm25 * (0.5 + coverage) * length_factor(tokens or 0)
         relevance = coverage * min(1.0, evidence / ref)
         holds_decisive = not decisive.isdisjoint(units_here)
