@@ -418,11 +418,11 @@ CREATE INDEX entries_session_role ON entries (session_id, role, seq);
 CREATE INDEX entries_session_parent ON entries (session_id, parent_id);
 DELETE FROM session_index_state;
 """
-"""Sub-words of history entries (docs/retrieval.md "History scope"): a row per message entry
-with camelCase names or CJK, keyed by its rowid, holding `sessions.subwords.subword_text`
-(written by `store.sessions`; the triggers drop it with its entry or text). Ordinary FTS5, so a
-row can be deleted by rowid. Two `entries` indexes: user messages (turns) and children by
-parent (tool results). Deleting `session_index_state` re-indexes each session once."""
+"""Sub-words of history entries (docs/retrieval.md "History scope"): a row per user or
+assistant message whose prose has camelCase names or CJK (`sessions.subwords.subword_text`,
+keyed by rowid, written by `store.sessions`; the triggers drop it with its entry or text).
+Ordinary FTS5, so a row can be deleted by rowid. Two `entries` indexes: user messages (turns)
+and children by parent (tool results). Deleting `session_index_state` re-indexes each session."""
 
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "initial-session-index", _INITIAL_SESSION_INDEX),
