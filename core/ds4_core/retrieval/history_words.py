@@ -100,13 +100,14 @@ class Unit:
     identifier: bool = False
 
 
-def word_unit(word: str, identifier: bool = False) -> Unit:
-    """The unit of one lower-case word (module docstring)."""
+def word_unit(word: str, identifier: str | None = None) -> Unit:
+    """The unit of one lower-case word (module docstring); `identifier`: the word as the
+    request wrote it when it names an exact identifier (shown instead of `word`)."""
     if len(word) >= MIN_STEM:
         expression = _quoted(stem(word)) + "*"
     else:
         expression = _quoted(word)
-    return Unit(word, expression, expression, identifier)
+    return Unit(identifier or word, expression, expression, identifier is not None)
 
 
 def cjk_unit(run: str, identifier: bool = False) -> Unit | None:
@@ -130,7 +131,7 @@ def request_units(descriptor: TaskDescriptor) -> list[Unit]:
     """The units of a request (module docstring), at most `MAX_UNITS`."""
     units: dict[str, Unit] = {}
     consumed: set[str] = set()
-    named: set[str] = set()  # one-token exact identifiers
+    named: dict[str, str] = {}  # one-token exact identifiers: lower case -> as written
     for identifier in descriptor.exact_identifiers:
         tokens = [t.lower() for t in _WORD.findall(identifier)]
         key = " ".join(tokens)
@@ -143,13 +144,13 @@ def request_units(descriptor: TaskDescriptor) -> list[Unit]:
             units[key] = Unit(identifier, _quoted(key), _quoted(key), True)
             consumed.update(tokens)
         elif len(tokens) == 1:
-            named.add(tokens[0])
+            named.setdefault(tokens[0], identifier)
     for token in _WORD.findall(descriptor.objective.lower()):
         if _CJK.search(token):
             for part in _CJK_OR_NOT.findall(token):
                 if not _CJK.match(part):
                     if part not in STOP_WORDS and part not in consumed and len(part) >= 2:
-                        units.setdefault(part, word_unit(part, part in named))
+                        units.setdefault(part, word_unit(part, named.get(part)))
                     continue
                 if part in consumed:
                     continue
@@ -160,7 +161,7 @@ def request_units(descriptor: TaskDescriptor) -> list[Unit]:
             continue
         if token in STOP_WORDS or token in consumed or len(token) < 2 or token.isdigit():
             continue
-        units.setdefault(token, word_unit(token, token in named))
+        units.setdefault(token, word_unit(token, named.get(token)))
     return list(units.values())[:MAX_UNITS]
 
 
