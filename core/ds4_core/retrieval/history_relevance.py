@@ -242,12 +242,13 @@ def _unit_rowids(
             if count is not None and count > cap:
                 return None
             if count is None or count:
-                limited = conn.execute(_ROWIDS_LIMIT_SQL, (unit.fts, cap + 1))
-                found[0].update(row[0] for row in limited)
+                limited = conn.execute(_ROWIDS_LIMIT_SQL, (unit.fts, cap + 1)).fetchall()
+                found[0].update([row[0] for row in limited])
                 if len(found[0]) > cap:
                     return None
         if unit.sub is not None:
-            found[1].update(row[0] for row in conn.execute(_SUB_ROWIDS_SQL, (unit.sub, cap + 1)))
+            sub = conn.execute(_SUB_ROWIDS_SQL, (unit.sub, cap + 1)).fetchall()
+            found[1].update([row[0] for row in sub])
             if len(found[1]) > cap:
                 return None
     except sqlite3.Error as exc:
@@ -425,10 +426,17 @@ def session_relevance(
     scored: dict[int, EntryRelevance] = {}
     if branch is not None:
         base = {rowid: v for rowid, v in base.items() if meta[rowid][3] in branch}
+    held: dict[int, list[str]] = {}  # rowid -> units it matches (request order)
+    only_sub: dict[int, float] = {}  # rowid -> weights of the units it matches by sub-word only
+    for text, (anywhere, only) in matches.items():
+        for rowid in anywhere.intersection(base):
+            held.setdefault(rowid, []).append(text)
+        for rowid in only.intersection(base):
+            only_sub[rowid] = only_sub.get(rowid, 0.0) + weights[text]
     for rowid, value in base.items():
         role, tokens, _seq, _entry_id, prose = meta[rowid]
-        units_here = tuple(u for u, (found, _only) in matches.items() if rowid in found)
-        sub_only = sum(weights[u] for u, (_found, only) in matches.items() if rowid in only)
+        units_here = tuple(held.get(rowid, ()))
+        sub_only = only_sub.get(rowid, 0.0)
         evidence = sum(weights[u] for u in units_here)
         coverage = evidence / total
         role_factor = ROLE_FACTORS.get(role or "", OTHER_ROLE_FACTOR)
