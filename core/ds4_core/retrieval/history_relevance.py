@@ -62,10 +62,12 @@ ROLE_FACTORS = {"user": 0.55, "assistant": 1.0, "toolResult": 0.9, "bashExecutio
 OTHER_ROLE_FACTOR = 0.8
 ACTION_FACTOR = 0.7
 PROSE_CHARS = 200
-_PROSE_SQL = (  # characters before the first tool call (`name {json}`); -1: no call (only
-    # assistant texts are read: a tool result's may be a whole file)
-    "CASE WHEN e.role = 'assistant' THEN instr(e.searchable_text, ' {\"') - 1 ELSE -1 END"
+_PROSE_SQL = (  # characters before the first tool call (`name {json}`); -1: no call
+    "SELECT rowid, instr(searchable_text, ' {\"') - 1 FROM entries WHERE rowid IN "
 )
+ACTION_CHECKED = 60
+"""The action factor is applied to the assistant messages among the best this many entries
+(the others rank too low for it to matter): their texts are read for it."""
 LENGTH_UNIT = 400
 LENGTH_SLOPE = 0.3
 COMMON_UNIT_SHARE = 0.25
@@ -106,8 +108,7 @@ SCORED_LIMIT = 200
 
 _BM25_SQL = {
     table: (
-        f"SELECT f.rowid, bm25({table}), e.role, e.token_estimate, e.seq, e.entry_id, "
-        f"{_PROSE_SQL} "
+        f"SELECT f.rowid, bm25({table}), e.role, e.token_estimate, e.seq, e.entry_id "
         f"FROM {table} AS f "
         "CROSS JOIN entries AS e ON e.rowid = f.rowid "
         f"WHERE {table} MATCH ? AND e.session_id = ? AND e.entry_type IN {_TYPES_SQL} "
@@ -341,8 +342,7 @@ def _ranked_in_session(
     rows: dict[int, tuple] = {}
     for chunk in chunked([r[0] for r in ranked]):
         for row in conn.execute(
-            "SELECT rowid, session_id, entry_type, role, token_estimate, seq, entry_id, "
-            f"{_PROSE_SQL.replace('e.', '')} "
+            "SELECT rowid, session_id, entry_type, role, token_estimate, seq, entry_id "
             "FROM entries "
             f"WHERE rowid IN ({placeholders(len(chunk))})",
             chunk,
@@ -434,14 +434,12 @@ def session_relevance(
         for rowid in only.intersection(base):
             only_sub[rowid] = only_sub.get(rowid, 0.0) + weights[text]
     for rowid, value in base.items():
-        role, tokens, _seq, _entry_id, prose = meta[rowid]
+        role, tokens, _seq, _entry_id = meta[rowid]
         units_here = tuple(held.get(rowid, ()))
         sub_only = only_sub.get(rowid, 0.0)
         evidence = sum(weights[u] for u in units_here)
         coverage = evidence / total
         role_factor = ROLE_FACTORS.get(role or "", OTHER_ROLE_FACTOR)
-        if role == "assistant":
-            role_factor *= action_factor(prose)
         bm25 = value + max(sub_bm25.get(rowid, 0.0), sub_only)
         plain = bm25 * (0.5 + coverage) * length_factor(tokens or 0)
         relevance = coverage * min(1.0, evidence / ref)
@@ -458,11 +456,37 @@ def session_relevance(
             holds_decisive,
             plain,
         )
+    _score_actions(conn, scored, meta)
     seqs = {rowid: m[2] for rowid, m in meta.items()}
     if PROXIMITY_WEIGHT > 0:
         _score_proximity(conn, scored, used, weights, total, warnings)
     _score_conclusions(conn, session_id, scored, seqs, weights, total, ref, branch)
     return SessionRelevance(scored, weights, total, warnings)
+
+
+def _score_actions(
+    conn: sqlite3.Connection, scored: dict[int, EntryRelevance], meta: dict[int, tuple]
+) -> None:
+    """Apply `action_factor` to the assistant messages among the `ACTION_CHECKED` best."""
+    best = sorted(scored.values(), key=lambda e: (-e.score, -e.rowid))[:ACTION_CHECKED]
+    rowids = [e.rowid for e in best if meta[e.rowid][0] == "assistant"]
+    if not rowids:
+        return
+    prose = dict(conn.execute(_PROSE_SQL + f"({placeholders(len(rowids))})", rowids).fetchall())
+    for rowid in rowids:
+        factor = action_factor(prose.get(rowid, -1))
+        if factor < 1.0:
+            e = scored[rowid]
+            scored[rowid] = EntryRelevance(
+                e.rowid,
+                e.evidence,
+                e.coverage,
+                e.relevance,
+                e.score * factor,
+                e.units,
+                e.decisive,
+                e.plain,
+            )
 
 
 def _score_proximity(
