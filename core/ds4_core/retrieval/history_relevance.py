@@ -47,7 +47,7 @@ from __future__ import annotations
 import math
 import sqlite3
 from collections.abc import Collection, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ds4_core.retrieval.history_terms import _fts_row_count
 from ds4_core.retrieval.history_turns import TURN_WEIGHT, turn_evidence
@@ -476,17 +476,7 @@ def _score_actions(
     for rowid in rowids:
         factor = action_factor(prose.get(rowid, -1))
         if factor < 1.0:
-            e = scored[rowid]
-            scored[rowid] = EntryRelevance(
-                e.rowid,
-                e.evidence,
-                e.coverage,
-                e.relevance,
-                e.score * factor,
-                e.units,
-                e.decisive,
-                e.plain,
-            )
+            scored[rowid] = replace(scored[rowid], score=scored[rowid].score * factor)
 
 
 def _score_proximity(
@@ -512,17 +502,8 @@ def _score_proximity(
             _warn(warnings, "searched for nearby words", exc)
             return
     for rowid, share in near.items():
-        e = scored[rowid]
-        scored[rowid] = EntryRelevance(
-            e.rowid,
-            e.evidence,
-            e.coverage,
-            e.relevance,
-            e.score * (1 + PROXIMITY_WEIGHT * share),
-            e.units,
-            e.decisive,
-            e.plain * (1 + PROXIMITY_WEIGHT * share),
-        )
+        e, more = scored[rowid], 1 + PROXIMITY_WEIGHT * share
+        scored[rowid] = replace(e, score=e.score * more, plain=e.plain * more)
 
 
 def _score_conclusions(
