@@ -6,9 +6,11 @@ when the model answers without calling a tool), usually the answer a person late
 Its own words rarely repeat the question, while the turn as a whole (the user's request, the
 tool calls, their results) holds them. So the request's units are also counted per turn: a turn
 matches a unit when any of its entries does, and its evidence is the summed weight of the
-distinct units it matches. The conclusion of each of the best `TURN_LIMIT` turns gets the turn's
-score x `TURN_WEIGHT` on top of its own, and the turn's relevance (for the floor) when that is
-higher, so a short "Done! Changed dimGray to #585858" is found by the request that led to it.
+distinct units it matches. The conclusion of each of the best `TURN_LIMIT` turns (the last
+assistant message of the turn on the active branch) gets `TURN_WEIGHT` x the turn's score x
+(best entry score / best turn score, so the two scales meet) on top of its own, and the turn's
+relevance (for the floor) when that is higher (`history_relevance._score_conclusions`), so a
+short "Done! Changed dimGray to #585858" is found by the request that led to it.
 
 Turn score: evidence x (0.5 + coverage) x 1 / (1 + TURN_SLOPE ln(1 + entries / TURN_UNIT)): a
 long turn matches more units by chance. Entries before the first user message form turn 0.
