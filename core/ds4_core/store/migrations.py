@@ -24,6 +24,7 @@ The schema itself (column lists from docs/architecture.md "store"):
 * `project_file_texts`, `project_file_texts_fts` (migration 6: whole-file full text).
 * `summaries`, `summary_sources`, `summary_edges` (migration 7: the summary graph,
   docs/compaction.md "Storage").
+* `entries_subwords` (migration 9: sub-words of history entries, `sessions.subwords`).
 
 FTS5 external content caveats (SQLite documentation, "External Content Tables"): the index is
 keyed by `entries.rowid`, and `entries` has a TEXT primary key, so its rowids are implicit. Never
@@ -403,6 +404,28 @@ together), within the row's session. `summaries_summary` finds the sessions hold
 points at it (no cascade on `child_id`); deleting a parent removes its edges. The implicit rowid
 of `summaries` is the insertion order used to break `created_at` ties."""
 
+_ENTRIES_SUBWORDS = """
+CREATE VIRTUAL TABLE entries_subwords USING fts5(
+    words,
+    tokenize='unicode61 remove_diacritics 2'
+);
+CREATE TRIGGER entries_subwords_after_delete AFTER DELETE ON entries BEGIN
+    DELETE FROM entries_subwords WHERE rowid = old.rowid;
+END;
+CREATE TRIGGER entries_subwords_after_update AFTER UPDATE ON entries
+WHEN old.rowid IS NOT new.rowid OR old.searchable_text IS NOT new.searchable_text BEGIN
+    DELETE FROM entries_subwords WHERE rowid = old.rowid;
+END;
+CREATE INDEX entries_session_role ON entries (session_id, role, seq);
+CREATE INDEX entries_session_parent ON entries (session_id, parent_id);
+DELETE FROM session_index_state;
+"""
+"""Sub-words of history entries (docs/retrieval.md "History scope"): a row per user or
+assistant message whose prose has camelCase names or CJK (`sessions.subwords.subword_text`,
+keyed by rowid, written by `store.sessions`; the triggers drop it with its entry or text).
+Ordinary FTS5, so a row can be deleted by rowid. Two `entries` indexes: user messages (turns)
+and children by parent (tool results). Deleting `session_index_state` re-indexes each session."""
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "initial-session-index", _INITIAL_SESSION_INDEX),
     Migration(2, "context-manifests", _CONTEXT_MANIFESTS),
@@ -412,6 +435,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(6, "project-files-fts", _PROJECT_FILE_TEXTS),
     Migration(7, "summary-graph", _SUMMARY_GRAPH),
     Migration(8, "project-commits", PROJECT_COMMITS_SQL),
+    Migration(9, "entries-subwords", _ENTRIES_SUBWORDS),
 )
 """All migrations in version order. Never edit an entry once released: add a new one."""
 
