@@ -394,7 +394,7 @@ def retrieve_history(
     _count_descriptor_matches(search, eligible, descriptor)
     units = request_units(descriptor) if fts else []
     relevance = session_relevance(conn, session_id, units, branch)
-    ranked, below, below_count = select(
+    selection = select(
         search,
         eligible,
         relevance,
@@ -402,7 +402,7 @@ def retrieve_history(
         excluded=excluded,
         floor=fts and not relevance.failed,
     )
-    for item in ranked:
+    for item in selection.ranked:
         if len(hits) >= max_results:
             break
         if not seen.add(item.candidate.folded):
@@ -417,15 +417,15 @@ def retrieve_history(
         used_tokens += hit.tokens
         hits.append(hit)
     stats = RetrievalStats(
-        candidates=len(search.candidates),
+        candidates=len(search.candidates) + selection.added,
         duplicates=duplicates,
         alternate_branch_candidates=alternate,
-        already_in_context=in_context,
+        already_in_context=in_context + selection.added_in_context,
         latency_ms=elapsed_ms(),
-        below_floor=below_count,
+        below_floor=selection.below_count,
     )
     warnings = [*search.warnings, *relevance.warnings]
-    return HistoryRetrieval("ok", hits, stats, warnings, tuple(below))
+    return HistoryRetrieval("ok", hits, stats, warnings, tuple(selection.below))
 
 
 __all__ = [

@@ -172,20 +172,34 @@ class SessionRelevance:
         """Entries best first (score, then relevance, then the newer rowid)."""
         return sorted(self.entries.values(), key=lambda e: (-e.score, -e.relevance, -e.rowid))
 
-    def split(self) -> tuple[list[EntryRelevance], list[EntryRelevance], float]:
-        """(entries that pass the floor, those that do not, the floor they were held to),
-        each list best first (module docstring, rule 6)."""
+    def split(
+        self,
+    ) -> tuple[list[EntryRelevance], list[EntryRelevance], float, dict[int, float]]:
+        """(entries that pass the floor, those that do not, the floor they were held to, and
+        for each entry that reached that floor but not `RELATIVE_SCORE` of the best entry
+        its share of the best, by rowid), each list best first (module docstring, rule 6)."""
         ranked = self.ranked()
         best = max((e.relevance for e in ranked[:GATE_TOP]), default=0.0)
         if best < REQUEST_FLOOR:
-            return [], ranked, REQUEST_FLOOR
-        least = RELATIVE_SCORE * ranked[0].plain
-        top = RELATIVE_SCORE * ranked[0].score
-        passed = [
-            e for e in ranked if e.relevance >= ENTRY_FLOOR and (e.plain >= least or e.score >= top)
-        ]
-        kept = {e.rowid for e in passed}
-        return passed, [e for e in ranked if e.rowid not in kept], ENTRY_FLOOR
+            return [], ranked, REQUEST_FLOOR, {}
+        first = ranked[0]
+        least = RELATIVE_SCORE * first.plain
+        top = RELATIVE_SCORE * first.score
+        passed: list[EntryRelevance] = []
+        below: list[EntryRelevance] = []
+        shares: dict[int, float] = {}
+        for e in ranked:
+            if e.relevance < ENTRY_FLOOR:
+                below.append(e)
+            elif e.plain >= least or e.score >= top:
+                passed.append(e)
+            else:
+                below.append(e)
+                shares[e.rowid] = max(
+                    e.plain / first.plain if first.plain > 0 else 0.0,
+                    e.score / first.score if first.score > 0 else 0.0,
+                )
+        return passed, below, ENTRY_FLOOR, shares
 
 
 def unit_weight(entries: int, matching: int) -> float:

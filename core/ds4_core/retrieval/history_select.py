@@ -17,21 +17,26 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Collection
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from ds4_core.retrieval.floor import MAX_BELOW_FLOOR, BelowFloor
 from ds4_core.retrieval.history_candidates import _Candidate
 from ds4_core.retrieval.history_groups import group_texts
-from ds4_core.retrieval.history_relevance import EntryRelevance, SessionRelevance
+from ds4_core.retrieval.history_relevance import (
+    RELATIVE_SCORE,
+    EntryRelevance,
+    SessionRelevance,
+)
 from ds4_core.retrieval.scoring import RankedEntry, rank_history
 
 
 class _Reader(Protocol):
     """What is needed of the search (`history._Search`): its connection, the rows read by
-    rowid, and a way to read more rows."""
+    rowid, the rows its literal pass found (by rowid), and a way to read more rows."""
 
     conn: sqlite3.Connection
     rows: dict[int, _Candidate]
+    candidates: dict[int, _Candidate]
 
     def _load(self, rowids: list[int]) -> None: ...
 
@@ -53,6 +58,24 @@ class RelevantEntry(RankedEntry[_Candidate]):
         return tuple(dict.fromkeys([*super().matched_terms, *self.relevance.units]))
 
 
+class Selection(NamedTuple):
+    """What `select` returns.
+
+    Attributes:
+        ranked: the entries that pass the floor, best first.
+        below: below-floor records, best first, at most `MAX_BELOW_FLOOR`.
+        below_count: how many eligible candidates fell below the floor in all.
+        added: entries the relevance pass scored that the literal pass had not found.
+        added_in_context: of those loaded for ranking, how many the caller already sends.
+    """
+
+    ranked: list[RankedEntry[_Candidate]]
+    below: list[BelowFloor]
+    below_count: int
+    added: int
+    added_in_context: int
+
+
 def select(
     search: _Reader,
     eligible: list[_Candidate],
@@ -61,8 +84,8 @@ def select(
     branch: Collection[str],
     excluded: Collection[str],
     floor: bool = True,
-) -> tuple[list[RankedEntry[_Candidate]], list[BelowFloor], int]:
-    """(entries that pass the floor best first, below-floor records, how many fell below).
+) -> Selection:
+    """The entries that pass the floor, best first, and what fell below it (`Selection`).
 
     `eligible`: the passes' eligible candidates; `branch` / `excluded`: entry ids on the
     active branch / already in the context (the same eligibility for the added candidates).
@@ -70,13 +93,19 @@ def select(
     candidate in the DS4 reference order (`rank_history`), nothing below a floor.
     """
     if not floor:
-        return list(rank_history(eligible)), [], 0
-    passed, below, threshold = relevance.split()
+        return Selection(list(rank_history(eligible)), [], 0, 0, 0)
+    passed, below, threshold, shares = relevance.split()
     search._load([e.rowid for e in passed + below[:MAX_BELOW_FLOOR]])
     pool = {c.rowid: c for c in eligible}
+    known = set(search.candidates)  # found by the literal pass: counted by the caller
+    in_context = 0
     for added in passed + below[:MAX_BELOW_FLOOR]:
         c = search.rows.get(added.rowid)
-        if c is not None and c.raw and c.entry_id in branch and c.entry_id not in excluded:
+        if c is None or not c.raw or c.rowid in known:
+            continue
+        if c.entry_id in excluded:
+            in_context += 1
+        elif c.entry_id in branch:
             pool.setdefault(c.rowid, c)
     order = {
         item.candidate.rowid: (i, item) for i, item in enumerate(rank_history(list(pool.values())))
@@ -100,15 +129,18 @@ def select(
         BelowFloor(
             kind="history",
             source_id=item.candidate.entry_key,
-            score=round(scores.get(rowid, 0.0), 6),
-            floor=threshold,
+            score=round(shares[rowid] if rowid in shares else scores.get(rowid, 0.0), 6),
+            floor=RELATIVE_SCORE if rowid in shares else threshold,
             tokens=item.candidate.token_estimate,
+            rule="relative" if rowid in shares else "floor",
         )
         for rowid, (_i, item) in order.items()
         if rowid not in kept
     ]
-    under.sort(key=lambda b: (-b.score, b.source_id))
-    return ranked, under[:MAX_BELOW_FLOOR], len(under)
+    # those that reached the floor (cut relative to the best) first, then by score
+    under.sort(key=lambda b: (b.rule != "relative", -b.score, b.source_id))
+    scored = len({e.rowid for e in passed + below} - known)
+    return Selection(ranked, under[:MAX_BELOW_FLOOR], len(under), scored, in_context)
 
 
-__all__ = ["RelevantEntry", "select"]
+__all__ = ["RelevantEntry", "Selection", "select"]

@@ -48,6 +48,7 @@ from datetime import UTC, datetime
 from ds4_core.tokens import sha256_hex
 
 from .commit_schema import PROJECT_COMMITS_SQL
+from .subword_schema import ENTRIES_SUBWORDS_SQL
 
 MIGRATIONS_TABLE_SQL = """CREATE TABLE IF NOT EXISTS schema_migrations (
     version INTEGER PRIMARY KEY,
@@ -404,28 +405,6 @@ together), within the row's session. `summaries_summary` finds the sessions hold
 points at it (no cascade on `child_id`); deleting a parent removes its edges. The implicit rowid
 of `summaries` is the insertion order used to break `created_at` ties."""
 
-_ENTRIES_SUBWORDS = """
-CREATE VIRTUAL TABLE entries_subwords USING fts5(
-    words,
-    tokenize='unicode61 remove_diacritics 2'
-);
-CREATE TRIGGER entries_subwords_after_delete AFTER DELETE ON entries BEGIN
-    DELETE FROM entries_subwords WHERE rowid = old.rowid;
-END;
-CREATE TRIGGER entries_subwords_after_update AFTER UPDATE ON entries
-WHEN old.rowid IS NOT new.rowid OR old.searchable_text IS NOT new.searchable_text BEGIN
-    DELETE FROM entries_subwords WHERE rowid = old.rowid;
-END;
-CREATE INDEX entries_session_role ON entries (session_id, role, seq);
-CREATE INDEX entries_session_parent ON entries (session_id, parent_id);
-DELETE FROM session_index_state;
-"""
-"""Sub-words of history entries (docs/retrieval.md "History scope"): a row per user or
-assistant message whose prose has camelCase names or CJK (`sessions.subwords.subword_text`,
-keyed by rowid, written by `store.sessions`; the triggers drop it with its entry or text).
-Ordinary FTS5, so a row can be deleted by rowid. Two `entries` indexes: user messages (turns)
-and children by parent (tool results). Deleting `session_index_state` re-indexes each session."""
-
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "initial-session-index", _INITIAL_SESSION_INDEX),
     Migration(2, "context-manifests", _CONTEXT_MANIFESTS),
@@ -435,7 +414,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(6, "project-files-fts", _PROJECT_FILE_TEXTS),
     Migration(7, "summary-graph", _SUMMARY_GRAPH),
     Migration(8, "project-commits", PROJECT_COMMITS_SQL),
-    Migration(9, "entries-subwords", _ENTRIES_SUBWORDS),
+    Migration(9, "entries-subwords", ENTRIES_SUBWORDS_SQL),
 )
 """All migrations in version order. Never edit an entry once released: add a new one."""
 
