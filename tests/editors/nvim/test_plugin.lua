@@ -285,7 +285,8 @@ test('retrieve_through_the_lua_api', function()
   end)
   assert(not err, vim.inspect(err))
   eq(result.status, 'ok', 'status')
-  eq(#result.history, 3, 'hits')
+  -- at most maxResults; fewer when the rest fall under the relevance floor (issue 11)
+  assert(#result.history >= 1 and #result.history <= 3, 'hits: ' .. #result.history)
   local hit = result.history[1]
   assert(
     type(hit.score) == 'number' and hit.reason:find('DynamicBorder', 1, true),
@@ -436,7 +437,7 @@ test('the_other_commands_render_readable_buffers', function()
       .. ' --max=2 port user-message-selector.ts DynamicBorder to the theme',
     'retrieve'
   )
-  assert(text:find('# ds4 retrieve: status ok · 2 hits', 1, true), text)
+  assert(text:find('# ds4 retrieve: status ok · [12] hits'), text) -- fewer under the floor
   assert(text:find('## 1. v1-', 1, true), text)
 
   vim.api.nvim_set_current_buf(trusted_buf)
