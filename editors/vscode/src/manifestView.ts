@@ -407,12 +407,17 @@ ${droppedList}
 
 /**
  * The reason an excluded item is grouped under: its own, except that below-floor reasons
- * (`below the relevance floor (0.210 < 0.350)`, one score each) share one group per floor
- * (`below the relevance floor (score < 0.350)`). The item table keeps each item's own reason.
+ * (`below the relevance floor (0.210 < 0.350)`, `below the relative floor (0.520 of the best
+ * hit's score < 0.700)`, one score each) share one group per rule and floor (`below the
+ * relevance floor (score < 0.350)`). The item table keeps each item's own reason.
  */
 export function reasonGroup(reason: string): string {
   const floor = /^below the relevance floor \(-?[\d.]+ < (-?[\d.]+)\)$/.exec(reason)?.[1];
-  return floor === undefined ? reason : `below the relevance floor (score < ${floor})`;
+  if (floor !== undefined) {
+    return `below the relevance floor (score < ${floor})`;
+  }
+  const share = /^below the relative floor \(-?[\d.]+ of the best hit's score < (-?[\d.]+)\)$/.exec(reason)?.[1];
+  return share === undefined ? reason : `below the relative floor (share of the best hit's score < ${share})`;
 }
 
 /**

@@ -794,6 +794,11 @@ test('manifest_renders_relevance_and_below_floor_items', function()
   assert(text:find('project%s+ok%s+3%s+1%s+0%.400%s+0%.300\n'), text)
   assert(text:find('history%s+2%s+200%s+below the relevance floor %(score < 0%.350%)'), text)
   assert(text:find('project%s+1%s+40%s+below the relevance floor %(score < 0%.400%)'), text)
+  eq(
+    render.reason_group("below the relative floor (0.520 of the best hit's score < 0.700)"),
+    "below the relative floor (share of the best hit's score < 0.700)",
+    'reason_group of the relative floor'
+  )
   -- The item list keeps each item's own reason.
   assert(text:find('below the relevance floor (0.120 < 0.350)', 1, true), text)
 
@@ -819,19 +824,17 @@ test('manifest_renders_relevance_and_below_floor_items', function()
     run_command('Ds4Manifest ' .. result.manifestId .. ' --view=excluded', 'manifest')
   assert(shown:find('## Relevance', 1, true), shown)
   assert(shown:find('\n  history%s+%a'), shown)
-  local floors = {}
+  -- Each below-floor item is counted in its group's row.
+  local groups = {}
   for _, item in ipairs(full.excluded) do
-    local floor = tostring(item.reason):match('^below the relevance floor %([%d.]+ < ([%d.]+)%)$')
-    if floor then
-      floors[item.kind .. ' ' .. floor] = true
+    local group = render.reason_group(item.reason)
+    if group ~= item.reason then
+      groups[item.kind .. '\t' .. group] = true
     end
   end
-  for key in pairs(floors) do
-    local kind, floor = key:match('^(%S+) (.*)$')
-    local row = ('%s%%s+[%%d,]+%%s+[%%d,]+%%s+below the relevance floor %%(score < %s%%)'):format(
-      kind,
-      vim.pesc(floor)
-    )
+  for key in pairs(groups) do
+    local kind, group = key:match('^([^\t]+)\t(.*)$')
+    local row = ('%s%%s+[%%d,]+%%s+[%%d,]+%%s+%s'):format(kind, vim.pesc(group))
     assert(shown:find(row), row .. ' not in:\n' .. shown)
   end
 end)

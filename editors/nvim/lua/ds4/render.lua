@@ -219,8 +219,10 @@ local SOURCES = {
 }
 
 --- The reason an excluded item is grouped under: its own, except that the below-floor
---- reasons (`below the relevance floor (0.210 < 0.350)`, one score each) share one group per
---- floor (`below the relevance floor (score < 0.350)`).
+--- reasons (`below the relevance floor (0.210 < 0.350)`, `below the relative floor (0.520 of
+--- the best hit's score < 0.700)`, one score each) share one group per rule and floor
+--- (`below the relevance floor (score < 0.350)`, `below the relative floor (share of the best
+--- hit's score < 0.700)`).
 ---@param reason string?
 ---@return string
 function M.reason_group(reason)
@@ -228,6 +230,11 @@ function M.reason_group(reason)
   local floor = reason:match('^below the relevance floor %(%-?[%d.]+ < (%-?[%d.]+)%)$')
   if floor then
     return ('below the relevance floor (score < %s)'):format(floor)
+  end
+  local share =
+    reason:match("^below the relative floor %(%-?[%d.]+ of the best hit's score < (%-?[%d.]+)%)$")
+  if share then
+    return ("below the relative floor (share of the best hit's score < %s)"):format(share)
   end
   return reason
 end

@@ -231,6 +231,10 @@ describe('manifest webview', () => {
     assert.match(html, /<tr><td>below the relevance floor \(score &lt; 0\.400\)<\/td><td class="num">1<\/td>/);
     assert.match(html, /below the relevance floor \(0\.120 &lt; 0\.350\)/);
     assert.equal(reasonGroup('below the relevance floor (0.210 < 0.350)'), 'below the relevance floor (score < 0.350)');
+    assert.equal(
+      reasonGroup("below the relative floor (0.520 of the best hit's score < 0.700)"),
+      "below the relative floor (share of the best hit's score < 0.700)",
+    );
     assert.equal(reasonGroup('oversized turn'), 'oversized turn');
     // A server without the floor: no section.
     assert.doesNotMatch(body(renderManifestHtml(manifest(), { nonce: NONCE })), /<h2>Relevance/);
