@@ -728,6 +728,18 @@ test('ds4retrieve_scope_git_renders_commits_and_why_none', function()
   assert(vim.tbl_contains(completions, '--scope=history,project,git'), vim.inspect(completions))
 end)
 
+--- An excluded item under the relevance floor, as a manifest lists it.
+local function below_floor_item(kind, source_id, tokens, score, floor)
+  return {
+    kind = kind,
+    sourceId = source_id,
+    groupId = vim.NIL,
+    tokens = tokens,
+    score = score,
+    reason = ('below the relevance floor (%.3f < %s)'):format(score, floor),
+  }
+end
+
 test('manifest_renders_relevance_and_below_floor_items', function()
   local render = require('ds4.render')
   -- What a server sends: a relevance section, and the below-floor candidates as excluded
@@ -738,30 +750,9 @@ test('manifest_renders_relevance_and_below_floor_items', function()
     retrieved = {},
     included = {},
     excluded = {
-      {
-        kind = 'history',
-        sourceId = 's:e1',
-        groupId = vim.NIL,
-        tokens = 120,
-        score = 0.21,
-        reason = 'below the relevance floor (0.210 < 0.350)',
-      },
-      {
-        kind = 'history',
-        sourceId = 's:e2',
-        groupId = vim.NIL,
-        tokens = 80,
-        score = 0.12,
-        reason = 'below the relevance floor (0.120 < 0.350)',
-      },
-      {
-        kind = 'project',
-        sourceId = 'snip-1',
-        groupId = vim.NIL,
-        tokens = 40,
-        score = 0.3,
-        reason = 'below the relevance floor (0.300 < 0.400)',
-      },
+      below_floor_item('history', 's:e1', 120, 0.21, '0.350'),
+      below_floor_item('history', 's:e2', 80, 0.12, '0.350'),
+      below_floor_item('project', 'snip-1', 40, 0.3, '0.400'),
       {
         kind = 'recent',
         sourceId = 's:e3',
