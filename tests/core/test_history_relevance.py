@@ -292,3 +292,29 @@ def test_ranking_without_the_join_gives_the_rows_of_the_joined_statement(
                 (query, session.session_id, relevance.SCORED_LIMIT),
             ).fetchall()
             assert [r[0] for r in fast] == [r[0] for r in plain], request
+
+
+def test_other_sessions_in_the_same_database_do_not_change_the_answer(tmp_path: Path) -> None:
+    """Word weights are the session's own: indexing another session full of the request's
+    words (found as a trial user did: the same question got 0 hits, then 5) changes nothing."""
+    messages = [text("user", f"tune the renderer pass {n}") for n in range(20)]
+    messages.append(
+        text("assistant", "We dropped Python 3.8 support because its asyncio lacks TaskGroup.")
+    )
+    messages += [text("assistant", f"renderer pass {n} is faster now") for n in range(20)]
+    session = Session(tmp_path, messages)
+    query = "why was Python 3.8 support dropped?"
+    before = session.retrieve(query)
+    other = tmp_path / "other.jsonl"
+    header = {"type": "session", "version": 3, "id": "o", "timestamp": "2026-01-01T00:00:00Z"}
+    noisy = [
+        _message(n, text("user", f"python support {n}: dropped the 3.8 wheels again"))
+        for n in range(1, 300)
+    ]
+    other.write_text("".join(json.dumps(x) + "\n" for x in [header, *noisy]))
+    assert sync_session(session.store, other).session_id == "o"
+    after = session.retrieve(query)
+    assert ids(before) == ids(after) == ["m21"]
+    # the relevance (weights, coverage, the floor) is the session's own; only the rank score
+    # keeps FTS5's bm25, whose statistics span the database
+    assert [h.reason for h in before.hits] == [h.reason for h in after.hits]

@@ -54,21 +54,37 @@ def with_floor_exclusions(plan: ContextPlan, below: Sequence[BelowFloor]) -> Con
     return replace(plan, excluded=[*plan.excluded, *items], stats=stats)
 
 
-def scope_relevance(status: str, sent: int, below: Sequence[BelowFloor]) -> dict[str, Any]:
+def scope_relevance(
+    status: str, sent: int, below: Sequence[BelowFloor], in_context: int = 0
+) -> dict[str, Any]:
     """`{status, sent, belowFloor, floor, best, why}` for one scope (see `relevance_summary`):
-    `status` the search status, `sent` the hits it returned, `below` its below-floor list."""
-    floor = below[0].floor if below else None
-    best = max((item.score for item in below), default=None)
+    `status` the search status, `sent` the hits it returned, `below` its below-floor list,
+    `in_context` how many candidates were left out because the caller already sends them.
+
+    `floor` and `best` are those of the absolute floor (`rule` `floor`): the floor value and
+    the best relevance under it; None when no candidate fell under it."""
+    absolute = [item for item in below if item.rule == "floor"]
+    floor = absolute[0].floor if absolute else None
+    best = max((item.score for item in absolute), default=None)
     why = None
     if sent == 0:
         if status != "ok":
             why = f"the search did not run ({status})"
-        elif below:
+        elif below and below[0].rule == "relative":
             why = (
-                f"no candidate reached the relevance floor (best {best:.3f} < {floor:.3f})"
-                if best is not None and floor is not None
-                else "no candidate reached the relevance floor"
+                "the best matches are already in the context; the others scored under "
+                f"{below[0].floor:.3f} of the best"
+                if in_context
+                else f"no candidate scored within {below[0].floor:.3f} of the best"
             )
+        elif below and best is not None and floor is not None and best < floor:
+            why = f"no candidate reached the relevance floor (best {best:.3f} < {floor:.3f})"
+        elif below:
+            why = "the best-ranked candidates stayed under the relevance floor" + (
+                f" ({floor:.3f})" if floor is not None else ""
+            )
+        elif in_context:
+            why = "every match is already in the context"
         else:
             why = "nothing matched the request"
     return {
@@ -93,7 +109,12 @@ def relevance_summary(
     else a sentence, e.g. `no candidate reached the relevance floor (best 0.210 < 0.350)`."""
     summary: dict[str, Any] = {}
     if history is not None:
-        summary["history"] = scope_relevance(history.status, len(history.hits), history.below_floor)
+        summary["history"] = scope_relevance(
+            history.status,
+            len(history.hits),
+            history.below_floor,
+            history.stats.already_in_context,
+        )
     if project is not None:
         found = project.retrieval
         summary["project"] = scope_relevance(found.status, len(found.hits), found.below_floor)

@@ -170,7 +170,10 @@ class Retriever:
             retrieval.stats.latency_ms,
         )
         relevance["history"] = scope_relevance(
-            retrieval.status, len(retrieval.hits), retrieval.below_floor
+            retrieval.status,
+            len(retrieval.hits),
+            retrieval.below_floor,
+            retrieval.stats.already_in_context,
         )
         hits = tuple(
             from_attributes(HistoryHit, h, score=round(h.score, 3)) for h in retrieval.hits

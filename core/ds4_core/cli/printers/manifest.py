@@ -50,6 +50,7 @@ def print_manifest(manifest: Mapping[str, Any], out: TextIO) -> None:
     counts = manifest.get("counts") or planning.get("counts") or {}
     for key, value in counts.items():
         out.write(f"  {terminal_text(key):<18} {terminal_text(value)}\n")
+    _print_relevance(manifest.get("relevance"), out)
     for section in ("included", "excluded"):
         items = manifest.get(section)
         if items is None:
@@ -72,3 +73,20 @@ def print_manifest(manifest: Mapping[str, Any], out: TextIO) -> None:
             ["kind", "source", "group", "tokens", "score", "reason"],
             out,
         )
+
+
+def _print_relevance(relevance: Any, out: TextIO) -> None:
+    """One line per searched scope of the manifest's `relevance` section: sent and
+    below-floor counts, and why nothing was sent when so."""
+    if not isinstance(relevance, Mapping):
+        return
+    for scope, entry in relevance.items():
+        if not isinstance(entry, Mapping):
+            continue
+        line = (
+            f"sent {terminal_text(entry.get('sent'))} · below floor "
+            f"{terminal_text(entry.get('belowFloor'))}"
+        )
+        if entry.get("why"):
+            line += f" · none sent: {terminal_text(entry.get('why'))}"
+        write_wrapped(out, line, f"  {'relevance ' + terminal_text(scope):<18} ", " " * 21)

@@ -323,11 +323,19 @@ def _print_evidence(
         f": {len(evidence)} item(s), {fmt(_tokens(evidence))} tokens",
     )
     if not evidence:
-        left_out = sum(1 for i in manifest.get("excluded", []) if i.get("kind") == "history")
+        history = (manifest.get("relevance") or {}).get("history") or {}
+        why = history.get("why") if isinstance(history, Mapping) else None
+        left_out = sum(
+            1
+            for i in manifest.get("excluded", [])
+            if i.get("kind") == "history" and "floor (" not in str(i.get("reason"))
+        )
         write_wrapped(
             out,
             f"{left_out} older entr(ies) matched but none fit (see the exclusions below)"
             if left_out
+            else terminal_text(str(why))
+            if why
             else "no older entry on the active branch matched the request",
             "  none: ",
             "        ",
