@@ -14,17 +14,24 @@ from ds4_core.project.scoring import (
     ProjectWeights,
     RankingContext,
     Tier,
+    FileSignals,
     combine_file_scores,
     concept_idf,
     concept_window_score,
     file_evidence,
     file_role,
+    fts_points,
     fts_tier,
+    is_change_log,
+    is_configuration,
     is_demoted,
     presence_score,
     rank_windows,
+    role_factor,
     score_window,
+    size_prior,
     top_files,
+    window_relevance,
 )
 
 
@@ -87,9 +94,25 @@ def test_fts_evidence_on_an_exact_window_and_fts_alone() -> None:
 
 
 def test_modified_tracked_and_token_cost() -> None:
-    window = Window(fts_score=60.0, modified=True, tracked=True, token_estimate=1000)
-    assert _score(window) == (60 + 10 + 3 - 4, "modified")
-    assert _score(Window(fts_score=60.0, token_estimate=10**6)) == (48.0, "")
+    window = Window(tiers={Tier.PHRASE: ["p"]}, modified=True, tracked=True, token_estimate=1000)
+    assert _score(window) == (90 + 10 + 3 - 4, "exact phrase: p; modified")
+    assert _score(Window(tiers={Tier.PHRASE: ["p"]}, token_estimate=10**6))[0] == 78.0  # type: ignore[index]
+    # an FTS-only window pays no token cost by default (its file's rank already decided it)...
+    fts = Window(fts_score=60.0, modified=True, tracked=True, token_estimate=1000)
+    assert _score(fts) == (60 + 10 + 3, "modified")
+    # ...and does with the reference's weights
+    reference = ProjectWeights(fts_token_cost=True)
+    scored = score_window(Window(fts_score=60.0, token_estimate=10**6), CONTEXT, reference)
+    assert scored is not None and scored.score == 48.0
+
+
+def test_window_relevance_is_the_share_of_the_request_information_held() -> None:
+    information = [1.0, 3.0, 4.0]  # the last concept matched nothing: still information
+    assert window_relevance({0: 0.2, 1: 0.9}, information) == 0.5
+    assert window_relevance([2], information) == 0.5
+    assert window_relevance([], information) == 0.0
+    assert window_relevance([0, 0, 7], information) == 0.125  # each once; unknown ignored
+    assert window_relevance([0], []) == 0.0
 
 
 def test_test_and_doc_windows_of_exact_tiers_lose_ten_unless_asked_for_or_named() -> None:
@@ -140,34 +163,93 @@ def test_concept_window_and_presence_scores() -> None:
     assert presence_score(2.0) == pytest.approx(0.8)
 
 
-def test_file_evidence_rewards_coverage_and_names_and_demotes_tests() -> None:
+def test_file_evidence_rewards_coverage_and_names() -> None:
     idf = [1.0, 3.0]
     best = {"a.py": {0: 1.0}, "b.py": {0: 0.5, 1: 1.0}, "tests/test_b.py": {0: 0.5, 1: 1.0}}
     naming = [set(), {"a.py"}]
-    evidence = file_evidence(best, idf, naming, lambda p: p.startswith("tests/"))
-    # a.py: (1 + 0.5 * 3) * (0.5 + 0.5 * 4/4); b.py: 1.5 * (0.5 + 0.5 * 4/4)
-    assert evidence == {"a.py": 2.5, "b.py": 1.5, "tests/test_b.py": 0.75}
-    assert file_evidence(best, [0.0, 0.0], naming, lambda p: False) == {}
+    evidence = file_evidence(best, idf, naming)
+    # a.py: (1 + 0.5 * 3) * (0.5 + 0.5 * 4/4); b.py: 1.5 * (0.5 + 0.5 * 4/4); the role of a
+    # file is applied later (combine_file_scores)
+    assert evidence == {"a.py": 2.5, "b.py": 1.5, "tests/test_b.py": 1.5}
+    assert file_evidence(best, [0.0, 0.0], naming) == {}
     # coverage: a file matching a quarter of the weight keeps 0.5 + 0.125 of its strength
-    assert file_evidence({"c.py": {0: 2.0}}, idf, [set(), set()], lambda p: False) == {"c.py": 1.25}
+    assert file_evidence({"c.py": {0: 2.0}}, idf, [set(), set()]) == {"c.py": 1.25}
+
+
+def _signals(**kwargs: object) -> FileSignals:
+    fields: dict[str, object] = {"texts": {}, "evidence": {}, "lines": {}, "prior": {}}
+    fields.update(kwargs)
+    return FileSignals(**fields)  # type: ignore[arg-type]
 
 
 def test_combined_file_scores_and_top_files() -> None:
     texts = {"a.py": 10.0, "docs/a.md": 10.0, "b.py": 5.0}
     evidence = {"b.py": 4.0, "c.py": 2.0}
-    combined = combine_file_scores(texts, evidence, lambda p: p.startswith("docs/"))
+    weights = ProjectWeights(size_weight=0.0, evidence_share=1.0)
+    role = lambda p: 0.5 if p.startswith("docs/") else 1.0
+    combined = combine_file_scores(_signals(texts=texts, evidence=evidence), role, weights)
     assert combined == {"a.py": 1.0, "docs/a.md": 0.5, "b.py": 1.5, "c.py": 0.5}
     assert top_files(combined, 3) == ["b.py", "a.py", "c.py"]  # ties: path order
     assert top_files({}, 3) == []
+
+
+def test_size_prior_is_log_lines_relative_to_the_largest_candidate() -> None:
+    assert size_prior(0, 100) == 0.0
+    assert size_prior(100, 100) == 1.0
+    assert size_prior(9, 99) == pytest.approx(0.5)
+    assert size_prior(5, 0) == 0.0
+    assert size_prior(500, 100) == 1.0  # clamped
+    # equal text evidence: the longer file ranks first (bm25 favoured the short one)
+    weights = ProjectWeights(size_weight=0.5)
+    signals = _signals(
+        texts={"big.py": 1.0, "small.py": 1.05}, lines={"big.py": 2000, "small.py": 20}
+    )
+    combined = combine_file_scores(signals, lambda p: 1.0, weights)
+    assert top_files(combined, 2) == ["big.py", "small.py"]
+    assert combined["big.py"] == pytest.approx(1.0 / 1.05)
+    assert combined["small.py"] == pytest.approx(0.5 + 0.5 * math.log1p(20) / math.log1p(2000))
+
+
+def test_the_file_prior_is_weighted_clamped_and_may_add_files() -> None:
+    weights = ProjectWeights(size_weight=0.0, prior_weight=0.5)
+    signals = _signals(
+        texts={"a.py": 2.0, "b.py": 1.8}, prior={"b.py": 1.0, "c.py": 4.0, "d.py": -1.0}
+    )
+    combined = combine_file_scores(signals, lambda p: 1.0, weights)
+    assert combined == pytest.approx({"a.py": 1.0, "b.py": 1.4, "c.py": 0.5, "d.py": 0.0})
+    assert top_files(combined, 2) == ["b.py", "a.py"]
+
+
+def test_role_factors_demote_tests_docs_change_logs_and_configuration() -> None:
+    w = ProjectWeights(role_demotion=0.25, changelog_demotion=0.125, config_demotion=0.5)
+
+    def factor(path: str, tests: bool = False, docs: bool = False) -> float:
+        return role_factor(path, about_tests=tests, about_docs=docs, weights=w)
+
+    assert factor("src/app.py") == 1.0
+    assert factor("tests/test_app.py") == 0.25 and factor("tests/test_app.py", tests=True) == 1.0
+    assert factor("docs/guide.md") == 0.25 and factor("docs/guide.md", docs=True) == 1.0
+    assert factor("CHANGELOG.md") == 0.125 and factor("CHANGELOG.md", docs=True) == 1.0
+    assert factor("docs/whatsnew/3.2.rst") == 0.125
+    assert factor("pyproject.toml") == 0.5 and factor(".gitignore") == 0.5
+    assert is_change_log("HISTORY.rst") and is_change_log("changelog.d/123.feature.md")
+    assert not is_change_log("src/history.py") and not is_change_log("README.md")
+    assert is_configuration("setup.cfg") and is_configuration(".pre-commit-config.yaml")
+    assert not is_configuration("src/app.py") and not is_configuration("docs/conf.json")
 
 
 def test_fts_tier_gives_the_best_window_and_a_close_second() -> None:
     first = Window(start_line=80, concepts={0: 1.0})
     close = Window(start_line=1, concepts={0: 0.5})
     far = Window(start_line=160, concepts={0: 0.2})
+    reference = ProjectWeights(fts_rank_decay=0.0)  # the reference's linear steps
+    assert fts_tier(0, [far, close, first], reference) == [(first, 60.0), (close, 58.0)]
+    assert fts_tier(3, [first, far], reference) == [(first, 48.0)]
+    assert fts_tier(50, [first, close], reference) == [(first, 20.0), (close, 20.0)]
+    # the default: 20 + 40 * 0.9 ** rank, so ranks never tie
     assert fts_tier(0, [far, close, first]) == [(first, 60.0), (close, 58.0)]
-    assert fts_tier(3, [first, far]) == [(first, 48.0)]
-    assert fts_tier(50, [first, close]) == [(first, 20.0), (close, 20.0)]
+    assert fts_tier(3, [first, far]) == [(first, pytest.approx(20 + 40 * 0.9**3))]
+    assert fts_points(30) > fts_points(31) > 20.0
     tie = Window(start_line=5, concepts={0: 1.0})
     assert fts_tier(0, [first, tie])[0][0] is tie  # equal relevance: the earlier window
     assert fts_tier(0, []) == []

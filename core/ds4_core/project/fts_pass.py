@@ -10,7 +10,7 @@ first", "Prose: whole files").
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from ds4_core.retrieval.descriptor import fts_phrase
 from ds4_core.store.sql import chunked, placeholders
@@ -25,16 +25,20 @@ from .candidates import (
     _Search,
     _Window,
 )
-from .query import QueryPlan, _Concept, _files_naming
+from .query import QueryPlan, _Concept, _files_naming, keyword_stem
 from .scoring import (
+    PROJECT_WEIGHTS,
+    FileSignals,
+    ProjectWeights,
     combine_file_scores,
     concept_idf,
     concept_window_score,
     file_evidence,
     fts_tier,
-    is_demoted,
     presence_score,
+    role_factor,
     top_files,
+    window_relevance,
 )
 
 CONCEPT_ROW_LIMIT = 200
@@ -50,6 +54,8 @@ concepts are ranked by bm25 (the rarest), among those found in at most `FILL_SHA
 rows; in any request, at least one."""
 FILE_TEXT_MIN_FILES = 50
 """Files (at least; more when more files get an FTS tier) read from the whole-file bm25."""
+WHOLE_FILE_ALWAYS = False
+"""Whether requests naming an identifier, file or phrase also use the whole-file bm25."""
 
 
 def _concept_rows(search: _Search, query: str) -> list[tuple[int, str, float]]:
@@ -66,7 +72,13 @@ def _concept_rows(search: _Search, query: str) -> list[tuple[int, str, float]]:
     return rows
 
 
-def _concept_pass(search: _Search, concepts: Sequence[_Concept], *, prose: bool) -> list[float]:
+def _concept_pass(
+    search: _Search,
+    concepts: Sequence[_Concept],
+    *,
+    prose: bool,
+    weights: ProjectWeights = PROJECT_WEIGHTS,
+) -> tuple[list[float], list[float]]:
     """Run each concept's FTS queries and record its score in the windows it matches.
 
     FTS5's bm25 clamps the inverse document frequency of a phrase found in more than half
@@ -83,12 +95,18 @@ def _concept_pass(search: _Search, concepts: Sequence[_Concept], *, prose: bool)
     ranked anyway, and in a `prose` request the `MIN_RANKED_CONCEPTS` rarest of those in at
     most `FILL_SHARE` of the rows). Every window found by a ranked concept
     or an exact tier also gets `presence_score(idf(c))` for each concept it contains
-    without a bm25 score (a common one, or one whose best rows it is not among). Returns
-    each concept's idf, its weight for coverage (0 when it matched nothing).
+    without a bm25 score (a common one, or one whose best rows it is not among).
+
+    Returns:
+        `(weights, information)`, one number per concept: its idf as a ranking weight (0 when
+        it matched nothing), and its idf as information for the relevance floor (also for a
+        concept that matched nothing: `concept_idf(N, 0)`, the most informative; all 0 after
+        an FTS5 error or without concepts).
     """
-    weights = [0.0] * len(concepts)
+    ranking = [0.0] * len(concepts)
+    information = [0.0] * len(concepts)
     if not concepts or not search.index_usable:
-        return weights
+        return ranking, information
     conn = search.conn
     try:
         (total,) = conn.execute("SELECT count(*) FROM project_snippets").fetchone()
@@ -104,39 +122,43 @@ def _concept_pass(search: _Search, concepts: Sequence[_Concept], *, prose: bool)
         fill = [i for i in found if len(present[i]) <= FILL_SHARE * total]
         wanted = min(len(fill), MIN_RANKED_CONCEPTS) if prose else 1
         ranked = found[: max(len(rare), wanted, 1)]
+        information = [concept_idf(total, len(rows)) for rows in present]
         for index in found:
-            weights[index] = concept_idf(total, len(present[index]))
+            ranking[index] = information[index]
         for index in ranked:
             rows = _concept_rows(search, concepts[index].query)
             best = max((-float(row[2]) for row in rows), default=0.0)
             for rowid, path, bm25 in rows:
                 search.window(rowid, path).concepts[index] = concept_window_score(
-                    weights[index], -float(bm25), best
+                    ranking[index], -float(bm25), best
                 )
         windows = search.windows
         for index in found:
-            presence = presence_score(weights[index])
+            presence = presence_score(ranking[index], weights)
             for rowid in present[index].intersection(windows):
                 held = windows[rowid].concepts
                 if index not in held:
                     held[index] = presence
     except sqlite3.Error as exc:
         search.fts_failed("FTS pass", exc)
-    return weights
+        return [0.0] * len(concepts), [0.0] * len(concepts)
+    return ranking, information
 
 
-def _demoted(path: str, plan: QueryPlan) -> bool:
-    """A test or doc file, in a request that is not about tests or docs."""
-    return is_demoted(path, about_tests=plan.about_tests, about_docs=plan.about_docs)
+def _role(plan: QueryPlan, weights: ProjectWeights) -> Callable[[str], float]:
+    """The role factor of a path in this request (`scoring.role_factor`)."""
+    return lambda path: role_factor(
+        path, about_tests=plan.about_tests, about_docs=plan.about_docs, weights=weights
+    )
 
 
 def _file_evidence(
-    search: _Search, weights: Sequence[float], plan: QueryPlan
+    search: _Search, ranking: Sequence[float], plan: QueryPlan, weights: ProjectWeights
 ) -> tuple[dict[str, float], dict[str, list[_Window]]]:
     """Each file's FTS evidence from its windows' concept scores (`scoring.file_evidence`;
     module docstring, "Prose: files first"), and those windows by file."""
     windows_by_file: dict[str, list[_Window]] = {}
-    if sum(weights) <= 0:
+    if sum(ranking) <= 0:
         return {}, windows_by_file
     best_by_file: dict[str, dict[int, float]] = {}
     for window in search.windows.values():
@@ -148,12 +170,20 @@ def _file_evidence(
             if score > best.get(index, 0.0):
                 best[index] = score
     naming = _files_naming(plan.concepts, best_by_file)
-    evidence = file_evidence(best_by_file, weights, naming, lambda path: _demoted(path, plan))
-    return evidence, windows_by_file
+    return file_evidence(best_by_file, ranking, naming, weights), windows_by_file
+
+
+STEM_FILE_WORDS = False
 
 
 def _words_query(plan: QueryPlan) -> str:
     """The request's words, each quoted, OR-ed (FTS5 MATCH text)."""
+    if STEM_FILE_WORDS:
+        parts = []
+        for word in plan.request_words:
+            stem = keyword_stem(word)
+            parts.append(f"{fts_phrase(stem)} *" if stem != word else fts_phrase(word))
+        return " OR ".join(parts)
     return " OR ".join(fts_phrase(word) for word in plan.request_words)
 
 
@@ -172,11 +202,26 @@ def _file_text_pass(search: _Search, plan: QueryPlan, limit: int) -> dict[str, f
     return {path: -float(score) for path, score in rows}
 
 
-def _presence_windows(search: _Search, weights: Sequence[float], paths: Sequence[str]) -> None:
+def _file_lines(search: _Search, paths: Sequence[str]) -> dict[str, int]:
+    """`{path: lines}` of the current files `paths` (the last line of their valid windows)."""
+    lines: dict[str, int] = {}
+    for chunk in chunked(list(paths)):
+        marks = placeholders(len(chunk))
+        for path, last in search.conn.execute(
+            f"SELECT s.file_path, max(s.end_line) FROM project_snippets AS s {_FILE_JOIN} "
+            f"WHERE {_VALID} AND s.file_path IN ({marks}) GROUP BY s.file_path",
+            (search.project_path, *chunk),
+        ):
+            lines[path] = int(last)
+    return lines
+
+
+def _presence_windows(search: _Search, ranking: Sequence[float], paths: Sequence[str],
+                      weights: ProjectWeights) -> None:  # fmt: skip
     """Read the valid windows of `paths` (files no window of which a concept reached: found
-    by the whole-file pass only) without their text, and give each `presence_score(idf(c))`
-    for every concept it contains (`_Search.present`, as `_concept_pass` does for windows
-    found otherwise)."""
+    by the whole-file pass or the file prior only) without their text, and give each
+    `presence_score(idf(c))` for every concept it contains (`_Search.present`, as
+    `_concept_pass` does for windows found otherwise)."""
     for chunk in chunked(paths):
         marks = placeholders(len(chunk))
         for rowid, path in search.conn.execute(
@@ -187,37 +232,95 @@ def _presence_windows(search: _Search, weights: Sequence[float], paths: Sequence
             window = search.window(rowid, path)
             for index, rows in enumerate(search.present):
                 if index not in window.concepts and rowid in rows:
-                    window.concepts[index] = presence_score(weights[index])
+                    window.concepts[index] = presence_score(ranking[index], weights)
+
+
+_FILE_ROWIDS_SQL = (
+    "SELECT group_concat(rowid) FROM project_file_texts_fts WHERE project_file_texts_fts MATCH ?"
+)
+
+
+def _file_coverage(
+    search: _Search, plan: QueryPlan, information: Sequence[float], paths: Sequence[str]
+) -> dict[str, float]:
+    """`{path: coverage}` of the current files `paths`: the share of the request's information
+    (`information`, one number per concept of `plan`) held by the concepts that occur anywhere
+    in the file (its whole-file text, `project_file_texts_fts`), each once
+    (`scoring.window_relevance` of the file's concepts); {} after an FTS5 error (with a
+    warning) or without information."""
+    if not paths or sum(information) <= 0 or not search.index_usable:
+        return {}
+    rowid_of: dict[int, str] = {}
+    for chunk in chunked(list(paths)):
+        marks = placeholders(len(chunk))
+        for rowid, path in search.conn.execute(
+            f"SELECT rowid, file_path FROM project_file_texts WHERE project_path = ? "
+            f"AND file_path IN ({marks})",
+            (search.project_path, *chunk),
+        ):
+            rowid_of[int(rowid)] = path
+    held: dict[str, list[int]] = {path: [] for path in rowid_of.values()}
+    try:
+        for index, concept in enumerate(plan.concepts):
+            if information[index] <= 0:
+                continue
+            (listed,) = search.conn.execute(_FILE_ROWIDS_SQL, (concept.query,)).fetchone()
+            for rowid in set(map(int, listed.split(","))) & rowid_of.keys() if listed else ():
+                held[rowid_of[rowid]].append(index)
+    except sqlite3.Error as exc:
+        search.fts_failed("file coverage pass", exc)
+        return {}
+    return {path: window_relevance(indexes, information) for path, indexes in held.items()}
 
 
 def _rank_files(
-    search: _Search, weights: Sequence[float], plan: QueryPlan, limit: int, *, prose: bool
-) -> None:
+    search: _Search,
+    ranking: Sequence[float],
+    plan: QueryPlan,
+    limit: int,
+    *,
+    prose: bool,
+    information: Sequence[float] = (),
+    file_prior: Mapping[str, float] | None = None,
+    weights: ProjectWeights = PROJECT_WEIGHTS,
+) -> dict[str, float]:
     """Rank the files (module docstring, "Prose: files first") and give the best window (and a
     close second) of the first `limit` files their FTS tier score.
 
-    Without request words, or when the request names an identifier, file or phrase, files are
-    ranked by their window evidence. In a prose request, a file's score is its whole-file bm25
-    for all the request's words relative to the best file's (`_file_text_pass`, the primary
-    signal) plus `evidence_share` times its window evidence relative to the best file's; test
-    and doc files (when the request is not about them) are demoted by `role_demotion`
-    (`scoring.combine_file_scores`, `scoring.top_files`, `scoring.fts_tier`). A
-    file's windows are then ranked by their concept relevance (`_presence_windows` for a file
-    no concept reached)."""
-    evidence, windows_by_file = _file_evidence(search, weights, plan)
-    texts = _file_text_pass(search, plan, max(FILE_TEXT_MIN_FILES, limit)) if prose else {}
-    if texts:
-        ranked = top_files(
-            combine_file_scores(texts, evidence, lambda path: _demoted(path, plan)), limit
-        )
-        unreached = {path for path in ranked if path not in windows_by_file}
-        _presence_windows(search, weights, sorted(unreached))
+    A file's score (`scoring.combine_file_scores`) sums its whole-file bm25 for all the
+    request's words relative to the best file's (`_file_text_pass`; in a prose request, or in
+    any when `WHOLE_FILE_ALWAYS`), `evidence_share` times its window evidence relative to the
+    best file's, and `prior_weight` times its `file_prior` (0..1; e.g. Git history); times its
+    size factor (`scoring.size_prior` of its lines) and its role factor (`scoring.role_factor`:
+    tests, docs and change logs the request is not about count less). A file's windows are
+    then ranked by their concept relevance (`_presence_windows` for a file no concept
+    reached).
+
+    Returns:
+        `{path: relevance}` of the ranked files that got an FTS tier, best first: each file's
+        coverage of the request's `information` (`_file_coverage`, 0..1), or its prior when
+        that is higher.
+    """
+    evidence, windows_by_file = _file_evidence(search, ranking, plan, weights)
+    texts = (
+        _file_text_pass(search, plan, max(FILE_TEXT_MIN_FILES, limit))
+        if prose or WHOLE_FILE_ALWAYS
+        else {}
+    )
+    prior = {path: value for path, value in (file_prior or {}).items() if value > 0}
+    paths = sorted(texts.keys() | evidence.keys() | prior.keys())
+    lines = _file_lines(search, paths) if weights.size_weight > 0 else {}
+    signals = FileSignals(texts, evidence, lines, prior)
+    ranked = top_files(combine_file_scores(signals, _role(plan, weights), weights), limit)
+    unreached = {path for path in ranked if path not in windows_by_file}
+    if unreached:
+        _presence_windows(search, ranking, sorted(unreached), weights)
         for window in search.windows.values():
             if window.path in unreached:
                 windows_by_file.setdefault(window.path, []).append(window)
-        choose = [path for path in ranked if path in windows_by_file]
-    else:
-        choose = top_files(evidence, limit)
-    for rank, path in enumerate(choose):
-        for window, points in fts_tier(rank, windows_by_file[path]):
+    chosen = [path for path in ranked if path in windows_by_file]
+    for rank, path in enumerate(chosen):
+        for window, points in fts_tier(rank, windows_by_file[path], weights):
             window.fts_score = points
+    coverage = _file_coverage(search, plan, information, chosen)
+    return {path: max(coverage.get(path, 0.0), min(1.0, prior.get(path, 0.0))) for path in chosen}

@@ -35,6 +35,16 @@ _STOPWORDS = frozenset(
     "will with would you your".split()
 )
 """Small English stopword list: words left out of the whole-file bm25 query."""
+_EDIT_WORDS = frozenset(
+    "fix fixes fixed fixing add adds added adding remove removes removed removing update "
+    "updates updated updating change changes changed changing bump bumps bumped revert "
+    "reverts reverted rename renames renamed refactor refactors refactored refactoring "
+    "improve improves improved tweak tweaks please".split()
+)
+"""Words naming the edit a request asks for, not what it is about (`fix`, `add`, `update`,
+`remove`, `rename`, `refactor`, `bump`, `please`, ...): they say nothing about where the change
+goes, so neither the FTS concepts nor the whole-file query use them."""
+DROP_EDIT_WORDS = False
 _WEAK_SYMBOL = re.compile(r"[A-Z][a-z]+|[A-Z][A-Z0-9]*")
 _ASCII_ALPHA_WORD = re.compile(r"[a-z]+")
 _STEM_SUFFIXES = (
@@ -234,7 +244,9 @@ def plan_query(descriptor: TaskDescriptor) -> QueryPlan:
     phrases = unique(
         [*descriptor.phrases, *(b for b in descriptor.backticked if _SPACE.search(b))], None
     )
-    keywords = list(descriptor.keywords)
+    keywords = [
+        k for k in descriptor.keywords if not (DROP_EDIT_WORDS and k.lower() in _EDIT_WORDS)
+    ]
     words = frozenset([k.lower() for k in keywords] + [w.lower() for w in weak if len(w) >= 4])
     concepts: list[_Concept] = []
     seen: set[str] = set()
@@ -274,6 +286,6 @@ def request_words(text: str) -> tuple[str, ...]:
     that are not stopwords, unique, in order, at most `FILE_WORD_LIMIT`."""
     found = dict.fromkeys(
         w for w in _WORD.findall(replace_lone_surrogates(text).lower())
-        if len(w) >= 2 and w not in _STOPWORDS
+        if len(w) >= 2 and w not in _STOPWORDS and not (DROP_EDIT_WORDS and w in _EDIT_WORDS)
     )  # fmt: skip
     return tuple(found)[:FILE_WORD_LIMIT]

@@ -70,7 +70,8 @@ class ProjectWeights:
         symbol_text: points of the symbol-text tier.
         fts_max: FTS tier points of the best window of the best-ranked file...
         fts_min: ...never fewer than these...
-        fts_rank_step: ...and these fewer per rank of the window's file.
+        fts_rank_step: ...and these fewer per rank of the window's file (the reference's
+            linear steps; `fts_rank_decay` replaces them, below).
         modified: points for a file modified in the working tree.
         tracked: points for a file tracked by Git.
         token_cost_divisor: one point is deducted per this many estimated tokens...
@@ -96,6 +97,23 @@ class ProjectWeights:
             coverage being the share of the concepts' weight it matches.
         evidence_share: weight of the window evidence (relative to the best file's) next to
             the whole-file bm25 (relative to the best file's, weight 1) in a prose request.
+        fts_rank_decay: the FTS tier points of the file at rank r are `fts_min + (fts_max -
+            fts_min) * fts_rank_decay ** r` (60, 56, 52.4, 49.2, ...: the reference's 60 - 4 r
+            for the first ranks, but never equal for two ranks, so the 30th file still ranks
+            above the 31st); 0 keeps the reference's `fts_rank_step`.
+        fts_token_cost: whether an FTS-only window pays the token cost (the reference: yes).
+        size_weight: weight of the size prior of a file (`size_prior`, 0..1) in the file score
+            of a prose request: the score is multiplied by `1 - size_weight + size_weight *
+            size_prior`.
+        size_additive: add `size_weight * size_prior` instead of multiplying (tuning only).
+        prior_weight: weight of an outside file prior (0..1 per file, e.g. how well the file's
+            past commits match the request) added to the file score.
+        changelog_demotion: factor on the file score of a change log (`is_change_log`) in a
+            request not about docs, instead of `role_demotion`.
+        config_demotion: factor on the file score of a configuration or data file
+            (`is_configuration`).
+        relevance_floor: the least relevance (`window_relevance`, 0..1) a window needs to be
+            sent.
     """
 
     path: int = 140
@@ -116,11 +134,19 @@ class ProjectWeights:
     extra_match_max: int = 6
     fts_evidence_divisor: int = 10
     role_penalty: int = 10
-    role_demotion: float = 0.5
+    role_demotion: float = 0.25
     unranked_presence: float = 0.4
     path_share: float = 0.5
     coverage_floor: float = 0.5
-    evidence_share: float = 1.0
+    evidence_share: float = 0.5
+    fts_rank_decay: float = 0.9
+    fts_token_cost: bool = False
+    size_weight: float = 0.5
+    size_additive: bool = False
+    prior_weight: float = 0.5
+    changelog_demotion: float = 0.25
+    config_demotion: float = 0.5
+    relevance_floor: float = 0.4
 
     def tier_points(self, tier: Tier) -> int:
         """The points of an exact `tier`."""
@@ -148,7 +174,12 @@ _TEST_NAME = re.compile(
 )
 _DOC_DIRS = frozenset({"doc", "docs", "documentation"})
 _DOC_EXTENSIONS = frozenset({"md", "markdown", "mdx", "rst", "txt", "adoc", "asciidoc"})
-_DOC_NAMES = ("readme", "changelog", "changes", "license", "contributing", "history")
+_DOC_NAMES = ("readme", "changelog", "changes", "license", "contributing", "history", "news")
+_CHANGE_LOG_NAMES = frozenset(
+    {"changelog", "changes", "history", "news", "releases", "release_notes", "release-notes",
+     "releasenotes", "whatsnew", "whats_new", "whats-new"}
+)  # fmt: skip
+_CHANGE_LOG_DIRS = _CHANGE_LOG_NAMES | {"changelog.d", "newsfragments", "changes.d"}
 
 
 def file_role(path: str) -> FileRole:
@@ -158,7 +189,8 @@ def file_role(path: str) -> FileRole:
     `test_*`, `*_test.*`, `*_tests.*`, `*.test.*`, `*.spec.*`, `*Test.*`, `*Tests.*`,
     `*Spec.*`, `conftest.py`. Docs: a directory `doc(s)` / `documentation`, an extension
     `md markdown mdx rst txt adoc asciidoc`, or a name starting `README`, `CHANGELOG`,
-    `CHANGES`, `LICENSE`, `CONTRIBUTING`, `HISTORY`.
+    `CHANGES`, `LICENSE`, `CONTRIBUTING`, `HISTORY`, `NEWS` without an extension (`NEWS`,
+    `LICENSE-MIT`): `src/history.py` is source.
     """
     parts = path.split("/")
     name = parts[-1]
@@ -170,10 +202,24 @@ def file_role(path: str) -> FileRole:
     if (
         any(d in _DOC_DIRS for d in directories)
         or extension in _DOC_EXTENSIONS
-        or lowered.startswith(_DOC_NAMES)
+        or (lowered.startswith(_DOC_NAMES) and not extension)
     ):
         return "doc"
     return "source"
+
+
+def is_change_log(path: str) -> bool:
+    """Whether `path` is a documentation file that records changes: a doc (`file_role`) named
+    `CHANGELOG`, `CHANGES`, `HISTORY`, `NEWS`, `RELEASES`, `RELEASE_NOTES`, `WHATSNEW` (any
+    case, any extension), or a doc under a directory of such a name (`changelog.d/`,
+    `newsfragments/`, `docs/whatsnew/`). A change log describes every change in the words of
+    the requests that asked for them, so it matches a request about code as well as the code
+    does (`ProjectWeights.changelog_demotion`)."""
+    if _cached_role(path) != "doc":
+        return False
+    parts = path.lower().split("/")
+    stem = parts[-1].split(".", 1)[0]
+    return stem in _CHANGE_LOG_NAMES or any(d in _CHANGE_LOG_DIRS for d in parts[:-1])
 
 
 @lru_cache(maxsize=65536)
@@ -189,6 +235,39 @@ def role_is_demoted(role: FileRole, *, about_tests: bool, about_docs: bool) -> b
 def is_demoted(path: str, *, about_tests: bool, about_docs: bool) -> bool:
     """`role_is_demoted` of `file_role(path)` (cached by path)."""
     return role_is_demoted(_cached_role(path), about_tests=about_tests, about_docs=about_docs)
+
+
+_CONFIG_EXTENSIONS = frozenset(
+    {"json", "jsonc", "json5", "yaml", "yml", "toml", "ini", "cfg", "conf", "xml", "lock",
+     "properties", "env", "plist", "csv", "tsv"}
+)  # fmt: skip
+
+
+@lru_cache(maxsize=65536)
+def is_configuration(path: str) -> bool:
+    """Whether `path` is a configuration or data file rather than program text: a `source`
+    file (`file_role`) with a data or configuration extension (`json yaml yml toml ini cfg
+    conf xml lock properties env plist csv tsv`, ...) or a dot-file name (`.gitignore`,
+    `.pre-commit-config.yaml`)."""
+    if _cached_role(path) != "source":
+        return False
+    name = path.rsplit("/", 1)[-1].lower()
+    extension = name.rsplit(".", 1)[-1] if "." in name[1:] else ""
+    return name.startswith(".") or extension in _CONFIG_EXTENSIONS
+
+
+def role_factor(
+    path: str, *, about_tests: bool, about_docs: bool, weights: ProjectWeights = PROJECT_WEIGHTS
+) -> float:
+    """The factor on the file score of `path` for its role: 1 for source, a test file in a
+    request about tests, a doc in one about docs; else `changelog_demotion` for a change log
+    (`is_change_log`), `role_demotion` for any other test or doc file, and
+    `config_demotion` for a configuration or data file (`is_configuration`)."""
+    if is_configuration(path):
+        return weights.config_demotion
+    if not is_demoted(path, about_tests=about_tests, about_docs=about_docs):
+        return 1.0
+    return weights.changelog_demotion if is_change_log(path) else weights.role_demotion
 
 
 # ----------------------------------------------------------------------------- concepts
@@ -214,6 +293,18 @@ def presence_score(idf: float, weights: ProjectWeights = PROJECT_WEIGHTS) -> flo
     return idf * weights.unranked_presence
 
 
+def window_relevance(held: Iterable[int], information: Sequence[float]) -> float:
+    """The relevance of a window to the request, in 0..1: the share of the request's
+    information (`information`: each concept's `concept_idf`, also for a concept that matched
+    nothing) carried by the concepts it holds (`held`, concept indexes). One window is at most
+    `windows.SNIPPET_LINES` lines, so this also measures how close together the matches are.
+    0 when the request has no information."""
+    total = sum(information)
+    if total <= 0:
+        return 0.0
+    return sum(information[i] for i in set(held) if 0 <= i < len(information)) / total
+
+
 # ----------------------------------------------------------------------------- files
 
 
@@ -221,7 +312,6 @@ def file_evidence(
     best_by_file: Mapping[str, Mapping[int, float]],
     idf: Sequence[float],
     naming: Sequence[Collection[str]],
-    demoted: Callable[[str], bool],
     weights: ProjectWeights = PROJECT_WEIGHTS,
 ) -> dict[str, float]:
     """Each file's FTS evidence (docs in `project/search.py`, "Prose: files first").
@@ -230,13 +320,12 @@ def file_evidence(
         best_by_file: per path, each concept's (by index) best window score in that file.
         idf: each concept's weight (`concept_idf`; 0 for a concept that matched nothing).
         naming: per concept, the paths whose words name it.
-        demoted: whether a path is a demoted test or doc file (`is_demoted`).
         weights: the weights.
 
     Returns:
         `{path: evidence}` for the paths of `best_by_file`: `sum_c (m(c, f) + path_share
-        idf(c) [f names c]) * (floor + (1 - floor) coverage)`, times `role_demotion` for a
-        demoted file; {} when no concept has weight.
+        idf(c) [f names c]) * (floor + (1 - floor) coverage)`; {} when no concept has weight.
+        The role of the file is applied later (`combine_file_scores`).
     """
     total = sum(idf)
     if total <= 0:
@@ -248,33 +337,71 @@ def file_evidence(
         named = [i for i, files in in_paths if path in files]
         coverage = sum(idf[i] for i in set(best) | set(named)) / total
         strength = sum(best.values()) + w.path_share * sum(idf[i] for i in named)
-        value = strength * (w.coverage_floor + (1 - w.coverage_floor) * coverage)
-        if demoted(path):
-            value *= w.role_demotion
-        evidence[path] = value
+        evidence[path] = strength * (w.coverage_floor + (1 - w.coverage_floor) * coverage)
     return evidence
 
 
+def size_prior(lines: int, largest: int) -> float:
+    """The size prior of a file of `lines` lines among candidates whose largest has `largest`:
+    `ln(1 + lines) / ln(1 + largest)`, in 0..1 (0 when `largest` < 1). Longer files are more
+    often the ones a change touches (bug-localization studies: BugLocator's rVSM, Zhou et al.
+    ICSE 2012), while bm25's length normalisation favours short files."""
+    if largest < 1:
+        return 0.0
+    return math.log1p(max(0, min(lines, largest))) / math.log1p(largest)
+
+
+@dataclass(frozen=True)
+class FileSignals:
+    """What the repository says about each candidate file of a request.
+
+    Attributes:
+        texts: whole-file bm25 for the request's words (negated: higher is better); empty when
+            the request's words were not searched at file level.
+        evidence: window evidence (`file_evidence`).
+        lines: lines of each file (for `size_prior`); a file not in it counts 0 lines.
+        prior: an outside prior per file in 0..1 (e.g. from the Git history); may be empty.
+    """
+
+    texts: Mapping[str, float]
+    evidence: Mapping[str, float]
+    lines: Mapping[str, int]
+    prior: Mapping[str, float]
+
+
 def combine_file_scores(
-    texts: Mapping[str, float],
-    evidence: Mapping[str, float],
-    demoted: Callable[[str], bool],
+    signals: FileSignals,
+    role: Callable[[str], float],
     weights: ProjectWeights = PROJECT_WEIGHTS,
 ) -> dict[str, float]:
-    """A prose request's file scores: the whole-file bm25 (`texts`, negated, higher is better)
-    relative to the best file's, halved (`role_demotion`) for a demoted file, plus
-    `evidence_share` times the window evidence relative to the best file's (`file_evidence`,
-    already demoted). Every path of either mapping gets a score."""
-    best_text = max(texts.values(), default=0.0) or 1.0
-    best_evidence = max(evidence.values(), default=0.0) or 1.0
+    """Each candidate file's score (every path of `texts`, `evidence` and `prior`).
+
+    `(text + evidence_share * evidence + prior_weight * prior) * size * role(path)`, where
+    `text` is the whole-file bm25 relative to the best file's, `evidence` the window evidence
+    relative to the best file's, `prior` the outside prior (clamped to 0..1), `size` is `1 -
+    size_weight + size_weight * size_prior` (`size_prior` of the file's lines among the
+    candidates') and `role` the factor of its role (`role_factor`). Units: a file best in
+    every signal scores `1 + evidence_share + prior_weight`.
+    """
+    w = weights
+    best_text = max(signals.texts.values(), default=0.0) or 1.0
+    best_evidence = max(signals.evidence.values(), default=0.0) or 1.0
+    paths = signals.texts.keys() | signals.evidence.keys() | signals.prior.keys()
+    largest = max((signals.lines.get(path, 0) for path in paths), default=0)
     combined: dict[str, float] = {}
-    for path in texts.keys() | evidence.keys():
-        text_share = texts.get(path, 0.0) / best_text
-        if demoted(path):
-            text_share *= weights.role_demotion  # the evidence is already demoted
-        combined[path] = (
-            text_share + weights.evidence_share * evidence.get(path, 0.0) / best_evidence
+    for path in paths:
+        prior = min(1.0, max(0.0, signals.prior.get(path, 0.0)))
+        value = (
+            signals.texts.get(path, 0.0) / best_text
+            + w.evidence_share * signals.evidence.get(path, 0.0) / best_evidence
+            + w.prior_weight * prior
         )
+        size = size_prior(signals.lines.get(path, 0), largest)
+        if w.size_additive:
+            value += w.size_weight * size if value > 0 else 0.0
+        else:
+            value *= 1 - w.size_weight + w.size_weight * size
+        combined[path] = value * role(path)
     return combined
 
 
@@ -300,6 +427,16 @@ class FileWindow(Protocol):
 F = TypeVar("F", bound=FileWindow)
 
 
+def fts_points(rank: int, weights: ProjectWeights = PROJECT_WEIGHTS) -> float:
+    """The FTS tier points of the best window of the file at `rank` (0 = best):
+    `fts_min + (fts_max - fts_min) * fts_rank_decay ** rank` (with `fts_rank_decay` 0: the
+    reference's `max(fts_min, fts_max - fts_rank_step * rank)`)."""
+    w = weights
+    if w.fts_rank_decay > 0:
+        return w.fts_min + (w.fts_max - w.fts_min) * w.fts_rank_decay**rank
+    return float(max(w.fts_min, w.fts_max - w.fts_rank_step * rank))
+
+
 def fts_tier(
     rank: int, windows: Sequence[F], weights: ProjectWeights = PROJECT_WEIGHTS
 ) -> list[tuple[F, float]]:
@@ -311,7 +448,7 @@ def fts_tier(
         return []
     w = weights
     ordered = sorted(windows, key=lambda window: (-window.relevance, window.start_line))
-    top = max(w.fts_min, w.fts_max - w.fts_rank_step * rank)
+    top = fts_points(rank, w)
     first = ordered[0]
     points = [(first, float(top))]
     if len(ordered) > 1 and ordered[1].relevance >= w.second_window_share * first.relevance:
@@ -437,7 +574,8 @@ def score_window(
         reasons.append("modified")
     if window.tracked:
         score += w.tracked
-    score -= min(w.token_cost_max, max(0, window.token_estimate) / w.token_cost_divisor)
+    if tiers or w.fts_token_cost:
+        score -= min(w.token_cost_max, max(0, window.token_estimate) / w.token_cost_divisor)
     return ScoredWindow(window, round(score, 6), "; ".join(reasons))
 
 

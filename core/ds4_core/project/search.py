@@ -88,9 +88,11 @@ back to a LIKE scan, the FTS tier is skipped, and a warning says so.
 from __future__ import annotations
 
 import time
+from collections.abc import Collection, Mapping
 from dataclasses import replace
 
 from ds4_core.retrieval.descriptor import TaskDescriptor
+from ds4_core.retrieval.floor import MAX_BELOW_FLOOR, BelowFloor
 from ds4_core.store.database import Store
 
 from .candidates import (
@@ -113,7 +115,15 @@ from .hits import (
     render_project_snippet,
 )
 from .query import QueryPlan, keyword_stem, plan_query, request_words
-from .scoring import RankingContext, Tier, file_role, rank_windows
+from .scoring import (
+    PROJECT_WEIGHTS,
+    ProjectWeights,
+    RankingContext,
+    ScoredWindow,
+    Tier,
+    file_role,
+    rank_windows,
+)
 
 MAX_WINDOWS_PER_FILE = 2
 MAX_WINDOWS_NAMED_FILE = 4
@@ -147,6 +157,8 @@ def search_project(
     max_results: int,
     max_tokens: int,
     folder: str | None = None,
+    file_prior: Mapping[str, float] | None = None,
+    weights: ProjectWeights = PROJECT_WEIGHTS,
 ) -> ProjectRetrieval:
     """Rank the indexed windows of `project_path` for `descriptor` (module docstring).
 
@@ -158,10 +170,16 @@ def search_project(
         max_tokens: `chars-v2` budget for all rendered hits (<= 0: `disabled`).
         folder: the workspace folder's name to give every hit (`ProjectHit.folder`; it is
             quoted and counted in `tokens`), or None for a single-folder workspace.
+        file_prior: an outside prior per file (POSIX path relative to the project root ->
+            0..1, e.g. how well the file's past commits match the request), weighted by
+            `ProjectWeights.prior_weight` in the file ranking; values outside 0..1 are
+            clamped, paths that are not current indexed files are ignored. None: no prior.
+        weights: the ranking weights (`ProjectWeights`; the defaults are the product's).
 
     Returns:
         `ProjectRetrieval`; hits in rank order, the sum of their `tokens` <= `max_tokens`, at
-        most `max_results` of them. Never raises for any descriptor.
+        most `max_results` of them; `below_floor` the best windows under the relevance floor
+        (`MAX_BELOW_FLOOR` at most, best first). Never raises for any descriptor.
 
     Raises:
         sqlite3.Error: from the project tables themselves (never from FTS5: its errors become a
@@ -207,8 +225,18 @@ def search_project(
         search, [i for i in plan.identifiers if i in file_names], Tier.SYMBOL_TEXT, sorted(named)
     )
     prose = not (plan.files or plan.identifiers or plan.phrases)
-    weights = _concept_pass(search, plan.concepts, prose=prose)
-    _rank_files(search, weights, plan, max(FTS_MIN_FILES, 3 * max_results), prose=prose)
+    ranking, information = _concept_pass(search, plan.concepts, prose=prose, weights=weights)
+    limit = max(FTS_MIN_FILES, 3 * max_results)
+    file_relevance = _rank_files(
+        search,
+        ranking,
+        plan,
+        limit,
+        prose=prose,
+        information=information,
+        file_prior=file_prior,
+        weights=weights,
+    )
 
     candidates = [w for w in search.windows.values() if w.tiers or w.fts_score is not None]
     search.load_missing(candidates)
@@ -218,64 +246,131 @@ def search_project(
         named_files=named,
         concept_labels=[concept.label for concept in plan.concepts],
     )
-    scored = rank_windows((w for w in candidates if w.loaded), context)
+    scored = rank_windows((w for w in candidates if w.loaded), context, weights)
+    relevance = {
+        id(item): 1.0 if item.window.tiers else file_relevance.get(item.window.path, 0.0)
+        for item in scored
+    }
+    # The floor is the request's: when no candidate carries `relevance_floor` of it, nothing
+    # is sent; when one does, the ranking and the budget decide (module docstring, "Floor").
+    floor = weights.relevance_floor
+    relevant = max(relevance.values(), default=0.0) >= floor
+    above, below = (scored, []) if relevant else ([], scored)
+    hits, counts = _select(search, above, named, max_results, max_tokens, folder, git_head)
+    stats = ProjectStats(
+        candidates=len(candidates),
+        files=len({w.path for w in candidates}),
+        duplicates=counts[0],
+        overlapping=counts[1],
+        per_file_capped=counts[2],
+        concepts=len(plan.concepts),
+        latency_ms=elapsed_ms(),
+    )
+    return ProjectRetrieval(
+        "ok",
+        hits,
+        stats,
+        search.warnings,
+        git_head,
+        _below_floor(search, below, relevance, floor, git_head, folder),
+    )
 
+
+def _hit(item: ScoredWindow[_Window], folder: str | None) -> ProjectHit:
+    window = item.window
+    return ProjectHit(
+        snippet_id=window.snippet_id,
+        path=window.path,
+        start_line=window.start_line,
+        end_line=window.end_line,
+        file_hash=window.file_hash,
+        score=item.score,
+        reason=item.reason,
+        text=window.content or "",
+        tokens=0,
+        modified=window.modified,
+        tracked=window.tracked,
+        git_commit=window.git_commit,
+        folder=folder,
+    )
+
+
+def _select(
+    search: _Search,
+    scored: list[ScoredWindow[_Window]],
+    named: Collection[str],
+    max_results: int,
+    max_tokens: int,
+    folder: str | None,
+    git_head: str | None,
+) -> tuple[list[ProjectHit], tuple[int, int, int]]:
+    """The hits, in two passes over `scored` (rank order; module docstring, "Selection"):
+    the first defers an FTS-only window of a file that already has a hit, the second takes
+    the deferred ones in rank order. Returns the hits and the (duplicates, overlapping,
+    per-file capped) counts."""
     hits: list[ProjectHit] = []
     seen_text: set[str] = set()
     per_file: dict[str, list[_Window]] = {}
     duplicates = overlapping = capped = used = 0
-    for position, item in enumerate(scored):
-        if len(hits) >= max_results:
-            break
-        window = item.window
-        if window.content is None:  # read the text of the next windows in rank order
-            search.load_text(s.window for s in scored[position : position + _TEXT_BATCH])
-        if window.content is None:
-            continue  # its row is gone
-        text = window.content
-        if text in seen_text:
-            duplicates += 1
-            continue
-        taken = per_file.setdefault(window.path, [])
-        if any(_overlaps(window, other) for other in taken):
-            overlapping += 1
-            continue
-        limit = MAX_WINDOWS_NAMED_FILE if window.path in named else MAX_WINDOWS_PER_FILE
-        if len(taken) >= limit:
-            capped += 1
-            continue
-        hit = ProjectHit(
-            snippet_id=window.snippet_id,
-            path=window.path,
-            start_line=window.start_line,
-            end_line=window.end_line,
-            file_hash=window.file_hash,
-            score=item.score,
-            reason=item.reason,
-            text=text,
-            tokens=0,
-            modified=window.modified,
-            tracked=window.tracked,
-            git_commit=window.git_commit,
-            folder=folder,
+    deferred: list[ScoredWindow[_Window]] = []
+    for second_pass, queue in ((False, scored), (True, deferred)):
+        for position, item in enumerate(queue):
+            if len(hits) >= max_results:
+                break
+            window = item.window
+            taken = per_file.setdefault(window.path, [])
+            if not second_pass and taken and not window.tiers:
+                deferred.append(item)  # files first: its file's other windows can wait
+                continue
+            if window.content is None:  # read the text of the next windows in rank order
+                search.load_text(s.window for s in queue[position : position + _TEXT_BATCH])
+            if window.content is None:
+                continue  # its row is gone
+            text = window.content
+            if text in seen_text:
+                duplicates += 1
+                continue
+            if any(_overlaps(window, other) for other in taken):
+                overlapping += 1
+                continue
+            limit = MAX_WINDOWS_NAMED_FILE if window.path in named else MAX_WINDOWS_PER_FILE
+            if len(taken) >= limit:
+                capped += 1
+                continue
+            hit = _hit(item, folder)
+            tokens = project_hit_tokens(hit, git_head)
+            if used + tokens > max_tokens:
+                return hits, (duplicates, overlapping, capped)
+            used += tokens
+            seen_text.add(text)
+            taken.append(window)
+            hits.append(replace(hit, tokens=tokens))
+    return hits, (duplicates, overlapping, capped)
+
+
+def _below_floor(
+    search: _Search,
+    below: list[ScoredWindow[_Window]],
+    relevance: Mapping[int, float],
+    floor: float,
+    git_head: str | None,
+    folder: str | None,
+) -> tuple[BelowFloor, ...]:
+    """The `MAX_BELOW_FLOOR` best windows under the floor (by relevance, then rank order), with
+    the tokens each would have cost."""
+    best = sorted(enumerate(below), key=lambda pair: (-relevance[id(pair[1])], pair[0]))
+    kept = [item for _, item in best[:MAX_BELOW_FLOOR]]
+    search.load_text(item.window for item in kept)
+    return tuple(
+        BelowFloor(
+            kind="project",
+            source_id=item.window.snippet_id,
+            score=round(relevance[id(item)], 6),
+            floor=floor,
+            tokens=project_hit_tokens(_hit(item, folder), git_head),
         )
-        tokens = project_hit_tokens(hit, git_head)
-        if used + tokens > max_tokens:
-            break
-        used += tokens
-        seen_text.add(text)
-        taken.append(window)
-        hits.append(replace(hit, tokens=tokens))
-    stats = ProjectStats(
-        candidates=len(candidates),
-        files=len({w.path for w in candidates}),
-        duplicates=duplicates,
-        overlapping=overlapping,
-        per_file_capped=capped,
-        concepts=len(plan.concepts),
-        latency_ms=elapsed_ms(),
+        for item in kept
     )
-    return ProjectRetrieval("ok", hits, stats, search.warnings, git_head)
 
 
 __all__ = [
