@@ -14,7 +14,7 @@ again), so every query runs against the parent's tree.
 Ours: `describe_task` + `ProjectWorkspace.search` (what `ds4/retrieve` runs for project
 scope), with `--max-results` (60) hits and `--max-tokens` (10,000,000) so the ranking below
 the default page is visible (`--max-results 8 --max-tokens 20000` gives the defaults); files
-ranked by their first hit. Same-run baseline: plain bm25 over whole files: a bare FTS5 table
+ranked by their first hit. `unfloored`: the same ranking without the relevance floor. Same-run baseline: plain bm25 over whole files: a bare FTS5 table
 (`unicode61`) with one row per file the discovery lists for the parent tree (the same files ours
 may index), queried with the query's words OR-ed, `ORDER BY bm25`, first `--depth` (20) files.
 
@@ -47,6 +47,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 BENCH = Path(__file__).resolve().parent
@@ -57,6 +58,8 @@ from make_project_cases import clone, data_dir, git  # noqa: E402
 
 from ds4_core.config import Config  # noqa: E402
 from ds4_core.project.discovery import discover_project  # noqa: E402
+from ds4_core.project.scoring import PROJECT_WEIGHTS  # noqa: E402
+from ds4_core.project.search import search_project  # noqa: E402
 from ds4_core.project.workspace import ProjectWorkspace  # noqa: E402
 from ds4_core.retrieval import describe_task  # noqa: E402
 from ds4_core.store import open_store  # noqa: E402
@@ -67,7 +70,10 @@ COLUMNS = ("query", "query_with_identifiers")
 NAMED = ("path", "symbol")
 OFFTOPIC_EVERY = 10
 """Unrelated requests run at every this many-th parent tree of a project."""
-METHODS = ("ours", "bm25")
+METHODS = ("ours", "unfloored", "bm25")
+UNFLOORED = replace(PROJECT_WEIGHTS, relevance_floor=0.0)
+"""`unfloored`: ours without the relevance floor (`search_project` with `relevance_floor` 0),
+so the floor's cost on real requests is measured beside its effect on unrelated ones."""
 
 
 def fts_or_query(request: str) -> str | None:
@@ -134,8 +140,9 @@ def bm25_files(bare: sqlite3.Connection, paths: list[str], text: str, depth: int
     return [paths[r] for (r,) in rows]
 
 
-def run_offtopic(workspace, bare, paths, config, project: str) -> list[dict]:
-    """Each unrelated request once: ours with the default budget, and bm25's first file."""
+def run_offtopic(workspace, store, bare, paths, config, project: str) -> list[dict]:
+    """Each unrelated request once: ours (with and without the floor) with the default budget,
+    and how many files bm25 returns for it."""
     rows = []
     for text in json.loads(OFFTOPIC.read_text()):
         found = workspace.search(
@@ -144,6 +151,14 @@ def run_offtopic(workspace, bare, paths, config, project: str) -> list[dict]:
             max_tokens=config.context.max_project_tokens,
         )
         hits = found.retrieval.hits
+        unfloored = search_project(
+            store,
+            str(workspace.root),
+            describe_task(text),
+            max_results=config.project.max_results,
+            max_tokens=config.context.max_project_tokens,
+            weights=UNFLOORED,
+        ).hits
         rows.append(
             {
                 "project": project,
@@ -151,6 +166,8 @@ def run_offtopic(workspace, bare, paths, config, project: str) -> list[dict]:
                 "ours_hits": len(hits),
                 "ours_tokens": sum(hit.tokens for hit in hits),
                 "ours_below_floor": len(found.retrieval.below_floor),
+                "unfloored_hits": len(unfloored),
+                "unfloored_tokens": sum(hit.tokens for hit in unfloored),
                 "bm25_files": len(bm25_files(bare, paths, text, config.project.max_results)),
             }
         )
@@ -220,11 +237,22 @@ def run_project(
                     ours = [hit.path for hit in found.retrieval.hits]
                     row[f"ours:{column}"] = first_gold(ours, case["gold"], args.depth)
                     row[f"ours_top:{column}"] = list(dict.fromkeys(ours))[:3]
+                    unfloored = search_project(
+                        store,
+                        str(workspace.root),
+                        describe_task(text),
+                        max_results=args.max_results,
+                        max_tokens=args.max_tokens,
+                        weights=UNFLOORED,
+                    )
+                    row[f"unfloored:{column}"] = first_gold(
+                        [hit.path for hit in unfloored.hits], case["gold"], args.depth
+                    )
                     found_bm25 = bm25_files(bare, paths, text, args.depth)
                     row[f"bm25:{column}"] = first_gold(found_bm25, case["gold"], args.depth)
                 results.append(row)
             if number % OFFTOPIC_EVERY == 0:
-                offtopic.extend(run_offtopic(workspace, bare, paths, config, project))
+                offtopic.extend(run_offtopic(workspace, store, bare, paths, config, project))
             timing["queries"] += time.perf_counter() - begun
             bare.close()
     finally:
@@ -234,13 +262,13 @@ def run_project(
 
 def table(title: str, rows: list[dict]) -> None:
     print(f"\n{title} ({len(rows)} cases)")
-    print(f"  {'method':8} {'column':24} {'Acc@1':>7} {'Acc@5':>7} {'MRR':>7}")
+    print(f"  {'method':10} {'column':24} {'Acc@1':>7} {'Acc@5':>7} {'MRR':>7}")
     for column in (*COLUMNS, *NAMED):
         own = [r for r in rows if f"ours:{column}" in r]
         for method in METHODS:
             values = metrics([r[f"{method}:{column}"] for r in own])
             name = column if len(own) == len(rows) else f"{column} (n={len(own)})"
-            print(f"  {method:8} {name:24} " + " ".join(f"{v:7.3f}" for v in values))
+            print(f"  {method:10} {name:24} " + " ".join(f"{v:7.3f}" for v in values))
 
 
 def offtopic_table(rows: list[dict]) -> None:
@@ -249,14 +277,15 @@ def offtopic_table(rows: list[dict]) -> None:
         return
     n = len(rows)
     print(f"\nunrelated requests ({n} runs: {len({r['request'] for r in rows})} requests)")
-    print(f"  {'method':8} {'share with none':>16} {'mean tokens':>12} {'mean hits':>10}")
-    none = sum(r["ours_hits"] == 0 for r in rows) / n
-    tokens = sum(r["ours_tokens"] for r in rows) / n
-    hits = sum(r["ours_hits"] for r in rows) / n
-    print(f"  {'ours':8} {none:16.3f} {tokens:12.1f} {hits:10.2f}")
+    print(f"  {'method':10} {'share with none':>14} {'mean tokens':>12} {'mean hits':>10}")
+    for method in ("ours", "unfloored"):
+        none = sum(r[f"{method}_hits"] == 0 for r in rows) / n
+        tokens = sum(r[f"{method}_tokens"] for r in rows) / n
+        hits = sum(r[f"{method}_hits"] for r in rows) / n
+        print(f"  {method:10} {none:14.3f} {tokens:12.1f} {hits:10.2f}")
     bm25_none = sum(r["bm25_files"] == 0 for r in rows) / n
     bm25_hits = sum(r["bm25_files"] for r in rows) / n
-    print(f"  {'bm25':8} {bm25_none:16.3f} {'-':>12} {bm25_hits:10.2f}")
+    print(f"  {'bm25':10} {bm25_none:14.3f} {'-':>12} {bm25_hits:10.2f}")
 
 
 def main() -> None:

@@ -22,7 +22,6 @@ from ds4_core.project.scoring import (
     file_role,
     fts_points,
     fts_tier,
-    is_change_log,
     is_configuration,
     is_demoted,
     presence_score,
@@ -221,7 +220,7 @@ def test_the_file_prior_is_weighted_clamped_and_may_add_files() -> None:
 
 
 def test_role_factors_demote_tests_docs_change_logs_and_configuration() -> None:
-    w = ProjectWeights(role_demotion=0.25, changelog_demotion=0.125, config_demotion=0.5)
+    w = ProjectWeights(role_demotion=0.25, config_demotion=0.5)
 
     def factor(path: str, tests: bool = False, docs: bool = False) -> float:
         return role_factor(path, about_tests=tests, about_docs=docs, weights=w)
@@ -229,13 +228,13 @@ def test_role_factors_demote_tests_docs_change_logs_and_configuration() -> None:
     assert factor("src/app.py") == 1.0
     assert factor("tests/test_app.py") == 0.25 and factor("tests/test_app.py", tests=True) == 1.0
     assert factor("docs/guide.md") == 0.25 and factor("docs/guide.md", docs=True) == 1.0
-    assert factor("CHANGELOG.md") == 0.125 and factor("CHANGELOG.md", docs=True) == 1.0
-    assert factor("docs/whatsnew/3.2.rst") == 0.125
+    assert factor("CHANGELOG.md") == 0.25 and factor("CHANGELOG.md", docs=True) == 1.0
     assert factor("pyproject.toml") == 0.5 and factor(".gitignore") == 0.5
-    assert is_change_log("HISTORY.rst") and is_change_log("changelog.d/123.feature.md")
-    assert not is_change_log("src/history.py") and not is_change_log("README.md")
     assert is_configuration("setup.cfg") and is_configuration(".pre-commit-config.yaml")
     assert not is_configuration("src/app.py") and not is_configuration("docs/conf.json")
+    # a doc name is a doc only without an extension or with a doc one
+    assert file_role("NEWS") == "doc" and file_role("HISTORY.rst") == "doc"
+    assert file_role("src/history.py") == "source"
 
 
 def test_fts_tier_gives_the_best_window_and_a_close_second() -> None:

@@ -25,7 +25,7 @@ from .candidates import (
     _Search,
     _Window,
 )
-from .query import QueryPlan, _Concept, _files_naming, keyword_stem
+from .query import QueryPlan, _Concept, _files_naming
 from .scoring import (
     PROJECT_WEIGHTS,
     FileSignals,
@@ -34,6 +34,7 @@ from .scoring import (
     concept_idf,
     concept_window_score,
     file_evidence,
+    file_relevance,
     fts_tier,
     presence_score,
     role_factor,
@@ -54,8 +55,6 @@ concepts are ranked by bm25 (the rarest), among those found in at most `FILL_SHA
 rows; in any request, at least one."""
 FILE_TEXT_MIN_FILES = 50
 """Files (at least; more when more files get an FTS tier) read from the whole-file bm25."""
-WHOLE_FILE_ALWAYS = False
-"""Whether requests naming an identifier, file or phrase also use the whole-file bm25."""
 
 
 def _concept_rows(search: _Search, query: str) -> list[tuple[int, str, float]]:
@@ -173,17 +172,8 @@ def _file_evidence(
     return file_evidence(best_by_file, ranking, naming, weights), windows_by_file
 
 
-STEM_FILE_WORDS = False
-
-
 def _words_query(plan: QueryPlan) -> str:
     """The request's words, each quoted, OR-ed (FTS5 MATCH text)."""
-    if STEM_FILE_WORDS:
-        parts = []
-        for word in plan.request_words:
-            stem = keyword_stem(word)
-            parts.append(f"{fts_phrase(stem)} *" if stem != word else fts_phrase(word))
-        return " OR ".join(parts)
     return " OR ".join(fts_phrase(word) for word in plan.request_words)
 
 
@@ -243,10 +233,11 @@ _FILE_ROWIDS_SQL = (
 def _file_coverage(
     search: _Search, plan: QueryPlan, information: Sequence[float], paths: Sequence[str]
 ) -> dict[str, float]:
-    """`{path: coverage}` of the current files `paths`: the share of the request's information
-    (`information`, one number per concept of `plan`) held by the concepts that occur anywhere
-    in the file (its whole-file text, `project_file_texts_fts`), each once
-    (`scoring.window_relevance` of the file's concepts); {} after an FTS5 error (with a
+    """`{path: relevance}` of the current files `paths` (`scoring.file_relevance`): how much of
+    the request's information (`information`, one number per concept of `plan`) the concepts
+    found anywhere in the file hold (its whole-file text, `project_file_texts_fts`; each
+    concept once), and the share of the concepts found in any of `paths` (the request's words
+    the project knows: `paths` are the files ranked for it). {} after an FTS5 error (with a
     warning) or without information."""
     if not paths or sum(information) <= 0 or not search.index_usable:
         return {}
@@ -270,7 +261,12 @@ def _file_coverage(
     except sqlite3.Error as exc:
         search.fts_failed("file coverage pass", exc)
         return {}
-    return {path: window_relevance(indexes, information) for path, indexes in held.items()}
+    concepts = sum(1 for value in information if value > 0)
+    known = len({i for indexes in held.values() for i in indexes}) / concepts
+    return {
+        path: file_relevance(window_relevance(indexes, information), known)
+        for path, indexes in held.items()
+    }
 
 
 def _rank_files(
@@ -288,8 +284,8 @@ def _rank_files(
     close second) of the first `limit` files their FTS tier score.
 
     A file's score (`scoring.combine_file_scores`) sums its whole-file bm25 for all the
-    request's words relative to the best file's (`_file_text_pass`; in a prose request, or in
-    any when `WHOLE_FILE_ALWAYS`), `evidence_share` times its window evidence relative to the
+    request's words relative to the best file's (`_file_text_pass`; in a prose request only),
+    `evidence_share` times its window evidence relative to the
     best file's, and `prior_weight` times its `file_prior` (0..1; e.g. Git history); times its
     size factor (`scoring.size_prior` of its lines) and its role factor (`scoring.role_factor`:
     tests, docs and change logs the request is not about count less). A file's windows are
@@ -302,11 +298,7 @@ def _rank_files(
         that is higher.
     """
     evidence, windows_by_file = _file_evidence(search, ranking, plan, weights)
-    texts = (
-        _file_text_pass(search, plan, max(FILE_TEXT_MIN_FILES, limit))
-        if prose or WHOLE_FILE_ALWAYS
-        else {}
-    )
+    texts = _file_text_pass(search, plan, max(FILE_TEXT_MIN_FILES, limit)) if prose else {}
     prior = {path: value for path, value in (file_prior or {}).items() if value > 0}
     paths = sorted(texts.keys() | evidence.keys() | prior.keys())
     lines = _file_lines(search, paths) if weights.size_weight > 0 else {}

@@ -35,16 +35,14 @@ _STOPWORDS = frozenset(
     "will with would you your".split()
 )
 """Small English stopword list: words left out of the whole-file bm25 query."""
-_EDIT_WORDS = frozenset(
-    "fix fixes fixed fixing add adds added adding remove removes removed removing update "
-    "updates updated updating change changes changed changing bump bumps bumped revert "
-    "reverts reverted rename renames renamed refactor refactors refactored refactoring "
-    "improve improves improved tweak tweaks please".split()
+_CHAT_WORDS = frozenset(
+    "great awesome nice cool perfect excellent wonderful amazing lovely brilliant fantastic "
+    "hello morning evening afternoon sorry cheers goodbye thank thanks appreciate "
+    "appreciated".split()
 )
-"""Words naming the edit a request asks for, not what it is about (`fix`, `add`, `update`,
-`remove`, `rename`, `refactor`, `bump`, `please`, ...): they say nothing about where the change
-goes, so neither the FTS concepts nor the whole-file query use them."""
-DROP_EDIT_WORDS = False
+"""Words of conversation (praise, greetings, thanks) that name no topic: neither the FTS
+concepts nor the whole-file query use them, so "Thanks, that worked great!" is one plain word
+(a lone generic keyword: nothing is searched)."""
 _WEAK_SYMBOL = re.compile(r"[A-Z][a-z]+|[A-Z][A-Z0-9]*")
 _ASCII_ALPHA_WORD = re.compile(r"[a-z]+")
 _STEM_SUFFIXES = (
@@ -77,16 +75,28 @@ _DOC_WORDS = frozenset({"docs", "documentation", "readme", "changelog", "markdow
                         "documented", "document"})  # fmt: skip
 
 
+_DERIVATION_SUFFIXES = ("ssion", "ibility", "ability", "ables", "able", "ible", "ness", "ity", "y")
+"""Derivational endings `keyword_stem` strips first (`suppression` -> `suppress`, `chainable`
+-> `chain`, `validity` -> `valid`, `leaky` -> `leak`; `-y` only after a consonant)."""
+
+
 def keyword_stem(word: str) -> str:
     """A light English stem of a lower-case keyword, for an FTS5 prefix query.
 
-    Strips one common suffix (`-ation(s)`, `-ment(s)`, `-ing(s)`, `-ies`, `-ied`, `-er(s)`,
-    `-ed`, `-es`, `-s`, `-ly`, `-e`) while at least 4 letters remain: `invalidated` ->
-    `invalidat`, `reloaded` -> `reload`, `caching` / `cache` -> `cach`. Words that are not
-    plain ASCII letters, or shorter than 5, are returned as they are.
+    Strips one derivational ending (`-ssion` -> `-ss`, `-ability`, `-ibility`, `-able(s)`,
+    `-ible`, `-ness`, `-ity`, `-y` after a consonant), else one common suffix (`-ation(s)`,
+    `-ment(s)`, `-ing(s)`, `-ies`, `-ied`, `-er(s)`, `-ed`, `-es`, `-s`, `-ly`, `-e`), while at
+    least 4 letters remain: `invalidated` -> `invalidat`, `reloaded` -> `reload`, `caching` /
+    `cache` -> `cach`, `suppression` -> `suppress`, `proxy` / `proxies` -> `prox`. Words that
+    are not plain ASCII letters, or shorter than 5, are returned as they are.
     """
     if len(word) < MIN_STEM_CHARS + 1 or not _ASCII_ALPHA_WORD.fullmatch(word):
         return word
+    for suffix in _DERIVATION_SUFFIXES:
+        if word.endswith(suffix) and len(word) - len(suffix) >= MIN_STEM_CHARS:
+            if suffix == "y" and word[-2] in "aeiou":
+                continue
+            return word[: -(len(suffix) - 2 if suffix == "ssion" else len(suffix))]
     for suffix in _STEM_SUFFIXES:
         if word.endswith(suffix) and len(word) - len(suffix) >= MIN_STEM_CHARS:
             return word[: -len(suffix)]
@@ -244,10 +254,11 @@ def plan_query(descriptor: TaskDescriptor) -> QueryPlan:
     phrases = unique(
         [*descriptor.phrases, *(b for b in descriptor.backticked if _SPACE.search(b))], None
     )
-    keywords = [
-        k for k in descriptor.keywords if not (DROP_EDIT_WORDS and k.lower() in _EDIT_WORDS)
-    ]
-    words = frozenset([k.lower() for k in keywords] + [w.lower() for w in weak if len(w) >= 4])
+    keywords = [k for k in descriptor.keywords if k.lower() not in _CHAT_WORDS]
+    words = frozenset(
+        [k.lower() for k in keywords]
+        + [w.lower() for w in weak if len(w) >= 4 and w.lower() not in _CHAT_WORDS]
+    )
     concepts: list[_Concept] = []
     seen: set[str] = set()
     plain = {k.lower() for k in keywords}
@@ -286,6 +297,6 @@ def request_words(text: str) -> tuple[str, ...]:
     that are not stopwords, unique, in order, at most `FILE_WORD_LIMIT`."""
     found = dict.fromkeys(
         w for w in _WORD.findall(replace_lone_surrogates(text).lower())
-        if len(w) >= 2 and w not in _STOPWORDS and not (DROP_EDIT_WORDS and w in _EDIT_WORDS)
+        if len(w) >= 2 and w not in _STOPWORDS and w not in _CHAT_WORDS
     )  # fmt: skip
     return tuple(found)[:FILE_WORD_LIMIT]

@@ -105,11 +105,8 @@ class ProjectWeights:
         size_weight: weight of the size prior of a file (`size_prior`, 0..1) in the file score
             of a prose request: the score is multiplied by `1 - size_weight + size_weight *
             size_prior`.
-        size_additive: add `size_weight * size_prior` instead of multiplying (tuning only).
         prior_weight: weight of an outside file prior (0..1 per file, e.g. how well the file's
             past commits match the request) added to the file score.
-        changelog_demotion: factor on the file score of a change log (`is_change_log`) in a
-            request not about docs, instead of `role_demotion`.
         config_demotion: factor on the file score of a configuration or data file
             (`is_configuration`).
         relevance_floor: the least relevance (`window_relevance`, 0..1) a window needs to be
@@ -142,11 +139,9 @@ class ProjectWeights:
     fts_rank_decay: float = 0.9
     fts_token_cost: bool = False
     size_weight: float = 0.5
-    size_additive: bool = False
     prior_weight: float = 0.5
-    changelog_demotion: float = 0.25
     config_demotion: float = 0.5
-    relevance_floor: float = 0.4
+    relevance_floor: float = 0.55
 
     def tier_points(self, tier: Tier) -> int:
         """The points of an exact `tier`."""
@@ -175,11 +170,6 @@ _TEST_NAME = re.compile(
 _DOC_DIRS = frozenset({"doc", "docs", "documentation"})
 _DOC_EXTENSIONS = frozenset({"md", "markdown", "mdx", "rst", "txt", "adoc", "asciidoc"})
 _DOC_NAMES = ("readme", "changelog", "changes", "license", "contributing", "history", "news")
-_CHANGE_LOG_NAMES = frozenset(
-    {"changelog", "changes", "history", "news", "releases", "release_notes", "release-notes",
-     "releasenotes", "whatsnew", "whats_new", "whats-new"}
-)  # fmt: skip
-_CHANGE_LOG_DIRS = _CHANGE_LOG_NAMES | {"changelog.d", "newsfragments", "changes.d"}
 
 
 def file_role(path: str) -> FileRole:
@@ -206,20 +196,6 @@ def file_role(path: str) -> FileRole:
     ):
         return "doc"
     return "source"
-
-
-def is_change_log(path: str) -> bool:
-    """Whether `path` is a documentation file that records changes: a doc (`file_role`) named
-    `CHANGELOG`, `CHANGES`, `HISTORY`, `NEWS`, `RELEASES`, `RELEASE_NOTES`, `WHATSNEW` (any
-    case, any extension), or a doc under a directory of such a name (`changelog.d/`,
-    `newsfragments/`, `docs/whatsnew/`). A change log describes every change in the words of
-    the requests that asked for them, so it matches a request about code as well as the code
-    does (`ProjectWeights.changelog_demotion`)."""
-    if _cached_role(path) != "doc":
-        return False
-    parts = path.lower().split("/")
-    stem = parts[-1].split(".", 1)[0]
-    return stem in _CHANGE_LOG_NAMES or any(d in _CHANGE_LOG_DIRS for d in parts[:-1])
 
 
 @lru_cache(maxsize=65536)
@@ -259,15 +235,14 @@ def is_configuration(path: str) -> bool:
 def role_factor(
     path: str, *, about_tests: bool, about_docs: bool, weights: ProjectWeights = PROJECT_WEIGHTS
 ) -> float:
-    """The factor on the file score of `path` for its role: 1 for source, a test file in a
-    request about tests, a doc in one about docs; else `changelog_demotion` for a change log
-    (`is_change_log`), `role_demotion` for any other test or doc file, and
-    `config_demotion` for a configuration or data file (`is_configuration`)."""
+    """The factor on the file score of `path` for its role: `role_demotion` for a test file
+    in a request not about tests and for documentation (change logs included) in one not about
+    docs, `config_demotion` for a configuration or data file (`is_configuration`), else 1."""
     if is_configuration(path):
         return weights.config_demotion
-    if not is_demoted(path, about_tests=about_tests, about_docs=about_docs):
-        return 1.0
-    return weights.changelog_demotion if is_change_log(path) else weights.role_demotion
+    if is_demoted(path, about_tests=about_tests, about_docs=about_docs):
+        return weights.role_demotion
+    return 1.0
 
 
 # ----------------------------------------------------------------------------- concepts
@@ -303,6 +278,16 @@ def window_relevance(held: Iterable[int], information: Sequence[float]) -> float
     if total <= 0:
         return 0.0
     return sum(information[i] for i in set(held) if 0 <= i < len(information)) / total
+
+
+def file_relevance(coverage: float, known: float) -> float:
+    """The relevance of a file to the request, in 0..1 (the scale of the relevance floor):
+    the mean of `coverage`, the share of the request's information the file holds
+    (`window_relevance` of its concepts: an informative word counts more), and `known`, the
+    share of the request's concepts the project knows at all (each counts the same: a request
+    whose words the project mostly knows is about it even when its rarest word is a typo or a
+    new name, while an unrelated one is carried by words the project has never seen)."""
+    return (min(1.0, max(0.0, coverage)) + min(1.0, max(0.0, known))) / 2
 
 
 # ----------------------------------------------------------------------------- files
@@ -396,11 +381,7 @@ def combine_file_scores(
             + w.evidence_share * signals.evidence.get(path, 0.0) / best_evidence
             + w.prior_weight * prior
         )
-        size = size_prior(signals.lines.get(path, 0), largest)
-        if w.size_additive:
-            value += w.size_weight * size if value > 0 else 0.0
-        else:
-            value *= 1 - w.size_weight + w.size_weight * size
+        value *= 1 - w.size_weight + w.size_weight * size_prior(signals.lines.get(path, 0), largest)
         combined[path] = value * role(path)
     return combined
 
@@ -599,6 +580,7 @@ __all__ = [
     "PROJECT_WEIGHTS",
     "TIER_LABELS",
     "FileRole",
+    "FileSignals",
     "FileWindow",
     "ProjectWeights",
     "RankingContext",
@@ -609,13 +591,19 @@ __all__ = [
     "concept_idf",
     "concept_window_score",
     "file_evidence",
+    "file_relevance",
     "file_role",
+    "fts_points",
     "fts_tier",
+    "is_configuration",
     "is_demoted",
     "presence_score",
     "rank_key",
     "rank_windows",
+    "role_factor",
     "role_is_demoted",
     "score_window",
+    "size_prior",
     "top_files",
+    "window_relevance",
 ]
