@@ -11,14 +11,15 @@ from hypothesis import strategies as st
 
 from ds4_core.project.scoring import (
     PROJECT_WEIGHTS,
+    FileSignals,
     ProjectWeights,
     RankingContext,
     Tier,
-    FileSignals,
     combine_file_scores,
     concept_idf,
     concept_window_score,
     file_evidence,
+    file_relevance,
     file_role,
     fts_points,
     fts_tier,
@@ -105,6 +106,12 @@ def test_modified_tracked_and_token_cost() -> None:
     assert scored is not None and scored.score == 48.0
 
 
+def test_file_relevance_is_the_mean_of_coverage_and_known_share() -> None:
+    assert file_relevance(0.4, 1.0) == 0.7
+    assert file_relevance(0.0, 0.0) == 0.0
+    assert file_relevance(2.0, -1.0) == 0.5  # clamped to 0..1
+
+
 def test_window_relevance_is_the_share_of_the_request_information_held() -> None:
     information = [1.0, 3.0, 4.0]  # the last concept matched nothing: still information
     assert window_relevance({0: 0.2, 1: 0.9}, information) == 0.5
@@ -185,7 +192,10 @@ def test_combined_file_scores_and_top_files() -> None:
     texts = {"a.py": 10.0, "docs/a.md": 10.0, "b.py": 5.0}
     evidence = {"b.py": 4.0, "c.py": 2.0}
     weights = ProjectWeights(size_weight=0.0, evidence_share=1.0)
-    role = lambda p: 0.5 if p.startswith("docs/") else 1.0
+
+    def role(path: str) -> float:
+        return 0.5 if path.startswith("docs/") else 1.0
+
     combined = combine_file_scores(_signals(texts=texts, evidence=evidence), role, weights)
     assert combined == {"a.py": 1.0, "docs/a.md": 0.5, "b.py": 1.5, "c.py": 0.5}
     assert top_files(combined, 3) == ["b.py", "a.py", "c.py"]  # ties: path order
