@@ -237,8 +237,9 @@ def _file_coverage(
     the request's information (`information`, one number per concept of `plan`) the concepts
     found anywhere in the file hold (its whole-file text, `project_file_texts_fts`; each
     concept once), and the share of the concepts found in any of `paths` (the request's words
-    the project knows: `paths` are the files ranked for it). {} after an FTS5 error (with a
-    warning) or without information."""
+    the project knows: `paths` are the files ranked for it); 1 for a file holding a name in
+    code (`_Concept.code`: as an exact match). {} after an FTS5 error (with a warning) or
+    without information."""
     if not paths or sum(information) <= 0 or not search.index_usable:
         return {}
     rowid_of: dict[int, str] = {}
@@ -263,8 +264,11 @@ def _file_coverage(
         return {}
     concepts = sum(1 for value in information if value > 0)
     known = len({i for indexes in held.values() for i in indexes}) / concepts
+    code = {i for i, concept in enumerate(plan.concepts) if concept.code}
     return {
-        path: file_relevance(window_relevance(indexes, information), known)
+        path: 1.0
+        if code.intersection(indexes)
+        else file_relevance(window_relevance(indexes, information), known)
         for path, indexes in held.items()
     }
 

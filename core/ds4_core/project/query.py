@@ -123,11 +123,17 @@ def _is_weak(symbol: str, backticked: set[str]) -> bool:
 class _Concept:
     """One FTS query concept: `label` (shown in reasons), its FTS5 MATCH text, and how it
     matches a file path: any alternative of `path_forms` (words that must all be among the
-    path's lower-case sub-words, the last one as a prefix when its flag is set)."""
+    path's lower-case sub-words, the last one as a prefix when its flag is set). `code`: the
+    term is a name in code (a word mixing letters with digits or `_`: `quuxfunc4`, `sha256`,
+    `py35`), so a file holding it is as relevant as an exact match (the relevance floor)."""
 
     label: str
     query: str
     path_forms: tuple[tuple[tuple[str, ...], bool], ...] = ()
+    code: bool = False
+
+
+_CODE_WORD = re.compile(r"(?=\w*[^\W\d_])(?=\w*[\d_])\w+")
 
 
 def _term_path_forms(term: str) -> tuple[tuple[tuple[str, ...], bool], ...]:
@@ -228,7 +234,12 @@ def _keyword_concepts(keyword: str) -> list[_Concept]:
             forms.append(((short,), len(short) >= MIN_STEM_CHARS))
         return [_Concept(keyword, query, tuple(forms))]
     phrases = fts_terms_for(keyword)
-    return [_Concept(keyword, " OR ".join(phrases), _term_path_forms(keyword))] if phrases else []
+    code = _CODE_WORD.fullmatch(keyword) is not None
+    return (
+        [_Concept(keyword, " OR ".join(phrases), _term_path_forms(keyword), code)]
+        if phrases
+        else []
+    )
 
 
 def plan_query(descriptor: TaskDescriptor) -> QueryPlan:
