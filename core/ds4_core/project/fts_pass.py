@@ -1,10 +1,11 @@
-"""The FTS tier of project retrieval: concept pass, whole-file pass and file ranking.
+"""The FTS tier of project retrieval: concept pass, whole-file pass, file ranking, relevance.
 
 Each query concept's FTS5 matches give windows their concept scores (`_concept_pass`); files
-are ranked by their evidence and, in a prose request, by whole-file bm25 (`_rank_files`), and
-the best windows of the best files get their FTS tier score. The numbers are pure functions in
-`project/scoring.py`; the rules are in the docstring of `project/search.py` ("Prose: files
-first", "Prose: whole files").
+are ranked by their evidence, in a prose request also by whole-file bm25, their size, their
+role and an outside prior (`_rank_files`); the best windows of the best files get their FTS
+tier score, and each ranked file its relevance for the floor (`_file_coverage`). The numbers
+are pure functions in `project/scoring.py`; the rules are in the docstring of
+`project/search.py` ("Concepts", "Files first", "Floor").
 """
 
 from __future__ import annotations
@@ -155,7 +156,7 @@ def _file_evidence(
     search: _Search, ranking: Sequence[float], plan: QueryPlan, weights: ProjectWeights
 ) -> tuple[dict[str, float], dict[str, list[_Window]]]:
     """Each file's FTS evidence from its windows' concept scores (`scoring.file_evidence`;
-    module docstring, "Prose: files first"), and those windows by file."""
+    module docstring, "Files first"), and those windows by file."""
     windows_by_file: dict[str, list[_Window]] = {}
     if sum(ranking) <= 0:
         return {}, windows_by_file
@@ -284,7 +285,7 @@ def _rank_files(
     file_prior: Mapping[str, float] | None = None,
     weights: ProjectWeights = PROJECT_WEIGHTS,
 ) -> dict[str, float]:
-    """Rank the files (module docstring, "Prose: files first") and give the best window (and a
+    """Rank the files (module docstring, "Files first") and give the best window (and a
     close second) of the first `limit` files their FTS tier score.
 
     A file's score (`scoring.combine_file_scores`) sums its whole-file bm25 for all the

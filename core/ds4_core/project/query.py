@@ -2,7 +2,7 @@
 
 The plan holds the exact tiers' search terms (files, declared names, identifiers, phrases) and
 the FTS concepts with their FTS5 MATCH text and path forms; the rules are in the docstring of
-`project/search.py` ("Identifiers", "Prose: files first", "Prose: whole files"). Pure functions:
+`project/search.py` ("Identifiers", "Concepts", "Files first", "Floor"). Pure functions:
 nothing here reads the store.
 """
 

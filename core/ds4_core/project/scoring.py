@@ -299,7 +299,7 @@ def file_evidence(
     naming: Sequence[Collection[str]],
     weights: ProjectWeights = PROJECT_WEIGHTS,
 ) -> dict[str, float]:
-    """Each file's FTS evidence (docs in `project/search.py`, "Prose: files first").
+    """Each file's FTS evidence (docs in `project/search.py`, "Files first").
 
     Args:
         best_by_file: per path, each concept's (by index) best window score in that file.

@@ -12,8 +12,9 @@ and its FTS concepts in `project/query.py`, the SQL and FTS5 statements and the 
 
 **When it runs.** `max_results` or `max_tokens` <= 0: status `disabled`. A descriptor without
 query terms: `no-query`. A lone generic keyword (one plain word, no identifier, file, phrase or
-error; a capitalised or all-caps English word such as `Cache` counts as that word): `generic`,
-nothing is read. No current file indexed for the project: `no-index`.
+error; a capitalised or all-caps English word such as `Cache` counts as that word; words of
+conversation such as `great`, `thanks`, `hello` do not count, so "Thanks, that worked great!"
+is one): `generic`, nothing is read. No current file indexed for the project: `no-index`.
 
 **Tiers** (a window's primary score is its best tier):
 
@@ -24,59 +25,81 @@ nothing is read. No current file indexed for the project: `no-index`.
 | declared symbol | 115 | the window declares the name (`symbols` column; case-sensitive) |
 | exact phrase | 90 | a quoted phrase (or backticked text with spaces) in the content |
 | symbol text | 85 | an identifier in the content, starting a word (`LiteralTerm`) |
-| FTS | 60..20 | by rank of the window's *file*: 60 for the best file, 4 less per rank |
+| FTS | 60..20 | by rank r of the window's *file*: `20 + 40 * 0.9 ** r` (60, 56, 52.4, ...) |
 
 Then: +2 per further exact match (at most +6), + (FTS tier - 20) / 10 when a window of an exact
 tier also has FTS evidence, +10 when the file is modified in the working tree, +3 when it is
-tracked by Git, minus min(12, token_estimate / 250); a test or documentation window of an exact
-tier loses 10 (not when the request is about tests or docs, or names the file). Scores are
-rounded to 6 decimals. Order: score, then modified first, path, start line, snippet id.
+tracked by Git; a window of an exact tier loses min(12, token_estimate / 250) (an FTS-only
+window does not: its file's rank already weighed the file); a test or documentation window of
+an exact tier loses 10 (not when the request is about tests or docs, or names the file).
+Scores are rounded to 6 decimals. Order: score, then modified first, path, start line, snippet
+id.
 
 **Identifiers.** The descriptor's symbols, backticked names and error codes. A symbol that is only
 a capitalised or all-caps word (`The`, `Check`, `README`, `JSON`; never backticked) is *weak*:
 ds4's descriptor makes any PascalCase word a symbol, so the first word of every sentence would
 otherwise match every window; a weak symbol only counts when a window declares it.
 
-**Prose: files first.** Each query concept (an identifier, file, phrase or keyword; at most 16)
-is one FTS5 query over `content`, `file_path`, `symbols` and `search_text` (bm25 column weights
-1, 2.5, 2, 1): identifiers as themselves and their sub-words (`fts_terms_for`: `shipping method`
-finds `getShippingMethod`), plain keywords by a light stem as a prefix (`invalidated` ->
-`"invalidat" *`, so it also finds `invalidate_cache`) or their usual short form in code
-(`configuration` -> `config`), each CJK bigram of a CJK keyword as a concept of its own (a
-sentence need not appear verbatim). A concept's weight is its idf over the index (always
-positive; FTS5's own idf is ~0 for a word in half the rows, which in a small project is most
-telling words); its score in a window is that weight times the window's bm25 relative to the
-concept's best window (or times 0.4 when it only occurs there: see `_concept_pass` for how
-common concepts are kept cheap). For a file, each concept counts once, with its best window
+**Concepts.** Each query concept (an identifier, file, phrase or keyword; at most 16) is one
+FTS5 query over `content`, `file_path`, `symbols` and `search_text` (bm25 column weights 1,
+2.5, 2, 1): identifiers as themselves and their sub-words (`fts_terms_for`: `shipping method`
+finds `getShippingMethod`), plain keywords by a light stem as a prefix (`keyword_stem`:
+`invalidated` -> `"invalidat" *`, so it also finds `invalidate_cache`; `suppression` ->
+`"suppress" *`, `proxies` -> `"prox" *`) or their usual short form in code (`configuration` ->
+`config`), each CJK bigram of a CJK keyword as a concept of its own (a sentence need not appear
+verbatim). A concept's weight is its idf over the index (always positive; FTS5's own idf is ~0
+for a word in half the rows, which in a small project is most telling words); its score in a
+window is that weight times the window's bm25 relative to the concept's best window (or times
+0.4 when it only occurs there: see `_concept_pass` for how common concepts are kept cheap).
+
+**Files first.** A file's *evidence*: each concept counts once, with its best window
 (`m(c, f)`), plus half its weight when the file's path names it (`config_watcher.py` for
-`config`); the file's evidence is `sum_c (m(c, f) + path(c, f)) * (0.5 + 0.5 * coverage)`,
-where coverage is the share of the concept weight the file matches anywhere. So a file that
-touches every concept beats one that repeats one word, and a long file does not win by length.
-Test files (`tests/`, `test_*.py`, `*_test.go`, `*.spec.ts`, `__tests__/`, ...) and
-documentation (`*.md`, `*.rst`, `docs/`, `README*`, ...) have their evidence halved unless the
-request is about tests or docs, so they rank above the source they describe only when they
-match twice as well. Without a whole-file signal (below), files are ranked by this evidence
-(the FTS tier above); each file offers its best window, and its second best when that one
-scores at least half as much.
-
-**Prose: whole files.** In a prose request (no identifier, file or phrase) the file ranking
-also uses bm25 over whole files (`project_file_texts_fts`, migration 6: one row per current
-file with its path words, content and identifier sub-words) for ALL the request's words
+`config`): `sum_c (m(c, f) + path(c, f)) * (0.5 + 0.5 * coverage)`, where coverage is the share
+of the concept weight the file matches anywhere. So a file that touches every concept beats one
+that repeats one word. In a prose request (no identifier, file or phrase) the file ranking also
+uses bm25 over whole files (`project_file_texts_fts`, migration 6: one row per current file
+with its path words, content and identifier sub-words) for ALL the request's words
 (`request_words`: lower-case words of 2+ characters that are not stopwords, unstemmed, each
-quoted, OR-ed), which is steadier than summing window evidence: the `FILE_TEXT_MIN_FILES` (or
-more) best files get `bm25(f) / max bm25 + evidence_share * evidence(f) / max evidence`, the
-bm25 share halved for a demoted test or doc file (its evidence already is), and files are
-ranked by that. A file's windows are then ranked by their concept relevance (in a file only
-the whole-file pass found, every window gets the presence share of the concepts it holds).
-The exact tiers stay above the
-FTS tier, so identifier and path requests rank as before.
+quoted, OR-ed) for the `FILE_TEXT_MIN_FILES` (or more) best files. A file's score
+(`scoring.combine_file_scores`) is
 
-**Selection.** Windows are taken in rank order: a window with the same text as a selected one
-is an exact duplicate, one overlapping a selected window of the same file by half or more of the
-shorter one's lines is collapsed, at most 2 windows per file (4 for a file the request names).
-Each hit's `tokens` are the `chars-v2` tokens of its rendered message (with the indexed Git
-HEAD); selection stops at `max_results` hits, or at the first hit that does not fit in what is
-left of `max_tokens`.
+    (text + 0.5 * evidence + 0.5 * prior) * (0.5 + 0.5 * size) * role
+
+with `text` its whole-file bm25 relative to the best file's (0 outside prose requests),
+`evidence` relative to the best file's, `prior` the caller's `file_prior` for it (0..1; e.g.
+how well its past Git commits match the request), `size` = ln(1 + lines) / ln(1 + lines of
+the longest candidate) (longer files are more often the answer; bm25's length normalisation
+pushes the other way), and `role` 0.25 for a test file (request not about tests) or a
+documentation file, change logs included (request not about docs: they describe the code in
+the request's own words), 0.5 for a configuration or data file (`.toml`, `.yaml`, `.ini`,
+`.cfg`, `.json`, dot-files), else 1. Files are ranked by score; the best `FTS_MIN_FILES` (at
+least; 3 x `max_results` when more) get an FTS tier: their best window by concept relevance,
+and the second best when it scores at least half as much (2 points less); a file only the
+whole-file pass or the prior found gives each window the presence share of the concepts it
+holds. The exact tiers stay above the FTS tier, so identifier and path requests rank as
+before.
+
+**Floor.** A window's *relevance* (0..1, the scale of `ProjectRetrieval.below_floor` and of
+`ProjectWeights.relevance_floor`) is 1 for a window of an exact tier and, for an FTS window,
+its file's relevance (`scoring.file_relevance`): the mean of (a) the share of the request's
+information the file holds anywhere (its whole text: each concept once, weighted by its idf,
+a concept the index lacks counting as the rarest: `concept_idf(N, 0)`) and (b) the share of
+the request's concepts found in any ranked file (each counts the same); 1 for a file holding a
+name in code (a word mixing letters with digits or `_`, e.g. `sha256`), and its `file_prior`
+when higher. When no window reaches the floor (0.55), the request is not about this project:
+nothing is sent, and the `MAX_BELOW_FLOOR` best windows (by relevance, then rank) are
+returned as `below_floor` with the tokens each would have cost. When one does, the ranking and
+the budget decide. An unrelated request ("Write a haiku about the sea") matches a few common
+words of the project and none of its own rare ones, so it stays under the floor.
+
+**Selection.** Windows are taken in rank order, files first: an FTS-only window of a file that
+already has a hit waits until every ranked file had its turn (a page of 20 hits holds up to 20
+files), then the waiting windows follow in rank order. A window with the same text as a
+selected one is an exact duplicate, one overlapping a selected window of the same file by half
+or more of the shorter one's lines is collapsed, at most 2 windows per file (4 for a file the
+request names). Each hit's `tokens` are the `chars-v2` tokens of its rendered message (with the
+indexed Git HEAD); selection stops at `max_results` hits, or at the first hit that does not fit
+in what is left of `max_tokens`.
 
 Only non-stale snippets of current files whose hash is the file's current hash are read. Every
 user term reaches SQLite as a bound parameter; FTS5 text is built only from quoted phrases
