@@ -261,3 +261,28 @@ def test_without_a_floor_the_unrelated_request_gets_its_candidates(shop):
 def test_the_floor_is_deterministic(shop):
     query = "Can you explain how Rust's borrow checker handles mutable references?"
     assert _search(shop, query).below_floor == _search(shop, query).below_floor
+
+
+def test_several_folders_merge_their_below_floor_candidates(tmp_path):
+    """`ProjectFolders.search` keeps each folder's below-floor candidates, best first."""
+    from ds4_core.config import Config
+    from ds4_core.project.folders import ProjectFolders
+
+    for name in ("a", "b"):
+        folder = tmp_path / name
+        folder.mkdir()
+        (folder / "streams.py").write_text(STREAMS.replace("export", f"export_{name}"))
+    store = open_store(tmp_path / "db" / "context.db")
+    config = Config()
+    folders = ProjectFolders(lambda: store, lambda: config)
+    try:
+        folders.set_folders([("a", tmp_path / "a"), ("b", tmp_path / "b")], trusted=True)
+        folders.sync()
+        query = "Can you explain how Rust's borrow checker handles mutable references?"
+        found = folders.search(describe_task(query), max_results=8, max_tokens=20_000)
+        assert found.retrieval.hits == []
+        below = found.retrieval.below_floor
+        assert len(below) == 2 and len({b.source_id for b in below}) == 2
+        assert [b.score for b in below] == sorted((b.score for b in below), reverse=True)
+    finally:
+        store.close()
