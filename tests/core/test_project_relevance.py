@@ -147,12 +147,12 @@ def test_a_request_about_the_change_log_ranks_it_first(shop):
 
 def test_the_size_prior_lifts_the_longer_of_two_matching_files(tmp_path):
     """bm25's length normalisation ranks the 3-line file first; the size prior (longer files
-    are more often the answer) ranks the 160-line file that also names the words twice."""
+    are more often the answer) ranks the 1,200-line file that also names the words twice."""
     body = (
         "def settle(ledger):\n    # settle the ledger balance with the clearing house\n"
         "    return ledger.balance\n"
     )
-    helpers = "\n".join(f"def helper_{n}():\n    return {n}\n" for n in range(40))
+    helpers = "\n".join(f"def helper_{n}():\n    return {n}\n" for n in range(400))
     long = body + helpers + "\n# the clearing house settles each ledger balance nightly\n"
     files = {"src/short_ledger.py": body, "src/long_ledger.py": long}
     store, project_path = _index(tmp_path / "p", files, tmp_path / "db" / "c.db")

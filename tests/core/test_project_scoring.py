@@ -29,7 +29,9 @@ from ds4_core.project.scoring import (
     rank_windows,
     role_factor,
     score_window,
+    size_contenders,
     size_prior,
+    sized_scores,
     top_files,
     window_relevance,
 )
@@ -183,7 +185,7 @@ def test_file_evidence_rewards_coverage_and_names() -> None:
 
 
 def _signals(**kwargs: object) -> FileSignals:
-    fields: dict[str, object] = {"texts": {}, "evidence": {}, "lines": {}, "prior": {}}
+    fields: dict[str, object] = {"texts": {}, "evidence": {}, "prior": {}}
     fields.update(kwargs)
     return FileSignals(**fields)  # type: ignore[arg-type]
 
@@ -202,21 +204,35 @@ def test_combined_file_scores_and_top_files() -> None:
     assert top_files({}, 3) == []
 
 
-def test_size_prior_is_log_lines_relative_to_the_largest_candidate() -> None:
+def test_size_prior_is_log_lines_up_to_the_saturation() -> None:
     assert size_prior(0, 100) == 0.0
     assert size_prior(100, 100) == 1.0
     assert size_prior(9, 99) == pytest.approx(0.5)
     assert size_prior(5, 0) == 0.0
-    assert size_prior(500, 100) == 1.0  # clamped
+    assert size_prior(500, 100) == 1.0  # saturated
     # equal text evidence: the longer file ranks first (bm25 favoured the short one)
-    weights = ProjectWeights(size_weight=0.5)
-    signals = _signals(
-        texts={"big.py": 1.0, "small.py": 1.05}, lines={"big.py": 2000, "small.py": 20}
+    weights = ProjectWeights(size_weight=0.5, size_saturation=2000)
+    scores = combine_file_scores(
+        _signals(texts={"big.py": 1.0, "small.py": 1.05}), lambda p: 1.0, weights
     )
-    combined = combine_file_scores(signals, lambda p: 1.0, weights)
-    assert top_files(combined, 2) == ["big.py", "small.py"]
-    assert combined["big.py"] == pytest.approx(1.0 / 1.05)
-    assert combined["small.py"] == pytest.approx(0.5 + 0.5 * math.log1p(20) / math.log1p(2000))
+    sized = sized_scores(scores, {"big.py": 2000, "small.py": 20}, weights)
+    assert top_files(sized, 2) == ["big.py", "small.py"]
+    assert sized["big.py"] == pytest.approx(1.0 / 1.05)
+    assert sized["small.py"] == pytest.approx(0.5 + 0.5 * math.log1p(20) / math.log1p(2000))
+    assert sized_scores({"gone.py": 1.0}, {}, weights) == {"gone.py": 0.5}  # no lines: 0
+
+
+def test_only_files_that_can_still_rank_are_sized() -> None:
+    weights = ProjectWeights(size_weight=0.5)
+    scores = {"a.py": 1.0, "b.py": 0.8, "c.py": 0.45, "d.py": 0.3}
+    # the 2nd best is 0.8: once sized it is at least 0.4, so d.py (at most 0.3) cannot pass it
+    assert size_contenders(scores, 2, weights) == ["a.py", "b.py", "c.py"]
+    assert size_contenders(scores, 10, weights) == ["a.py", "b.py", "c.py", "d.py"]
+    # whatever the sizes, the top 2 of the contenders are the top 2 of all files
+    for lines in ({"c.py": 2000}, {"d.py": 2000}, {"a.py": 1, "b.py": 1, "c.py": 2000}):
+        everything = sized_scores(scores, lines, weights)
+        contenders = sized_scores({p: scores[p] for p in size_contenders(scores, 2)}, lines)
+        assert top_files(contenders, 2) == top_files(everything, 2)
 
 
 def test_the_file_prior_is_weighted_clamped_and_may_add_files() -> None:

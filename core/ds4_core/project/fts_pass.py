@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 
 from ds4_core.retrieval.descriptor import fts_phrase
 from ds4_core.store.sql import chunked, placeholders
@@ -39,6 +40,8 @@ from .scoring import (
     fts_tier,
     presence_score,
     role_factor,
+    size_contenders,
+    sized_scores,
     top_files,
     window_relevance,
 )
@@ -193,76 +196,74 @@ def _file_text_pass(search: _Search, plan: QueryPlan, limit: int) -> dict[str, f
     return {path: -float(score) for path, score in rows}
 
 
-def _file_lines(search: _Search, paths: Sequence[str]) -> dict[str, int]:
-    """`{path: lines}` of the current files `paths` (the last line of their valid windows)."""
-    lines: dict[str, int] = {}
+@dataclass
+class _FileRows:
+    """The valid windows of one current file: their rowids and its last line."""
+
+    rowids: set[int] = field(default_factory=set)
+    lines: int = 0
+
+
+def _file_rows(search: _Search, paths: Sequence[str]) -> dict[str, _FileRows]:
+    """`{path: _FileRows}` of the current files `paths` (one indexed read of their valid
+    windows)."""
+    rows: dict[str, _FileRows] = {}
     for chunk in chunked(list(paths)):
         marks = placeholders(len(chunk))
-        for path, last in search.conn.execute(
-            f"SELECT s.file_path, max(s.end_line) FROM project_snippets AS s {_FILE_JOIN} "
-            f"WHERE {_VALID} AND s.file_path IN ({marks}) GROUP BY s.file_path",
-            (search.project_path, *chunk),
-        ):
-            lines[path] = int(last)
-    return lines
-
-
-def _presence_windows(search: _Search, ranking: Sequence[float], paths: Sequence[str],
-                      weights: ProjectWeights) -> None:  # fmt: skip
-    """Read the valid windows of `paths` (files no window of which a concept reached: found
-    by the whole-file pass or the file prior only) without their text, and give each
-    `presence_score(idf(c))` for every concept it contains (`_Search.present`, as
-    `_concept_pass` does for windows found otherwise)."""
-    for chunk in chunked(paths):
-        marks = placeholders(len(chunk))
-        for rowid, path in search.conn.execute(
-            f"SELECT s.rowid, s.file_path FROM project_snippets AS s {_FILE_JOIN} "
+        for rowid, path, last in search.conn.execute(
+            f"SELECT s.rowid, s.file_path, s.end_line FROM project_snippets AS s {_FILE_JOIN} "
             f"WHERE {_VALID} AND s.file_path IN ({marks})",
             (search.project_path, *chunk),
         ):
+            found = rows.setdefault(path, _FileRows())
+            found.rowids.add(int(rowid))
+            found.lines = max(found.lines, int(last))
+    return rows
+
+
+def _presence_windows(
+    search: _Search,
+    ranking: Sequence[float],
+    files: Mapping[str, _FileRows],
+    paths: Sequence[str],
+    weights: ProjectWeights,
+) -> None:
+    """Create the valid windows of `paths` (files no window of which a concept reached: found
+    by the whole-file pass or the file prior only; their rowids from `files`) without their
+    text, and give each `presence_score(idf(c))` for every concept it contains
+    (`_Search.present`, as `_concept_pass` does for windows found otherwise)."""
+    for path in paths:
+        for rowid in sorted(files[path].rowids) if path in files else ():
             window = search.window(rowid, path)
             for index, rows in enumerate(search.present):
                 if index not in window.concepts and rowid in rows:
                     window.concepts[index] = presence_score(ranking[index], weights)
 
 
-_FILE_ROWIDS_SQL = (
-    "SELECT group_concat(rowid) FROM project_file_texts_fts WHERE project_file_texts_fts MATCH ?"
-)
-
-
 def _file_coverage(
-    search: _Search, plan: QueryPlan, information: Sequence[float], paths: Sequence[str]
+    search: _Search,
+    plan: QueryPlan,
+    information: Sequence[float],
+    files: Mapping[str, _FileRows],
+    paths: Sequence[str],
 ) -> dict[str, float]:
-    """`{path: relevance}` of the current files `paths` (`scoring.file_relevance`): how much of
+    """`{path: relevance}` of the ranked files `paths` (`scoring.file_relevance`): how much of
     the request's information (`information`, one number per concept of `plan`) the concepts
-    found anywhere in the file hold (its whole-file text, `project_file_texts_fts`; each
-    concept once), and the share of the concepts found in any of `paths` (the request's words
-    the project knows: `paths` are the files ranked for it); 1 for a file holding a name in
-    code (`_Concept.code`: as an exact match). {} after an FTS5 error (with a warning) or
-    without information."""
-    if not paths or sum(information) <= 0 or not search.index_usable:
+    found in any of the file's windows hold (`_Search.present`; each concept once), and the
+    share of the concepts found in any of `paths` (the request's words the project knows:
+    `paths` are the files ranked for it); 1 for a file holding a name in code
+    (`_Concept.code`: as an exact match). {} without information (no concept, or an FTS5
+    error)."""
+    if not paths or sum(information) <= 0 or not search.present:
         return {}
-    rowid_of: dict[int, str] = {}
-    for chunk in chunked(list(paths)):
-        marks = placeholders(len(chunk))
-        for rowid, path in search.conn.execute(
-            f"SELECT rowid, file_path FROM project_file_texts WHERE project_path = ? "
-            f"AND file_path IN ({marks})",
-            (search.project_path, *chunk),
-        ):
-            rowid_of[int(rowid)] = path
-    held: dict[str, list[int]] = {path: [] for path in rowid_of.values()}
-    try:
-        for index, concept in enumerate(plan.concepts):
-            if information[index] <= 0:
-                continue
-            (listed,) = search.conn.execute(_FILE_ROWIDS_SQL, (concept.query,)).fetchone()
-            for rowid in set(map(int, listed.split(","))) & rowid_of.keys() if listed else ():
-                held[rowid_of[rowid]].append(index)
-    except sqlite3.Error as exc:
-        search.fts_failed("file coverage pass", exc)
-        return {}
+    held: dict[str, list[int]] = {}
+    for path in paths:
+        rowids = files[path].rowids if path in files else set()
+        held[path] = [
+            i
+            for i, rows in enumerate(search.present)
+            if information[i] > 0 and not rows.isdisjoint(rowids)
+        ]
     concepts = sum(1 for value in information if value > 0)
     known = len({i for indexes in held.values() for i in indexes}) / concepts
     code = {i for i, concept in enumerate(plan.concepts) if concept.code}
@@ -305,13 +306,14 @@ def _rank_files(
     evidence, windows_by_file = _file_evidence(search, ranking, plan, weights)
     texts = _file_text_pass(search, plan, max(FILE_TEXT_MIN_FILES, limit)) if prose else {}
     prior = {path: value for path, value in (file_prior or {}).items() if value > 0}
-    paths = sorted(texts.keys() | evidence.keys() | prior.keys())
-    lines = _file_lines(search, paths) if weights.size_weight > 0 else {}
-    signals = FileSignals(texts, evidence, lines, prior)
-    ranked = top_files(combine_file_scores(signals, _role(plan, weights), weights), limit)
+    scores = combine_file_scores(FileSignals(texts, evidence, prior), _role(plan, weights), weights)
+    contenders = size_contenders(scores, limit, weights)
+    files = _file_rows(search, contenders)
+    lines = {path: rows.lines for path, rows in files.items()}
+    ranked = top_files(sized_scores({p: scores[p] for p in contenders}, lines, weights), limit)
     unreached = {path for path in ranked if path not in windows_by_file}
     if unreached:
-        _presence_windows(search, ranking, sorted(unreached), weights)
+        _presence_windows(search, ranking, files, sorted(unreached), weights)
         for window in search.windows.values():
             if window.path in unreached:
                 windows_by_file.setdefault(window.path, []).append(window)
@@ -319,5 +321,5 @@ def _rank_files(
     for rank, path in enumerate(chosen):
         for window, points in fts_tier(rank, windows_by_file[path], weights):
             window.fts_score = points
-    coverage = _file_coverage(search, plan, information, chosen)
+    coverage = _file_coverage(search, plan, information, files, chosen)
     return {path: max(coverage.get(path, 0.0), min(1.0, prior.get(path, 0.0))) for path in chosen}

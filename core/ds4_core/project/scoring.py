@@ -104,7 +104,8 @@ class ProjectWeights:
         fts_token_cost: whether an FTS-only window pays the token cost (the reference: yes).
         size_weight: weight of the size prior of a file (`size_prior`, 0..1) in the file score
             of a prose request: the score is multiplied by `1 - size_weight + size_weight *
-            size_prior`.
+            size_prior` (`sized_scores`).
+        size_saturation: lines at which the size prior reaches 1.
         prior_weight: weight of an outside file prior (0..1 per file, e.g. how well the file's
             past commits match the request) added to the file score.
         config_demotion: factor on the file score of a configuration or data file
@@ -139,6 +140,7 @@ class ProjectWeights:
     fts_rank_decay: float = 0.9
     fts_token_cost: bool = False
     size_weight: float = 0.5
+    size_saturation: int = 2000
     prior_weight: float = 0.5
     config_demotion: float = 0.5
     relevance_floor: float = 0.55
@@ -326,14 +328,14 @@ def file_evidence(
     return evidence
 
 
-def size_prior(lines: int, largest: int) -> float:
-    """The size prior of a file of `lines` lines among candidates whose largest has `largest`:
-    `ln(1 + lines) / ln(1 + largest)`, in 0..1 (0 when `largest` < 1). Longer files are more
+def size_prior(lines: int, saturation: int) -> float:
+    """The size prior of a file of `lines` lines: `ln(1 + lines) / ln(1 + saturation)`, at most
+    1 (a file of `saturation` lines or more), 0 when `saturation` < 1. Longer files are more
     often the ones a change touches (bug-localization studies: BugLocator's rVSM, Zhou et al.
     ICSE 2012), while bm25's length normalisation favours short files."""
-    if largest < 1:
+    if saturation < 1:
         return 0.0
-    return math.log1p(max(0, min(lines, largest))) / math.log1p(largest)
+    return math.log1p(max(0, min(lines, saturation))) / math.log1p(saturation)
 
 
 @dataclass(frozen=True)
@@ -344,13 +346,11 @@ class FileSignals:
         texts: whole-file bm25 for the request's words (negated: higher is better); empty when
             the request's words were not searched at file level.
         evidence: window evidence (`file_evidence`).
-        lines: lines of each file (for `size_prior`); a file not in it counts 0 lines.
         prior: an outside prior per file in 0..1 (e.g. from the Git history); may be empty.
     """
 
     texts: Mapping[str, float]
     evidence: Mapping[str, float]
-    lines: Mapping[str, int]
     prior: Mapping[str, float]
 
 
@@ -359,20 +359,19 @@ def combine_file_scores(
     role: Callable[[str], float],
     weights: ProjectWeights = PROJECT_WEIGHTS,
 ) -> dict[str, float]:
-    """Each candidate file's score (every path of `texts`, `evidence` and `prior`).
+    """Each candidate file's score before its size (every path of `texts`, `evidence` and
+    `prior`; `sized_scores` applies the size).
 
-    `(text + evidence_share * evidence + prior_weight * prior) * size * role(path)`, where
-    `text` is the whole-file bm25 relative to the best file's, `evidence` the window evidence
-    relative to the best file's, `prior` the outside prior (clamped to 0..1), `size` is `1 -
-    size_weight + size_weight * size_prior` (`size_prior` of the file's lines among the
-    candidates') and `role` the factor of its role (`role_factor`). Units: a file best in
-    every signal scores `1 + evidence_share + prior_weight`.
+    `(text + evidence_share * evidence + prior_weight * prior) * role(path)`, where `text` is
+    the whole-file bm25 relative to the best file's, `evidence` the window evidence relative to
+    the best file's, `prior` the outside prior (clamped to 0..1) and `role` the factor of its
+    role (`role_factor`). Units: a file best in every signal scores `1 + evidence_share +
+    prior_weight`.
     """
     w = weights
     best_text = max(signals.texts.values(), default=0.0) or 1.0
     best_evidence = max(signals.evidence.values(), default=0.0) or 1.0
     paths = signals.texts.keys() | signals.evidence.keys() | signals.prior.keys()
-    largest = max((signals.lines.get(path, 0) for path in paths), default=0)
     combined: dict[str, float] = {}
     for path in paths:
         prior = min(1.0, max(0.0, signals.prior.get(path, 0.0)))
@@ -381,9 +380,38 @@ def combine_file_scores(
             + w.evidence_share * signals.evidence.get(path, 0.0) / best_evidence
             + w.prior_weight * prior
         )
-        value *= 1 - w.size_weight + w.size_weight * size_prior(signals.lines.get(path, 0), largest)
         combined[path] = value * role(path)
     return combined
+
+
+def size_contenders(
+    scores: Mapping[str, float], limit: int, weights: ProjectWeights = PROJECT_WEIGHTS
+) -> list[str]:
+    """The paths of `scores` (before size) that can still be among the `limit` best once
+    `sized_scores` multiplies each by its size factor (`1 - size_weight` .. 1): those scoring
+    at least `1 - size_weight` times the `limit`-th best, best first (ties: path order). So
+    the size of only these files is read."""
+    ranked = top_files(scores, len(scores))
+    if limit <= 0 or len(ranked) <= limit:
+        return ranked
+    bar = scores[ranked[limit - 1]] * (1 - weights.size_weight)
+    return [path for path in ranked if scores[path] >= bar]
+
+
+def sized_scores(
+    scores: Mapping[str, float],
+    lines: Mapping[str, int],
+    weights: ProjectWeights = PROJECT_WEIGHTS,
+) -> dict[str, float]:
+    """`scores` (of `combine_file_scores`) times each file's size factor `1 - size_weight +
+    size_weight * size_prior(lines, size_saturation)` (a file missing from `lines` counts 0
+    lines)."""
+    w = weights
+    return {
+        path: score
+        * (1 - w.size_weight + w.size_weight * size_prior(lines.get(path, 0), w.size_saturation))
+        for path, score in scores.items()
+    }
 
 
 def top_files(scores: Mapping[str, float], limit: int) -> list[str]:
@@ -603,7 +631,9 @@ __all__ = [
     "role_factor",
     "role_is_demoted",
     "score_window",
+    "size_contenders",
     "size_prior",
+    "sized_scores",
     "top_files",
     "window_relevance",
 ]
