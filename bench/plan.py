@@ -46,9 +46,10 @@ class RawClient:
     as an editor's native JSON parser would (pygls's client turns every nested object into a
     namedtuple, which would dominate the measurement)."""
 
-    def __init__(self, db: Path) -> None:
+    def __init__(self, db: Path, command: list[str] | None = None) -> None:
+        """Start `command` (default: this interpreter's `python -m ds4_lsp`) with `DS4_DB=db`."""
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "ds4_lsp", "--log-level", "warning"],
+            [*(command or [sys.executable, "-m", "ds4_lsp"]), "--log-level", "warning"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,

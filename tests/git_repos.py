@@ -36,3 +36,18 @@ def git(root: Path, *args: str) -> str:
         check=True,
     )
     return completed.stdout.decode()
+
+
+def commit_file(root: Path, path: str, text: str, message: str) -> str:
+    """Write `text` to `root/path` (directories made), commit everything with `message` and
+    return the new HEAD's hash.
+
+    Raises:
+        subprocess.CalledProcessError: Git failed.
+    """
+    target = root / path
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(text)
+    git(root, "add", "-A")
+    git(root, "commit", "-q", "-m", message)
+    return git(root, "rev-parse", "HEAD").strip()

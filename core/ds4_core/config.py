@@ -157,6 +157,9 @@ SETTINGS: dict[str, SettingSpec] = {
         50_000_000, _int_range(0), "Most bytes indexed over all files."
     ),
     "project.maxResults": SettingSpec(8, _int_range(1, 100), "Most project snippets per request."),
+    "project.maxCommits": SettingSpec(
+        5000, _int_range(0, 100000), "Newest commits of HEAD indexed per folder (0: no history)."
+    ),
     "compaction.enabled": SettingSpec(
         True, _bool, "Serve ds4/compact (false: requests get an error, Pi compacts natively)."
     ),
@@ -297,6 +300,10 @@ class ProjectSettings:
     """Most bytes indexed over all files."""
     max_results: int
     """Most project snippets per request (1..100)."""
+    max_commits: int
+    """Newest commits of HEAD whose message and changed paths are indexed per Git folder
+    (0..100000; 0 turns the Git history off: no `git log` runs, the `git` scope is
+    `disabled`)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,8 +13,9 @@ from typing import Any, Literal, get_args
 
 from ds4_core.sessions.reader import storable_id
 
-Scope = Literal["history", "project"]
-"""Where `ds4/retrieve` looks: the session transcript, the trusted project's files."""
+Scope = Literal["history", "project", "git"]
+"""Where `ds4/retrieve` looks: the session transcript, the trusted project's files, its Git
+history (commit messages and changed paths)."""
 ManifestView = Literal["summary", "included", "excluded", "full"]
 """How much of a manifest's item lists `ds4/manifest` returns."""
 PlanRequestMode = Literal["managed", "observer"]

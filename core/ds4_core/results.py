@@ -139,6 +139,31 @@ class ProjectHit(WireResult):
     modified: bool | None
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CommitHit(WireResult):
+    """A commit of a trusted workspace's Git history that answers the request (scope `git`).
+    `hash` is the full commit id; `committed_at` the committer date (ISO-8601 UTC); `files`
+    the changed paths relative to the folder (at most 20; `files_total` counts all Git
+    listed); `score` the git scope's relevance (0..1.25, 3 decimals; docs/retrieval.md "The
+    git scope"); `withheld` the secret detector's reason when the message was withheld (then
+    `subject` is empty); `quoted` the quoted git-commit block sent as data (the message as a
+    JSON string between BEGIN/END markers) and `tokens` its `chars-v2` size. `folder` and
+    `folder_path` name the workspace folder when it has a name."""
+
+    folder: str | None = omit_if_none()
+    folder_path: str | None = omit_if_none()
+    hash: str
+    committed_at: str
+    subject: str
+    files: tuple[str, ...]
+    files_total: int
+    score: float
+    reason: str
+    withheld: str | None = omit_if_none()
+    quoted: str
+    tokens: int
+
+
 @dataclass(frozen=True, slots=True)
 class RetrievalStats(WireResult):
     """Counters of one history retrieval; `latency_ms` in milliseconds (3 decimals)."""
@@ -155,7 +180,13 @@ class RetrieveResult(WireResult):
     """`ds4/retrieve` and `ds4 retrieve`. `status` is `ok`, `no-query`, `disabled`,
     `no-session` or the history search status; `query` is the query used (the last user
     message when none was given); `project_status` is None when the project scope was not
-    asked for, else `untrusted`, `no-workspace`, `disabled`, `error` or the search status."""
+    asked for, else `untrusted`, `no-workspace`, `disabled`, `error` or the search status.
+    `relevance` has, per scope searched (`history`, `project`, `git`), `{status, sent,
+    belowFloor, floor, best, why}` (`engine/relevance.py`): `why` says why nothing was sent
+    (e.g. no candidate reached the relevance floor), None when something was. `git` and
+    `git_status` are present only when the `git` scope was asked for: the commits, best
+    first, and `untrusted`, `no-workspace`, `disabled`, `no-git`, `no-index`, `no-query`,
+    `error` or `ok` (docs/protocol.md)."""
 
     status: str
     query: str | None
@@ -164,6 +195,9 @@ class RetrieveResult(WireResult):
     project_status: str | None
     stats: RetrievalStats
     warnings: tuple[str, ...]
+    relevance: dict[str, Any] = field(default_factory=dict)
+    git: tuple[CommitHit, ...] | None = omit_if_none()
+    git_status: str | None = omit_if_none()
 
     def log_summary(self) -> str:
         """One log line: counts and timings only."""
@@ -374,6 +408,8 @@ class FolderSync(WireResult):
     only: tuple[str, ...] | None = omit_if_none()
     truncated: bool | None = omit_if_none()
     duration_ms: float | None = omit_if_none()
+    commits_indexed: int | None = omit_if_none()
+    commits: int | None = omit_if_none()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -386,7 +422,10 @@ class ProjectSyncResult(WireResult):
     (summed over folders), `duration_ms` (ms, 3 decimals), `truncated`, `partial_files`,
     `long_line_files`, `warnings` and `folders`, one `FolderSync` per folder synced; with
     several folders the counts are summed even when one failed, and `partial_files` and
-    `warnings` are prefixed with the folder's name."""
+    `warnings` are prefixed with the folder's name. In a Git folder (with
+    `project.maxCommits` > 0) a full sync also brings the commit-history index up to HEAD:
+    `commits_indexed` is how many commits it read, `commits` how many the index holds (both
+    absent when no history was indexed: no Git, untrusted, a partial sync)."""
 
     status: str
     project_path: str | None
@@ -403,6 +442,8 @@ class ProjectSyncResult(WireResult):
     folders: tuple[FolderSync, ...] | None = omit_if_none()
     error: str | None = omit_if_none()
     locked: bool | None = omit_if_none()
+    commits_indexed: int | None = omit_if_none()
+    commits: int | None = omit_if_none()
 
     def log_summary(self) -> str:
         """One log line: the status and counts only."""
@@ -439,6 +480,7 @@ class FolderStatus(WireResult):
     git: GitState
     indexed_at: str | None
     error: str | None = omit_if_none()
+    commits: int | None = omit_if_none()
 
 
 @dataclass(frozen=True, slots=True)
@@ -453,7 +495,9 @@ class ProjectStatus(WireResult):
     """`ds4.projectStatus`: `status` (`ready`, `indexing`, `untrusted`, `no-workspace`,
     `disabled`, `error`, ...), the first folder's path, whether trusted; with an active
     workspace, counts summed over folders, the first folder's `git` and `indexed_at`, and each
-    folder's status; `error` while the status is `error`; `refused` folders after a set."""
+    folder's status; `error` while the status is `error`; `refused` folders after a set;
+    `commits` the commits of the Git history index, summed over folders (absent when none is
+    indexed)."""
 
     status: str
     project_path: str | None
@@ -466,6 +510,7 @@ class ProjectStatus(WireResult):
     indexed_at: str | None = omit_if_none()
     folders: tuple[FolderStatus, ...] | None = omit_if_none()
     refused: tuple[RefusedFolder, ...] | None = omit_if_none()
+    commits: int | None = omit_if_none()
 
 
 @dataclass(frozen=True, slots=True)

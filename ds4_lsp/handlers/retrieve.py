@@ -13,19 +13,19 @@ from ds4_lsp.server import Ds4Server, with_wire
 async def retrieve(ls: Ds4Server, params: RetrieveParams) -> JsonObject:
     """`ds4/retrieve`: rank transcript and project evidence for a query (default: the last
     user message); answers the `RetrieveResult`'s wire JSON. Pending project syncs run first
-    when the project scope is asked for; a history-only request never waits for project
-    indexing.
+    when the project or git scope is asked for (a full sync also brings the Git history
+    index up to HEAD); a history-only request never waits for project indexing.
 
     Errors: InvalidParams naming the field (`maxResults` out of 1..100, bad session file).
     """
-    if "project" in (params.scopes or ()):
+    workspace_scopes = {"project", "git"} & set(params.scopes or ())
+    if workspace_scopes:
         await ls.project.before_request()  # pending edits and tool runs are indexed first
     request = params.to_core()
     result, answer = await ls.run_engine(
         lambda: with_wire(ls.engine.retrieve(request)), method=DS4_RETRIEVE
     )  # the wire JSON built off the event loop too
-    project_scope = "project" in (params.scopes or ())
-    behind = ls.project.lag_warning() if project_scope else None  # held back by a lock
+    behind = ls.project.lag_warning() if workspace_scopes else None  # held back by a lock
     if behind is not None:
         result = dataclasses.replace(result, warnings=(*result.warnings, behind))
         answer["warnings"] = [*answer["warnings"], behind]  # the same, on the wire

@@ -42,6 +42,7 @@ NON_DEFAULT: dict[str, Any] = {
     "project.maxFileBytes": 12,
     "project.maxTotalBytes": 13,
     "project.maxResults": 14,
+    "project.maxCommits": 0,
     "compaction.enabled": False,
     "compaction.keepRecentTokens": 15,
     "compaction.summaryTokenLimit": 256,

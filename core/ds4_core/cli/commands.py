@@ -77,8 +77,9 @@ def plan(engine: ContextEngine, args: argparse.Namespace, out: TextIO, err: Text
 
 
 def retrieve(engine: ContextEngine, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    """`ds4 retrieve QUERY`: search the session's active branch (history scope) and a trusted
-    --workspace (project scope); print the `ds4/retrieve` result or the hits.
+    """`ds4 retrieve QUERY`: search the session's active branch (history scope), a trusted
+    --workspace (project scope) and its Git history (git scope, only when asked for with
+    --scope git); print the `ds4/retrieve` result or the hits.
 
     Raises:
         RequestError: the history scope without --session, or the engine refused the request.

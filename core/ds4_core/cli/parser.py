@@ -123,7 +123,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--scope",
         action="append",
         choices=get_args(Scope),
-        help="what to search (repeatable; default: history, plus project with --workspace)",
+        help=(
+            "what to search (repeatable; default: history, plus project with --workspace; git:"
+            " the commit history of a trusted --workspace)"
+        ),
     )
     r.add_argument("--json", action="store_true", help="print the ds4/retrieve result as JSON")
     r.add_argument("query", help="what to search for (`-`: read it from standard input)")

@@ -54,6 +54,7 @@ from .indexing import Indexer
 from .manifests import Manifests
 from .profiles import check_model, profile_and_budget
 from .project import ProjectService
+from .relevance import below_floor_of, relevance_summary, with_floor_exclusions
 from .sessions import SessionCache
 
 if TYPE_CHECKING:
@@ -178,6 +179,7 @@ class Planner:
             )
         if retrieval is not None:
             warnings.extend(retrieval.warnings)
+        plan = with_floor_exclusions(plan, below_floor_of(retrieval, project))
         manifest_id = new_manifest_id()
         retrieved = [
             {"entryKey": h.entry_key, "score": h.score, "reason": h.reason}
@@ -197,6 +199,7 @@ class Planner:
             fixed_tokens=request.fixed_tokens,
             warnings=warnings,
             retrieval_stats=retrieval_stats(retrieval).to_wire() if retrieval else None,
+            relevance=relevance_summary(retrieval, project),
         )
         manifest["summaryIds"] = [
             prepared.summary_ids.get(source_id, source_id) for source_id in manifest["summaryIds"]

@@ -166,8 +166,9 @@ class ProjectService:
     def status(self) -> ProjectStatus:
         """The project status: status word, first folder's path, trust; with an active
         workspace the counts summed over the folders, the first folder's `git` and
-        `indexed_at`, each folder's status (`ProjectFolders.folder_statuses`), and `error` (what
-        went wrong, e.g. a locked database) while the status is `error`."""
+        `indexed_at`, each folder's status (`ProjectFolders.folder_statuses`), `commits` (the
+        Git history index, summed; None when no folder has one), and `error` (what went
+        wrong, e.g. a locked database) while the status is `error`."""
         workspace = self._workspace
         if workspace is None:
             return ProjectStatus("no-workspace", None, trusted=False)
@@ -188,6 +189,11 @@ class ProjectService:
             git=first.git if first else GitState(None, None, None),
             indexed_at=first.indexed_at if first else None,
             folders=folders,
+            commits=(
+                sum(folder.commits or 0 for folder in folders)
+                if any(folder.commits is not None for folder in folders)
+                else None
+            ),
         )
 
     def stale_snippets(self, path: str, live_text: str | None = None) -> list[StaleSnippet]:

@@ -1,5 +1,6 @@
 """Retrieving: `ds4/retrieve` and `ds4 retrieve`, ranked transcript evidence of the active
-branch and live-validated project snippets of a trusted workspace for a query.
+branch, live-validated project snippets of a trusted workspace and the commits of its Git
+history (scope `git`) for a query.
 
 History hits come from `Planner.history_evidence` over the session prepared as for a plan, so
 entries the planned context already holds verbatim (the recent tail and the current turn) are
@@ -10,16 +11,19 @@ project search is a warning and status `error` (fail open): the history part sta
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from ..config import Config
 from ..logs import describe_failure
+from ..project.commit_hits import commit_text
 from ..requests import ModelSpec, RequestError, RetrieveRequest
-from ..results import HistoryHit, ProjectHit, RetrievalStats, RetrieveResult
+from ..results import CommitHit, HistoryHit, ProjectHit, RetrievalStats, RetrieveResult
 from ..retrieval import describe_task, last_user_text
 from .context import EngineContext
 from .convert import from_attributes
 from .planning import Planner, Prepared, retrieval_stats
 from .project import ProjectService
+from .relevance import scope_relevance
 
 log = logging.getLogger("ds4_core.engine")
 
@@ -62,16 +66,81 @@ class Retriever:
             if request.query is None:
                 query = last_user_text(prepared.messages)
         text = query or ""
+        relevance: dict[str, Any] = {}
         if "history" in request.scopes:
             if prepared is None or prepared.session_id is None:
                 status = "no-session"
             else:
-                status, history, stats = self._history(prepared, text, request, config, warnings)
+                status, history, stats = self._history(
+                    prepared, text, request, config, warnings, relevance
+                )
         if "project" in request.scopes:
-            project_status, project = self._project_hits(text, request, config, warnings)
+            project_status, project = self._project_hits(text, request, config, warnings, relevance)
+        git: tuple[CommitHit, ...] | None = None
+        git_status: str | None = None
+        if "git" in request.scopes:
+            git_status, git = self._git_hits(text, request, config, warnings, relevance)
         return RetrieveResult(
-            status, query, history, project, project_status, stats, tuple(warnings)
+            status,
+            query,
+            history,
+            project,
+            project_status,
+            stats,
+            tuple(warnings),
+            relevance,
+            git=git,
+            git_status=git_status,
         )
+
+    def _git_hits(
+        self,
+        query: str,
+        request: RetrieveRequest,
+        config: Config,
+        warnings: list[str],
+        relevance: dict[str, Any],
+    ) -> tuple[str, tuple[CommitHit, ...]]:
+        """The git status and commits of `retrieve` (warnings appended, and `relevance["git"]`
+        set when the search ran): the project's status word while it is not active
+        (`untrusted`, `no-workspace`, `disabled`: no Git runs, no commit is read), else the
+        commit search's status. A failure of the search becomes status `error` and a warning
+        (fail open)."""
+        workspace = self._project.workspace
+        if workspace is None or not workspace.active():
+            return self._project.status_word(), ()
+        try:
+            found = workspace.search_commits(
+                query,
+                max_results=request.max_results or config.project.max_results,
+                max_tokens=request.max_tokens or config.context.max_project_tokens,
+            )
+        except Exception as exc:  # fail open: the other scopes stand, the failure is named
+            log.warning("retrieve git failed: error=%s", describe_failure(exc))
+            warnings.append(f"the Git history search failed ({type(exc).__name__})")
+            return "error", ()
+        warnings.extend(found.warnings)
+        relevance["git"] = scope_relevance(found.status, len(found.hits), found.below_floor)
+        hits = []
+        for hit in found.hits:
+            folder = next((f for f in workspace.folders if f.name == hit.folder), None)
+            hits.append(
+                from_attributes(
+                    CommitHit,
+                    hit,
+                    folder_path=str(folder.root) if folder is not None else None,
+                    score=round(hit.score, 3),
+                    quoted=commit_text(hit),
+                )
+            )
+        log.info(
+            "retrieve git: status=%s hits=%d below_floor=%d latency_ms=%.2f",
+            found.status,
+            len(found.hits),
+            len(found.below_floor),
+            found.latency_ms,
+        )
+        return found.status, tuple(hits)
 
     def _history(
         self,
@@ -80,8 +149,10 @@ class Retriever:
         request: RetrieveRequest,
         config: Config,
         warnings: list[str],
+        relevance: dict[str, Any],
     ) -> tuple[str, tuple[HistoryHit, ...], RetrievalStats]:
-        """The history search status, hits and stats of `retrieve` (warnings appended)."""
+        """The history search status, hits and stats of `retrieve` (warnings appended, and
+        `relevance["history"]` set: `relevance.scope_relevance`)."""
         retrieval = self._planner.history_evidence(
             prepared,
             prepared.plan(0, config),
@@ -98,16 +169,25 @@ class Retriever:
             len(retrieval.hits),
             retrieval.stats.latency_ms,
         )
+        relevance["history"] = scope_relevance(
+            retrieval.status, len(retrieval.hits), retrieval.below_floor
+        )
         hits = tuple(
             from_attributes(HistoryHit, h, score=round(h.score, 3)) for h in retrieval.hits
         )
         return retrieval.status, hits, retrieval_stats(retrieval)
 
     def _project_hits(
-        self, query: str, request: RetrieveRequest, config: Config, warnings: list[str]
+        self,
+        query: str,
+        request: RetrieveRequest,
+        config: Config,
+        warnings: list[str],
+        relevance: dict[str, Any],
     ) -> tuple[str, tuple[ProjectHit, ...]]:
-        """The project status and hits of `retrieve` (warnings appended). A failure of the
-        search becomes status `error` and a warning (fail open)."""
+        """The project status and hits of `retrieve` (warnings appended, and
+        `relevance["project"]` set when the search ran). A failure of the search becomes status
+        `error` and a warning (fail open)."""
         workspace = self._project.workspace
         status = self._project.status_word()
         if workspace is None or not workspace.active():
@@ -125,6 +205,9 @@ class Retriever:
             )
             return "error", ()
         warnings.extend(found.retrieval.warnings)
+        relevance["project"] = scope_relevance(
+            found.retrieval.status, len(found.retrieval.hits), found.retrieval.below_floor
+        )
         warnings.extend(
             f"project file '{path}' was left out: {reason}" for path, reason in found.dropped
         )

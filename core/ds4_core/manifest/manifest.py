@@ -81,6 +81,7 @@ def build_manifest(
     fixed_tokens: int,
     warnings: Sequence[str],
     retrieval_stats: Mapping[str, Any] | None,
+    relevance: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The manifest of one plan as a JSON-ready dict (docs/reference.md §3.15). Metadata only.
 
@@ -96,7 +97,8 @@ def build_manifest(
     classification, tokens, score, reason}, summaryIds[], retrievedEventIds[], retrieved[],
     planning{mode, fallbackReason, counts, tokens, rescuedImmediatePredecessor,
     oversizedTurnExclusions, plannedTokens, currentTurnTokens, overHardLimit},
-    retrieval{...} or None, warnings[].
+    retrieval{...} or None, relevance{history?, project?} (each {status, sent, belowFloor,
+    floor, best, why}: `engine/relevance.py`; empty when no search ran), warnings[].
     """
     stats = plan.stats or {}
     retrieved_items = [
@@ -144,6 +146,7 @@ def build_manifest(
             "overHardLimit": plan.over_hard_limit,
         },
         "retrieval": _camel_keys(retrieval_stats) if retrieval_stats is not None else None,
+        "relevance": dict(relevance or {}),
         "warnings": [*plan.warnings, *warnings],
     }
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -34,6 +34,7 @@ from ..results import FolderStatus, FolderSync, GitState, ProjectSyncResult
 from ..retrieval.descriptor import TaskDescriptor
 from ..retrieval.floor import MAX_BELOW_FLOOR
 from ..store import Store
+from .commit_hits import CommitHit, CommitRetrieval
 from .search import ProjectHit, ProjectRetrieval, ProjectStats, render_project_snippet
 from .workspace import READ_ONLY_TOOLS, ProgressCallback, ProjectWorkspace, ValidatedSearch
 
@@ -352,6 +353,55 @@ class ProjectFolders:
         """The quoted project-source message of `hit` (docs/reference.md §3.10)."""
         return render_project_snippet(hit, git_head)
 
+    def search_commits(self, text: str, *, max_results: int, max_tokens: int) -> CommitRetrieval:
+        """The commits of every folder's Git history that answer `text`, merged by score
+        (ties: newer first, then folder order) within `max_results` and `max_tokens`
+        (`chars-v2` tokens of the quoted blocks). With several folders each hit names its
+        folder. Status `ok` when any folder was searched, else the first folder's status;
+        `below_floor` merged best first (at most `MAX_BELOW_FLOOR`).
+
+        Raises:
+            RuntimeError: there is no folder (callers check `active()` first).
+            sqlite3.Error: from the commit tables.
+        """
+        folders = self._folders
+        if not folders:
+            raise RuntimeError("git search without a workspace folder")  # callers check
+        several = len(folders) > 1
+        found = [
+            folder.workspace.search_commits(
+                text,
+                max_results=max_results,
+                max_tokens=max_tokens,
+                folder=folder.name if several else None,
+            )
+            for folder in folders
+        ]
+        if not several:
+            return found[0]
+        ranked = sorted(
+            ((hit, position) for position, result in enumerate(found) for hit in result.hits),
+            key=lambda pair: (-pair[0].score, -_date_key(pair[0].committed_at), pair[1]),
+        )
+        hits: list[CommitHit] = []
+        used = 0
+        for hit, _position in ranked:
+            if len(hits) < max_results and used + hit.tokens <= max_tokens:
+                used += hit.tokens
+                hits.append(hit)
+        statuses = [result.status for result in found]
+        below = sorted(
+            (item for result in found for item in result.below_floor), key=lambda b: -b.score
+        )
+        return CommitRetrieval(
+            "ok" if "ok" in statuses else statuses[0],
+            hits,
+            tuple(below[:MAX_BELOW_FLOOR]),
+            candidates=sum(result.candidates for result in found),
+            latency_ms=round(sum(result.latency_ms for result in found), 3),
+            warnings=[warning for result in found for warning in result.warnings],
+        )
+
     def folder_of(self, hit: ProjectHit) -> Folder | None:
         """The folder `hit` came from (its `folder`, else the first folder)."""
         return self._named(hit.folder)
@@ -394,6 +444,7 @@ class ProjectFolders:
                     ),
                     indexed_at=counts.get("indexedAt"),
                     error=workspace.problem or None,
+                    commits=workspace.commit_total(),
                 )
             )
         return tuple(statuses)
@@ -418,6 +469,12 @@ class ProjectFolders:
                 }
             )
         return {**first, "folders": entries}
+
+
+def _date_key(committed_at: str) -> int:
+    """An ISO-8601 `YYYY-MM-DDTHH:MM:SSZ` date as a sortable number (0 when unknown)."""
+    digits = "".join(ch for ch in committed_at if ch.isdigit())
+    return int(digits) if digits else 0
 
 
 def _progress_share(
@@ -463,6 +520,8 @@ def _combine(
             only=only,
             truncated=result.truncated,
             duration_ms=result.duration_ms,
+            commits_indexed=result.commits_indexed,
+            commits=result.commits,
         )
         for folder, result, only in results
     )
@@ -493,7 +552,15 @@ def _combine(
             f"{f.name}/{path}" for f, r in synced for path in r.partial_files or ()
         ),
         warnings=tuple(f"{f.name}: {warning}" for f, r in synced for warning in r.warnings or ()),
+        commits_indexed=_sum_present(r.commits_indexed for _f, r in synced),
+        commits=_sum_present(r.commits for _f, r in synced),
     )
+
+
+def _sum_present(values: Iterable[int | None]) -> int | None:
+    """The sum of the values that are not None, or None when all are."""
+    present = [value for value in values if value is not None]
+    return sum(present) if present else None
 
 
 __all__ = ["Folder", "ProjectFolders", "folder_names"]

@@ -11,7 +11,11 @@ fetch of a partial clone), aliases, and any of these arriving through `include.p
 
 1. runs only commands that never read working-tree contents through Git and never diff:
    `rev-parse`, `symbolic-ref`, `ls-files` (the index, with its stat data, and the walk for
-   untracked files), `ls-tree` and `check-ignore`; never `status`, `diff`, `add` or `fetch`;
+   untracked files), `ls-tree` and `check-ignore`; never `status`, `diff`, `add` or `fetch`.
+   Reading the commit history (`project/commits.py`) adds `rev-list` and `log` with a fixed
+   format and `--name-only` (names of changed files, never their contents), signatures,
+   textconv, external diff, mailmap, notes, rename detection and color turned off by option
+   and by `-c` setting (`commits.LOG_CONFIG`, `commits.LOG_OPTIONS`);
 2. runs each with `GIT_SAFE_CONFIG` on the command line (configuration given with `-c` wins
    over every configuration file, included ones too, and is passed on to any Git process
    Git starts itself), `--no-pager`, `--no-optional-locks` (nothing is written, so no
@@ -34,6 +38,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import selectors
 import stat
 import subprocess
 import time
@@ -96,6 +101,38 @@ class GitError(Exception):
         self.timed_out = timed_out
 
 
+def _git_environment() -> dict[str, str]:
+    """The environment of every Git command run here (see `run_git`)."""
+    env = {key: value for key, value in os.environ.items() if key not in _ENV_DROP}
+    env["GIT_OPTIONAL_LOCKS"] = "0"
+    env["GIT_TERMINAL_PROMPT"] = "0"
+    env["GIT_NO_REPLACE_OBJECTS"] = "1"
+    env["GIT_NO_LAZY_FETCH"] = "1"  # Git >= 2.44: a partial clone never fetches
+    # Older Gits: no transport at all. `protocol.allow=never` alone is not enough, since a
+    # repository's `protocol.<name>.allow=always` overrides it; GIT_ALLOW_PROTOCOL overrides
+    # every protocol setting (git-config(1), "protocol.allow") and lists none that exists.
+    env["GIT_ALLOW_PROTOCOL"] = "ds4-none"
+    env["LC_ALL"] = "C"
+    return env
+
+
+def _git_command(root: Path, args: tuple[str, ...], extra_config: tuple[str, ...]) -> list[str]:
+    """`git` with the global options and `GIT_SAFE_CONFIG` (+ `extra_config`) before `args`."""
+    command = ["git", "--no-pager", "--no-optional-locks", "--no-replace-objects"]
+    for setting in (*GIT_SAFE_CONFIG, *extra_config):
+        command += ["-c", setting]
+    return [*command, "-C", str(root), *args]
+
+
+def _failure(args: tuple[str, ...], returncode: int, stderr: bytes) -> GitError:
+    """The `GitError` of a command that exited with `returncode` (see `run_git`)."""
+    message = stderr.decode("utf-8", "replace").strip()
+    lines = message.split("\n")
+    detail = lines[-1] if lines else f"exit status {returncode}"
+    expected = not message or "not a git repository" in message
+    return GitError(f"`git {args[0]}`: {detail}", expected=expected)
+
+
 def run_git(root: Path, *args: str) -> bytes:
     """Run `git <args>` in `root` with `GIT_SAFE_CONFIG` and return its standard output.
 
@@ -107,26 +144,12 @@ def run_git(root: Path, *args: str) -> bytes:
             not in a repository or Git printed nothing), times out after `GIT_TIMEOUT_S`
             seconds, or cannot be started.
     """
-    env = {key: value for key, value in os.environ.items() if key not in _ENV_DROP}
-    env["GIT_OPTIONAL_LOCKS"] = "0"
-    env["GIT_TERMINAL_PROMPT"] = "0"
-    env["GIT_NO_REPLACE_OBJECTS"] = "1"
-    env["GIT_NO_LAZY_FETCH"] = "1"  # Git >= 2.44: a partial clone never fetches
-    # Older Gits: no transport at all. `protocol.allow=never` alone is not enough, since a
-    # repository's `protocol.<name>.allow=always` overrides it; GIT_ALLOW_PROTOCOL overrides
-    # every protocol setting (git-config(1), "protocol.allow") and lists none that exists.
-    env["GIT_ALLOW_PROTOCOL"] = "ds4-none"
-    env["LC_ALL"] = "C"
-    command = ["git", "--no-pager", "--no-optional-locks", "--no-replace-objects"]
-    for setting in GIT_SAFE_CONFIG:
-        command += ["-c", setting]
-    command += ["-C", str(root), *args]
     try:
         completed = subprocess.run(
-            command,
+            _git_command(root, args, ()),
             stdin=subprocess.DEVNULL,
             capture_output=True,
-            env=env,
+            env=_git_environment(),
             timeout=GIT_TIMEOUT_S,
             check=False,
         )
@@ -139,12 +162,92 @@ def run_git(root: Path, *args: str) -> bytes:
     except OSError as error:
         raise GitError(f"cannot run git: {error.strerror or error}") from error
     if completed.returncode != 0:
-        message = completed.stderr.decode("utf-8", "replace").strip()
-        lines = message.split("\n")
-        detail = lines[-1] if lines else f"exit status {completed.returncode}"
-        expected = not message or "not a git repository" in message
-        raise GitError(f"`git {args[0]}`: {detail}", expected=expected)
+        raise _failure(args, completed.returncode, completed.stderr)
     return completed.stdout
+
+
+_STDERR_KEEP_BYTES = 64 << 10
+"""Standard error kept from a bounded command (its last line names the failure)."""
+
+
+def run_git_bounded(
+    root: Path,
+    *args: str,
+    max_bytes: int,
+    timeout_s: float = GIT_TIMEOUT_S,
+    extra_config: tuple[str, ...] = (),
+) -> tuple[bytes, bool]:
+    """Run `git <args>` like `run_git`, reading at most `max_bytes` bytes of its standard
+    output and for at most `timeout_s` seconds; `extra_config` adds `-c` settings after
+    `GIT_SAFE_CONFIG` (so they win over it and over every configuration file).
+
+    Returns `(output, complete)`: `complete` is False when a bound stopped the reading
+    (the process is then killed and `output` is what was read, cut at `max_bytes`).
+
+    Raises:
+        GitError: as `run_git` (missing Git, a non-zero exit of a command read to its end,
+            no output at all before the timeout, or Git cannot be started).
+    """
+    try:
+        process = subprocess.Popen(
+            _git_command(root, args, extra_config),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=_git_environment(),
+        )
+    except FileNotFoundError as error:
+        raise GitError("git is not installed", expected=True) from error
+    except OSError as error:
+        raise GitError(f"cannot run git: {error.strerror or error}") from error
+    assert process.stdout is not None and process.stderr is not None
+    chunks: list[bytes] = []
+    errors = bytearray()
+    size = 0
+    complete = True
+    deadline = time.monotonic() + timeout_s
+    open_streams = {
+        process.stdout.fileno(): process.stdout,
+        process.stderr.fileno(): process.stderr,
+    }
+    with selectors.DefaultSelector() as selector:
+        for stream in open_streams.values():
+            selector.register(stream, selectors.EVENT_READ)
+        try:
+            while open_streams:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    complete = False
+                    break
+                for key, _events in selector.select(remaining):
+                    stream = open_streams[key.fd]
+                    data = os.read(key.fd, 1 << 16)
+                    if not data:
+                        selector.unregister(stream)
+                        del open_streams[key.fd]
+                    elif stream is process.stderr:
+                        errors += data
+                        del errors[:-_STDERR_KEEP_BYTES]
+                    else:
+                        chunks.append(data)
+                        size += len(data)
+                if size >= max_bytes:
+                    complete = False
+                    break
+        finally:
+            if open_streams or not complete:
+                process.kill()
+            process.wait()
+            process.stdout.close()
+            process.stderr.close()
+    output = b"".join(chunks)[:max_bytes]
+    if not complete:
+        if not output and size == 0 and time.monotonic() >= deadline:
+            raise GitError(f"`git {args[0]}` timed out after {timeout_s:g} s", timed_out=True)
+        return output, False
+    if process.returncode != 0:
+        raise _failure(args, process.returncode, bytes(errors))
+    return output, True
 
 
 _GIT_DIR_FILES = ("HEAD", "index", "config", "config.worktree", "commondir", "packed-refs")

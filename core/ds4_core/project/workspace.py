@@ -33,8 +33,12 @@ from ..results import LongLineFile, ProjectSyncResult
 from ..retrieval.descriptor import TaskDescriptor
 from ..store import Store
 from ..store.database import is_database_locked
+from .commit_hits import CommitRetrieval
+from .commit_index import CommitSync, clear_commits, commit_count, indexed_head, sync_commits
+from .commit_search import search_commits
 from .discovery import DiscoveredFile, Discovery, ProjectRootError, discover_project
 from .filters import path_exclusion, read_indexable
+from .git import GitError
 from .index import (
     MAX_PARTIAL_FILES_LISTED,
     IndexSync,
@@ -245,6 +249,7 @@ class ProjectWorkspace:
                     self._sync_due = False  # events arriving from now on make it due again
             self._indexing = True
             started = time.perf_counter()
+            history_warnings: list[str] = []
             try:
                 # One rising percentage: discovery 0-5 %, indexing files 5-100 %.
                 if progress:
@@ -281,6 +286,11 @@ class ProjectWorkspace:
                         else None
                     ),
                 )
+                history: CommitSync | None = None
+                if only is None:  # after the files (their progress already reached 100)
+                    history = self._sync_history(
+                        root, discovery, config, history_warnings, force=force
+                    )
                 # durationMs covers discovery too, so a slow discovery (Git) shows.
                 result = replace(result, duration_ms=(time.perf_counter() - started) * 1000.0)
                 with self._lock:
@@ -339,7 +349,7 @@ class ProjectWorkspace:
             result.snippets,
             (time.perf_counter() - started) * 1000,
         )
-        warnings = list(discovery.warnings)
+        warnings = list(discovery.warnings) + history_warnings
         if result.partial_files:
             warnings.append(partial_files_warning(result.partial_files))
         if result.long_line_files:
@@ -357,7 +367,83 @@ class ProjectWorkspace:
             partial_files=tuple(result.partial_files),
             long_line_files=tuple(LongLineFile(p, n) for p, n in result.long_line_files),
             warnings=tuple(warnings),
+            commits_indexed=history.indexed if history is not None else None,
+            commits=history.total if history is not None else None,
         )
+
+    def _sync_history(
+        self,
+        root: Path,
+        discovery: Discovery,
+        config: Config,
+        warnings: list[str],
+        *,
+        force: bool = False,
+    ) -> CommitSync | None:
+        """Bring the commit-history index up to HEAD after a full sync (`commit_index`; with
+        `force`, read it all again):
+        only in a Git folder with `project.maxCommits` > 0; otherwise an index left from
+        before is forgotten. A Git failure is a warning (the file index stands); database
+        errors propagate like the file sync's."""
+        if discovery.git is None or config.project.max_commits == 0:
+            if indexed_head(self._store(), str(root)) is not None:
+                clear_commits(self._store(), str(root))
+            return None
+        try:
+            history = sync_commits(
+                self._store(),
+                root,
+                max_commits=config.project.max_commits,
+                head=discovery.git.head,
+                force=force,
+            )
+        except GitError as error:
+            warnings.append(f"the Git history was not indexed: {error}")
+            return None
+        if not history.complete:
+            warnings.append(
+                f"the Git history was read only in part (a size or time bound); "
+                f"{history.total} commits are indexed"
+            )
+        if history.withheld:
+            warnings.append(
+                f"{history.withheld} commit message(s) look like they hold a secret; they are "
+                "indexed without their text"
+            )
+        return history
+
+    def search_commits(
+        self, text: str, *, max_results: int, max_tokens: int, folder: str | None = None
+    ) -> CommitRetrieval:
+        """The commits of this folder's Git history that answer `text` (`search_commits`),
+        after a due sync. Status `no-git` when the last full discovery found no Git work tree,
+        `disabled` with `project.maxCommits` 0; callers check `active()` first.
+
+        Raises:
+            sqlite3.Error: from the commit tables.
+        """
+        self.ensure_fresh()
+        root = self.root
+        assert root is not None
+        if self._config().project.max_commits == 0:
+            return CommitRetrieval("disabled")
+        discovery = self._last_discovery
+        if discovery is None or discovery.git is None:
+            return CommitRetrieval("no-git")
+        return search_commits(
+            self._store().connection(),
+            str(root),
+            text,
+            max_results=max_results,
+            max_tokens=max_tokens,
+            folder=folder,
+        )
+
+    def commit_total(self) -> int | None:
+        """Commits of this folder's history index, or None when it has none."""
+        if self.root is None or indexed_head(self._store(), str(self.root)) is None:
+            return None
+        return commit_count(self._store(), str(self.root))
 
     def ensure_fresh(self) -> None:
         """Run a full sync when one is due (trust just granted, a tool wrote files, a watched

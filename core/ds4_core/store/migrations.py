@@ -46,6 +46,8 @@ from datetime import UTC, datetime
 
 from ds4_core.tokens import sha256_hex
 
+from .commit_schema import PROJECT_COMMITS_SQL
+
 MIGRATIONS_TABLE_SQL = """CREATE TABLE IF NOT EXISTS schema_migrations (
     version INTEGER PRIMARY KEY,
     name TEXT NOT NULL,
@@ -409,6 +411,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(5, "project-sent-snippets", _PROJECT_SENT_SNIPPETS),
     Migration(6, "project-files-fts", _PROJECT_FILE_TEXTS),
     Migration(7, "summary-graph", _SUMMARY_GRAPH),
+    Migration(8, "project-commits", PROJECT_COMMITS_SQL),
 )
 """All migrations in version order. Never edit an entry once released: add a new one."""
 
