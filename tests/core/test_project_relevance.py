@@ -206,6 +206,14 @@ def test_the_file_prior_can_bring_in_a_file_the_words_do_not_reach(shop):
     assert "src/shop/streams.py" in _files(result)
 
 
+def test_a_prior_does_not_lift_an_unrelated_request_over_the_floor(shop):
+    """A relative prior (the Git history's best file scores 1 for any request that matches a
+    commit) ranks files; it is not evidence that the request is about the project."""
+    query = "Can you explain how Rust's borrow checker handles mutable references?"
+    result = _search(shop, query, file_prior={"src/shop/streams.py": 1.0})
+    assert result.hits == [] and result.below_floor
+
+
 # ----------------------------------------------------------------------------- the floor
 
 

@@ -250,8 +250,8 @@ def _file_coverage(
     """`{path: relevance}` of the ranked files `paths` (`scoring.file_relevance`): how much of
     the request's information (`information`, one number per concept of `plan`) the concepts
     found in any of the file's windows hold (`_Search.present`; each concept once), and the
-    share of the concepts found in any of `paths` (the request's words the project knows:
-    `paths` are the files ranked for it); 1 for a file holding a name in code
+    share of the concepts found in any window of the project that a pass read or in `paths`
+    (the request's words the project knows); 1 for a file holding a name in code
     (`_Concept.code`: as an exact match). {} without information (no concept, or an FTS5
     error)."""
     if not paths or sum(information) <= 0 or not search.present:
@@ -265,7 +265,13 @@ def _file_coverage(
             if information[i] > 0 and not rows.isdisjoint(rowids)
         ]
     concepts = sum(1 for value in information if value > 0)
-    known = len({i for indexes in held.values() for i in indexes}) / concepts
+    found = set(search.windows)  # valid windows of this project that any pass read
+    known_concepts = {i for indexes in held.values() for i in indexes} | {
+        i
+        for i, rows in enumerate(search.present)
+        if information[i] > 0 and not rows.isdisjoint(found)
+    }
+    known = len(known_concepts) / concepts
     code = {i for i, concept in enumerate(plan.concepts) if concept.code}
     return {
         path: 1.0
@@ -300,8 +306,9 @@ def _rank_files(
 
     Returns:
         `{path: relevance}` of the ranked files that got an FTS tier, best first: each file's
-        coverage of the request's `information` (`_file_coverage`, 0..1), or its prior when
-        that is higher.
+        relevance to the request's `information` (`_file_coverage`, 0..1). The prior ranks
+        files but is not relevance: it is relative (the best file of any request with a
+        matching commit has prior 1), so it cannot tell an unrelated request.
     """
     evidence, windows_by_file = _file_evidence(search, ranking, plan, weights)
     texts = _file_text_pass(search, plan, max(FILE_TEXT_MIN_FILES, limit)) if prose else {}
@@ -322,4 +329,4 @@ def _rank_files(
         for window, points in fts_tier(rank, windows_by_file[path], weights):
             window.fts_score = points
     coverage = _file_coverage(search, plan, information, files, chosen)
-    return {path: max(coverage.get(path, 0.0), min(1.0, prior.get(path, 0.0))) for path in chosen}
+    return {path: coverage.get(path, 0.0) for path in chosen}

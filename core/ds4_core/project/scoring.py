@@ -141,7 +141,7 @@ class ProjectWeights:
     fts_token_cost: bool = False
     size_weight: float = 0.5
     size_saturation: int = 2000
-    prior_weight: float = 0.5
+    prior_weight: float = 0.25
     config_demotion: float = 0.5
     relevance_floor: float = 0.55
 

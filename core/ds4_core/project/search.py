@@ -63,34 +63,36 @@ with its path words, content and identifier sub-words) for ALL the request's wor
 quoted, OR-ed) for the `FILE_TEXT_MIN_FILES` (or more) best files. A file's score
 (`scoring.combine_file_scores`) is
 
-    (text + 0.5 * evidence + 0.5 * prior) * (0.5 + 0.5 * size) * role
+    (text + 0.5 * evidence + 0.25 * prior) * (0.5 + 0.5 * size) * role
 
 with `text` its whole-file bm25 relative to the best file's (0 outside prose requests),
 `evidence` relative to the best file's, `prior` the caller's `file_prior` for it (0..1; e.g.
-how well its past Git commits match the request), `size` = ln(1 + lines) / ln(1 + lines of
-the longest candidate) (longer files are more often the answer; bm25's length normalisation
-pushes the other way), and `role` 0.25 for a test file (request not about tests) or a
-documentation file, change logs included (request not about docs: they describe the code in
-the request's own words), 0.5 for a configuration or data file (`.toml`, `.yaml`, `.ini`,
-`.cfg`, `.json`, dot-files), else 1. Files are ranked by score; the best `FTS_MIN_FILES` (at
-least; 3 x `max_results` when more) get an FTS tier: their best window by concept relevance,
-and the second best when it scores at least half as much (2 points less); a file only the
-whole-file pass or the prior found gives each window the presence share of the concepts it
-holds. The exact tiers stay above the FTS tier, so identifier and path requests rank as
+how well its past Git commits match the request), `size` = ln(1 + lines) / ln(1 + 2000), at
+most 1 (longer files are more often the answer; bm25's length normalisation pushes the other
+way; only the files that can still rank once sized are read for it), and `role` 0.25 for a
+test file (request not about tests) or a documentation file, change logs included (request
+not about docs: they describe the code in the request's own words), 0.5 for a configuration
+or data file (`.toml`, `.yaml`, `.ini`, `.cfg`, `.json`, dot-files), else 1. Files are ranked
+by score; the best `FTS_MIN_FILES` (at least; 3 x `max_results` when more) get an FTS tier:
+their best window by concept relevance, and the second best when it scores at least half as
+much (2 points less); a file only the whole-file pass or the prior found gives each window the
+presence share of the concepts it holds. The exact tiers stay above the FTS tier, so identifier and path requests rank as
 before.
 
 **Floor.** A window's *relevance* (0..1, the scale of `ProjectRetrieval.below_floor` and of
 `ProjectWeights.relevance_floor`) is 1 for a window of an exact tier and, for an FTS window,
 its file's relevance (`scoring.file_relevance`): the mean of (a) the share of the request's
-information the file holds anywhere (its whole text: each concept once, weighted by its idf,
-a concept the index lacks counting as the rarest: `concept_idf(N, 0)`) and (b) the share of
-the request's concepts found in any ranked file (each counts the same); 1 for a file holding a
-name in code (a word mixing letters with digits or `_`, e.g. `sha256`), and its `file_prior`
-when higher. When no window reaches the floor (0.55), the request is not about this project:
-nothing is sent, and the `MAX_BELOW_FLOOR` best windows (by relevance, then rank) are
-returned as `below_floor` with the tokens each would have cost. When one does, the ranking and
-the budget decide. An unrelated request ("Write a haiku about the sea") matches a few common
-words of the project and none of its own rare ones, so it stays under the floor.
+information the file holds (in any of its windows: each concept once, weighted by its idf, a
+concept the index lacks counting as the rarest: `concept_idf(N, 0)`) and (b) the share of the
+request's concepts the project knows (found in any window a pass read or in a ranked file; each
+counts the same); 1 for a file holding a name in code (a word mixing letters with digits or
+`_`, e.g. `sha256`). The `file_prior` ranks files but is not relevance (a relative prior gives
+its best file 1 for any request). When no window reaches the floor (0.55), the request is not
+about this project: nothing is sent, and the `MAX_BELOW_FLOOR` best windows (by relevance,
+then rank) are returned as `below_floor` with the tokens each would have cost. When one does,
+the ranking and the budget decide. An unrelated request ("Write a haiku about the sea")
+matches a few common words of the project and none of its own rare ones, so it stays under the
+floor.
 
 **Selection.** Windows are taken in rank order, files first: an FTS-only window of a file that
 already has a hit waits until every ranked file had its turn (a page of 20 hits holds up to 20
