@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 
 from ds4_core.retrieval.descriptor import fts_phrase
 from ds4_core.store.sql import chunked, placeholders
@@ -196,35 +195,44 @@ def _file_text_pass(search: _Search, plan: QueryPlan, limit: int) -> dict[str, f
     return {path: -float(score) for path, score in rows}
 
 
-@dataclass
-class _FileRows:
-    """The valid windows of one current file: their rowids and its last line."""
-
-    rowids: set[int] = field(default_factory=set)
-    lines: int = 0
+BYTES_PER_LINE = 40
+"""A source line's usual size with its newline: a file's lines for the size prior are
+estimated as its size in bytes over this (`project_files.size_bytes`, one indexed read)."""
 
 
-def _file_rows(search: _Search, paths: Sequence[str]) -> dict[str, _FileRows]:
-    """`{path: _FileRows}` of the current files `paths` (one indexed read of their valid
-    windows)."""
-    rows: dict[str, _FileRows] = {}
+def _file_lines(search: _Search, paths: Sequence[str]) -> dict[str, int]:
+    """`{path: lines}` of the current files `paths`, estimated from their size in bytes
+    (`BYTES_PER_LINE`)."""
+    lines: dict[str, int] = {}
     for chunk in chunked(list(paths)):
         marks = placeholders(len(chunk))
-        for rowid, path, last in search.conn.execute(
-            f"SELECT s.rowid, s.file_path, s.end_line FROM project_snippets AS s {_FILE_JOIN} "
+        for path, size in search.conn.execute(
+            f"SELECT file_path, size_bytes FROM project_files WHERE project_path = ? "
+            f"AND status = 'current' AND file_path IN ({marks})",
+            (search.project_path, *chunk),
+        ):
+            lines[path] = int(size) // BYTES_PER_LINE
+    return lines
+
+
+def _file_rows(search: _Search, paths: Sequence[str]) -> dict[str, set[int]]:
+    """`{path: rowids}` of the valid windows of the current files `paths`."""
+    rows: dict[str, set[int]] = {}
+    for chunk in chunked(list(paths)):
+        marks = placeholders(len(chunk))
+        for rowid, path in search.conn.execute(
+            f"SELECT s.rowid, s.file_path FROM project_snippets AS s {_FILE_JOIN} "
             f"WHERE {_VALID} AND s.file_path IN ({marks})",
             (search.project_path, *chunk),
         ):
-            found = rows.setdefault(path, _FileRows())
-            found.rowids.add(int(rowid))
-            found.lines = max(found.lines, int(last))
+            rows.setdefault(path, set()).add(int(rowid))
     return rows
 
 
 def _presence_windows(
     search: _Search,
     ranking: Sequence[float],
-    files: Mapping[str, _FileRows],
+    files: Mapping[str, set[int]],
     paths: Sequence[str],
     weights: ProjectWeights,
 ) -> None:
@@ -233,7 +241,7 @@ def _presence_windows(
     text, and give each `presence_score(idf(c))` for every concept it contains
     (`_Search.present`, as `_concept_pass` does for windows found otherwise)."""
     for path in paths:
-        for rowid in sorted(files[path].rowids) if path in files else ():
+        for rowid in sorted(files.get(path, ())):
             window = search.window(rowid, path)
             for index, rows in enumerate(search.present):
                 if index not in window.concepts and rowid in rows:
@@ -244,26 +252,22 @@ def _file_coverage(
     search: _Search,
     plan: QueryPlan,
     information: Sequence[float],
-    files: Mapping[str, _FileRows],
+    windows_by_file: Mapping[str, Sequence[_Window]],
     paths: Sequence[str],
 ) -> dict[str, float]:
     """`{path: relevance}` of the ranked files `paths` (`scoring.file_relevance`): how much of
     the request's information (`information`, one number per concept of `plan`) the concepts
-    found in any of the file's windows hold (`_Search.present`; each concept once), and the
-    share of the concepts found in any window of the project that a pass read or in `paths`
+    held by the file's windows that the passes read hold (`windows_by_file`; each concept
+    once), and the share of the concepts found in any window of the project that a pass read
     (the request's words the project knows); 1 for a file holding a name in code
     (`_Concept.code`: as an exact match). {} without information (no concept, or an FTS5
     error)."""
     if not paths or sum(information) <= 0 or not search.present:
         return {}
-    held: dict[str, list[int]] = {}
-    for path in paths:
-        rowids = files[path].rowids if path in files else set()
-        held[path] = [
-            i
-            for i, rows in enumerate(search.present)
-            if information[i] > 0 and not rows.isdisjoint(rowids)
-        ]
+    held = {
+        path: {i for window in windows_by_file.get(path, ()) for i in window.concepts}
+        for path in paths
+    }
     concepts = sum(1 for value in information if value > 0)
     found = set(search.windows)  # valid windows of this project that any pass read
     known_concepts = {i for indexes in held.values() for i in indexes} | {
@@ -299,7 +303,7 @@ def _rank_files(
     request's words relative to the best file's (`_file_text_pass`; in a prose request only),
     `evidence_share` times its window evidence relative to the
     best file's, and `prior_weight` times its `file_prior` (0..1; e.g. Git history); times its
-    size factor (`scoring.size_prior` of its lines) and its role factor (`scoring.role_factor`:
+    size factor (`scoring.size_prior` of its lines, `_file_lines`) and its role factor (`scoring.role_factor`:
     tests, docs and change logs the request is not about count less). A file's windows are
     then ranked by their concept relevance (`_presence_windows` for a file no concept
     reached).
@@ -315,11 +319,11 @@ def _rank_files(
     prior = {path: value for path, value in (file_prior or {}).items() if value > 0}
     scores = combine_file_scores(FileSignals(texts, evidence, prior), _role(plan, weights), weights)
     contenders = size_contenders(scores, limit, weights)
-    files = _file_rows(search, contenders)
-    lines = {path: rows.lines for path, rows in files.items()}
+    lines = _file_lines(search, contenders)
     ranked = top_files(sized_scores({p: scores[p] for p in contenders}, lines, weights), limit)
     unreached = {path for path in ranked if path not in windows_by_file}
     if unreached:
+        files = _file_rows(search, sorted(unreached))
         _presence_windows(search, ranking, files, sorted(unreached), weights)
         for window in search.windows.values():
             if window.path in unreached:
@@ -328,5 +332,5 @@ def _rank_files(
     for rank, path in enumerate(chosen):
         for window, points in fts_tier(rank, windows_by_file[path], weights):
             window.fts_score = points
-    coverage = _file_coverage(search, plan, information, files, chosen)
+    coverage = _file_coverage(search, plan, information, windows_by_file, chosen)
     return {path: coverage.get(path, 0.0) for path in chosen}

@@ -65,19 +65,18 @@ quoted, OR-ed) for the `FILE_TEXT_MIN_FILES` (or more) best files. A file's scor
 
     (text + 0.5 * evidence + 0.25 * prior) * (0.5 + 0.5 * size) * role
 
-with `text` its whole-file bm25 relative to the best file's (0 outside prose requests),
-`evidence` relative to the best file's, `prior` the caller's `file_prior` for it (0..1; e.g.
-how well its past Git commits match the request), `size` = ln(1 + lines) / ln(1 + 2000), at
-most 1 (longer files are more often the answer; bm25's length normalisation pushes the other
-way; only the files that can still rank once sized are read for it), and `role` 0.25 for a
-test file (request not about tests) or a documentation file, change logs included (request
-not about docs: they describe the code in the request's own words), 0.5 for a configuration
-or data file (`.toml`, `.yaml`, `.ini`, `.cfg`, `.json`, dot-files), else 1. Files are ranked
-by score; the best `FTS_MIN_FILES` (at least; 3 x `max_results` when more) get an FTS tier:
-their best window by concept relevance, and the second best when it scores at least half as
-much (2 points less); a file only the whole-file pass or the prior found gives each window the
-presence share of the concepts it holds. The exact tiers stay above the FTS tier, so identifier and path requests rank as
-before.
+with `text` its whole-file bm25 relative to the best file's (0 outside prose requests), `evidence`
+relative to the best file's, `prior` the caller's `file_prior` for it (0..1; e.g. how well its past
+Git commits match the request), `size` = ln(1 + lines) / ln(1 + 2000), at most 1, lines estimated
+as bytes / 40 (longer files are more often the answer; bm25's length normalisation pushes the other
+way; only the files that can still rank once sized are looked up), and `role` 0.25 for a test file
+(request not about tests) or a documentation file, change logs included (request not about docs:
+they describe the code in the request's own words), 0.5 for a configuration or data file (`.toml`,
+`.yaml`, `.ini`, `.cfg`, `.json`, dot-files), else 1. Files are ranked by score; the best
+`FTS_MIN_FILES` (at least; 3 x `max_results` when more) get an FTS tier: their best window by
+concept relevance, and the second best when it scores at least half as much (2 points less); a file
+only the whole-file pass or the prior found gives each window the presence share of the concepts it
+holds. The exact tiers stay above the FTS tier, so identifier and path requests rank as before.
 
 **Floor.** A window's *relevance* (0..1, the scale of `ProjectRetrieval.below_floor` and of
 `ProjectWeights.relevance_floor`) is 1 for a window of an exact tier and, for an FTS window,
