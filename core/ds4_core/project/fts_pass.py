@@ -11,7 +11,8 @@ are pure functions in `project/scoring.py`; the rules are in the docstring of
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any
 
 from ds4_core.retrieval.descriptor import fts_phrase
 from ds4_core.store.sql import chunked, placeholders
@@ -200,32 +201,34 @@ BYTES_PER_LINE = 40
 estimated as its size in bytes over this (`project_files.size_bytes`, one indexed read)."""
 
 
+def _rows_of_files(search: _Search, sql: str, paths: Sequence[str]) -> Iterator[Any]:
+    """The rows of `sql` (parameters: the project path, then the paths; `{marks}` stands for
+    their placeholders) for `paths`, read in chunks of bound parameters."""
+    for chunk in chunked(list(paths)):
+        yield from search.conn.execute(
+            sql.format(marks=placeholders(len(chunk))), (search.project_path, *chunk)
+        )
+
+
 def _file_lines(search: _Search, paths: Sequence[str]) -> dict[str, int]:
     """`{path: lines}` of the current files `paths`, estimated from their size in bytes
     (`BYTES_PER_LINE`)."""
-    lines: dict[str, int] = {}
-    for chunk in chunked(list(paths)):
-        marks = placeholders(len(chunk))
-        for path, size in search.conn.execute(
-            f"SELECT file_path, size_bytes FROM project_files WHERE project_path = ? "
-            f"AND status = 'current' AND file_path IN ({marks})",
-            (search.project_path, *chunk),
-        ):
-            lines[path] = int(size) // BYTES_PER_LINE
-    return lines
+    sql = (
+        "SELECT file_path, size_bytes FROM project_files WHERE project_path = ? "
+        "AND status = 'current' AND file_path IN ({marks})"
+    )
+    return {path: int(size) // BYTES_PER_LINE for path, size in _rows_of_files(search, sql, paths)}
 
 
 def _file_rows(search: _Search, paths: Sequence[str]) -> dict[str, set[int]]:
     """`{path: rowids}` of the valid windows of the current files `paths`."""
+    sql = (
+        f"SELECT s.rowid, s.file_path FROM project_snippets AS s {_FILE_JOIN} "
+        f"WHERE {_VALID} AND s.file_path IN ({{marks}})"
+    )
     rows: dict[str, set[int]] = {}
-    for chunk in chunked(list(paths)):
-        marks = placeholders(len(chunk))
-        for rowid, path in search.conn.execute(
-            f"SELECT s.rowid, s.file_path FROM project_snippets AS s {_FILE_JOIN} "
-            f"WHERE {_VALID} AND s.file_path IN ({marks})",
-            (search.project_path, *chunk),
-        ):
-            rows.setdefault(path, set()).add(int(rowid))
+    for rowid, path in _rows_of_files(search, sql, paths):
+        rows.setdefault(path, set()).add(int(rowid))
     return rows
 
 
