@@ -4,16 +4,20 @@ Candidate generation stays in `project/search.py`: the exact tiers (path, basena
 symbol, phrase, symbol text) and the FTS5 concept and whole-file passes read SQLite and record,
 per window, which tiers matched with which terms (`Tier`), its bm25 per concept, and per file
 its whole-file bm25. This module turns that evidence into numbers (weights: `ProjectWeights`)
-and orders: each concept's weight (`concept_idf`) and window scores, each file's evidence
-(`file_evidence`, `combine_file_scores`, `top_files`), the FTS tier of a ranked file's windows
-(`fts_tier`), and each window's final score, reason and rank (`score_window`, `rank_windows`).
-The rules, in full, are in the docstring of `project/search.py`.
+and orders: each concept's weight (`concept_idf`) and window scores, each file's evidence and
+score (`file_evidence`, `combine_file_scores` with the role factors of `project/roles.py`,
+`size_contenders`, `sized_scores`, `top_files`), the FTS tier of a ranked file's windows
+(`fts_points`, `fts_tier`), the relevance the floor compares (`window_relevance`,
+`file_relevance`), and each window's final score, reason and rank (`score_window`,
+`rank_windows`). The rules, in full, are in the docstring of `project/search.py`.
 
 Where the weights come from: the exact tiers (path 140, basename 125, declared symbol 115,
 phrase 90, symbol text 85), the FTS tier (60 down to 20), +10 for a file modified in the working
 tree, +3 for a tracked one and the token cost are the DS4 engine's project ranking
-(docs/ds4-rules.md, "Project indexing and windows"). The rest (extra matches, test and doc
-demotion, the concept weights and shares, the whole-file blend) are ds4-lsp's own, for prose
+(docs/ds4-rules.md, "Project indexing and windows"; the FTS points now fall geometrically and
+FTS-only windows pay no token cost: docs/architecture.md). The rest (extra matches, role
+factors, the concept weights and shares, the whole-file blend, the size prior, the file prior,
+the relevance floor) are ds4-lsp's own, for prose
 requests (docs/project-knowledge.md, "Decisions beyond the reference" and "`ds4_core/project/
 search.py` — ranking and rendering"); each field of `ProjectWeights` says which.
 """
@@ -21,14 +25,12 @@ search.py` — ranking and rendering"); each field of `ProjectWeights` says whic
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import IntEnum
-from functools import lru_cache
-from typing import Generic, Literal, Protocol, TypeVar
+from typing import Generic, Protocol, TypeVar
 
-FileRole = Literal["source", "test", "doc"]
+from .roles import FileRole, file_role, is_configuration, is_demoted, role_is_demoted
 
 
 class Tier(IntEnum):
@@ -163,75 +165,6 @@ PROJECT_WEIGHTS = ProjectWeights()
 
 
 # ----------------------------------------------------------------------------- file roles
-
-_TEST_DIRS = frozenset({"test", "tests", "__tests__", "spec", "specs", "testing", "__mocks__"})
-_TEST_NAME = re.compile(
-    r"(?:test_.+|.+_tests?\.[a-z0-9]+|.+\.(?:test|spec)\.[a-z0-9]+|conftest\.py"
-    r"|.+(?:Test|Tests|Spec)\.[A-Za-z0-9]+)",
-)
-_DOC_DIRS = frozenset({"doc", "docs", "documentation"})
-_DOC_EXTENSIONS = frozenset({"md", "markdown", "mdx", "rst", "txt", "adoc", "asciidoc"})
-_DOC_NAMES = ("readme", "changelog", "changes", "license", "contributing", "history", "news")
-
-
-def file_role(path: str) -> FileRole:
-    """Whether `path` is a test file, documentation, or anything else (`source`).
-
-    Tests: a directory `test(s)`, `__tests__`, `spec(s)`, `testing`, `__mocks__`, or a name
-    `test_*`, `*_test.*`, `*_tests.*`, `*.test.*`, `*.spec.*`, `*Test.*`, `*Tests.*`,
-    `*Spec.*`, `conftest.py`. Docs: a directory `doc(s)` / `documentation`, an extension
-    `md markdown mdx rst txt adoc asciidoc`, or a name starting `README`, `CHANGELOG`,
-    `CHANGES`, `LICENSE`, `CONTRIBUTING`, `HISTORY`, `NEWS` without an extension (`NEWS`,
-    `LICENSE-MIT`): `src/history.py` is source.
-    """
-    parts = path.split("/")
-    name = parts[-1]
-    directories = [part.lower() for part in parts[:-1]]
-    if any(d in _TEST_DIRS for d in directories) or _TEST_NAME.fullmatch(name):
-        return "test"
-    lowered = name.lower()
-    extension = lowered.rsplit(".", 1)[-1] if "." in lowered else ""
-    if (
-        any(d in _DOC_DIRS for d in directories)
-        or extension in _DOC_EXTENSIONS
-        or (lowered.startswith(_DOC_NAMES) and not extension)
-    ):
-        return "doc"
-    return "source"
-
-
-@lru_cache(maxsize=65536)
-def _cached_role(path: str) -> FileRole:
-    return file_role(path)
-
-
-def role_is_demoted(role: FileRole, *, about_tests: bool, about_docs: bool) -> bool:
-    """A test file in a request not about tests, or a doc file in one not about docs."""
-    return (role == "test" and not about_tests) or (role == "doc" and not about_docs)
-
-
-def is_demoted(path: str, *, about_tests: bool, about_docs: bool) -> bool:
-    """`role_is_demoted` of `file_role(path)` (cached by path)."""
-    return role_is_demoted(_cached_role(path), about_tests=about_tests, about_docs=about_docs)
-
-
-_CONFIG_EXTENSIONS = frozenset(
-    {"json", "jsonc", "json5", "yaml", "yml", "toml", "ini", "cfg", "conf", "xml", "lock",
-     "properties", "env", "plist", "csv", "tsv"}
-)  # fmt: skip
-
-
-@lru_cache(maxsize=65536)
-def is_configuration(path: str) -> bool:
-    """Whether `path` is a configuration or data file rather than program text: a `source`
-    file (`file_role`) with a data or configuration extension (`json yaml yml toml ini cfg
-    conf xml lock properties env plist csv tsv`, ...) or a dot-file name (`.gitignore`,
-    `.pre-commit-config.yaml`)."""
-    if _cached_role(path) != "source":
-        return False
-    name = path.rsplit("/", 1)[-1].lower()
-    extension = name.rsplit(".", 1)[-1] if "." in name[1:] else ""
-    return name.startswith(".") or extension in _CONFIG_EXTENSIONS
 
 
 def role_factor(
