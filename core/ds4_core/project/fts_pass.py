@@ -57,6 +57,10 @@ FILL_SHARE = 0.25
 """In a prose request (no identifier, file or phrase), at least `MIN_RANKED_CONCEPTS`
 concepts are ranked by bm25 (the rarest), among those found in at most `FILL_SHARE` of the
 rows; in any request, at least one."""
+FLOOR_MIN_ROWS = 1000
+"""The relevance floor weighs a concept by its idf as if the index had at least this many
+rows: in a handful of windows, document frequencies cannot tell a common word from a rare one
+(a word missing from 3 windows would outweigh one found in 2 of them four times)."""
 FILE_TEXT_MIN_FILES = 50
 """Files (at least; more when more files get an FTS tier) read from the whole-file bm25."""
 
@@ -102,9 +106,9 @@ def _concept_pass(
 
     Returns:
         `(weights, information)`, one number per concept: its idf as a ranking weight (0 when
-        it matched nothing), and its idf as information for the relevance floor (also for a
-        concept that matched nothing: `concept_idf(N, 0)`, the most informative; all 0 after
-        an FTS5 error or without concepts).
+        it matched nothing), and its idf as information for the relevance floor (with N at
+        least `FLOOR_MIN_ROWS`; also for a concept that matched nothing: `concept_idf(N, 0)`,
+        the most informative; all 0 after an FTS5 error or without concepts).
     """
     ranking = [0.0] * len(concepts)
     information = [0.0] * len(concepts)
@@ -125,9 +129,10 @@ def _concept_pass(
         fill = [i for i in found if len(present[i]) <= FILL_SHARE * total]
         wanted = min(len(fill), MIN_RANKED_CONCEPTS) if prose else 1
         ranked = found[: max(len(rare), wanted, 1)]
-        information = [concept_idf(total, len(rows)) for rows in present]
         for index in found:
-            ranking[index] = information[index]
+            ranking[index] = concept_idf(total, len(present[index]))
+        floor_rows = max(total, FLOOR_MIN_ROWS)
+        information = [concept_idf(floor_rows, len(rows)) for rows in present]
         for index in ranked:
             rows = _concept_rows(search, concepts[index].query)
             best = max((-float(row[2]) for row in rows), default=0.0)
