@@ -82,7 +82,8 @@ holds. The exact tiers stay above the FTS tier, so identifier and path requests 
 `ProjectWeights.relevance_floor`) is 1 for a window of an exact tier and, for an FTS window,
 its file's relevance (`scoring.file_relevance`): the mean of (a) the share of the request's
 information the file holds (in any of its windows: each concept once, weighted by its idf, a
-concept the index lacks counting as the rarest: `concept_idf(N, 0)`) and (b) the share of the
+concept the index lacks counting as the rarest: `concept_idf(N, 0)`, N at least 1,000 so
+that a tiny index does not make every missing word dominate) and (b) the share of the
 request's concepts the project knows (found in any window a pass read or in a ranked file; each
 counts the same); 1 for a file holding a name in code (a word mixing letters with digits or
 `_`, e.g. `sha256`). The `file_prior` ranks files but is not relevance (a relative prior gives
