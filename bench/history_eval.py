@@ -15,7 +15,8 @@ runs three ways, in the same process:
   query=..., scopes=("history",)))` with the default settings. Entries the planned context
   already holds (the recent tail) are left out as "already in context", as `ds4/retrieve` does;
   a case whose answer sits in that tail cannot be found by this column.
-- `retrieve_history`, no exclusions: the lower-level call over the whole active branch with
+- `retrieve_history`, no exclusions (history relevance and its floor, docs/retrieval.md
+  "History scope"): the lower-level call over the whole active branch with
   `exclude_entry_ids` empty, `retrieval.maxResults` hits and `context.maxRetrievedHistoryTokens`
   tokens (the settings' defaults): recall over the whole transcript.
 - plain bm25: an FTS5 table (default tokenizer) over the searchable text the index keeps for
@@ -27,6 +28,8 @@ runs three ways, in the same process:
 Metrics. Answerable cases: Acc@1, Acc@3 and MRR of the first hit whose entry id is in the
 case's gold (MRR 0 when none is returned). Unanswerable cases: mean evidence tokens returned and
 the share that return nothing. Also printed: the same metrics split by style, and the runtime.
+
+A second, guard set written before any tuning: `--cases bench/eval/history_cases_b.json`.
 
 Usage: python bench/history_eval.py [--cases FILE] [--json OUT] [--verbose]
 """

@@ -204,6 +204,7 @@ def test_migrations_are_recorded_with_their_checksums(tmp_path: Path) -> None:
         "project-files-fts",
         "summary-graph",
         "project-commits",
+        "entries-subwords",
     ]
 
 

@@ -125,7 +125,7 @@ def test_migration_7_creates_strict_summary_tables_without_a_session_foreign_key
     store: Store,
 ) -> None:
     conn = store.connection()
-    assert store.schema_version >= 7
+    assert store.schema_version == LATEST_VERSION  # 7 and later
     for table in ("summaries", "summary_sources", "summary_edges"):
         sql = conn.execute("SELECT sql FROM sqlite_master WHERE name = ?", (table,)).fetchone()[0]
         assert sql.rstrip().endswith("STRICT")

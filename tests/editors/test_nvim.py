@@ -60,6 +60,9 @@ CASES = [
     "ds4retrieve_scope_flag_renders_project_hits",
     "plan_and_manifest_show_project_snippets_as_path_lines",
     "health_shows_the_project_status",
+    "retrieve_with_the_git_scope_returns_commits",
+    "ds4retrieve_scope_git_renders_commits_and_why_none",
+    "manifest_renders_relevance_and_below_floor_items",
     "tool_executed_sends_ds4_tool_executed",
     "setup_expands_tilde_in_cmd",
     "checkhealth_advises_the_repository_install",
@@ -126,6 +129,44 @@ NVIM, WHY_NOT = find_nvim()
 pytestmark = pytest.mark.skipif(NVIM is None, reason=WHY_NOT)
 
 
+GIT_COMMITS = [
+    ("2024-01-02T03:04:05Z", "Add the shipping cost computation per zone"),
+    ("2024-02-02T03:04:05Z", "Raise the europe zone rate because the carrier surcharge changed"),
+]
+
+
+def make_git_history(root: Path) -> bool:
+    """Turn `root` (holding a placeholder `.git` directory) into a Git work tree with the
+    commits of `GIT_COMMITS` (fixed dates and author: the same hashes every run), each
+    changing shipping.py; False (and the placeholder kept) when git is not installed."""
+    git = shutil.which("git")
+    if git is None:
+        return False
+    shutil.rmtree(root / ".git")
+    env = {
+        **os.environ,
+        "GIT_CONFIG_NOSYSTEM": "1",
+        "GIT_CONFIG_GLOBAL": os.devnull,
+        "GIT_AUTHOR_NAME": "Test",
+        "GIT_AUTHOR_EMAIL": "test@example.com",
+        "GIT_COMMITTER_NAME": "Test",
+        "GIT_COMMITTER_EMAIL": "test@example.com",
+    }
+
+    def run(*args: str, date: str | None = None) -> None:
+        dated = {**env, "GIT_AUTHOR_DATE": date, "GIT_COMMITTER_DATE": date} if date else env
+        subprocess.run([git, *args], cwd=root, env=dated, check=True, capture_output=True)
+
+    run("init", "-q", "-b", "main")
+    source = root / "shipping.py"
+    final = source.read_text()
+    for n, (date, subject) in enumerate(GIT_COMMITS):
+        source.write_text(final if n == len(GIT_COMMITS) - 1 else final.replace("9.0", "8.0"))
+        run("add", "-A")
+        run("commit", "-q", "-m", subject, date=date)
+    return True
+
+
 @pytest.fixture(scope="module")
 def lua_results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
     """Run the Lua test script once; its results by test name."""
@@ -150,6 +191,9 @@ def lua_results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str,
     # A small source file in the trusted workspace: project knowledge indexes it, so
     # `ds4/retrieve` with the `project` scope (and plans) find it.
     (Path(roots["trusted"]) / "shipping.py").write_text(SHIPPING_SOURCE)
+    # ... and a real Git history there (when git is installed): the `git` scope answers
+    # with its commits.
+    has_git = make_git_history(Path(roots["trusted"]))
     # Small synthetic sessions to compact (three turns each): `valid` and `fallback` by a
     # client whose `summarize` callback answers or fails, `plain` by one without it (with an
     # explicit firstKeptEntryId: the start of turn 3).
@@ -177,6 +221,7 @@ def lua_results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str,
         "results": str(results),
         "doc_dir": str(doc_dir),
         "roots": roots,
+        "git": has_git,
         "compact_sessions": compact_sessions,
         "plain_first_kept": plain_first_kept,
     }

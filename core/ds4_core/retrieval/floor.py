@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 FloorKind = Literal["history", "project", "git"]
+FloorRule = Literal["floor", "relative"]
 
 MAX_BELOW_FLOOR = 16
 """How many below-floor candidates a search keeps for the manifest (the best scored first)."""
@@ -29,6 +30,9 @@ class BelowFloor:
         score: its relevance (the scope's own scale; the same scale as `floor`).
         floor: the floor it had to reach.
         tokens: estimated `chars-v2` tokens it would have cost (0 when not measured).
+        rule: `floor` (its relevance is under the scope's absolute floor) or `relative` (it
+            reached the floor but scored under the share `floor` of the best hit's score;
+            `score` is then its share of the best).
     """
 
     kind: FloorKind
@@ -36,11 +40,18 @@ class BelowFloor:
     score: float
     floor: float
     tokens: int = 0
+    rule: FloorRule = "floor"
 
     @property
     def reason(self) -> str:
-        """E.g. `below the relevance floor (0.210 < 0.350)`."""
+        """E.g. `below the relevance floor (0.210 < 0.350)`, or for the relative rule
+        `below the relative floor (0.520 of the best hit's score < 0.700)`."""
+        if self.rule == "relative":
+            return (
+                f"below the relative floor ({self.score:.3f} of the best hit's score"
+                f" < {self.floor:.3f})"
+            )
         return f"below the relevance floor ({self.score:.3f} < {self.floor:.3f})"
 
 
-__all__ = ["MAX_BELOW_FLOOR", "BelowFloor", "FloorKind"]
+__all__ = ["MAX_BELOW_FLOOR", "BelowFloor", "FloorKind", "FloorRule"]

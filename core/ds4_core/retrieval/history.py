@@ -1,8 +1,9 @@
-"""Historical retrieval: literal + FTS5 bm25 search over one session's index
-(docs/reference.md §3.2).
+"""Historical retrieval: literal search + relevance over one session's index
+(docs/reference.md §3.2; docs/retrieval.md "History scope").
 
-The parts live next to this module: literal matching in `retrieval/literal.py`, the FTS query
-terms and bm25 statistics in `retrieval/history_terms.py`, the entries read and term matching
+The parts live next to this module: literal matching in `retrieval/literal.py`, FTS query
+terms and the bm25 row count in `retrieval/history_terms.py`, relevance in
+`retrieval/history_relevance.py` and the modules it names, the entries read and term matching
 over them in `retrieval/history_candidates.py`, the results, excerpts and dedup in
 `retrieval/history_results.py`, the score in `retrieval/scoring.py`. This module holds the
 statements and the search (`_Search`) and runs the pipeline (`retrieve_history`).
@@ -12,23 +13,19 @@ Pipeline (all within one session, only `message` / `custom_message` entries):
 1. **Literal pass** (`exact=True`): every exact identifier and every quoted phrase of the
    `TaskDescriptor` is searched literally; each term keeps its `query_limit` newest matches
    (file order), `query_limit = max(max_results, min(100, max_results * 6))`.
-2. **FTS pass** (`fts=True`): `build_fts_query(informative_terms(query_terms))` bound to
-   `entries_fts MATCH ?`, ordered by `bm25(entries_fts)` (ties: lower rowid first, which is what
-   the plain `ORDER BY bm25 LIMIT` gives), first `query_limit` rows. The FTS terms of a hit are
-   the query terms that occur in its text as substrings.
+2. **Relevance** (`fts=True`): the request's units (`retrieval/history_words.py`) are weighed
+   and matched in `entries_fts` and `entries_subwords`, and the session's entries are scored
+   (`retrieval/history_relevance.py`, docs/retrieval.md "History scope"); it replaces the
+   bm25 FTS pass of docs/reference.md §3.2 (docs/architecture.md, "Decisions").
 3. **Eligibility**: an entry already in the caller's context (`exclude_entry_ids`) is dropped
    (`already_in_context`); an entry not on the active branch (`branch_entry_ids`) is dropped and
    counted in `alternate_branch_candidates`.
-4. **Score** (docs/reference.md §3.2): which descriptor files, symbols and errors each eligible
-   candidate's text holds is checked here (`_count_descriptor_matches`, with the speed measures
-   below); the score itself and the sort order are pure functions of what was found, in
-   `retrieval/scoring.py` (`rank_history`, weights `HistoryWeights`): +100 + min(12, 3
-   (nExact - 1)) for literal identifiers, +85 + min(8, 2 (nPhrases - 1)) for phrases, +60 +
-   max(0, 10 - ftsRank) for FTS, +12 per descriptor file, +10 per symbol and +12 per error found
-   in the text, +15 base, role authority (user 8, assistant 5, toolResult / bashExecution 4,
-   other 1), up to +8 recency (linear between the oldest and newest eligible candidate), minus
-   min(12, token_estimate / 1000); rounded to 6 decimals. Sorted by literal priority (2
-   identifier, 1 phrase, 0), score, created_at (newest first), entry id.
+4. **Rank and floor** (`retrieval/history_select.py`): entries found by relevance join the
+   eligible candidates; those over the floor are ordered by relevance score, the DS4 order
+   (`retrieval/scoring.py`, `rank_history`: literal priority, score, time, id; the descriptor
+   files, symbols and errors each holds are counted here, `_count_descriptor_matches`) breaking
+   ties; the others become `HistoryRetrieval.below_floor`. With `fts=False`, or when the FTS
+   index cannot be read, every eligible candidate is ranked in the DS4 order, with no floor.
 5. **Dedup and budget**: a text equal to an already selected one (ASCII case and ASCII
    white-space runs ignored) counts in `duplicates` and is skipped; the loop stops when fewer than
    48 tokens remain; each excerpt starts at `min(6000, max(256, remaining * 4 - 800))` characters
@@ -63,35 +60,29 @@ traces with two dozen paths and identifiers).
   checked), so only older candidates are checked. Other terms check the candidates their FTS
   prefilter selects when it selects no more entries than there are candidates, else every
   candidate, in one `find` scan over their texts joined by NUL.
-* FTS pass: bm25 is a sum over the query's phrases that an entry contains, each part under
-  idf (k1 + 1). The entries containing a rarer phrase are scored first; when the
-  `query_limit`-th score beats the most that the common phrases alone can add up to (their
-  document counts are known: fts5vocab, or one count query), no entry holding only common
-  phrases can enter the result, and those are never scored (`_Search._ranked_scores`).
 * Dedup groups texts by the start of their key and builds the key (white-space runs as one
   space) only for different texts of one group (`_SeenTexts`).
 
 Every user-supplied term reaches SQLite as a bound parameter; FTS5 text comes only from
-`descriptor.fts_phrase` (OR-ed by `build_fts_query` or `_Search._ranked_scores`) and
-`_prefilter_query`, which quote every term.
+`descriptor.fts_phrase`, `_prefilter_query` and `history_words.Unit` expressions, which quote
+every term.
 
 Failures: an `sqlite3.Error` raised by an FTS5 statement never escapes. The literal pass falls
-back to the `LIKE` scan (same matches, slower), the FTS pass is skipped, and a warning says so in
+back to the `LIKE` scan (same matches, slower), relevance is skipped, and a warning says so in
 `HistoryRetrieval.warnings`; the status stays `ok`. Errors of the `entries` table itself
 propagate (the engine fails open).
 """
 
 from __future__ import annotations
 
-import math
 import sqlite3
 import time
-from collections.abc import Collection, Iterable, Iterator, Sequence
-from dataclasses import replace
+from collections.abc import Collection, Iterable, Iterator
 from itertools import islice
 
 from ds4_core.retrieval.descriptor import TaskDescriptor, build_fts_query, replace_lone_surrogates
 from ds4_core.retrieval.history_candidates import _Candidate, _count_descriptor_matches, _Pool
+from ds4_core.retrieval.history_relevance import session_relevance
 from ds4_core.retrieval.history_results import (
     MIN_REMAINING_TOKENS,
     HistoryHit,
@@ -102,22 +93,14 @@ from ds4_core.retrieval.history_results import (
     _fit,
     _SeenTexts,
 )
+from ds4_core.retrieval.history_select import select
 from ds4_core.retrieval.history_terms import (
-    BM25_K1,
-    COMMON_TERM_MIN_ENTRIES,
-    PRUNE_MIN_DOCS,
-    _bm25_bound,
-    _fts_phrases,
-    _fts_row_count,
     _fts_warning,
-    _informative_terms,
-    _Phrase,
-    _single_ascii_token,
     informative_terms,
     query_limit,
 )
+from ds4_core.retrieval.history_words import request_units
 from ds4_core.retrieval.literal import _ASCII_WORD, LiteralTerm, fold, implies
-from ds4_core.retrieval.scoring import rank_history
 from ds4_core.store.database import Store
 from ds4_core.store.sql import LIKE_ESCAPE, like_literal, placeholders
 
@@ -149,26 +132,6 @@ _LITERAL_BY_SCAN_SQL = (
     f"AND e.searchable_text LIKE ? {LIKE_ESCAPE} "
     "ORDER BY e.seq DESC"
 )
-# bm25 ties go to the lower rowid: what SQLite's `ORDER BY ... LIMIT` sorter does with rows that
-# arrive in rowid order, spelled out so every form of the statement below agrees.
-_FTS_RANKED_SQL = (
-    "SELECT f.rowid, bm25(entries_fts) FROM entries_fts AS f "
-    "CROSS JOIN entries AS e ON e.rowid = f.rowid "
-    f"WHERE entries_fts MATCH ? AND e.session_id = ? AND e.entry_type IN {_TYPES_SQL} "
-    "ORDER BY bm25(entries_fts), f.rowid LIMIT ?"
-)
-_FTS_RANKED_AMONG_SQL = (  # the same, scored only for the entries matching a second query
-    "SELECT f.rowid, bm25(entries_fts) FROM entries_fts AS f "
-    "CROSS JOIN entries AS e ON e.rowid = f.rowid "
-    "WHERE entries_fts MATCH ? "
-    "AND +f.rowid IN (SELECT rowid FROM entries_fts WHERE entries_fts MATCH ?) "
-    f"AND e.session_id = ? AND e.entry_type IN {_TYPES_SQL} "
-    "ORDER BY bm25(entries_fts), f.rowid LIMIT ?"
-)
-
-PRUNE_MAX_BOUND = 6.0
-"""Phrases are left out of the scored set while their bm25 bound (`_Search._ranked_scores`)
-stays under this; past it the `query_limit`-th score would rarely beat the bound."""
 
 
 class _Search:
@@ -343,122 +306,6 @@ class _Search:
                     }
         return known | pool.matching(term)
 
-    def _scored(self, sql: str, params: tuple) -> list[tuple[int, float]]:
-        return [(row[0], row[1]) for row in self.conn.execute(sql, params)]
-
-    def ranked(
-        self, terms: Sequence[str], fts_query: str, vocab: dict[str, int]
-    ) -> list[_Candidate]:
-        """The first `limit` eligible entries by bm25 (ties: lower rowid), best first.
-
-        `fts_query` is `build_fts_query(terms)`; `vocab`: document counts by token, as far as
-        known (`_informative_terms`). [] after an FTS error. See `_ranked_scores`.
-        """
-        try:
-            scored = self._ranked_scores(terms, fts_query, vocab)
-        except sqlite3.Error as exc:
-            self.index_usable = False
-            self.warnings.append(_fts_warning("FTS pass", exc))
-            return []
-        rowids = [rowid for rowid, _score in scored]
-        self._load(rowids)
-        found = [self.rows[rowid] for rowid in rowids if rowid in self.rows]
-        for candidate in found:
-            self.candidates.setdefault(candidate.rowid, candidate)
-        return found
-
-    def _counted(self, phrase: _Phrase, vocab: dict[str, int], least: float) -> _Phrase:
-        """`phrase` with its document count, if cheap to know or likely to be at least `least`.
-
-        A one-token phrase takes it from `vocab`. A longer one is counted with FTS5 when its
-        literal search stopped at `limit` matches and their spread over the rowids read so far
-        suggests `least` or more entries.
-        """
-        token = _single_ascii_token(phrase.term)
-        if token is not None:
-            docs = vocab.get(token)
-            return phrase if docs is None else replace(phrase, docs=docs)
-        span = self.span.get(phrase.term)
-        if span is None or self.limit * (max(self.rows) - min(self.rows) + 1) < least * span:
-            return phrase
-        (docs,) = self.conn.execute(
-            "SELECT count(*) FROM entries_fts WHERE entries_fts MATCH ?", (phrase.text,)
-        ).fetchone()
-        return replace(phrase, docs=docs)
-
-    def _fewer_than_limit(self, phrases: list[_Phrase]) -> bool:
-        """A guess: do the entries containing `phrases` fall short of `limit`?
-
-        Counted from what is known without a query: the literal matches of terms searched to
-        the end, and document counts. A phrase with neither makes the answer no.
-        """
-        seen: set[int] = set()
-        docs = 0
-        for phrase in phrases:
-            if phrase.term in self.exhausted:
-                seen |= self.matched[phrase.term]
-            elif phrase.docs is not None:
-                docs += phrase.docs
-            else:
-                return False
-        return len(seen) + docs < self.limit
-
-    def _ranked_scores(
-        self, terms: Sequence[str], fts_query: str, vocab: dict[str, int]
-    ) -> list[tuple[int, float]]:
-        """(rowid, bm25) of the first `limit` eligible entries `fts_query` matches, best first.
-
-        Same result as scoring every entry the query matches, with less scoring: bm25 is a sum
-        over the query's phrases an entry contains, so an entry containing only phrases of a
-        set C scores no better than -bound(C) (`_bm25_bound`). The entries containing another
-        phrase are scored first (by the full query: the values are FTS5's own); if the
-        `limit`-th of them beats -bound(C), no entry containing only C can enter. Otherwise C
-        shrinks to what that score allows and the scoring is redone once, or done on every
-        entry. C: phrases in at least PRUNE_MIN_DOCS indexed entries (known counts only), most
-        common first, while bound(C) stays under PRUNE_MAX_BOUND; never every phrase.
-        """
-        full = (fts_query, self.session_id, self.limit)
-        phrases = _fts_phrases(terms)
-        rows = _fts_row_count(self.conn)
-        if (
-            rows is None
-            or rows < COMMON_TERM_MIN_ENTRIES
-            or " OR ".join(p.text for p in phrases) != fts_query
-        ):
-            return self._scored(_FTS_RANKED_SQL, full)
-        ratio = math.exp(PRUNE_MAX_BOUND / (BM25_K1 + 1))
-        least = max(PRUNE_MIN_DOCS, (rows + 0.5 - 0.5 * ratio) / (1 + ratio))
-        phrases = [self._counted(p, vocab, least / 2) for p in phrases]
-        common = sorted(
-            (p for p in phrases if p.docs is not None and p.docs >= least),
-            key=lambda p: -(p.docs or 0),
-        )
-        left_out: list[_Phrase] = []
-        for phrase in common:
-            if _bm25_bound([*left_out, phrase], rows) >= PRUNE_MAX_BOUND:
-                break
-            left_out.append(phrase)
-        if left_out and self._fewer_than_limit([p for p in phrases if p not in left_out]):
-            left_out = []  # the scored set would not fill `limit`: not worth a try
-        for _attempt in range(2):
-            if not left_out or len(left_out) >= len(phrases):
-                break
-            kept = " OR ".join(p.text for p in phrases if p not in left_out)
-            scored = self._scored(
-                _FTS_RANKED_AMONG_SQL, (fts_query, kept, self.session_id, self.limit)
-            )
-            if len(scored) < self.limit:
-                break
-            worst = scored[-1][1]
-            if worst < -_bm25_bound(left_out, rows):
-                return scored
-            allowed: list[_Phrase] = []
-            for phrase in left_out:
-                if worst < -_bm25_bound([*allowed, phrase], rows):
-                    allowed.append(phrase)
-            left_out = allowed if len(allowed) < len(left_out) else []
-        return self._scored(_FTS_RANKED_SQL, full)
-
 
 def retrieve_history(
     store: Store,
@@ -526,18 +373,6 @@ def retrieve_history(
             for c in found[phrase]:
                 if phrase not in c.phrases:
                     c.phrases.append(phrase)
-    if fts and search.index_usable:
-        fts_terms, doc_counts = _informative_terms(conn, descriptor.query_terms)
-        fts_query = build_fts_query(fts_terms)
-    else:
-        fts_query = None
-    if fts_query is not None and search.index_usable:
-        needles = [(t, fold(replace_lone_surrogates(t))) for t in descriptor.query_terms]
-        for rank, c in enumerate(search.ranked(fts_terms, fts_query, doc_counts)):
-            if c.fts_rank is None:
-                c.fts_rank = rank
-                folded = c.folded
-                c.fts_terms = [t for t, needle in needles if needle and needle in folded]
 
     branch = _as_set(branch_entry_ids)
     excluded = _as_set(exclude_entry_ids)
@@ -557,7 +392,17 @@ def retrieve_history(
     seen = _SeenTexts()
     duplicates = used_tokens = 0
     _count_descriptor_matches(search, eligible, descriptor)
-    for item in rank_history(eligible):
+    units = request_units(descriptor) if fts else []
+    relevance = session_relevance(conn, session_id, units, branch)
+    selection = select(
+        search,
+        eligible,
+        relevance,
+        branch=branch,
+        excluded=excluded,
+        floor=fts and not relevance.failed,
+    )
+    for item in selection.ranked:
         if len(hits) >= max_results:
             break
         if not seen.add(item.candidate.folded):
@@ -572,13 +417,15 @@ def retrieve_history(
         used_tokens += hit.tokens
         hits.append(hit)
     stats = RetrievalStats(
-        candidates=len(search.candidates),
+        candidates=len(search.candidates) + selection.added,
         duplicates=duplicates,
         alternate_branch_candidates=alternate,
-        already_in_context=in_context,
+        already_in_context=in_context + selection.added_in_context,
         latency_ms=elapsed_ms(),
+        below_floor=selection.below_count,
     )
-    return HistoryRetrieval("ok", hits, stats, search.warnings)
+    warnings = [*search.warnings, *relevance.warnings]
+    return HistoryRetrieval("ok", hits, stats, warnings, tuple(selection.below))
 
 
 __all__ = [

@@ -65,6 +65,9 @@ class RetrievalStats:
         alternate_branch_candidates: candidates dropped for not being on the active branch.
         already_in_context: candidates dropped because the caller already sends them.
         latency_ms: wall time of `retrieve_history` (ms).
+        below_floor: eligible candidates held back by the relevance floor (all of them; the
+            best are in `HistoryRetrieval.below_floor`). With no hits and a positive count,
+            nothing passed the floor.
     """
 
     candidates: int = 0
@@ -72,6 +75,7 @@ class RetrievalStats:
     alternate_branch_candidates: int = 0
     already_in_context: int = 0
     latency_ms: float = 0.0
+    below_floor: int = 0
 
 
 @dataclass(frozen=True)

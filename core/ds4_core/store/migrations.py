@@ -24,6 +24,7 @@ The schema itself (column lists from docs/architecture.md "store"):
 * `project_file_texts`, `project_file_texts_fts` (migration 6: whole-file full text).
 * `summaries`, `summary_sources`, `summary_edges` (migration 7: the summary graph,
   docs/compaction.md "Storage").
+* `entries_subwords` (migration 9: sub-words of history entries, `sessions.subwords`).
 
 FTS5 external content caveats (SQLite documentation, "External Content Tables"): the index is
 keyed by `entries.rowid`, and `entries` has a TEXT primary key, so its rowids are implicit. Never
@@ -47,6 +48,7 @@ from datetime import UTC, datetime
 from ds4_core.tokens import sha256_hex
 
 from .commit_schema import PROJECT_COMMITS_SQL
+from .subword_schema import ENTRIES_SUBWORDS_SQL
 
 MIGRATIONS_TABLE_SQL = """CREATE TABLE IF NOT EXISTS schema_migrations (
     version INTEGER PRIMARY KEY,
@@ -412,6 +414,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(6, "project-files-fts", _PROJECT_FILE_TEXTS),
     Migration(7, "summary-graph", _SUMMARY_GRAPH),
     Migration(8, "project-commits", PROJECT_COMMITS_SQL),
+    Migration(9, "entries-subwords", ENTRIES_SUBWORDS_SQL),
 )
 """All migrations in version order. Never edit an entry once released: add a new one."""
 

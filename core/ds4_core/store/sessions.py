@@ -22,6 +22,7 @@ from itertools import islice
 from pathlib import Path
 from typing import Any, NamedTuple, TypedDict
 
+from ds4_core.sessions.subwords import subword_text
 from ds4_core.store.database import Store, utc_now_iso
 from ds4_core.store.sql import chunked, placeholders
 
@@ -365,8 +366,46 @@ def _insert_entries(
     while batch := list(islice(iterator, per_statement)):
         params = [value for row in batch for value in (*row, *tail)]
         conn.execute(_insert_sql(len(batch), upsert), params)
+        _insert_subwords(conn, batch, upsert=upsert)
         count += len(batch)
     return count
+
+
+SUBWORD_ENTRY_TYPES = frozenset({"message", "custom_message"})
+SUBWORD_SCAN_CHARS = 1500
+"""Sub-words are taken from the prose of user and assistant messages: their first this many
+characters, up to the first tool call (`name {json}`); tool results and call arguments are
+not scanned. The regular-expression scan is the costly part of indexing sub-words
+(bench/session_index.py: scanning whole texts cost about a third of the indexing speed)."""
+
+
+@lru_cache(maxsize=16)
+def _subwords_sql(rows: int, replace_rows: bool) -> str:
+    values = ", ".join(["(?, ?)"] * rows)
+    verb = "INSERT OR REPLACE" if replace_rows else "INSERT"
+    return (
+        f"{verb} INTO entries_subwords (rowid, words) SELECT e.rowid, v.column2 "
+        f"FROM (VALUES {values}) AS v CROSS JOIN entries AS e ON e.entry_key = v.column1"
+    )
+
+
+def _insert_subwords(
+    conn: sqlite3.Connection, batch: Sequence[IndexedEntry], *, upsert: bool
+) -> None:
+    """Write the `entries_subwords` rows (migration 9) of the history entries in `batch`, just
+    inserted or upserted (`sessions.subwords.subword_text` of their prose,
+    `SUBWORD_SCAN_CHARS`; entries without sub-words, and tool results, get no row). With `upsert`, a row of an entry whose
+    text did not change is replaced (its trigger did not drop it)."""
+    params: list[str] = []
+    for row in batch:
+        text = row.searchable_text
+        if row.entry_type in SUBWORD_ENTRY_TYPES and text and row.role != "toolResult":
+            call = text.find(' {"', 0, SUBWORD_SCAN_CHARS)  # prose ends at the first tool call
+            words = subword_text(text[: call if call >= 0 else SUBWORD_SCAN_CHARS])
+            if words:
+                params += (row.entry_key, words)
+    if params:
+        conn.execute(_subwords_sql(len(params) // 2, upsert), params)
 
 
 def _state_params(state: IndexState, indexed_at: str) -> tuple[Any, ...]:

@@ -33,7 +33,11 @@ export type * from './protocol';
 export interface Ds4Api {
   /** `ds4/plan`: plan the messages of the next model call within the model's budget. */
   plan(params: PlanParams): Promise<PlanResult>;
-  /** `ds4/retrieve`: rank transcript evidence for a query. */
+  /**
+   * `ds4/retrieve`: rank evidence for a query in the `scopes` asked for (default history):
+   * the session transcript, the trusted workspace's files (`project`) and/or the commits of
+   * its Git history (`git`). `relevance` says per scope why nothing was sent.
+   */
   retrieve(params?: RetrieveParams): Promise<RetrieveResult>;
   /** `ds4/manifest`: a plan's manifest (metadata only) by id, or a session's latest. */
   manifest(params: ManifestParams): Promise<Manifest>;

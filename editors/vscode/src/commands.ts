@@ -140,7 +140,9 @@ async function health(context: CommandContext): Promise<void> {
 function projectSummary(project: NonNullable<HealthResult['project']>): string {
   return project.files === undefined
     ? project.status
-    : `${project.status}, ${formatInt(project.files)} files, ${formatInt(project.snippets ?? 0)} snippets`;
+    : `${project.status}, ${formatInt(project.files)} files, ${formatInt(project.snippets ?? 0)} snippets${
+        project.commits === undefined ? '' : `, ${formatInt(project.commits)} commits`
+      }`;
 }
 
 /**

@@ -9,7 +9,7 @@ import * as vscode from 'vscode';
 
 import type { Ds4Api } from './api';
 import { lastSessionFile, registerCommands, rememberSessionFile } from './commands';
-import { formatHistoryForModel, HISTORY_TOOL_NAME, type HistoryToolInput, historyToolParams } from './historyTool';
+import { formatHistoryForModel, HISTORY_TOOL_NAME, type HistoryToolInput, historyToolParams, toolInvocationMessage, toolScopes } from './historyTool';
 import { ManifestPanel } from './manifestPanel';
 import type { CompactParams, CompactResult, PlanParams, PlanResult } from './protocol';
 import { ReadOnlyDocuments } from './readOnlyDocuments';
@@ -144,7 +144,7 @@ function registerHistoryTool(running: ServerClient, workspaceState: vscode.Memen
     prepareInvocation(options) {
       const query = typeof options.input.query === 'string' ? options.input.query : '';
       return {
-        invocationMessage: `Searching DS4 session history for "${query}"`,
+        invocationMessage: toolInvocationMessage(options.input),
         // In an untrusted workspace a prompt could steer the agent at any local .jsonl file:
         // let the user see which one before it is read.
         ...(!vscode.workspace.isTrusted && {
@@ -164,7 +164,7 @@ function registerHistoryTool(running: ServerClient, workspaceState: vscode.Memen
       const budget = options.tokenizationOptions?.tokenBudget;
       const maxChars = budget !== undefined && budget > 0 ? budget * 4 : undefined;
       return new vscode.LanguageModelToolResult([
-        new vscode.LanguageModelTextPart(formatHistoryForModel(result, maxChars)),
+        new vscode.LanguageModelTextPart(formatHistoryForModel(result, maxChars, toolScopes(parsed.params))),
       ]);
     },
   });

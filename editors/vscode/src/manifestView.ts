@@ -1,8 +1,9 @@
 /**
  * A plan manifest (`ds4/manifest`, metadata only) as one self-contained HTML page for the
  * "DS4: Show Manifest" webview: what filled the context window and how much of each budget it
- * used, the retrieved history and why, every included and excluded item with its tokens and
- * reason (excluded ones also grouped by reason), and the full budget.
+ * used, the retrieved history and why, per scope what was sent and why not (relevance), every
+ * included and excluded item with its tokens and reason (excluded ones also grouped by reason,
+ * the below-floor ones by floor), and the full budget.
  *
  * Safety: every value from the manifest is HTML-escaped; the page has no scripts, loads
  * nothing, and carries a Content-Security-Policy that allows only its own nonce'd style
@@ -11,7 +12,7 @@
  * Pure module: no `vscode` import.
  */
 
-import type { Manifest, ManifestItem, PlanResult, ProjectSnippet } from './protocol';
+import { type Manifest, type ManifestItem, type PlanResult, type ProjectSnippet, RETRIEVE_SCOPES } from './protocol';
 import { formatInt } from './status';
 
 export interface RenderOptions {
@@ -85,6 +86,7 @@ export function renderManifestHtml(manifest: Manifest, options: RenderOptions): 
     renderKinds(page, manifest),
     renderRetrieved(manifest),
     renderProject(manifest),
+    renderRelevance(manifest),
     renderIncluded(page, manifest),
     renderExcluded(page, manifest),
     renderBudgets(manifest),
@@ -250,7 +252,10 @@ function renderKinds(page: Page, manifest: Manifest): string {
 
 function renderRetrieved(manifest: Manifest): string {
   if (manifest.retrieved.length === 0) {
-    return `<section><h2>Retrieved history</h2><p class="muted">No history was retrieved for this plan.</p></section>`;
+    const why = manifest.relevance?.history?.why;
+    return `<section><h2>Retrieved history</h2><p class="muted">No history was retrieved for this plan${
+      typeof why === 'string' && why !== '' ? `: ${escapeHtml(why)}` : ''
+    }.</p></section>`;
   }
   const rows = manifest.retrieved.map(
     (hit) =>
@@ -290,7 +295,7 @@ function renderExcluded(page: Page, manifest: Manifest): string {
   if (manifest.excluded === undefined) {
     return `<section><h2>Excluded <span class="sub">${formatInt(counts.excluded)} items</span></h2><p class="muted">The item list was not loaded (summary view).</p></section>`;
   }
-  const byReason = groupBy(manifest.excluded, (item) => item.reason).sort(
+  const byReason = groupBy(manifest.excluded, (item) => reasonGroup(item.reason)).sort(
     ([, a], [, b]) => sumTokens(b) - sumTokens(a) || b.length - a.length,
   );
   const summary = byReason.map(
@@ -397,6 +402,51 @@ function renderProject(manifest: Manifest): string {
 <p class="meta">${facts.join(' · ')}</p>
 ${table}
 ${droppedList}
+</section>`;
+}
+
+/**
+ * The reason an excluded item is grouped under: its own, except that below-floor reasons
+ * (`below the relevance floor (0.210 < 0.350)`, `below the relative floor (0.520 of the best
+ * hit's score < 0.700)`, one score each) share one group per rule and floor (`below the
+ * relevance floor (score < 0.350)`). The item table keeps each item's own reason.
+ */
+export function reasonGroup(reason: string): string {
+  const floor = /^below the relevance floor \(-?[\d.]+ < (-?[\d.]+)\)$/.exec(reason)?.[1];
+  if (floor !== undefined) {
+    return `below the relevance floor (score < ${floor})`;
+  }
+  const share = /^below the relative floor \(-?[\d.]+ of the best hit's score < (-?[\d.]+)\)$/.exec(reason)?.[1];
+  return share === undefined ? reason : `below the relative floor (share of the best hit's score < ${share})`;
+}
+
+/**
+ * Relevance: per scope searched (history, project, git), what was sent, how many candidates
+ * fell under the relevance floor (with the floor and the best of them), and why nothing was
+ * sent. Omitted for servers without the floor (no `relevance` in the manifest).
+ */
+function renderRelevance(manifest: Manifest): string {
+  const relevance = manifest.relevance;
+  if (relevance === undefined) {
+    return '';
+  }
+  const rows = RETRIEVE_SCOPES.flatMap((scope) => {
+    const entry = relevance[scope];
+    if (entry === undefined) {
+      return [];
+    }
+    const number = (value: number | null): string => (value === null ? '' : value.toFixed(3));
+    return [
+      `<tr><td>${escapeHtml(scope)}</td><td>${escapeHtml(entry.status)}</td><td class="num">${formatInt(entry.sent)}</td><td class="num">${formatInt(entry.belowFloor)}</td><td class="num">${number(entry.floor)}</td><td class="num">${number(entry.best)}</td><td>${entry.why === null ? '' : escapeHtml(entry.why)}</td></tr>`,
+    ];
+  });
+  if (rows.length === 0) {
+    return '';
+  }
+  return `<section class="relevance">
+<h2>Relevance <span class="sub">what each search sent, and why not</span></h2>
+<table><thead><tr><th>Scope</th><th>Status</th><th class="num">Sent</th><th class="num">Below floor</th><th class="num">Floor</th><th class="num">Best below</th><th>Why none was sent</th></tr></thead>
+<tbody>${rows.join('')}</tbody></table>
 </section>`;
 }
 

@@ -131,11 +131,17 @@ export interface PlanResult {
 
 // ----------------------------------------------------------------------------- ds4/retrieve
 
+/** Where `ds4/retrieve` looks: the session's history, the workspace's files, its Git history. */
+export type RetrieveScope = 'history' | 'project' | 'git';
+export const RETRIEVE_SCOPES: readonly RetrieveScope[] = ['history', 'project', 'git'];
+
 export interface RetrieveParams {
   /** Default: the text of the last user message on the active branch. */
   query?: string;
+  /** Needed by the `history` scope (else the status is `no-session`). */
   session?: SessionRef;
-  scopes?: ('history' | 'project')[];
+  /** Default `['history']`. */
+  scopes?: RetrieveScope[];
   /** 1..100; default: the `retrieval.maxResults` setting. */
   maxResults?: number;
   /** Bound on the excerpts' total size (tokens, >= 1). */
@@ -158,6 +164,10 @@ export interface HistoryHit {
 }
 
 export interface ProjectHit {
+  /** The workspace folder's name and canonical root (several folders). */
+  folder?: string;
+  folderPath?: string;
+  /** Relative to the workspace folder. */
   path: string;
   /** 1-based, inclusive. */
   startLine: number;
@@ -166,7 +176,58 @@ export interface ProjectHit {
   score: number;
   reason: string;
   text: string;
+  snippetId?: string;
+  /** Size of the quoted snippet, tokens. */
+  tokens?: number;
+  /** The file differs from Git HEAD in the working tree. */
+  modified?: boolean;
 }
+
+/** A commit of the trusted workspace's Git history (scope `git`). */
+export interface CommitHit {
+  folder?: string;
+  folderPath?: string;
+  /** The full commit id. */
+  hash: string;
+  /** Committer date, ISO-8601 UTC (`2024-10-24T21:10:49Z`). */
+  committedAt: string;
+  /** The message's first paragraph on one line (`""` when withheld). */
+  subject: string;
+  /** Changed paths relative to the workspace folder, at most 20 (a merge lists none). */
+  files: string[];
+  /** How many files Git listed. */
+  filesTotal: number;
+  /** The git scope's relevance, 0..1.25. */
+  score: number;
+  /** The request's words the commit holds, and the named file it changed. */
+  reason: string;
+  /** Present when the message looked like it holds a secret and was not indexed: why. */
+  withheld?: string;
+  /** The block sent to a model: the message as quoted data between BEGIN/END markers. */
+  quoted: string;
+  /** Size of `quoted`, tokens. */
+  tokens: number;
+}
+
+export type GitStatus = 'untrusted' | 'no-workspace' | 'disabled' | 'no-git' | 'no-index' | 'no-query' | 'error' | 'ok';
+
+/** What one scope's search sent, what fell under the relevance floor, and why none was sent. */
+export interface ScopeRelevance {
+  /** The scope's search status (`ok`, `no-query`, ...). */
+  status: string;
+  /** Hits returned. */
+  sent: number;
+  /** Candidates listed as under the relevance floor (at most 16). */
+  belowFloor: number;
+  /** The floor and the best below-floor score, on the scope's own scale; `null` when none fell below. */
+  floor: number | null;
+  best: number | null;
+  /** `null` when something was sent, else why not (e.g. `no candidate reached the relevance floor (best 0.210 < 0.350)`). */
+  why: string | null;
+}
+
+/** Per scope searched. */
+export type Relevance = Partial<Record<RetrieveScope, ScopeRelevance>>;
 
 export interface RetrievalStats {
   candidates: number;
@@ -181,8 +242,16 @@ export interface RetrieveResult {
   query: string | null;
   history: HistoryHit[];
   project: ProjectHit[];
+  /** `null` (or absent, older servers) without the `project` scope. */
+  projectStatus?: string | null;
   stats: RetrievalStats;
   warnings: string[];
+  /** Per scope searched (servers with the relevance floor). */
+  relevance?: Relevance;
+  /** Only with the `git` scope: the commits, best first. */
+  git?: CommitHit[];
+  /** Only with the `git` scope. */
+  gitStatus?: GitStatus;
 }
 
 // ----------------------------------------------------------------------------- ds4/manifest
@@ -253,6 +322,11 @@ export interface Manifest {
     plannedTokens: number | null;
   };
   retrieval: RetrievalStats | null;
+  /**
+   * Servers with the relevance floor: per scope searched. Candidates under the floor are
+   * `excluded` items whose reason reads `below the relevance floor (score < floor)`.
+   */
+  relevance?: Relevance;
   warnings: string[];
   /** Servers with project knowledge: the project snippets the plan sent (metadata only). */
   projectSnippets?: ProjectSnippet[];
@@ -331,6 +405,8 @@ export interface HealthResult {
     /** Only when trusted. */
     files?: number;
     snippets?: number;
+    /** Commits in the Git history index (trusted, with `project.maxCommits` > 0). */
+    commits?: number;
     staleSnippets?: number;
   };
   server: {
@@ -572,6 +648,18 @@ const shaped =
   (v) =>
     checkShape(v, shape, '').length === 0;
 
+const SCOPE_RELEVANCE: Shape = {
+  status: str,
+  sent: int,
+  belowFloor: int,
+  floor: nullable(num),
+  best: nullable(num),
+  why: nullable(str),
+};
+/** A `relevance` object: each scope present has the `ScopeRelevance` shape (others are ignored). */
+const relevanceRecord: Check = (v) =>
+  isObject(v) && ['history', 'project', 'git'].every((scope) => v[scope] === undefined || shaped(SCOPE_RELEVANCE)(v[scope]));
+
 const MANIFEST_ITEM: Shape = {
   kind: str,
   sourceId: str,
@@ -614,6 +702,24 @@ const RETRIEVE_RESULT: Shape = {
   project: arrayOf(obj),
   stats: obj,
   warnings: arrayOf(str),
+  relevance: optional(relevanceRecord),
+  git: optional(
+    arrayOf(
+      shaped({
+        hash: str,
+        committedAt: str,
+        subject: str,
+        files: arrayOf(str),
+        filesTotal: int,
+        score: num,
+        reason: str,
+        withheld: optional(str),
+        quoted: str,
+        tokens: int,
+      }),
+    ),
+  ),
+  gitStatus: optional(oneOf('untrusted', 'no-workspace', 'disabled', 'no-git', 'no-index', 'no-query', 'error', 'ok')),
 };
 
 const MANIFEST: Shape = {
@@ -631,6 +737,7 @@ const MANIFEST: Shape = {
   excluded: optional(arrayOf(shaped(MANIFEST_ITEM))),
   retrieved: arrayOf(shaped({ entryKey: str, score: num, reason: str })),
   planning: shaped({ mode: str, tokens: numbersRecord }),
+  relevance: optional(relevanceRecord),
   warnings: arrayOf(str),
 };
 

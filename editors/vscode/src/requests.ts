@@ -96,7 +96,7 @@ export class Ds4Requests {
     return this.request(DS4_PLAN, params, checkPlanResult);
   }
 
-  /** `ds4/retrieve`: rank transcript evidence for a query. */
+  /** `ds4/retrieve`: rank evidence for a query (history, project files and/or Git commits, by `scopes`). */
   retrieve(params: RetrieveParams = {}): Promise<RetrieveResult> {
     return this.request(DS4_RETRIEVE, params, checkRetrieveResult);
   }

@@ -43,6 +43,7 @@ export const SERVER_SETTING_KEYS: readonly string[] = [
   'project.maxFileBytes',
   'project.maxTotalBytes',
   'project.maxResults',
+  'project.maxCommits',
   'compaction.enabled',
   'compaction.keepRecentTokens',
   'compaction.summaryTokenLimit',

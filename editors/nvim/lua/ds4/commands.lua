@@ -1,6 +1,7 @@
 --- User commands: :Ds4Plan, :Ds4Retrieve, :Ds4Manifest, :Ds4Health, :Ds4Rebuild, :Ds4Trust,
 --- :Ds4Compact, :Ds4Summaries.
---- :Ds4Retrieve --scope=history,project searches the session and/or the trusted workspace.
+--- :Ds4Retrieve --scope=history,project,git searches the session, the trusted workspace's files
+--- and/or its Git history (commits).
 ---
 --- Flags are `--name=value` (quote values with spaces: `--session="a b.jsonl"`). For :Ds4Plan,
 --- :Ds4Retrieve, :Ds4Compact and :Ds4Summaries they come first and `--` ends them; the rest of
@@ -137,9 +138,10 @@ function M.plan(opts)
   end)
 end
 
-local SCOPES = { history = true, project = true }
+local SCOPES = { history = true, project = true, git = true }
 
---- `history,project` -> `{ 'history', 'project' }`; nil and the problem for an unknown scope.
+--- `history,project,git` -> `{ 'history', 'project', 'git' }` (duplicates dropped, order
+--- kept); nil and the problem for an unknown scope or an empty list.
 ---@param value string
 ---@return string[]? scopes
 ---@return string? problem
@@ -149,7 +151,7 @@ function M.parse_scopes(value)
     scope = vim.trim(scope)
     if not SCOPES[scope] then
       return nil,
-        ('Ds4Retrieve: --scope takes history and/or project (comma-separated), got %q'):format(
+        ('Ds4Retrieve: --scope takes history, project and/or git (comma-separated), got %q'):format(
           value
         )
     end
@@ -158,7 +160,8 @@ function M.parse_scopes(value)
     end
   end
   if #scopes == 0 then
-    return nil, 'Ds4Retrieve: --scope needs history and/or project, e.g. --scope=history,project'
+    return nil,
+      'Ds4Retrieve: --scope needs history, project and/or git, e.g. --scope=history,project,git'
   end
   return scopes, nil
 end
@@ -176,7 +179,7 @@ function M.retrieve(opts)
       return notify_error(problem)
     end
   end
-  -- A project-only search needs no session; history (the default scope) does.
+  -- A project and/or git search needs no session; history (the default scope) does.
   local session
   if not scopes or vim.tbl_contains(scopes, 'history') or flags.session then
     session = session_ref('Ds4Retrieve', flags)
@@ -200,7 +203,11 @@ function M.retrieve(opts)
     if err then
       return notify_error('ds4/retrieve: ' .. err.message)
     end
-    require('ds4.ui').show('retrieve', require('ds4.render').retrieve(result), 'ds4 retrieve')
+    require('ds4.ui').show(
+      'retrieve',
+      require('ds4.render').retrieve(result, scopes),
+      'ds4 retrieve'
+    )
   end)
 end
 
@@ -396,7 +403,15 @@ local function complete_flags(command)
     elseif vim.startswith(arg_lead, '--mode=') then
       out = { '--mode=managed', '--mode=observer' }
     elseif vim.startswith(arg_lead, '--scope=') then
-      out = { '--scope=history', '--scope=project', '--scope=history,project' }
+      out = {
+        '--scope=history',
+        '--scope=project',
+        '--scope=git',
+        '--scope=history,project',
+        '--scope=history,git',
+        '--scope=project,git',
+        '--scope=history,project,git',
+      }
     elseif command == 'Ds4Compact' then
       vim.list_extend(out, { 'manual', 'threshold', 'overflow' })
     elseif command == 'Ds4Summaries' then
@@ -419,8 +434,8 @@ function M.create()
   create('Ds4Retrieve', M.retrieve, {
     nargs = '*',
     complete = complete_flags('Ds4Retrieve'),
-    desc = 'ds4: rank history and/or project evidence for a query '
-      .. '([--session=PATH] [--scope=history,project] QUERY)',
+    desc = 'ds4: rank history, project and/or git evidence for a query '
+      .. '([--session=PATH] [--scope=history,project,git] QUERY)',
   })
   create('Ds4Manifest', M.manifest, {
     nargs = '*',

@@ -49,8 +49,10 @@ function M.plan(params, cb, opts)
   end, opts)
 end
 
---- `ds4/retrieve`. Params pass through, e.g. `scopes = { 'history', 'project' }` (default
---- `{ 'history' }`); project hits come back in `result.project`, with `result.projectStatus`.
+--- `ds4/retrieve`. Params pass through, e.g. `scopes = { 'history', 'project', 'git' }`
+--- (default `{ 'history' }`); project hits come back in `result.project`, with
+--- `result.projectStatus`; commits in `result.git`, with `result.gitStatus`; and per scope
+--- searched, `result.relevance[scope].why` says why nothing was sent (nil when something was).
 ---@param params table?
 ---@param cb fun(err: table?, result: table?)
 ---@param opts {bufnr: integer?}?

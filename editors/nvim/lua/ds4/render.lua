@@ -218,15 +218,37 @@ local SOURCES = {
   default = 'unknown model: the default window, see the warnings',
 }
 
+--- The reason an excluded item is grouped under: its own, except that the below-floor
+--- reasons (`below the relevance floor (0.210 < 0.350)`, `below the relative floor (0.520 of
+--- the best hit's score < 0.700)`, one score each) share one group per rule and floor
+--- (`below the relevance floor (score < 0.350)`, `below the relative floor (share of the best
+--- hit's score < 0.700)`).
+---@param reason string?
+---@return string
+function M.reason_group(reason)
+  reason = tostring(val(reason) or '')
+  local floor = reason:match('^below the relevance floor %(%-?[%d.]+ < (%-?[%d.]+)%)$')
+  if floor then
+    return ('below the relevance floor (score < %s)'):format(floor)
+  end
+  local share =
+    reason:match("^below the relative floor %(%-?[%d.]+ of the best hit's score < (%-?[%d.]+)%)$")
+  if share then
+    return ("below the relative floor (share of the best hit's score < %s)"):format(share)
+  end
+  return reason
+end
+
 --- Excluded items grouped by (kind, reason), most items first.
 ---@param excluded table[]
 ---@return string[]
 local function excluded_by_reason(excluded)
   local groups, order = {}, {}
   for _, item in ipairs(excluded) do
-    local key = tostring(val(item.kind) or '?') .. '\0' .. tostring(val(item.reason) or '')
+    local reason = M.reason_group(item.reason)
+    local key = tostring(val(item.kind) or '?') .. '\0' .. reason
     if not groups[key] then
-      groups[key] = { kind = val(item.kind) or '?', reason = val(item.reason) or '', items = {} }
+      groups[key] = { kind = val(item.kind) or '?', reason = reason, items = {} }
       order[#order + 1] = key
     end
     table.insert(groups[key].items, item)
@@ -241,6 +263,136 @@ local function excluded_by_reason(excluded)
       { g.kind, M.num(#g.items), M.num(sum_tokens(g.items)), M.one_line(g.reason, 80) }
   end
   return M.table(rows, { 'kind', 'items', 'tokens', 'reason' })
+end
+
+local RELEVANCE_SCOPES = { 'history', 'project', 'git' }
+
+--- The `why` of one scope of a `relevance` object (a `ds4/retrieve` answer's or a
+--- manifest's): the sentence saying why nothing was sent, nil when something was (or the
+--- scope was not searched).
+---@param relevance table?
+---@param scope string history|project|git
+---@return string?
+function M.relevance_why(relevance, scope)
+  local entry = relevance and val(relevance[scope])
+  local why = type(entry) == 'table' and val(entry.why) or nil
+  return type(why) == 'string' and why or nil
+end
+
+--- "## Relevance": per scope searched, its status, what was sent, how many candidates fell
+--- under the relevance floor (with the floor and the best of them), and why nothing was sent.
+--- Empty when the answer has no `relevance` (older servers) or it is empty.
+---@param relevance table?
+---@return string[]
+function M.relevance_section(relevance)
+  relevance = val(relevance)
+  if type(relevance) ~= 'table' then
+    return {}
+  end
+  local rows = {}
+  for _, scope in ipairs(RELEVANCE_SCOPES) do
+    local r = val(relevance[scope])
+    if type(r) == 'table' then
+      local floor, best = val(r.floor), val(r.best)
+      rows[#rows + 1] = {
+        scope,
+        tostring(val(r.status) or '-'),
+        M.num(r.sent),
+        M.num(r.belowFloor),
+        floor and ('%.3f'):format(tonumber(floor) or 0) or '-',
+        best and ('%.3f'):format(tonumber(best) or 0) or '-',
+        M.one_line(M.relevance_why(relevance, scope) or '', 80),
+      }
+    end
+  end
+  if #rows == 0 then
+    return {}
+  end
+  local lines = { '', '## Relevance' }
+  append(
+    lines,
+    M.table(
+      rows,
+      { 'scope', 'status', 'sent', 'below floor', 'floor', 'best', 'why none was sent' }
+    )
+  )
+  return lines
+end
+
+--- A commit's changed files on one line: the first three, then `+N more` (of `filesTotal`).
+---@param hit table a `ds4/retrieve` git hit
+---@return string
+function M.commit_files(hit)
+  local files = val(hit.files) or {}
+  local total = tonumber(val(hit.filesTotal)) or #files
+  local shown = {}
+  for i = 1, math.min(#files, 3) do
+    shown[i] = tostring(files[i])
+  end
+  local text = table.concat(shown, ', ')
+  if total > #shown then
+    text = text .. (#shown > 0 and ', ' or '') .. ('+%d more'):format(total - #shown)
+  end
+  return text ~= '' and text or '-'
+end
+
+--- "## Git" of a `ds4/retrieve` answer with the git scope: a table of the commits (short
+--- hash, date, subject, files, score, reason), then each commit's subject, every file it lists
+--- and why it matched; the `why` line when none was sent.
+---@param result table
+---@return string[]
+local function git_section(result)
+  local status = val(result.gitStatus)
+  local commits = val(result.git) or {}
+  if not status and #commits == 0 then
+    return {}
+  end
+  local lines =
+    { '', ('## Git: %d commits · status %s'):format(#commits, tostring(status or '-')) }
+  local why = M.relevance_why(val(result.relevance), 'git')
+  if #commits == 0 and why then
+    lines[#lines + 1] = '  none sent: ' .. why
+  end
+  if #commits == 0 then
+    return lines
+  end
+  local rows = {}
+  for i, h in ipairs(commits) do
+    rows[#rows + 1] = {
+      tostring(i),
+      ('%.3f'):format(tonumber(val(h.score)) or 0),
+      tostring(val(h.hash) or '?'):sub(1, 10),
+      tostring(val(h.committedAt) or ''):sub(1, 10),
+      val(h.withheld) and '(withheld)' or M.one_line(val(h.subject), 50),
+      M.one_line(M.commit_files(h), 40),
+      M.one_line(val(h.reason), 50),
+    }
+  end
+  append(lines, M.table(rows, { '#', 'score', 'commit', 'date', 'subject', 'files', 'reason' }))
+  for i, h in ipairs(commits) do
+    lines[#lines + 1] = ''
+    lines[#lines + 1] = ('## G%d. %s %s (score %.3f)'):format(
+      i,
+      tostring(val(h.hash) or '?'):sub(1, 10),
+      tostring(val(h.committedAt) or ''):sub(1, 10),
+      tonumber(val(h.score)) or 0
+    )
+    if val(h.withheld) then
+      lines[#lines + 1] = '  message withheld: ' .. tostring(h.withheld)
+    else
+      lines[#lines + 1] = '  ' .. M.one_line(val(h.subject), 200)
+    end
+    lines[#lines + 1] = '  why: ' .. M.one_line(val(h.reason), 200)
+    local files = val(h.files) or {}
+    local total = tonumber(val(h.filesTotal)) or #files
+    for _, f in ipairs(files) do
+      lines[#lines + 1] = '    ' .. tostring(f)
+    end
+    if total > #files then
+      lines[#lines + 1] = ('    … (%d more files)'):format(total - #files)
+    end
+  end
+  return lines
 end
 
 --- A `ds4/plan` result, with the details of its manifest (`view = 'full'`) when given.
@@ -385,7 +537,11 @@ function M.plan(result, manifest)
       M.num(sum_tokens(evidence))
     )
     if #evidence == 0 then
-      lines[#lines + 1] = '  none: no older entry on the active branch matched the request'
+      lines[#lines + 1] = '  none: '
+        .. (
+          M.relevance_why(val(manifest.relevance), 'history')
+          or 'no older entry on the active branch matched the request'
+        )
     else
       local rows = {}
       for _, item in ipairs(evidence) do
@@ -404,6 +560,9 @@ function M.plan(result, manifest)
 
     -- Project snippets: path:lines, score and why (never the snippet ids).
     append(lines, M.project_section(manifest, by_kind.project))
+
+    -- Per scope: what was sent, what fell under the relevance floor, why none was sent.
+    append(lines, M.relevance_section(manifest.relevance))
 
     -- Excluded, counted by reason.
     -- A stored manifest over 256 KiB lists only part of its excluded items; the rollup
@@ -438,31 +597,52 @@ function M.plan(result, manifest)
   return lines
 end
 
---- A `ds4/retrieve` result: a table of hits, then each hit's excerpt (up to 12 lines).
+--- A `ds4/retrieve` result: a table of hits, then each hit's excerpt (up to 12 lines); the
+--- project hits, the commits (scope `git`), and per scope searched why nothing was sent.
+--- With `scopes` (the scopes asked for) lacking `history`, the history status and stats are
+--- left out.
 ---@param result table
+---@param scopes string[]?
 ---@return string[]
-function M.retrieve(result)
+function M.retrieve(result, scopes)
   local stats = result.stats or {}
   local hits = val(result.history) or {}
   local project = val(result.project) or {}
   local project_status = val(result.projectStatus)
+  local git_status = val(result.gitStatus)
+  local commits = val(result.git) or {}
+  local relevance = val(result.relevance)
+  -- Without the history scope the status and stats (which are the history search's) say
+  -- nothing: e.g. a git-only search has no session, hence status `no-session`.
+  local history_asked = scopes == nil or vim.tbl_contains(scopes, 'history') or #hits > 0
+  local head = {}
+  if history_asked then
+    head[#head + 1] = ('status %s · %d hits'):format(result.status, #hits)
+  end
+  if project_status then
+    head[#head + 1] = ('%d project hits (project %s)'):format(#project, project_status)
+  end
+  if git_status then
+    head[#head + 1] = ('%d commits (git %s)'):format(#commits, git_status)
+  end
+  head[#head + 1] = ('%s ms'):format(M.num(stats.latencyMs))
   local lines = {
-    ('# ds4 retrieve: status %s · %d hits%s · %s ms'):format(
-      result.status,
-      #hits,
-      project_status and (' · %d project hits (project %s)'):format(#project, project_status)
-        or '',
-      M.num(stats.latencyMs)
-    ),
+    '# ds4 retrieve: ' .. table.concat(head, ' · '),
     '',
     '  query     ' .. M.one_line(val(result.query) or '(none)', 200),
-    ('  stats     candidates %s · duplicates %s · other branches %s · already in context %s'):format(
+  }
+  if history_asked then
+    lines[#lines + 1] = ('  stats     candidates %s · duplicates %s · other branches %s · already in context %s'):format(
       M.num(stats.candidates),
       M.num(stats.duplicates),
       M.num(stats.alternateBranchCandidates),
       M.num(stats.alreadyInContext)
-    ),
-  }
+    )
+  end
+  local history_why = #hits == 0 and M.relevance_why(relevance, 'history') or nil
+  if history_why then
+    lines[#lines + 1] = '  history   none sent: ' .. history_why
+  end
   if #hits > 0 then
     lines[#lines + 1] = ''
     local rows = {}
@@ -498,6 +678,10 @@ function M.retrieve(result)
   if project_status then
     lines[#lines + 1] = ''
     lines[#lines + 1] = ('## Project: %d hits · status %s'):format(#project, project_status)
+    local why = #project == 0 and M.relevance_why(relevance, 'project') or nil
+    if why then
+      lines[#lines + 1] = '  none sent: ' .. why
+    end
   end
   if #project > 0 then
     local rows = {}
@@ -528,6 +712,8 @@ function M.retrieve(result)
       end
     end
   end
+  append(lines, git_section(result))
+  append(lines, M.relevance_section(relevance))
   for _, w in ipairs(val(result.warnings) or {}) do
     lines[#lines + 1] = 'warning: ' .. w
   end
@@ -612,6 +798,7 @@ function M.manifest(manifest, list_items)
     end
   end
   append(lines, M.project_section(manifest, project_items))
+  append(lines, M.relevance_section(manifest.relevance))
 
   local snippets = snippets_by_id(manifest)
   for _, section in ipairs({ 'included', 'excluded' }) do
@@ -672,6 +859,9 @@ function M.project_status_line(project)
   end
   if val(project.files) then
     parts[#parts + 1] = ('%s files · %s snippets'):format(M.num(project.files), M.num(project.snippets))
+  end
+  if val(project.commits) then
+    parts[#parts + 1] = ('%s commits'):format(M.num(project.commits))
   end
   if val(project.staleSnippets) and project.staleSnippets > 0 then
     parts[#parts + 1] = ('%s stale snippets'):format(M.num(project.staleSnippets))

@@ -156,6 +156,16 @@ describe('the extension, activated without VS Code', { timeout: 120_000 }, () =>
     assert.match(text, /^DS4 history search \(query "DynamicBorder theme"\): [1-3] entries, best first/);
     assert.match(text, /\[BEGIN DS4 HISTORY EXCERPT\]/);
     await assert.rejects(tool.invoke({ input: { query: '' } }), /"query" is required/);
+    // The git scope needs no session; without a trusted workspace folder no Git history is read.
+    const git = await tool.invoke({ input: { query: 'why was the theme changed', scopes: ['git'] } });
+    assert.match(
+      git.content[0]?.value ?? '',
+      /^DS4 git history search \(query "why was the theme changed"\): (the workspace is not trusted|no workspace folder is open)/,
+    );
+    assert.equal(
+      tool.prepareInvocation({ input: { query: 'x', scopes: ['history', 'git'] } }).invocationMessage,
+      'Searching DS4 session history, Git history for "x"',
+    );
   });
 
   it('"DS4: Rebuild Index" shows progress in the status bar, then the result', async () => {

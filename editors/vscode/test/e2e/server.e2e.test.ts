@@ -6,13 +6,14 @@
  * extension's own `Ds4Requests`.
  *
  * The server is `$DS4_LSP_COMMAND`, default `../../.venv/bin/ds4-lsp` from editors/vscode.
- * Everything lives in a temp directory: the workspace folder (`project/`, one source file),
+ * Everything lives in a temp directory: the workspace folder (`project/`, one source file,
+ * with a two-commit Git history when git is installed),
  * the database (`DS4_DB`, outside the workspace) and a copy of
  * examples/pi-mono-v1-large-session.jsonl (915 messages, 1,018 entries).
  */
 
 import assert from 'node:assert/strict';
-import { type ChildProcessWithoutNullStreams, spawn } from 'node:child_process';
+import { type ChildProcessWithoutNullStreams, execFileSync, spawn } from 'node:child_process';
 import { copyFileSync, existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -38,6 +39,7 @@ import {
   WorkDoneProgressCreateRequest,
 } from 'vscode-languageserver-protocol/node';
 
+import { formatHistoryForModel } from '../../src/historyTool';
 import { renderManifestHtml } from '../../src/manifestView';
 import { DS4_INDEX_UPDATED, DS4_RETRIEVE, type IndexUpdatedParams, isIndexUpdated } from '../../src/protocol';
 import { Ds4Requests, type WorkDoneProgressValue } from '../../src/requests';
@@ -63,11 +65,52 @@ const USER_SETTINGS = {
   'diagnostics.logLevel': 'warn',
   'modelAwareness.overrides': { 'anthropic/*': { contextWindow: 200000 } },
   'storage.busyTimeoutMs': 4000,
+  'project.maxCommits': 5000,
 };
+
+/** The workspace's Git history: fixed dates and author, so the same hashes every run. */
+const GIT_COMMITS = [
+  { date: '2024-01-02T03:04:05Z', subject: 'Add the shipping cost per kilogram' },
+  { date: '2024-02-02T03:04:05Z', subject: 'Raise the base rate because the carrier surcharge changed' },
+];
+const GIT_QUERY = 'why was the base rate raised for the carrier surcharge';
+
+/** Make `dir` a Git work tree with `GIT_COMMITS`, each changing src/shipping.py; false without git. */
+function makeGitHistory(dir: string): boolean {
+  const env = {
+    ...process.env,
+    GIT_CONFIG_NOSYSTEM: '1',
+    GIT_CONFIG_GLOBAL: '/dev/null',
+    GIT_AUTHOR_NAME: 'Test',
+    GIT_AUTHOR_EMAIL: 'test@example.com',
+    GIT_COMMITTER_NAME: 'Test',
+    GIT_COMMITTER_EMAIL: 'test@example.com',
+  };
+  const git = (args: string[], date?: string): void => {
+    execFileSync('git', args, {
+      cwd: dir,
+      stdio: 'ignore',
+      env: date === undefined ? env : { ...env, GIT_AUTHOR_DATE: date, GIT_COMMITTER_DATE: date },
+    });
+  };
+  try {
+    git(['init', '-q', '-b', 'main']);
+  } catch {
+    return false;
+  }
+  GIT_COMMITS.forEach(({ date, subject }, index) => {
+    const base = index === GIT_COMMITS.length - 1 ? '4.5' : '4.0';
+    writeFileSync(join(dir, 'src', 'shipping.py'), `def shipping_cost(weight_kg):\n    return ${base} + 1.2 * weight_kg\n`);
+    git(['add', '-A']);
+    git(['commit', '-q', '-m', subject], date);
+  });
+  return true;
+}
 
 describe('ds4-lsp end to end, through the extension’s client code', { timeout: 120_000 }, () => {
   let workDir: string;
   let projectDir: string;
+  let hasGit = false;
   let sessionFile: string;
   let server: ChildProcessWithoutNullStreams;
   let connection: ProtocolConnection;
@@ -90,6 +133,7 @@ describe('ds4-lsp end to end, through the extension’s client code', { timeout:
     projectDir = join(workDir, 'project');
     mkdirSync(join(projectDir, 'src'), { recursive: true });
     writeFileSync(join(projectDir, 'src', 'shipping.py'), 'def shipping_cost(weight_kg):\n    return 4.5 + 1.2 * weight_kg\n');
+    hasGit = makeGitHistory(projectDir);
     mkdirSync(join(workDir, 'sessions'));
     sessionFile = join(workDir, 'sessions', 'pi-mono-v1-large-session.jsonl');
     copyFileSync(SESSION_SOURCE, sessionFile);
@@ -201,7 +245,12 @@ describe('ds4-lsp end to end, through the extension’s client code', { timeout:
     assert.doesNotMatch(html, /<script/i);
     const firstExcluded = manifest.excluded?.[0];
     assert.ok(firstExcluded);
-    assert.ok(html.includes(firstExcluded.reason.replace(/&/g, '&amp;').replace(/'/g, '&#39;')));
+    assert.ok(html.includes(firstExcluded.reason.replace(/&/g, '&amp;').replace(/'/g, '&#39;').replace(/</g, '&lt;')));
+    if (manifest.relevance !== undefined) {
+      assert.ok(manifest.relevance.history, JSON.stringify(manifest.relevance));
+      assert.match(html, /<h2>Relevance/);
+      assert.match(html, /<tr><td>history<\/td>/);
+    }
 
     const latest = await withTimeout(
       requests.manifest({ session: { file: sessionFile }, latest: true }),
@@ -219,6 +268,13 @@ describe('ds4-lsp end to end, through the extension’s client code', { timeout:
     assert.equal(result.status, 'ok');
     assert.ok(result.history.length >= 1 && result.history.length <= 5, `${String(result.history.length)} hits`);
     assert.ok(result.history.some((hit) => hit.excerpt.includes('user-message-selector')));
+  });
+
+  it('answers the git scope of an untrusted workspace with untrusted, and reads nothing', async () => {
+    const result = await withTimeout(requests.retrieve({ query: GIT_QUERY, scopes: ['git'] }), 'ds4/retrieve git');
+    assert.equal(result.gitStatus, 'untrusted');
+    assert.deepEqual(result.git, []);
+    assert.match(formatHistoryForModel(result, 40_000, ['git']), /not trusted, so its Git history is not read/);
   });
 
   it('surfaces the server’s InvalidParams message for bad input', async () => {
@@ -293,6 +349,51 @@ describe('ds4-lsp end to end, through the extension’s client code', { timeout:
     assert.equal(texts.at(-1), '$(database) DS4 ready');
   });
 
+  it('answers the git scope with the commits of the trusted workspace, and why none for an unrelated request', async (t) => {
+    if (!hasGit) {
+      t.skip('git is not installed');
+      return;
+    }
+    const commits = await withTimeout(
+      waitFor(async () => {
+        const answer = await requests.retrieve({ query: GIT_QUERY, scopes: ['git'] });
+        return answer.gitStatus === 'no-index' ? undefined : answer;
+      }),
+      'ds4/retrieve git',
+    );
+    assert.equal(commits.gitStatus, 'ok', JSON.stringify(commits));
+    const best = commits.git?.[0];
+    assert.ok(best, JSON.stringify(commits));
+    assert.equal(best.subject, GIT_COMMITS[1]?.subject);
+    assert.equal(best.committedAt, GIT_COMMITS[1]?.date);
+    assert.deepEqual(best.files, ['src/shipping.py']);
+    assert.match(best.hash, /^[0-9a-f]{40}$/);
+    assert.equal(commits.relevance?.git?.sent, commits.git?.length);
+    assert.equal(commits.relevance?.git?.why, null);
+    const text = formatHistoryForModel(commits, 40_000, ['git']);
+    assert.match(text, /DS4 git history search .*commits, best first/);
+    assert.ok(text.includes(best.quoted));
+
+    const all = await withTimeout(
+      requests.retrieve({ session: { file: sessionFile }, query: GIT_QUERY, scopes: ['history', 'project', 'git'] }),
+      'ds4/retrieve three scopes',
+    );
+    assert.equal(all.gitStatus, 'ok');
+    assert.ok(all.relevance?.history && all.relevance.project && all.relevance.git, JSON.stringify(all.relevance));
+
+    const unrelated = await withTimeout(
+      requests.retrieve({ query: 'Write a haiku about the sea, please.', scopes: ['git'] }),
+      'ds4/retrieve git, unrelated',
+    );
+    assert.deepEqual(unrelated.git, []);
+    const why = unrelated.relevance?.git?.why;
+    assert.ok(typeof why === 'string' && why !== '', JSON.stringify(unrelated.relevance));
+    assert.ok(formatHistoryForModel(unrelated, 40_000, ['git']).includes(`Why: ${why}.`));
+
+    const health = await withTimeout(requests.health(), 'ds4.health');
+    assert.equal(health.project?.commits, GIT_COMMITS.length);
+  });
+
   it('shuts down cleanly', async () => {
     await withTimeout(connection.sendRequest(ShutdownRequest.type), 'shutdown');
     await connection.sendNotification(ExitNotification.type);
@@ -301,9 +402,9 @@ describe('ds4-lsp end to end, through the extension’s client code', { timeout:
 });
 
 /** Resolves with `find()`'s first defined answer, polling every 20 ms (notifications arrive on their own). */
-async function waitFor<T>(find: () => T | undefined): Promise<T> {
+async function waitFor<T>(find: () => T | undefined | Promise<T | undefined>): Promise<T> {
   for (;;) {
-    const found = find();
+    const found = await find();
     if (found !== undefined) {
       return found;
     }

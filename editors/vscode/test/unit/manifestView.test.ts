@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 
-import { escapeHtml, renderManifestHtml } from '../../src/manifestView';
+import { escapeHtml, reasonGroup, renderManifestHtml } from '../../src/manifestView';
 import { item, manifest, planResult } from '../fixtures';
 
 const NONCE = 'abcdefghijklmnop0123456789';
@@ -197,5 +197,46 @@ describe('manifest webview', () => {
     assert.doesNotMatch(html, /<script/i);
     assert.doesNotMatch(html, /<img/i);
     assert.equal(html.match(/<\/style>/g)?.length, 1);
+  });
+  it('shows, per scope, what was sent and why not, and groups below-floor items by floor', () => {
+    const floorItem = (sourceId: string, score: number, floor: string, kind = 'history') =>
+      item({ kind, sourceId, groupId: null, tokens: 100, score, reason: `below the relevance floor (${score.toFixed(3)} < ${floor})` });
+    const html = body(
+      renderManifestHtml(
+        manifest({
+          retrieved: [],
+          excluded: [floorItem('s:e1', 0.21, '0.350'), floorItem('s:e2', 0.12, '0.350'), floorItem('snip-1', 0.3, '0.400', 'project')],
+          relevance: {
+            history: {
+              status: 'ok', sent: 0, belowFloor: 2, floor: 0.35, best: 0.21,
+              why: 'no candidate reached the relevance floor (best 0.210 < 0.350)',
+            },
+            project: { status: 'ok', sent: 3, belowFloor: 1, floor: 0.4, best: 0.3, why: null },
+            git: { status: 'ok', sent: 0, belowFloor: 0, floor: null, best: null, why: 'nothing matched the request' },
+          },
+        }),
+        { nonce: NONCE },
+      ),
+    );
+    assert.match(html, /<h2>Relevance/);
+    assert.match(
+      html,
+      /<tr><td>history<\/td><td>ok<\/td><td class="num">0<\/td><td class="num">2<\/td><td class="num">0\.350<\/td><td class="num">0\.210<\/td><td>no candidate reached the relevance floor \(best 0\.210 &lt; 0\.350\)<\/td><\/tr>/,
+    );
+    assert.match(html, /<tr><td>project<\/td><td>ok<\/td><td class="num">3<\/td><td class="num">1<\/td><td class="num">0\.400<\/td><td class="num">0\.300<\/td><td><\/td><\/tr>/);
+    assert.match(html, /<tr><td>git<\/td>.*nothing matched the request/);
+    assert.match(html, /No history was retrieved for this plan: no candidate reached the relevance floor/);
+    // One summary row per floor; the item table keeps each item's own reason.
+    assert.match(html, /<tr><td>below the relevance floor \(score &lt; 0\.350\)<\/td><td class="num">2<\/td><td class="num">200<\/td><\/tr>/);
+    assert.match(html, /<tr><td>below the relevance floor \(score &lt; 0\.400\)<\/td><td class="num">1<\/td>/);
+    assert.match(html, /below the relevance floor \(0\.120 &lt; 0\.350\)/);
+    assert.equal(reasonGroup('below the relevance floor (0.210 < 0.350)'), 'below the relevance floor (score < 0.350)');
+    assert.equal(
+      reasonGroup("below the relative floor (0.520 of the best hit's score < 0.700)"),
+      "below the relative floor (share of the best hit's score < 0.700)",
+    );
+    assert.equal(reasonGroup('oversized turn'), 'oversized turn');
+    // A server without the floor: no section.
+    assert.doesNotMatch(body(renderManifestHtml(manifest(), { nonce: NONCE })), /<h2>Relevance/);
   });
 });

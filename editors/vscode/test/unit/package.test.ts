@@ -57,7 +57,7 @@ describe('extension manifest', () => {
     const tool = packageJson.contributes.languageModelTools[0];
     assert.ok(tool);
     assert.equal(tool.name, HISTORY_TOOL_NAME);
-    assert.deepEqual(Object.keys(tool.inputSchema.properties).sort(), ['maxResults', 'query', 'sessionFile']);
+    assert.deepEqual(Object.keys(tool.inputSchema.properties).sort(), ['maxResults', 'query', 'scopes', 'sessionFile']);
     assert.deepEqual(tool.inputSchema.required, ['query']);
   });
 

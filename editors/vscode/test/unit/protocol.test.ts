@@ -12,7 +12,7 @@ import {
   isRebuildIndexResult,
   isRetrieveResult,
 } from '../../src/protocol';
-import { healthResult, item, manifest, planResult, retrieveResult } from '../fixtures';
+import { commitHit, healthResult, item, manifest, planResult, retrieveResult } from '../fixtures';
 
 describe('wire type guards', () => {
   it('accept the documented shapes', () => {
@@ -45,6 +45,25 @@ describe('wire type guards', () => {
     assert.deepEqual(checkRetrieveResult({ ...retrieveResult(), history: [{ entryKey: 'k' }] }), ['result.history']);
     assert.deepEqual(checkPlanResult(null), ['result']);
     assert.deepEqual(checkPlanResult([]), ['result']);
+  });
+
+  it('check the git scope and the relevance of ds4/retrieve and manifests', () => {
+    const relevance = {
+      history: { status: 'ok', sent: 0, belowFloor: 2, floor: 0.35, best: 0.21, why: 'no candidate reached the relevance floor (best 0.210 < 0.350)' },
+      git: { status: 'ok', sent: 1, belowFloor: 0, floor: null, best: null, why: null },
+    };
+    assert.ok(isRetrieveResult(retrieveResult({ git: [commitHit()], gitStatus: 'ok', relevance })));
+    assert.ok(isRetrieveResult(retrieveResult({ git: [commitHit({ withheld: 'AWS access key id', subject: '' })], gitStatus: 'ok' })));
+    assert.ok(isManifest(manifest({ relevance })));
+    assert.deepEqual(
+      checkRetrieveResult({ ...retrieveResult(), git: [{ ...commitHit(), files: 'a.py' }], gitStatus: 'maybe' }),
+      ['result.git', 'result.gitStatus'],
+    );
+    assert.deepEqual(
+      checkRetrieveResult({ ...retrieveResult(), relevance: { history: { ...relevance.history, why: 3 } } }),
+      ['result.relevance'],
+    );
+    assert.deepEqual(checkManifest({ ...manifest(), relevance: [] }), ['result.relevance']);
   });
 
   it('check ds4/indexUpdated notifications', () => {

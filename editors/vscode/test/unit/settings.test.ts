@@ -59,6 +59,7 @@ describe('settings mapping', () => {
       maxFileBytes: 512000,
       maxTotalBytes: 50000000,
       maxResults: 8,
+      maxCommits: 5000,
     });
     assert.deepEqual(settings.compaction, {
       enabled: true,
