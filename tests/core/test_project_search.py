@@ -827,7 +827,9 @@ def test_file_roles(path, role):
     ("word", "stem"),
     [("invalidated", "invalidat"), ("reloaded", "reload"), ("caching", "cach"),
      ("cache", "cach"), ("config", "config"), ("users", "user"), ("http", "http"),
-     ("データ", "データ")],
+     ("データ", "データ"), ("suppression", "suppress"), ("chainable", "chain"),
+     ("validity", "valid"), ("leaky", "leak"), ("proxy", "prox"), ("proxies", "prox"),
+     ("display", "display"), ("session", "session")],
 )  # fmt: skip
 def test_keyword_stems(word, stem):
     assert keyword_stem(word) == stem

@@ -268,7 +268,8 @@ class ProjectFolders:
     ) -> ValidatedSearch:
         """Live-validated hits of every folder, merged by score (ties: folder order) within
         `max_results` and `max_tokens` (`chars-v2` tokens); a window whose text a better hit
-        already has is left out. With several folders each hit names its folder and dropped
+        already has is left out; the folders' below-floor candidates are merged by score (the
+        best `MAX_BELOW_FLOOR`). With several folders each hit names its folder and dropped
         and re-indexed paths read `<folder>/<path>`. With one folder: that folder's answer.
 
         Raises:
@@ -328,6 +329,11 @@ class ProjectFolders:
             stats=stats,
             warnings=[w for r in retrievals for w in r.warnings],
             git_head=retrievals[0].git_head,
+            below_floor=tuple(
+                sorted((b for r in retrievals for b in r.below_floor), key=lambda b: -b.score)[
+                    :MAX_BELOW_FLOOR
+                ]
+            ),
         )
         return ValidatedSearch(
             retrieval=retrieval,

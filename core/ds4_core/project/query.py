@@ -2,7 +2,7 @@
 
 The plan holds the exact tiers' search terms (files, declared names, identifiers, phrases) and
 the FTS concepts with their FTS5 MATCH text and path forms; the rules are in the docstring of
-`project/search.py` ("Identifiers", "Prose: files first", "Prose: whole files"). Pure functions:
+`project/search.py` ("Identifiers", "Concepts", "Files first", "Floor"). Pure functions:
 nothing here reads the store.
 """
 
@@ -35,6 +35,14 @@ _STOPWORDS = frozenset(
     "will with would you your".split()
 )
 """Small English stopword list: words left out of the whole-file bm25 query."""
+_CHAT_WORDS = frozenset(
+    "great awesome nice cool perfect excellent wonderful amazing lovely brilliant fantastic "
+    "hello morning evening afternoon sorry cheers goodbye thank thanks appreciate "
+    "appreciated".split()
+)
+"""Words of conversation (praise, greetings, thanks) that name no topic: neither the FTS
+concepts nor the whole-file query use them, so "Thanks, that worked great!" is one plain word
+(a lone generic keyword: nothing is searched)."""
 _WEAK_SYMBOL = re.compile(r"[A-Z][a-z]+|[A-Z][A-Z0-9]*")
 _ASCII_ALPHA_WORD = re.compile(r"[a-z]+")
 _STEM_SUFFIXES = (
@@ -67,16 +75,28 @@ _DOC_WORDS = frozenset({"docs", "documentation", "readme", "changelog", "markdow
                         "documented", "document"})  # fmt: skip
 
 
+_DERIVATION_SUFFIXES = ("ssion", "ibility", "ability", "ables", "able", "ible", "ness", "ity", "y")
+"""Derivational endings `keyword_stem` strips first (`suppression` -> `suppress`, `chainable`
+-> `chain`, `validity` -> `valid`, `leaky` -> `leak`; `-y` only after a consonant)."""
+
+
 def keyword_stem(word: str) -> str:
     """A light English stem of a lower-case keyword, for an FTS5 prefix query.
 
-    Strips one common suffix (`-ation(s)`, `-ment(s)`, `-ing(s)`, `-ies`, `-ied`, `-er(s)`,
-    `-ed`, `-es`, `-s`, `-ly`, `-e`) while at least 4 letters remain: `invalidated` ->
-    `invalidat`, `reloaded` -> `reload`, `caching` / `cache` -> `cach`. Words that are not
-    plain ASCII letters, or shorter than 5, are returned as they are.
+    Strips one derivational ending (`-ssion` -> `-ss`, `-ability`, `-ibility`, `-able(s)`,
+    `-ible`, `-ness`, `-ity`, `-y` after a consonant), else one common suffix (`-ation(s)`,
+    `-ment(s)`, `-ing(s)`, `-ies`, `-ied`, `-er(s)`, `-ed`, `-es`, `-s`, `-ly`, `-e`), while at
+    least 4 letters remain: `invalidated` -> `invalidat`, `reloaded` -> `reload`, `caching` /
+    `cache` -> `cach`, `suppression` -> `suppress`, `proxy` / `proxies` -> `prox`. Words that
+    are not plain ASCII letters, or shorter than 5, are returned as they are.
     """
     if len(word) < MIN_STEM_CHARS + 1 or not _ASCII_ALPHA_WORD.fullmatch(word):
         return word
+    for suffix in _DERIVATION_SUFFIXES:
+        if word.endswith(suffix) and len(word) - len(suffix) >= MIN_STEM_CHARS:
+            if suffix == "y" and word[-2] in "aeiou":
+                continue
+            return word[: -(len(suffix) - 2 if suffix == "ssion" else len(suffix))]
     for suffix in _STEM_SUFFIXES:
         if word.endswith(suffix) and len(word) - len(suffix) >= MIN_STEM_CHARS:
             return word[: -len(suffix)]
@@ -103,11 +123,17 @@ def _is_weak(symbol: str, backticked: set[str]) -> bool:
 class _Concept:
     """One FTS query concept: `label` (shown in reasons), its FTS5 MATCH text, and how it
     matches a file path: any alternative of `path_forms` (words that must all be among the
-    path's lower-case sub-words, the last one as a prefix when its flag is set)."""
+    path's lower-case sub-words, the last one as a prefix when its flag is set). `code`: the
+    term is a name in code (a word mixing letters with digits or `_`: `quuxfunc4`, `sha256`,
+    `py35`), so a file holding it is as relevant as an exact match (the relevance floor)."""
 
     label: str
     query: str
     path_forms: tuple[tuple[tuple[str, ...], bool], ...] = ()
+    code: bool = False
+
+
+_CODE_WORD = re.compile(r"(?=\w*[^\W\d_])(?=\w*[\d_])\w+")
 
 
 def _term_path_forms(term: str) -> tuple[tuple[tuple[str, ...], bool], ...]:
@@ -208,7 +234,12 @@ def _keyword_concepts(keyword: str) -> list[_Concept]:
             forms.append(((short,), len(short) >= MIN_STEM_CHARS))
         return [_Concept(keyword, query, tuple(forms))]
     phrases = fts_terms_for(keyword)
-    return [_Concept(keyword, " OR ".join(phrases), _term_path_forms(keyword))] if phrases else []
+    code = _CODE_WORD.fullmatch(keyword) is not None
+    return (
+        [_Concept(keyword, " OR ".join(phrases), _term_path_forms(keyword), code)]
+        if phrases
+        else []
+    )
 
 
 def plan_query(descriptor: TaskDescriptor) -> QueryPlan:
@@ -234,8 +265,11 @@ def plan_query(descriptor: TaskDescriptor) -> QueryPlan:
     phrases = unique(
         [*descriptor.phrases, *(b for b in descriptor.backticked if _SPACE.search(b))], None
     )
-    keywords = list(descriptor.keywords)
-    words = frozenset([k.lower() for k in keywords] + [w.lower() for w in weak if len(w) >= 4])
+    keywords = [k for k in descriptor.keywords if k.lower() not in _CHAT_WORDS]
+    words = frozenset(
+        [k.lower() for k in keywords]
+        + [w.lower() for w in weak if len(w) >= 4 and w.lower() not in _CHAT_WORDS]
+    )
     concepts: list[_Concept] = []
     seen: set[str] = set()
     plain = {k.lower() for k in keywords}
@@ -274,6 +308,6 @@ def request_words(text: str) -> tuple[str, ...]:
     that are not stopwords, unique, in order, at most `FILE_WORD_LIMIT`."""
     found = dict.fromkeys(
         w for w in _WORD.findall(replace_lone_surrogates(text).lower())
-        if len(w) >= 2 and w not in _STOPWORDS
+        if len(w) >= 2 and w not in _STOPWORDS and w not in _CHAT_WORDS
     )  # fmt: skip
     return tuple(found)[:FILE_WORD_LIMIT]

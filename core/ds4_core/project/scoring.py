@@ -4,16 +4,20 @@ Candidate generation stays in `project/search.py`: the exact tiers (path, basena
 symbol, phrase, symbol text) and the FTS5 concept and whole-file passes read SQLite and record,
 per window, which tiers matched with which terms (`Tier`), its bm25 per concept, and per file
 its whole-file bm25. This module turns that evidence into numbers (weights: `ProjectWeights`)
-and orders: each concept's weight (`concept_idf`) and window scores, each file's evidence
-(`file_evidence`, `combine_file_scores`, `top_files`), the FTS tier of a ranked file's windows
-(`fts_tier`), and each window's final score, reason and rank (`score_window`, `rank_windows`).
-The rules, in full, are in the docstring of `project/search.py`.
+and orders: each concept's weight (`concept_idf`) and window scores, each file's evidence and
+score (`file_evidence`, `combine_file_scores` with the role factors of `project/roles.py`,
+`size_contenders`, `sized_scores`, `top_files`), the FTS tier of a ranked file's windows
+(`fts_points`, `fts_tier`), the relevance the floor compares (`window_relevance`,
+`file_relevance`), and each window's final score, reason and rank (`score_window`,
+`rank_windows`). The rules, in full, are in the docstring of `project/search.py`.
 
 Where the weights come from: the exact tiers (path 140, basename 125, declared symbol 115,
 phrase 90, symbol text 85), the FTS tier (60 down to 20), +10 for a file modified in the working
 tree, +3 for a tracked one and the token cost are the DS4 engine's project ranking
-(docs/ds4-rules.md, "Project indexing and windows"). The rest (extra matches, test and doc
-demotion, the concept weights and shares, the whole-file blend) are ds4-lsp's own, for prose
+(docs/ds4-rules.md, "Project indexing and windows"; the FTS points now fall geometrically and
+FTS-only windows pay no token cost: docs/architecture.md). The rest (extra matches, role
+factors, the concept weights and shares, the whole-file blend, the size prior, the file prior,
+the relevance floor) are ds4-lsp's own, for prose
 requests (docs/project-knowledge.md, "Decisions beyond the reference" and "`ds4_core/project/
 search.py` — ranking and rendering"); each field of `ProjectWeights` says which.
 """
@@ -21,14 +25,12 @@ search.py` — ranking and rendering"); each field of `ProjectWeights` says whic
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import IntEnum
-from functools import lru_cache
-from typing import Generic, Literal, Protocol, TypeVar
+from typing import Generic, Protocol, TypeVar
 
-FileRole = Literal["source", "test", "doc"]
+from .roles import FileRole, file_role, is_configuration, is_demoted, role_is_demoted
 
 
 class Tier(IntEnum):
@@ -70,7 +72,8 @@ class ProjectWeights:
         symbol_text: points of the symbol-text tier.
         fts_max: FTS tier points of the best window of the best-ranked file...
         fts_min: ...never fewer than these...
-        fts_rank_step: ...and these fewer per rank of the window's file.
+        fts_rank_step: ...and these fewer per rank of the window's file (the reference's
+            linear steps; `fts_rank_decay` replaces them, below).
         modified: points for a file modified in the working tree.
         tracked: points for a file tracked by Git.
         token_cost_divisor: one point is deducted per this many estimated tokens...
@@ -96,6 +99,21 @@ class ProjectWeights:
             coverage being the share of the concepts' weight it matches.
         evidence_share: weight of the window evidence (relative to the best file's) next to
             the whole-file bm25 (relative to the best file's, weight 1) in a prose request.
+        fts_rank_decay: the FTS tier points of the file at rank r are `fts_min + (fts_max -
+            fts_min) * fts_rank_decay ** r` (60, 56, 52.4, 49.2, ...: the reference's 60 - 4 r
+            for the first ranks, but never equal for two ranks, so the 30th file still ranks
+            above the 31st); 0 keeps the reference's `fts_rank_step`.
+        fts_token_cost: whether an FTS-only window pays the token cost (the reference: yes).
+        size_weight: weight of the size prior of a file (`size_prior`, 0..1) in the file score
+            of a prose request: the score is multiplied by `1 - size_weight + size_weight *
+            size_prior` (`sized_scores`).
+        size_saturation: lines at which the size prior reaches 1.
+        prior_weight: weight of an outside file prior (0..1 per file, e.g. how well the file's
+            past commits match the request) added to the file score.
+        config_demotion: factor on the file score of a configuration or data file
+            (`is_configuration`).
+        relevance_floor: the least relevance (`window_relevance`, 0..1) a window needs to be
+            sent.
     """
 
     path: int = 140
@@ -116,11 +134,18 @@ class ProjectWeights:
     extra_match_max: int = 6
     fts_evidence_divisor: int = 10
     role_penalty: int = 10
-    role_demotion: float = 0.5
+    role_demotion: float = 0.25
     unranked_presence: float = 0.4
     path_share: float = 0.5
     coverage_floor: float = 0.5
-    evidence_share: float = 1.0
+    evidence_share: float = 0.5
+    fts_rank_decay: float = 0.9
+    fts_token_cost: bool = False
+    size_weight: float = 0.5
+    size_saturation: int = 2000
+    prior_weight: float = 0.25
+    config_demotion: float = 0.5
+    relevance_floor: float = 0.55
 
     def tier_points(self, tier: Tier) -> int:
         """The points of an exact `tier`."""
@@ -141,54 +166,18 @@ PROJECT_WEIGHTS = ProjectWeights()
 
 # ----------------------------------------------------------------------------- file roles
 
-_TEST_DIRS = frozenset({"test", "tests", "__tests__", "spec", "specs", "testing", "__mocks__"})
-_TEST_NAME = re.compile(
-    r"(?:test_.+|.+_tests?\.[a-z0-9]+|.+\.(?:test|spec)\.[a-z0-9]+|conftest\.py"
-    r"|.+(?:Test|Tests|Spec)\.[A-Za-z0-9]+)",
-)
-_DOC_DIRS = frozenset({"doc", "docs", "documentation"})
-_DOC_EXTENSIONS = frozenset({"md", "markdown", "mdx", "rst", "txt", "adoc", "asciidoc"})
-_DOC_NAMES = ("readme", "changelog", "changes", "license", "contributing", "history")
 
-
-def file_role(path: str) -> FileRole:
-    """Whether `path` is a test file, documentation, or anything else (`source`).
-
-    Tests: a directory `test(s)`, `__tests__`, `spec(s)`, `testing`, `__mocks__`, or a name
-    `test_*`, `*_test.*`, `*_tests.*`, `*.test.*`, `*.spec.*`, `*Test.*`, `*Tests.*`,
-    `*Spec.*`, `conftest.py`. Docs: a directory `doc(s)` / `documentation`, an extension
-    `md markdown mdx rst txt adoc asciidoc`, or a name starting `README`, `CHANGELOG`,
-    `CHANGES`, `LICENSE`, `CONTRIBUTING`, `HISTORY`.
-    """
-    parts = path.split("/")
-    name = parts[-1]
-    directories = [part.lower() for part in parts[:-1]]
-    if any(d in _TEST_DIRS for d in directories) or _TEST_NAME.fullmatch(name):
-        return "test"
-    lowered = name.lower()
-    extension = lowered.rsplit(".", 1)[-1] if "." in lowered else ""
-    if (
-        any(d in _DOC_DIRS for d in directories)
-        or extension in _DOC_EXTENSIONS
-        or lowered.startswith(_DOC_NAMES)
-    ):
-        return "doc"
-    return "source"
-
-
-@lru_cache(maxsize=65536)
-def _cached_role(path: str) -> FileRole:
-    return file_role(path)
-
-
-def role_is_demoted(role: FileRole, *, about_tests: bool, about_docs: bool) -> bool:
-    """A test file in a request not about tests, or a doc file in one not about docs."""
-    return (role == "test" and not about_tests) or (role == "doc" and not about_docs)
-
-
-def is_demoted(path: str, *, about_tests: bool, about_docs: bool) -> bool:
-    """`role_is_demoted` of `file_role(path)` (cached by path)."""
-    return role_is_demoted(_cached_role(path), about_tests=about_tests, about_docs=about_docs)
+def role_factor(
+    path: str, *, about_tests: bool, about_docs: bool, weights: ProjectWeights = PROJECT_WEIGHTS
+) -> float:
+    """The factor on the file score of `path` for its role: `role_demotion` for a test file
+    in a request not about tests and for documentation (change logs included) in one not about
+    docs, `config_demotion` for a configuration or data file (`is_configuration`), else 1."""
+    if is_configuration(path):
+        return weights.config_demotion
+    if is_demoted(path, about_tests=about_tests, about_docs=about_docs):
+        return weights.role_demotion
+    return 1.0
 
 
 # ----------------------------------------------------------------------------- concepts
@@ -214,6 +203,28 @@ def presence_score(idf: float, weights: ProjectWeights = PROJECT_WEIGHTS) -> flo
     return idf * weights.unranked_presence
 
 
+def window_relevance(held: Iterable[int], information: Sequence[float]) -> float:
+    """The relevance of a window to the request, in 0..1: the share of the request's
+    information (`information`: each concept's `concept_idf`, also for a concept that matched
+    nothing) carried by the concepts it holds (`held`, concept indexes). One window is at most
+    `windows.SNIPPET_LINES` lines, so this also measures how close together the matches are.
+    0 when the request has no information."""
+    total = sum(information)
+    if total <= 0:
+        return 0.0
+    return sum(information[i] for i in set(held) if 0 <= i < len(information)) / total
+
+
+def file_relevance(coverage: float, known: float) -> float:
+    """The relevance of a file to the request, in 0..1 (the scale of the relevance floor):
+    the mean of `coverage`, the share of the request's information the file holds
+    (`window_relevance` of its concepts: an informative word counts more), and `known`, the
+    share of the request's concepts the project knows at all (each counts the same: a request
+    whose words the project mostly knows is about it even when its rarest word is a typo or a
+    new name, while an unrelated one is carried by words the project has never seen)."""
+    return (min(1.0, max(0.0, coverage)) + min(1.0, max(0.0, known))) / 2
+
+
 # ----------------------------------------------------------------------------- files
 
 
@@ -221,22 +232,20 @@ def file_evidence(
     best_by_file: Mapping[str, Mapping[int, float]],
     idf: Sequence[float],
     naming: Sequence[Collection[str]],
-    demoted: Callable[[str], bool],
     weights: ProjectWeights = PROJECT_WEIGHTS,
 ) -> dict[str, float]:
-    """Each file's FTS evidence (docs in `project/search.py`, "Prose: files first").
+    """Each file's FTS evidence (docs in `project/search.py`, "Files first").
 
     Args:
         best_by_file: per path, each concept's (by index) best window score in that file.
         idf: each concept's weight (`concept_idf`; 0 for a concept that matched nothing).
         naming: per concept, the paths whose words name it.
-        demoted: whether a path is a demoted test or doc file (`is_demoted`).
         weights: the weights.
 
     Returns:
         `{path: evidence}` for the paths of `best_by_file`: `sum_c (m(c, f) + path_share
-        idf(c) [f names c]) * (floor + (1 - floor) coverage)`, times `role_demotion` for a
-        demoted file; {} when no concept has weight.
+        idf(c) [f names c]) * (floor + (1 - floor) coverage)`; {} when no concept has weight.
+        The role of the file is applied later (`combine_file_scores`).
     """
     total = sum(idf)
     if total <= 0:
@@ -248,34 +257,94 @@ def file_evidence(
         named = [i for i, files in in_paths if path in files]
         coverage = sum(idf[i] for i in set(best) | set(named)) / total
         strength = sum(best.values()) + w.path_share * sum(idf[i] for i in named)
-        value = strength * (w.coverage_floor + (1 - w.coverage_floor) * coverage)
-        if demoted(path):
-            value *= w.role_demotion
-        evidence[path] = value
+        evidence[path] = strength * (w.coverage_floor + (1 - w.coverage_floor) * coverage)
     return evidence
 
 
+def size_prior(lines: int, saturation: int) -> float:
+    """The size prior of a file of `lines` lines: `ln(1 + lines) / ln(1 + saturation)`, at most
+    1 (a file of `saturation` lines or more), 0 when `saturation` < 1. Longer files are more
+    often the ones a change touches (bug-localization studies: BugLocator's rVSM, Zhou et al.
+    ICSE 2012), while bm25's length normalisation favours short files."""
+    if saturation < 1:
+        return 0.0
+    return math.log1p(max(0, min(lines, saturation))) / math.log1p(saturation)
+
+
+@dataclass(frozen=True)
+class FileSignals:
+    """What the repository says about each candidate file of a request.
+
+    Attributes:
+        texts: whole-file bm25 for the request's words (negated: higher is better); empty when
+            the request's words were not searched at file level.
+        evidence: window evidence (`file_evidence`).
+        prior: an outside prior per file in 0..1 (e.g. from the Git history); may be empty.
+    """
+
+    texts: Mapping[str, float]
+    evidence: Mapping[str, float]
+    prior: Mapping[str, float]
+
+
 def combine_file_scores(
-    texts: Mapping[str, float],
-    evidence: Mapping[str, float],
-    demoted: Callable[[str], bool],
+    signals: FileSignals,
+    role: Callable[[str], float],
     weights: ProjectWeights = PROJECT_WEIGHTS,
 ) -> dict[str, float]:
-    """A prose request's file scores: the whole-file bm25 (`texts`, negated, higher is better)
-    relative to the best file's, halved (`role_demotion`) for a demoted file, plus
-    `evidence_share` times the window evidence relative to the best file's (`file_evidence`,
-    already demoted). Every path of either mapping gets a score."""
-    best_text = max(texts.values(), default=0.0) or 1.0
-    best_evidence = max(evidence.values(), default=0.0) or 1.0
+    """Each candidate file's score before its size (every path of `texts`, `evidence` and
+    `prior`; `sized_scores` applies the size).
+
+    `(text + evidence_share * evidence + prior_weight * prior) * role(path)`, where `text` is
+    the whole-file bm25 relative to the best file's, `evidence` the window evidence relative to
+    the best file's, `prior` the outside prior (clamped to 0..1) and `role` the factor of its
+    role (`role_factor`). Units: a file best in every signal scores `1 + evidence_share +
+    prior_weight`.
+    """
+    w = weights
+    best_text = max(signals.texts.values(), default=0.0) or 1.0
+    best_evidence = max(signals.evidence.values(), default=0.0) or 1.0
+    paths = signals.texts.keys() | signals.evidence.keys() | signals.prior.keys()
     combined: dict[str, float] = {}
-    for path in texts.keys() | evidence.keys():
-        text_share = texts.get(path, 0.0) / best_text
-        if demoted(path):
-            text_share *= weights.role_demotion  # the evidence is already demoted
-        combined[path] = (
-            text_share + weights.evidence_share * evidence.get(path, 0.0) / best_evidence
+    for path in paths:
+        prior = min(1.0, max(0.0, signals.prior.get(path, 0.0)))
+        value = (
+            signals.texts.get(path, 0.0) / best_text
+            + w.evidence_share * signals.evidence.get(path, 0.0) / best_evidence
+            + w.prior_weight * prior
         )
+        combined[path] = value * role(path)
     return combined
+
+
+def size_contenders(
+    scores: Mapping[str, float], limit: int, weights: ProjectWeights = PROJECT_WEIGHTS
+) -> list[str]:
+    """The paths of `scores` (before size) that can still be among the `limit` best once
+    `sized_scores` multiplies each by its size factor (`1 - size_weight` .. 1): those scoring
+    at least `1 - size_weight` times the `limit`-th best, best first (ties: path order). So
+    the size of only these files is read."""
+    ranked = top_files(scores, len(scores))
+    if limit <= 0 or len(ranked) <= limit:
+        return ranked
+    bar = scores[ranked[limit - 1]] * (1 - weights.size_weight)
+    return [path for path in ranked if scores[path] >= bar]
+
+
+def sized_scores(
+    scores: Mapping[str, float],
+    lines: Mapping[str, int],
+    weights: ProjectWeights = PROJECT_WEIGHTS,
+) -> dict[str, float]:
+    """`scores` (of `combine_file_scores`) times each file's size factor `1 - size_weight +
+    size_weight * size_prior(lines, size_saturation)` (a file missing from `lines` counts 0
+    lines)."""
+    w = weights
+    return {
+        path: score
+        * (1 - w.size_weight + w.size_weight * size_prior(lines.get(path, 0), w.size_saturation))
+        for path, score in scores.items()
+    }
 
 
 def top_files(scores: Mapping[str, float], limit: int) -> list[str]:
@@ -300,6 +369,16 @@ class FileWindow(Protocol):
 F = TypeVar("F", bound=FileWindow)
 
 
+def fts_points(rank: int, weights: ProjectWeights = PROJECT_WEIGHTS) -> float:
+    """The FTS tier points of the best window of the file at `rank` (0 = best):
+    `fts_min + (fts_max - fts_min) * fts_rank_decay ** rank` (with `fts_rank_decay` 0: the
+    reference's `max(fts_min, fts_max - fts_rank_step * rank)`)."""
+    w = weights
+    if w.fts_rank_decay > 0:
+        return w.fts_min + (w.fts_max - w.fts_min) * w.fts_rank_decay**rank
+    return float(max(w.fts_min, w.fts_max - w.fts_rank_step * rank))
+
+
 def fts_tier(
     rank: int, windows: Sequence[F], weights: ProjectWeights = PROJECT_WEIGHTS
 ) -> list[tuple[F, float]]:
@@ -311,7 +390,7 @@ def fts_tier(
         return []
     w = weights
     ordered = sorted(windows, key=lambda window: (-window.relevance, window.start_line))
-    top = max(w.fts_min, w.fts_max - w.fts_rank_step * rank)
+    top = fts_points(rank, w)
     first = ordered[0]
     points = [(first, float(top))]
     if len(ordered) > 1 and ordered[1].relevance >= w.second_window_share * first.relevance:
@@ -437,7 +516,8 @@ def score_window(
         reasons.append("modified")
     if window.tracked:
         score += w.tracked
-    score -= min(w.token_cost_max, max(0, window.token_estimate) / w.token_cost_divisor)
+    if tiers or w.fts_token_cost:
+        score -= min(w.token_cost_max, max(0, window.token_estimate) / w.token_cost_divisor)
     return ScoredWindow(window, round(score, 6), "; ".join(reasons))
 
 
@@ -461,6 +541,7 @@ __all__ = [
     "PROJECT_WEIGHTS",
     "TIER_LABELS",
     "FileRole",
+    "FileSignals",
     "FileWindow",
     "ProjectWeights",
     "RankingContext",
@@ -471,13 +552,21 @@ __all__ = [
     "concept_idf",
     "concept_window_score",
     "file_evidence",
+    "file_relevance",
     "file_role",
+    "fts_points",
     "fts_tier",
+    "is_configuration",
     "is_demoted",
     "presence_score",
     "rank_key",
     "rank_windows",
+    "role_factor",
     "role_is_demoted",
     "score_window",
+    "size_contenders",
+    "size_prior",
+    "sized_scores",
     "top_files",
+    "window_relevance",
 ]
