@@ -374,3 +374,40 @@ def test_retrieve_says_why_no_commit_was_sent(tmp_path: Path, repo: Path) -> Non
     why = answer.relevance["git"]
     assert answer.git == () and why["sent"] == 0 and why["floor"] == GIT_FLOOR
     assert "relevance floor" in why["why"]
+
+
+def test_past_commits_rank_the_file_they_describe_first(tmp_path: Path) -> None:
+    """Two files hold the same words; only one has a history of commits about the request's
+    subject. The git-history prior of the file ranking puts that one first (without Git, the
+    two tie and the path decides)."""
+    body = (
+        "def read(stream):\n"
+        "    # chunked transfer: a body cut short loses the last chunk\n"
+        "    return stream\n"
+    )
+    root = tmp_path / "prior"
+    root.mkdir()
+    git(root, "init", "-q")
+    commit(root, "src/alpha.py", body, "Add the alpha reader")
+    commit(root, "src/beta.py", body, "Add the beta reader")
+    for n in range(3):
+        commit(
+            root,
+            "src/beta.py",
+            body + f"# fix {n}\n",
+            f"Fix chunked transfer bodies cut short ({n})\n\nThe last chunk of a body was lost.",
+        )
+    plain = tmp_path / "plain"
+    (plain / "src").mkdir(parents=True)
+    for name in ("alpha", "beta"):
+        (plain / "src" / f"{name}.py").write_text(body + "# fix 2\n" if name == "beta" else body)
+    query = RetrieveRequest(query="chunked transfer bodies are cut short", scopes=("project",))
+    order = {}
+    for name, folder in (("git", root.resolve()), ("plain", plain.resolve())):
+        engine = ContextEngine(database_path=tmp_path / f"{name}.db")
+        engine.project.set_root(folder, trusted=True)
+        engine.project.sync()
+        order[name] = [hit.path for hit in engine.retrieve(query).project]
+        engine.close()
+    assert order["git"][0] == "src/beta.py"
+    assert order["plain"][0] == "src/alpha.py"

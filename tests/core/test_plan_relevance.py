@@ -48,12 +48,16 @@ def _plan_with(
     *,
     keep_hits: bool,
     below: tuple[BelowFloor, ...],
+    in_context: int | None = None,
 ) -> dict[str, Any]:
     real = engine_planning.retrieve_history
 
     def wrapped(*args: Any, **kwargs: Any) -> HistoryRetrieval:
         found = real(*args, **kwargs)
-        return replace(found, hits=found.hits if keep_hits else [], below_floor=below)
+        stats = found.stats
+        if in_context is not None:
+            stats = replace(stats, already_in_context=in_context)
+        return replace(found, hits=found.hits if keep_hits else [], below_floor=below, stats=stats)
 
     monkeypatch.setattr(engine_planning, "retrieve_history", wrapped)
     ref = SessionRef(str(pi_sessions_dir / V1_LARGE))
@@ -94,11 +98,37 @@ def test_below_floor_candidates_are_excluded_items_with_the_floor_as_reason(
 def test_relevance_says_nothing_matched_when_no_candidate_was_found(
     engine: ContextEngine, pi_sessions_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    manifest = _plan_with(engine, pi_sessions_dir, monkeypatch, keep_hits=False, below=())
+    manifest = _plan_with(
+        engine, pi_sessions_dir, monkeypatch, keep_hits=False, below=(), in_context=0
+    )
     history = manifest["relevance"]["history"]
     assert history["sent"] == 0 and history["floor"] is None
     assert history["why"] == "nothing matched the request"
     assert not any("relevance floor" in i["reason"] for i in manifest["excluded"])
+
+
+def test_relevance_says_when_every_match_is_already_in_the_context(
+    engine: ContextEngine, pi_sessions_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    manifest = _plan_with(
+        engine, pi_sessions_dir, monkeypatch, keep_hits=False, below=(), in_context=3
+    )
+    assert manifest["relevance"]["history"]["why"] == "every match is already in the context"
+
+
+def test_relevance_never_contradicts_its_numbers() -> None:
+    """A below-floor entry may score over the floor when the request's best-ranked entries
+    kept it shut; the relative rule names its own floor."""
+    gate = (BelowFloor("history", "s:a", score=0.56, floor=0.4),)
+    why = relevance_summary(HistoryRetrieval(status="ok", below_floor=gate), None)
+    assert (
+        why["history"]["why"]
+        == "the best-ranked candidates stayed under the relevance floor (0.400)"
+    )
+    relative = (BelowFloor("history", "s:b", score=0.5, floor=0.7, rule="relative"),)
+    why = relevance_summary(HistoryRetrieval(status="ok", below_floor=relative), None)
+    assert why["history"]["why"] == "no candidate scored within 0.700 of the best"
+    assert why["history"]["floor"] is None and why["history"]["best"] is None
 
 
 def test_relevance_why_is_null_when_evidence_was_sent(

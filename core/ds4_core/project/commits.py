@@ -78,7 +78,7 @@ LOG_OPTIONS = (
 
 _HASH = re.compile(rb"[0-9a-f]{40}(?:[0-9a-f]{24})?\Z")
 _DATE = re.compile(rb"[0-9]{1,12}\Z")
-_DROPPED_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f]")
+_DROPPED_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")  # C0, DEL and C1
 _UNKNOWN_OBJECT = ("bad object", "bad revision", "unknown revision")
 """How Git names a commit it does not have (`is_ancestor`)."""
 _TRAILER = re.compile(r"(?m)^[A-Za-z][A-Za-z0-9-]*-by: .*$\n?")

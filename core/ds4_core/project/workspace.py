@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sqlite3
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -35,7 +36,7 @@ from ..store import Store
 from ..store.database import is_database_locked
 from .commit_hits import CommitRetrieval
 from .commit_index import CommitSync, clear_commits, commit_count, indexed_head, sync_commits
-from .commit_search import search_commits
+from .commit_search import commit_file_scores, search_commits
 from .discovery import DiscoveredFile, Discovery, ProjectRootError, discover_project
 from .filters import path_exclusion, read_indexable
 from .git import GitError
@@ -48,6 +49,7 @@ from .index import (
     project_state,
     sync_project,
 )
+from .query import request_words
 from .search import ProjectHit, ProjectRetrieval, render_project_snippet, search_project
 from .sent import (
     SentWindowMemory,
@@ -524,6 +526,20 @@ class ProjectWorkspace:
 
     # ----------------------------------------------------------------- search
 
+    def _commit_prior(self, store: Store, descriptor: TaskDescriptor) -> dict[str, float] | None:
+        """The git-history prior of the file ranking (`commit_file_scores`: files whose past
+        commits match the request's words, best 1.0), or None without words, history or a
+        match. A failure to read the commit index is logged and ranks without it."""
+        words = request_words(descriptor.objective)
+        if not words:
+            return None
+        assert self.root is not None
+        try:
+            return commit_file_scores(store.connection(), str(self.root), words) or None
+        except sqlite3.Error as exc:
+            log.warning("commit prior skipped: error=%s", type(exc).__name__)
+            return None
+
     def search(
         self,
         descriptor: TaskDescriptor,
@@ -543,6 +559,7 @@ class ProjectWorkspace:
         behind = self._problem  # the sync before the search failed: the index is older
         store = self._store()
         assert self.root is not None
+        prior = self._commit_prior(store, descriptor)
         retrieval = search_project(
             store,
             str(self.root),
@@ -550,6 +567,7 @@ class ProjectWorkspace:
             max_results=max_results,
             max_tokens=max_tokens,
             folder=folder,
+            file_prior=prior,
         )
         valid, changed, dropped = self._validate(retrieval.hits)
         reindexed: list[str] = []
@@ -563,6 +581,7 @@ class ProjectWorkspace:
                 max_results=max_results,
                 max_tokens=max_tokens,
                 folder=folder,
+                file_prior=prior,
             )
             valid, _changed_again, dropped_again = self._validate(retrieval.hits)
             dropped += dropped_again + [

@@ -52,7 +52,11 @@ import sqlite3
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, replace
 
-from ds4_core.retrieval.history_terms import _fts_row_count
+from ds4_core.retrieval.history_terms import (
+    _SESSION_COUNT_SQL,
+    _SESSION_ROWIDS_SQL,
+    _session_rows,
+)
 from ds4_core.retrieval.history_turns import TURN_WEIGHT, turn_evidence
 from ds4_core.retrieval.history_words import Unit
 from ds4_core.store.sql import chunked, placeholders
@@ -93,11 +97,8 @@ REQUEST_FLOOR = 0.4
 session is not about the request."""
 GATE_TOP = 3
 ENTRY_FLOOR = 0.3
-"""Past the request's floor, an entry under this relevance is still not sent. Raised from 0.1
-after a trial user's near-miss requests ("...borrow checker handles mutable references in async
-code?": 8 entries and 2,606 tokens rode along behind one entry at 0.43; with 0.3: 3 and 976);
-measured: set A `retrieve_history` Acc@1 0.373 -> 0.353 (one case), unanswerable tokens 499 ->
-437; set B unchanged."""
+"""Past the request's floor, an entry under this relevance is still not sent (0.1 before a
+trial user's near-miss requests; measured in docs/retrieval.md "History scope")."""
 RELATIVE_SCORE = 0.7
 """...nor one under this share of the best-ranked entry's score, both with and without the
 role factors (`EntryRelevance.plain`): a question is ranked below its answer, not cut for it."""
@@ -131,16 +132,6 @@ _BM25_ANY_SQL = {  # all sessions: FTS5 ranks without reading `entries` rows (ab
 _ROWIDS_SQL = "SELECT rowid FROM entries_fts WHERE entries_fts MATCH ?"
 _ROWIDS_LIMIT_SQL = _ROWIDS_SQL + " LIMIT ?"
 _SUB_ROWIDS_SQL = "SELECT rowid FROM entries_subwords WHERE entries_subwords MATCH ? LIMIT ?"
-_SESSION_ROWIDS_SQL = {  # the same reads, kept to one session when others share the index
-    table: f"SELECT f.rowid FROM {table} AS f CROSS JOIN entries AS e ON e.rowid = f.rowid "
-    f"WHERE {table} MATCH ? AND e.session_id = ? LIMIT ?"
-    for table in ("entries_fts", "entries_subwords")
-}
-_SESSION_COUNT_SQL = {
-    table: f"SELECT count(*) FROM {table} AS f CROSS JOIN entries AS e ON e.rowid = f.rowid "
-    f"WHERE {table} MATCH ? AND e.session_id = ?"
-    for table in ("entries_fts", "entries_subwords")
-}
 
 
 @dataclass(frozen=True, slots=True)
@@ -407,27 +398,6 @@ def _ranked_in_session(
     if len(ranked) < limit or all(row[1] == session_id for row in rows.values()):
         return mine
     return conn.execute(_BM25_SQL[table], (query, session_id, limit)).fetchall()
-
-
-def _index_rows(conn: sqlite3.Connection) -> int:
-    """Rows indexed in `entries_fts` (bm25's N), or the `entries` count when unknown."""
-    rows = _fts_row_count(conn)
-    if rows is None:
-        (rows,) = conn.execute("SELECT count(*) FROM entries").fetchone()
-    return int(rows)
-
-
-def _session_rows(conn: sqlite3.Connection, session_id: str) -> tuple[int, str | None]:
-    """(N: the entries of `session_id`, the session filter for the unit reads: None when the
-    index holds no other session's entries, so the plain statements already read only it).
-
-    Weights are the session's own (issue 11: "how informative it is in this corpus"): a word
-    common in other sessions indexed in the same database does not change this session's
-    answer."""
-    (rows,) = conn.execute(
-        "SELECT count(*) FROM entries WHERE session_id = ?", (session_id,)
-    ).fetchone()
-    return int(rows), (None if rows >= _index_rows(conn) else session_id)
 
 
 def session_relevance(

@@ -4,7 +4,8 @@ How many rows a pass reads (`query_limit`), which query terms are informative en
 FTS query (`informative_terms`), the OR-ed phrases of that query with their document counts
 (`_Phrase`), the bm25 row count FTS5 keeps (`_fts_row_count`) and the bound on what a set of
 phrases can add to a bm25 score (`_bm25_bound`), which the FTS pass uses to skip scoring
-entries that cannot enter the result.
+entries that cannot enter the result; and the entry counts and session-filtered statements
+of the relevance pass (`_session_rows`, `retrieval/history_relevance.py`).
 """
 
 from __future__ import annotations
@@ -163,3 +164,36 @@ def _informative_terms(
     for word in single.values():
         counts.setdefault(word, 0)  # not in the vocabulary: in no entry
     return kept or terms, counts
+
+
+_SESSION_ROWIDS_SQL = {  # the same reads, kept to one session when others share the index
+    table: f"SELECT f.rowid FROM {table} AS f CROSS JOIN entries AS e ON e.rowid = f.rowid "
+    f"WHERE {table} MATCH ? AND e.session_id = ? LIMIT ?"
+    for table in ("entries_fts", "entries_subwords")
+}
+_SESSION_COUNT_SQL = {
+    table: f"SELECT count(*) FROM {table} AS f CROSS JOIN entries AS e ON e.rowid = f.rowid "
+    f"WHERE {table} MATCH ? AND e.session_id = ?"
+    for table in ("entries_fts", "entries_subwords")
+}
+
+
+def _index_rows(conn: sqlite3.Connection) -> int:
+    """Rows indexed in `entries_fts` (bm25's N), or the `entries` count when unknown."""
+    rows = _fts_row_count(conn)
+    if rows is None:
+        (rows,) = conn.execute("SELECT count(*) FROM entries").fetchone()
+    return int(rows)
+
+
+def _session_rows(conn: sqlite3.Connection, session_id: str) -> tuple[int, str | None]:
+    """(N: the entries of `session_id`, the session filter for the unit reads: None when the
+    index holds no other session's entries, so the plain statements already read only it).
+
+    Weights are the session's own (issue 11: "how informative it is in this corpus"): a word
+    common in other sessions indexed in the same database does not change this session's
+    answer."""
+    (rows,) = conn.execute(
+        "SELECT count(*) FROM entries WHERE session_id = ?", (session_id,)
+    ).fetchone()
+    return int(rows), (None if rows >= _index_rows(conn) else session_id)

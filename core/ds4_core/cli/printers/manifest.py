@@ -84,9 +84,9 @@ def _print_relevance(relevance: Any, out: TextIO) -> None:
         if not isinstance(entry, Mapping):
             continue
         line = (
-            f"sent {terminal_text(entry.get('sent'))} · below floor "
+            f"{terminal_text(scope)}: sent {terminal_text(entry.get('sent'))} · below floor "
             f"{terminal_text(entry.get('belowFloor'))}"
         )
         if entry.get("why"):
             line += f" · none sent: {terminal_text(entry.get('why'))}"
-        write_wrapped(out, line, f"  {'relevance ' + terminal_text(scope):<18} ", " " * 21)
+        write_wrapped(out, line, f"  {'relevance':<18} ", " " * 21)
