@@ -411,3 +411,23 @@ def test_past_commits_rank_the_file_they_describe_first(tmp_path: Path) -> None:
         engine.close()
     assert order["git"][0] == "src/beta.py"
     assert order["plain"][0] == "src/alpha.py"
+
+
+def test_a_file_named_in_every_commit_still_answers_why_it_changed(
+    store: Store, tmp_path: Path
+) -> None:
+    """A trial user's repository: every commit touches app.py, so its name weighs nothing;
+    "why did app.py change?" still gets the commits that changed it."""
+    root = tmp_path / "every"
+    root.mkdir()
+    git(root, "init", "-q")
+    for n, message in enumerate(("Start the app", "Log each request", "Handle SIGTERM")):
+        commit(root, "app.py", f"# {n}\n", message)
+        commit(root, f"notes/{n}.txt", "x\n", f"Note {n}")
+    sync_commits(store, root.resolve())
+    found = ask(store, root.resolve(), "why did app.py change?")
+    assert {hit.subject for hit in found.hits} == {
+        "Handle SIGTERM",
+        "Log each request",
+        "Start the app",
+    }

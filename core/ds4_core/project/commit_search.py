@@ -10,6 +10,10 @@ commits holding it; a word no commit holds keeps the largest weight), and a comm
     coverage = (sum of the weights of the concepts it holds) / (sum of all concepts' weights)
     score    = coverage * (0.7 + 0.3 * bm25 / best bm25) + 0.25 when it changed a named file
 
+A commit that changed a file the request names ("why did app.py change?") scores at least
+`GIT_FLOOR`: the request is about that file's history, even when the file's name is in every
+commit and so weighs nothing.
+
 `bm25` is FTS5's, with the subject weighing 3, the path and sub-words 1.5, the body 1 (higher
 is better here; the best candidate has `bm25 / best bm25` = 1). The score lies in 0..1.25.
 A commit scoring under `GIT_FLOOR` is never sent, so a request whose words the history barely
@@ -218,7 +222,8 @@ def search_commits(
         if row is None:
             continue
         changed = _changes_named(row[3], named) if named else None
-        score = round(item.score + (NAMED_FILE_BOOST if changed else 0.0), 6)
+        score = item.score + NAMED_FILE_BOOST if changed else item.score
+        score = round(max(score, GIT_FLOOR) if changed else score, 6)
         ranked.append((score, row[1], row[0], item, changed))
     ranked.sort(key=lambda r: (-r[0], -r[1], r[2]))
     hits: list[CommitHit] = []
