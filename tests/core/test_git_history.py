@@ -323,6 +323,10 @@ def test_cli_retrieve_scope_git(
     assert code == 0, err.getvalue()
     report = out.getvalue()
     assert "Git history: status ok" in report and "Raise the default timeout" in report
+    assert "candidates" not in report  # the history scope was not searched: no counters
+    err = io.StringIO()
+    assert cli.run(["--db", db, "retrieve", "--scope", "git", "why"], io.StringIO(), err) == 2
+    assert "the git scope needs --workspace DIR --trust" in err.getvalue()
     out = io.StringIO()
     assert cli.run([*argv, "--json", "a haiku about the sea"], out, io.StringIO()) == 0
     answer = json.loads(out.getvalue())

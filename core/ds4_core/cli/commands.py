@@ -82,7 +82,8 @@ def retrieve(engine: ContextEngine, args: argparse.Namespace, out: TextIO, err: 
     --scope git); print the `ds4/retrieve` result or the hits.
 
     Raises:
-        RequestError: the history scope without --session, or the engine refused the request.
+        RequestError: the history scope without --session, the git scope without --workspace,
+            or the engine refused the request.
     """
     scopes = tuple(
         dict.fromkeys(args.scope or ["history", *(["project"] if args.workspace else [])])
@@ -90,6 +91,10 @@ def retrieve(engine: ContextEngine, args: argparse.Namespace, out: TextIO, err: 
     if "history" in scopes and not args.session:
         raise RequestError(
             "the history scope needs --session FILE (or use --scope project)", "session"
+        )
+    if "git" in scopes and not args.workspace:
+        raise RequestError(
+            "the git scope needs --workspace DIR --trust (a Git work tree)", "workspace"
         )
     _open_workspace(engine, args, err)
     result = engine.retrieve(

@@ -21,20 +21,24 @@ def print_retrieve(result: RetrieveResult, out: TextIO) -> None:
     counters, a table of the history hits (reason under each), the project snippets when the
     project scope was searched, and the warnings (but the unknown-context-window one)."""
     stats = result.stats
-    write_wrapped(
-        out,
-        f"status {result.status} · {len(result.history)} hit(s) · {stats.latency_ms:.2f} ms",
-        "ds4 retrieve: ",
-        "  ",
-    )
-    write_wrapped(
-        out,
-        f"candidates {stats.candidates} · duplicates {stats.duplicates}"
-        f" · other branches {stats.alternate_branch_candidates}"
-        f" · already in context {stats.already_in_context}",
-        "  ",
-        "  ",
-    )
+    if "history" not in result.relevance and not result.history:
+        # the history scope was not searched (e.g. `--scope git` alone): no history counters
+        write_wrapped(out, f"status {result.status}", "ds4 retrieve: ", "  ")
+    else:
+        write_wrapped(
+            out,
+            f"status {result.status} · {len(result.history)} hit(s) · {stats.latency_ms:.2f} ms",
+            "ds4 retrieve: ",
+            "  ",
+        )
+        write_wrapped(
+            out,
+            f"candidates {stats.candidates} · duplicates {stats.duplicates}"
+            f" · other branches {stats.alternate_branch_candidates}"
+            f" · already in context {stats.already_in_context}",
+            "  ",
+            "  ",
+        )
     _print_why(result.relevance.get("history"), "History", out)
     out.write("\n")
     hits = result.history
