@@ -246,6 +246,19 @@ def _warn(warnings: list[str], what: str, exc: sqlite3.Error) -> None:
     )
 
 
+def _rowids(
+    conn: sqlite3.Connection, table: str, expression: str, session_id: str | None, limit: int
+) -> list[int]:
+    """Up to `limit` rowids of `table` matching the FTS5 `expression`, of the session
+    `session_id` only (None: no filter; the index holds only that session)."""
+    if session_id is None:
+        sql = _ROWIDS_LIMIT_SQL if table == "entries_fts" else _SUB_ROWIDS_SQL
+        rows = conn.execute(sql, (expression, limit))
+    else:
+        rows = conn.execute(_SESSION_ROWIDS_SQL[table], (expression, session_id, limit))
+    return [row[0] for row in rows]
+
+
 def _unit_rowids(
     conn: sqlite3.Connection,
     unit: Unit,
@@ -267,25 +280,11 @@ def _unit_rowids(
             if count is not None and count > cap:
                 return None
             if count is None or count:
-                limited = (
-                    conn.execute(_ROWIDS_LIMIT_SQL, (unit.fts, cap + 1))
-                    if session_id is None
-                    else conn.execute(
-                        _SESSION_ROWIDS_SQL["entries_fts"], (unit.fts, session_id, cap + 1)
-                    )
-                ).fetchall()
-                found[0].update([row[0] for row in limited])
+                found[0].update(_rowids(conn, "entries_fts", unit.fts, session_id, cap + 1))
                 if len(found[0]) > cap:
                     return None
         if unit.sub is not None:
-            sub = (
-                conn.execute(_SUB_ROWIDS_SQL, (unit.sub, cap + 1))
-                if session_id is None
-                else conn.execute(
-                    _SESSION_ROWIDS_SQL["entries_subwords"], (unit.sub, session_id, cap + 1)
-                )
-            ).fetchall()
-            found[1].update([row[0] for row in sub])
+            found[1].update(_rowids(conn, "entries_subwords", unit.sub, session_id, cap + 1))
             if len(found[1]) > cap:
                 return None
     except sqlite3.Error as exc:
