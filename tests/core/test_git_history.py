@@ -21,6 +21,7 @@ from ds4_core.engine import ContextEngine
 from ds4_core.project.commit_hits import BEGIN_MARKER, END_MARKER, CommitRetrieval
 from ds4_core.project.commit_index import (
     commit_count,
+    identifiers,
     indexed_head,
     path_words,
     sub_words,
@@ -435,3 +436,14 @@ def test_a_file_named_in_every_commit_still_answers_why_it_changed(
         "Log each request",
         "Start the app",
     }
+
+
+def test_identifier_search_is_linear_on_long_letter_runs() -> None:
+    """A pasted blob of letters (a reviewer's find: the old pattern rescanned each run from
+    every start, 100,000 letters never finished) has no identifiers and is read once."""
+    assert identifiers("x" * 100_000) == []
+    assert request_concepts("why " + "ab" * 50_000) != []
+    assert identifiers("use parseHeader, parse_header and " + "y" * 200 + "Z") == [
+        "parseHeader",
+        "parse_header",
+    ]

@@ -318,3 +318,21 @@ def test_other_sessions_in_the_same_database_do_not_change_the_answer(tmp_path: 
     # the relevance (weights, coverage, the floor) is the session's own; only the rank score
     # keeps FTS5's bm25, whose statistics span the database
     assert [h.reason for h in before.hits] == [h.reason for h in after.hits]
+
+
+def test_a_decoy_repeating_one_rare_word_does_not_shut_out_the_answer(tmp_path: Path) -> None:
+    """A reviewer's case: a short entry repeating one rare request word scores highest by
+    bm25 with little of the request in it; the floor's gate and its relative cut look past it
+    to the entries that reach the entry floor, so the answer is still sent."""
+    filler = " ".join(f"lorem{i}" for i in range(600))
+    messages = [
+        text("assistant", f"unrelated note number {i} about gardening and tomatoes")
+        for i in range(60)
+    ]
+    messages += [text("user", "ok"), text("assistant", "zeppelin " * 12), text("user", "next")]
+    messages.append(
+        text("assistant", f"The zeppelin retries are handled by the scheduler backoff. {filler}")
+    )
+    session = Session(tmp_path, messages)
+    found = session.retrieve("zeppelin retries scheduler")
+    assert "m64" in ids(found)

@@ -39,7 +39,24 @@ _WORD = re.compile(r"[^\W_]+")
 IDENTIFIER = re.compile(
     r"[A-Za-z][A-Za-z0-9]*(?:_[A-Za-z0-9]+)+|[A-Za-z]+[a-z0-9][A-Z][A-Za-z0-9]*"
 )
-"""A snake_case or camelCase identifier (ASCII)."""
+"""A snake_case or camelCase identifier (ASCII), matched whole against one token of
+`identifiers` (searching text with it directly rescans each letter run from every start:
+quadratic on a long run of letters)."""
+_TOKEN = re.compile(r"[A-Za-z0-9_]+")
+MAX_IDENTIFIER_CHARS = 128
+"""A longer run of letters, digits and `_` is not taken for an identifier (a hash, a blob)."""
+
+
+def identifiers(text: str) -> list[str]:
+    """The snake_case and camelCase identifiers of `text` (`IDENTIFIER`), in order, found in
+    time linear in the text's length."""
+    return [
+        token
+        for token in _TOKEN.findall(text)
+        if len(token) <= MAX_IDENTIFIER_CHARS and IDENTIFIER.fullmatch(token)
+    ]
+
+
 _HUMP = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
 
 
@@ -82,7 +99,7 @@ def sub_words(text: str) -> list[str]:
     """The lower-case parts of the camelCase and snake_case identifiers in `text`
     (`linkUrl parse_header` -> `link url parse header`), in order, without repeats."""
     seen: dict[str, None] = {}
-    for identifier in IDENTIFIER.findall(text):
+    for identifier in identifiers(text):
         for part in identifier_parts(identifier):
             seen.setdefault(part, None)
     return list(seen)
@@ -99,28 +116,12 @@ def path_words(path: str) -> list[str]:
     return list(words)
 
 
-SECRET_BATCH = 64
-"""Messages checked by one `secret_reason` call (`secret_reasons`)."""
-
-
 def secret_reasons(texts: list[str]) -> list[str | None]:
-    """`filters.secret_reason` of each text, found with few calls: a batch of texts joined by
-    blank lines is checked at once and only a batch with a finding is split (halves, down to
-    one text). Every signal of the detector stays within a line or a match, so a joined
-    batch finds what its texts find."""
-    reasons: list[str | None] = [None] * len(texts)
-
-    def check(start: int, end: int) -> None:
-        if end - start == 1:
-            reasons[start] = secret_reason(texts[start])
-        elif secret_reason("\n\n".join(texts[start:end])) is not None:
-            middle = (start + end) // 2
-            check(start, middle)
-            check(middle, end)
-
-    for start in range(0, len(texts), SECRET_BATCH):
-        check(start, min(start + SECRET_BATCH, len(texts)))
-    return reasons
+    """`filters.secret_reason` of each text, one call per text. (Checking texts joined in
+    batches would be faster but is only as safe as every rule of the detector being local to
+    a line; a rule that looks at the rest of a text could let one commit's neighbours hide its
+    secret, so each message is checked alone.)"""
+    return [secret_reason(text) for text in texts]
 
 
 def _row(

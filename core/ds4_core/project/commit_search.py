@@ -37,7 +37,7 @@ from dataclasses import dataclass, replace
 from ..retrieval.descriptor import FILLER_WORDS, STOPWORDS, file_paths
 from ..retrieval.floor import MAX_BELOW_FLOOR, BelowFloor
 from .commit_hits import FILES_SHOWN, CommitHit, CommitRetrieval, commit_hit_tokens, iso_seconds
-from .commit_index import IDENTIFIER, identifier_parts, project_key
+from .commit_index import identifier_parts, identifiers, project_key
 
 GIT_FLOOR = 0.45
 """Least score (0..1.25 scale) a commit needs to be sent: under it, less than about half of
@@ -85,7 +85,7 @@ def request_concepts(text: str) -> list[Concept]:
     ignored = STOPWORDS | FILLER_WORDS | _QUESTION_WORDS
     concepts: dict[str, Concept] = {}
     covered: set[str] = set()
-    for identifier in IDENTIFIER.findall(text):
+    for identifier in identifiers(text):
         parts = identifier_parts(identifier)
         label = identifier.lower()
         if len(parts) > 1 and label not in concepts:

@@ -1,4 +1,5 @@
-"""Reading a trusted workspace's commit history with Git, so that no program ever runs.
+"""Reading a trusted workspace's commit history with `git log`, so that no program the
+repository's configuration names ever runs.
 
 `read_commits` lists the newest commits of HEAD (or of `since..HEAD`) with `git log`: each
 commit's hash, committer date, message and the names of the files it changed. It runs through

@@ -31,8 +31,8 @@ send it at all (`session_relevance`; the rank order and the records are built fr
    read matches many words by chance) x role factor (`ROLE_FACTORS`: a user's message asks,
    the assistant's and the tools' answer; `action_factor`: an assistant message that calls a
    tool counts less unless it writes prose first). Then each best turn's conclusion gets the
-   turn's score (`retrieval/history_turns.py`), and, when `PROXIMITY_WEIGHT` > 0 (off:
-   measured no gain), entries where request-adjacent units stand close get more.
+   turn's score (`retrieval/history_turns.py`). (Closeness of the matched words, FTS5
+   `NEAR`, was measured and removed: no gain on either evaluation set.)
 6. **Floor** (`SessionRelevance.split`): an entry's relevance is coverage x min(1, evidence /
    `evidence_ref`) (0-1); an entry holding a decisive exact identifier (`DECISIVE_SHARE`) has
    at least `REQUEST_FLOOR`. Nothing is sent when none of the best `GATE_TOP` entries reaches
@@ -40,7 +40,7 @@ send it at all (`session_relevance`; the rank order and the records are built fr
    entry's (`RELATIVE_SCORE`).
 
 Errors: an `sqlite3.Error` of a unit query (an FTS5 index that cannot be read, a database
-without migration 8) leaves that unit unmatched and adds a warning; when the bm25 statement
+without migration 9) leaves that unit unmatched and adds a warning; when the bm25 statement
 of `entries_fts` fails, the result says `failed` and the caller ranks without a floor. Nothing
 raises but errors of the `entries` table.
 """
@@ -102,10 +102,6 @@ trial user's near-miss requests; measured in docs/retrieval.md "History scope").
 RELATIVE_SCORE = 0.7
 """...nor one under this share of the best-ranked entry's score, both with and without the
 role factors (`EntryRelevance.plain`): a question is ranked below its answer, not cut for it."""
-PROXIMITY_WEIGHT = 0.0
-PROXIMITY_TOKENS = 8
-"""Two units next to each other in the request count as close in an entry within this many
-tokens (FTS5 `NEAR`)."""
 MATCHED_UNITS = 8
 """A request of more units reads the matches of its this many heaviest only (`_light_units`)."""
 BM25_UNITS = 8
@@ -187,10 +183,13 @@ class SessionRelevance:
         for each entry that reached that floor but not `RELATIVE_SCORE` of the best entry
         its share of the best, by rowid), each list best first (module docstring, rule 6)."""
         ranked = self.ranked()
-        best = max((e.relevance for e in ranked[:GATE_TOP]), default=0.0)
+        # the gate and the relative cut look at entries that reach the entry floor: a short
+        # entry repeating one rare word may score highest with little of the request in it
+        eligible = [e for e in ranked if e.relevance >= ENTRY_FLOOR]
+        best = max((e.relevance for e in eligible[:GATE_TOP]), default=0.0)
         if best < REQUEST_FLOOR:
             return [], ranked, REQUEST_FLOOR, {}
-        first = ranked[0]
+        first = eligible[0]
         least = RELATIVE_SCORE * first.plain
         top = RELATIVE_SCORE * first.score
         passed: list[EntryRelevance] = []
@@ -311,12 +310,16 @@ def _light_units(
         try:
             for table, expression in (("entries_fts", unit.fts), ("entries_subwords", unit.sub)):
                 if expression is not None:
+                    # counted up to one past the cap: over it the unit weighs 0 anyway
                     if session_id is None:
-                        sql = f"SELECT count(*) FROM {table} WHERE {table} MATCH ?"
-                        (found,) = conn.execute(sql, (expression,)).fetchone()
+                        sql = (
+                            f"SELECT count(*) FROM (SELECT 1 FROM {table} "
+                            f"WHERE {table} MATCH ? LIMIT ?)"
+                        )
+                        (found,) = conn.execute(sql, (expression, cap + 1)).fetchone()
                     else:
                         (found,) = conn.execute(
-                            _SESSION_COUNT_SQL[table], (expression, session_id)
+                            _SESSION_COUNT_SQL[table], (expression, session_id, cap + 1)
                         ).fetchone()
                     if table == "entries_fts":
                         counted[unit.text] = found
@@ -337,6 +340,7 @@ def _bm25(
     units: Sequence[Unit],
     subwords: bool,
     warnings: list[str],
+    alone: bool = True,
 ) -> tuple[dict[int, float], dict[int, float], dict[int, tuple]]:
     """(rowid -> bm25 in `entries_fts`, rowid -> bm25 in `entries_subwords`, rowid -> (role,
     token_estimate, seq, entry_id)) of the best `SCORED_LIMIT` entries for the OR of `units`
@@ -353,7 +357,7 @@ def _bm25(
         if not expressions:
             continue
         try:
-            rows = _ranked_in_session(conn, table, " OR ".join(expressions), session_id)
+            rows = _ranked_in_session(conn, table, " OR ".join(expressions), session_id, alone)
         except sqlite3.Error as exc:
             _warn(warnings, "ranked", exc)
             if table == "entries_fts":
@@ -368,7 +372,7 @@ def _bm25(
 
 
 def _ranked_in_session(
-    conn: sqlite3.Connection, table: str, query: str, session_id: str
+    conn: sqlite3.Connection, table: str, query: str, session_id: str, alone: bool = True
 ) -> list[tuple]:
     """(rowid, bm25, role, token_estimate, seq, entry_id) of the session's best eligible entries for
     `query` in `table` (`SCORED_LIMIT` of them; half as many from the sub-word table), best
@@ -376,9 +380,12 @@ def _ranked_in_session(
 
     Ranked over all sessions first (no join) and kept when that holds the whole answer: every
     returned row is this session's, or fewer rows than asked came back. Otherwise (other
-    sessions share the index) the statement is rerun with the session join.
+    sessions share the index) the statement is rerun with the session join. `alone=False`
+    (the index is known to hold other sessions): the join statement at once.
     """
     limit = SCORED_LIMIT if table == "entries_fts" else SCORED_LIMIT // 2
+    if not alone:
+        return conn.execute(_BM25_SQL[table], (query, session_id, limit)).fetchall()
     ranked = conn.execute(_BM25_ANY_SQL[table], (query, limit)).fetchall()
     rows: dict[int, tuple] = {}
     for chunk in chunked([r[0] for r in ranked]):
@@ -450,7 +457,9 @@ def session_relevance(
     if total <= 0 or not used:
         return SessionRelevance({}, weights, total, warnings)
     strongest = sorted(used, key=lambda u: -weights[u.text])[:BM25_UNITS]
-    base, sub_bm25, meta = _bm25(conn, session_id, strongest, subwords, warnings)
+    base, sub_bm25, meta = _bm25(
+        conn, session_id, strongest, subwords, warnings, alone=session_filter is None
+    )
     if not base and any(u.fts for u in strongest) and warnings:
         return SessionRelevance({}, weights, total, warnings, failed=True)
     ref = evidence_ref(rows)
@@ -495,8 +504,6 @@ def session_relevance(
         )
     _score_actions(conn, scored, meta)
     seqs = {rowid: m[2] for rowid, m in meta.items()}
-    if PROXIMITY_WEIGHT > 0:
-        _score_proximity(conn, scored, used, weights, total, warnings)
     _score_conclusions(conn, session_id, scored, seqs, weights, total, ref, branch)
     return SessionRelevance(scored, weights, total, warnings)
 
@@ -514,33 +521,6 @@ def _score_actions(
         factor = action_factor(prose.get(rowid, -1))
         if factor < 1.0:
             scored[rowid] = replace(scored[rowid], score=scored[rowid].score * factor)
-
-
-def _score_proximity(
-    conn: sqlite3.Connection,
-    scored: dict[int, EntryRelevance],
-    used: Sequence[Unit],
-    weights: dict[str, float],
-    total: float,
-    warnings: list[str],
-) -> None:
-    """Raise the score of entries where units adjacent in the request also stand close:
-    x (1 + PROXIMITY_WEIGHT x the summed lighter weight of each such pair / total weight)."""
-    near: dict[int, float] = {}
-    units = [u for u in used if u.fts is not None]
-    for first, second in zip(units, units[1:], strict=False):
-        query = f"NEAR({first.fts} {second.fts}, {PROXIMITY_TOKENS})"
-        bonus = min(weights[first.text], weights[second.text]) / total
-        try:
-            for (rowid,) in conn.execute(_ROWIDS_SQL, (query,)):
-                if rowid in scored:
-                    near[rowid] = near.get(rowid, 0.0) + bonus
-        except sqlite3.Error as exc:
-            _warn(warnings, "searched for nearby words", exc)
-            return
-    for rowid, share in near.items():
-        e, more = scored[rowid], 1 + PROXIMITY_WEIGHT * share
-        scored[rowid] = replace(e, score=e.score * more, plain=e.plain * more)
 
 
 def _score_conclusions(

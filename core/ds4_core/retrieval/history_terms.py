@@ -171,9 +171,9 @@ _SESSION_ROWIDS_SQL = {  # the same reads, kept to one session when others share
     f"WHERE {table} MATCH ? AND e.session_id = ? LIMIT ?"
     for table in ("entries_fts", "entries_subwords")
 }
-_SESSION_COUNT_SQL = {
-    table: f"SELECT count(*) FROM {table} AS f CROSS JOIN entries AS e ON e.rowid = f.rowid "
-    f"WHERE {table} MATCH ? AND e.session_id = ?"
+_SESSION_COUNT_SQL = {  # counted up to a limit
+    table: f"SELECT count(*) FROM (SELECT 1 FROM {table} AS f CROSS JOIN entries AS e "
+    f"ON e.rowid = f.rowid WHERE {table} MATCH ? AND e.session_id = ? LIMIT ?)"
     for table in ("entries_fts", "entries_subwords")
 }
 

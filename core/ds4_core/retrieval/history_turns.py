@@ -15,7 +15,7 @@ short "Done! Changed dimGray to #585858" is found by the request that led to it.
 Turn score: evidence x (0.5 + coverage) x 1 / (1 + TURN_SLOPE ln(1 + entries / TURN_UNIT)): a
 long turn matches more units by chance. Entries before the first user message form turn 0.
 
-Reads: the user messages' `seq` of the session (index `entries_session_role`, migration 8) and
+Reads: the user messages' `seq` of the session (index `entries_session_role`, migration 9) and
 one indexed range query per best turn; the matching entries are the scored ones of
 `history_relevance` (their `seq` read with them).
 """

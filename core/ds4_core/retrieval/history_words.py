@@ -2,7 +2,7 @@
 
 A unit is one thing of the request that an entry may share with it, as two FTS5 expressions:
 one for `entries_fts` (the entry's own tokens) and one for `entries_subwords` (its camelCase
-humps and CJK character pairs, migration 8). Units come from the request's first 500
+humps and CJK character pairs, migration 9). Units come from the request's first 500
 characters (`TaskDescriptor.objective`) and its exact identifiers:
 
 * an exact identifier of several tokens (a path, `tui-renderer.ts`) is one phrase unit in both
