@@ -34,10 +34,12 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from ..retrieval.descriptor import FILLER_WORDS, STOPWORDS, file_paths
+from ..retrieval.descriptor import FILLER_WORDS, STOPWORDS, file_paths, fts_phrase
 from ..retrieval.floor import MAX_BELOW_FLOOR, BelowFloor
+from ..store.sql import chunked, placeholders
 from .commit_hits import FILES_SHOWN, CommitHit, CommitRetrieval, commit_hit_tokens, iso_seconds
 from .commit_index import identifier_parts, identifiers, project_key
+from .scoring import concept_idf
 
 GIT_FLOOR = 0.45
 """Least score (0..1.25 scale) a commit needs to be sent: under it, less than about half of
@@ -63,6 +65,8 @@ _QUESTION_WORDS = frozenset(
 )
 """Words that say nothing about what a commit changed (function, question and conversational
 words, common file extensions), beside `descriptor.STOPWORDS` and `FILLER_WORDS`."""
+_IGNORED_WORDS = STOPWORDS | FILLER_WORDS | _QUESTION_WORDS
+"""Words `request_concepts` never takes for a concept."""
 _WORD = re.compile(r"[^\W_]+(?:['’][^\W_]+)?")
 
 
@@ -75,14 +79,10 @@ class Concept:
     fts: str
 
 
-def _quoted(token: str) -> str:
-    return '"' + token.replace('"', '""') + '"'
-
-
 def request_concepts(text: str) -> list[Concept]:
     """The informative concepts of a request, in order, without repeats (module docstring);
     at most `MAX_CONCEPTS`."""
-    ignored = STOPWORDS | FILLER_WORDS | _QUESTION_WORDS
+    ignored = _IGNORED_WORDS
     concepts: dict[str, Concept] = {}
     covered: set[str] = set()
     for identifier in identifiers(text):
@@ -90,13 +90,15 @@ def request_concepts(text: str) -> list[Concept]:
         label = identifier.lower()
         if len(parts) > 1 and label not in concepts:
             whole = label.replace("_", "")
-            concepts[label] = Concept(label, f"({_quoted(whole)} OR {_quoted(' '.join(parts))})")
+            concepts[label] = Concept(
+                label, f"({fts_phrase(whole)} OR {fts_phrase(' '.join(parts))})"
+            )
             covered.update([label, whole, *parts])
     for raw in _WORD.findall(text):
         word = re.sub(r"['’]s?$", "", raw).lower()
         if len(word) < 2 or word in ignored or word in covered or word.isdigit():
             continue
-        concepts.setdefault(word, Concept(word, _quoted(word)))
+        concepts.setdefault(word, Concept(word, fts_phrase(word)))
     return list(concepts.values())[:MAX_CONCEPTS]
 
 
@@ -146,7 +148,7 @@ def _score_commits(
         return [], total
     scope = _scope(conn, project_path)
     rows = _concept_rows(conn, scope, concepts)
-    weights = [math.log(1 + (total - len(r) + 0.5) / (len(r) + 0.5)) for r in rows]
+    weights = [concept_idf(total, len(r)) for r in rows]
     whole = sum(weights)
     present = [c.fts for c, r in zip(concepts, rows, strict=True) if r]
     if not present or whole <= 0:
@@ -257,11 +259,10 @@ _Row = tuple[str, int, str, tuple[str, ...], int, str | None, str]
 
 
 def _commit_rows(conn: sqlite3.Connection, rowids: Sequence[int]) -> dict[int, _Row]:
-    """`{rowid: _Row}` of `project_commits` rows (in chunks of 500 rowids)."""
+    """`{rowid: _Row}` of `project_commits` rows (in chunks of `MAX_IN_VALUES` rowids)."""
     found: dict[int, _Row] = {}
-    for start in range(0, len(rowids), 500):
-        chunk = rowids[start : start + 500]
-        marks = ", ".join("?" * len(chunk))
+    for chunk in chunked(rowids):
+        marks = placeholders(len(chunk))
         for rowid, hash_, date, subject, files, total, withheld, body in conn.execute(
             "SELECT rowid, hash, committed_at, subject, files_json, files_total, withheld, body "
             f"FROM project_commits WHERE rowid IN ({marks})",
@@ -339,7 +340,7 @@ def commit_file_scores(
         return {}
     by_rowid = {item.rowid: item.score for item in scored}
     sums: dict[str, float] = {}
-    marks = ", ".join("?" * len(by_rowid))
+    marks = placeholders(len(by_rowid))
     for rowid, files, total in conn.execute(
         f"SELECT rowid, files_json, files_total FROM project_commits WHERE rowid IN ({marks})",
         list(by_rowid),
@@ -351,13 +352,12 @@ def commit_file_scores(
         return {}
     existing: set[str] = set()
     paths = sorted(sums)
-    for start in range(0, len(paths), 500):
-        chunk = paths[start : start + 500]
+    for chunk in chunked(paths):
         existing.update(
             path
             for (path,) in conn.execute(
                 "SELECT file_path FROM project_files WHERE project_path = ? AND status = "
-                f"'current' AND file_path IN ({', '.join('?' * len(chunk))})",
+                f"'current' AND file_path IN ({placeholders(len(chunk))})",
                 (project_path, *chunk),
             )
         )

@@ -27,7 +27,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from ds4_core.retrieval.descriptor import FILLER_WORDS, STOPWORDS, TaskDescriptor
+from ds4_core.retrieval.descriptor import FILLER_WORDS, STOPWORDS, TaskDescriptor, fts_phrase
 from ds4_core.sessions.subwords import cjk_pairs
 
 MAX_UNITS = 16
@@ -83,10 +83,6 @@ def stem(word: str) -> str:
     return word
 
 
-def _quoted(token: str) -> str:
-    return '"' + token.replace('"', '""') + '"'
-
-
 @dataclass(frozen=True)
 class Unit:
     """One search unit: `text` for display, `fts` for `entries_fts` (None: not searched
@@ -104,9 +100,9 @@ def word_unit(word: str, identifier: str | None = None) -> Unit:
     """The unit of one lower-case word (module docstring); `identifier`: the word as the
     request wrote it when it names an exact identifier (shown instead of `word`)."""
     if len(word) >= MIN_STEM:
-        expression = _quoted(stem(word)) + "*"
+        expression = fts_phrase(stem(word)) + "*"
     else:
-        expression = _quoted(word)
+        expression = fts_phrase(word)
     return Unit(identifier or word, expression, expression, identifier is not None)
 
 
@@ -116,7 +112,7 @@ def cjk_unit(run: str, identifier: bool = False) -> Unit | None:
     if len(run) < 2:
         return None
     pairs = cjk_pairs(run)
-    return Unit(run, None, _quoted(" ".join(pairs)), identifier)
+    return Unit(run, None, fts_phrase(" ".join(pairs)), identifier)
 
 
 def _cjk_terms(run: str) -> list[str]:
@@ -141,7 +137,7 @@ def request_units(descriptor: TaskDescriptor) -> list[Unit]:
                 units.setdefault(tokens[0], unit)
                 consumed.add(tokens[0])
         elif len(tokens) >= 2 and not any(key in other or other in key for other in units):
-            units[key] = Unit(identifier, _quoted(key), _quoted(key), True)
+            units[key] = Unit(identifier, fts_phrase(key), fts_phrase(key), True)
             consumed.update(tokens)
         elif len(tokens) == 1:
             named.setdefault(tokens[0], identifier)
