@@ -1,23 +1,17 @@
 """FTS query terms and bm25 statistics of history retrieval (`retrieval/history.py`).
 
-How many rows a pass reads (`query_limit`), which query terms are informative enough for the
-FTS query (`informative_terms`), the OR-ed phrases of that query with their document counts
-(`_Phrase`), the bm25 row count FTS5 keeps (`_fts_row_count`) and the bound on what a set of
-phrases can add to a bm25 score (`_bm25_bound`), which the FTS pass uses to skip scoring
-entries that cannot enter the result; and the entry counts and session-filtered statements
-of the relevance pass (`_session_rows`, `retrieval/history_relevance.py`).
+How many rows a pass reads (`query_limit`), which query terms are informative enough for a
+bm25 query (`informative_terms`), the bm25 row count FTS5 keeps (`_fts_row_count`), and the
+entry counts and session-filtered statements of the relevance pass (`_session_rows`,
+`retrieval/history_relevance.py`).
 """
 
 from __future__ import annotations
 
-import math
 import re
 import sqlite3
 from collections.abc import Iterable
-from dataclasses import dataclass
 
-from ds4_core.retrieval.descriptor import FTS_TERM_LIMIT, fts_phrase, has_token_characters, unique
-from ds4_core.retrieval.literal import _ASCII_WORD
 from ds4_core.store.sql import placeholders
 
 _UNICODE_WORD = re.compile(r"[^\W_]+")  # runs of letters and digits: unicode61 tokens, roughly
@@ -35,38 +29,6 @@ def _fts_warning(where: str, exc: sqlite3.Error) -> str:
         "history results come from a literal scan only. If this persists, rebuild the index "
         "(ds4.rebuildIndex)."
     )
-
-
-@dataclass(frozen=True)
-class _Phrase:
-    """One OR-ed phrase of the FTS query, with its document count when known."""
-
-    term: str
-    text: str  # `fts_phrase(term)`
-    docs: int | None = None
-
-
-def _fts_phrases(terms: Iterable[str]) -> list[_Phrase]:
-    """The phrases `build_fts_query(terms)` OR-es together, in its order."""
-    phrases: list[_Phrase] = []
-    for term in unique(terms, None):
-        if has_token_characters(term):
-            phrases.append(_Phrase(term, fts_phrase(term)))
-            if len(phrases) >= FTS_TERM_LIMIT:
-                break
-    return phrases
-
-
-def _single_ascii_token(term: str) -> str | None:
-    """The one FTS5 token of an ASCII `term` with a single run of letters and digits, or None.
-
-    unicode61 keeps only letters and digits of ASCII text in tokens and lowercases them, so for
-    such a term the phrase and the token match the same entries (fts5vocab counts those).
-    """
-    if not term.isascii():
-        return None
-    words = _ASCII_WORD.findall(term)
-    return words[0].lower() if len(words) == 1 else None
 
 
 def _varint(data: bytes, at: int) -> int:
@@ -93,27 +55,6 @@ def _fts_row_count(conn: sqlite3.Connection) -> int | None:
     except (sqlite3.Error, IndexError, TypeError):
         return None
     return rows if rows is not None and rows == sizes and rows > 0 else None
-
-
-BM25_K1 = 1.2
-"""FTS5's bm25 k1: one phrase adds at most idf * (k1 + 1) to an entry's score."""
-PRUNE_MIN_DOCS = 150
-"""A phrase in fewer indexed entries than this is never left out of the scored set."""
-
-
-def _bm25_bound(phrases: Iterable[_Phrase], rows: int) -> float:
-    """More than any bm25 score (negated) an entry matching only `phrases` can get.
-
-    FTS5 adds idf * f (k1 + 1) / (f + k1 (1 - b + b D / avgdl)) per phrase, which is under
-    idf (k1 + 1), with idf = log((N - n + 0.5) / (n + 0.5)) (1e-6 when not positive). The
-    relative margin covers rounding (ours and SQLite's).
-    """
-    bound = 0.0
-    for phrase in phrases:
-        docs = phrase.docs if phrase.docs is not None else 0
-        idf = math.log((rows - docs + 0.5) / (docs + 0.5))
-        bound += (idf if idf > 0 else 1e-6) * (BM25_K1 + 1)
-    return bound * (1 + 1e-9) + 1e-9
 
 
 COMMON_TERM_SHARE = 0.25
