@@ -125,9 +125,14 @@ _BM25_ANY_SQL = {  # all sessions: FTS5 ranks without reading `entries` rows (ab
     f"ORDER BY bm25({table}), rowid LIMIT ?"
     for table in ("entries_fts", "entries_subwords")
 }
-_ROWIDS_SQL = "SELECT rowid FROM entries_fts WHERE entries_fts MATCH ?"
-_ROWIDS_LIMIT_SQL = _ROWIDS_SQL + " LIMIT ?"
-_SUB_ROWIDS_SQL = "SELECT rowid FROM entries_subwords WHERE entries_subwords MATCH ? LIMIT ?"
+_ROWIDS_SQL = {  # the whole index holds one session: no join
+    table: f"SELECT rowid FROM {table} WHERE {table} MATCH ? LIMIT ?"
+    for table in ("entries_fts", "entries_subwords")
+}
+_COUNT_SQL = {  # counted up to a limit
+    table: f"SELECT count(*) FROM (SELECT 1 FROM {table} WHERE {table} MATCH ? LIMIT ?)"
+    for table in ("entries_fts", "entries_subwords")
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -251,8 +256,7 @@ def _rowids(
     """Up to `limit` rowids of `table` matching the FTS5 `expression`, of the session
     `session_id` only (None: no filter; the index holds only that session)."""
     if session_id is None:
-        sql = _ROWIDS_LIMIT_SQL if table == "entries_fts" else _SUB_ROWIDS_SQL
-        rows = conn.execute(sql, (expression, limit))
+        rows = conn.execute(_ROWIDS_SQL[table], (expression, limit))
     else:
         rows = conn.execute(_SESSION_ROWIDS_SQL[table], (expression, session_id, limit))
     return [row[0] for row in rows]
@@ -312,11 +316,7 @@ def _light_units(
                 if expression is not None:
                     # counted up to one past the cap: over it the unit weighs 0 anyway
                     if session_id is None:
-                        sql = (
-                            f"SELECT count(*) FROM (SELECT 1 FROM {table} "
-                            f"WHERE {table} MATCH ? LIMIT ?)"
-                        )
-                        (found,) = conn.execute(sql, (expression, cap + 1)).fetchone()
+                        (found,) = conn.execute(_COUNT_SQL[table], (expression, cap + 1)).fetchone()
                     else:
                         (found,) = conn.execute(
                             _SESSION_COUNT_SQL[table], (expression, session_id, cap + 1)
