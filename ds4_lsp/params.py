@@ -231,6 +231,24 @@ class SummariesArguments:
 
 
 @attrs.define
+class PrivacyArguments:
+    """The optional argument object of the `ds4.privacy` command: the destination to explain,
+    as `model` (`provider/id`, or a bare provider id) or `provider`. Neither: an unnamed
+    provider (treated as remote)."""
+
+    model: str | None = None
+    provider: str | None = None
+
+    def provider_id(self) -> str | None:
+        """The provider asked about (`provider`, else the part of `model` before `/`)."""
+        if self.provider:
+            return self.provider
+        if self.model:
+            return self.model.split("/", 1)[0] or None
+        return None
+
+
+@attrs.define
 class SummarizeParams:
     """`ds4/summarize` params (a request from the server to the client).
 

@@ -545,7 +545,9 @@ class StaleSnippet(WireResult):
 @dataclass(frozen=True, slots=True)
 class HealthResult(WireResult):
     """`ds4.health` and `ds4 health`: `status` `ok`, or `warning` when notices, settings
-    warnings, stale snippets or session copies exist; versions, counts and the project status."""
+    warnings, stale snippets or session copies exist; versions, counts and the project status.
+    `privacy` is the active policy: `{enabled, defaultClassification, localProviders,
+    remoteDefaultAllowed, remoteProviders, redactSecrets}` (docs/privacy.md)."""
 
     status: str
     version: str
@@ -563,3 +565,25 @@ class HealthResult(WireResult):
     config_warnings: tuple[str, ...]
     project: ProjectStatus
     warnings: tuple[str, ...] = field(default=())
+    privacy: JsonObject = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class PrivacyResult(WireResult):
+    """`ds4.privacy` and `ds4 privacy`: what one destination may see (docs/privacy.md).
+
+    `provider` is the provider asked about (None: an unnamed one, treated as remote); `class_`
+    is `local` or `remote` (`class` on the wire); `allowed` and `withheld` the levels it may and
+    may not see, lowest first; `rule` the setting that decided; `redact_secrets` whether secrets
+    are redacted for it; `explanation` one paragraph for a person; `policy` the active policy
+    (as in `ds4.health`)."""
+
+    enabled: bool
+    provider: str | None
+    class_: str
+    allowed: tuple[str, ...]
+    withheld: tuple[str, ...]
+    rule: str
+    redact_secrets: bool
+    explanation: str
+    policy: JsonObject

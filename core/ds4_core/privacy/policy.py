@@ -120,3 +120,17 @@ def explain(target: Destination) -> str:
         "placeholder; retrieved history, project snippets and summaries that hold any of it "
         f"are left out whole. {redaction}"
     )
+
+
+def policy_summary(config: Config) -> dict[str, Any]:
+    """The active policy as `ds4.health` shows it: `{enabled, defaultClassification,
+    localProviders, remoteDefaultAllowed, remoteProviders, redactSecrets}`."""
+    settings = config.privacy
+    return {
+        "enabled": settings.enabled,
+        "defaultClassification": settings.default_classification,
+        "localProviders": list(settings.local_providers),
+        "remoteDefaultAllowed": list(settings.remote_default_allowed),
+        "remoteProviders": {k: list(v) for k, v in settings.remote_providers.items()},
+        "redactSecrets": settings.redact_secrets,
+    }

@@ -13,6 +13,7 @@ from typing import Any, TextIO
 from ...quoting import terminal_text
 from ...results import PlanResult
 from ..layout import fmt, heading, one_line, room_left, table, wrap, write_warnings, write_wrapped
+from .privacy import privacy_line
 
 _KIND_LABELS = {
     "background": "older",
@@ -147,6 +148,9 @@ def print_plan(
             "  result    ",
             field,
         )
+    line = privacy_line(result.privacy)
+    if line is not None:
+        write_wrapped(out, line, "  privacy   ", field)
     if mode == "fallback":
         out.write(
             wrap(
