@@ -1,5 +1,8 @@
 """Settings: defaults, validation and merging (key names of docs/reference.md §2).
 
+One module: each setting's default, validator and typed field are kept side by side (a key
+cannot exist without its rule and its field; `_build_sections` checks it at import).
+
 Settings are a flat mapping from dotted keys (`context.maxProjectTokens`) to values. Nested
 objects from a client (`{"context": {"maxProjectTokens": 1}}`) are flattened first. A value
 that fails validation is ignored with a warning naming the key, the value and the rule; the
