@@ -1,4 +1,4 @@
-"""Benchmark: the secret check every indexed file passes (`ds4_core.project.filters.secret_reason`).
+"""Benchmark: the secret check every indexed file passes (`ds4_core.privacy.secrets.secret_reason`).
 
 Workloads:
 * real code: up to `--files` `.py` files of the interpreter's standard library (the same
@@ -28,7 +28,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "core"))
 
-from ds4_core.project.filters import HEURISTIC_LINE_CHARS, secret_reason  # noqa: E402
+from ds4_core.privacy.secrets import HEURISTIC_LINE_CHARS, secret_reason  # noqa: E402
 
 FILE_BYTES = 512_000
 HOSTILE_UNITS = ("pwd", "secret", "password is `", "# pass: ", "pw ", "token", "pass=")
