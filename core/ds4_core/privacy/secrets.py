@@ -532,6 +532,18 @@ def secret_spans(text: str) -> list[SecretSpan]:
     return _merged(spans)
 
 
+def may_hold_secret(text: str) -> bool:
+    """False when no anchor of any pattern occurs in `text`: then `secret_reason(text)` is
+    None and `secret_spans(text)` is empty, and the check can stop there. (True says only
+    that a pattern must be tried.) Linear: one `bytes.find` per anchor."""
+    anchor_text = _AnchorText(text)
+    exact = anchor_text.exact
+    if any(anchor in exact for anchor in _EXACT_ANCHORS) or _PGPASS_PORT.search(exact):
+        return True
+    folded = anchor_text.folded()
+    return any(anchor in folded for anchor in _FOLDED_ANCHORS)
+
+
 def _heuristic_spans(text: str, anchor_text: _AnchorText) -> Iterator[SecretSpan]:
     """The assignment and password spans of `text`, read (as `secret_reason` reads them) in
     the first `HEURISTIC_LINE_CHARS` characters of each line, as offsets into `text`."""
@@ -991,3 +1003,23 @@ def _is_placeholder(value: str, *, token: bool = False) -> bool:
     if not token and _TEMPLATE_PLACEHOLDER.search(value):
         return True
     return len(set(value)) <= 2  # "************", "aaaaaaaaaaaa", "-----------"
+
+
+_EXACT_ANCHORS = frozenset(
+    [
+        *_PRIVATE_KEY_ANCHORS,
+        *_URL_ANCHORS,
+        *_NETRC_ANCHORS,
+        *(anchor for shape in _TOKENS if not shape.folded for anchor in shape.anchors),
+    ]
+)
+_FOLDED_ANCHORS = frozenset(
+    [
+        *_BEARER_ANCHORS,
+        *_SECRET_NAME_ANCHORS,
+        *_LOOSE_PASSWORD_ANCHORS,
+        *(anchor for shape in _TOKENS if shape.folded for anchor in shape.anchors),
+    ]
+)
+TOKEN_KINDS = frozenset(shape.kind for shape in _TOKENS)
+"""The kinds (`secret_reason` reasons) of the provider key formats."""
