@@ -19,6 +19,11 @@ that also keep files out of the project index) recognises:
    entries, assignments to other secret names, passwords in comments, prose and connection
    strings) -> `[DS4 REDACTED SECRET]`.
 
+Each step reads the text as it came (a step never hides a secret from a later one by
+rewriting the words around it; where two steps' spans overlap, the earlier step's wins), and a
+secret value of `MIN_ECHOED_CHARS` or more found anywhere is also replaced wherever else it
+occurs. The steps run again over their own output until nothing changes (`MAX_PASSES`).
+
 Placeholders never count, by the detector's one rule (`sk-...`, `<your key>`, `${API_KEY}`,
 `password=changeme`, `YOUR_TOKEN`, a value ending in `...`), nor do values that are code
 (`password=None`, `password=self.password`, `api_key=os.getenv(...)`).
@@ -28,6 +33,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Iterable
 from typing import NamedTuple
 
 from .secrets import (
@@ -58,6 +64,14 @@ MAX_PASSES = 8
 """Redaction runs its steps again on its own output until nothing changes (a replacement can
 end a value that hid a secret after it), at most this many times; a text still changing then
 is replaced whole by `SECRET_MARKER` (kind `unresolved`): fail closed."""
+
+MIN_ECHOED_CHARS = 8
+"""A secret value this long or longer is also replaced where it occurs without the context
+that made it a secret (the same password pasted again in a sentence)."""
+
+MAX_ECHOED_VALUES = 64
+"""At most this many distinct secret values are looked for elsewhere (one `str.find` scan
+each: the bound keeps a text with thousands of secrets linear)."""
 
 
 class Redacted(NamedTuple):
@@ -120,28 +134,112 @@ def redact_secrets(text: str) -> Redacted:
     if not may_hold_secret(text):
         return Redacted(text, 0, {})
     counts: Counter[str] = Counter()
+    known: dict[str, str] = {}
     for _ in range(MAX_PASSES):
-        redacted = _redaction_pass(text, counts)
+        redacted = _redaction_pass(text, counts, known)
         if redacted == text:
             return Redacted(text, sum(counts.values()), dict(counts))
         text = redacted
-    if secret_spans(text) or _redaction_pass(text, Counter()) != text:
+    if secret_spans(text) or _redaction_pass(text, Counter(), {}) != text:
         counts["unresolved"] += 1
         text = SECRET_MARKER
     return Redacted(text, sum(counts.values()), dict(counts))
 
 
-def _redaction_pass(text: str, counts: Counter[str]) -> str:
-    """The five steps once over `text`, counting each replacement in `counts`."""
-    blocks = list(_private_key_blocks(text, _AnchorText(text)))
-    text = _replace(text, [(span, PRIVATE_KEY_MARKER) for span in blocks], counts)
-    text = _replace(text, [(span, CREDENTIAL_MARKER) for span in _keys(text)], counts)
-    text = _replace_bearers(text, counts)
-    text = _replace_assignments(text, counts)
-    spans = secret_spans(text)
-    return _replace(
-        text, [(span, _MARKERS.get(span.kind, SECRET_MARKER)) for span in spans], counts
+def _redaction_pass(text: str, counts: Counter[str], known: dict[str, str]) -> str:
+    """The five steps once over `text`, counting each replacement in `counts`.
+
+    Every step reads `text` as it is (so a step never hides a secret from a later one by
+    rewriting the words around it); where spans overlap, the earlier step's wins: a later
+    step's span is dropped, except that the parts of a detector span (step 5) outside the
+    kept spans are replaced too, so no character of a secret value is left. Then every other
+    occurrence of a secret value found (`known`, value -> kind, kept across passes: 8 or more
+    characters, at most `MAX_ECHOED_VALUES` of them) is replaced too: a password quoted once
+    after `password=` and once in a sentence goes in both places."""
+    replacements: list[_Replacement] = []
+    blocks = _private_key_blocks(text, _AnchorText(text))
+    replacements = _add(
+        replacements, [_Replacement(span, PRIVATE_KEY_MARKER, value="") for span in blocks]
     )
+    replacements = _add(
+        replacements, [_Replacement(span, CREDENTIAL_MARKER) for span in _keys(text)]
+    )
+    replacements = _add(replacements, _bearers(text))
+    replacements = _add(replacements, _assignments(text))
+    spans = [
+        _Replacement(span, _MARKERS.get(span.kind, SECRET_MARKER)) for span in secret_spans(text)
+    ]
+    replacements = _add(replacements, spans, split=True)
+    for item in replacements:
+        value = text[item.span.start : item.span.end] if item.value is None else item.value
+        if len(value) >= MIN_ECHOED_CHARS and len(known) < MAX_ECHOED_VALUES:
+            known.setdefault(value, item.span.kind)
+    replacements = _add(replacements, _echoes(text, known), split=True)
+    return _replace(text, replacements, counts)
+
+
+def _echoes(text: str, known: dict[str, str]) -> list[_Replacement]:
+    """Every occurrence in `text` of the values of `known`, longest value first where two
+    overlap; sorted, non-overlapping."""
+    found = []
+    for value, kind in known.items():
+        start = text.find(value)
+        while start >= 0:
+            found.append(SecretSpan(start, start + len(value), kind))
+            start = text.find(value, start + len(value))
+    found.sort(key=lambda span: (span.start, -span.end))
+    echoes: list[_Replacement] = []
+    for span in found:
+        if not echoes or echoes[-1].span.end <= span.start:
+            echoes.append(_Replacement(span, _MARKERS.get(span.kind, SECRET_MARKER)))
+    return echoes
+
+
+class _Replacement(NamedTuple):
+    """`span` of the text becomes `text`; `counted`: False for the second and later parts of
+    one detector span cut around other replacements (counted once); `value`: the secret in
+    the span when it is not the whole span (`""`: none to look for elsewhere)."""
+
+    span: SecretSpan
+    text: str
+    counted: bool = True
+    value: str | None = None
+
+
+def _add(
+    kept: list[_Replacement], added: Iterable[_Replacement], *, split: bool = False
+) -> list[_Replacement]:
+    """`kept` (sorted, non-overlapping) with the replacements of `added` (sorted,
+    non-overlapping) that overlap none of it; with `split`, an overlapping one is cut into
+    its parts outside `kept` (each replaced alone) instead of dropped. Sorted; linear but
+    for the final sort."""
+    result = list(kept)
+    index = 0
+    for item in added:
+        span = item.span
+        while index < len(kept) and kept[index].span.end <= span.start:
+            index += 1
+        last = index
+        while last < len(kept) and kept[last].span.start < span.end:
+            last += 1
+        if last == index:
+            result.append(item)
+            continue
+        if not split:
+            continue
+        cursor = span.start
+        counted = True
+        for other in kept[index:last]:
+            if other.span.start > cursor:
+                piece = SecretSpan(cursor, other.span.start, span.kind)
+                result.append(_Replacement(piece, item.text, counted, item.value))
+                counted = False
+            cursor = max(cursor, other.span.end)
+        if cursor < span.end:
+            piece = SecretSpan(cursor, span.end, span.kind)
+            result.append(_Replacement(piece, item.text, counted, item.value))
+    result.sort(key=lambda replacement: replacement.span.start)
+    return result
 
 
 def _keys(text: str) -> list[SecretSpan]:
@@ -163,7 +261,7 @@ def _keys(text: str) -> list[SecretSpan]:
     return _merged(spans)
 
 
-def _replace_bearers(text: str, counts: Counter[str]) -> str:
+def _bearers(text: str) -> list[_Replacement]:
     """Step 3: `Bearer <token>` -> `Bearer [DS4 REDACTED TOKEN]` (the keyword as written), for
     a token the detector accepts or of 8 or more characters with a letter and a digit that is
     not a placeholder."""
@@ -179,11 +277,12 @@ def _replace_bearers(text: str, counts: Counter[str]) -> str:
         )
         if loose or match.start("value") in accepted:
             span = SecretSpan(match.start(), match.end(), "bearer token")
-            spans.append((span, f"{match.group('keyword')} {TOKEN_MARKER}"))
-    return _replace(text, spans, counts)
+            replacement = f"{match.group('keyword')} {TOKEN_MARKER}"
+            spans.append(_Replacement(span, replacement, value=value))
+    return spans
 
 
-def _replace_assignments(text: str, counts: Counter[str]) -> str:
+def _assignments(text: str) -> list[_Replacement]:
     """Step 4: the reference's assignments -> `<key>=[DS4 REDACTED SECRET]` (quotes kept),
     unless the value is a placeholder or code (`None`, `self.password`, `password2`)."""
     anchor_text = _AnchorText(text)
@@ -203,21 +302,22 @@ def _replace_assignments(text: str, counts: Counter[str]) -> str:
         quote = match.group("quote") or ""
         span = SecretSpan(match.start(), match.end(), f"secret assignment ({key.lower()})")
         replacement = f"{key}{match.group('key_quote')}={quote}{SECRET_MARKER}{quote}"
-        spans.append((span, replacement))
-    return _replace(text, spans, counts)
+        spans.append(_Replacement(span, replacement, value=value))
+    return spans
 
 
-def _replace(text: str, spans: list[tuple[SecretSpan, str]], counts: Counter[str]) -> str:
+def _replace(text: str, spans: list[_Replacement], counts: Counter[str]) -> str:
     """`text` with each span (sorted, non-overlapping) replaced by its replacement; each
-    counted in `counts` under its kind."""
+    counted in `counts` under its kind (the parts of one split span once)."""
     if not spans:
         return text
     pieces = []
     end = 0
-    for span, replacement in spans:
+    for span, replacement, counted, _value in spans:
         pieces.append(text[end : span.start])
         pieces.append(replacement)
+        if counted:
+            counts[span.kind] += 1
         end = span.end
-        counts[span.kind] += 1
     pieces.append(text[end:])
     return "".join(pieces)
