@@ -39,7 +39,14 @@ def fake_hex(length: int, *, salt: str = "") -> str:
 
 def pem_block(label: str, salt: str) -> tuple[str, str]:
     """A PEM private key block of `label` (`RSA`, `EC`, `OPENSSH`) and its base64 body."""
-    body = "MII" + fake(61, salt=salt) + "\n" + fake(64, salt=salt + "2") + "\n" + fake(20, salt=salt + "3")
+    body = (
+        "MII"
+        + fake(61, salt=salt)
+        + "\n"
+        + fake(64, salt=salt + "2")
+        + "\n"
+        + fake(20, salt=salt + "3")
+    )
     kind = f"{label} PRIVATE" if label else "PRIVATE"
     begin = "-----BEGIN " + kind + " KEY-----"
     end = "-----END " + kind + " KEY-----"
@@ -83,10 +90,18 @@ SECRETS: list[tuple[str, str, str]] = [
     ("Anthropic key", f"ANTHROPIC_API_KEY={_ANTHROPIC} pi --model claude\n", _ANTHROPIC),
     ("GitHub token", f"git clone https://{_GITHUB_CLASSIC}@github.com/acme/app\n", _GITHUB_CLASSIC),
     ("GitHub token", f"GH_TOKEN: {_GITHUB_FINE}\n", _GITHUB_FINE),
-    ("GitLab token", f"curl --header 'PRIVATE-TOKEN: {_GITLAB}' https://gitlab.com/api/v4/user\n", _GITLAB),
+    (
+        "GitLab token",
+        f"curl --header 'PRIVATE-TOKEN: {_GITLAB}' https://gitlab.com/api/v4/user\n",
+        _GITLAB,
+    ),
     ("Slack token", f"SLACK_BOT_TOKEN={_SLACK}\n", _SLACK),
     ("Stripe key", f"stripe.api_key = '{_STRIPE}'\n", _STRIPE),
-    ("Google API key", f"https://maps.googleapis.com/maps/api/geocode/json?key={_GOOGLE}\n", _GOOGLE),
+    (
+        "Google API key",
+        f"https://maps.googleapis.com/maps/api/geocode/json?key={_GOOGLE}\n",
+        _GOOGLE,
+    ),
     ("AWS access key id", f"aws_access_key_id = {_AWS_ID}\n", _AWS_ID),
     ("secret assignment (secret)", f"aws_secret_access_key = {_AWS_SECRET}\n", _AWS_SECRET),
     ("Hugging Face token", f"huggingface-cli login --token {_HUGGING_FACE}\n", _HUGGING_FACE),
@@ -127,7 +142,11 @@ SECRETS: list[tuple[str, str, str]] = [
         f"Server=db;Database=shop;User Id=app;Pwd={_CONNECTION_PASSWORD};\n",
         _CONNECTION_PASSWORD,
     ),
-    ("password in text", f"the staging {_PW} is `{_PROSE_PASSWORD}`, keep it safe\n", _PROSE_PASSWORD),
+    (
+        "password in text",
+        f"the staging {_PW} is `{_PROSE_PASSWORD}`, keep it safe\n",
+        _PROSE_PASSWORD,
+    ),
 ]
 """Every supported secret shape: `(kind, text, value)`."""
 

@@ -232,9 +232,9 @@ _FRAGMENTS = [
     fake(24, salt="b"),
     "Xk9vQ2pLm7",
 ]
-_TEXTS = st.lists(
-    st.one_of(st.sampled_from(_FRAGMENTS), st.text(max_size=10)), max_size=14
-).map("".join)
+_TEXTS = st.lists(st.one_of(st.sampled_from(_FRAGMENTS), st.text(max_size=10)), max_size=14).map(
+    "".join
+)
 
 
 @settings(max_examples=500, deadline=None)
@@ -242,7 +242,7 @@ _TEXTS = st.lists(
 @example(text=f"{PW}=abcd:{fake(20)}")
 @example(text=f"{PW}=[DS4 REDACTED SECRET]: {fake(20)}")
 @example(text=f"SECRET: {PW}={fake(12)}")
-@example(text=f"{PW}: {PW}: \"{fake(10)}\"\n")
+@example(text=f'{PW}: {PW}: "{fake(10)}"\n')
 @example(text=f"machine h login u {PW} {fake(15)}\nsk-machine h login u {PW} {fake(15)}\n")
 def test_redacted_text_is_never_flagged_and_redaction_is_idempotent(text: str) -> None:
     redacted = redact_secrets(text)

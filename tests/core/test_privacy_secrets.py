@@ -132,7 +132,9 @@ def test_a_value_reaching_the_line_cut_is_covered_to_its_end() -> None:
     text = f"x = 1\n{prefix}{value} tail\n"
     assert secret_reason(text) == "secret assignment (password)"
     start = text.index(value)
-    assert secret_spans(text) == [SecretSpan(start, start + len(value), "secret assignment (password)")]
+    assert secret_spans(text) == [
+        SecretSpan(start, start + len(value), "secret assignment (password)")
+    ]
 
 
 def test_an_assignment_past_the_line_cut_is_neither_a_reason_nor_a_span() -> None:
@@ -179,9 +181,9 @@ _FRAGMENTS = [
     "x" * 40,
     fake(16, salt="frag"),
 ]
-_TEXTS = st.lists(
-    st.one_of(st.sampled_from(_FRAGMENTS), st.text(max_size=12)), max_size=12
-).map("".join)
+_TEXTS = st.lists(st.one_of(st.sampled_from(_FRAGMENTS), st.text(max_size=12)), max_size=12).map(
+    "".join
+)
 
 
 @settings(max_examples=400, deadline=None)
