@@ -11,10 +11,11 @@ that also keep files out of the project index) recognises:
    key format of the detector (`secret_reason`'s list: GitLab, Slack, Stripe, Google, ...);
 3. `Bearer <token>` (8 or more token characters) -> `Bearer [DS4 REDACTED TOKEN]`;
 4. `api_key|apikey|access_token|auth_token|client_secret|password` then `:` or `=` and a value
-   of 4 or more characters -> `<key>=[DS4 REDACTED SECRET]`, quotes kept around the marker:
-   `password: "hunter22"` -> `password="[DS4 REDACTED SECRET]"`,
-   `"api_key": 'k3y!'` -> `"api_key"='[DS4 REDACTED SECRET]'`,
-   `DB_PASSWORD=s3cr3t-v4lue` -> `DB_PASSWORD=[DS4 REDACTED SECRET]`;
+   of 4 or more characters -> `<key>=[DS4 REDACTED SECRET]`, quotes kept around the marker
+   (`<value>` standing for the secret):
+   `password: "<value>"` -> `password="[DS4 REDACTED SECRET]"`,
+   `"api_key": '<value>'` -> `"api_key"='[DS4 REDACTED SECRET]'`,
+   `DB_PASSWORD=<value>` -> `DB_PASSWORD=[DS4 REDACTED SECRET]`;
 5. every remaining secret span (`secret_spans`: passwords in URLs, `.netrc` and `.pgpass`
    entries, assignments to other secret names, passwords in comments, prose and connection
    strings) -> `[DS4 REDACTED SECRET]`.
