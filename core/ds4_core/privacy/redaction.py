@@ -49,9 +49,9 @@ from .secrets import (
     _AnchorText,
     _bearer_tokens,
     _is_placeholder,
+    _key_spans,
     _merged,
     _private_key_blocks,
-    _token_matches,
     may_hold_secret,
     secret_spans,
 )
@@ -246,13 +246,7 @@ def _add(
 def _keys(text: str) -> list[SecretSpan]:
     """Step 2's spans: the detector's provider keys and the reference's shapes, merged."""
     anchor_text = _AnchorText(text)
-    spans = []
-    for shape, match in _token_matches(text, anchor_text):
-        if shape.key_group is not None:
-            start, end = match.span(shape.key_group)
-        else:
-            start, end = match.start() + shape.key_offset, match.end()
-        spans.append(SecretSpan(start, end, shape.kind))
+    spans = list(_key_spans(text, anchor_text))
     for pattern, anchors, kind in _REFERENCE_KEYS:
         for match in _anchored_matches(pattern, text, anchor_text.starts(anchors)):
             body = match.group("body")

@@ -513,13 +513,7 @@ def secret_spans(text: str) -> list[SecretSpan]:
     `text`; never raises on any `str` (lone surrogates, NUL characters included).
     """
     anchor_text = _AnchorText(text)
-    spans = list(_private_key_blocks(text, anchor_text))
-    for shape, match in _token_matches(text, anchor_text):
-        if shape.key_group is not None:
-            start, end = match.span(shape.key_group)
-        else:
-            start, end = match.start() + shape.key_offset, match.end()
-        spans.append(SecretSpan(start, end, shape.kind))
+    spans = [*_private_key_blocks(text, anchor_text), *_key_spans(text, anchor_text)]
     for match in _url_credentials(text, anchor_text):
         spans.append(SecretSpan(*match.span("password"), "credentials in URL"))
     for match in _netrc_entries(text, anchor_text):
@@ -624,6 +618,17 @@ def _token_matches(
         for match in _anchored_matches(shape.pattern, text, starts):
             if _is_token(match):
                 yield shape, match
+
+
+def _key_spans(text: str, anchor_text: _AnchorText) -> Iterator[SecretSpan]:
+    """The span of every provider key of `text` (`_token_matches`): the key itself, see
+    `_TokenShape`."""
+    for shape, match in _token_matches(text, anchor_text):
+        if shape.key_group is not None:
+            start, end = match.span(shape.key_group)
+        else:
+            start, end = match.start() + shape.key_offset, match.end()
+        yield SecretSpan(start, end, shape.kind)
 
 
 def _url_credentials(text: str, anchor_text: _AnchorText) -> Iterator[re.Match[str]]:
