@@ -13,6 +13,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from privacy_corpus import PLACEHOLDERS, SECRETS, fake, pem_block
 
+from ds4_core.privacy import redaction
 from ds4_core.privacy.redaction import (
     CREDENTIAL_MARKER,
     MIN_ECHOED_CHARS,
@@ -129,6 +130,17 @@ def test_a_keyword_used_as_a_value_does_not_hide_the_next_secret() -> None:
     redacted = redact_secrets(f'{PW}: {PW}: "{value}"\n')
     assert value not in redacted.text
     assert secret_reason(redacted.text) is None
+
+
+def test_a_text_still_changing_after_the_last_pass_is_withheld_whole(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Fail closed: if the passes run out before the text stops changing, nothing of it is
+    sent (counted as `unresolved`)."""
+    monkeypatch.setattr(redaction, "MAX_PASSES", 0)
+    _, text, _ = SECRETS[0]
+    assert redact_secrets(text) == Redacted(SECRET_MARKER, 1, {"unresolved": 1})
+    assert redact_secrets("the right thought\n") == Redacted("the right thought\n", 0, {})
 
 
 def test_counts_by_kind() -> None:

@@ -454,7 +454,8 @@ def secret_reason(text: str) -> str | None:
     Every pattern starts with a literal anchor and is only tried where one occurs, so the
     check runs at close to memory speed; the assignment and password rules read the first
     `HEURISTIC_LINE_CHARS` characters of each line (all the index keeps of a longer one). The reason names the kind of secret (e.g.
-    `secret assignment (password)`), never the value.
+    `secret assignment (password)`), never the value. `secret_spans` finds the same secrets,
+    all of them, with where they are: it is empty exactly when this is None.
     """
     anchor_text = _AnchorText(text)
     for _marker in _private_key_markers(text, anchor_text):
