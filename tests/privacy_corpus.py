@@ -4,7 +4,9 @@ LSP server (`from privacy_corpus import SECRETS, PLACEHOLDERS`).
 `SECRETS`: `(kind, text, value)` triples: `text` holds the secret `value` as a user would
 paste it (a shell line, a config file, a curl command, a comment), and `kind` is the kind
 `redact_secrets` reports for it (`Redacted.by_kind`, the detector's reason string). After
-redaction for a remote destination, `value` must occur nowhere.
+redaction for a remote destination, `value` must occur nowhere. Every value is one line of 10
+or more characters that JSON writes as it is (no quote, backslash or control character), so
+it can be looked for in serialized output; for a private key it is the key's longest line.
 
 `PLACEHOLDERS`: texts that only stand for a secret (`sk-...`, `<your key>`, `${API_KEY}`,
 `password=changeme`, code that reads a secret from elsewhere): redaction leaves them as they
@@ -69,6 +71,7 @@ _NPM = "np" + "m_" + fake(36, salt="npm")
 _AZURE_KEY = base64.b64encode(hashlib.sha512(b"azure").digest()).decode()[:86] + "=="
 _BEARER = "eyJ" + fake(40, salt="jwt") + "." + fake(30, salt="jwt2")
 _PASSWORD = "Zq8k" + "Lp2vNx7"
+_URL_PASSWORD = "Ur1" + fake(10, salt="url")
 _API_KEY = "k3" + fake(30, salt="api-key")
 _DB_PASSWORD = "pG7" + "x!rT2wq"
 _NETRC_PASSWORD = "nT4" + fake(12, salt="netrc")
@@ -83,6 +86,11 @@ _EC, _EC_BODY = pem_block("EC", "ec")
 _OPENSSH, _OPENSSH_BODY = pem_block("OPENSSH", "openssh")
 _PKCS8, _PKCS8_BODY = pem_block("", "pkcs8")
 _PW = "pass" + "word"
+
+
+def _longest_line(body: str) -> str:
+    return max(body.split("\n"), key=len)
+
 
 SECRETS: list[tuple[str, str, str]] = [
     ("OpenAI key", f"export OPENAI_API_KEY={_OPENAI_PROJECT}\n", _OPENAI_PROJECT),
@@ -111,10 +119,10 @@ SECRETS: list[tuple[str, str, str]] = [
         "DefaultEndpointsProtocol=https;AccountName=shop;Account" + f"Key={_AZURE_KEY};\n",
         _AZURE_KEY,
     ),
-    ("private key", f"here is the deploy key:\n{_RSA}thanks\n", _RSA_BODY),
-    ("private key", f"```\n{_EC}```\n", _EC_BODY),
-    ("private key", f"cat ~/.ssh/id_ed25519\n{_OPENSSH}", _OPENSSH_BODY),
-    ("private key", f'"private_key": "{_PKCS8}"', _PKCS8_BODY),
+    ("private key", f"here is the deploy key:\n{_RSA}thanks\n", _longest_line(_RSA_BODY)),
+    ("private key", f"```\n{_EC}```\n", _longest_line(_EC_BODY)),
+    ("private key", f"cat ~/.ssh/id_ed25519\n{_OPENSSH}", _longest_line(_OPENSSH_BODY)),
+    ("private key", f'"private_key": "{_PKCS8}"', _longest_line(_PKCS8_BODY)),
     (
         "bearer token",
         f'curl -H "Authorization: Bearer {_BEARER}" https://api.example.org/v1/me\n',
@@ -127,8 +135,8 @@ SECRETS: list[tuple[str, str, str]] = [
     ("secret assignment (access_token)", f"access_token: {_ACCESS_TOKEN}\n", _ACCESS_TOKEN),
     (
         "credentials in URL",
-        f"DATABASE_URL=postgres://shop:{_PASSWORD}@db.internal:5432/shop\n",
-        _PASSWORD,
+        f"DATABASE_URL=postgres://shop:{_URL_PASSWORD}@db.internal:5432/shop\n",
+        _URL_PASSWORD,
     ),
     (
         "netrc credentials",

@@ -8,6 +8,8 @@ they are. Fake credentials come from tests/privacy_corpus.py (assembled at run t
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
@@ -37,6 +39,12 @@ def test_every_corpus_secret_is_redacted(kind: str, text: str, value: str) -> No
     assert all(value not in name for name in redacted.by_kind)
     assert secret_reason(redacted.text) is None
     assert redact_secrets(redacted.text) == Redacted(redacted.text, 0, {})
+
+
+def test_corpus_values_can_be_looked_for_in_serialized_output() -> None:
+    for _, text, value in SECRETS:
+        assert len(value) >= 10 and json.dumps(value) == f'"{value}"' and value in text
+    assert len({value for _, _, value in SECRETS}) == len(SECRETS)
 
 
 def test_the_whole_corpus_in_one_text_leaves_no_secret() -> None:
