@@ -9,6 +9,7 @@ they are. Fake credentials come from tests/privacy_corpus.py (assembled at run t
 from __future__ import annotations
 
 import json
+from collections import Counter
 
 import pytest
 from hypothesis import example, given, settings
@@ -25,7 +26,12 @@ from ds4_core.privacy.redaction import (
     Redacted,
     redact_secrets,
 )
-from ds4_core.privacy.secrets import HEURISTIC_LINE_CHARS, secret_reason, secret_spans
+from ds4_core.privacy.secrets import (
+    HEURISTIC_LINE_CHARS,
+    may_hold_secret,
+    secret_reason,
+    secret_spans,
+)
 
 PW = "pass" + "word"
 
@@ -184,6 +190,14 @@ def test_text_without_secrets_comes_back_unchanged(text: str) -> None:
     assert redact_secrets(text) == Redacted(text, 0, {})
 
 
+@pytest.mark.parametrize(
+    "anchor", ["sk-", "gh", "AKIA", "BEARER", "Api_Key", "APIKEY", "access_token", "Auth_Token",
+               "client_secret", "PASSWORD", "-----BEGIN ", "-----END "],
+)  # fmt: skip
+def test_every_redaction_pattern_anchor_defeats_the_fast_path(anchor: str) -> None:
+    assert may_hold_secret(f"x {anchor} y")
+
+
 def test_text_without_anchors_is_returned_as_is() -> None:
     text = "Hello, world. 1 + 1 = 2\n" * 1000
     assert redact_secrets(text).text is text
@@ -272,6 +286,8 @@ def test_redacted_text_is_never_flagged_and_redaction_is_idempotent(text: str) -
     assert redacted.count == sum(redacted.by_kind.values())
     if redacted.count == 0:
         assert redacted.text == text
+    if not may_hold_secret(text):  # the fast path skips nothing the steps would find
+        assert redaction._redaction_pass(text, Counter(), {}) == text
     for span in secret_spans(text):
         value = text[span.start : span.end]
         # Shorter values are replaced where found, but may occur elsewhere by chance.
