@@ -71,7 +71,7 @@ def test_placeholders_are_not_redacted(text: str) -> None:
     [
         # 2. The reference's key shapes, beside the detector's formats.
         ("use sk-" + "abc12345xyz now", f"use {CREDENTIAL_MARKER} now", "OpenAI key"),
-        ("sk-ant-" + "k3y12345678", CREDENTIAL_MARKER, "Anthropic key"),
+        ("sk-ant-" + "K3y12345678", CREDENTIAL_MARKER, "Anthropic key"),
         ("gh" + "s_" + "a1b2c3d4e5f6g7", CREDENTIAL_MARKER, "GitHub token"),
         ("id=AK" + "IAQ3EGUWLZ7XMN4PRT;", f"id={CREDENTIAL_MARKER};", "AWS access key id"),
         ("xo" + "xb-" + "1234567890-" + fake(24), CREDENTIAL_MARKER, "Slack token"),
@@ -88,6 +88,7 @@ def test_placeholders_are_not_redacted(text: str) -> None:
         (f"DB_{PW.upper()}=s3cr3t-v4lue", f"DB_{PW.upper()}={SECRET_MARKER}", f"secret assignment ({PW})"),
         ("apikey=abcd;x=1", f"apikey={SECRET_MARKER};x=1", "secret assignment (apikey)"),
         ("access_token: abcd", f"access_token={SECRET_MARKER}", "secret assignment (access_token)"),
+        (f"{{user: bob, {PW}: hunter22, x: 1}}", f"{{user: bob, {PW}={SECRET_MARKER}, x: 1}}", f"secret assignment ({PW})"),
         ("AUTH_TOKEN := `t0k3n`", f"AUTH_TOKEN=`{SECRET_MARKER}`", "secret assignment (auth_token)"),
         ("client_secret => 'cl13nt'", f"client_secret='{SECRET_MARKER}'", "secret assignment (client_secret)"),
         # 5. The detector's other spans.
@@ -184,6 +185,10 @@ def test_counts_by_kind() -> None:
         f"def login(user, {PW}=None):\n    {PW} = self.{PW}\n    api_key = os.getenv('K')\n",
         f"{PW}: Optional[str] = None\n",
         f"{PW} = get_{PW}()\n",
+        f"def load(data: bytes, {PW}: bytes, api_key: SecretStr = None) -> Key:\n",
+        f"def load({PW}: Optional[bytes]) -> None: ...\n",
+        'KEY_TYPES = (b"sk-ssh-ed25519@openssh.com", b"sk-ecdsa-sha2-nistp256@openssh.com")\n',
+        "LOCALES = {'sk-x-altquot': 1}\n",
     ],
 )
 def test_text_without_secrets_comes_back_unchanged(text: str) -> None:

@@ -27,7 +27,9 @@ occurs. The steps run again over their own output until nothing changes (`MAX_PA
 
 Placeholders never count, by the detector's one rule (`sk-...`, `<your key>`, `${API_KEY}`,
 `password=changeme`, `YOUR_TOKEN`, a value ending in `...`), nor do values that are code
-(`password=None`, `password=self.password`, `api_key=os.getenv(...)`).
+(`password=None`, `password=self.password`, `api_key=os.getenv(...)`, the type of an
+annotation: `password: bytes,`), nor, in the reference's `sk-` shape, lower-case words
+joined by hyphens (`sk-ssh-ed25519`, an OpenSSH key type).
 """
 
 from __future__ import annotations
@@ -103,7 +105,7 @@ _ASSIGNMENT = re.compile(
     (?<![a-z0-9])
     (?P<key>api_key|apikey|access_token|auth_token|client_secret|password)
     (?P<key_quote>["']?)
-    [ \t]*(?::=|=>|[:=])[ \t]*
+    (?P<sep>[ \t]*(?::=|=>|[:=])[ \t]*)
     (?:
       (?P<quote>["'`])(?P<quoted>[^"'`\r\n]{4,})(?P=quote)
     |
@@ -111,6 +113,8 @@ _ASSIGNMENT = re.compile(
     )
     """
 )
+# After a type annotation's type: `,`, `)`, `|`, `=`, `]` (`password: bytes,`).
+_ANNOTATION_END = re.compile(r"[ \t]*[,)|=\]]")
 _ASSIGNMENT_ANCHORS = (b"api_key", b"apikey", b"access_token", b"auth_token", b"client_secret",
                        b"password")  # fmt: skip
 
@@ -252,6 +256,8 @@ def _keys(text: str) -> list[SecretSpan]:
             body = match.group("body")
             if _is_placeholder(body, token=True) or text.startswith(_ELLIPSES, match.end()):
                 continue  # `sk-your-key-here`, `sk-ant-api03-...`
+            if "-" in body and not any(char.isupper() for char in body):
+                continue  # lower-case words: `sk-ssh-ed25519` (OpenSSH), `sk-x-altquot`
             spans.append(SecretSpan(match.start(), match.end(), kind))
     return _merged(spans)
 
@@ -293,6 +299,13 @@ def _assignments(text: str) -> list[_Replacement]:
             or (_IDENTIFIER.match(value) and any(word in value.lower() for word in _NAME_WORDS))
         ):
             continue
+        if (
+            quoted is None
+            and match.group("sep").strip() == ":"
+            and value.isalpha()
+            and _ANNOTATION_END.match(text, match.end())
+        ):
+            continue  # a type annotation: `password: bytes,`, `api_key: SecretStr = None`
         key = match.group("key")
         quote = match.group("quote") or ""
         span = SecretSpan(match.start(), match.end(), f"secret assignment ({key.lower()})")
