@@ -64,7 +64,7 @@ class Parsed(NamedTuple):
 
 def has_marker(text: str) -> bool:
     """Whether `text` holds a marker (escaped ones included); a fast check before `parse`."""
-    return _ANCHOR in text.lower() and _MARKER.search(text) is not None
+    return _MARKER.search(text) is not None
 
 
 def parse(text: str, default: Level = "normal") -> Parsed:

@@ -20,6 +20,8 @@ fail closed on any exception: an empty request, never the raw one.
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
@@ -27,7 +29,7 @@ from typing import Any, NamedTuple
 from .levels import Level, highest
 from .markers import Parsed, has_marker, parse, render
 from .policy import Destination
-from .redaction import redact_secrets
+from .redaction import Redacted, redact_secrets
 
 STRUCTURAL_KEYS = frozenset(
     {
@@ -122,16 +124,17 @@ class Sanitizer:
     # ----------------------------------------------------------------- rewriting
 
     def message(self, message: Any, *, count: bool = True) -> Sanitized:
-        """`message` (any JSON value) as the destination may receive it (a new value; the
-        input is never changed), with its level; counted in `classified` unless `count` is
-        false. Returns the input itself (level `normal`) when privacy is off."""
+        """`message` (any JSON value) as the destination may receive it, with its level;
+        counted in `classified` unless `count` is false. The input is never changed: parts
+        that change are copied, and a message nothing changes in is returned as it is (also
+        when privacy is off; level `normal` then)."""
         if not self.target.enabled:
             return Sanitized(message, "normal")
         floor, parsed = self._parse_all(message)
         level = highest((p.level for p in parsed.values()), highest((floor,), self._default))
         if count:
             self.counters.count(self.counters.classified, level)
-        return Sanitized(self._rewrite(message, floor, parsed, level, structural=False), level)
+        return Sanitized(self._rewrite(message, floor, parsed, level, False), level)
 
     def text(self, text: str) -> str:
         """One string as the destination may receive it (a retrieved hit's text, a prompt):
@@ -147,50 +150,63 @@ class Sanitizer:
         return self.target.default_level
 
     def _parse_all(self, value: Any) -> tuple[Level, dict[int, Parsed]]:
-        """The structure floor of `value` and the parse of each of its strings (by id), also
-        of strings under structural keys that hold a marker. A block opened in one string and
-        closed in another leaves both unbalanced, which raises the floor."""
+        """The structure floor of `value` and the parse of each of its strings that holds a
+        marker (by id). A block opened in one string and closed in another leaves both
+        unbalanced, which raises the floor."""
         parsed: dict[int, Parsed] = {}
         floor: Level = "normal"
-        stack: list[tuple[Any, bool]] = [(value, False)]
+        stack: list[Any] = [value]
         while stack:
-            item, structural = stack.pop()
+            item = stack.pop()
             if isinstance(item, str):
-                if structural and not has_marker(item):
-                    continue
-                result = parse(item, self._default)
-                parsed[id(item)] = result
-                floor = highest((result.floor,), floor)
+                if has_marker(item):
+                    result = parse(item, self._default)
+                    parsed[id(item)] = result
+                    floor = highest((result.floor,), floor)
             elif isinstance(item, Mapping):
-                binary = item.get("type") == "image"
-                stack.extend(
-                    (v, k in STRUCTURAL_KEYS)
-                    for k, v in item.items()
-                    if not (binary and k == "data")  # binary: emptied or kept, never parsed
-                )
+                if item.get("type") == "image":  # binary data: emptied or kept, never parsed
+                    stack.extend(v for k, v in item.items() if k != "data")
+                else:
+                    stack.extend(item.values())
             elif isinstance(item, list | tuple):
-                stack.extend((v, False) for v in item)
+                stack.extend(item)
         return floor, parsed
 
     def _rewrite(
         self, value: Any, floor: Level, parsed: dict[int, Parsed], level: Level, structural: bool
     ) -> Any:
+        """`value` written for the destination; the same object when nothing in it changes."""
         if isinstance(value, str):
             found = parsed.get(id(value))
-            if found is None:
+            if found is not None:
+                return self._string(value, found, floor)
+            if structural:
                 return value  # a structural string without a marker
-            return self._string(value, found, floor)
+            if not self.target.allows(highest((self._default,), floor)):
+                return self._string(value, parse(value, self._default), floor)
+            return self._redacted(value)
         if isinstance(value, Mapping):
             binary = value.get("type") == "image" and isinstance(value.get("data"), str)
-            out: dict[str, Any] = {}
+            out: dict[str, Any] | None = None
             for key, item in value.items():
                 if binary and key == "data":
-                    out[key] = item if self.target.allows(level) else ""
+                    new = item if self.target.allows(level) else ""
                 else:
-                    out[key] = self._rewrite(item, floor, parsed, level, key in STRUCTURAL_KEYS)
-            return out
+                    new = self._rewrite(item, floor, parsed, level, key in STRUCTURAL_KEYS)
+                if new is not item:
+                    if out is None:
+                        out = dict(value)
+                    out[key] = new
+            return value if out is None else out
         if isinstance(value, list | tuple):
-            return [self._rewrite(item, floor, parsed, level, False) for item in value]
+            items: list[Any] | None = None
+            for index, item in enumerate(value):
+                new = self._rewrite(item, floor, parsed, level, False)
+                if new is not item:
+                    if items is None:
+                        items = list(value)
+                    items[index] = new
+            return value if items is None else items
         return value
 
     def _string(self, text: str, found: Parsed, floor: Level = "normal") -> str:
@@ -199,12 +215,52 @@ class Sanitizer:
         )
         for withheld_level, n in rendered.withheld.items():
             self.counters.count(self.counters.withheld, withheld_level, n)
-        out = rendered.text
-        if self.target.redact:
-            redacted = redact_secrets(out)
-            if redacted.count:
-                self.counters.redacted += redacted.count
-                for kind, n in redacted.by_kind.items():
-                    self.counters.count(self.counters.redacted_by_kind, kind, n)
-                out = redacted.text
-        return out
+        return self._redacted(rendered.text)
+
+    def _redacted(self, text: str) -> str:
+        """`text` with its secrets redacted when the destination is remote (counted)."""
+        if not self.target.redact:
+            return text
+        redacted = REDACTIONS.redact(text)
+        if not redacted.count:
+            return text
+        self.counters.redacted += redacted.count
+        for kind, n in redacted.by_kind.items():
+            self.counters.count(self.counters.redacted_by_kind, kind, n)
+        return redacted.text
+
+
+class RedactionCache:
+    """`redact_secrets` results by text, most recently used kept, at most `max_chars`
+    characters of keys in all. Plans of one session quote the same strings again and again (the
+    session cache keeps the parsed messages), so a string is redacted once, then looked up.
+    Thread-safe; a result is the same as `redact_secrets(text)` (a pure function)."""
+
+    def __init__(self, max_chars: int = 64_000_000) -> None:
+        self.max_chars = max_chars
+        self._items: OrderedDict[str, Redacted] = OrderedDict()
+        self._chars = 0
+        self._lock = threading.Lock()
+
+    def redact(self, text: str) -> Redacted:
+        """`redact_secrets(text)`, from the cache when `text` was redacted before."""
+        with self._lock:
+            hit = self._items.get(text)
+            if hit is not None:
+                self._items.move_to_end(text)
+                return hit
+        result = redact_secrets(text)
+        if len(text) * 4 > self.max_chars:
+            return result  # too large to keep
+        with self._lock:
+            if text not in self._items:
+                self._items[text] = result
+                self._chars += len(text)
+                while self._chars > self.max_chars:
+                    old, _ = self._items.popitem(last=False)
+                    self._chars -= len(old)
+        return result
+
+
+REDACTIONS = RedactionCache()
+"""The process's redaction cache (64 M characters of keys at most)."""
