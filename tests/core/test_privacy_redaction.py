@@ -297,3 +297,13 @@ def test_redacted_text_is_never_flagged_and_redaction_is_idempotent(text: str) -
         value = text[span.start : span.end]
         # Shorter values are replaced where found, but may occur elsewhere by chance.
         assert len(value) < MIN_ECHOED_CHARS or value not in redacted.text
+
+
+def test_code_that_computes_a_key_is_not_a_secret() -> None:
+    for text in (
+        "const apiKey = await getApiKeyForModel(currentModel);",
+        "password = new PasswordField(form)",
+        "api_key = yield from vault.read()",
+    ):
+        assert redact_secrets(text).text == text, text
+    assert "hunter2xyz" not in redact_secrets("password=hunter2xyz and more words").text

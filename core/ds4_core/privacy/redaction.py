@@ -113,6 +113,12 @@ _ASSIGNMENT = re.compile(
     )
     """
 )
+# Words that start an expression in code, not a secret: `const apiKey = await getKey(model)`,
+# `password = new Password(...)`, `api_key = yield ...`.
+_CODE_WORDS = frozenset(
+    {"await", "new", "yield", "typeof", "function", "lambda", "async", "this", "self",
+     "return", "not", "require", "import", "static", "const", "let", "var"}
+)  # fmt: skip
 # After a type annotation's type: `,`, `)`, `|`, `=`, `]` (`password: bytes,`).
 _ANNOTATION_END = re.compile(r"[ \t]*[,)|=\]]")
 _ASSIGNMENT_ANCHORS = (b"api_key", b"apikey", b"access_token", b"auth_token", b"client_secret",
@@ -285,7 +291,8 @@ def _bearers(text: str) -> list[_Replacement]:
 
 def _assignments(text: str) -> list[_Replacement]:
     """Step 4: the reference's assignments -> `<key>=[DS4 REDACTED SECRET]` (quotes kept),
-    unless the value is a placeholder or code (`None`, `self.password`, `password2`)."""
+    unless the value is a placeholder or code (`None`, `self.password`, `password2`, `await`
+    in `apiKey = await getApiKey(model)`)."""
     anchor_text = _AnchorText(text)
     starts = anchor_text.starts(_ASSIGNMENT_ANCHORS, folded=True)
     spans = []
@@ -295,7 +302,8 @@ def _assignments(text: str) -> list[_Replacement]:
         if _is_placeholder(value) or value.lower() in _BARE_WORDS:
             continue
         if quoted is None and (
-            _BARE_REFERENCE.match(value)
+            value in _CODE_WORDS
+            or _BARE_REFERENCE.match(value)
             or (_IDENTIFIER.match(value) and any(word in value.lower() for word in _NAME_WORDS))
         ):
             continue
