@@ -572,15 +572,15 @@ class HealthResult(WireResult):
 class PrivacyResult(WireResult):
     """`ds4.privacy` and `ds4 privacy`: what one destination may see (docs/privacy.md).
 
-    `provider` is the provider asked about (None: an unnamed one, treated as remote); `class_`
-    is `local` or `remote` (`class` on the wire); `allowed` and `withheld` the levels it may and
+    `provider` is the provider asked about (None: an unnamed one, treated as remote); `kind`
+    is `local` or `remote` (the destination's class); `allowed` and `withheld` the levels it may and
     may not see, lowest first; `rule` the setting that decided; `redact_secrets` whether secrets
     are redacted for it; `explanation` one paragraph for a person; `policy` the active policy
     (as in `ds4.health`)."""
 
     enabled: bool
     provider: str | None
-    class_: str
+    kind: str
     allowed: tuple[str, ...]
     withheld: tuple[str, ...]
     rule: str

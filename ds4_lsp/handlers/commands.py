@@ -125,7 +125,7 @@ async def privacy(ls: Ds4Server, *arguments: Any) -> dict[str, Any]:
     """`ds4.privacy`: what one destination may see under the active policy (docs/privacy.md).
 
     Takes no argument (an unnamed provider, treated as remote) or one `{model: "provider/id"}`
-    or `{provider: "id"}`. Returns {enabled, provider, class, allowed, withheld, rule,
+    or `{provider: "id"}`. Returns {enabled, provider, kind, allowed, withheld, rule,
     redactSecrets, explanation, policy}. Errors: InvalidParams naming the field.
     """
     if not arguments or arguments[0] is None or arguments[0] == {}:
@@ -136,7 +136,7 @@ async def privacy(ls: Ds4Server, *arguments: Any) -> dict[str, Any]:
     result, answer = await ls.run_engine(
         lambda: with_wire(ls.engine.privacy(provider)), method=PRIVACY
     )
-    ls.log_request(PRIVACY, f"class={result.class_} enabled={result.enabled}")
+    ls.log_request(PRIVACY, f"kind={result.kind} enabled={result.enabled}")
     return answer
 
 

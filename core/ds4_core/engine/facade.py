@@ -349,7 +349,7 @@ class ContextEngine:
         return PrivacyResult(
             enabled=target.enabled,
             provider=target.provider,
-            class_=target.kind,
+            kind=target.kind,
             allowed=target.allowed,
             withheld=target.withheld,
             rule=target.rule if target.enabled else "privacy.enabled",

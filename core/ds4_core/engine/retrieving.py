@@ -67,7 +67,8 @@ class Retriever:
         project_status: str | None = None
         prepared = None
         if request.session is not None:
-            prepared = self._planner.prepare(request.session, None, None, ModelSpec(), config)
+            model = request.model or ModelSpec()  # its window decides what the tail holds
+            prepared = self._planner.prepare(request.session, None, None, model, config)
             warnings.extend(prepared.warnings)
             if request.query is None:
                 query = last_user_text(prepared.messages)
@@ -93,6 +94,8 @@ class Retriever:
         project = sanitize_hits(sanitizer, project, rewrite=named)
         if git is not None:
             git = sanitize_hits(sanitizer, git, rewrite=named)
+        if named and query is not None:
+            query = sanitizer.text(query)  # echoed back to whoever reads the hits
         privacy = sanitizer.counters.to_wire(sanitizer.target)
         if not named:
             privacy["destination"] = None

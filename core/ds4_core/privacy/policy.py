@@ -47,10 +47,10 @@ class Destination:
         return not self.enabled or level in self.allowed
 
     def to_wire(self) -> dict[str, Any]:
-        """`{provider, class, allowed, redactSecrets}` as in manifests and plan results."""
+        """`{provider, kind, allowed, redactSecrets}` as in manifests and plan results."""
         return {
             "provider": self.provider,
-            "class": self.kind,
+            "kind": self.kind,
             "allowed": list(self.allowed),
             "redactSecrets": self.redact,
         }

@@ -23,7 +23,7 @@ def privacy_line(privacy: Any) -> str | None:
     if isinstance(target, Mapping):
         provider = target.get("provider") or "an unnamed provider"
         allowed = ", ".join(str(level) for level in target.get("allowed") or ()) or "nothing"
-        head = f"to {provider} ({target.get('class')}), which may see {allowed}"
+        head = f"to {provider} ({target.get('kind')}), which may see {allowed}"
     else:
         head = "no destination named: hits classified, not rewritten"
     parts = [head]
@@ -48,11 +48,19 @@ def privacy_line(privacy: Any) -> str | None:
     return terminal_text(" · ".join(parts))
 
 
+def privacy_changed(privacy: Any) -> bool:
+    """Whether privacy changed what is sent (a placeholder or a redaction) per a `privacy`
+    section."""
+    if not isinstance(privacy, Mapping) or not privacy.get("enabled"):
+        return False
+    return bool(privacy.get("withheld")) or bool(privacy.get("redacted"))
+
+
 def print_privacy(result: PrivacyResult, out: TextIO) -> None:
     """The `ds4 privacy` report: the destination, its class and levels, the rule that decided,
     the explanation, then the active policy."""
     provider = result.provider or "(unnamed provider)"
-    write_wrapped(out, f"{terminal_text(provider)} is {result.class_}", "ds4 privacy: ", "  ")
+    write_wrapped(out, f"{terminal_text(provider)} is {result.kind}", "ds4 privacy: ", "  ")
     rows = [
         ("enabled", "yes" if result.enabled else "no"),
         ("may see", ", ".join(result.allowed) or "nothing"),
