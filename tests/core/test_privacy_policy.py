@@ -4,16 +4,19 @@ engine/sanitizing.py), on real message shapes of Pi sessions."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
+from privacy_session import VALUES, write_privacy_session
 
 from ds4_core.config import DEFAULT_CONFIG, Config
-from ds4_core.engine import sanitizing
+from ds4_core.engine import ContextEngine, sanitizing
 from ds4_core.planner import ContextPlan, PlanItem, Supplement
 from ds4_core.privacy.markers import placeholder
 from ds4_core.privacy.policy import destination, explain
 from ds4_core.privacy.sanitizer import PRIVACY_EXCLUSION_REASON, Sanitizer
+from ds4_core.requests import ManifestRequest, ModelSpec, PlanRequest, SessionRef
 
 
 def config(**settings: Any) -> Config:
@@ -177,3 +180,33 @@ def test_a_sanitizer_exception_gives_an_empty_request_never_the_raw_one(
     assert "privacy sanitizer failed (RuntimeError)" in (out.fallback_reason or "")
     assert out.included == [] and out.excluded[0].source_id == "e1"
     assert "4242" not in json.dumps(out.messages)
+
+
+def test_a_plan_whose_sanitizer_fails_sends_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Over the whole engine: a sanitizer exception gives mode `fallback` with no messages
+    and a reason, the manifest says so, and a later plan works again."""
+    session = tmp_path / "s.jsonl"
+    write_privacy_session(session)
+    engine = ContextEngine(database_path=tmp_path / "db" / "context.db")
+    request = PlanRequest(
+        session=SessionRef(str(session)),
+        request="what is the launch code?",
+        model=ModelSpec(provider="openai", id="gpt-4o", context_window=200000),
+    )
+
+    def broken(self: Sanitizer, message: Any, *, count: bool = True) -> Any:
+        raise ValueError("sanitizer bug")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(Sanitizer, "message", broken)
+        failed = engine.plan(request).to_wire()
+    assert failed["mode"] == "fallback" and failed["messages"] == []
+    assert failed["fallbackReason"].startswith("privacy sanitizer failed (ValueError)")
+    assert not any(value in json.dumps(failed) for value in VALUES)
+    manifest = engine.manifest(ManifestRequest(id=failed["manifestId"])).to_wire()
+    assert manifest["planning"]["fallbackReason"] == failed["fallbackReason"]
+    again = engine.plan(request).to_wire()
+    assert again["mode"] == "managed" and again["messages"]
+    engine.close()
