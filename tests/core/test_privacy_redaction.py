@@ -81,16 +81,20 @@ def test_placeholders_are_not_redacted(text: str) -> None:
         # 3. Bearer: 8 or more token characters (a letter and a digit), the keyword kept.
         ("Authorization: Bearer abcd1234", f"Authorization: Bearer {TOKEN_MARKER}", "bearer token"),
         ("-H 'authorization: bearer " + fake(40) + "'", f"-H 'authorization: bearer {TOKEN_MARKER}'", "bearer token"),
-        # 4. The reference's assignments: `<key>=` then the marker, in the value's quotes.
-        (f'{PW}: "hunter22"', f'{PW}="{SECRET_MARKER}"', f"secret assignment ({PW})"),
-        (f"{PW} = 'c0rrect horse'", f"{PW}='{SECRET_MARKER}'", f"secret assignment ({PW})"),
-        ('"api_key": "k3y!"', f'"api_key"="{SECRET_MARKER}"', "secret assignment (api_key)"),
+        # 4. The reference's assignments: the value alone becomes the marker, the key,
+        # separator and quotes kept as written (not the reference's `<key>=` form).
+        (f'{PW}: "hunter22"', f'{PW}: "{SECRET_MARKER}"', f"secret assignment ({PW})"),
+        (f"{PW} = 'c0rrect horse'", f"{PW} = '{SECRET_MARKER}'", f"secret assignment ({PW})"),
+        ('"api_key": "k3y!"', f'"api_key": "{SECRET_MARKER}"', "secret assignment (api_key)"),
+        ('{"apiKey": "AbCdEf' + '123456GhIjKl"}', f'{{"apiKey": "{SECRET_MARKER}"}}', "secret assignment (apikey)"),
+        (f"{PW}: Zq8kLp2vNx7", f"{PW}: {SECRET_MARKER}", f"secret assignment ({PW})"),
+        (f"{PW}=Zq8kLp2vNx7", f"{PW}={SECRET_MARKER}", f"secret assignment ({PW})"),
         (f"DB_{PW.upper()}=s3cr3t-v4lue", f"DB_{PW.upper()}={SECRET_MARKER}", f"secret assignment ({PW})"),
         ("apikey=abcd;x=1", f"apikey={SECRET_MARKER};x=1", "secret assignment (apikey)"),
-        ("access_token: abcd", f"access_token={SECRET_MARKER}", "secret assignment (access_token)"),
-        (f"{{user: bob, {PW}: hunter22, x: 1}}", f"{{user: bob, {PW}={SECRET_MARKER}, x: 1}}", f"secret assignment ({PW})"),
-        ("AUTH_TOKEN := `t0k3n`", f"AUTH_TOKEN=`{SECRET_MARKER}`", "secret assignment (auth_token)"),
-        ("client_secret => 'cl13nt'", f"client_secret='{SECRET_MARKER}'", "secret assignment (client_secret)"),
+        ("access_token: abcd", f"access_token: {SECRET_MARKER}", "secret assignment (access_token)"),
+        (f"{{user: bob, {PW}: hunter22, x: 1}}", f"{{user: bob, {PW}: {SECRET_MARKER}, x: 1}}", f"secret assignment ({PW})"),
+        ("AUTH_TOKEN := `t0k3n`", f"AUTH_TOKEN := `{SECRET_MARKER}`", "secret assignment (auth_token)"),
+        ("client_secret => 'cl13nt'", f"client_secret => '{SECRET_MARKER}'", "secret assignment (client_secret)"),
         # 5. The detector's other spans.
         ("mysql://root:" + "Xk9vQ2pLm7@db.internal/x", f"mysql://root:{SECRET_MARKER}@db.internal/x", "credentials in URL"),
         (f"# the admin {PW} for prod: Zq8kLp2v!", f"# the admin {PW} for prod: {SECRET_MARKER}", "password in comment"),
@@ -307,3 +311,188 @@ def test_code_that_computes_a_key_is_not_a_secret() -> None:
     ):
         assert redact_secrets(text).text == text, text
     assert "hunter2xyz" not in redact_secrets("password=hunter2xyz and more words").text
+
+
+# Redaction is stricter than the index filter: a miss is a leak, a little too much is cheap.
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        f"{PW}=changeme\n",
+        "api_key = <your key>\n",
+        "api_key: ${API_KEY}\n",
+        f"{PW}: $DB_PASSWORD\n",
+        'token: "{{token}}"\n',
+        "OPENAI_API_KEY=sk-...\n",
+        f"{PW} = 'hunter...'\n",
+        f"{PW}=xxxxxxxxxxxx\n",
+        "api_key = 'xxxx-xxxx-xxxx'\n",
+        f"{PW}: ********\n",
+        f"{PW}=aaaaaaaa\n",
+        "api_key = your_api_key\n",
+        'api_key = "YOUR_TOKEN"\n',
+        f"{PW}: example\n",
+        f"{PW}=placeholder\n",
+        f"{PW}: redacted\n",
+        f"{PW}=dummy\n",
+        f"{PW}: {SECRET_MARKER}\n",
+    ],
+)
+def test_a_whole_value_placeholder_is_not_redacted(text: str) -> None:
+    assert redact_secrets(text) == Redacted(text, 0, {})
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        (f"{PW}=MyExamplePass2024!\n", "MyExamplePass2024!"),
+        (f"{PW}: Dummy_Pa55w0rd!\n", "Dummy_Pa55w0rd!"),
+        (f"DB_{PW.upper()}=changeme-R7x9q2LmP\n", "changeme-R7x9q2LmP"),
+        (f"{PW}=your_{PW}_here_123Xy\n", f"your_{PW}_here_123Xy"),
+        ('api_key = "sk-abcExample123x"\n', "abcExample123x"),
+        (f'{PW} = "xxxx9f8e7d6c"\n', "9f8e7d6c"),
+    ],
+)
+def test_a_value_that_merely_contains_a_placeholder_word_is_redacted(text: str, value: str) -> None:
+    redacted = redact_secrets(text)
+    assert value not in redacted.text
+    assert redacted.count == 1
+    assert secret_reason(redacted.text) is None
+
+
+def test_a_url_password_is_redacted_even_with_an_example_host() -> None:
+    text = "postgres://admin:S3cr3tPa55@db.example.com/app\n"
+    assert secret_reason(text) is None  # the index keeps the file (documentation host)
+    redacted = redact_secrets(text)
+    assert redacted == Redacted(
+        f"postgres://admin:{SECRET_MARKER}@db.example.com/app\n", 1, {"credentials in URL": 1}
+    )
+    for kept in (f"postgres://user:{PW}@localhost/db\n", "redis://u:${REDIS_PASS}@h.example.com\n"):
+        assert redact_secrets(kept).count == 0, kept
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (f'{PW}="ab\'cdef123Q"\n', f'{PW}="{SECRET_MARKER}"\n'),
+        (f"{PW}='say \"hi\" 9x'\n", f"{PW}='{SECRET_MARKER}'\n"),
+        (f'"{PW}": "p@ss \\"w0rd\\" x"\n', f'"{PW}": "{SECRET_MARKER}"\n'),
+    ],
+)
+def test_a_quoted_value_runs_to_the_same_quote(text: str, expected: str) -> None:
+    assert redact_secrets(text).text == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (f"{PW}: correct horse battery staple\n", f"{PW}: {SECRET_MARKER}\n"),
+        (f"{PW} = hunter two three\n", f"{PW} = {SECRET_MARKER}\n"),
+        (f"passphrase: open the pod bay doors; user=hal\n", f"passphrase: {SECRET_MARKER}; user=hal\n"),
+        (f"DB_PASSWD = blue moon rising, port=5432\n", f"DB_PASSWD = {SECRET_MARKER}, port=5432\n"),
+        (f"my {PW} is hunter2hunter2\n", f"my {PW} is {SECRET_MARKER}\n"),
+    ],
+)
+def test_an_unquoted_passphrase_is_redacted_whole(text: str, expected: str) -> None:
+    redacted = redact_secrets(text)
+    assert redacted.text == expected
+    assert redacted.count == 1
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        f"{PW} = get_{PW}()\n",
+        f"{PW} = None\n",
+        f"{PW} = await vault.read()\n",
+        f"def f(user: str, {PW}: str, x: int) -> None:\n",
+        f"{PW}: str,\n",
+        f"{PW} = user.{PW} or default\n",
+        f"{PW} = None  # set later\n",
+        f"{PW}: str | None = None\n",
+        f"the {PW} is required\n",
+        f"{PW} = {PW}2\n",
+        f"{PW} = db_{PW}_v2\n",
+    ],
+)
+def test_code_after_a_password_key_is_not_redacted(text: str) -> None:
+    assert redact_secrets(text) == Redacted(text, 0, {})
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("Authorization: Bearer abcdefghijklmnop\n", f"Authorization: Bearer {TOKEN_MARKER}\n"),
+        ('{"Authorization": "Bearer ' + 'abcdefghijkl.mnopqrst"}', f'{{"Authorization": "Bearer {TOKEN_MARKER}"}}'),
+        ("curl -H 'Bearer abcdefghijklmnop' https://api\n", f"curl -H 'Bearer {TOKEN_MARKER}' https://api\n"),
+        ("token is Bearer abc123def456\n", f"token is Bearer {TOKEN_MARKER}\n"),
+    ],
+)  # fmt: skip
+def test_bearer_tokens(text: str, expected: str) -> None:
+    assert redact_secrets(text) == Redacted(expected, 1, {"bearer token": 1})
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Use Bearer authentication for the API.\n",
+        "Bearer tokens expire after an hour.\n",
+        "the Bearer authentication scheme\n",
+        "Authorization: Bearer <token>\n",
+        "Authorization: Bearer YOUR_TOKEN_HERE\n",
+        "Authorization: Bearer xxxxxxxxxxxxxxxx\n",
+    ],
+)
+def test_bearer_prose_and_placeholders_are_kept(text: str) -> None:
+    assert redact_secrets(text) == Redacted(text, 0, {})
+
+
+def test_a_secret_found_by_two_rules_counts_once() -> None:
+    redacted = redact_secrets("Password: Tr0ub4dor&3\n")
+    assert redacted == Redacted(f"Password: {SECRET_MARKER}\n", 1, {f"secret assignment ({PW})": 1})
+
+
+_JSON_VALUES = st.one_of(
+    st.sampled_from([text for _, text, _ in SECRETS]),
+    st.sampled_from(_FRAGMENTS),
+    _TEXTS,
+    st.integers(),
+    st.none(),
+)
+_JSON_KEYS = st.sampled_from(["apiKey", PW, "note", "Authorization", "url", "output", "k"])
+_JSON = st.recursive(
+    _JSON_VALUES,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(_JSON_KEYS, inner, max_size=4),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(document=_JSON, ascii_only=st.booleans(), indent=st.sampled_from([None, 2]))
+@example(document={PW: 'x="hunter22abc"', "k": "-----BEGIN " + "PRIVATE KEY-----\nMIIabc"}, ascii_only=True, indent=None)  # fmt: skip
+@example(document={"note": f"{PW}=abc12345\\", "apiKey": "\u00e9" + fake(20)}, ascii_only=True, indent=None)  # fmt: skip
+def test_a_json_document_stays_valid_json(document: object, ascii_only: bool, indent: int | None) -> None:
+    text = json.dumps(document, ensure_ascii=ascii_only, indent=indent)
+    redacted = redact_secrets(text)
+    json.loads(redacted.text)
+    assert secret_reason(redacted.text) is None
+
+
+def test_a_json_document_of_corpus_secrets_keeps_no_one_line_secret() -> None:
+    document = {"items": [{"apiKey": value, "note": text} for _, text, value in SECRETS]}
+    redacted = redact_secrets(json.dumps(document))
+    assert json.loads(redacted.text)["items"]
+    assert [value for _, _, value in SECRETS if value in redacted.text] == []
+
+
+def test_no_privacy_module_imports_another_modules_private_names() -> None:
+    import ast
+    from pathlib import Path
+
+    package = Path(redaction.__file__).parent
+    for path in package.glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom):
+                private = [alias.name for alias in node.names if alias.name.startswith("_")]
+                assert private == [], (path.name, node.module, private)

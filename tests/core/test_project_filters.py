@@ -22,8 +22,8 @@ from ds4_core.privacy.secrets import (
     _LOOSE_PASSWORD,
     _LOOSE_PASSWORD_ANCHORS,
     _TOKENS,
-    _anchored_matches,
-    _AnchorText,
+    AnchorText,
+    anchored_matches,
     secret_reason,
 )
 from ds4_core.project.filters import decode_text, path_exclusion, read_indexable
@@ -670,13 +670,13 @@ def test_digests_placeholders_and_lookalikes_are_not_secrets(text: str) -> None:
 @given(text=_TEXTS)
 def test_anchored_token_search_finds_what_a_full_scan_finds(text: str) -> None:
     """Each token pattern, tried only at its anchors, matches exactly what `finditer` does."""
-    anchor_text = _AnchorText(text)
+    anchor_text = AnchorText(text)
     for shape in _TOKENS:
         starts = anchor_text.starts(shape.anchors, folded=shape.folded)
-        anchored = _anchored_matches(shape.pattern, text, starts)
+        anchored = anchored_matches(shape.pattern, text, starts)
         assert [m.span() for m in anchored] == [m.span() for m in shape.pattern.finditer(text)]
     starts = anchor_text.starts(_LOOSE_PASSWORD_ANCHORS, folded=True)
-    anchored = _anchored_matches(_LOOSE_PASSWORD, text, starts)
+    anchored = anchored_matches(_LOOSE_PASSWORD, text, starts)
     assert [m.span() for m in anchored] == [m.span() for m in _LOOSE_PASSWORD.finditer(text)]
 
 

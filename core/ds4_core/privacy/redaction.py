@@ -5,31 +5,50 @@ docs/privacy.md).
 order, then every other secret value the shared detector (`privacy.secrets`, the patterns
 that also keep files out of the project index) recognises:
 
-1. PEM private key blocks -> `[DS4 REDACTED PRIVATE KEY]`;
+1. PEM private key blocks -> `[DS4 REDACTED PRIVATE KEY]` (a block without its `END` line:
+   to the end of the text, or to the first `"` after it, which ends the JSON string it is in);
 2. provider keys -> `[DS4 REDACTED CREDENTIAL]`: the reference's shapes (`sk-` and `sk-ant-`
    + 8 or more key characters, `gh[pousr]_` + 12 or more, `AKIA` + 16) and every provider
    key format of the detector (`secret_reason`'s list: GitLab, Slack, Stripe, Google, ...);
-3. `Bearer <token>` (8 or more token characters) -> `Bearer [DS4 REDACTED TOKEN]`;
-4. `api_key|apikey|access_token|auth_token|client_secret|password` then `:` or `=` and a value
-   of 4 or more characters -> `<key>=[DS4 REDACTED SECRET]`, quotes kept around the marker
-   (`<value>` standing for the secret):
-   `password: "<value>"` -> `password="[DS4 REDACTED SECRET]"`,
-   `"api_key": '<value>'` -> `"api_key"='[DS4 REDACTED SECRET]'`,
-   `DB_PASSWORD=<value>` -> `DB_PASSWORD=[DS4 REDACTED SECRET]`;
+3. `Bearer <token>` -> `Bearer [DS4 REDACTED TOKEN]`. The rule in one sentence: `Bearer`
+   then 8 or more token characters is a token when the token holds a letter and a digit, or
+   whatever it holds when `Bearer` follows an `Authorization` header name (`Authorization:`,
+   `"Authorization": "`) or a curl `-H` / `--header` option; so prose such as "Bearer
+   authentication" or "Bearer tokens" stays;
+4. `api_key|apikey|access_token|auth_token|client_secret|password|passwd|passphrase` then
+   `:`, `=`, `:=` or `=>` and a value of 4 or more characters: the value alone ->
+   `[DS4 REDACTED SECRET]`, the key, separator and quotes kept as written (`<value>` standing
+   for the secret): `"apiKey": "<value>"` -> `"apiKey": "[DS4 REDACTED SECRET]"`,
+   `password: <value>` -> `password: [DS4 REDACTED SECRET]`, `DB_PASSWORD=<value>` ->
+   `DB_PASSWORD=[DS4 REDACTED SECRET]`. This differs on purpose from the reference's
+   `<key>=[...]` form: it keeps JSON, YAML and code valid. A quoted value runs to the same
+   quote (`password="ab'cd12"`; backslash escapes and JSON's `\\"` kept together); after a
+   `password`, `passwd` or `passphrase` key an unquoted value with spaces runs to the end of
+   the line, a `;`, `,` or `"` (`password: correct horse battery staple`), unless it is code
+   (brackets, `=`, `|`, words such as `await`, `if`, `or`); `password is <value>` in prose
+   counts when the value is password-shaped;
 5. every remaining secret span (`secret_spans`: passwords in URLs, `.netrc` and `.pgpass`
    entries, assignments to other secret names, passwords in comments, prose and connection
-   strings) -> `[DS4 REDACTED SECRET]`.
+   strings) -> `[DS4 REDACTED SECRET]`; a URL's password also when the host is an example
+   host (the index keeps those files; a remote model is not sent the password).
 
 Each step reads the text as it came (a step never hides a secret from a later one by
-rewriting the words around it; where two steps' spans overlap, the earlier step's wins), and a
-secret value of `MIN_ECHOED_CHARS` or more found anywhere is also replaced wherever else it
-occurs. The steps run again over their own output until nothing changes (`MAX_PASSES`).
+rewriting the words around it; where two steps' spans overlap, the earlier step's wins and the
+secret is counted once), and a secret value of `MIN_ECHOED_CHARS` or more found anywhere is
+also replaced wherever else it occurs. The steps run again over their own output until
+nothing changes (`MAX_PASSES`). A replacement never cuts a backslash escape in two, so a JSON
+document stays valid JSON (the markers hold no quote or backslash).
 
-Placeholders never count, by the detector's one rule (`sk-...`, `<your key>`, `${API_KEY}`,
-`password=changeme`, `YOUR_TOKEN`, a value ending in `...`), nor do values that are code
-(`password=None`, `password=self.password`, `api_key=os.getenv(...)`, the type of an
-annotation: `password: bytes,`), nor, in the reference's `sk-` shape, lower-case words
-joined by hyphens (`sk-ssh-ed25519`, an OpenSSH key type).
+Redaction is stricter than the index filter (a miss is a leak, a little too much replaced is
+cheap): a placeholder only counts when it is the WHOLE value (`is_whole_placeholder`:
+`changeme`, `<your key>`, `${API_KEY}`, `$API_KEY`, `{{token}}`, `sk-...`, a value ending in
+`...`, `xxxx` runs, `****`, one or two distinct characters, words only such as
+`your_api_key`, `YOUR_TOKEN`, `example`, `dummy`); a value that merely contains such a word
+and otherwise looks like a password (`MyExamplePass2024!`, `changeme-R7x9q2LmP`) is
+redacted. Values that are code are left alone (`password=None`, `password=self.password`,
+`api_key=os.getenv(...)`, the type of an annotation: `password: bytes,`), and so, in the
+reference's `sk-` shape, are lower-case words joined by hyphens (`sk-ssh-ed25519`, an OpenSSH
+key type).
 """
 
 from __future__ import annotations
@@ -40,21 +59,26 @@ from collections.abc import Iterable
 from typing import NamedTuple
 
 from .secrets import (
-    _BARE_REFERENCE,
-    _BARE_WORDS,
-    _ELLIPSES,
-    _IDENTIFIER,
-    _NAME_WORDS,
+    BARE_REFERENCE,
+    BARE_WORDS,
+    ELLIPSES,
+    NAME_WORDS,
+    PLACEHOLDER_WORDS,
     TOKEN_KINDS,
+    TRIVIAL_URL_PASSWORDS,
+    URL_ANCHORS,
+    URL_CREDENTIALS,
+    AnchorText,
     SecretSpan,
-    _anchored_matches,
-    _AnchorText,
-    _bearer_tokens,
-    _is_placeholder,
-    _key_spans,
-    _merged,
-    _private_key_blocks,
+    anchored_matches,
+    bearer_tokens,
+    is_placeholder,
+    key_spans,
+    line_start,
     may_hold_secret,
+    merged_spans,
+    password_shaped,
+    private_key_blocks,
     secret_spans,
 )
 
@@ -80,7 +104,8 @@ each: the bound keeps a text with thousands of secrets linear)."""
 class Redacted(NamedTuple):
     """The result of `redact_secrets`: the redacted `text`, the number of secrets replaced
     (`count`) and that number per kind (`by_kind`: the detector's reason strings, such as
-    `OpenAI key`, `bearer token`, `secret assignment (password)`; never a value)."""
+    `OpenAI key`, `bearer token`, `secret assignment (password)`; never a value). A secret
+    found by two rules (a step's span and a detector span over the same value) counts once."""
 
     text: str
     count: int  # type: ignore[assignment]  # shadows tuple.count on purpose
@@ -95,40 +120,110 @@ _REFERENCE_KEYS = (
     (re.compile(r"\bAKIA(?P<body>[A-Z0-9]{16})\b"), (b"AKIA",), "AWS access key id"),
 )
 # `Bearer <token>` of the reference (step 3): 8 or more token characters.
-_BEARER = re.compile(r"(?i)(?P<keyword>bearer)[ \t]+(?P<value>[A-Za-z0-9\-._~+/]{8,}+=*)")
+_BEARER = re.compile(r"(?i)bearer[ \t]+(?P<value>[A-Za-z0-9\-._~+/]{8,}+=*)")
 _BEARER_ANCHORS = (b"bearer",)
-# The reference's assignments (step 4); the key may end a longer name (`DB_PASSWORD`) and be
-# quoted (`"password": ...`); a value is quoted (any characters but quotes on one line) or
-# bare (no spaces, quotes or code punctuation, not followed by `(` or `[`: a call).
+# Right before `Bearer` on its line: an `Authorization` header name and its separator, or a
+# curl `-H` / `--header` option (read in the last `_HEADER_CONTEXT_CHARS` characters).
+_HEADER_CONTEXT = re.compile(
+    r"(?i)(?:authorization[\"']?[ \t]*[:=][ \t]*[\"']?|(?:^|[ \t])(?:-H|--header)[ \t]*[\"']?)"
+    r"[ \t]*\Z"
+)
+_HEADER_CONTEXT_CHARS = 48
+# The reference's assignments (step 4), widened to `passwd` and `passphrase`; the key may end
+# a longer name (`DB_PASSWORD`) and be quoted (`"password": ...`); a value is quoted (to the
+# same quote on the line, escapes kept whole; also JSON's escaped `\"...\"`) or bare (no
+# spaces, quotes or code punctuation, an `&` only when no `name=` follows it: a URL's query;
+# not followed by `(` or `[`: a call).
 _ASSIGNMENT = re.compile(
     r"""(?ix)
     (?<![a-z0-9])
-    (?P<key>api_key|apikey|access_token|auth_token|client_secret|password)
-    (?P<key_quote>["']?)
+    (?P<key>api_key|apikey|access_token|auth_token|client_secret|password|passwd|passphrase)
+    (?P<key_quote>\\?["']?)
     (?P<sep>[ \t]*(?::=|=>|[:=])[ \t]*)
     (?:
-      (?P<quote>["'`])(?P<quoted>[^"'`\r\n]{4,})(?P=quote)
+      (?P<quote>\\?["'`])(?P<quoted>(?:\\[^\r\n]|[^\\\r\n]){1,512}?)(?P=quote)
     |
-      (?P<bare>[^\s"'`,;&()\[\]{}<>=][^\s"'`,;&()\[\]{}<>]{3,}+)(?![(\[])
+      (?P<bare>[^\s"'`,;&()\[\]{}<>=\\]
+        (?:[^\s"'`,;&()\[\]{}<>\\]|&(?![A-Za-z_][\w.\-]*=)){3,}+)(?![(\[])
     )
     """
 )
-# Words that start an expression in code, not a secret: `const apiKey = await getKey(model)`,
-# `password = new Password(...)`, `api_key = yield ...`.
+# Words that start an expression in code (`const apiKey = await getKey(model)`,
+# `password = new Password(...)`, `api_key = yield ...`), not a secret value.
 _CODE_WORDS = frozenset(
     {"await", "new", "yield", "typeof", "function", "lambda", "async", "this", "self",
      "return", "not", "require", "import", "static", "const", "let", "var"}
 )  # fmt: skip
+# Words of an expression in a passphrase-shaped value: `password = user.password or ""`.
+_OPERATOR_WORDS = frozenset({"if", "else", "or", "and", "for", "in", "is", "as", "of"})
 # After a type annotation's type: `,`, `)`, `|`, `=`, `]` (`password: bytes,`).
 _ANNOTATION_END = re.compile(r"[ \t]*[,)|=\]]")
 _ASSIGNMENT_ANCHORS = (b"api_key", b"apikey", b"access_token", b"auth_token", b"client_secret",
-                       b"password")  # fmt: skip
+                       b"password", b"passwd", b"passphrase")  # fmt: skip
+# Step 4, an unquoted value with spaces after a password key, to the end of the line, a `;`,
+# `,` or `"` (at most 200 characters: longer is prose), then checked (`_passphrases`).
+_PASSPHRASE = re.compile(
+    r"""(?ix)
+    (?<![a-z0-9])(?:password|passwd|passphrase)["']?[ \t]*(?::=|[:=])[ \t]*
+    (?P<value>[^\s"'`;,](?:[^\r\n;,"]{0,200}[^\s;,"])?)[ \t]*(?=[;,"\r\n]|\Z)
+    """
+)
+_PASSPHRASE_ANCHORS = (b"passw", b"passphrase")
+# Step 4, prose: `password is <value>` (the value password-shaped, `password_shaped`).
+_PASSWORD_IS = re.compile(
+    r"(?i)(?<![a-z0-9])(?:password|passwd|passphrase)[ \t]+is[ \t]+(?P<value>[^\s\"'`]{6,80})"
+)
+# Another variable (`password2`, `db_password_v2`, `dbPassword`): word parts of letters, each
+# maybe followed by digits (`your_password_here_123Xy` is not one).
+_VARIABLE = re.compile(r"_*[A-Za-z]+[0-9]*(?:_+[A-Za-z]+[0-9]*)*_*\Z")
+_CODE_CHARACTERS = frozenset("()[]{}<>=|")
+_TRAILERS = ".,;:)]}"
+
+# Whole-value placeholders (`is_whole_placeholder`): template references, and words only.
+_TEMPLATE_VALUE = re.compile(
+    r"<[^<>]*>|\$\{[^{}]*\}|\$\([^()]*\)|\$[A-Za-z_]\w*|\{\{[^{}]*\}\}|\{[A-Za-z_][\w.\[\]]*\}"
+    r"|%\([A-Za-z_]\w*\)s|%s"
+)
+_WORDS_ONLY = re.compile(r"[A-Za-z][A-Za-z_.\- ]*\Z")
+_MASK_RUN = re.compile(r"[xX*]{4,}")
+_PLACEHOLDER_STARTS = ("your", "my_", "my-", "insert", "enter", "put_", "put-", "add_", "add-")
+_SCHEME = re.compile(r"(?i)[ \t]*(?:bearer|basic|token)[ \t]+")
+_NUMBER = re.compile(r"-?[0-9][0-9.eE+\-]*\Z")
+_ANY_MARKER = re.compile(r"\[DS4 REDACTED (?:PRIVATE KEY|CREDENTIAL|TOKEN|SECRET)\]")
 
 _MARKERS = {
     "private key": PRIVATE_KEY_MARKER,
     "bearer token": TOKEN_MARKER,
     **{kind: CREDENTIAL_MARKER for kind in TOKEN_KINDS},
 }
+
+
+def is_whole_placeholder(value: str) -> bool:
+    """Whether `value` as a whole only stands for a secret (redaction's placeholder rule,
+    stricter than the detector's `is_placeholder`, which also refuses a value that merely
+    contains a placeholder word): a template reference (`<your key>`, `${API_KEY}`,
+    `$API_KEY`, `{{token}}`, `{name}`, `%(name)s`); a value ending in `...` or `…` (`sk-...`);
+    one or two distinct characters (`****`, `aaaaaaaa`); `xxxx` or `****` runs with no digit
+    beside them (`xxxx-xxxx`, `sk-proj-xxxxxxxx`); only letters, `_`, `-`, `.` and spaces
+    holding a placeholder word or starting with `your` / `my_` / `insert` / `enter`
+    (`your_api_key`, `YOUR_TOKEN`, `example`, `changeme`, `dummy`, `redacted`,
+    `replace-me`); or only redaction markers (`[DS4 REDACTED SECRET]`). `MyExamplePass2024!`
+    and `changeme-R7x9q2LmP` are not placeholders."""
+    value = value.strip().strip("\"'`")
+    if not value or len(set(value)) <= 2 or value.endswith(ELLIPSES):
+        return True
+    if _TEMPLATE_VALUE.fullmatch(value) or not any(
+        char.isalnum() for char in _ANY_MARKER.sub("", value)
+    ):
+        return True
+    if _MASK_RUN.search(value) and not any(char.isdigit() for char in _MASK_RUN.sub("", value)):
+        return True
+    if _WORDS_ONLY.match(value):
+        lowered = value.lower()
+        return lowered.startswith(_PLACEHOLDER_STARTS) or any(
+            word in lowered for word in PLACEHOLDER_WORDS
+        )
+    return False
 
 
 def redact_secrets(text: str) -> Redacted:
@@ -138,9 +233,9 @@ def redact_secrets(text: str) -> Redacted:
     Guarantees: the result holds nothing the shared detector calls a secret
     (`secret_reason(result.text) is None`, so the project index would not flag it either);
     redacting the result again changes nothing (idempotent); a text without secrets comes
-    back unchanged, at once when no pattern's anchor occurs in it. Never raises on any
-    `str` (lone surrogates, NUL characters, megabytes); linear in the text's length per pass
-    (`MAX_PASSES`).
+    back unchanged, at once when no pattern's anchor occurs in it; a JSON document stays
+    valid JSON. Never raises on any `str` (lone surrogates, NUL characters, megabytes);
+    linear in the text's length per pass (`MAX_PASSES`).
     """
     if not may_hold_secret(text):
         return Redacted(text, 0, {})
@@ -163,29 +258,39 @@ def _redaction_pass(text: str, counts: Counter[str], known: dict[str, str]) -> s
     Every step reads `text` as it is (so a step never hides a secret from a later one by
     rewriting the words around it); where spans overlap, the earlier step's wins: a later
     step's span is dropped, except that the parts of a detector span (step 5) outside the
-    kept spans are replaced too, so no character of a secret value is left. Then every other
-    occurrence of a secret value found (`known`, value -> kind, kept across passes: 8 or more
-    characters, at most `MAX_ECHOED_VALUES` of them) is replaced too: a password quoted once
-    after `password=` and once in a sentence goes in both places."""
+    kept spans are replaced too (not counted again), so no character of a secret value is
+    left. Then every other occurrence of a secret value found (`known`, value -> kind, kept
+    across passes: 8 or more characters, at most `MAX_ECHOED_VALUES` of them) is replaced
+    too: a password quoted once after `password=` and once in a sentence goes in both
+    places."""
+    anchor_text = AnchorText(text)
     replacements: list[_Replacement] = []
-    blocks = _private_key_blocks(text, _AnchorText(text))
+    blocks = _private_key_spans(text, anchor_text)
     replacements = _add(
         replacements, [_Replacement(span, PRIVATE_KEY_MARKER, value="") for span in blocks]
     )
     replacements = _add(
-        replacements, [_Replacement(span, CREDENTIAL_MARKER) for span in _keys(text)]
+        replacements, [_Replacement(span, CREDENTIAL_MARKER) for span in _keys(text, anchor_text)]
     )
-    replacements = _add(replacements, _bearers(text))
-    replacements = _add(replacements, _assignments(text))
+    replacements = _add(replacements, _bearers(text, anchor_text))
+    replacements = _add(replacements, _passphrases(text, anchor_text))
+    replacements = _add(replacements, _assignments(text, anchor_text))
+    replacements = _add(replacements, _url_passwords(text, anchor_text))
     spans = [
-        _Replacement(span, _MARKERS.get(span.kind, SECRET_MARKER)) for span in secret_spans(text)
+        _Replacement(span, _MARKERS.get(span.kind, SECRET_MARKER))
+        for span in secret_spans(text)
+        if span.kind != "private key"  # step 1's, cut at the end of a JSON string
     ]
-    replacements = _add(replacements, spans, split=True)
+    replacements = _add(replacements, spans, split=True, text=text)
     for item in replacements:
         value = text[item.span.start : item.span.end] if item.value is None else item.value
-        if len(value) >= MIN_ECHOED_CHARS and len(known) < MAX_ECHOED_VALUES:
+        if (
+            len(value) >= MIN_ECHOED_CHARS
+            and len(known) < MAX_ECHOED_VALUES
+            and not _NUMBER.match(value)  # a number may be any field's value
+        ):
             known.setdefault(value, item.span.kind)
-    replacements = _add(replacements, _echoes(text, known), split=True)
+    replacements = _add(replacements, _echoes(text, known), split=True, text=text)
     return _replace(text, replacements, counts)
 
 
@@ -207,9 +312,9 @@ def _echoes(text: str, known: dict[str, str]) -> list[_Replacement]:
 
 
 class _Replacement(NamedTuple):
-    """`span` of the text becomes `text`; `counted`: False for the second and later parts of
-    one detector span cut around other replacements (counted once); `value`: the secret in
-    the span when it is not the whole span (`""`: none to look for elsewhere)."""
+    """`span` of the text becomes `text`; `counted`: False for the parts of a span cut around
+    other replacements (the secret is counted where it was kept); `value`: the secret in the
+    span when it is not the whole span (`""`: none to look for elsewhere)."""
 
     span: SecretSpan
     text: str
@@ -218,12 +323,17 @@ class _Replacement(NamedTuple):
 
 
 def _add(
-    kept: list[_Replacement], added: Iterable[_Replacement], *, split: bool = False
+    kept: list[_Replacement],
+    added: Iterable[_Replacement],
+    *,
+    split: bool = False,
+    text: str = "",
 ) -> list[_Replacement]:
     """`kept` (sorted, non-overlapping) with the replacements of `added` (sorted,
     non-overlapping) that overlap none of it; with `split`, an overlapping one is cut into
-    its parts outside `kept` (each replaced alone) instead of dropped. Sorted; linear but
-    for the final sort."""
+    its parts outside `kept` (each replaced alone, none counted: the secret is counted in
+    `kept`; a piece of `text` that is only an authorization scheme, `Bearer `, is left as it
+    is) instead of dropped. Sorted; linear but for the final sort."""
     result = list(kept)
     index = 0
     for item in added:
@@ -239,72 +349,131 @@ def _add(
         if not split:
             continue
         cursor = span.start
-        counted = True
         for other in kept[index:last]:
-            if other.span.start > cursor:
+            if other.span.start > cursor and not _SCHEME.fullmatch(text, cursor, other.span.start):
                 piece = SecretSpan(cursor, other.span.start, span.kind)
-                result.append(_Replacement(piece, item.text, counted, item.value))
-                counted = False
+                result.append(_Replacement(piece, item.text, False, item.value))
             cursor = max(cursor, other.span.end)
         if cursor < span.end:
             piece = SecretSpan(cursor, span.end, span.kind)
-            result.append(_Replacement(piece, item.text, counted, item.value))
+            result.append(_Replacement(piece, item.text, False, item.value))
     result.sort(key=lambda replacement: replacement.span.start)
     return result
 
 
-def _keys(text: str) -> list[SecretSpan]:
-    """Step 2's spans: the detector's provider keys and the reference's shapes, merged."""
-    anchor_text = _AnchorText(text)
-    spans = list(_key_spans(text, anchor_text))
-    for pattern, anchors, kind in _REFERENCE_KEYS:
-        for match in _anchored_matches(pattern, text, anchor_text.starts(anchors)):
-            body = match.group("body")
-            if _is_placeholder(body, token=True) or text.startswith(_ELLIPSES, match.end()):
-                continue  # `sk-your-key-here`, `sk-ant-api03-...`
-            if "-" in body and not any(char.isupper() for char in body):
-                continue  # lower-case words: `sk-ssh-ed25519` (OpenSSH), `sk-x-altquot`
-            spans.append(SecretSpan(match.start(), match.end(), kind))
-    return _merged(spans)
-
-
-def _bearers(text: str) -> list[_Replacement]:
-    """Step 3: `Bearer <token>` -> `Bearer [DS4 REDACTED TOKEN]` (the keyword as written), for
-    a token the detector accepts or of 8 or more characters with a letter and a digit that is
-    not a placeholder."""
-    anchor_text = _AnchorText(text)
-    accepted = {match.start("value") for match in _bearer_tokens(text, anchor_text)}
+def _private_key_spans(text: str, anchor_text: AnchorText) -> list[SecretSpan]:
+    """Step 1: the detector's private key blocks; one without its `END` line runs to the end
+    of the text or to the first `"` after it (a PEM body holds none: that `"` ends the JSON
+    string the key was pasted in)."""
     spans = []
-    for match in _anchored_matches(_BEARER, text, anchor_text.starts(_BEARER_ANCHORS, folded=True)):
-        value = match.group("value")
-        loose = (
-            any(char.isdigit() for char in value)
-            and any(char.isalpha() for char in value)
-            and not _is_placeholder(value)
-        )
-        if loose or match.start("value") in accepted:
-            span = SecretSpan(match.start(), match.end(), "bearer token")
-            replacement = f"{match.group('keyword')} {TOKEN_MARKER}"
-            spans.append(_Replacement(span, replacement, value=value))
+    for span in private_key_blocks(text, anchor_text):
+        if span.end == len(text) and not text.endswith("-----"):
+            quote = text.find('"', span.start, span.end)
+            if quote >= 0:
+                span = span._replace(end=quote)
+        spans.append(span)
     return spans
 
 
-def _assignments(text: str) -> list[_Replacement]:
-    """Step 4: the reference's assignments -> `<key>=[DS4 REDACTED SECRET]` (quotes kept),
-    unless the value is a placeholder or code (`None`, `self.password`, `password2`, `await`
-    in `apiKey = await getApiKey(model)`)."""
-    anchor_text = _AnchorText(text)
+def _keys(text: str, anchor_text: AnchorText) -> list[SecretSpan]:
+    """Step 2's spans: the detector's provider keys and the reference's shapes, merged."""
+    spans = list(key_spans(text, anchor_text))
+    for pattern, anchors, kind in _REFERENCE_KEYS:
+        for match in anchored_matches(pattern, text, anchor_text.starts(anchors)):
+            body = match.group("body")
+            if is_placeholder(body, token=True) or text.startswith(ELLIPSES, match.end()):
+                continue  # `sk-your-key-here`, `sk-ant-api03-...`, AWS's `...EXAMPLE`
+            if "-" in body and not any(char.isupper() for char in body):
+                continue  # lower-case words: `sk-ssh-ed25519` (OpenSSH), `sk-x-altquot`
+            spans.append(SecretSpan(match.start(), match.end(), kind))
+    return merged_spans(spans)
+
+
+def _bearers(text: str, anchor_text: AnchorText) -> list[_Replacement]:
+    """Step 3: the token of `Bearer <token>` -> `[DS4 REDACTED TOKEN]`, for a token the
+    detector accepts, or of 8 or more characters that holds a letter and a digit, or after an
+    `Authorization` header name or a `-H` / `--header` option; never a whole-value
+    placeholder (`YOUR_TOKEN`, `xxxxxxxx`)."""
+    accepted = {match.start("value") for match in bearer_tokens(text, anchor_text)}
+    spans = []
+    starts = anchor_text.starts(_BEARER_ANCHORS, folded=True)
+    for match in anchored_matches(_BEARER, text, starts):
+        value = match.group("value")
+        if is_whole_placeholder(value):
+            continue
+        start = match.start()
+        context = text[max(line_start(text, start), start - _HEADER_CONTEXT_CHARS) : start]
+        if (
+            match.start("value") in accepted
+            or (any(char.isdigit() for char in value) and any(char.isalpha() for char in value))
+            or _HEADER_CONTEXT.search(context)
+        ):
+            span = SecretSpan(*match.span("value"), "bearer token")
+            spans.append(_Replacement(span, TOKEN_MARKER))
+    return spans
+
+
+def _passphrases(text: str, anchor_text: AnchorText) -> list[_Replacement]:
+    """Step 4, redaction's own: an unquoted value with spaces after a `password`, `passwd` or
+    `passphrase` key (`_PASSPHRASE`; `password: correct horse battery staple`), unless it is
+    code (`_CODE_CHARACTERS`, `_OPERATOR_WORDS`, a first word that is code or a reference)
+    or a placeholder; and `password is <value>` in prose, the value password-shaped."""
+    spans = []
+    starts = anchor_text.starts(_PASSPHRASE_ANCHORS, folded=True)
+    for match in anchored_matches(_PASSPHRASE, text, starts):
+        value = match.group("value")
+        for comment in (" #", "\t#", " //"):
+            value = value.partition(comment)[0]
+        value = value.rstrip(" \t" + _TRAILERS)
+        words = value.split()
+        if len(words) < 2 or any(char in _CODE_CHARACTERS for char in value):
+            continue  # one word: the assignment rule's; brackets, `=`, `|`: code
+        first = words[0].lower()
+        if first in _CODE_WORDS or first in BARE_WORDS or BARE_REFERENCE.match(words[0]):
+            continue
+        if any(word.lower() in _OPERATOR_WORDS for word in words) or is_whole_placeholder(value):
+            continue
+        value_start = match.start("value")
+        span = SecretSpan(value_start, value_start + len(value), _assignment_kind(match))
+        spans.append(_Replacement(span, SECRET_MARKER))
+    starts = anchor_text.starts(_PASSPHRASE_ANCHORS, folded=True)
+    for match in anchored_matches(_PASSWORD_IS, text, starts):
+        value = match.group("value").rstrip(_TRAILERS)
+        if password_shaped(value) and not is_whole_placeholder(value):
+            value_start = match.start("value")
+            span = SecretSpan(value_start, value_start + len(value), "password in text")
+            spans.append(_Replacement(span, SECRET_MARKER))
+    spans.sort(key=lambda item: (item.span.start, -item.span.end))
+    kept: list[_Replacement] = []
+    for item in spans:
+        if not kept or kept[-1].span.end <= item.span.start:
+            kept.append(item)
+    return kept
+
+
+def _assignment_kind(match: re.Match[str]) -> str:
+    key = match.group(0).lower()
+    for name in ("passphrase", "passwd", "password"):
+        if key.startswith(name):
+            return f"secret assignment ({name})"
+    return "secret assignment (password)"
+
+
+def _assignments(text: str, anchor_text: AnchorText) -> list[_Replacement]:
+    """Step 4: the value of the reference's assignments -> `[DS4 REDACTED SECRET]` (key,
+    separator and quotes kept), unless the value is a whole-value placeholder or code
+    (`None`, `self.password`, `password2`, `await` in `apiKey = await getApiKey(model)`)."""
     starts = anchor_text.starts(_ASSIGNMENT_ANCHORS, folded=True)
     spans = []
-    for match in _anchored_matches(_ASSIGNMENT, text, starts):
+    for match in anchored_matches(_ASSIGNMENT, text, starts):
         quoted = match.group("quoted")
         value = quoted if quoted is not None else match.group("bare")
-        if _is_placeholder(value) or value.lower() in _BARE_WORDS:
+        if len(value) < 4 or is_whole_placeholder(value) or value.lower() in BARE_WORDS:
             continue
         if quoted is None and (
             value in _CODE_WORDS
-            or _BARE_REFERENCE.match(value)
-            or (_IDENTIFIER.match(value) and any(word in value.lower() for word in _NAME_WORDS))
+            or BARE_REFERENCE.match(value)
+            or (_VARIABLE.match(value) and any(word in value.lower() for word in NAME_WORDS))
         ):
             continue
         if (
@@ -314,26 +483,89 @@ def _assignments(text: str) -> list[_Replacement]:
             and _ANNOTATION_END.match(text, match.end())
         ):
             continue  # a type annotation: `password: bytes,`, `api_key: SecretStr = None`
-        key = match.group("key")
-        quote = match.group("quote") or ""
-        span = SecretSpan(match.start(), match.end(), f"secret assignment ({key.lower()})")
-        replacement = f"{key}{match.group('key_quote')}={quote}{SECRET_MARKER}{quote}"
-        spans.append(_Replacement(span, replacement, value=value))
+        group = "quoted" if quoted is not None else "bare"
+        kind = f"secret assignment ({match.group('key').lower()})"
+        marker = SECRET_MARKER
+        if quoted is None and match.group("key_quote") == '"':
+            marker = f'"{SECRET_MARKER}"'  # `"pin": 12345678`: JSON stays JSON
+        spans.append(_Replacement(SecretSpan(*match.span(group), kind), marker))
     return spans
+
+
+def _url_passwords(text: str, anchor_text: AnchorText) -> list[_Replacement]:
+    """Step 5, redaction's own: the password of `scheme://user:password@host` whatever the
+    host (the detector leaves example hosts to the index), unless it is a well-known default
+    (`password`, `changeme`), the user name again or a whole-value placeholder."""
+    spans = []
+    for match in anchored_matches(URL_CREDENTIALS, text, anchor_text.starts(URL_ANCHORS)):
+        password = match.group("password")
+        if (
+            len(password) < 3
+            or password.lower() in TRIVIAL_URL_PASSWORDS
+            or password == match.group("user")
+            or is_whole_placeholder(password)
+        ):
+            continue
+        span = SecretSpan(*match.span("password"), "credentials in URL")
+        spans.append(_Replacement(span, SECRET_MARKER))
+    return spans
+
+
+def _escape_start(text: str, index: int) -> int:
+    """The start of the backslash escape (`\\"`, `\\\\`, `\\n`, `\\u00e9`) that `index` falls
+    strictly inside, else `index`: where a replacement may start or end without leaving half
+    an escape, so JSON stays valid. (A run of more than `_MAX_BACKSLASH_RUN` backslashes is
+    read as if it started there.)"""
+    at = text.rfind("\\", max(0, index - 5), index)
+    if at < 0:
+        return index
+    run = at
+    while run > 0 and at - run < _MAX_BACKSLASH_RUN and text[run - 1] == "\\":
+        run -= 1
+    if (at - run) % 2:
+        return index  # the second of a `\\\\` pair, which ends at or before `index`
+    length = 6 if _UNICODE_ESCAPE.match(text, at) else 2
+    return at if index < at + length else index
+
+
+def _string_end(text: str, start: int, stop: int) -> int:
+    """`stop`, or the first `"` in `text[start:stop]` that ends a JSON string (not escaped,
+    and followed by `,`, `}`, `]`, `:` or the end of the text): a value read up to the next
+    space (`.netrc`'s `password <value>`) never takes the closing quote of the string it is
+    in."""
+    quote = text.find('"', start, stop)
+    while quote >= 0:
+        if _JSON_STRING_END.match(text, quote + 1) and _escape_start(text, quote) == quote:
+            return quote
+        quote = text.find('"', quote + 1, stop)
+    return stop
+
+
+_JSON_STRING_END = re.compile(r"\s*(?:[,}\]:]|\Z)")
+_MAX_BACKSLASH_RUN = 1024
+_UNICODE_ESCAPE = re.compile(r"\\u[0-9A-Fa-f]{4}")
 
 
 def _replace(text: str, spans: list[_Replacement], counts: Counter[str]) -> str:
     """`text` with each span (sorted, non-overlapping) replaced by its replacement; each
-    counted in `counts` under its kind (the parts of one split span once)."""
+    counted in `counts` under its kind unless marked not to be. A span's ends are moved off
+    the middle of a backslash escape (its start back to the escape, its end before it), and
+    an uncounted piece right after another replacement adds no second marker."""
     if not spans:
         return text
     pieces = []
     end = 0
+    replaced_end = -1
     for span, replacement, counted, _value in spans:
-        pieces.append(text[end : span.start])
-        pieces.append(replacement)
+        start = max(end, _escape_start(text, span.start))
+        stop = _string_end(text, start, _escape_start(text, span.end))
+        if stop <= start:
+            continue
+        pieces.append(text[end:start])
+        if counted or start != replaced_end:
+            pieces.append(replacement)
         if counted:
             counts[span.kind] += 1
-        end = span.end
+        end = replaced_end = stop
     pieces.append(text[end:])
     return "".join(pieces)

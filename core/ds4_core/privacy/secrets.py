@@ -37,8 +37,8 @@ class SecretSpan(NamedTuple):
 
 # Secret detection is the costliest check on a large project, so no pattern scans the text.
 # Every match of these patterns starts with a literal anchor; `bytes.find` locates anchors (in
-# C, at memory speed) in a one-byte-per-character copy of the text (`_AnchorText`), and a
-# pattern is only tried, anchored, where one occurs (`_anchored_matches`). The results are
+# C, at memory speed) in a one-byte-per-character copy of the text (`AnchorText`), and a
+# pattern is only tried, anchored, where one occurs (`anchored_matches`). The results are
 # exactly those of `pattern.search` / `pattern.finditer` over the whole text.
 _PRIVATE_KEY = re.compile(r"-----(?:BEGIN|END) (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----")
 _PRIVATE_KEY_ANCHORS = (b"-----BEGIN ", b"-----END ")  # an END line alone: a key cut above it
@@ -46,7 +46,7 @@ _PRIVATE_KEY_ANCHORS = (b"-----BEGIN ", b"-----END ")  # an END line alone: a ke
 
 class _TokenShape(NamedTuple):
     """A provider's key format: `pattern` matches a whole key, starts where one of `anchors`
-    occurs (`_anchored_matches`; in the case-folded copy of the text when `folded`) and names
+    occurs (`anchored_matches`; in the case-folded copy of the text when `folded`) and names
     the random part `body`.
 
     The key itself (`_key_span`, what redaction replaces) is the match, moved by `key_offset`
@@ -208,11 +208,11 @@ _PUBLIC_KEYS = (
 _BEARER = re.compile(r"(?i)bearer[ \t]+(?P<value>[A-Za-z0-9\-._~+/]{20,}=*)(?![\w\-.~+/=])")
 _BEARER_ANCHORS = (b"bearer",)
 # `scheme://user:password@host`, anchored on `://`.
-_URL_CREDENTIALS = re.compile(
+URL_CREDENTIALS = re.compile(
     r"://(?P<user>[^\s:/?#@\"'`<>,]*):(?P<password>[^\s:/?#@\"'`<>,]+)@"
     r"(?P<host>[A-Za-z0-9\[][^\s/?#\"'`<>]*)"
 )
-_URL_ANCHORS = (b"://",)
+URL_ANCHORS = (b"://",)
 # A `.netrc` entry (curl, git, ftp, Python's `netrc`): `machine <host>`, then tokens such as
 # `login <user>`, then `password <value>`; on one line or several. Anchored on `machine`.
 _NETRC_ENTRY = re.compile(
@@ -230,7 +230,7 @@ _PGPASS_LINE = re.compile(
     r"[ \t]*[A-Za-z0-9_.\-*\[\]%]+:(?:[0-9]{1,5}|\*):(?:\\.|[^:\s\\])+:"
     r"(?P<user>(?:\\.|[^:\s\\])+):(?P<password>(?:\\.|[^:\s\\])+)[ \t]*(?=[\r\n]|\Z)"
 )
-_TRIVIAL_URL_PASSWORDS = frozenset(
+TRIVIAL_URL_PASSWORDS = frozenset(
     {
         "pass", "password", "passwd", "pwd", "pw", "secret", "test", "testing", "example",
         "changeme", "admin", "root", "guest", "user", "username", "foo", "bar", "baz", "xxx",
@@ -337,7 +337,7 @@ _NON_SECRET_SUFFIXES = frozenset(
 _NAME_PART = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
 _IDENTIFIER_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-")
 # Unquoted values that are code or configuration references, not secrets.
-_BARE_REFERENCE = re.compile(
+BARE_REFERENCE = re.compile(
     r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)+\Z"  # a.b.c attribute access
     r"|(?:/|~/|\./|\.\./)"  # a path
     r"|.*://"  # a URL (credentials in it are checked separately)
@@ -345,9 +345,9 @@ _BARE_REFERENCE = re.compile(
 )
 _CASE_FOLD_TABLE = {ord(char): letter for char, letter in (
     ("\u0130", "i"), ("\u0131", "i"), ("\u017f", "s"), ("\u212a", "k"))}  # fmt: skip
-_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
-_NAME_WORDS = ("pass", "pwd", "token", "secret", "key", "auth", "cred")
-_BARE_WORDS = frozenset(
+IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+NAME_WORDS = ("pass", "pwd", "token", "secret", "key", "auth", "cred")
+BARE_WORDS = frozenset(
     {"none", "null", "nil", "true", "false", "undefined", "required", "optional", "string",
      "secret", "password", "notset", "unset", "empty", "disabled", "enabled"}
 )  # fmt: skip
@@ -359,7 +359,7 @@ _CASE_FOLD_FIXES = (
     ("\u017f", ord("s")),
     ("\u212a", ord("k")),
 )
-_PLACEHOLDER_WORDS = (
+PLACEHOLDER_WORDS = (
     "example",
     "placeholder",
     "redacted",
@@ -383,9 +383,9 @@ _PLACEHOLDER_WORDS = (
     "xxxx",
     "****",
 )
-_ELLIPSES = ("...", "\u2026")
+ELLIPSES = ("...", "\u2026")
 # `<value>`, and template references: `{name}` (format strings), `%(name)s`, a bare `$NAME`.
-_TEMPLATE_PLACEHOLDER = re.compile(
+TEMPLATE_PLACEHOLDER = re.compile(
     r"%[-#0 +]*[0-9]*(?:\.[0-9]+)?[sdifxr]|<[^<>]*>|\{[A-Za-z_][\w.\[\]]*\}|%\([A-Za-z_]\w*\)s|^\$[A-Za-z_]\w*$"
 )
 
@@ -446,7 +446,7 @@ def secret_reason(text: str) -> str | None:
       glob (`*...`).
 
     Values that look like placeholders never count, by one rule for every signal
-    (`_is_placeholder`): `example`, `placeholder`, `redacted`, `dummy`, `changeme`, `replace`,
+    (`is_placeholder`): `example`, `placeholder`, `redacted`, `dummy`, `changeme`, `replace`,
     `your`, `xxx`, `process.env`, `${VAR}`, `$VAR`, `{{var}}`, `{name}`, `%(name)s`, `<value>`,
     a value ending in `...` or `…` (`sk-ant-api03-...`), a value of one or two distinct
     characters, ...
@@ -457,7 +457,7 @@ def secret_reason(text: str) -> str | None:
     `secret assignment (password)`), never the value. `secret_spans` finds the same secrets,
     all of them, with where they are: it is empty exactly when this is None.
     """
-    anchor_text = _AnchorText(text)
+    anchor_text = AnchorText(text)
     for _marker in _private_key_markers(text, anchor_text):
         return "private key"
     for shape, _match in _token_matches(text, anchor_text):
@@ -468,12 +468,12 @@ def secret_reason(text: str) -> str | None:
         return "netrc credentials"
     for _match in _pgpass_entries(text, anchor_text):
         return "pgpass credentials"
-    for _match in _bearer_tokens(text, anchor_text):
+    for _match in bearer_tokens(text, anchor_text):
         return "bearer token"
     lines = _LINE_BREAK.split(text)
     if any(len(line) > HEURISTIC_LINE_CHARS for line in lines):
         text = "\n".join(line[:HEURISTIC_LINE_CHARS] for line in lines)
-        anchor_text = _AnchorText(text)
+        anchor_text = AnchorText(text)
     for reason, _start, _end in _assignments(text, anchor_text):
         return reason
     for reason, _start, _end in _loose_passwords(text, anchor_text):
@@ -513,25 +513,25 @@ def secret_spans(text: str) -> list[SecretSpan]:
     reaches that cut runs on to the next space or quote of the line. Linear in the length of
     `text`; never raises on any `str` (lone surrogates, NUL characters included).
     """
-    anchor_text = _AnchorText(text)
-    spans = [*_private_key_blocks(text, anchor_text), *_key_spans(text, anchor_text)]
+    anchor_text = AnchorText(text)
+    spans = [*private_key_blocks(text, anchor_text), *key_spans(text, anchor_text)]
     for match in _url_credentials(text, anchor_text):
         spans.append(SecretSpan(*match.span("password"), "credentials in URL"))
     for match in _netrc_entries(text, anchor_text):
         spans.append(SecretSpan(*match.span("value"), "netrc credentials"))
     for match in _pgpass_entries(text, anchor_text):
         spans.append(SecretSpan(*match.span("password"), "pgpass credentials"))
-    for match in _bearer_tokens(text, anchor_text):
+    for match in bearer_tokens(text, anchor_text):
         spans.append(SecretSpan(*match.span("value"), "bearer token"))
     spans.extend(_heuristic_spans(text, anchor_text))
-    return _merged(spans)
+    return merged_spans(spans)
 
 
 def may_hold_secret(text: str) -> bool:
     """False when no anchor of any pattern occurs in `text`: then `secret_reason(text)` is
     None and `secret_spans(text)` is empty, and the check can stop there. (True says only
     that a pattern must be tried.) Linear: one `bytes.find` per anchor."""
-    anchor_text = _AnchorText(text)
+    anchor_text = AnchorText(text)
     exact = anchor_text.exact
     if any(anchor in exact for anchor in _EXACT_ANCHORS) or _PGPASS_PORT.search(exact):
         return True
@@ -539,7 +539,7 @@ def may_hold_secret(text: str) -> bool:
     return any(anchor in folded for anchor in _FOLDED_ANCHORS)
 
 
-def _heuristic_spans(text: str, anchor_text: _AnchorText) -> Iterator[SecretSpan]:
+def _heuristic_spans(text: str, anchor_text: AnchorText) -> Iterator[SecretSpan]:
     """The assignment and password spans of `text`, read (as `secret_reason` reads them) in
     the first `HEURISTIC_LINE_CHARS` characters of each line, as offsets into `text`."""
     lines = _LINE_BREAK.split(text)
@@ -550,7 +550,7 @@ def _heuristic_spans(text: str, anchor_text: _AnchorText) -> Iterator[SecretSpan
             yield SecretSpan(start, end, kind)
         return
     cut = "\n".join(line[:HEURISTIC_LINE_CHARS] for line in lines)
-    cut_anchor_text = _AnchorText(cut)
+    cut_anchor_text = AnchorText(cut)
     cut_starts: list[int] = []
     offset = 0
     for line in lines:
@@ -576,7 +576,7 @@ _VALUE_RUN = re.compile(r"[^\s\"'`]*")
 """The rest of a value cut at `HEURISTIC_LINE_CHARS`: up to the next space or quote."""
 
 
-def _merged(spans: list[SecretSpan]) -> list[SecretSpan]:
+def merged_spans(spans: list[SecretSpan]) -> list[SecretSpan]:
     """`spans` sorted, overlapping ones merged (the first's kind; the longer's on a tie)."""
     merged: list[SecretSpan] = []
     for span in sorted(spans, key=lambda span: (span.start, -span.end)):
@@ -588,12 +588,12 @@ def _merged(spans: list[SecretSpan]) -> list[SecretSpan]:
     return merged
 
 
-def _private_key_markers(text: str, anchor_text: _AnchorText) -> Iterator[re.Match[str]]:
+def _private_key_markers(text: str, anchor_text: AnchorText) -> Iterator[re.Match[str]]:
     """Every PEM private key `BEGIN` or `END` line of `text`, in order."""
-    return _anchored_matches(_PRIVATE_KEY, text, anchor_text.starts(_PRIVATE_KEY_ANCHORS))
+    return anchored_matches(_PRIVATE_KEY, text, anchor_text.starts(_PRIVATE_KEY_ANCHORS))
 
 
-def _private_key_blocks(text: str, anchor_text: _AnchorText) -> Iterator[SecretSpan]:
+def private_key_blocks(text: str, anchor_text: AnchorText) -> Iterator[SecretSpan]:
     """Each PEM private key block: its `BEGIN` line through the first `END` line after it (to
     the end of `text` without one); an `END` line with no `BEGIN` open: that line."""
     begin = -1
@@ -611,17 +611,17 @@ def _private_key_blocks(text: str, anchor_text: _AnchorText) -> Iterator[SecretS
 
 
 def _token_matches(
-    text: str, anchor_text: _AnchorText
+    text: str, anchor_text: AnchorText
 ) -> Iterator[tuple[_TokenShape, re.Match[str]]]:
     """Every provider key of `text` (`_TOKENS`, `_is_token`), shape by shape."""
     for shape in _TOKENS:
         starts = anchor_text.starts(shape.anchors, folded=shape.folded)
-        for match in _anchored_matches(shape.pattern, text, starts):
+        for match in anchored_matches(shape.pattern, text, starts):
             if _is_token(match):
                 yield shape, match
 
 
-def _key_spans(text: str, anchor_text: _AnchorText) -> Iterator[SecretSpan]:
+def key_spans(text: str, anchor_text: AnchorText) -> Iterator[SecretSpan]:
     """The span of every provider key of `text` (`_token_matches`): the key itself, see
     `_TokenShape`."""
     for shape, match in _token_matches(text, anchor_text):
@@ -632,26 +632,26 @@ def _key_spans(text: str, anchor_text: _AnchorText) -> Iterator[SecretSpan]:
         yield SecretSpan(start, end, shape.kind)
 
 
-def _url_credentials(text: str, anchor_text: _AnchorText) -> Iterator[re.Match[str]]:
+def _url_credentials(text: str, anchor_text: AnchorText) -> Iterator[re.Match[str]]:
     """Every `scheme://user:password@host` of `text` with a real password (`_is_url_secret`)."""
-    for match in _anchored_matches(_URL_CREDENTIALS, text, anchor_text.starts(_URL_ANCHORS)):
+    for match in anchored_matches(URL_CREDENTIALS, text, anchor_text.starts(URL_ANCHORS)):
         if _is_url_secret(match):
             yield match
 
 
-def _netrc_entries(text: str, anchor_text: _AnchorText) -> Iterator[re.Match[str]]:
+def _netrc_entries(text: str, anchor_text: AnchorText) -> Iterator[re.Match[str]]:
     """Every `.netrc` entry of `text` with a real password (`_is_file_password`)."""
-    entries = _anchored_matches(_NETRC_ENTRY, text, anchor_text.starts(_NETRC_ANCHORS))
+    entries = anchored_matches(_NETRC_ENTRY, text, anchor_text.starts(_NETRC_ANCHORS))
     return (match for match in entries if _is_file_password(match.group("value")))
 
 
-def _bearer_tokens(text: str, anchor_text: _AnchorText) -> Iterator[re.Match[str]]:
+def bearer_tokens(text: str, anchor_text: AnchorText) -> Iterator[re.Match[str]]:
     """Every `Bearer <token>` of `text` whose token has two kinds of characters and is not a
     placeholder."""
     bearers = anchor_text.starts(_BEARER_ANCHORS, folded=True)
-    for match in _anchored_matches(_BEARER, text, bearers):
+    for match in anchored_matches(_BEARER, text, bearers):
         value = match.group("value")
-        if _character_kinds(value) >= 2 and not _is_placeholder(value):
+        if _character_kinds(value) >= 2 and not is_placeholder(value):
             yield match
 
 
@@ -663,7 +663,7 @@ def _is_token(match: re.Match[str]) -> bool:
     body = match.group("body")
     if "EXAMPLE" in match.group(0).upper() or body in _PUBLIC_KEYS:
         return False
-    if _is_placeholder(body, token=True):
+    if is_placeholder(body, token=True):
         return False
     if body.isalpha():  # letters only (Hugging Face): random case, not CamelCase words
         upper = sum(char.isupper() for char in body)
@@ -671,11 +671,11 @@ def _is_token(match: re.Match[str]) -> bool:
     return _character_kinds(body) >= 2
 
 
-def _assignments(text: str, anchor_text: _AnchorText) -> Iterator[tuple[str, int, int]]:
+def _assignments(text: str, anchor_text: AnchorText) -> Iterator[tuple[str, int, int]]:
     """Every secret assignment (see `secret_reason`), in order: `(reason, start, end)`, the
     reason `secret assignment (<keyword>)` and `text[start:end]` the value (inside its quotes).
 
-    Like `_anchored_matches`, but an occurrence whose name is rejected (`tokens`, `author`)
+    Like `anchored_matches`, but an occurrence whose name is rejected (`tokens`, `author`)
     does not hide the keywords after it (`author_token`).
     """
     end = 0
@@ -693,18 +693,18 @@ def _assignments(text: str, anchor_text: _AnchorText) -> Iterator[tuple[str, int
         end = match.end()
         value = match.group("value")
         if value is not None:
-            if _is_placeholder(value):
+            if is_placeholder(value):
                 continue
             if not (strong and len(value) >= 12) and not _secret_shaped(value):
                 continue
             value_start, value_end = match.span("value")
         else:
             bare = match.group("bare")
-            if _is_placeholder(bare) or not _secret_shaped(bare):
+            if is_placeholder(bare) or not _secret_shaped(bare):
                 continue
             if match.group("line_end") is None and not _environment_assignment(text, match):
                 continue  # text follows the value: only `NAME=value command` counts
-            if _IDENTIFIER.match(bare) and any(word in bare.lower() for word in _NAME_WORDS):
+            if IDENTIFIER.match(bare) and any(word in bare.lower() for word in NAME_WORDS):
                 continue  # another variable: `password = password2`, `token = auth_token_v2`
             value_start, value_end = match.span("bare")
         if keyword == "auth" and rest.lower().startswith("orization"):
@@ -729,7 +729,7 @@ def _environment_assignment(text: str, match: re.Match[str]) -> bool:
     return name.isupper()
 
 
-def _loose_passwords(text: str, anchor_text: _AnchorText) -> Iterator[tuple[str, int, int]]:
+def _loose_passwords(text: str, anchor_text: AnchorText) -> Iterator[tuple[str, int, int]]:
     """Every password in a comment (`password in comment`), in prose (`password in text`) or in
     a connection string (`credentials in connection string`), see `_LOOSE_PASSWORD`, in
     order: `(reason, start, end)`, `text[start:end]` the password.
@@ -740,18 +740,18 @@ def _loose_passwords(text: str, anchor_text: _AnchorText) -> Iterator[tuple[str,
     """
     starts = anchor_text.starts(_LOOSE_PASSWORD_ANCHORS, folded=True)
     openers: dict[int, int] = {}  # line start -> end of its first comment opener (-1: none)
-    for match in _anchored_matches(_LOOSE_PASSWORD, text, starts):
+    for match in anchored_matches(_LOOSE_PASSWORD, text, starts):
         start = match.start()
         if start > 0 and text[start - 1].isalnum():
             continue  # `oldpassword`, `OLDPWD`
         raw = match.group("value")
         value_start = match.start("value")
-        line_start = _line_start(text, start)
-        if line_start not in openers:  # one search per line, not one per keyword
+        first_char = line_start(text, start)
+        if first_char not in openers:  # one search per line, not one per keyword
             line_end = text.find("\n", start)
-            opener = _COMMENT_OPENER.search(text[line_start : line_end if line_end >= 0 else None])
-            openers[line_start] = opener.end() if opener else -1
-        in_comment = 0 <= openers[line_start] <= start - line_start
+            opener = _COMMENT_OPENER.search(text[first_char : line_end if line_end >= 0 else None])
+            openers[first_char] = opener.end() if opener else -1
+        in_comment = 0 <= openers[first_char] <= start - first_char
         short = match.group("keyword").lower() in ("pass", "pw")
         words = match.group("words")
         is_sep = match.group("sep").strip().lower() == "is"
@@ -764,8 +764,8 @@ def _loose_passwords(text: str, anchor_text: _AnchorText) -> Iterator[tuple[str,
             is_sep
             and quote
             and text.startswith(quote, match.end("value"))
-            and _password_shaped(raw)
-            and raw.lower() not in _TRIVIAL_URL_PASSWORDS
+            and password_shaped(raw)
+            and raw.lower() not in TRIVIAL_URL_PASSWORDS
         ):
             # "the staging password is `<value>`"
             yield "password in text", value_start, value_start + len(raw)
@@ -773,29 +773,29 @@ def _loose_passwords(text: str, anchor_text: _AnchorText) -> Iterator[tuple[str,
         if match.group("sep") == "=" and not words:  # `Password=...`, no spaces: not code
             value, semicolon, _ = raw.partition(";")
             if (
-                (semicolon or text[line_start:start].rstrip(" \t").endswith(";"))
-                and _password_shaped(value)
-                and value.lower() not in _TRIVIAL_URL_PASSWORDS
+                (semicolon or text[first_char:start].rstrip(" \t").endswith(";"))
+                and password_shaped(value)
+                and value.lower() not in TRIVIAL_URL_PASSWORDS
             ):
                 yield "credentials in connection string", value_start, value_start + len(value)
                 continue
         if in_comment:
             value = _comment_value(raw)
-            if _password_shaped(value):
+            if password_shaped(value):
                 yield "password in comment", value_start, value_start + len(value)
 
 
-def _pgpass_entries(text: str, anchor_text: _AnchorText) -> Iterator[re.Match[str]]:
+def _pgpass_entries(text: str, anchor_text: AnchorText) -> Iterator[re.Match[str]]:
     """The lines of `text` that are PostgreSQL password file entries (`_PGPASS_LINE`) whose
     password is real (`_is_file_password`, and not the user name again), in order."""
     checked_end = -1  # end of the last line looked at: one look per line, linear in all
     for port in _PGPASS_PORT.finditer(anchor_text.exact):
         if port.start() <= checked_end:
             continue
-        line_start = _line_start(text, port.start())
+        first_char = line_start(text, port.start())
         newline = _LINE_BREAK.search(text, port.start())
         checked_end = newline.start() if newline else len(text)
-        match = _PGPASS_LINE.match(text, line_start)
+        match = _PGPASS_LINE.match(text, first_char)
         if match is None:
             continue
         password = match.group("password")
@@ -803,7 +803,7 @@ def _pgpass_entries(text: str, anchor_text: _AnchorText) -> Iterator[re.Match[st
             yield match
 
 
-def _line_start(text: str, index: int) -> int:
+def line_start(text: str, index: int) -> int:
     """Offset of the start of the line holding `text[index]` (lines end at `\n`, `\r\n` or
     `\r`); looks back no further than the previous `\n`."""
     newline = text.rfind("\n", 0, index)
@@ -812,8 +812,8 @@ def _line_start(text: str, index: int) -> int:
 
 def _is_file_password(value: str) -> bool:
     """A password written in a credential file format (netrc, pgpass): password-shaped (see
-    `_password_shaped`) and not a well-known default (`password123`)."""
-    return _password_shaped(value) and value.lower() not in _TRIVIAL_URL_PASSWORDS
+    `password_shaped`) and not a well-known default (`password123`)."""
+    return password_shaped(value) and value.lower() not in TRIVIAL_URL_PASSWORDS
 
 
 def _comment_value(raw: str) -> str:
@@ -824,14 +824,18 @@ def _comment_value(raw: str) -> str:
     return raw.rstrip(_VALUE_TRAILERS)
 
 
-def _password_shaped(value: str) -> bool:
-    if len(value) < 6 or _is_placeholder(value) or value.lower() in _BARE_WORDS:
+def password_shaped(value: str) -> bool:
+    """Whether `value` looks like a password (the comment, prose, connection string and
+    credential file rules): 6 or more characters with a letter and a digit or symbol, not a
+    placeholder (`is_placeholder`), word such as `None`, reference, variable name (`password2`),
+    glob (`*...`) or lower-case words joined by hyphens."""
+    if len(value) < 6 or is_placeholder(value) or value.lower() in BARE_WORDS:
         return False
-    if _BARE_REFERENCE.match(value) or any(char in value for char in "$()[]{}<>,"):
+    if BARE_REFERENCE.match(value) or any(char in value for char in "$()[]{}<>,"):
         return False
     if value.startswith("*"):
         return False  # a glob or emphasis: `*all*tokens*updated*`
-    if _IDENTIFIER.match(value) and any(word in value.lower() for word in _NAME_WORDS):
+    if IDENTIFIER.match(value) and any(word in value.lower() for word in NAME_WORDS):
         return False  # another variable: `password2`, `db_password_v2`
     if _KEBAB_WORDS.match(value.rstrip(_VALUE_TRAILERS)):
         return False  # prose: `must-be-non-empty`, `user-defined`, `current-working-directory`
@@ -884,7 +888,7 @@ def _secret_shaped(value: str) -> bool:
     """An unquoted (or weakly named) value that looks like a real secret, not code."""
     if len(value) < 8 or any(char.isspace() for char in value):
         return False
-    if value.lower() in _BARE_WORDS or _BARE_REFERENCE.match(value):
+    if value.lower() in BARE_WORDS or BARE_REFERENCE.match(value):
         return False
     if "$" in value or "(" in value or "[" in value or "{" in value:
         return False
@@ -899,16 +903,16 @@ def _is_url_secret(match: re.Match[str]) -> bool:
     password = match.group("password")
     host = match.group("host").lower()
     lowered = password.lower()
-    if lowered in _TRIVIAL_URL_PASSWORDS or password == user or len(password) < 4:
+    if lowered in TRIVIAL_URL_PASSWORDS or password == user or len(password) < 4:
         return False
     if "example" in host or host.startswith(("host", "server", "domain")):
         return False
     if password.startswith(("$", "%", "{", "<", "*")) or password.endswith(("}", ">")):
         return False
-    return not _is_placeholder(password)
+    return not is_placeholder(password)
 
 
-class _AnchorText:
+class AnchorText:
     """One byte per character of a text, so that `bytes.find` positions are text positions.
 
     `exact`: ASCII characters as they are, any other character (a lone surrogate included) as
@@ -958,11 +962,11 @@ class _AnchorText:
         return folded if patched is None else bytes(patched)
 
 
-def _anchored_matches(
+def anchored_matches(
     pattern: re.Pattern[str], text: str, starts: Iterable[int]
 ) -> Iterator[re.Match[str]]:
     """What `pattern.finditer(text)` yields, for a pattern whose matches are never empty and
-    always start at one of `starts` (ascending; `_AnchorText.starts` of its anchors).
+    always start at one of `starts` (ascending; `AnchorText.starts` of its anchors).
 
     The pattern is tried, anchored, at each start in order (`match` at a position still sees
     the characters before it, for lookbehinds and `\\b`); as with `finditer`, a match only
@@ -985,12 +989,12 @@ def _occurrences(haystack: bytes, anchor: bytes) -> Iterator[int]:
         index = haystack.find(anchor, index + 1)
 
 
-def _is_placeholder(value: str, *, token: bool = False) -> bool:
+def is_placeholder(value: str, *, token: bool = False) -> bool:
     """Whether `value` (or a provider key's random part) stands for a secret rather than
     being one. The one placeholder rule of the provider formats (`_is_token`, with `token`),
     assignments, bearer tokens, URLs and comments:
 
-    - it holds a word of `_PLACEHOLDER_WORDS` (`example`, `placeholder`, `redacted`, `dummy`,
+    - it holds a word of `PLACEHOLDER_WORDS` (`example`, `placeholder`, `redacted`, `dummy`,
       `changeme`, `replace`, `your`, `todo`, `xxxx`, `****`, `${`, `{{`, `process.env`, ...),
       in any case, or `xxx` / `XXX` (a key's random part: only `xxxx` / `XXXX`, which random
       keys hold far more rarely);
@@ -1002,11 +1006,11 @@ def _is_placeholder(value: str, *, token: bool = False) -> bool:
     """
     lowered = value.lower()
     run = "xxxx" if token else "xxx"
-    if any(word in lowered for word in _PLACEHOLDER_WORDS) or run in value or run.upper() in value:
+    if any(word in lowered for word in PLACEHOLDER_WORDS) or run in value or run.upper() in value:
         return True
-    if value.endswith(_ELLIPSES):
+    if value.endswith(ELLIPSES):
         return True
-    if not token and _TEMPLATE_PLACEHOLDER.search(value):
+    if not token and TEMPLATE_PLACEHOLDER.search(value):
         return True
     return len(set(value)) <= 2  # "************", "aaaaaaaaaaaa", "-----------"
 
@@ -1014,7 +1018,7 @@ def _is_placeholder(value: str, *, token: bool = False) -> bool:
 _EXACT_ANCHORS = frozenset(
     [
         *_PRIVATE_KEY_ANCHORS,
-        *_URL_ANCHORS,
+        *URL_ANCHORS,
         *_NETRC_ANCHORS,
         *(anchor for shape in _TOKENS if not shape.folded for anchor in shape.anchors),
     ]
