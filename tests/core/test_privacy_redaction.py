@@ -389,8 +389,11 @@ def test_a_quoted_value_runs_to_the_same_quote(text: str, expected: str) -> None
     [
         (f"{PW}: correct horse battery staple\n", f"{PW}: {SECRET_MARKER}\n"),
         (f"{PW} = hunter two three\n", f"{PW} = {SECRET_MARKER}\n"),
-        (f"passphrase: open the pod bay doors; user=hal\n", f"passphrase: {SECRET_MARKER}; user=hal\n"),
-        (f"DB_PASSWD = blue moon rising, port=5432\n", f"DB_PASSWD = {SECRET_MARKER}, port=5432\n"),
+        (
+            "passphrase: open the pod bay doors; user=hal\n",
+            f"passphrase: {SECRET_MARKER}; user=hal\n",
+        ),
+        ("DB_PASSWD = blue moon rising, port=5432\n", f"DB_PASSWD = {SECRET_MARKER}, port=5432\n"),
         (f"my {PW} is hunter2hunter2\n", f"my {PW} is {SECRET_MARKER}\n"),
     ],
 )
@@ -472,7 +475,12 @@ _JSON = st.recursive(
 @given(document=_JSON, ascii_only=st.booleans(), indent=st.sampled_from([None, 2]))
 @example(document={PW: 'x="hunter22abc"', "k": "-----BEGIN " + "PRIVATE KEY-----\nMIIabc"}, ascii_only=True, indent=None)  # fmt: skip
 @example(document={"note": f"{PW}=abc12345\\", "apiKey": "\u00e9" + fake(20)}, ascii_only=True, indent=None)  # fmt: skip
-def test_a_json_document_stays_valid_json(document: object, ascii_only: bool, indent: int | None) -> None:
+@example(document=[f"{PW}=", 12345678, "x"], ascii_only=True, indent=None)
+@example(document={"api" + "Key": ",\x07abc"}, ascii_only=False, indent=None)
+@example(document="machine h login u " + PW + " nT4a1Z6mQsyA41D\n", ascii_only=True, indent=None)
+def test_a_json_document_stays_valid_json(
+    document: object, ascii_only: bool, indent: int | None
+) -> None:
     text = json.dumps(document, ensure_ascii=ascii_only, indent=indent)
     redacted = redact_secrets(text)
     json.loads(redacted.text)

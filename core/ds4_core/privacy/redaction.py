@@ -36,8 +36,11 @@ Each step reads the text as it came (a step never hides a secret from a later on
 rewriting the words around it; where two steps' spans overlap, the earlier step's wins and the
 secret is counted once), and a secret value of `MIN_ECHOED_CHARS` or more found anywhere is
 also replaced wherever else it occurs. The steps run again over their own output until
-nothing changes (`MAX_PASSES`). A replacement never cuts a backslash escape in two, so a JSON
-document stays valid JSON (the markers hold no quote or backslash).
+nothing changes (`MAX_PASSES`). A JSON document (a tool's output) stays valid JSON: the
+markers hold no quote or backslash, a replacement never cuts a backslash escape in two nor
+takes the closing quote of a string, a bare value after a JSON key becomes a quoted marker
+(`"pin": 12345678` -> `"pin": "[DS4 REDACTED SECRET]"`), and a value read across strings
+becomes one string (`["password=", 0, "x"]` -> `["password=", "[DS4 REDACTED SECRET]", "x"]`).
 
 Redaction is stricter than the index filter (a miss is a leak, a little too much replaced is
 cheap): a placeholder only counts when it is the WHOLE value (`is_whole_placeholder`:
@@ -49,6 +52,10 @@ redacted. Values that are code are left alone (`password=None`, `password=self.p
 `api_key=os.getenv(...)`, the type of an annotation: `password: bytes,`), and so, in the
 reference's `sk-` shape, are lower-case words joined by hyphens (`sk-ssh-ed25519`, an OpenSSH
 key type).
+
+One module: the steps share one replacement list whose overlaps, counts and JSON-safe
+boundaries are settled in one place (`_add`, `_replace`); split up, a step could replace text
+another step's span already covers, or cut a JSON string.
 """
 
 from __future__ import annotations
@@ -74,7 +81,6 @@ from .secrets import (
     bearer_tokens,
     is_placeholder,
     key_spans,
-    line_start,
     may_hold_secret,
     merged_spans,
     password_shaped,
@@ -161,13 +167,15 @@ _ANNOTATION_END = re.compile(r"[ \t]*[,)|=\]]")
 _ASSIGNMENT_ANCHORS = (b"api_key", b"apikey", b"access_token", b"auth_token", b"client_secret",
                        b"password", b"passwd", b"passphrase")  # fmt: skip
 # Step 4, an unquoted value with spaces after a password key, to the end of the line, a `;`,
-# `,` or `"` (at most 200 characters: longer is prose), then checked (`_passphrases`).
+# `,` or `"` (`_VALUE_END`, at most `_MAX_PASSPHRASE_CHARS` on: longer is prose), then checked
+# (`_passphrases`).
 _PASSPHRASE = re.compile(
     r"""(?ix)
-    (?<![a-z0-9])(?:password|passwd|passphrase)["']?[ \t]*(?::=|[:=])[ \t]*
-    (?P<value>[^\s"'`;,](?:[^\r\n;,"]{0,200}[^\s;,"])?)[ \t]*(?=[;,"\r\n]|\Z)
+    (?<![a-z0-9])(?:password|passwd|passphrase)["']?[ \t]*(?::=|[:=])[ \t]*(?=[^\s"'`;,])
     """
 )
+_VALUE_END = re.compile(r'[;,"\r\n]')
+_MAX_PASSPHRASE_CHARS = 200
 _PASSPHRASE_ANCHORS = (b"passw", b"passphrase")
 # Step 4, prose: `password is <value>` (the value password-shaped, `password_shaped`).
 _PASSWORD_IS = re.compile(
@@ -402,7 +410,8 @@ def _bearers(text: str, anchor_text: AnchorText) -> list[_Replacement]:
         if is_whole_placeholder(value):
             continue
         start = match.start()
-        context = text[max(line_start(text, start), start - _HEADER_CONTEXT_CHARS) : start]
+        context = text[max(0, start - _HEADER_CONTEXT_CHARS) : start]
+        context = context[max(context.rfind("\n"), context.rfind("\r")) + 1 :]  # its line
         if (
             match.start("value") in accepted
             or (any(char.isdigit() for char in value) and any(char.isalpha() for char in value))
@@ -421,7 +430,12 @@ def _passphrases(text: str, anchor_text: AnchorText) -> list[_Replacement]:
     spans = []
     starts = anchor_text.starts(_PASSPHRASE_ANCHORS, folded=True)
     for match in anchored_matches(_PASSPHRASE, text, starts):
-        value = match.group("value")
+        value_start = match.end()
+        limit = value_start + _MAX_PASSPHRASE_CHARS + 1
+        value_end = _VALUE_END.search(text, value_start, limit)
+        if value_end is None and limit < len(text):
+            continue  # runs on: prose
+        value = text[value_start : value_end.start() if value_end else len(text)]
         for comment in (" #", "\t#", " //"):
             value = value.partition(comment)[0]
         value = value.rstrip(" \t" + _TRAILERS)
@@ -433,7 +447,6 @@ def _passphrases(text: str, anchor_text: AnchorText) -> list[_Replacement]:
             continue
         if any(word.lower() in _OPERATOR_WORDS for word in words) or is_whole_placeholder(value):
             continue
-        value_start = match.start("value")
         span = SecretSpan(value_start, value_start + len(value), _assignment_kind(match))
         spans.append(_Replacement(span, SECRET_MARKER))
     starts = anchor_text.starts(_PASSPHRASE_ANCHORS, folded=True)
@@ -541,6 +554,46 @@ def _string_end(text: str, start: int, stop: int) -> int:
     return stop
 
 
+class _StringTracker:
+    """Whether an offset of a text lies inside a JSON string: unescaped `"` counted from the
+    start of its line (JSON strings never span lines), read once, forwards (`inside` is asked
+    for ascending offsets)."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.position = 0
+        self.inside_string = False
+
+    def inside(self, index: int) -> bool:
+        for token in _STRING_TOKENS.finditer(self.text, self.position):
+            if token.start() >= index:
+                break
+            if token.group() == '"':
+                self.inside_string = not self.inside_string
+            elif token.group() in "\r\n":
+                self.inside_string = False
+            self.position = token.end()
+        self.position = max(self.position, index)
+        return self.inside_string
+
+
+_STRING_TOKENS = re.compile(r'\\.|"|\r|\n', re.DOTALL)
+
+
+def _between_strings(text: str, start: int, stop: int, strings: _StringTracker) -> bool:
+    """Whether `text[start:stop]` starts right after a JSON string's closing quote, outside
+    any string, with the structure that follows one (`, `, `: `, `]`, `}`)."""
+    return (
+        start > 0
+        and text[start - 1] == '"'
+        and _JSON_AFTER_STRING.match(text, start, stop) is not None
+        and not strings.inside(start)
+    )
+
+
+_JSON_STRUCTURE_CHARS = " \t\r\n,:[]{}"
+_JSON_STRUCTURE = re.compile(r"[ \t\r\n,:\[\]{}]*")
+_JSON_AFTER_STRING = re.compile(r"[ \t\r\n]*[,:\]}]")
 _JSON_STRING_END = re.compile(r"\s*(?:[,}\]:]|\Z)")
 _MAX_BACKSLASH_RUN = 1024
 _UNICODE_ESCAPE = re.compile(r"\\u[0-9A-Fa-f]{4}")
@@ -556,9 +609,17 @@ def _replace(text: str, spans: list[_Replacement], counts: Counter[str]) -> str:
     pieces = []
     end = 0
     replaced_end = -1
+    strings = _StringTracker(text)
     for span, replacement, counted, _value in spans:
         start = max(end, _escape_start(text, span.start))
         stop = _string_end(text, start, _escape_start(text, span.end))
+        if _between_strings(text, start, stop, strings):
+            # `["password=", 0, "x"]`: a quoted value read across JSON strings; the
+            # values between them become one string: `["password=", "[...]", "x"]`.
+            start = _JSON_STRUCTURE.match(text, start, stop).end()  # type: ignore[union-attr]
+            while stop > start and text[stop - 1] in _JSON_STRUCTURE_CHARS:
+                stop -= 1
+            replacement = f'"{replacement}"'
         if stop <= start:
             continue
         pieces.append(text[end:start])
