@@ -147,10 +147,13 @@ _ASSIGNMENT = re.compile(
     (?P<key_quote>\\?["']?)
     (?P<sep>[ \t]*(?::=|=>|[:=])[ \t]*)
     (?:
-      (?P<quote>\\?["'`])(?P<quoted>(?:\\[^\r\n]|[^\\\r\n]){1,512}?)(?P=quote)
+      "(?P<dq>(?:\\[^\r\n]|[^"\\\r\n]){1,512}+)"
+    | '(?P<sq>(?:\\[^\r\n]|[^'\\\r\n]){1,512}+)'
+    | `(?P<bq>[^`\r\n]{1,512}+)`
+    | \\"(?P<eq>(?:[^"\\\r\n]|\\[^"\r\n]){1,512}?)\\"
     |
       (?P<bare>[^\s"'`,;&()\[\]{}<>=\\]
-        (?:[^\s"'`,;&()\[\]{}<>\\]|&(?![A-Za-z_][\w.\-]*=)){3,}+)(?![(\[])
+        (?:[^\s"'`,;&()\[\]{}<>\\]|&(?![A-Za-z_][\w.\-]*=)){3,}+)(?![ \t]*[(\[=])
     )
     """
 )
@@ -163,6 +166,7 @@ _CODE_WORDS = frozenset(
 # Words of an expression in a passphrase-shaped value: `password = user.password or ""`.
 _OPERATOR_WORDS = frozenset({"if", "else", "or", "and", "for", "in", "is", "as", "of"})
 # After a type annotation's type: `,`, `)`, `|`, `=`, `]` (`password: bytes,`).
+_QUOTED_GROUPS = ("dq", "sq", "bq", "eq")
 _ANNOTATION_END = re.compile(r"[ \t]*[,)|=\]]")
 _ASSIGNMENT_ANCHORS = (b"api_key", b"apikey", b"access_token", b"auth_token", b"client_secret",
                        b"password", b"passwd", b"passphrase")  # fmt: skip
@@ -184,7 +188,7 @@ _PASSWORD_IS = re.compile(
 # Another variable (`password2`, `db_password_v2`, `dbPassword`): word parts of letters, each
 # maybe followed by digits (`your_password_here_123Xy` is not one).
 _VARIABLE = re.compile(r"_*[A-Za-z]+[0-9]*(?:_+[A-Za-z]+[0-9]*)*_*\Z")
-_CODE_CHARACTERS = frozenset("()[]{}<>=|")
+_CODE_CHARACTERS = frozenset("()[]{}<>=|+'`")
 _TRAILERS = ".,;:)]}"
 
 # Whole-value placeholders (`is_whole_placeholder`): template references, and words only.
@@ -445,6 +449,8 @@ def _passphrases(text: str, anchor_text: AnchorText) -> list[_Replacement]:
         first = words[0].lower()
         if first in _CODE_WORDS or first in BARE_WORDS or BARE_REFERENCE.match(words[0]):
             continue
+        if _VARIABLE.match(words[0]) and any(word in first for word in NAME_WORDS):
+            continue  # `passwd = passwd or default`
         if any(word.lower() in _OPERATOR_WORDS for word in words) or is_whole_placeholder(value):
             continue
         span = SecretSpan(value_start, value_start + len(value), _assignment_kind(match))
@@ -479,7 +485,8 @@ def _assignments(text: str, anchor_text: AnchorText) -> list[_Replacement]:
     starts = anchor_text.starts(_ASSIGNMENT_ANCHORS, folded=True)
     spans = []
     for match in anchored_matches(_ASSIGNMENT, text, starts):
-        quoted = match.group("quoted")
+        group = next((name for name in _QUOTED_GROUPS if match.group(name) is not None), "bare")
+        quoted = None if group == "bare" else match.group(group)
         value = quoted if quoted is not None else match.group("bare")
         if len(value) < 4 or is_whole_placeholder(value) or value.lower() in BARE_WORDS:
             continue
@@ -496,7 +503,6 @@ def _assignments(text: str, anchor_text: AnchorText) -> list[_Replacement]:
             and _ANNOTATION_END.match(text, match.end())
         ):
             continue  # a type annotation: `password: bytes,`, `api_key: SecretStr = None`
-        group = "quoted" if quoted is not None else "bare"
         kind = f"secret assignment ({match.group('key').lower()})"
         marker = SECRET_MARKER
         if quoted is None and match.group("key_quote") == '"':
