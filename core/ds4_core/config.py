@@ -28,6 +28,7 @@ from types import MappingProxyType
 from typing import Any, Literal
 
 from .json_bounds import ECHO_CHARS, bounded_text, echo
+from .privacy.levels import LEVELS
 
 Validator = Callable[[Any], str | None]
 """Returns None when the value is valid, else a sentence saying what is expected."""
@@ -71,9 +72,8 @@ def _non_empty_string(value: Any) -> str | None:
     return None if isinstance(value, str) and value.strip() else "expected a non-empty string"
 
 
-_LEVELS = ("normal", "internal", "sensitive", "local-only")
-"""The privacy levels, lowest first (privacy/levels.py; repeated here: config imports nothing
-of the engine)."""
+_LEVELS = LEVELS
+"""The privacy levels, lowest first (`privacy/levels.py`, which imports nothing)."""
 
 
 def _provider_list(value: Any) -> str | None:
@@ -111,8 +111,8 @@ def _remote_providers(value: Any) -> str | None:
         return "expected an object mapping provider ids to lists of levels"
     seen: set[str] = set()
     for key, levels in value.items():
-        if not isinstance(key, str) or not key.strip():
-            return f"key {echo(key)} must be a provider id"
+        if not isinstance(key, str) or not key.strip() or key != key.strip():
+            return f"key {echo(key)} must be a provider id without surrounding spaces"
         if key.casefold() in seen:
             return f"{echo(key)} is listed twice (ids are compared ignoring case)"
         seen.add(key.casefold())

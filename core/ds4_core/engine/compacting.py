@@ -117,7 +117,9 @@ class Compactor:
             custom_instructions=request.custom_instructions,
             after_insert=after_insert,
             prompt_span=privacy.prompt_span,
+            prompt_files=privacy.prompt_files,
             privacy_level=privacy.level,
+            client_level=privacy.client_level,
         )
         duration_ms = (time.perf_counter() - started) * 1000
         result = prepared.result(

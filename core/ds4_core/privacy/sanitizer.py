@@ -30,6 +30,7 @@ from .levels import Level, highest
 from .markers import Parsed, has_marker, parse, render
 from .policy import Destination
 from .redaction import Redacted, redact_secrets
+from .secrets import may_hold_secret
 
 STRUCTURAL_KEYS = frozenset(
     {
@@ -58,7 +59,8 @@ PRIVACY_EXCLUSION_REASON = "excluded due to privacy policy"
 class PrivacyCounters:
     """What the sanitizer did for one request: units (messages, supplements, hits) by level
     (`classified`), secrets redacted (`redacted`, and by kind), native segments replaced by a
-    placeholder by level (`withheld`) and supplements dropped whole by level (`excluded`)."""
+    placeholder by level (`withheld`) and supplements dropped whole by level (`excluded`);
+    `failed` is True when the sanitizer raised and nothing was sent."""
 
     classified: dict[str, int] = field(default_factory=dict)
     redacted: int = 0
@@ -66,15 +68,30 @@ class PrivacyCounters:
     withheld: dict[str, int] = field(default_factory=dict)
     excluded: dict[str, int] = field(default_factory=dict)
 
+    failed: bool = False
+
     def count(self, bucket: dict[str, int], key: str, n: int = 1) -> None:
         """Add `n` to `bucket[key]`."""
         bucket[key] = bucket.get(key, 0) + n
 
+    def merge(self, other: PrivacyCounters) -> None:
+        """Add the counts of `other` (e.g. of a supplement written ahead, once it is sent)."""
+        for mine, theirs in (
+            (self.classified, other.classified),
+            (self.redacted_by_kind, other.redacted_by_kind),
+            (self.withheld, other.withheld),
+            (self.excluded, other.excluded),
+        ):
+            for key, n in theirs.items():
+                self.count(mine, key, n)
+        self.redacted += other.redacted
+
     def to_wire(self, target: Destination) -> dict[str, Any]:
-        """`{enabled, destination, classified, redacted, redactedByKind, withheld, excluded}`
-        (docs/protocol.md, "Privacy")."""
+        """`{enabled, destination, classified, redacted, redactedByKind, withheld, excluded,
+        failed}` (docs/protocol.md, `ds4/plan` result `privacy`)."""
         return {
             "enabled": target.enabled,
+            "failed": self.failed,
             "destination": target.to_wire(),
             "classified": dict(sorted(self.classified.items())),
             "redacted": self.redacted,
@@ -107,19 +124,34 @@ class Sanitizer:
         floor, parsed = self._parse_all(value)
         return highest((p.level for p in parsed.values()), highest((floor,), self._default))
 
-    def admits(self, value: Any) -> tuple[bool, Level]:
-        """Whether a supplement may be sent whole, and its level. A withheld level anywhere in
-        it (a segment, or the structure floor) drops it; a drop is counted in `classified` and
-        `excluded` (a kept supplement is counted when it is sent). Always True, level
-        `normal`, when privacy is off."""
+    def admits(self, value: Any, floor: str = "normal") -> tuple[bool, Level]:
+        """Whether a supplement may be sent whole, and its level: the higher of `level_of`
+        and `floor` (what is known of the text it was cut from, e.g. a whole file's markers
+        for one snippet). A withheld level anywhere in it drops it. Counts nothing: the caller
+        counts what it finally sends or leaves out. Always True, level `normal`, when privacy
+        is off."""
         if not self.target.enabled:
             return True, "normal"
-        level = self.level_of(value)
-        if self.target.allows(level):
-            return True, level
-        self.counters.count(self.counters.classified, level)
-        self.counters.count(self.counters.excluded, level)
-        return False, level
+        level = highest((self.level_of(value),), floor)
+        return self.target.allows(level), level
+
+    def visible_level(self, value: Any) -> Level:
+        """The highest level of the content of `value` (one message, or one text) this
+        destination may see: the level of what it is sent once withheld segments are
+        placeholders (a summary written from it carries this level). The structure floor is
+        `value`'s as a whole: call it per message."""
+        floor, parsed = self._parse_all(value)
+        levels = [
+            highest((segment.level,), floor)
+            for result in parsed.values()
+            for segment in result.segments
+        ]
+        seen = [
+            level
+            for level in (*levels, highest((floor,), self._default))
+            if self.target.allows(level)
+        ]
+        return highest(seen)
 
     # ----------------------------------------------------------------- rewriting
 
@@ -232,11 +264,17 @@ class Sanitizer:
 
 class RedactionCache:
     """`redact_secrets` results by text, most recently used kept, at most `max_chars`
-    characters of keys in all. Plans of one session quote the same strings again and again (the
-    session cache keeps the parsed messages), so a string is redacted once, then looked up.
-    Thread-safe; a result is the same as `redact_secrets(text)` (a pure function)."""
+    characters in all (each entry counts its key, its redacted text when that differs, and
+    `ENTRY_OVERHEAD_CHARS`). Plans of one session quote the same strings again and again (the
+    session cache keeps the parsed messages), so a string is redacted once, then looked up;
+    strings in which no secret pattern's anchor occurs (`may_hold_secret` is False: most of
+    them) are answered at once and never kept. Thread-safe; a result is the same as
+    `redact_secrets(text)` (a pure function)."""
 
-    def __init__(self, max_chars: int = 64_000_000) -> None:
+    ENTRY_OVERHEAD_CHARS = 256
+    """What one entry costs beyond its characters (the dict slot, the result tuple)."""
+
+    def __init__(self, max_chars: int = 16_000_000) -> None:
         self.max_chars = max_chars
         self._items: OrderedDict[str, Redacted] = OrderedDict()
         self._chars = 0
@@ -244,23 +282,30 @@ class RedactionCache:
 
     def redact(self, text: str) -> Redacted:
         """`redact_secrets(text)`, from the cache when `text` was redacted before."""
+        if not may_hold_secret(text):
+            return Redacted(text, 0, {})
         with self._lock:
             hit = self._items.get(text)
             if hit is not None:
                 self._items.move_to_end(text)
                 return hit
         result = redact_secrets(text)
-        if len(text) * 4 > self.max_chars:
+        size = self._size(text, result)
+        if size * 4 > self.max_chars:
             return result  # too large to keep
         with self._lock:
             if text not in self._items:
                 self._items[text] = result
-                self._chars += len(text)
+                self._chars += size
                 while self._chars > self.max_chars:
-                    old, _ = self._items.popitem(last=False)
-                    self._chars -= len(old)
+                    old, gone = self._items.popitem(last=False)
+                    self._chars -= self._size(old, gone)
         return result
+
+    def _size(self, text: str, result: Redacted) -> int:
+        extra = len(result.text) if result.text is not text else 0
+        return len(text) + extra + self.ENTRY_OVERHEAD_CHARS
 
 
 REDACTIONS = RedactionCache()
-"""The process's redaction cache (64 M characters of keys at most)."""
+"""The process's redaction cache (16 M characters at most)."""

@@ -11,6 +11,7 @@ from collections.abc import Collection
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
+from ds4_core.privacy.markers import has_marker, parse
 from ds4_core.retrieval.evidence import evidence_tokens
 from ds4_core.retrieval.floor import BelowFloor
 from ds4_core.retrieval.history_candidates import _Candidate
@@ -41,6 +42,9 @@ class HistoryHit:
         tokens: `chars-v2` tokens of the rendered evidence message.
         literal_priority: 2 if an exact identifier matched, 1 if only a phrase did, else 0.
         matched_terms: exact identifiers, phrases and FTS terms found, in that order.
+        source_level: the privacy level the markers of the WHOLE quoted text give it
+            (`privacy.markers`; `normal` without markers): an excerpt cut out of a classified
+            block carries no marker of its own, so privacy judges it by this.
     """
 
     entry_key: str
@@ -53,6 +57,7 @@ class HistoryHit:
     tokens: int
     literal_priority: int
     matched_terms: tuple[str, ...] = ()
+    source_level: str = "normal"
 
 
 @dataclass(frozen=True)
@@ -138,6 +143,7 @@ def _fit(item: RankedEntry[_Candidate], remaining: int) -> HistoryHit | None:
         tokens=0,
         literal_priority=item.literal_priority,
         matched_terms=terms,
+        source_level=parse(c.text).level if has_marker(c.text) else "normal",
     )
     tokens = evidence_tokens(hit)
     while tokens > remaining and max_chars > MIN_EXCERPT_CHARS:
