@@ -21,6 +21,8 @@ import type {
   ManifestParams,
   PlanParams,
   PlanResult,
+  PrivacyAnswer,
+  PrivacyParams,
   RetrieveParams,
   RetrieveResult,
   SummariesParams,
@@ -64,6 +66,12 @@ export interface Ds4Api {
   compactCommitted(summaryId: string, entryId?: string): Promise<void>;
   /** `ds4/compactFailed`: the agent did not append the entry of `summaryId`. Resolves once sent. */
   compactFailed(summaryId: string, reason?: string): Promise<void>;
+  /**
+   * `ds4.privacy`: what the destination `params.model` (`provider/model`) may see under the
+   * privacy policy: its class (local or remote), the levels allowed and withheld, whether
+   * secrets are redacted, and an explanation.
+   */
+  privacy(params: PrivacyParams): Promise<PrivacyAnswer>;
   /** Fires after every successful plan made through this API or the "DS4: Plan Request" command. */
   readonly onDidPlan: Event<PlanResult>;
 }

@@ -1,11 +1,11 @@
 /**
  * The palette commands: "DS4: Rebuild Index", "DS4: Health", "DS4: Show Manifest",
  * "DS4: Plan Request", "DS4: Compact Session", "DS4: Show Summary Graph", "DS4: Copy
- * Compaction Entry", "DS4: Restart Server", "DS4: Show Output".
+ * Compaction Entry", "DS4: Privacy Policy", "DS4: Restart Server", "DS4: Show Output".
  *
  * Their ids are `ds4.client.*`: vscode-languageclient registers the server's own commands
- * (`ds4.rebuildIndex`, `ds4.health`, `ds4.summaries`) with VS Code itself, and an id can be
- * registered once.
+ * (`ds4.rebuildIndex`, `ds4.health`, `ds4.summaries`, `ds4.privacy`) with VS Code itself, and
+ * an id can be registered once.
  */
 
 import { homedir } from 'node:os';
@@ -14,6 +14,7 @@ import * as vscode from 'vscode';
 
 import { compactionEntryJson, describeSummaries, NOT_WRITTEN_NOTE, renderCompactResult, renderSummaries } from './compactionView';
 import type { ManifestPanel } from './manifestPanel';
+import { defaultPrivacyModel, privacyAnswerSummary, privacyModelProblem, renderPrivacyAnswer } from './privacyView';
 import type { CompactParams, CompactResult, HealthResult, Manifest, PlanParams, PlanResult } from './protocol';
 import type { ReadOnlyDocuments } from './readOnlyDocuments';
 import type { WorkDoneProgressValue } from './requests';
@@ -50,6 +51,7 @@ export function registerCommands(context: CommandContext): vscode.Disposable[] {
     [COMMANDS.compact, () => compactSession(context)],
     [COMMANDS.summaries, () => showSummaryGraph(context)],
     [COMMANDS.copyCompactionEntry, () => copyCompactionEntry(context)],
+    [COMMANDS.privacy, () => privacyPolicy(context)],
     [COMMANDS.restart, () => context.server.restart()],
     [
       COMMANDS.showOutput,
@@ -272,6 +274,36 @@ async function showSummaryGraph(context: CommandContext, sessionFile?: string): 
   if (choice === OPEN_DOT) {
     await context.documents.show(`summaries/${result.sessionId}.dot`, result.dot ?? '', 'dot');
   }
+}
+
+/**
+ * Ask for a destination (`provider/model`, default the last plan's model) and show what the
+ * server's privacy policy lets it see (`ds4.privacy`): a one-line message and, read-only, the
+ * answer with its explanation.
+ */
+async function privacyPolicy(context: CommandContext): Promise<void> {
+  const model = await vscode.window.showInputBox({
+    title: 'DS4: Privacy Policy',
+    prompt: 'The destination model: what may it see?',
+    placeHolder: 'provider/model, e.g. openai/gpt-4o or ollama/qwen3-coder',
+    value: defaultPrivacyModel(context.lastPlan()),
+    validateInput: (value) => privacyModelProblem(value),
+    ignoreFocusOut: true,
+  });
+  if (model === undefined) {
+    return;
+  }
+  const problem = privacyModelProblem(model);
+  if (problem !== undefined) {
+    void vscode.window.showWarningMessage(`DS4: ${problem}`);
+    return;
+  }
+  const destination = model.trim();
+  const requests = await context.server.requests();
+  const answer = await requests.privacy({ model: destination });
+  const name = destination.replace(/[^\w.-]+/g, '_');
+  await context.documents.show(`privacy/${name}.md`, renderPrivacyAnswer(answer, destination), 'markdown');
+  void vscode.window.showInformationMessage(privacyAnswerSummary(answer, destination));
 }
 
 /** The workspace's recent Pi sessions, the last one used, or a file chosen in a dialog. */

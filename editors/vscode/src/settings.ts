@@ -54,6 +54,12 @@ export const SERVER_SETTING_KEYS: readonly string[] = [
   'diagnostics.storeContextManifest',
   'diagnostics.logLevel',
   'storage.busyTimeoutMs',
+  'privacy.enabled',
+  'privacy.defaultClassification',
+  'privacy.localProviders',
+  'privacy.remoteDefaultAllowed',
+  'privacy.remoteProviders',
+  'privacy.redactSecrets',
 ];
 
 /**
@@ -70,10 +76,31 @@ export const LAUNCH_SETTING_KEYS: readonly string[] = [
 /**
  * `ds4.*` settings of the extension itself, never sent to the server:
  * `compaction.useEditorModel` (answer the server's `ds4/summarize` with a VS Code chat model;
- * declared at `initialize`, so changing it restarts the server) and `compaction.modelFamily`
- * (which model family to ask; read at each request).
+ * declared at `initialize`, so changing it restarts the server), `compaction.modelFamily`
+ * (which model family to ask; read at each request) and `privacy.historyToolProvider` (the
+ * destination the `#ds4History` tool names in `ds4/retrieve`; read at each call).
  */
-export const CLIENT_SETTING_KEYS: readonly string[] = ['compaction.useEditorModel', 'compaction.modelFamily'];
+export const CLIENT_SETTING_KEYS: readonly string[] = [
+  'compaction.useEditorModel',
+  'compaction.modelFamily',
+  'privacy.historyToolProvider',
+];
+
+/**
+ * The default `ds4.privacy.historyToolProvider`: VS Code's language model API. Not among the
+ * server's `privacy.localProviders`, so the tool's results are sanitized as for a remote model.
+ */
+export const DEFAULT_HISTORY_TOOL_PROVIDER = 'vscode-lm';
+
+/**
+ * The destination the `#ds4History` tool sends as `ds4/retrieve`'s `model`: the chat model
+ * that reads the tool's answer. `ds4.privacy.historyToolProvider` trimmed, else
+ * `DEFAULT_HISTORY_TOOL_PROVIDER` (an empty or non-string value never means "no
+ * destination": without one the server would not sanitize the hits).
+ */
+export function historyToolDestination(settings: SettingsReader): { provider: string } {
+  return { provider: nonEmptyString(settings.get('privacy.historyToolProvider')) ?? DEFAULT_HISTORY_TOOL_PROVIDER };
+}
 
 /**
  * Why the server could not be started, for the status bar and the output: `launch.command`
