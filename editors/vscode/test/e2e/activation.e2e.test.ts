@@ -107,6 +107,7 @@ describe('the extension, activated without VS Code', { timeout: 120_000 }, () =>
       'ds4.client.copyCompactionEntry',
       'ds4.client.health',
       'ds4.client.plan',
+      'ds4.client.privacy',
       'ds4.client.rebuildIndex',
       'ds4.client.restartServer',
       'ds4.client.showManifest',
