@@ -148,8 +148,10 @@ describe('settings mapping', () => {
     for (const value of ['', '   ', 3, null]) {
       assert.deepEqual(historyToolDestination(reader({ 'privacy.historyToolProvider': value })), { provider: 'vscode-lm' }, String(value));
     }
-    assert.equal(properties['ds4.privacy.historyToolProvider']?.default, 'vscode-lm');
-    assert.match(properties['ds4.privacy.historyToolProvider']?.markdownDescription ?? '', /remote/);
+    const setting = properties['ds4.privacy.historyToolProvider'];
+    assert.ok(setting);
+    assert.equal(setting.default, 'vscode-lm');
+    assert.match(setting.markdownDescription ?? '', /remote/);
     assert.ok(CLIENT_SETTING_KEYS.includes('privacy.historyToolProvider'));
     assert.ok(!SERVER_SETTING_KEYS.includes('privacy.historyToolProvider'));
   });
