@@ -830,6 +830,141 @@ test('manifest_renders_relevance_and_below_floor_items', function()
   end
 end)
 
+--- A manifest's `privacy` for a plan to a remote destination that held text back.
+local function remote_privacy()
+  return {
+    enabled = true,
+    destination = {
+      provider = 'openai',
+      class = 'remote',
+      allowed = { 'normal', 'internal' },
+      redactSecrets = true,
+    },
+    classified = { internal = 1, ['local-only'] = 2 },
+    redacted = 3,
+    redactedByKind = { ['OpenAI key'] = 1, ['bearer token'] = 2 },
+    withheld = { ['local-only'] = 2 },
+    excluded = { ['local-only'] = 1 },
+  }
+end
+
+test('ds4privacy_and_the_manifest_privacy_section_render', function()
+  local render = require('ds4.render')
+  local manifest = {
+    id = 'm-0123456789abcdef',
+    planning = { mode = 'managed' },
+    retrieved = {},
+    included = {},
+    excluded = {
+      {
+        kind = 'history',
+        sourceId = 's:e7',
+        groupId = vim.NIL,
+        classification = 'local-only',
+        tokens = 412,
+        score = 9.5,
+        reason = 'excluded due to privacy policy',
+      },
+      {
+        kind = 'recent',
+        sourceId = 's:e3',
+        groupId = 'group:1-2',
+        classification = 'normal',
+        tokens = 10,
+        score = vim.NIL,
+        reason = 'over the recent tail budget',
+      },
+    },
+    privacy = remote_privacy(),
+    warnings = {},
+  }
+  local text = table.concat(render.manifest(manifest, true), '\n')
+  assert(
+    text:find(
+      '## Privacy: destination openai (remote) · may see normal, internal · secrets redacted',
+      1,
+      true
+    ),
+    text
+  )
+  assert(text:find('level%s+classified%s+withheld%s+excluded'), text)
+  assert(text:find('internal%s+1%s+0%s+0\n'), text)
+  assert(text:find('local%-only%s+2%s+2%s+1\n'), text)
+  assert(text:find('redacted: 3 secret(s): bearer token 2, OpenAI key 1', 1, true), text)
+  assert(text:find('excluded due to privacy policy: 1 item(s)', 1, true), text)
+  assert(text:find('history%s+s:e7%s+local%-only%s+412\n'), text)
+  -- Only the privacy exclusions are listed in the section (the others stay under Excluded).
+  local section = text:match('## Privacy:.-\n\n') or ''
+  assert(not section:find('s:e3', 1, true), section)
+  -- A plan shows the section too; a server without privacy shows none.
+  local plan_text = table.concat(
+    render.plan({ mode = 'managed', manifestId = manifest.id, stats = {}, messages = {} }, manifest),
+    '\n'
+  )
+  assert(plan_text:find('## Privacy: destination openai (remote)', 1, true), plan_text)
+  manifest.privacy = nil
+  local old = table.concat(render.manifest(manifest, true), '\n')
+  assert(not old:find('## Privacy', 1, true), old)
+  manifest.privacy = { enabled = false }
+  assert(
+    table.concat(render.manifest(manifest), '\n'):find('## Privacy: policy off', 1, true),
+    'policy off'
+  )
+  -- The active policy of ds4.health.
+  local health = table.concat(
+    render.health({
+      status = 'ok',
+      privacy = { enabled = true, localProviders = { 'ollama' }, redactSecrets = true },
+    }),
+    '\n'
+  )
+  assert(
+    health:find('privacy      on · localProviders ollama · redactSecrets true', 1, true),
+    health
+  )
+
+  -- :Ds4Privacy sends { model } to ds4.privacy and shows the answer (a fake answer until the
+  -- server has the command).
+  local sent = {}
+  local execute = client_mod.execute
+  client_mod.execute = function(command, cb, opts)
+    sent[#sent + 1] = { command = command, arguments = opts and opts.arguments }
+    vim.schedule(function()
+      cb(nil, {
+        enabled = true,
+        provider = 'openai',
+        class = 'remote',
+        allowed = { 'normal', 'internal' },
+        withheld = { 'sensitive', 'local-only' },
+        redactSecrets = true,
+        explanation = 'openai is not a local provider, so it is remote.',
+      })
+    end)
+  end
+  local ok, problem = pcall(function()
+    local _, shown = run_command('Ds4Privacy openai/gpt-4o', 'privacy')
+    eq(sent[1].command, 'ds4.privacy', 'command')
+    eq(vim.inspect(sent[1].arguments), vim.inspect({ { model = 'openai/gpt-4o' } }), 'arguments')
+    assert(shown:find('# ds4 privacy: openai/gpt-4o', 1, true), shown)
+    assert(shown:find('class        remote', 1, true), shown)
+    assert(shown:find('may see      normal, internal', 1, true), shown)
+    assert(shown:find('withheld     sensitive, local%-only'), shown)
+    assert(shown:find('secrets      redacted', 1, true), shown)
+    assert(shown:find('openai is not a local provider, so it is remote.', 1, true), shown)
+    -- Without an argument: the last plan's model (earlier cases planned).
+    assert(ds4.last_model and ds4.last_model:find('/', 1, true), vim.inspect(ds4.last_model))
+    run_command('Ds4Privacy', 'privacy')
+    eq(vim.inspect(sent[2].arguments), vim.inspect({ { model = ds4.last_model } }), 'default')
+    -- A destination without a model is refused before anything is sent.
+    local count = #notified
+    vim.cmd('Ds4Privacy openai')
+    eq(#sent, 2, 'nothing sent for "openai"')
+    assert(notified[count + 1] and notified[count + 1].msg:find('PROVIDER/MODEL', 1, true))
+  end)
+  client_mod.execute = execute
+  assert(ok, problem)
+end)
+
 test('tool_executed_sends_ds4_tool_executed', function()
   local path = cfg.roots.trusted .. '/pricing.py'
   vim.fn.writefile({ 'def apply_voucher_discount(total, voucher):', '    return total - voucher' }, path)

@@ -1,5 +1,5 @@
 --- User commands: :Ds4Plan, :Ds4Retrieve, :Ds4Manifest, :Ds4Health, :Ds4Rebuild, :Ds4Trust,
---- :Ds4Compact, :Ds4Summaries.
+--- :Ds4Compact, :Ds4Summaries, :Ds4Privacy.
 --- :Ds4Retrieve --scope=history,project,git searches the session, the trusted workspace's files
 --- and/or its Git history (commits).
 ---
@@ -382,6 +382,33 @@ function M.summaries(opts)
   end)
 end
 
+--- :Ds4Privacy [PROVIDER/MODEL]: what that destination (default: the last plan's model) may
+--- see under the privacy policy (`ds4.privacy`).
+function M.privacy(opts)
+  local ds4 = require('ds4')
+  local privacy = require('ds4.privacy')
+  local wanted = vim.trim(opts.args or '')
+  if wanted == '' then
+    wanted = ds4.last_model or ''
+  end
+  if wanted == '' then
+    return notify_error(
+      'Ds4Privacy: give the destination as PROVIDER/MODEL, e.g. :Ds4Privacy openai/gpt-4o '
+        .. '(no plan was made here yet to default to)'
+    )
+  end
+  local model, problem = privacy.parse_model(wanted)
+  if not model then
+    return notify_error(problem)
+  end
+  ds4.privacy(model, function(err, result)
+    if err then
+      return notify_error('ds4.privacy: ' .. err.message)
+    end
+    require('ds4.ui').show('privacy', privacy.answer(result, model), 'ds4 privacy')
+  end)
+end
+
 local function complete_flags(command)
   return function(arg_lead)
     local out = {}
@@ -452,6 +479,20 @@ function M.create()
     nargs = '*',
     complete = complete_flags('Ds4Summaries'),
     desc = "ds4: the session's summary graph as a tree, or Graphviz DOT ([--session=PATH] [dot])",
+  })
+  create('Ds4Privacy', M.privacy, {
+    nargs = '?',
+    complete = function(arg_lead)
+      local ds4 = require('ds4')
+      local models = { 'openai/gpt-4o', 'anthropic/claude-sonnet-4-5', 'ollama/qwen3-coder' }
+      if ds4.last_model then
+        table.insert(models, 1, ds4.last_model)
+      end
+      return vim.tbl_filter(function(m)
+        return vim.startswith(m, arg_lead)
+      end, models)
+    end,
+    desc = 'ds4: what a destination model may see under the privacy policy ([PROVIDER/MODEL])',
   })
   create('Ds4Health', M.health, { nargs = 0, desc = 'ds4: server and index health' })
   create(
