@@ -67,7 +67,7 @@ export interface Ds4Api {
   /** `ds4/compactFailed`: the agent did not append the entry of `summaryId`. Resolves once sent. */
   compactFailed(summaryId: string, reason?: string): Promise<void>;
   /**
-   * `ds4.privacy`: what the destination `params.model` (`provider/model`) may see under the
+   * `ds4.privacy`: what the destination `params.model` (`provider/model` or `provider`) may see under the
    * privacy policy: its class (local or remote), the levels allowed and withheld, whether
    * secrets are redacted, and an explanation.
    */

@@ -277,7 +277,7 @@ async function showSummaryGraph(context: CommandContext, sessionFile?: string): 
 }
 
 /**
- * Ask for a destination (`provider/model`, default the last plan's model) and show what the
+ * Ask for a destination (`provider/model` or `provider`, default the last plan's model) and show what the
  * server's privacy policy lets it see (`ds4.privacy`): a one-line message and, read-only, the
  * answer with its explanation.
  */
@@ -285,7 +285,7 @@ async function privacyPolicy(context: CommandContext): Promise<void> {
   const model = await vscode.window.showInputBox({
     title: 'DS4: Privacy Policy',
     prompt: 'The destination model: what may it see?',
-    placeHolder: 'provider/model, e.g. openai/gpt-4o or ollama/qwen3-coder',
+    placeHolder: 'provider/model or provider, e.g. openai/gpt-4o or ollama',
     value: defaultPrivacyModel(context.lastPlan()),
     validateInput: (value) => privacyModelProblem(value),
     ignoreFocusOut: true,

@@ -4,7 +4,8 @@
  * only, never text), and the "DS4: Privacy Policy" answer (`ds4.privacy`) as a one-line
  * message and a Markdown document.
  *
- * A manifest without `privacy` (a server before the privacy policy) renders no section.
+ * A manifest without `privacy` (a server before the privacy policy, or `null`: none recorded)
+ * renders no section.
  * Every value from the server is HTML-escaped in the section.
  *
  * Pure module: no `vscode` import.
@@ -29,12 +30,13 @@ export function privacyExclusions(manifest: Manifest): ManifestItem[] {
 }
 
 /**
- * The "Privacy" section of the manifest page, as HTML; `''` for a manifest without `privacy`.
+ * The "Privacy" section of the manifest page, as HTML; `''` for a manifest without `privacy`
+ * (or with `privacy: null`).
  * At most `maxRows` excluded items are listed; the rest are counted.
  */
 export function renderPrivacy(manifest: Manifest, maxRows = 500): string {
   const privacy = manifest.privacy;
-  if (privacy === undefined) {
+  if (privacy === undefined || privacy === null) {
     return '';
   }
   if (!privacy.enabled) {
@@ -139,15 +141,14 @@ export function defaultPrivacyModel(plan: Pick<PlanResult, 'model'> | undefined)
 }
 
 /**
- * Why `input` is not a `provider/model` destination (e.g. `openai/gpt-4o`), or `undefined`
- * when it is one: a provider and a model, both non-empty, around the first `/`.
+ * Why `input` is not a destination, or `undefined` when it is one: `provider/model` (e.g.
+ * `openai/gpt-4o`) or a bare provider id (`ollama`), without spaces; the policy decides by
+ * the provider.
  */
 export function privacyModelProblem(input: string): string | undefined {
-  const value = input.trim();
-  const slash = value.indexOf('/');
-  return slash > 0 && slash < value.length - 1
+  return /^[^/\s]+(\/\S+)?$/.test(input.trim())
     ? undefined
-    : 'Give the destination as provider/model, e.g. openai/gpt-4o or ollama/qwen3-coder.';
+    : 'Give the destination as provider/model or provider, e.g. openai/gpt-4o or ollama.';
 }
 
 function levelList(levels: string[]): string {
@@ -176,6 +177,7 @@ export function renderPrivacyAnswer(answer: PrivacyAnswer, model: string): strin
     ['May see', levelList(answer.allowed)],
     ['Withheld', levelList(answer.withheld)],
     ['Secrets', answer.redactSecrets ? 'redacted' : 'not redacted'],
+    ...(answer.rule !== undefined && answer.rule !== '' ? [['Decided by', answer.rule] as [string, string]] : []),
   ];
   return [
     `# DS4 privacy policy for ${model}`,

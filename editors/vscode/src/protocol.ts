@@ -130,7 +130,7 @@ export interface PlanResult {
   /** Present when planned from a session. */
   session?: { id: string; file: string; leafId: string | null };
   /** Servers with privacy: what the destination may see and what was held back. */
-  privacy?: PrivacySummary;
+  privacy?: PrivacySummary | null;
 }
 
 // ----------------------------------------------------------------------------- privacy
@@ -179,7 +179,7 @@ export const PRIVACY_EXCLUSION_REASON = 'excluded due to privacy policy';
 
 /** The argument of the `ds4.privacy` command. */
 export interface PrivacyParams {
-  /** The destination as `provider/model` (e.g. `openai/gpt-4o`). */
+  /** The destination as `provider/model` (e.g. `openai/gpt-4o`) or a bare provider id. */
   model: string;
 }
 
@@ -195,6 +195,10 @@ export interface PrivacyAnswer {
   redactSecrets: boolean;
   /** The policy's explanation, in sentences. */
   explanation: string;
+  /** The setting that decided (e.g. `privacy.remoteDefaultAllowed`). */
+  rule?: string;
+  /** The active policy (the `privacy.*` settings, as in `ds4.health`). */
+  policy?: Record<string, unknown>;
 }
 
 // ----------------------------------------------------------------------------- ds4/retrieve
@@ -331,7 +335,7 @@ export interface RetrieveResult {
   /** Only with the `git` scope. */
   gitStatus?: GitStatus;
   /** Servers with privacy. */
-  privacy?: PrivacySummary;
+  privacy?: PrivacySummary | null;
 }
 
 // ----------------------------------------------------------------------------- ds4/manifest
@@ -418,8 +422,11 @@ export interface Manifest {
     dropped?: { path: string; reason: string }[];
     reindexed?: string[];
   };
-  /** Servers with privacy: the destination and what was classified, redacted, held back. */
-  privacy?: PrivacySummary;
+  /**
+   * Servers with privacy: the destination and what was classified, redacted, held back
+   * (`null` when the plan recorded none).
+   */
+  privacy?: PrivacySummary | null;
 }
 
 /** A project snippet a plan sent: included items of kind `project` have it as `sourceId`. */
@@ -786,7 +793,7 @@ const PLAN_RESULT: Shape = {
   stats: obj,
   fallbackReason: optional(str),
   session: optional(shaped({ id: str, file: str, leafId: nullable(str) })),
-  privacy: optional(shaped(PRIVACY_SUMMARY)),
+  privacy: optional(nullable(shaped(PRIVACY_SUMMARY))),
 };
 
 const RETRIEVE_RESULT: Shape = {
@@ -825,7 +832,7 @@ const RETRIEVE_RESULT: Shape = {
     ),
   ),
   gitStatus: optional(oneOf('untrusted', 'no-workspace', 'disabled', 'no-git', 'no-index', 'no-query', 'error', 'ok')),
-  privacy: optional(shaped(PRIVACY_SUMMARY)),
+  privacy: optional(nullable(shaped(PRIVACY_SUMMARY))),
 };
 
 const MANIFEST: Shape = {
@@ -845,7 +852,7 @@ const MANIFEST: Shape = {
   planning: shaped({ mode: str, tokens: numbersRecord }),
   relevance: optional(relevanceRecord),
   warnings: arrayOf(str),
-  privacy: optional(shaped(PRIVACY_SUMMARY)),
+  privacy: optional(nullable(shaped(PRIVACY_SUMMARY))),
 };
 
 const PRIVACY_ANSWER: Shape = {
@@ -856,6 +863,7 @@ const PRIVACY_ANSWER: Shape = {
   withheld: arrayOf(str),
   redactSecrets: bool,
   explanation: str,
+  rule: optional(str),
 };
 
 const HEALTH_RESULT: Shape = {

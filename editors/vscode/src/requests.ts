@@ -150,7 +150,7 @@ export class Ds4Requests {
   }
 
   /**
-   * `ds4.privacy`: what the destination `params.model` (`provider/model`) may see under the
+   * `ds4.privacy`: what the destination `params.model` (`provider/model` or `provider`) may see under the
    * server's privacy policy, and why.
    */
   privacy(params: PrivacyParams): Promise<PrivacyAnswer> {

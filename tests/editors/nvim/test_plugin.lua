@@ -938,6 +938,7 @@ test('ds4privacy_and_the_manifest_privacy_section_render', function()
         withheld = { 'sensitive', 'local-only' },
         redactSecrets = true,
         explanation = 'openai is not a local provider, so it is remote.',
+        rule = 'privacy.remoteDefaultAllowed',
       })
     end)
   end
@@ -951,14 +952,15 @@ test('ds4privacy_and_the_manifest_privacy_section_render', function()
     assert(shown:find('withheld     sensitive, local%-only'), shown)
     assert(shown:find('secrets      redacted', 1, true), shown)
     assert(shown:find('openai is not a local provider, so it is remote.', 1, true), shown)
+    assert(shown:find('decided by   privacy.remoteDefaultAllowed', 1, true), shown)
     -- Without an argument: the last plan's model (earlier cases planned).
     assert(ds4.last_model and ds4.last_model:find('/', 1, true), vim.inspect(ds4.last_model))
     run_command('Ds4Privacy', 'privacy')
     eq(vim.inspect(sent[2].arguments), vim.inspect({ { model = ds4.last_model } }), 'default')
-    -- A destination without a model is refused before anything is sent.
+    -- A malformed destination is refused before anything is sent.
     local count = #notified
-    vim.cmd('Ds4Privacy openai')
-    eq(#sent, 2, 'nothing sent for "openai"')
+    vim.cmd('Ds4Privacy open ai')
+    eq(#sent, 2, 'nothing sent for "open ai"')
     assert(notified[count + 1] and notified[count + 1].msg:find('PROVIDER/MODEL', 1, true))
   end)
   client_mod.execute = execute
@@ -1073,6 +1075,9 @@ test('the_help_file_has_valid_tags_and_links', function()
     'ds4.summaries()',
     'ds4.compact_committed()',
     'ds4.compact_failed()',
+    ':Ds4Privacy',
+    'ds4.privacy()',
+    'ds4-privacy',
   }) do
     assert(tags[tag], 'missing help tag ' .. tag)
   end

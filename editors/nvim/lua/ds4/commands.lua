@@ -382,8 +382,8 @@ function M.summaries(opts)
   end)
 end
 
---- :Ds4Privacy [PROVIDER/MODEL]: what that destination (default: the last plan's model) may
---- see under the privacy policy (`ds4.privacy`).
+--- :Ds4Privacy [PROVIDER/MODEL | PROVIDER]: what that destination (default: the last plan's
+--- model) may see under the privacy policy (`ds4.privacy`).
 function M.privacy(opts)
   local ds4 = require('ds4')
   local privacy = require('ds4.privacy')
@@ -393,8 +393,8 @@ function M.privacy(opts)
   end
   if wanted == '' then
     return notify_error(
-      'Ds4Privacy: give the destination as PROVIDER/MODEL, e.g. :Ds4Privacy openai/gpt-4o '
-        .. '(no plan was made here yet to default to)'
+      'Ds4Privacy: give the destination as PROVIDER/MODEL or PROVIDER, e.g. '
+        .. ':Ds4Privacy openai/gpt-4o (no plan was made here yet to default to)'
     )
   end
   local model, problem = privacy.parse_model(wanted)

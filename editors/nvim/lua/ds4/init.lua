@@ -50,7 +50,11 @@ function M.plan(params, cb, opts)
       M.last_manifest_id = result.manifestId
     end
     local model = result and result.model
-    if type(model) == 'table' and type(model.provider) == 'string' and type(model.id) == 'string' then
+    if
+      type(model) == 'table'
+      and type(model.provider) == 'string'
+      and type(model.id) == 'string'
+    then
       M.last_model = model.provider .. '/' .. model.id
     end
     cb(err, result)

@@ -168,19 +168,19 @@ function M.section(privacy, excluded)
   return lines
 end
 
---- `provider/model` checked: nil and the problem unless both parts are non-empty.
+--- A destination checked: `provider/model` (e.g. `openai/gpt-4o`) or a bare provider id
+--- (`ollama`; the policy decides by the provider), without spaces. nil and the problem else.
 ---@param value string?
 ---@return string? model
 ---@return string? problem
 function M.parse_model(value)
   local model = vim.trim(value or '')
-  if model:match('^[^/%s]+/%S+$') then
+  if model:match('^[^/%s]+$') or model:match('^[^/%s]+/%S+$') then
     return model, nil
   end
   return nil,
-    ('Ds4Privacy: give the destination as PROVIDER/MODEL (e.g. openai/gpt-4o), got %q'):format(
-      model
-    )
+    ('Ds4Privacy: give the destination as PROVIDER/MODEL or PROVIDER (e.g. openai/gpt-4o), '
+      .. 'got %q'):format(model)
 end
 
 --- A `ds4.privacy` answer for :Ds4Privacy: the facts, then the explanation.
@@ -198,9 +198,11 @@ function M.answer(answer, model)
     ('  may see      %s'):format(level_list(answer.allowed)),
     ('  withheld     %s'):format(level_list(answer.withheld)),
     ('  secrets      %s'):format(val(answer.redactSecrets) and 'redacted' or 'not redacted'),
-    '',
-    '## Explanation',
   }
+  if val(answer.rule) then
+    lines[#lines + 1] = ('  decided by   %s'):format(tostring(answer.rule))
+  end
+  vim.list_extend(lines, { '', '## Explanation' })
   local explanation = vim.trim(tostring(val(answer.explanation) or ''))
   if explanation == '' then
     explanation = '(the server gave none)'

@@ -51,7 +51,8 @@ describe('"DS4: Privacy Policy"', () => {
     await run();
     const options = vscode.inputBoxes.at(-1) as { value: string; validateInput(value: string): string | undefined };
     assert.equal(options.value, 'anthropic/claude-sonnet-4-5');
-    assert.match(options.validateInput('openai') ?? '', /provider\/model/);
+    assert.match(options.validateInput('open ai') ?? '', /provider\/model/);
+    assert.equal(options.validateInput('ollama'), undefined);
     assert.equal(options.validateInput('openai/gpt-4o'), undefined);
     assert.deepEqual(asked, [], 'a cancelled input asks nothing');
     lastPlan = undefined;
@@ -73,8 +74,8 @@ describe('"DS4: Privacy Policy"', () => {
     assert.ok(document.text.includes(privacyAnswer().explanation));
   });
 
-  it('refuses a destination without a model, and reports a server error', async () => {
-    vscode.inputBoxAnswer = 'openai';
+  it('refuses a malformed destination, and reports a server error', async () => {
+    vscode.inputBoxAnswer = 'open ai';
     await run();
     assert.equal(asked.length, 1, 'nothing sent');
     assert.match(vscode.messages.at(-1)?.text ?? '', /^DS4: Give the destination as provider\/model/);

@@ -62,6 +62,8 @@ describe('manifest privacy section', () => {
     const html = renderManifestHtml(manifest(), { nonce: NONCE });
     assert.doesNotMatch(html, /class="privacy"/);
     assert.equal(renderPrivacy(manifest()), '');
+    assert.equal(renderPrivacy(manifest({ privacy: null })), '', 'privacy: null (none recorded)');
+    assert.deepEqual(checkManifest(manifest({ privacy: null })), []);
     assert.match(html, /36,349 tokens/);
   });
 
@@ -119,7 +121,8 @@ describe('DS4: Privacy Policy', () => {
     assert.equal(defaultPrivacyModel(undefined), '');
     assert.equal(privacyModelProblem(' openai/gpt-4o '), undefined);
     assert.equal(privacyModelProblem('ollama/qwen3:8b'), undefined);
-    for (const bad of ['', 'openai', '/gpt-4o', 'openai/', '  ']) {
+    assert.equal(privacyModelProblem('ollama'), undefined, 'a bare provider: the policy decides by provider');
+    for (const bad of ['', '/gpt-4o', 'openai/', '  ', 'open ai/gpt']) {
       assert.match(privacyModelProblem(bad) ?? '', /provider\/model/, bad);
     }
   });
@@ -135,7 +138,8 @@ describe('DS4: Privacy Policy', () => {
     assert.match(privacyAnswerSummary({ ...answer, enabled: false }, 'openai/gpt-4o'), /the policy is off/);
     const text = renderPrivacyAnswer(answer, 'openai/gpt-4o');
     assert.match(text, /^# DS4 privacy policy for openai\/gpt-4o\n/);
-    assert.match(text, /\| Class \| remote \|\n\| Policy \| on \|\n\| May see \| normal, internal \|\n\| Withheld \| sensitive, local-only \|\n\| Secrets \| redacted \|/);
+    assert.match(text, /\| Class \| remote \|\n\| Policy \| on \|\n\| May see \| normal, internal \|\n\| Withheld \| sensitive, local-only \|\n\| Secrets \| redacted \|\n\n/);
+    assert.match(renderPrivacyAnswer(privacyAnswer({ rule: 'privacy.remoteDefaultAllowed' }), 'openai'), /\| Decided by \| privacy\.remoteDefaultAllowed \|/);
     assert.ok(text.includes(answer.explanation));
     const local = renderPrivacyAnswer(
       privacyAnswer({ provider: 'ollama', class: 'local', allowed: ['normal', 'internal', 'sensitive', 'local-only'], withheld: [], redactSecrets: false }),
