@@ -54,7 +54,9 @@ export interface Ds4Api {
    * a VS Code chat model writes it; otherwise, or when that fails, the server writes it offline
    * (`summarizer`, `fallbackReason`). Nothing is written to the session file: append
    * `result.compaction` as a Pi compaction entry, then call `compactCommitted` (or
-   * `compactFailed`).
+   * `compactFailed`). Without `params.model`, and with the editor model on, the destination
+   * of the summary prompt is named `{provider: 'vscode-lm'}` (a remote one unless listed in
+   * `ds4.privacy.localProviders`), so the privacy policy applies to it.
    */
   compact(params: CompactParams): Promise<CompactResult>;
   /** `ds4.summaries`: a session's summary graph; `format: 'dot'` adds Graphviz DOT. */

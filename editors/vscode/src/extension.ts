@@ -14,7 +14,7 @@ import { ManifestPanel } from './manifestPanel';
 import type { CompactParams, CompactResult, PlanParams, PlanResult } from './protocol';
 import { ReadOnlyDocuments } from './readOnlyDocuments';
 import { ServerClient } from './serverClient';
-import { historyToolDestination } from './settings';
+import { compactionDestination, historyToolDestination } from './settings';
 import { presentStatus, type StatusState } from './status';
 
 let server: ServerClient | undefined;
@@ -62,7 +62,9 @@ export function activate(context: vscode.ExtensionContext): Ds4Api {
       await (await running.requests()).toolExecuted(params);
     },
     async compact(params: CompactParams): Promise<CompactResult> {
-      const result = await (await running.requests()).compact(params);
+      // The summary prompt goes to a VS Code chat model: name it, unless the caller did.
+      const destination = params.model ?? compactionDestination(vscode.workspace.getConfiguration('ds4'));
+      const result = await (await running.requests()).compact(destination ? { ...params, model: destination } : params);
       lastCompaction = result;
       if (params.session.file !== lastSessionFile(context.workspaceState)) {
         await rememberSessionFile(context.workspaceState, params.session.file);

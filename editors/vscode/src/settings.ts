@@ -87,10 +87,13 @@ export const CLIENT_SETTING_KEYS: readonly string[] = [
 ];
 
 /**
- * The default `ds4.privacy.historyToolProvider`: VS Code's language model API. Not among the
- * server's `privacy.localProviders`, so the tool's results are sanitized as for a remote model.
+ * The provider id ds4 names for VS Code's chat models (`vscode.lm`, e.g. GitHub Copilot). Not
+ * among the server's default `privacy.localProviders`, so they are remote destinations.
  */
-export const DEFAULT_HISTORY_TOOL_PROVIDER = 'vscode-lm';
+export const EDITOR_MODEL_PROVIDER = 'vscode-lm';
+
+/** The default `ds4.privacy.historyToolProvider`: VS Code's chat models (remote). */
+export const DEFAULT_HISTORY_TOOL_PROVIDER = EDITOR_MODEL_PROVIDER;
 
 /**
  * The destination the `#ds4History` tool sends as `ds4/retrieve`'s `model`: the chat model
@@ -100,6 +103,17 @@ export const DEFAULT_HISTORY_TOOL_PROVIDER = 'vscode-lm';
  */
 export function historyToolDestination(settings: SettingsReader): { provider: string } {
   return { provider: nonEmptyString(settings.get('privacy.historyToolProvider')) ?? DEFAULT_HISTORY_TOOL_PROVIDER };
+}
+
+/**
+ * The destination to name in `ds4/compact` (`model`) when the caller named none: with
+ * `compaction.useEditorModel` on, a VS Code chat model reads the `ds4/summarize` prompt, so
+ * `{provider: 'vscode-lm'}` (the server then writes the prompt for that destination, not for
+ * the session's own model, which may be a local one); off, `undefined` (the server summarizes
+ * offline and nothing leaves).
+ */
+export function compactionDestination(settings: SettingsReader): { provider: string } | undefined {
+  return settings.get('compaction.useEditorModel') === false ? undefined : { provider: EDITOR_MODEL_PROVIDER };
 }
 
 /**

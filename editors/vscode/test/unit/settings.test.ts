@@ -7,6 +7,7 @@ import {
   buildConfigurationChange,
   buildInitializationOptions,
   CLIENT_SETTING_KEYS,
+  compactionDestination,
   DEFAULT_HISTORY_TOOL_PROVIDER,
   expandPath,
   historyToolDestination,
@@ -154,6 +155,12 @@ describe('settings mapping', () => {
     assert.match(setting.markdownDescription ?? '', /remote/);
     assert.ok(CLIENT_SETTING_KEYS.includes('privacy.historyToolProvider'));
     assert.ok(!SERVER_SETTING_KEYS.includes('privacy.historyToolProvider'));
+  });
+
+  it('names VS Code chat models as the destination of compaction prompts while they write them', () => {
+    assert.deepEqual(compactionDestination(reader({})), { provider: 'vscode-lm' });
+    assert.deepEqual(compactionDestination(reader({ 'compaction.useEditorModel': true })), { provider: 'vscode-lm' });
+    assert.equal(compactionDestination(reader({ 'compaction.useEditorModel': false })), undefined);
   });
 
   it('builds initializationOptions with trust, settings and an expanded database path', () => {
