@@ -14,7 +14,7 @@ import * as vscode from 'vscode';
 
 import { compactionEntryJson, describeSummaries, NOT_WRITTEN_NOTE, renderCompactResult, renderSummaries } from './compactionView';
 import type { ManifestPanel } from './manifestPanel';
-import { defaultPrivacyModel, privacyAnswerSummary, privacyModelProblem, renderPrivacyAnswer } from './privacyView';
+import { defaultPrivacyModel, privacyAnswerSummary, privacyHealthSummary, privacyModelProblem, renderPrivacyAnswer } from './privacyView';
 import type { CompactParams, CompactResult, HealthResult, Manifest, PlanParams, PlanResult } from './protocol';
 import type { ReadOnlyDocuments } from './readOnlyDocuments';
 import type { WorkDoneProgressValue } from './requests';
@@ -128,7 +128,8 @@ async function health(context: CommandContext): Promise<void> {
     `DS4 ${result.status}: ds4-lsp ${result.server.version}, ${formatInt(result.sessions)} session(s), ` +
     `${formatInt(result.entries)} entries, ${formatInt(result.manifests)} manifests; ` +
     `database ${result.databasePath}; workspace ${result.server.trusted ? 'trusted' : 'not trusted'}` +
-    (result.project ? `; project ${projectSummary(result.project)}.` : '.');
+    (result.project ? `; project ${projectSummary(result.project)}` : '') +
+    (result.privacy ? `; ${privacyHealthSummary(result.privacy) ?? ''}.` : '.');
   const problems = [...result.notices, ...result.configWarnings, ...(result.warnings ?? [])];
   const show =
     problems.length > 0

@@ -135,6 +135,26 @@ function exclusionsTable(manifest: Manifest, maxRows: number): string {
 
 // ----------------------------------------------------------------------------- ds4.privacy
 
+/**
+ * The active policy of `ds4.health` (`privacy`: the `privacy.*` settings) in a few words:
+ * `privacy on (local: faux, ollama; remote may see: normal, internal; secrets redacted)`, or
+ * `undefined` for a server without privacy.
+ */
+export function privacyHealthSummary(policy: Record<string, unknown> | undefined): string | undefined {
+  if (policy === undefined) {
+    return undefined;
+  }
+  if (policy.enabled === false) {
+    return 'privacy off';
+  }
+  const list = (value: unknown): string =>
+    Array.isArray(value) ? levelList(value.filter((item): item is string => typeof item === 'string')) : 'default';
+  return (
+    `privacy on (local: ${list(policy.localProviders)}; remote may see: ${list(policy.remoteDefaultAllowed)}` +
+    `; secrets ${policy.redactSecrets === false ? 'not redacted' : 'redacted'})`
+  );
+}
+
 /** `provider/model` of the last plan, the default destination to ask about; `''` without one. */
 export function defaultPrivacyModel(plan: Pick<PlanResult, 'model'> | undefined): string {
   return plan ? `${plan.model.provider}/${plan.model.id}` : '';

@@ -5,6 +5,7 @@ import { renderManifestHtml } from '../../src/manifestView';
 import {
   defaultPrivacyModel,
   privacyAnswerSummary,
+  privacyHealthSummary,
   privacyExclusions,
   privacyModelProblem,
   renderPrivacy,
@@ -125,6 +126,23 @@ describe('DS4: Privacy Policy', () => {
     for (const bad of ['', '/gpt-4o', 'openai/', '  ', 'open ai/gpt']) {
       assert.match(privacyModelProblem(bad) ?? '', /provider\/model/, bad);
     }
+  });
+
+  it('says the active policy of ds4.health in a few words', () => {
+    assert.equal(privacyHealthSummary(undefined), undefined);
+    assert.equal(privacyHealthSummary({ enabled: false }), 'privacy off');
+    assert.equal(
+      privacyHealthSummary({
+        enabled: true,
+        defaultClassification: 'normal',
+        localProviders: ['faux', 'ollama'],
+        remoteDefaultAllowed: ['normal', 'internal'],
+        remoteProviders: {},
+        redactSecrets: true,
+      }),
+      'privacy on (local: faux, ollama; remote may see: normal, internal; secrets redacted)',
+    );
+    assert.equal(privacyHealthSummary({ enabled: true, redactSecrets: false, remoteDefaultAllowed: [] }), 'privacy on (local: default; remote may see: none; secrets not redacted)');
   });
 
   it('summarizes the answer in one line and shows the explanation', () => {
