@@ -740,28 +740,35 @@ local function below_floor_item(kind, source_id, tokens, score, floor)
   }
 end
 
-test('manifest_renders_relevance_and_below_floor_items', function()
-  local render = require('ds4.render')
-  -- What a server sends: a relevance section, and the below-floor candidates as excluded
-  -- items, one score each, grouped under one row per floor.
-  local manifest = {
+--- A manifest as a server sends it, with `excluded` and the other `fields` given.
+local function fake_manifest(excluded, fields)
+  return vim.tbl_extend('force', {
     id = 'm-0123456789abcdef',
     planning = { mode = 'managed' },
     retrieved = {},
     included = {},
-    excluded = {
-      below_floor_item('history', 's:e1', 120, 0.21, '0.350'),
-      below_floor_item('history', 's:e2', 80, 0.12, '0.350'),
-      below_floor_item('project', 'snip-1', 40, 0.3, '0.400'),
-      {
-        kind = 'recent',
-        sourceId = 's:e3',
-        groupId = 'group:1-2',
-        tokens = 10,
-        score = vim.NIL,
-        reason = 'over the recent tail budget',
-      },
+    excluded = excluded,
+    warnings = {},
+  }, fields)
+end
+
+test('manifest_renders_relevance_and_below_floor_items', function()
+  local render = require('ds4.render')
+  -- What a server sends: a relevance section, and the below-floor candidates as excluded
+  -- items, one score each, grouped under one row per floor.
+  local manifest = fake_manifest({
+    below_floor_item('history', 's:e1', 120, 0.21, '0.350'),
+    below_floor_item('history', 's:e2', 80, 0.12, '0.350'),
+    below_floor_item('project', 'snip-1', 40, 0.3, '0.400'),
+    {
+      kind = 'recent',
+      sourceId = 's:e3',
+      groupId = 'group:1-2',
+      tokens = 10,
+      score = vim.NIL,
+      reason = 'over the recent tail budget',
     },
+  }, {
     relevance = {
       history = {
         status = 'ok',
@@ -773,8 +780,7 @@ test('manifest_renders_relevance_and_below_floor_items', function()
       },
       project = { status = 'ok', sent = 3, belowFloor = 1, floor = 0.4, best = 0.3, why = vim.NIL },
     },
-    warnings = {},
-  }
+  })
   local text = table.concat(render.manifest(manifest, true), '\n')
   assert(text:find('## Relevance', 1, true), text)
   assert(text:find('scope%s+status%s+sent%s+below floor%s+floor%s+best%s+why none was sent'), text)
@@ -850,34 +856,18 @@ end
 
 test('ds4privacy_and_the_manifest_privacy_section_render', function()
   local render = require('ds4.render')
-  local manifest = {
-    id = 'm-0123456789abcdef',
-    planning = { mode = 'managed' },
-    retrieved = {},
-    included = {},
-    excluded = {
-      {
-        kind = 'history',
-        sourceId = 's:e7',
-        groupId = vim.NIL,
-        classification = 'local-only',
-        tokens = 412,
-        score = 9.5,
-        reason = 'excluded due to privacy policy',
-      },
-      {
-        kind = 'recent',
-        sourceId = 's:e3',
-        groupId = 'group:1-2',
-        classification = 'normal',
-        tokens = 10,
-        score = vim.NIL,
-        reason = 'over the recent tail budget',
-      },
+  local manifest = fake_manifest({
+    {
+      kind = 'history',
+      sourceId = 's:e7',
+      groupId = vim.NIL,
+      classification = 'local-only',
+      tokens = 412,
+      score = 9.5,
+      reason = 'excluded due to privacy policy',
     },
-    privacy = remote_privacy(),
-    warnings = {},
-  }
+    below_floor_item('history', 's:e3', 10, 0.1, '0.350'),
+  }, { privacy = remote_privacy() })
   local text = table.concat(render.manifest(manifest, true), '\n')
   assert(
     text:find(

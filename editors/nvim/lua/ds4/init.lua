@@ -126,6 +126,15 @@ function M.compact(params, cb, opts)
   client.request('ds4/compact', params, cb, opts)
 end
 
+--- Run the server command `command` with its one argument object `argument`.
+---@param command string
+---@param argument table
+---@param cb fun(err: table?, result: table?)
+---@param opts {bufnr: integer?}?
+local function execute_with(command, argument, cb, opts)
+  client.execute(command, cb, vim.tbl_extend('force', opts or {}, { arguments = { argument } }))
+end
+
 --- `ds4.summaries` (workspace/executeCommand): a session's summary graph. Params:
 --- `{ session = { file, leafId? }, format? = 'json'|'dot' }` (`dot` adds `result.dot`).
 ---@param params table
@@ -134,11 +143,7 @@ end
 function M.summaries(params, cb, opts)
   vim.validate('params', params, 'table')
   vim.validate('cb', cb, 'function')
-  client.execute(
-    'ds4.summaries',
-    cb,
-    vim.tbl_extend('force', opts or {}, { arguments = { params } })
-  )
+  execute_with('ds4.summaries', params, cb, opts)
 end
 
 --- `ds4.privacy` (workspace/executeCommand): what the destination `model` (`provider/id`,
@@ -150,11 +155,7 @@ end
 function M.privacy(model, cb, opts)
   vim.validate('model', model, 'string')
   vim.validate('cb', cb, 'function')
-  client.execute(
-    'ds4.privacy',
-    cb,
-    vim.tbl_extend('force', opts or {}, { arguments = { { model = model } } })
-  )
+  execute_with('ds4.privacy', { model = model }, cb, opts)
 end
 
 --- `ds4/compactCommitted`: the agent appended the compaction entry of `summary_id` (the

@@ -11,17 +11,9 @@ M.LEVELS = { 'normal', 'internal', 'sensitive', 'local-only' }
 --- The reason of a manifest item dropped for privacy.
 M.EXCLUSION_REASON = 'excluded due to privacy policy'
 
-local function val(x)
-  if x == vim.NIL then
-    return nil
-  end
-  return x
-end
-
-local function render()
-  -- Lazily: ds4.render requires this module.
-  return require('ds4.render')
-end
+-- ds4.render requires this module only inside its functions, so requiring it here is safe.
+local render = require('ds4.render')
+local val = render.val
 
 --- `normal, internal`, or `none` for an empty list.
 ---@param levels any
@@ -107,7 +99,7 @@ function M.section(privacy, excluded)
   if type(privacy) ~= 'table' then
     return {}
   end
-  local r = render()
+  local r = render
   if val(privacy.enabled) == false then
     return {
       '',

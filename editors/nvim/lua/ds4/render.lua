@@ -11,6 +11,7 @@ local function val(x)
   end
   return x
 end
+M.val = val
 
 --- A number with thousands separators (integers) or 3 decimals; '-' when missing.
 ---@param n number?
