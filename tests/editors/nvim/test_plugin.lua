@@ -952,6 +952,16 @@ test('ds4privacy_and_the_manifest_privacy_section_render', function()
     vim.cmd('Ds4Privacy open ai')
     eq(#sent, 2, 'nothing sent for "open ai"')
     assert(notified[count + 1] and notified[count + 1].msg:find('PROVIDER/MODEL', 1, true))
+    -- :Ds4Retrieve and :Ds4Compact name their reader with --model=PROVIDER/ID.
+    for _, cmd in ipairs({
+      'Ds4Retrieve --scope=git --model=openai why',
+      'Ds4Compact --session=/s.jsonl --model=x',
+    }) do
+      count = #notified
+      vim.cmd(cmd)
+      local said = notified[count + 1]
+      assert(said and said.msg:find('--model expects PROVIDER/ID', 1, true), cmd)
+    end
   end)
   client_mod.execute = execute
   assert(ok, problem)
