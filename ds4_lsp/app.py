@@ -33,6 +33,7 @@ from ds4_lsp.methods import (
     DS4_RETRIEVE,
     DS4_TOOL_EXECUTED,
     HEALTH,
+    PRIVACY,
     PROJECT_STATUS,
     REBUILD_INDEX,
     SUMMARIES,
@@ -80,4 +81,5 @@ def create_server() -> Ds4Server:
     server.command(HEALTH)(commands.health)
     server.command(PROJECT_STATUS)(commands.project_status)
     server.command(SUMMARIES)(commands.summaries)
+    server.command(PRIVACY)(commands.privacy)
     return server

@@ -109,6 +109,9 @@ class RetrieveParams:
     `query` defaults to the text of the last user message on the session's active branch;
     `scopes` defaults to `["history"]`; `maxResults` (1..100) and `maxTokens` (tokens, >= 1)
     default to the `retrieval.maxResults` and `context.maxRetrievedHistoryTokens` settings.
+    `model` names the destination of the hits (docs/privacy.md): with a provider, hits are
+    written for it (withheld ones left out, secrets redacted for a remote one); without,
+    hits are only classified.
     """
 
     query: str | None = None
@@ -116,6 +119,7 @@ class RetrieveParams:
     scopes: list[Scope] | None = None
     max_results: int | None = None
     max_tokens: int | None = None
+    model: ModelParams | None = None
 
     def to_core(self) -> RetrieveRequest:
         """The core `RetrieveRequest`."""
@@ -125,6 +129,7 @@ class RetrieveParams:
             scopes=tuple(self.scopes) if self.scopes is not None else ("history",),
             max_results=self.max_results,
             max_tokens=self.max_tokens,
+            model=self.model.to_core() if self.model else None,
         )
 
 
@@ -168,6 +173,8 @@ class CompactParams:
     compaction); absent, the most recent `compaction.keepRecentTokens` tokens are kept.
     `previousSummaryId`, when given, must be the branch's current root (it is checked).
     `customInstructions` are passed on to the summarizer's prompt (docs/compaction.md).
+    `model` names the model that answers `ds4/summarize`: its provider is the destination of
+    the summary prompt (docs/privacy.md); absent, the session's current model.
     """
 
     session: SessionParams
@@ -175,6 +182,7 @@ class CompactParams:
     first_kept_entry_id: str | None = None
     previous_summary_id: str | None = None
     custom_instructions: str | None = None
+    model: ModelParams | None = None
 
     def to_core(self) -> CompactRequest:
         """The core `CompactRequest` (`reason` absent or null: `manual`)."""
@@ -184,6 +192,7 @@ class CompactParams:
             first_kept_entry_id=self.first_kept_entry_id,
             previous_summary_id=self.previous_summary_id,
             custom_instructions=self.custom_instructions,
+            model=self.model.to_core() if self.model else None,
         )
 
 
@@ -219,6 +228,24 @@ class SummariesArguments:
 
     session: SessionParams
     format: SummariesFormat = "json"
+
+
+@attrs.define
+class PrivacyArguments:
+    """The optional argument object of the `ds4.privacy` command: the destination to explain,
+    as `model` (`provider/id`, or a bare provider id) or `provider`. Neither: an unnamed
+    provider (treated as remote)."""
+
+    model: str | None = None
+    provider: str | None = None
+
+    def provider_id(self) -> str | None:
+        """The provider asked about (`provider`, else the part of `model` before `/`)."""
+        if self.provider:
+            return self.provider
+        if self.model:
+            return self.model.split("/", 1)[0] or None
+        return None
 
 
 @attrs.define

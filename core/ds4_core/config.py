@@ -1,5 +1,8 @@
 """Settings: defaults, validation and merging (key names of docs/reference.md §2).
 
+One module: each setting's default, validator and typed field are kept side by side (a key
+cannot exist without its rule and its field; `_build_sections` checks it at import).
+
 Settings are a flat mapping from dotted keys (`context.maxProjectTokens`) to values. Nested
 objects from a client (`{"context": {"maxProjectTokens": 1}}`) are flattened first. A value
 that fails validation is ignored with a warning naming the key, the value and the rule; the
@@ -66,6 +69,57 @@ def _false(value: Any) -> str | None:
 
 def _non_empty_string(value: Any) -> str | None:
     return None if isinstance(value, str) and value.strip() else "expected a non-empty string"
+
+
+_LEVELS = ("normal", "internal", "sensitive", "local-only")
+"""The privacy levels, lowest first (privacy/levels.py; repeated here: config imports nothing
+of the engine)."""
+
+
+def _provider_list(value: Any) -> str | None:
+    """`privacy.localProviders`: a non-empty list of provider ids, no duplicates ignoring case
+    (docs/reference.md §2)."""
+    if not isinstance(value, list) or not value:
+        return "expected a non-empty list of provider ids"
+    seen: set[str] = set()
+    for item in value:
+        if not isinstance(item, str) or not item.strip() or item != item.strip():
+            return f"{echo(item)}: expected a provider id without surrounding spaces"
+        if item.casefold() in seen:
+            return f"{echo(item)} is listed twice (ids are compared ignoring case)"
+        seen.add(item.casefold())
+    return None
+
+
+def _remote_levels(value: Any) -> str | None:
+    """A list of levels a remote provider may see: no `local-only`, no duplicates."""
+    if not isinstance(value, list):
+        return "expected a list of levels (normal, internal, sensitive)"
+    for item in value:
+        if item not in _LEVELS:
+            return f"{echo(item)} is not a level (normal, internal, sensitive, local-only)"
+        if item == "local-only":
+            return "local-only content never goes to a remote provider"
+    if len(set(value)) != len(value):
+        return "a level is listed twice"
+    return None
+
+
+def _remote_providers(value: Any) -> str | None:
+    """`privacy.remoteProviders`: provider id -> list of levels it may see."""
+    if not isinstance(value, dict):
+        return "expected an object mapping provider ids to lists of levels"
+    seen: set[str] = set()
+    for key, levels in value.items():
+        if not isinstance(key, str) or not key.strip():
+            return f"key {echo(key)} must be a provider id"
+        if key.casefold() in seen:
+            return f"{echo(key)} is listed twice (ids are compared ignoring case)"
+        seen.add(key.casefold())
+        problem = _remote_levels(levels)
+        if problem:
+            return f"{echo(key)}: {problem}"
+    return None
 
 
 _OVERRIDE_FIELDS = {
@@ -184,6 +238,28 @@ SETTINGS: dict[str, SettingSpec] = {
     "modelAwareness.enabled": SettingSpec(True, _bool, "Use adaptive ceilings by context window."),
     "modelAwareness.overrides": SettingSpec(
         {}, _overrides, "Per-model limits keyed '*', 'provider/*' or 'provider/model'."
+    ),
+    "privacy.enabled": SettingSpec(
+        True,
+        _bool,
+        "Classify, withhold and redact what leaves for a model (on by default; DS4's is off).",
+    ),
+    "privacy.defaultClassification": SettingSpec(
+        "normal", _choice(*_LEVELS), "Level of text without markers."
+    ),
+    "privacy.localProviders": SettingSpec(
+        ["faux", "ollama", "llama-cpp", "lmstudio"],
+        _provider_list,
+        "Providers that run locally and may see every level (ids compared ignoring case).",
+    ),
+    "privacy.remoteDefaultAllowed": SettingSpec(
+        ["normal", "internal"], _remote_levels, "Levels any other (remote) provider may see."
+    ),
+    "privacy.remoteProviders": SettingSpec(
+        {}, _remote_providers, "Levels a named remote provider may see, instead of the default."
+    ),
+    "privacy.redactSecrets": SettingSpec(
+        True, _bool, "Redact secrets (keys, tokens, passwords) for remote providers."
     ),
     "diagnostics.storeContextManifest": SettingSpec(
         True, _bool, "Store manifests in the database."
@@ -334,6 +410,24 @@ class ModelAwarenessSettings:
 
 
 @dataclass(frozen=True, slots=True)
+class PrivacySettings:
+    """`privacy.*`: classification, destinations and secret redaction (docs/privacy.md)."""
+
+    enabled: bool
+    """Classify, withhold and redact what leaves for a model."""
+    default_classification: Literal["normal", "internal", "sensitive", "local-only"]
+    """Level of text without markers."""
+    local_providers: tuple[str, ...]
+    """Provider ids that are local (compared ignoring case); they may see every level."""
+    remote_default_allowed: tuple[str, ...]
+    """Levels a remote provider not in `remote_providers` may see."""
+    remote_providers: Mapping[str, tuple[str, ...]]
+    """Remote provider id -> the levels it may see (read-only)."""
+    redact_secrets: bool
+    """Redact secrets for remote providers."""
+
+
+@dataclass(frozen=True, slots=True)
 class DiagnosticsSettings:
     """`diagnostics.*`: manifests and logging."""
 
@@ -367,6 +461,7 @@ SECTIONS: dict[str, type] = {
     "project": ProjectSettings,
     "compaction": CompactionSettings,
     "modelAwareness": ModelAwarenessSettings,
+    "privacy": PrivacySettings,
     "diagnostics": DiagnosticsSettings,
     "storage": StorageSettings,
     "server": ServerSettings,
@@ -396,6 +491,11 @@ _TYPED: dict[str, Callable[[Any], Any]] = {
     "context.softLimitRatio": float,
     "context.hardLimitRatio": float,
     "modelAwareness.overrides": _frozen_overrides,
+    "privacy.localProviders": tuple,
+    "privacy.remoteDefaultAllowed": tuple,
+    "privacy.remoteProviders": lambda value: MappingProxyType(
+        {key: tuple(levels) for key, levels in value.items()}
+    ),
 }
 """Conversions from a validated value to its field's type (the rest are stored as they are)."""
 
@@ -427,7 +527,7 @@ class Config:
 
     Read them through the typed sections: `config.enabled`, `config.context`,
     `config.retrieval`, `config.project`, `config.compaction`, `config.model_awareness`,
-    `config.diagnostics`, `config.storage`, `config.server` (e.g.
+    `config.privacy`, `config.diagnostics`, `config.storage`, `config.server` (e.g.
     `config.context.recent_tail_tokens`), built once in `__post_init__`. `values` (and
     `config["context.recentTailTokens"]`) is the flat dotted-key mapping of the validation
     layer in this module; code elsewhere uses the sections. `values` must hold every key of
@@ -444,6 +544,7 @@ class Config:
     project: ProjectSettings = field(init=False, repr=False, compare=False)
     compaction: CompactionSettings = field(init=False, repr=False, compare=False)
     model_awareness: ModelAwarenessSettings = field(init=False, repr=False, compare=False)
+    privacy: PrivacySettings = field(init=False, repr=False, compare=False)
     diagnostics: DiagnosticsSettings = field(init=False, repr=False, compare=False)
     storage: StorageSettings = field(init=False, repr=False, compare=False)
     server: ServerSettings = field(init=False, repr=False, compare=False)
@@ -494,6 +595,16 @@ class Config:
                 if accepted.pop(key, None) is not None:
                     warnings.append(
                         f"setting {key!r} was ignored: preferredOutputReserve must be >= minimumOutputReserve"
+                    )
+        trial = {**merged, **accepted}
+        local = {p.casefold() for p in trial["privacy.localProviders"]}
+        both = sorted(p for p in trial["privacy.remoteProviders"] if p.casefold() in local)
+        if both:
+            for key in ("privacy.localProviders", "privacy.remoteProviders"):
+                if accepted.pop(key, None) is not None:
+                    warnings.append(
+                        f"setting {key!r} was ignored: a provider may not be both local and "
+                        f"remote ({', '.join(echo(p) for p in both)})"
                     )
         merged.update(accepted)
         return Config(merged), warnings

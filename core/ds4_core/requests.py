@@ -87,13 +87,16 @@ class PlanRequest:
 @dataclass(frozen=True)
 class RetrieveRequest:
     """Inputs of `ContextEngine.retrieve` (`ds4/retrieve`). `query` defaults to the text of the
-    last user message on the session's active branch. `max_tokens` bounds the excerpts."""
+    last user message on the session's active branch. `max_tokens` bounds the excerpts.
+    `model` names the destination of the hits (docs/privacy.md); None: hits are classified,
+    not rewritten."""
 
     query: str | None = None
     session: SessionRef | None = None
     scopes: tuple[Scope, ...] = ("history",)
     max_results: int | None = None
     max_tokens: int | None = None
+    model: ModelSpec | None = None
 
 
 @dataclass(frozen=True)
@@ -118,7 +121,9 @@ class CompactRequest:
     `first_kept_entry_id` chooses the span (the entries before it on the active branch, after
     the branch's latest compaction, are summarized); absent, the server keeps the most recent
     `compaction.keepRecentTokens` tokens. `previous_summary_id`, when given, must be the
-    branch's current root (it is checked, never trusted).
+    branch's current root (it is checked, never trusted). `model` is the summarizer's model:
+    its provider is the destination of the summary prompt (None: the session's current
+    model; docs/privacy.md).
     """
 
     session: SessionRef
@@ -126,6 +131,7 @@ class CompactRequest:
     first_kept_entry_id: str | None = None
     previous_summary_id: str | None = None
     custom_instructions: str | None = None
+    model: ModelSpec | None = None
 
     def __post_init__(self) -> None:
         if self.first_kept_entry_id is not None:  # escaped like the ids read from the file

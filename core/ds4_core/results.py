@@ -69,7 +69,9 @@ class PlanResult(WireResult):
     why). `messages` are the planned Pi messages. `manifest_stored` is False when the manifest
     was kept in memory only. `over_hard_limit` is True when `fixed_tokens` +
     `current_turn_tokens` exceed `hard_input_limit`. `stats` holds the planner's counters in
-    camelCase plus `included`, `excluded` (item counts) and `durationMs`.
+    camelCase plus `included`, `excluded` (item counts) and `durationMs`. `privacy` is what
+    the sanitizer did for the plan's destination (`privacy.sanitizer.PrivacyCounters.to_wire`,
+    the manifest's `privacy`; docs/privacy.md).
     """
 
     mode: str
@@ -88,6 +90,7 @@ class PlanResult(WireResult):
     stats: JsonObject
     fallback_reason: str | None = omit_if_none()
     session: SessionInfo | None = omit_if_none()
+    privacy: JsonObject | None = omit_if_none()
 
     def log_summary(self) -> str:
         """One log line: counts, ids and timings only (never content)."""
@@ -105,7 +108,8 @@ class HistoryHit(WireResult):
     """A transcript entry that matched. `entry_key` is `<sessionId>:<entryId>`; `excerpt` is
     the quoted text and `tokens` its size; `score` the ranking score, which history retrieval
     keeps to 6 decimals and `ds4/retrieve` rounds to 3 (`Retriever`). A plan's manifest
-    (`retrieved[].score`) keeps the 6."""
+    (`retrieved[].score`) keeps the 6. `classification` is the excerpt's privacy level
+    (docs/privacy.md)."""
 
     entry_key: str
     entry_id: str
@@ -115,6 +119,7 @@ class HistoryHit(WireResult):
     reason: str
     excerpt: str
     tokens: int
+    classification: str = "normal"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -137,6 +142,7 @@ class ProjectHit(WireResult):
     snippet_id: str
     tokens: int
     modified: bool | None
+    classification: str = "normal"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -162,6 +168,7 @@ class CommitHit(WireResult):
     withheld: str | None = omit_if_none()
     quoted: str
     tokens: int
+    classification: str = "normal"
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,7 +193,9 @@ class RetrieveResult(WireResult):
     (e.g. no candidate reached the relevance floor), None when something was. `git` and
     `git_status` are present only when the `git` scope was asked for: the commits, best
     first, and `untrusted`, `no-workspace`, `disabled`, `no-git`, `no-index`, `no-query`,
-    `error` or `ok` (docs/protocol.md)."""
+    `error` or `ok` (docs/protocol.md). `privacy` is what the sanitizer did for the request's
+    destination (`destination` null when the request named no model: hits classified only;
+    docs/privacy.md)."""
 
     status: str
     query: str | None
@@ -198,6 +207,7 @@ class RetrieveResult(WireResult):
     relevance: dict[str, Any] = field(default_factory=dict)
     git: tuple[CommitHit, ...] | None = omit_if_none()
     git_status: str | None = omit_if_none()
+    privacy: JsonObject | None = omit_if_none()
 
     def log_summary(self) -> str:
         """One log line: counts and timings only."""
@@ -535,7 +545,9 @@ class StaleSnippet(WireResult):
 @dataclass(frozen=True, slots=True)
 class HealthResult(WireResult):
     """`ds4.health` and `ds4 health`: `status` `ok`, or `warning` when notices, settings
-    warnings, stale snippets or session copies exist; versions, counts and the project status."""
+    warnings, stale snippets or session copies exist; versions, counts and the project status.
+    `privacy` is the active policy: `{enabled, defaultClassification, localProviders,
+    remoteDefaultAllowed, remoteProviders, redactSecrets}` (docs/privacy.md)."""
 
     status: str
     version: str
@@ -553,3 +565,25 @@ class HealthResult(WireResult):
     config_warnings: tuple[str, ...]
     project: ProjectStatus
     warnings: tuple[str, ...] = field(default=())
+    privacy: JsonObject = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class PrivacyResult(WireResult):
+    """`ds4.privacy` and `ds4 privacy`: what one destination may see (docs/privacy.md).
+
+    `provider` is the provider asked about (None: an unnamed one, treated as remote); `kind`
+    is `local` or `remote` (the destination's class); `allowed` and `withheld` the levels it may and
+    may not see, lowest first; `rule` the setting that decided; `redact_secrets` whether secrets
+    are redacted for it; `explanation` one paragraph for a person; `policy` the active policy
+    (as in `ds4.health`)."""
+
+    enabled: bool
+    provider: str | None
+    kind: str
+    allowed: tuple[str, ...]
+    withheld: tuple[str, ...]
+    rule: str
+    redact_secrets: bool
+    explanation: str
+    policy: JsonObject

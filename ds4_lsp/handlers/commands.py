@@ -1,7 +1,8 @@
 """Workspace commands (`workspace/executeCommand`): `ds4.rebuildIndex`, `ds4.health`,
-`ds4.projectStatus`, `ds4.summaries`.
+`ds4.projectStatus`, `ds4.summaries`, `ds4.privacy`.
 
-All return JSON. `ds4.summaries` takes one argument object; the others take none.
+All return JSON. `ds4.summaries` takes one argument object, `ds4.privacy` one or none; the
+others take none.
 `ds4.rebuildIndex` and `ds4.health` report `$/progress` (see `ds4_lsp.services.progress`).
 """
 
@@ -13,8 +14,8 @@ from pygls.exceptions import JsonRpcInvalidParams
 
 from ds4_core.json_bounds import describe_type
 from ds4_lsp.converter import ARGUMENT_ROOT, command_argument
-from ds4_lsp.methods import HEALTH, PROJECT_STATUS, REBUILD_INDEX, SUMMARIES
-from ds4_lsp.params import SummariesArguments
+from ds4_lsp.methods import HEALTH, PRIVACY, PROJECT_STATUS, REBUILD_INDEX, SUMMARIES
+from ds4_lsp.params import PrivacyArguments, SummariesArguments
 from ds4_lsp.server import Ds4Server, with_wire
 from ds4_lsp.services.diagnostics import publish_stale_snippets
 from ds4_lsp.services.progress import WorkDoneProgress
@@ -117,6 +118,25 @@ async def summaries(ls: Ds4Server, *arguments: Any) -> dict[str, Any]:
         f"session={result.session_id} nodes={len(result.nodes)} "
         f"root={result.active_root_id} format={args.format}",
     )
+    return answer
+
+
+async def privacy(ls: Ds4Server, *arguments: Any) -> dict[str, Any]:
+    """`ds4.privacy`: what one destination may see under the active policy (docs/privacy.md).
+
+    Takes no argument (an unnamed provider, treated as remote) or one `{model: "provider/id"}`
+    or `{provider: "id"}`. Returns {enabled, provider, kind, allowed, withheld, rule,
+    redactSecrets, explanation, policy}. Errors: InvalidParams naming the field.
+    """
+    if not arguments or arguments[0] is None or arguments[0] == {}:
+        expect_no_arguments(PRIVACY, arguments)
+        provider = None
+    else:
+        provider = command_argument(PRIVACY, arguments, PrivacyArguments).provider_id()
+    result, answer = await ls.run_engine(
+        lambda: with_wire(ls.engine.privacy(provider)), method=PRIVACY
+    )
+    ls.log_request(PRIVACY, f"kind={result.kind} enabled={result.enabled}")
     return answer
 
 

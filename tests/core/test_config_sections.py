@@ -55,6 +55,12 @@ NON_DEFAULT: dict[str, Any] = {
     "storage.databasePath": "/tmp/x.db",
     "storage.busyTimeoutMs": 1,
     "server.maxMessageBytes": 4096,
+    "privacy.enabled": False,
+    "privacy.defaultClassification": "internal",
+    "privacy.localProviders": ["ollama", "my-gpu-box"],
+    "privacy.remoteDefaultAllowed": ["normal"],
+    "privacy.remoteProviders": {"openrouter": ["normal"], "azure": ["normal", "sensitive"]},
+    "privacy.redactSecrets": False,
 }
 """A valid value other than the default for every setting (when there is one)."""
 
@@ -63,6 +69,15 @@ def configured() -> Config:
     config, warnings = DEFAULT_CONFIG.with_settings(NON_DEFAULT)
     assert warnings == []
     return config
+
+
+def plain(value: Any) -> Any:
+    """A typed field's value as JSON gives it (tuples as lists, read-only maps as dicts)."""
+    if isinstance(value, tuple):
+        return [plain(v) for v in value]
+    if isinstance(value, Mapping):
+        return {k: plain(v) for k, v in value.items()}
+    return value
 
 
 def conforms(value: Any, hint: Any) -> bool:
@@ -80,6 +95,9 @@ def conforms(value: Any, hint: Any) -> bool:
         )
     if hint is type(None):
         return value is None
+    if origin is tuple:
+        (item_type, _) = get_args(hint)
+        return type(value) is tuple and all(conforms(v, item_type) for v in value)
     if hint in (bool, int, float, str):
         return type(value) is hint
     raise AssertionError(f"no check for the annotation {hint!r}")
@@ -110,7 +128,7 @@ def test_typed_fields_equal_the_validated_values_and_have_their_types(config: Co
         owner_path, _, name = path.rpartition(".")
         owner = operator.attrgetter(owner_path)(config) if owner_path else config
         value = getattr(owner, name)
-        assert value == config.values[key], key
+        assert plain(value) == config.values[key], key
         hint = get_type_hints(type(owner))[name]
         assert conforms(value, hint), f"{path} = {value!r} is not a {hint}"
 

@@ -17,18 +17,16 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from ds4_core.project.filters import (
+from ds4_core.privacy.secrets import (
     _CASE_FOLD_FIXES,
     _LOOSE_PASSWORD,
     _LOOSE_PASSWORD_ANCHORS,
     _TOKENS,
     _anchored_matches,
     _AnchorText,
-    decode_text,
-    path_exclusion,
-    read_indexable,
     secret_reason,
 )
+from ds4_core.project.filters import decode_text, path_exclusion, read_indexable
 
 # Token-shaped fakes, built from pieces.
 PEM_HEADER = "-----BEGIN " + "RSA PRIVATE" + " KEY-----"
@@ -957,7 +955,7 @@ def test_keyword_rules_skip_overlong_lines_but_provider_keys_are_found_in_any_li
     """Assignments and comment passwords are looked for in lines of at most
     HEURISTIC_LINE_CHARS characters (so the check stays linear); a provider key is found
     however long its line."""
-    from ds4_core.project.filters import HEURISTIC_LINE_CHARS
+    from ds4_core.privacy.secrets import HEURISTIC_LINE_CHARS
 
     padding = "a" * HEURISTIC_LINE_CHARS
     assignment = "pass" + 'word = "' + "Tr0ub4dor&3xyzzy" + '"'  # built: this file is indexed
@@ -1025,7 +1023,7 @@ def test_netrc_default_entries_do_not_make_the_check_quadratic() -> None:
     """`default` takes no value, so a flood of `login default` pairs could make each `default`
     scan to the end of the file; the pairs before `password` are bounded. Counted, not timed:
     the number of pairs tried from one `default` stays below the cap."""
-    from ds4_core.project.filters import _NETRC_ENTRY
+    from ds4_core.privacy.secrets import _NETRC_ENTRY
 
     flood = "default " + "login default " * 2_000 + "password Zq8k" + "Lp2vNx7"
     match = _NETRC_ENTRY.search(flood)

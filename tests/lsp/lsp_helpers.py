@@ -13,6 +13,7 @@ import attrs
 import pytest
 from lsprotocol import types
 from pygls.exceptions import JsonRpcException
+from pygls.protocol import JsonRPCResponseMessage
 from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
 
 LARGE_SESSION = "pi-mono-v1-large-session.jsonl"
@@ -62,6 +63,7 @@ class Servers:
         )
         client = await config.start()
         assert isinstance(client, LanguageClient)
+        keep_results_as_json(client)
         features = {
             types.CLIENT_REGISTER_CAPABILITY: accept_registration,
             **(client_features or {}),
@@ -108,12 +110,25 @@ class Servers:
             await self.stop(client)
 
 
+def keep_results_as_json(client: LanguageClient) -> None:
+    """Hand custom results to the test as the JSON objects the server sent, as an editor's JSON
+    parser would: pygls turns them into namedtuples, whose field names lose every key that is
+    not a Python identifier (`local-only`, `OpenAI key`, `class` become `_0`, `_1`)."""
+    converter = client.protocol._converter  # pygls has no public hook for the result shape
+
+    def structure(obj: Any, cls: type) -> Any:
+        return cls(**obj)
+
+    converter.register_structure_hook(JsonRPCResponseMessage, structure)
+
+
 def accept_registration(params: types.RegistrationParams) -> None:
     """Answer `client/registerCapability` with success (pytest-lsp has no handler for it)."""
 
 
 def plain(value: Any) -> Any:
-    """pygls hands custom results to the client as nested namedtuples; make them JSON again."""
+    """Custom results as plain JSON (`keep_results_as_json` already keeps them so; a namedtuple
+    from another path, such as a server-to-client request's params, becomes a dict)."""
     if hasattr(value, "_asdict"):
         return {key: plain(item) for key, item in value._asdict().items()}
     if isinstance(value, list | tuple):

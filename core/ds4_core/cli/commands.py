@@ -38,6 +38,7 @@ from .printers import (
     print_index,
     print_manifest,
     print_plan,
+    print_privacy,
     print_rebuild,
     print_retrieve,
     print_summaries,
@@ -96,6 +97,7 @@ def retrieve(engine: ContextEngine, args: argparse.Namespace, out: TextIO, err: 
         raise RequestError(
             "the git scope needs --workspace DIR --trust (a Git work tree)", "workspace"
         )
+    provider, model_id = parse_model(args.model)
     _open_workspace(engine, args, err)
     result = engine.retrieve(
         RetrieveRequest(
@@ -103,6 +105,7 @@ def retrieve(engine: ContextEngine, args: argparse.Namespace, out: TextIO, err: 
             session=SessionRef(args.session, args.leaf) if args.session else None,
             scopes=scopes,  # type: ignore[arg-type]
             max_results=args.max_results,
+            model=ModelSpec(provider=provider, id=model_id) if provider else None,
         )
     )
     if args.json:
@@ -264,6 +267,18 @@ def summaries(engine: ContextEngine, args: argparse.Namespace, out: TextIO, err:
     write_output(
         text.getvalue(), args.output, out, err, "the JSON view" if args.json else "the report"
     )
+    return EXIT_OK
+
+
+def privacy(engine: ContextEngine, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    """`ds4 privacy [--model PROVIDER/ID]`: what that provider may see under the settings (the
+    `ds4.privacy` result). A bare provider id (no `/`) is accepted."""
+    provider = args.model.split("/", 1)[0] if args.model else None
+    result = engine.privacy(provider or None)
+    if args.json:
+        emit_json(result.to_wire(), out)
+    else:
+        print_privacy(result, out)
     return EXIT_OK
 
 

@@ -118,6 +118,12 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--session", metavar="FILE", help="Pi session .jsonl file (history scope)")
     r.add_argument("--leaf", metavar="ID")
     r.add_argument("--max-results", type=int, metavar="N")
+    r.add_argument(
+        "--model",
+        metavar="PROVIDER/ID",
+        help="the destination of the hits: write them for it (docs/privacy.md); default: "
+        "classify only",
+    )
     _workspace_arguments(r)
     r.add_argument(
         "--scope",
@@ -195,6 +201,17 @@ def build_parser() -> argparse.ArgumentParser:
     )
     s.add_argument("--output", metavar="PATH", help="write to PATH instead of stdout")
     s.set_defaults(func=commands.summaries)
+
+    v = sub.add_parser(
+        "privacy", help="what a model's provider may see under the privacy settings"
+    )
+    v.add_argument(
+        "--model",
+        metavar="PROVIDER/ID",
+        help="the model (or just its provider) to explain; default: an unnamed provider",
+    )
+    v.add_argument("--json", action="store_true", help="print the ds4.privacy result as JSON")
+    v.set_defaults(func=commands.privacy)
 
     h = sub.add_parser("health", help="database and engine health")
     h.add_argument("--json", action="store_true")

@@ -15,6 +15,8 @@ from typing import Any
 
 from ..config import Config
 from ..logs import describe_failure
+from ..privacy.levels import highest
+from ..privacy.markers import parse, unwrap_classified, wrap_classified
 from ..requests import SummarizeCall, Summarizer
 from ..results import (
     CompactionEntry,
@@ -138,10 +140,15 @@ def choose_summary(
     config: Config,
     summarizer: Summarizer | None,
     custom_instructions: str | None = None,
+    prompt_span: Span | None = None,
 ) -> SummaryChoice:
     """The segment's summary: the summarizer's (validated, repaired where the reference
     repairs) or, when it is absent, fails, times out, answers invalid text, or the prompt is
-    over `compaction.maxRequestInputTokens`, the offline summary (always valid)."""
+    over `compaction.maxRequestInputTokens`, the offline summary (always valid).
+
+    `prompt_span` is `span` as the summarizer's destination may see it (privacy: markers
+    rendered, secrets redacted; docs/privacy.md): the prompt is built from it, the offline
+    summary and the validation evidence from `span`."""
     evidence = Evidence(
         source_text, span.previous_summary, tuple(read_files), tuple(modified_files)
     )
@@ -149,9 +156,10 @@ def choose_summary(
     initial: Validation | None = None
     if summarizer is not None:
         request_limit = config.compaction.max_request_input_tokens
+        shown = prompt_span if prompt_span is not None else span
         prompt, prompt_tokens = _fitting_prompt(
-            span,
-            source_text=source_text,
+            shown,
+            source_text=source_text if shown is span else conversation_text(shown.messages),
             read_files=read_files,
             modified_files=modified_files,
             token_limit=token_limit,
@@ -275,6 +283,8 @@ def prepare_compaction(
     summarizer: Summarizer | None,
     custom_instructions: str | None = None,
     after_insert: Callable[[SummaryNode], None] | None = None,
+    prompt_span: Span | None = None,
+    privacy_level: str = "normal",
 ) -> PreparedCompaction:
     """Summarize `span`, build the segment (and aggregate) and store them as `prepared`.
 
@@ -289,6 +299,11 @@ def prepare_compaction(
         summarizer: the client's model, or None for the offline summarizer.
         custom_instructions: extra instructions for the summarizer prompt.
         after_insert: test hook passed to `insert_prepared` (failure injection).
+        prompt_span: `span` as the summarizer's destination may see it (`choose_summary`).
+        privacy_level: the highest privacy level of the span's text (docs/privacy.md); above
+            `normal`, the segment's summary is wrapped in `[ds4:LEVEL]...[/ds4:LEVEL]`, and an
+            aggregate is wrapped in the highest level of its children
+            (docs/reference.md §3.13).
 
     Returns:
         The nodes, and `PreparedCompaction.result` for the `CompactResult`.
@@ -321,7 +336,14 @@ def prepare_compaction(
         config=config,
         summarizer=summarizer,
         custom_instructions=custom_instructions,
+        prompt_span=(
+            replace(prompt_span, messages=[scrub_surrogates(m) for m in prompt_span.messages])
+            if prompt_span is not None
+            else None
+        ),
     )
+    if privacy_level != "normal":
+        choice = replace(choice, text=wrap_classified(choice.text, privacy_level))
     generated_at = utc_now_iso()
     segment = _segment_node(
         session_id, span, reason, choice, source_hash, read_files, modified_files, generated_at
@@ -395,9 +417,10 @@ def _aggregate_node(
         for path in _recent_union(previous_root.read_files, segment.read_files, MAX_INVENTORY_FILES)
         if path not in set(modified)
     ]
+    inherited = highest(parse(child.content).level for child in (previous_root, segment))
     content = merge_summaries(
-        previous_root.content,
-        segment.content,
+        unwrap_classified(previous_root.content),
+        unwrap_classified(segment.content),
         read_files=read,
         modified_files=modified,
         token_limit=token_limit,
@@ -406,6 +429,8 @@ def _aggregate_node(
         previous_root.content + "\n\n" + segment.content, "", tuple(read), tuple(modified)
     )
     validation = validate_summary(content, evidence)
+    if inherited != "normal":
+        content = wrap_classified(content, inherited)
     children = (previous_root, segment)
     return SummaryNode(
         summary_id=aggregate_id,

@@ -35,6 +35,7 @@ from ..store import Store
 from ..store import summaries as summary_repo
 from .context import EngineContext
 from .indexing import Indexer
+from .sanitizing import summary_privacy
 from .sessions import SESSION_FILE, SessionCache, read_session_header, resolve_session_path
 
 log = logging.getLogger("ds4_core.engine")
@@ -99,6 +100,12 @@ class Compactor:
                 + "); the previous summary comes from the branch's own latest compaction",
                 "previousSummaryId",
             )
+        provider = request.model.provider if request.model is not None else None
+        if not provider and context.model is not None:
+            provider = context.model[0]  # the session's current model answers the summary
+        privacy = summary_privacy(config, provider, span)
+        if privacy.failed:
+            summarizer = None  # privacy fails closed: nothing goes out, the offline summary
         prepared = prepare_compaction(
             self._context.store(),
             session_id=session_id,
@@ -109,6 +116,8 @@ class Compactor:
             summarizer=summarizer,
             custom_instructions=request.custom_instructions,
             after_insert=after_insert,
+            prompt_span=privacy.prompt_span,
+            privacy_level=privacy.level,
         )
         duration_ms = (time.perf_counter() - started) * 1000
         result = prepared.result(

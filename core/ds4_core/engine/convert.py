@@ -16,15 +16,22 @@ R = TypeVar("R")
 
 def from_attributes(cls: type[R], source: object, **values: Any) -> R:
     """A `cls` (a result dataclass) whose fields are `source`'s attributes of the same names,
-    except those given in `values`.
+    except those given in `values`; a field with a default that `source` lacks keeps its
+    default (e.g. a hit's `classification`, set later by privacy).
 
     Raises:
-        AttributeError: `source` lacks a field's attribute that `values` does not give.
+        AttributeError: `source` lacks the attribute of a field without a default that
+            `values` does not give.
     """
-    fields = dataclasses.fields(cls)  # type: ignore[arg-type]
-    return cls(
-        **{f.name: values[f.name] if f.name in values else getattr(source, f.name) for f in fields}
-    )
+    found = {}
+    for f in dataclasses.fields(cls):  # type: ignore[arg-type]
+        if f.name in values:
+            found[f.name] = values[f.name]
+        elif hasattr(source, f.name) or (
+            f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+        ):
+            found[f.name] = getattr(source, f.name)
+    return cls(**found)
 
 
 def from_record(cls: type[R], record: Mapping[str, Any], **values: Any) -> R:

@@ -30,6 +30,7 @@ import peewee
 
 from ..compaction.nodes import SummaryNode
 from ..config import DEFAULT_CONFIG, Config
+from ..privacy.policy import destination, explain, policy_summary
 from ..requests import (
     CompactRequest,
     DatabaseUnavailableError,
@@ -45,6 +46,7 @@ from ..results import (
     LifecycleResult,
     ManifestResult,
     PlanResult,
+    PrivacyResult,
     RebuildResult,
     RetrieveResult,
     SummariesResult,
@@ -336,4 +338,22 @@ class ContextEngine:
             config_warnings=self.config_warnings,
             project=self.project.status(),
             ephemeral_manifests=self._manifests.ephemeral_count(),
+            privacy=policy_summary(self.config),
+        )
+
+    def privacy(self, provider: str | None) -> PrivacyResult:
+        """What a destination may see (`ds4.privacy`, `ds4 privacy`): `provider` is a model's
+        provider id (None: an unnamed provider, treated as remote). Never raises."""
+        config = self.config
+        target = destination(config, provider)
+        return PrivacyResult(
+            enabled=target.enabled,
+            provider=target.provider,
+            kind=target.kind,
+            allowed=target.allowed,
+            withheld=target.withheld,
+            rule=target.rule if target.enabled else "privacy.enabled",
+            redact_secrets=target.enabled and target.redact,
+            explanation=explain(target),
+            policy=policy_summary(config),
         )

@@ -16,6 +16,7 @@ from ..store import manifests as manifest_repo
 from ..store import sessions as session_repo
 from ..store import summaries as summary_repo
 from ..tokens import ESTIMATOR_VERSION
+from ..wire import JsonObject
 
 
 def check_health(
@@ -26,12 +27,14 @@ def check_health(
     config_warnings: Sequence[str],
     project: ProjectStatus,
     ephemeral_manifests: int,
+    privacy: JsonObject | None = None,
 ) -> HealthResult:
     """The health of the engine over the open `store` (`ContextEngine.health`).
 
     `status` is `warning` when there are database `notices`, settings warnings, project
     snippets sent to the model that changed since (`project.stale_snippets`), or session files
-    sharing one session id (named in `warnings`); else `ok`.
+    sharing one session id (named in `warnings`); else `ok`. `privacy` is the active policy
+    (`privacy.policy.policy_summary`).
 
     Raises:
         sqlite3.Error: the database cannot be read.
@@ -60,6 +63,7 @@ def check_health(
         notices=tuple(notices),
         config_warnings=tuple(config_warnings),
         project=project,
+        privacy=dict(privacy or {}),
         warnings=tuple(
             ([f"{stale} project snippet(s) sent to the model have changed since"] if stale else [])
             + copies

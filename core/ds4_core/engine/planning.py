@@ -24,10 +24,12 @@ from ..planner import (
     ContextBudget,
     ContextPlan,
     ModelProfile,
+    PlanItem,
     Supplement,
     fallback_plan,
     plan_context,
 )
+from ..privacy.sanitizer import Sanitizer
 from ..requests import (
     DatabaseUnavailableError,
     ModelSpec,
@@ -55,6 +57,7 @@ from .manifests import Manifests
 from .profiles import check_model, profile_and_budget
 from .project import ProjectService
 from .relevance import below_floor_of, relevance_summary, with_floor_exclusions
+from .sanitizing import plan_destination, sanitize_plan, screen_supplements, withheld_summaries
 from .sessions import SessionCache
 
 if TYPE_CHECKING:
@@ -81,9 +84,14 @@ class Prepared:
     summary_ids: dict[str, str] = field(default_factory=dict)
 
     def plan(
-        self, fixed_tokens: int, config: Config, supplements: Sequence[Supplement] = ()
+        self,
+        fixed_tokens: int,
+        config: Config,
+        supplements: Sequence[Supplement] = (),
+        withheld: Mapping[int, tuple[str, str]] | None = None,
     ) -> ContextPlan:
-        """`plan_context` over these messages (their source ids and token counts reused)."""
+        """`plan_context` over these messages (their source ids and token counts reused);
+        `withheld`: summary messages privacy leaves out (`sanitizing.withheld_summaries`)."""
         return plan_context(
             self.messages,
             fixed_tokens=fixed_tokens,
@@ -92,6 +100,7 @@ class Prepared:
             supplements=supplements,
             message_source_ids=self.source_ids,
             message_tokens=self.message_tokens,
+            withheld=withheld,
         )
 
 
@@ -151,11 +160,15 @@ class Planner:
             failure = f"internal error while reading the session ({type(exc).__name__})"
         retrieval: HistoryRetrieval | None = None
         project: ValidatedSearch | None = None
+        sanitizer = Sanitizer(plan_destination(config, prepared.profile))
+        screened = Screened()
         if failure is None and not enabled:
             failure = "ds4 is disabled by the `enabled` setting"
         if failure is None:
             try:
-                plan, retrieval, project = self.managed_plan(prepared, request.fixed_tokens, config)
+                plan, retrieval, project = self.managed_plan(
+                    prepared, request.fixed_tokens, config, sanitizer, screened
+                )
             except Exception as exc:  # fail open (docs/architecture.md "Fail open, except privacy"): original messages, with a reason
                 log.warning(
                     "plan failed open: session=%s error=%s",
@@ -180,6 +193,15 @@ class Planner:
         if retrieval is not None:
             warnings.extend(retrieval.warnings)
         plan = with_floor_exclusions(plan, below_floor_of(retrieval, project))
+        plan = sanitize_plan(
+            plan,
+            sanitizer,
+            fixed_tokens=request.fixed_tokens,
+            presanitized=screened.levels,
+            source_ids=prepared.source_ids,
+            dropped=screened.dropped,
+        )
+        privacy = sanitizer.counters.to_wire(sanitizer.target)
         manifest_id = new_manifest_id()
         retrieved = [
             {"entryKey": h.entry_key, "score": h.score, "reason": h.reason}
@@ -200,6 +222,7 @@ class Planner:
             warnings=warnings,
             retrieval_stats=retrieval_stats(retrieval).to_wire() if retrieval else None,
             relevance=relevance_summary(retrieval, project),
+            privacy=privacy,
         )
         manifest["summaryIds"] = [
             prepared.summary_ids.get(source_id, source_id) for source_id in manifest["summaryIds"]
@@ -221,15 +244,27 @@ class Planner:
             len(retrieved),
             duration_ms,
         )
-        return _plan_result(request, prepared, plan, manifest_id, stored, warnings, duration_ms)
+        return _plan_result(
+            request, prepared, plan, manifest_id, stored, warnings, duration_ms, privacy
+        )
 
     def managed_plan(
-        self, prepared: Prepared, fixed_tokens: int, config: Config
+        self,
+        prepared: Prepared,
+        fixed_tokens: int,
+        config: Config,
+        sanitizer: Sanitizer | None = None,
+        screened: Screened | None = None,
     ) -> tuple[ContextPlan, HistoryRetrieval | None, ValidatedSearch | None]:
         """A dry plan without supplements, then the plan with the history evidence the dry
         plan leaves out (for a session) and live-validated project snippets (for a trusted
-        workspace). May raise; `plan` turns that into a fallback."""
-        dry = prepared.plan(fixed_tokens, config)
+        workspace). May raise; `plan` turns that into a fallback.
+
+        With a `sanitizer`, summaries and supplements holding content its destination may not
+        see are left out whole (recorded in `screened`: the dropped items and the levels of
+        the kept supplements, whose messages are already written for the destination)."""
+        withheld = withheld_summaries(sanitizer, prepared.messages) if sanitizer else {}
+        dry = prepared.plan(fixed_tokens, config, withheld=withheld)
         if dry.mode == "fallback":
             return dry, None, None
         supplements: list[Supplement] = []
@@ -248,9 +283,15 @@ class Planner:
                 _supplement("project", h.snippet_id, render(h, project.head_of(h)), h.score)
                 for h in project.retrieval.hits
             ]
+        if sanitizer is not None and supplements:
+            supplements, dropped, levels = screen_supplements(sanitizer, supplements)
+            if screened is not None:
+                screened.dropped.extend(dropped)
+                screened.levels.update(levels)
         if not supplements:
             return dry, retrieval, project
-        return prepared.plan(fixed_tokens, config, supplements), retrieval, project
+        plan = prepared.plan(fixed_tokens, config, supplements, withheld)
+        return plan, retrieval, project
 
     def _project_search(
         self, prepared: Prepared, config: Config, warnings: list[str]
@@ -405,6 +446,15 @@ class Planner:
         return found
 
 
+@dataclass
+class Screened:
+    """What privacy screening did to a plan's supplements (`sanitizing.screen_supplements`):
+    the excluded items of those dropped, and `id()` of each kept message -> its level."""
+
+    dropped: list[PlanItem] = field(default_factory=list)
+    levels: dict[int, str] = field(default_factory=dict)
+
+
 def retrieval_stats(retrieval: HistoryRetrieval) -> RetrievalStats:
     """The counters of one history retrieval (`latency_ms` rounded to 3 decimals)."""
     stats = retrieval.stats
@@ -419,6 +469,7 @@ def _plan_result(
     stored: bool,
     warnings: list[str],
     duration_ms: float,
+    privacy: Mapping[str, Any],
 ) -> PlanResult:
     """The `PlanResult` of a finished plan (stats: the planner's in camelCase, item counts and
     `durationMs`)."""
@@ -445,6 +496,7 @@ def _plan_result(
             "durationMs": round(duration_ms, 3),
         },
         fallback_reason=plan.fallback_reason or None,
+        privacy=dict(privacy),
         session=(
             SessionInfo(prepared.session_id, prepared.session_file or "", prepared.leaf_id)
             if prepared.session_id

@@ -15,6 +15,8 @@ from typing import Any
 
 from ..config import Config
 from ..logs import describe_failure
+from ..privacy.policy import destination
+from ..privacy.sanitizer import Sanitizer
 from ..project.commit_hits import commit_text
 from ..requests import ModelSpec, RequestError, RetrieveRequest
 from ..results import CommitHit, HistoryHit, ProjectHit, RetrievalStats, RetrieveResult
@@ -22,8 +24,10 @@ from ..retrieval import describe_task, last_user_text
 from .context import EngineContext
 from .convert import from_attributes
 from .planning import Planner, Prepared, retrieval_stats
+from .profiles import check_model
 from .project import ProjectService
 from .relevance import scope_relevance
+from .sanitizing import sanitize_hits
 
 log = logging.getLogger("ds4_core.engine")
 
@@ -46,6 +50,8 @@ class Retriever:
             raise RequestError("maxResults: expected an integer in 1..100", "maxResults")
         if request.max_tokens is not None and request.max_tokens < 1:
             raise RequestError("maxTokens: expected a positive integer", "maxTokens")
+        if request.model is not None:
+            check_model(request.model)
         config = self._context.config()  # one snapshot: settings may change on another thread
         warnings: list[str] = []
         query = request.query
@@ -61,7 +67,8 @@ class Retriever:
         project_status: str | None = None
         prepared = None
         if request.session is not None:
-            prepared = self._planner.prepare(request.session, None, None, ModelSpec(), config)
+            model = request.model or ModelSpec()  # its window decides what the tail holds
+            prepared = self._planner.prepare(request.session, None, None, model, config)
             warnings.extend(prepared.warnings)
             if request.query is None:
                 query = last_user_text(prepared.messages)
@@ -80,6 +87,18 @@ class Retriever:
         git_status: str | None = None
         if "git" in request.scopes:
             git_status, git = self._git_hits(text, request, config, warnings, relevance)
+        provider = request.model.provider if request.model is not None else None
+        named = bool(provider)
+        sanitizer = Sanitizer(destination(config, provider))
+        history = sanitize_hits(sanitizer, history, rewrite=named)
+        project = sanitize_hits(sanitizer, project, rewrite=named)
+        if git is not None:
+            git = sanitize_hits(sanitizer, git, rewrite=named)
+        if named and query is not None:
+            query = sanitizer.text(query)  # echoed back to whoever reads the hits
+        privacy = sanitizer.counters.to_wire(sanitizer.target)
+        if not named:
+            privacy["destination"] = None
         return RetrieveResult(
             status,
             query,
@@ -91,6 +110,7 @@ class Retriever:
             relevance,
             git=git,
             git_status=git_status,
+            privacy=privacy,
         )
 
     def _git_hits(

@@ -82,6 +82,7 @@ def build_manifest(
     warnings: Sequence[str],
     retrieval_stats: Mapping[str, Any] | None,
     relevance: Mapping[str, Any] | None = None,
+    privacy: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The manifest of one plan as a JSON-ready dict (docs/reference.md §3.15). Metadata only.
 
@@ -98,7 +99,10 @@ def build_manifest(
     planning{mode, fallbackReason, counts, tokens, rescuedImmediatePredecessor,
     oversizedTurnExclusions, plannedTokens, currentTurnTokens, overHardLimit},
     retrieval{...} or None, relevance{history?, project?} (each {status, sent, belowFloor,
-    floor, best, why}: `engine/relevance.py`; empty when no search ran), warnings[].
+    floor, best, why}: `engine/relevance.py`; empty when no search ran), privacy{enabled,
+    destination{provider, class, allowed, redactSecrets}, classified, redacted,
+    redactedByKind, withheld, excluded} (`privacy/sanitizer.py`; None when not given),
+    warnings[].
     """
     stats = plan.stats or {}
     retrieved_items = [
@@ -147,6 +151,7 @@ def build_manifest(
         },
         "retrieval": _camel_keys(retrieval_stats) if retrieval_stats is not None else None,
         "relevance": dict(relevance or {}),
+        "privacy": dict(privacy) if privacy is not None else None,
         "warnings": [*plan.warnings, *warnings],
     }
 

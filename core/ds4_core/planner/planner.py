@@ -15,7 +15,7 @@ Token numbers are `chars-v2` estimates; indices are 0-based positions in `messag
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, cast
 
@@ -242,6 +242,7 @@ def plan_context(
     supplements: Sequence[Supplement] = (),
     message_source_ids: Sequence[str | None] | None = None,
     message_tokens: Sequence[int] | None = None,
+    withheld: Mapping[int, tuple[str, str]] | None = None,
 ) -> ContextPlan:
     """Plan the messages of one model call (docs/reference.md §3.7). Never raises.
 
@@ -249,7 +250,9 @@ def plan_context(
     current request. `fixed_tokens` is the size of the system prompt and tool schemas (tokens).
     `supplements` are candidate synthetic messages; `message_source_ids[i]` is the entry id of
     `messages[i]` (None entries become `message:<i>`); `message_tokens[i]`, when given, is the
-    precomputed estimate of `messages[i]`.
+    precomputed estimate of `messages[i]`. `withheld` maps the index of a summary message the
+    destination may not see to `(reason, classification)`: it is left out whole (privacy,
+    `engine/sanitizing.py`).
 
     Selection, against messageTarget = active_input_budget - fixed and messageHard =
     hard_input_limit - fixed:
@@ -290,6 +293,7 @@ def plan_context(
             message_tokens=message_tokens,
             warnings=warnings,
             estimated=estimated,
+            withheld=withheld or {},
         )
         if config.context.mode == "observer":
             sent = fixed_tokens + sum(sizes)
@@ -331,6 +335,7 @@ def _plan_managed(
     message_tokens: Sequence[int] | None,
     warnings: list[str],
     estimated: dict[str, list[int]],
+    withheld: Mapping[int, tuple[str, str]],
 ) -> tuple[ContextPlan, list[int]]:
     """The managed plan and the per-message token estimates; raises `_PlanFailure` to fall back."""
     n = len(messages)
@@ -536,7 +541,10 @@ def _plan_managed(
         reverse=True,
     ):
         group = groups[gi]
-        if summary_used + group.tokens > budget.max_summary_tokens:
+        privacy = next((withheld[i][0] for i in group.indices if i in withheld), None)
+        if privacy is not None:
+            decisions[gi] = (False, "summary", privacy)
+        elif summary_used + group.tokens > budget.max_summary_tokens:
             decisions[gi] = (
                 False,
                 "summary",
@@ -599,6 +607,7 @@ def _plan_managed(
             tokens=tokens[index],
             score=_score(PRIORITIES[kind], end_position(group), total_positions),
             reason=reason,
+            classification=withheld[index][1] if index in withheld else "normal",
         )
 
     def supplement_item(supplement: Supplement, size: int, reason: str) -> PlanItem:

@@ -29,9 +29,9 @@ def parse_level(text: str) -> Level | None:
     return LEVELS[RANK[folded]] if folded in RANK else None
 
 
-def highest(levels: Iterable[str], floor: Level = "normal") -> Level:
+def highest(levels: Iterable[str], floor: str = "normal") -> Level:
     """The highest of `levels` and `floor` (levels outside `LEVELS` are ignored)."""
-    best = RANK[floor]
+    best = RANK.get(floor, 0)
     for level in levels:
         best = max(best, RANK.get(level, 0))
     return LEVELS[best]

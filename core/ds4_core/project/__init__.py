@@ -3,6 +3,7 @@
 Contracts in docs/project-knowledge.md; rules from docs/reference.md §3.9-§3.11.
 """
 
+from ds4_core.privacy.secrets import secret_reason
 from ds4_core.project.discovery import (
     DiscoveredFile,
     Discovery,
@@ -10,7 +11,7 @@ from ds4_core.project.discovery import (
     ProjectRootError,
     discover_project,
 )
-from ds4_core.project.filters import decode_text, path_exclusion, read_indexable, secret_reason
+from ds4_core.project.filters import decode_text, path_exclusion, read_indexable
 
 __all__ = [
     "DiscoveredFile",

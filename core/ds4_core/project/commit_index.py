@@ -11,7 +11,7 @@ tree). It reads HEAD and compares it with the HEAD the index was built at
   newest `max_commits` commits are read again and replace the folder's rows.
 
 Beyond `max_commits` rows the oldest (by order of indexing) are dropped. Every commit message
-goes through the secret detector used for file content (`filters.secret_reason`): a commit
+goes through the secret detector used for file content (`privacy.secrets.secret_reason`): a commit
 whose subject or body looks like it holds a secret is kept without its message (hash, date
 and changed paths only; `withheld` records the detector's reason, never the value), and a
 changed path that itself looks like a secret is left out. Tables: `store/commit_schema.py`.
@@ -27,10 +27,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import EllipsisType
 
+from ..privacy.secrets import secret_reason
 from ..store import Store
 from ..store.database import utc_now_iso
 from .commits import Commit, folder_prefix, head_commit, is_ancestor, read_commits
-from .filters import secret_reason
 
 DEFAULT_MAX_COMMITS = 5000
 """Commits indexed per folder when `project.maxCommits` is not set."""
@@ -117,7 +117,7 @@ def path_words(path: str) -> list[str]:
 
 
 def secret_reasons(texts: list[str]) -> list[str | None]:
-    """`filters.secret_reason` of each text, one call per text. (Checking texts joined in
+    """`secret_reason` of each text, one call per text. (Checking texts joined in
     batches would be faster but is only as safe as every rule of the detector being local to
     a line; a rule that looks at the rest of a text could let one commit's neighbours hide its
     secret, so each message is checked alone.)"""

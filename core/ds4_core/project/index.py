@@ -53,7 +53,8 @@ from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 from ds4_core.lines import split_lines
-from ds4_core.project.filters import decode_text, read_indexable, secret_reason
+from ds4_core.privacy.secrets import secret_reason
+from ds4_core.project.filters import decode_text, read_indexable
 from ds4_core.project.windows import (
     MAX_LINE_CHARS,
     MAX_WINDOWS_PER_FILE,

@@ -7,6 +7,7 @@ from .compaction import COMMIT_NOTE, compaction_entry, print_compact, print_summ
 from .maintenance import print_health, print_index, print_rebuild
 from .manifest import print_manifest
 from .plan import print_plan
+from .privacy import print_privacy
 from .retrieve import print_retrieve
 
 __all__ = [
@@ -17,6 +18,7 @@ __all__ = [
     "print_index",
     "print_manifest",
     "print_plan",
+    "print_privacy",
     "print_rebuild",
     "print_retrieve",
     "print_summaries",

@@ -8,6 +8,7 @@ from typing import Any, TextIO
 
 from ...quoting import terminal_text
 from ..layout import fmt, table, write_wrapped
+from .privacy import privacy_line
 
 
 def print_manifest(manifest: Mapping[str, Any], out: TextIO) -> None:
@@ -51,6 +52,9 @@ def print_manifest(manifest: Mapping[str, Any], out: TextIO) -> None:
     for key, value in counts.items():
         out.write(f"  {terminal_text(key):<18} {terminal_text(value)}\n")
     _print_relevance(manifest.get("relevance"), out)
+    line = privacy_line(manifest.get("privacy"))
+    if line is not None:
+        write_wrapped(out, line, f"  {'privacy':<18} ", " " * 21)
     for section in ("included", "excluded"):
         items = manifest.get(section)
         if items is None:

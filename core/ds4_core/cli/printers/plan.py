@@ -13,6 +13,7 @@ from typing import Any, TextIO
 from ...quoting import terminal_text
 from ...results import PlanResult
 from ..layout import fmt, heading, one_line, room_left, table, wrap, write_warnings, write_wrapped
+from .privacy import privacy_changed, privacy_line
 
 _KIND_LABELS = {
     "background": "older",
@@ -87,6 +88,11 @@ def print_plan(
     hint."""
     model, budget, stats = result.model, result.budget, result.stats
     mode = result.mode
+    unchanged = (
+        "unchanged"
+        if not privacy_changed(result.privacy)
+        else ("unchanged but for what privacy withheld or redacted")
+    )
     session = result.session
     out.write("ds4 plan\n")
     if session:
@@ -143,21 +149,24 @@ def print_plan(
         write_wrapped(
             out,
             f"mode {mode} · {messages_in} messages (active branch + request)"
-            f" → the same {sent} sent unchanged · ~{fmt(result.estimated_tokens)} tokens",
+            f" → the same {sent} sent {unchanged} · ~{fmt(result.estimated_tokens)} tokens",
             "  result    ",
             field,
         )
+    line = privacy_line(result.privacy)
+    if line is not None:
+        write_wrapped(out, line, "  privacy   ", field)
     if mode == "fallback":
         out.write(
             wrap(
-                "ds4 did not plan this call, so the original messages are sent unchanged. "
+                f"ds4 did not plan this call, so the original messages are sent {unchanged}. "
                 f"Why: {terminal_text(result.fallback_reason or 'not reported')}",
                 "  fallback  ",
                 " " * 12,
             )
             + "\n"
         )
-        _print_fallback_items(included, excluded, out)
+        _print_fallback_items(included, excluded, out, unchanged)
     else:
         would = mode == "observer"
         if would:
@@ -192,12 +201,16 @@ def print_plan(
 
 
 def _print_fallback_items(
-    included: list[dict[str, Any]], excluded: list[dict[str, Any]], out: TextIO
+    included: list[dict[str, Any]],
+    excluded: list[dict[str, Any]],
+    out: TextIO,
+    unchanged: str = "unchanged",
 ) -> None:
-    """What a fallback plan sends (every original message) and drops (synthetic context)."""
+    """What a fallback plan sends (every original message, `unchanged` or with what privacy
+    withheld or redacted) and drops (synthetic context)."""
     heading(
         out,
-        f"Sent unchanged: {fmt(len(included))} message(s), {fmt(_tokens(included))} tokens"
+        f"Sent {unchanged}: {fmt(len(included))} message(s), {fmt(_tokens(included))} tokens"
         + (f" ({_composition(included)})" if included else ""),
     )
     write_wrapped(

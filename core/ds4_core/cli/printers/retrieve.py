@@ -10,6 +10,7 @@ from typing import Any, TextIO
 from ...quoting import terminal_text
 from ...results import CommitHit, ProjectHit, RetrieveResult
 from ..layout import heading, one_line, room_left, table, write_warnings, write_wrapped
+from .privacy import privacy_line
 
 _WINDOW_WARNING = "context window of model"
 """Prefix of the engine's unknown-context-window warning, which `ds4 retrieve` does not print:
@@ -40,6 +41,9 @@ def print_retrieve(result: RetrieveResult, out: TextIO) -> None:
             "  ",
         )
     _print_why(result.relevance.get("history"), "History", out)
+    line = privacy_line(result.privacy)
+    if line is not None and (result.privacy or {}).get("destination") is not None:
+        write_wrapped(out, line, "  privacy: ", "    ")
     out.write("\n")
     hits = result.history
     if hits:
