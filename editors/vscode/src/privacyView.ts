@@ -54,7 +54,7 @@ ${exclusionsTable(manifest, maxRows)}
 </section>`;
 }
 
-/** `destination <provider>`, its class, the levels it may see, and whether secrets are redacted. */
+/** `destination <provider>`, its class (`kind`), the levels it may see, and whether secrets are redacted. */
 function destinationFacts(destination: PrivacyDestination | null): string[] {
   if (destination === null) {
     return ['no destination named: texts were classified, not held back or redacted'];
@@ -65,7 +65,7 @@ function destinationFacts(destination: PrivacyDestination | null): string[] {
       : `destination <code>${escapeHtml(destination.provider)}</code>`;
   return [
     provider,
-    `<strong>${escapeHtml(destination.class)}</strong>`,
+    `<strong>${escapeHtml(destination.kind)}</strong>`,
     destination.allowed.length > 0
       ? `may see ${destination.allowed.map((level) => escapeHtml(level)).join(', ')}`
       : 'may see no level',
@@ -181,7 +181,7 @@ export function privacyAnswerSummary(answer: PrivacyAnswer, model: string): stri
     return `DS4 privacy: the policy is off (ds4.privacy.enabled); ${model} is sent everything unredacted.`;
   }
   return (
-    `DS4 privacy: ${model} is ${answer.class}; may see ${levelList(answer.allowed)}; ` +
+    `DS4 privacy: ${model} is ${answer.kind}; may see ${levelList(answer.allowed)}; ` +
     `withheld: ${levelList(answer.withheld)}; secrets ${answer.redactSecrets ? 'redacted' : 'not redacted'}.`
   );
 }
@@ -192,7 +192,7 @@ export function renderPrivacyAnswer(answer: PrivacyAnswer, model: string): strin
   const rows: [string, string][] = [
     ['Destination', model],
     ['Provider', answer.provider ?? 'unknown (treated as remote)'],
-    ['Class', answer.class],
+    ['Class', answer.kind],
     ['Policy', answer.enabled ? 'on' : 'off (ds4.privacy.enabled)'],
     ['May see', levelList(answer.allowed)],
     ['Withheld', levelList(answer.withheld)],

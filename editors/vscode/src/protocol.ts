@@ -146,8 +146,11 @@ export type PrivacyLevel = (typeof PRIVACY_LEVELS)[number];
 export interface PrivacyDestination {
   /** The model's provider; `null` when unknown (treated as remote). */
   provider: string | null;
-  /** `local`: a provider of `privacy.localProviders`, sees every level; else `remote`. */
-  class: 'local' | 'remote';
+  /**
+   * The destination's class: `local` (a provider of `privacy.localProviders`, sees every
+   * level) or `remote`. Named `kind` on the wire (`class` is a keyword in some clients).
+   */
+  kind: 'local' | 'remote';
   /** The levels it may see. */
   allowed: string[];
   /** Whether secrets (keys, tokens, passwords) are redacted before the text is sent. */
@@ -188,7 +191,8 @@ export interface PrivacyAnswer {
   /** `privacy.enabled`. */
   enabled: boolean;
   provider: string | null;
-  class: 'local' | 'remote';
+  /** The destination's class, `local` or `remote` (see `PrivacyDestination.kind`). */
+  kind: 'local' | 'remote';
   /** Levels it may see, and levels held back from it. */
   allowed: string[];
   withheld: string[];
@@ -762,7 +766,7 @@ const countsRecord: Check = (v) => isObject(v) && Object.values(v).every(int);
 const PRIVACY_SUMMARY: Shape = {
   enabled: bool,
   destination: optional(
-    nullable(shaped({ provider: nullable(str), class: oneOf('local', 'remote'), allowed: arrayOf(str), redactSecrets: bool })),
+    nullable(shaped({ provider: nullable(str), kind: oneOf('local', 'remote'), allowed: arrayOf(str), redactSecrets: bool })),
   ),
   classified: optional(countsRecord),
   redacted: optional(int),
@@ -858,7 +862,7 @@ const MANIFEST: Shape = {
 const PRIVACY_ANSWER: Shape = {
   enabled: bool,
   provider: nullable(str),
-  class: oneOf('local', 'remote'),
+  kind: oneOf('local', 'remote'),
   allowed: arrayOf(str),
   withheld: arrayOf(str),
   redactSecrets: bool,

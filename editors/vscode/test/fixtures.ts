@@ -207,7 +207,7 @@ export function healthResult(overrides: Partial<HealthResult> = {}): HealthResul
 export function privacySummary(overrides: Partial<PrivacySummary> = {}): PrivacySummary {
   return {
     enabled: true,
-    destination: { provider: 'openai', class: 'remote', allowed: ['normal', 'internal'], redactSecrets: true },
+    destination: { provider: 'openai', kind: 'remote', allowed: ['normal', 'internal'], redactSecrets: true },
     classified: { internal: 1, 'local-only': 2 },
     redacted: 3,
     redactedByKind: { 'OpenAI key': 1, 'bearer token': 2 },
@@ -222,7 +222,7 @@ export function privacyAnswer(overrides: Partial<PrivacyAnswer> = {}): PrivacyAn
   return {
     enabled: true,
     provider: 'openai',
-    class: 'remote',
+    kind: 'remote',
     allowed: ['normal', 'internal'],
     withheld: ['sensitive', 'local-only'],
     redactSecrets: true,

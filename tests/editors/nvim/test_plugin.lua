@@ -842,7 +842,7 @@ local function remote_privacy()
     enabled = true,
     destination = {
       provider = 'openai',
-      class = 'remote',
+      kind = 'remote',
       allowed = { 'normal', 'internal' },
       redactSecrets = true,
     },
@@ -923,7 +923,7 @@ test('ds4privacy_and_the_manifest_privacy_section_render', function()
       cb(nil, {
         enabled = true,
         provider = 'openai',
-        class = 'remote',
+        kind = 'remote',
         allowed = { 'normal', 'internal' },
         withheld = { 'sensitive', 'local-only' },
         redactSecrets = true,

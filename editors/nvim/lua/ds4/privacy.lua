@@ -69,7 +69,7 @@ local function destination_line(destination)
   local provider = val(destination.provider)
   return ('%s (%s) · may see %s · secrets %s'):format(
     provider and ('destination ' .. tostring(provider)) or 'destination unknown',
-    tostring(val(destination.class) or 'remote'),
+    tostring(val(destination.kind) or 'remote'),
     level_list(destination.allowed),
     val(destination.redactSecrets) and 'redacted' or 'not redacted'
   )
@@ -185,7 +185,7 @@ function M.answer(answer, model)
     ('# ds4 privacy: %s'):format(model),
     '',
     ('  provider     %s'):format(tostring(val(answer.provider) or 'unknown (treated as remote)')),
-    ('  class        %s'):format(tostring(val(answer.class) or '-')),
+    ('  class        %s'):format(tostring(val(answer.kind) or '-')),
     ('  policy       %s'):format(enabled and 'on' or 'off (privacy.enabled = false)'),
     ('  may see      %s'):format(level_list(answer.allowed)),
     ('  withheld     %s'):format(level_list(answer.withheld)),

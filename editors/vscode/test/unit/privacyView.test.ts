@@ -76,10 +76,10 @@ describe('manifest privacy section', () => {
     assert.match(quiet, /Nothing was classified above normal, withheld or dropped\./);
     assert.match(quiet, /No secret was redacted\./);
     assert.match(renderPrivacy(manifest({ privacy: privacySummary({ destination: null }) })), /no destination named/);
-    const unknown = privacySummary({ destination: { provider: null, class: 'remote', allowed: ['normal'], redactSecrets: true } });
+    const unknown = privacySummary({ destination: { provider: null, kind: 'remote', allowed: ['normal'], redactSecrets: true } });
     assert.match(renderPrivacy(manifest({ privacy: unknown })), /destination unknown \(treated as remote\)/);
     const local = privacySummary({
-      destination: { provider: 'ollama', class: 'local', allowed: ['normal', 'internal', 'sensitive', 'local-only'], redactSecrets: false },
+      destination: { provider: 'ollama', kind: 'local', allowed: ['normal', 'internal', 'sensitive', 'local-only'], redactSecrets: false },
     });
     assert.match(renderPrivacy(manifest({ privacy: local })), /<strong>local<\/strong> · may see normal, internal, sensitive, local-only · secrets not redacted/);
     // A sparse object (only `enabled`) still renders.
@@ -92,7 +92,7 @@ describe('manifest privacy section', () => {
   it('escapes every server-provided value in the section', () => {
     const hostile = privateManifest({
       privacy: privacySummary({
-        destination: { provider: HOSTILE, class: 'remote', allowed: [HOSTILE], redactSecrets: true },
+        destination: { provider: HOSTILE, kind: 'remote', allowed: [HOSTILE], redactSecrets: true },
         classified: { [HOSTILE]: 1 },
         redactedByKind: { [HOSTILE]: 1 },
       }),
@@ -148,7 +148,7 @@ describe('DS4: Privacy Policy', () => {
   it('summarizes the answer in one line and shows the explanation', () => {
     const answer = privacyAnswer();
     assert.deepEqual(checkPrivacyAnswer(answer), []);
-    assert.deepEqual(checkPrivacyAnswer({ ...answer, class: 'elsewhere', allowed: 'normal' }), ['result.class', 'result.allowed']);
+    assert.deepEqual(checkPrivacyAnswer({ ...answer, kind: 'elsewhere', allowed: 'normal' }), ['result.kind', 'result.allowed']);
     assert.equal(
       privacyAnswerSummary(answer, 'openai/gpt-4o'),
       'DS4 privacy: openai/gpt-4o is remote; may see normal, internal; withheld: sensitive, local-only; secrets redacted.',
@@ -160,7 +160,7 @@ describe('DS4: Privacy Policy', () => {
     assert.match(renderPrivacyAnswer(privacyAnswer({ rule: 'privacy.remoteDefaultAllowed' }), 'openai'), /\| Decided by \| privacy\.remoteDefaultAllowed \|/);
     assert.ok(text.includes(answer.explanation));
     const local = renderPrivacyAnswer(
-      privacyAnswer({ provider: 'ollama', class: 'local', allowed: ['normal', 'internal', 'sensitive', 'local-only'], withheld: [], redactSecrets: false }),
+      privacyAnswer({ provider: 'ollama', kind: 'local', allowed: ['normal', 'internal', 'sensitive', 'local-only'], withheld: [], redactSecrets: false }),
       'ollama/qwen3',
     );
     assert.match(local, /\| Withheld \| none \|/);

@@ -42,7 +42,7 @@ describe('ds4 requests', () => {
   it('asks ds4.privacy about a destination, passing { model } as the one argument', async () => {
     const { connection, sent } = fakeConnection({ 'ds4.privacy': privacyAnswer() });
     const answer = await new Ds4Requests(connection).privacy({ model: 'openai/gpt-4o' });
-    assert.equal(answer.class, 'remote');
+    assert.equal(answer.kind, 'remote');
     const param = sent[0]?.param as { command: string; arguments: unknown[] };
     assert.equal(param.command, 'ds4.privacy');
     assert.deepEqual(param.arguments, [{ model: 'openai/gpt-4o' }]);
