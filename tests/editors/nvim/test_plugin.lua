@@ -967,6 +967,72 @@ test('ds4privacy_and_the_manifest_privacy_section_render', function()
   assert(ok, problem)
 end)
 
+test('a_remote_plan_withholds_local_only_text', function()
+  local secret = 'hunter2-nvim-0xC0FFEE'
+  local path = vim.fn.tempname() .. '.jsonl'
+  local function entry(id, parent, message)
+    return vim.json.encode({
+      type = 'message',
+      id = id,
+      parentId = parent or vim.NIL,
+      timestamp = '2026-11-01T09:0' .. id:sub(-1) .. ':00.000Z',
+      message = message,
+    })
+  end
+  vim.fn.writefile({
+    vim.json.encode({
+      type = 'session',
+      version = 3,
+      id = 'nvim-private-sess',
+      timestamp = '2026-11-01T09:00:00.000Z',
+      cwd = '/tmp',
+    }),
+    entry('00000001', nil, {
+      role = 'user',
+      content = 'The staging password is [ds4:local-only]' .. secret .. '[/ds4:local-only].',
+      timestamp = 1,
+    }),
+    entry('00000002', '00000001', {
+      role = 'assistant',
+      content = { { type = 'text', text = 'Noted; it stays on this machine.' } },
+      provider = 'anthropic',
+      model = 'claude-sonnet-4-5',
+      stopReason = 'stop',
+      timestamp = 2,
+    }),
+  }, path)
+  local err, result = await(function(cb)
+    ds4.plan({
+      session = { file = path },
+      request = 'what do we deploy next?',
+      model = { provider = 'openai', id = 'gpt-4o' },
+    }, cb, { bufnr = trusted_buf })
+  end)
+  assert(not err, vim.inspect(err))
+  eq(result.privacy.destination.kind, 'remote', 'destination class')
+  assert((result.privacy.withheld['local-only'] or 0) >= 1, vim.inspect(result.privacy))
+  assert(not vim.json.encode(result.messages):find(secret, 1, true), 'the secret went to openai')
+  vim.api.nvim_set_current_buf(trusted_buf)
+  local _, shown = run_command(
+    'Ds4Plan --session=' .. path .. ' --model=openai/gpt-4o what do we deploy next?',
+    'plan'
+  )
+  assert(shown:find('## Privacy: destination openai (remote)', 1, true), shown)
+  assert(shown:find('local%-only%s+[%d,]+%s+[1-9][%d,]*%s+[%d,]+\n'), shown)
+  assert(not shown:find(secret, 1, true), shown)
+  local _, manifest_text = run_command('Ds4Manifest ' .. ds4.last_manifest_id, 'manifest')
+  assert(manifest_text:find('## Privacy: destination openai (remote)', 1, true), manifest_text)
+  -- :Ds4Privacy against the server.
+  local _, answer = run_command('Ds4Privacy openai/gpt-4o', 'privacy')
+  assert(answer:find('class        remote', 1, true), answer)
+  assert(answer:find('withheld     sensitive, local-only', 1, true), answer)
+  _, answer = run_command('Ds4Privacy ollama', 'privacy')
+  assert(answer:find('class        local', 1, true), answer)
+  -- :Ds4Health shows the active policy.
+  local _, health = run_command('Ds4Health', 'health')
+  assert(health:find('privacy      on · ', 1, true), health)
+end)
+
 test('tool_executed_sends_ds4_tool_executed', function()
   local path = cfg.roots.trusted .. '/pricing.py'
   vim.fn.writefile({ 'def apply_voucher_discount(total, voucher):', '    return total - voucher' }, path)
