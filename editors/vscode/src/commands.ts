@@ -14,7 +14,14 @@ import * as vscode from 'vscode';
 
 import { compactionEntryJson, describeSummaries, NOT_WRITTEN_NOTE, renderCompactResult, renderSummaries } from './compactionView';
 import type { ManifestPanel } from './manifestPanel';
-import { defaultPrivacyModel, privacyAnswerSummary, privacyHealthSummary, privacyModelProblem, renderPrivacyAnswer } from './privacyView';
+import {
+  defaultPrivacyModel,
+  privacyAnswerSummary,
+  privacyHealthSummary,
+  privacyModelProblem,
+  privacyPlanNote,
+  renderPrivacyAnswer,
+} from './privacyView';
 import type { CompactParams, CompactResult, HealthResult, Manifest, PlanParams, PlanResult } from './protocol';
 import type { ReadOnlyDocuments } from './readOnlyDocuments';
 import type { WorkDoneProgressValue } from './requests';
@@ -189,9 +196,11 @@ async function planRequest(context: CommandContext): Promise<void> {
   );
   const requests = await context.server.requests();
   context.panel.show(await requests.manifest({ id: plan.manifestId, view: 'full' }), plan);
+  const privacy = privacyPlanNote(plan.privacy);
   const text =
     `DS4 ${plan.mode}: ${formatInt(plan.messages.length)} messages, ` +
-    `${formatInt(plan.estimatedTokens)} of ${formatInt(plan.budget.contextWindow)} tokens.`;
+    `${formatInt(plan.estimatedTokens)} of ${formatInt(plan.budget.contextWindow)} tokens.` +
+    (privacy === undefined ? '' : ` ${privacy}`);
   if (plan.mode === 'fallback' || plan.warnings.length > 0) {
     void vscode.window.showWarningMessage(
       [text, plan.fallbackReason, ...plan.warnings].filter((part) => part !== undefined).join(' '),

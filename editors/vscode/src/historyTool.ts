@@ -18,6 +18,7 @@
  * Pure module: no `vscode` import; `extension.ts` registers the tool.
  */
 
+import { privacyTotals } from './privacyView';
 import { RETRIEVE_SCOPES, type RetrieveParams, type RetrieveResult, type RetrieveScope } from './protocol';
 
 export const HISTORY_TOOL_NAME = 'ds4_retrieve_history';
@@ -164,11 +165,7 @@ export function privacyNote(result: RetrieveResult): string | undefined {
   if (privacy?.enabled !== true) {
     return undefined;
   }
-  const total = (counts: Record<string, number> | undefined): number =>
-    Object.values(counts ?? {}).reduce((sum, count) => sum + count, 0);
-  const redacted = privacy.redacted ?? 0;
-  const withheld = total(privacy.withheld);
-  const excluded = total(privacy.excluded);
+  const { withheld, excluded, redacted } = privacyTotals(privacy);
   const parts = [
     redacted > 0 && `${String(redacted)} secret(s) redacted`,
     withheld > 0 && `${String(withheld)} passage(s) withheld`,

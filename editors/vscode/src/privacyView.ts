@@ -133,6 +133,36 @@ function exclusionsTable(manifest: Manifest, maxRows: number): string {
 <tbody>${rows.join('')}</tbody></table>${more}`;
 }
 
+/** What was held back, summed over the levels: withheld segments, excluded supplements, secrets. */
+export function privacyTotals(privacy: PrivacySummary): { withheld: number; excluded: number; redacted: number } {
+  const total = (record: Record<string, number> | undefined): number =>
+    Object.values(record ?? {}).reduce((sum, count) => sum + count, 0);
+  return { withheld: total(privacy.withheld), excluded: total(privacy.excluded), redacted: privacy.redacted ?? 0 };
+}
+
+/**
+ * One sentence on what the privacy policy held back from a plan, for the "DS4: Plan Request"
+ * message: `Privacy (openai, remote): 2 withheld, 1 excluded, 3 secrets redacted.`; `undefined`
+ * when it held nothing back (or the server has no privacy).
+ */
+export function privacyPlanNote(privacy: PrivacySummary | null | undefined): string | undefined {
+  if (privacy?.enabled !== true) {
+    return undefined;
+  }
+  const { withheld, excluded, redacted } = privacyTotals(privacy);
+  const parts = [
+    withheld > 0 && `${formatInt(withheld)} withheld`,
+    excluded > 0 && `${formatInt(excluded)} excluded`,
+    redacted > 0 && `${formatInt(redacted)} secret${redacted === 1 ? '' : 's'} redacted`,
+  ].filter((part): part is string => typeof part === 'string');
+  if (parts.length === 0) {
+    return undefined;
+  }
+  const destination = privacy.destination;
+  const who = destination ? ` (${destination.provider ?? 'unknown provider'}, ${destination.kind})` : '';
+  return `Privacy${who}: ${parts.join(', ')}.`;
+}
+
 // ----------------------------------------------------------------------------- ds4.privacy
 
 /**

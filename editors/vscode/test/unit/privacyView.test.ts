@@ -8,6 +8,7 @@ import {
   privacyHealthSummary,
   privacyExclusions,
   privacyModelProblem,
+  privacyPlanNote,
   renderPrivacy,
   renderPrivacyAnswer,
 } from '../../src/privacyView';
@@ -104,6 +105,15 @@ describe('manifest privacy section', () => {
     assert.equal(html.match(/<\/style>/g)?.length, 1);
     const part = section(html);
     assert.ok(part.split('&lt;img src=x onerror=&quot;alert(1)&quot;&gt;&#39;&amp;').length >= 6, part);
+  });
+
+  it('says in one sentence what a plan held back', () => {
+    assert.equal(privacyPlanNote(privacySummary()), 'Privacy (openai, remote): 2 withheld, 1 excluded, 3 secrets redacted.');
+    assert.equal(privacyPlanNote(privacySummary({ withheld: {}, excluded: {}, redacted: 1 })), 'Privacy (openai, remote): 1 secret redacted.');
+    assert.equal(privacyPlanNote(privacySummary({ withheld: {}, excluded: {}, redacted: 0 })), undefined);
+    assert.equal(privacyPlanNote({ enabled: false }), undefined);
+    assert.equal(privacyPlanNote(undefined), undefined);
+    assert.equal(privacyPlanNote(null), undefined);
   });
 
   it('accepts manifests, plans and retrieve results with privacy, and refuses a malformed one', () => {
