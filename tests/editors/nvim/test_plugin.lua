@@ -1028,6 +1028,14 @@ test('a_remote_plan_withholds_local_only_text', function()
   assert(answer:find('withheld     sensitive, local-only', 1, true), answer)
   _, answer = run_command('Ds4Privacy ollama', 'privacy')
   assert(answer:find('class        local', 1, true), answer)
+  -- settings.privacy reaches the server: a remote provider allowed `sensitive`.
+  ds4.update_settings({
+    privacy = { remoteProviders = { ['azure-openai'] = { 'normal', 'internal', 'sensitive' } } },
+  })
+  _, answer = run_command('Ds4Privacy azure-openai/gpt-4o', 'privacy')
+  assert(answer:find('may see      normal, internal, sensitive\n', 1, true), answer)
+  assert(answer:find('decided by   privacy.remoteProviders.azure-openai', 1, true), answer)
+  ds4.update_settings({ privacy = { remoteProviders = vim.empty_dict() } })
   -- :Ds4Health shows the active policy.
   local _, health = run_command('Ds4Health', 'health')
   assert(health:find('privacy      on · ', 1, true), health)
