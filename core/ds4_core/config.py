@@ -245,7 +245,7 @@ SETTINGS: dict[str, SettingSpec] = {
         "Classify, withhold and redact what leaves for a model (on by default; DS4's is off).",
     ),
     "privacy.defaultClassification": SettingSpec(
-        "normal", _choice(*_LEVELS), "Level of text without markers."
+        "normal", _choice(*_LEVELS), "Level of text without markers (lower case)."
     ),
     "privacy.localProviders": SettingSpec(
         ["faux", "ollama", "llama-cpp", "lmstudio"],
@@ -537,6 +537,9 @@ class Config:
     values: Mapping[str, Any] = field(
         default_factory=lambda: {k: s.default for k, s in SETTINGS.items()}
     )
+    rejected_privacy: frozenset[str] = field(default=frozenset(), compare=False)
+    """`privacy.*` keys whose latest value was rejected (until a valid one is given): privacy
+    then withholds more, not less (`privacy.policy.destination`)."""
     enabled: bool = field(init=False, repr=False, compare=False)
     """Turn the engine off entirely (plans fall back to the original messages)."""
     context: ContextSettings = field(init=False, repr=False, compare=False)
@@ -607,7 +610,14 @@ class Config:
                         f"remote ({', '.join(echo(p) for p in both)})"
                     )
         merged.update(accepted)
-        return Config(merged), warnings
+        given = flatten_settings(raw)
+        rejected = {
+            key
+            for key in given
+            if key.startswith("privacy.") and key in SETTINGS and key not in accepted
+        }
+        still = (self.rejected_privacy - set(accepted)) | rejected
+        return Config(merged, frozenset(still)), warnings
 
 
 DEFAULT_CONFIG = Config()

@@ -17,6 +17,7 @@ from ..config import Config
 from ..logs import describe_failure
 from ..privacy.levels import highest
 from ..privacy.markers import parse, unwrap_classified, wrap_classified
+from ..privacy.sanitizer import without_secrets
 from ..requests import SummarizeCall, Summarizer
 from ..results import (
     CompactionEntry,
@@ -195,9 +196,7 @@ def choose_summary(
                 reason = str(exc) or type(exc).__name__
                 log.info("summarizer failed: error=%s", describe_failure(exc))
             else:
-                repaired = repair_summary(
-                    replace_lone_surrogates(answer.summary), shown_evidence
-                )
+                repaired = repair_summary(replace_lone_surrogates(answer.summary), shown_evidence)
                 initial = repaired.initial
                 tokens = estimate_text_tokens(repaired.text)
                 if not repaired.accepted:
@@ -222,12 +221,21 @@ def choose_summary(
                         answer.provider,
                         answer.model,
                     )
+    if config.privacy.enabled and config.privacy.redact_secrets:
+        # the offline summary copies exact values (keys, tokens) out of the span: written from
+        # the span without its secrets, it never carries one (the later plans quote it)
+        messages = [without_secrets(m) for m in span.messages]
+        previous = without_secrets(span.previous_summary)
+        source_text = conversation_text(messages)
+        evidence = Evidence(source_text, previous, tuple(read_files), tuple(modified_files))
+    else:
+        messages, previous = list(span.messages), span.previous_summary
     text = offline_summary(
-        span.messages,
+        messages,
         read_files=read_files,
         modified_files=modified_files,
         token_limit=token_limit,
-        previous_summary=span.previous_summary,
+        previous_summary=previous,
         source_text=source_text,
     )
     final = validate_summary(text, evidence)

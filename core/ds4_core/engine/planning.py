@@ -65,6 +65,8 @@ from .sanitizing import (
     screen_supplements,
     sent_tokens,
     source_levels,
+    source_secrets,
+    visible_text,
     withheld_summaries,
 )
 from .sessions import SessionCache
@@ -323,13 +325,16 @@ class Planner:
             return dry, None, None
         supplements: list[Supplement] = []
         retrieval = None
+        # what the request says that its destination may see: withheld words never pick (and
+        # so never get named in the reasons of) the evidence sent with it
+        request = visible_text(target, last_user_text(prepared.messages) or "")
         if prepared.session_id is not None:
-            retrieval = self.history_evidence(prepared, dry, config)
+            retrieval = self.history_evidence(prepared, dry, config, query=request)
             supplements += [
                 _supplement("history", h.entry_key, render_evidence(h), h.score)
                 for h in retrieval.hits
             ]
-        project = self._project_search(prepared, config, prepared.warnings)
+        project = self._project_search(prepared, config, prepared.warnings, request)
         workspace = self._project.workspace
         if project is not None and workspace is not None:
             render = workspace.render
@@ -345,24 +350,31 @@ class Planner:
                         project.retrieval.hits, workspace.quoted_text, target.default_level
                     )
                 )
-            supplements = screen_supplements(target, supplements, screened or Screened(), floors)
+            supplements = screen_supplements(
+                target,
+                supplements,
+                screened or Screened(),
+                floors,
+                source_secrets(retrieval.hits) if retrieval is not None else {},
+            )
         if not supplements:
             return dry, retrieval, project
         plan = prepared.plan(fixed_tokens, config, supplements, withheld)
         return plan, retrieval, project
 
     def _project_search(
-        self, prepared: Prepared, config: Config, warnings: list[str]
+        self, prepared: Prepared, config: Config, warnings: list[str], request: str
     ) -> ValidatedSearch | None:
-        """Live-validated project hits for the last user message, or None when project
-        knowledge is not in use (no workspace, untrusted, disabled). A failure becomes a
-        warning: history evidence and the tail still go out (fail open)."""
+        """Live-validated project hits for `request` (the last user message as its destination
+        may see it), or None when project knowledge is not in use (no workspace, untrusted,
+        disabled). A failure becomes a warning: history evidence and the tail still go out
+        (fail open)."""
         workspace = self._project.workspace
         if workspace is None or not workspace.active():
             return None
         try:
             found = workspace.search(
-                describe_task(last_user_text(prepared.messages) or ""),
+                describe_task(request),
                 max_results=config.project.max_results,
                 max_tokens=prepared.budget.max_project_tokens,
             )

@@ -27,7 +27,13 @@ from .planning import Planner, Prepared, retrieval_stats
 from .profiles import check_model
 from .project import ProjectService
 from .relevance import scope_relevance
-from .sanitizing import SNIPPET_LEVELS, sanitize_hits, source_levels
+from .sanitizing import (
+    SNIPPET_LEVELS,
+    sanitize_hits,
+    source_levels,
+    source_secrets,
+    visible_text,
+)
 
 log = logging.getLogger("ds4_core.engine")
 
@@ -72,15 +78,18 @@ class Retriever:
             warnings.extend(prepared.warnings)
             if request.query is None:
                 query = last_user_text(prepared.messages)
-        text = query or ""
+        named = request.model is not None  # a destination, else hits for the editor's display
+        target = destination(config, request.model.provider if request.model else None)
+        text = visible_text(target if named else None, query or "")  # withheld words never search
         relevance: dict[str, Any] = {}
         floors: dict[str, str] = {}  # the level of the text each hit was cut from
+        secrets: dict[str, tuple[str, ...]] = {}  # and the secret lines of that text
         if "history" in request.scopes:
             if prepared is None or prepared.session_id is None:
                 status = "no-session"
             else:
                 status, history, stats = self._history(
-                    prepared, text, request, config, warnings, relevance, floors
+                    prepared, text, request, config, warnings, relevance, floors, secrets
                 )
         if "project" in request.scopes:
             project_status, project = self._project_hits(
@@ -92,10 +101,10 @@ class Retriever:
             git_status, git = self._git_hits(text, request, config, warnings, relevance)
         # a named model (with or without its provider: then an unnamed remote one) is the
         # destination; without one, hits are for the editor's own display: classified only
-        named = request.model is not None
-        provider = request.model.provider if request.model is not None else None
-        sanitizer = Sanitizer(destination(config, provider))
-        history = sanitize_hits(sanitizer, history, rewrite=named, key=_entry_key, floors=floors)
+        sanitizer = Sanitizer(target)
+        history = sanitize_hits(
+            sanitizer, history, rewrite=named, key=_entry_key, floors=floors, secrets=secrets
+        )
         project = sanitize_hits(sanitizer, project, rewrite=named, key=_snippet_id, floors=floors)
         if git is not None:
             git = sanitize_hits(sanitizer, git, rewrite=named)
@@ -176,10 +185,11 @@ class Retriever:
         warnings: list[str],
         relevance: dict[str, Any],
         floors: dict[str, str],
+        secrets: dict[str, tuple[str, ...]],
     ) -> tuple[str, tuple[HistoryHit, ...], RetrievalStats]:
         """The history search status, hits and stats of `retrieve` (warnings appended,
-        `relevance["history"]` set: `relevance.scope_relevance`, and the level of each hit's
-        whole source text in `floors`, by entry key)."""
+        `relevance["history"]` set: `relevance.scope_relevance`, and the level and secret lines
+        of each hit's whole source text in `floors` and `secrets`, by entry key)."""
         retrieval = self._planner.history_evidence(
             prepared,
             prepared.plan(0, config),
@@ -203,6 +213,7 @@ class Retriever:
             retrieval.stats.already_in_context,
         )
         floors.update(source_levels(retrieval.hits))
+        secrets.update(source_secrets(retrieval.hits))
         hits = tuple(
             from_attributes(HistoryHit, h, score=round(h.score, 3)) for h in retrieval.hits
         )

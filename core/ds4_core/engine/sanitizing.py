@@ -27,7 +27,7 @@ from ..logs import describe_failure
 from ..planner import ContextPlan, ModelProfile, PlanItem, Supplement
 from ..planner.groups import SUMMARY_ROLES
 from ..privacy.levels import Level, highest
-from ..privacy.markers import has_marker, line_span_level
+from ..privacy.markers import has_marker, line_span_level, parse
 from ..privacy.policy import Destination, destination
 from ..privacy.sanitizer import PRIVACY_EXCLUSION_REASON, PrivacyCounters, Sanitizer
 from ..results import CommitHit, HistoryHit, ProjectHit
@@ -35,6 +35,25 @@ from ..tokens import estimate_message_tokens
 from .profiles import UNKNOWN
 
 log = logging.getLogger("ds4_core.engine")
+
+
+def visible_text(target: Destination | None, text: str) -> str:
+    """`text` without the segments `target` may not see (no placeholders: the words of what
+    it may see, e.g. for a search), markers removed; `text` itself without a destination,
+    when privacy is off or when it holds no marker."""
+    if (
+        target is None
+        or not target.enabled
+        or not has_marker(text)
+        and target.allows(target.default_level)
+    ):
+        return text
+    parsed = parse(text, target.default_level)
+    return "".join(
+        segment.text
+        for segment in parsed.segments
+        if target.allows(highest((segment.level,), parsed.floor))
+    )
 
 
 def plan_destination(config: Config, profile: ModelProfile) -> Destination:
@@ -62,12 +81,14 @@ def screen_supplements(
     supplements: Sequence[Supplement],
     screened: Screened,
     floors: Mapping[str, str] | None = None,
+    secrets: Mapping[str, Sequence[str]] | None = None,
 ) -> list[Supplement]:
     """The supplements the destination may receive, each written for it (markers removed,
     secrets redacted) with its `classification` and re-estimated `tokens`; the others become
     excluded items in `screened.dropped` (metadata only, reason `excluded due to privacy
-    policy`). `floors[source_id]` is the least level of a supplement (see the module
-    docstring); a supplement missing from a given `floors` is judged on its own text."""
+    policy`). `floors[source_id]` is the least level of a supplement and `secrets[source_id]`
+    the secret lines of the text it was cut from (see the module docstring); a supplement
+    missing from them is judged on its own text."""
     kept: list[Supplement] = []
     for supplement in supplements:
         scratch = Sanitizer(target)
@@ -86,7 +107,8 @@ def screen_supplements(
                 )
             )
             continue
-        message = scratch.message(supplement.message, count=False).value
+        known = (secrets or {}).get(supplement.source_id, ())
+        message = scratch.message(supplement.message, count=False, secrets=known).value
         screened.kept[id(message)] = (message, level, scratch.counters)
         kept.append(
             replace(
@@ -234,6 +256,12 @@ def source_levels(hits: Sequence[Any]) -> dict[str, str]:
     return {hit.entry_key: hit.source_level for hit in hits}
 
 
+def source_secrets(hits: Sequence[Any]) -> dict[str, tuple[str, ...]]:
+    """Entry key -> the secret lines of the whole text each history hit was cut from
+    (`retrieval.HistoryHit.source_secrets`), for `screen_supplements` and `sanitize_hits`."""
+    return {hit.entry_key: hit.source_secrets for hit in hits if hit.source_secrets}
+
+
 class SnippetLevels:
     """The level of project snippets judged on their whole file (`markers.line_span_level`):
     a block opened above the snippet's lines, or a leading marker at the top of the file, still
@@ -303,12 +331,14 @@ def sanitize_hits(
     rewrite: bool,
     key: Callable[[Any], str] | None = None,
     floors: Mapping[str, str] | None = None,
+    secrets: Mapping[str, Sequence[str]] | None = None,
 ) -> tuple[Any, ...]:
     """Retrieved hits (frozen dataclasses of `results`) classified, and, when `rewrite`, written
     for the sanitizer's destination: a hit holding a withheld level is left out (counted in
     `excluded`), the others have their markers removed and secrets redacted. Without
     `rewrite` (no destination named) hits keep their text and only gain `classification`.
-    `floors[key(hit)]` is the least level of a hit (the text it was cut from)."""
+    `floors[key(hit)]` is the least level of a hit and `secrets[key(hit)]` the secret lines of
+    the text it was cut from."""
     if not sanitizer.target.enabled:
         return tuple(hits)
     counters = sanitizer.counters
@@ -316,7 +346,9 @@ def sanitize_hits(
     for hit in hits:
         fields = HIT_TEXT_FIELDS[type(hit)]
         texts = [getattr(hit, name) for name in fields]
-        floor = (floors or {}).get(key(hit), "normal") if key is not None else "normal"
+        name = key(hit) if key is not None else ""
+        floor = (floors or {}).get(name, "normal")
+        known = (secrets or {}).get(name, ())
         admitted, level = sanitizer.admits(texts, floor)
         counters.count(counters.classified, level)
         if not rewrite:
@@ -324,7 +356,10 @@ def sanitize_hits(
         elif not admitted:
             counters.count(counters.excluded, level)
         else:
-            changes = {name: sanitizer.text(text) for name, text in zip(fields, texts, strict=True)}
+            changes = {
+                field_name: sanitizer.text(text, secrets=known)
+                for field_name, text in zip(fields, texts, strict=True)
+            }
             out.append(replace(hit, classification=level, **changes))
     return tuple(out)
 
@@ -339,6 +374,7 @@ class SummaryPrivacy:
     written (both None when privacy is off); `level` the highest level of the
     span's text (an offline summary, written from the raw span, is wrapped in it);
     `client_level` the highest level the summarizer could see (its summary is wrapped in that);
+    `instructions` the caller's custom instructions written for the destination;
     `failed` True when the sanitizer raised (then no prompt may go out: the offline summary is
     written)."""
 
@@ -346,16 +382,20 @@ class SummaryPrivacy:
     level: str
     client_level: str = "normal"
     prompt_files: tuple[tuple[str, ...], tuple[str, ...]] | None = None
+    instructions: str | None = None
     failed: bool = False
 
 
-def summary_privacy(config: Config, provider: str | None, span: Span) -> SummaryPrivacy:
+def summary_privacy(
+    config: Config, provider: str | None, span: Span, instructions: str | None = None
+) -> SummaryPrivacy:
     """What `ds4/summarize` may send to `provider` (the summarizer model's provider; None when
-    unknown: remote) for `span`: its messages and previous summary written for that
-    destination. Never raises: a sanitizer failure gives `failed` (fail closed)."""
+    unknown: remote) for `span` and the caller's `instructions`: its messages, previous
+    summary and the instructions written for that destination. Never raises: a sanitizer
+    failure gives `failed` (fail closed)."""
     sanitizer = Sanitizer(destination(config, provider))
     if not sanitizer.target.enabled:
-        return SummaryPrivacy(None, "normal")
+        return SummaryPrivacy(None, "normal", instructions=instructions)
     try:
         raw = [span.messages, span.previous_summary]
         level = sanitizer.level_of(raw)
@@ -377,6 +417,7 @@ def summary_privacy(config: Config, provider: str | None, span: Span) -> Summary
                 tuple(path for path in read if path in raw_read),
                 tuple(path for path in modified if path in raw_modified),
             ),
+            instructions=sanitizer.text(instructions) if instructions else instructions,
         )
     except Exception as exc:  # privacy fails closed: no prompt leaves
         log.warning(

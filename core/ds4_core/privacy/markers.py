@@ -26,7 +26,7 @@ import re
 from collections.abc import Collection, Mapping
 from typing import NamedTuple
 
-from .levels import RANK, Level, highest
+from .levels import LEVELS, RANK, Level, highest
 
 _MARKER = re.compile(
     r"\[(/?)ds4:(normal|internal|sensitive|local-only)\]", re.IGNORECASE | re.ASCII
@@ -80,9 +80,12 @@ def parse(text: str, default: Level = "normal") -> Parsed:
     """
     if not has_marker(text):
         return Parsed((Segment(text, default),) if text else (), "normal", False)
+    base = RANK[default]
     segments: list[Segment] = []
-    stack: list[str] = []  # levels of the open blocks, outermost first
-    floor: str = "normal"
+    stack: list[int] = []  # ranks of the open blocks, outermost first
+    highest_open: list[int] = []  # highest_open[d]: the highest rank of stack[: d + 1]
+    depths: list[list[int]] = [[] for _ in LEVELS]  # rank -> depths of its open blocks
+    floor = 0
     marked = False
     position = 0
     prefix_open = False  # stack[0] is a leading open not closed (yet)
@@ -91,27 +94,34 @@ def parse(text: str, default: Level = "normal") -> Parsed:
         if start > 0 and text[start - 1] == "\\":
             continue  # escaped: plain text
         marked = True
+        here = LEVELS[max(base, highest_open[-1])] if stack else default
         if start > position:
-            segments.append(Segment(text[position:start], highest(stack, default), position))
-        level = match.group(2).lower()
+            segments.append(Segment(text[position:start], here, position))
+        rank = RANK[match.group(2).lower()]
         if not match.group(1):  # an open
-            if not stack and not segments and not text[:start].strip():
+            if not stack and not segments and (start == 0 or not text[:start].strip()):
                 prefix_open = True
-            stack.append(level)
-        elif level in stack:
-            depth = len(stack) - 1 - stack[::-1].index(level)
+            depths[rank].append(len(stack))
+            highest_open.append(max(rank, highest_open[-1]) if stack else rank)
+            stack.append(rank)
+        elif depths[rank]:
+            depth = depths[rank][-1]
             if depth != len(stack) - 1:  # crossing blocks: the inner ones never closed
-                floor = highest(stack[depth:], floor)
+                floor = max(floor, *stack[depth:])
             if depth == 0:
                 prefix_open = False  # the leading open was a closed block after all
-            del stack[depth:]
+            for closed in reversed(stack[depth:]):  # each block is closed once: linear
+                depths[closed].pop()
+            del stack[depth:], highest_open[depth:]
         else:
-            floor = highest((level,), floor)  # a close without its open
+            floor = max(floor, rank)  # a close without its open
         position = match.end()
     if position < len(text):
-        segments.append(Segment(text[position:], highest(stack, default), position))
-    floor = highest(stack[1:] if prefix_open else stack, floor)  # opens never closed
-    return Parsed(tuple(segments), highest((), floor), marked)
+        here = LEVELS[max(base, highest_open[-1])] if stack else default
+        segments.append(Segment(text[position:], here, position))
+    unclosed = stack[1:] if prefix_open else stack  # opens never closed
+    floor = max(floor, *unclosed) if unclosed else floor
+    return Parsed(tuple(segments), LEVELS[floor], marked)
 
 
 class Rendered(NamedTuple):

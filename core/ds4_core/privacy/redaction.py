@@ -113,8 +113,8 @@ _ASSIGNMENT = re.compile(
     )
     """
 )
-# Words that start an expression in code, not a secret: `const apiKey = await getKey(model)`,
-# `password = new Password(...)`, `api_key = yield ...`.
+# Words that start an expression in code, not a secret: an assignment to a key name whose value
+# begins with `await`, `new` or `yield` computes the key.
 _CODE_WORDS = frozenset(
     {"await", "new", "yield", "typeof", "function", "lambda", "async", "this", "self",
      "return", "not", "require", "import", "static", "const", "let", "var"}

@@ -22,15 +22,15 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from .levels import Level, highest
+from .levels import LEVELS, Level, highest
 from .markers import Parsed, has_marker, parse, render
 from .policy import Destination
-from .redaction import Redacted, redact_secrets
-from .secrets import may_hold_secret
+from .redaction import SECRET_MARKER, Redacted, redact_secrets
+from .secrets import MIN_SECRET_LINE_CHARS, may_hold_secret
 
 STRUCTURAL_KEYS = frozenset(
     {
@@ -46,12 +46,27 @@ STRUCTURAL_KEYS = frozenset(
         "type",
         "provider",
         "mimeType",
+        "toolName",
+        "tool_name",
+        "customType",
     }
 )
 """Keys whose string values are never rewritten unless they hold a marker (the reference's
-structural keys, plus Pi's `provider` and an image's `mimeType`)."""
+structural keys, plus Pi's `provider`, `toolName`, `customType` and an image's `mimeType`),
+outside tool data (`DATA_KEYS`)."""
+
+DATA_KEYS = frozenset({"arguments", "input", "details", "parameters", "args"})
+"""Keys whose value is a tool's own data (a call's arguments, a result's details): inside it no
+key is structural (`{"name": "<a token>"}` is redacted) and object keys are written for the
+destination too."""
 
 PRIVACY_EXCLUSION_REASON = "excluded due to privacy policy"
+
+ELLIPSIS = "\u2026"
+"""How an excerpt marks a cut end (`retrieval.history_results`)."""
+
+CUT_SECRET_KIND = "secret cut from its entry"
+"""`redactedByKind` of a known secret line found in an excerpt without its context."""
 """The manifest reason of a supplement dropped because it holds withheld content."""
 
 
@@ -114,6 +129,7 @@ class Sanitizer:
     def __init__(self, target: Destination) -> None:
         self.target = target
         self.counters = PrivacyCounters()
+        self._literals: Sequence[str] = ()  # known secret lines of the call in progress
 
     # ----------------------------------------------------------------- classification
 
@@ -155,25 +171,38 @@ class Sanitizer:
 
     # ----------------------------------------------------------------- rewriting
 
-    def message(self, message: Any, *, count: bool = True) -> Sanitized:
+    def message(
+        self, message: Any, *, count: bool = True, secrets: Sequence[str] = ()
+    ) -> Sanitized:
         """`message` (any JSON value) as the destination may receive it, with its level;
-        counted in `classified` unless `count` is false. The input is never changed: parts
-        that change are copied, and a message nothing changes in is returned as it is (also
-        when privacy is off; level `normal` then)."""
+        counted in `classified` unless `count` is false. `secrets` are literal secret lines
+        known from the text `message` was cut from (`secrets.secret_lines`), redacted wherever
+        they occur for a remote destination. The input is never changed: parts that change are
+        copied, and a message nothing changes in is returned as it is (also when privacy is
+        off; level `normal` then)."""
         if not self.target.enabled:
             return Sanitized(message, "normal")
         floor, parsed = self._parse_all(message)
         level = highest((p.level for p in parsed.values()), highest((floor,), self._default))
         if count:
             self.counters.count(self.counters.classified, level)
-        return Sanitized(self._rewrite(message, floor, parsed, level, False), level)
+        self._literals = secrets
+        try:
+            return Sanitized(self._rewrite(message, floor, parsed, level, False, False), level)
+        finally:
+            self._literals = ()
 
-    def text(self, text: str) -> str:
+    def text(self, text: str, *, secrets: Sequence[str] = ()) -> str:
         """One string as the destination may receive it (a retrieved hit's text, a prompt):
-        markers rendered, secrets redacted for a remote destination."""
+        markers rendered, secrets redacted for a remote destination (`secrets` as in
+        `message`)."""
         if not self.target.enabled:
             return text
-        return self._string(text, parse(text, self._default))
+        self._literals = secrets
+        try:
+            return self._string(text, parse(text, self._default))
+        finally:
+            self._literals = ()
 
     # ----------------------------------------------------------------- internals
 
@@ -205,9 +234,16 @@ class Sanitizer:
         return floor, parsed
 
     def _rewrite(
-        self, value: Any, floor: Level, parsed: dict[int, Parsed], level: Level, structural: bool
+        self,
+        value: Any,
+        floor: Level,
+        parsed: dict[int, Parsed],
+        level: Level,
+        structural: bool,
+        data: bool,
     ) -> Any:
-        """`value` written for the destination; the same object when nothing in it changes."""
+        """`value` written for the destination; the same object when nothing in it changes.
+        `structural`: a string under a structural key; `data`: inside tool data (`DATA_KEYS`)."""
         if isinstance(value, str):
             found = parsed.get(id(value))
             if found is not None:
@@ -224,22 +260,36 @@ class Sanitizer:
                 if binary and key == "data":
                     new = item if self.target.allows(level) else ""
                 else:
-                    new = self._rewrite(item, floor, parsed, level, key in STRUCTURAL_KEYS)
-                if new is not item:
+                    inside = data or key in DATA_KEYS
+                    structural_key = not data and key in STRUCTURAL_KEYS
+                    new = self._rewrite(item, floor, parsed, level, structural_key, inside)
+                new_key = self._key(key, floor) if data and isinstance(key, str) else key
+                if new is not item or new_key is not key:
                     if out is None:
                         out = dict(value)
-                    out[key] = new
+                    if new_key is not key:
+                        out.pop(key, None)
+                        while new_key in out:  # two keys written alike: keep both
+                            new_key += "\u200b"
+                    out[new_key] = new
             return value if out is None else out
         if isinstance(value, list | tuple):
             items: list[Any] | None = None
             for index, item in enumerate(value):
-                new = self._rewrite(item, floor, parsed, level, False)
+                new = self._rewrite(item, floor, parsed, level, False, data)
                 if new is not item:
                     if items is None:
                         items = list(value)
                     items[index] = new
             return value if items is None else items
         return value
+
+    def _key(self, key: str, floor: Level) -> str:
+        """An object key of tool data written for the destination (the same object when it
+        does not change)."""
+        if has_marker(key) or not self.target.allows(highest((self._default,), floor)):
+            return self._string(key, parse(key, self._default), floor)
+        return self._redacted(key)
 
     def _string(self, text: str, found: Parsed, floor: Level = "normal") -> str:
         rendered = render(
@@ -254,12 +304,42 @@ class Sanitizer:
         if not self.target.redact:
             return text
         redacted = REDACTIONS.redact(text)
-        if not redacted.count:
-            return text
-        self.counters.redacted += redacted.count
-        for kind, n in redacted.by_kind.items():
-            self.counters.count(self.counters.redacted_by_kind, kind, n)
-        return redacted.text
+        out = redacted.text
+        if redacted.count:
+            self.counters.redacted += redacted.count
+            for kind, n in redacted.by_kind.items():
+                self.counters.count(self.counters.redacted_by_kind, kind, n)
+        if self._literals:
+            out = self._known_lines(out)
+        return out if out != text else text
+
+    def _known_lines(self, text: str) -> str:
+        """`text` with the known secret lines of the call (`self._literals`) redacted: whole,
+        wherever they occur, and cut, at the ends of an excerpt (its first line the end of one,
+        its last line the start of one)."""
+        found = 0
+        for line in self._literals:  # longest first: a line inside another goes with it
+            n = text.count(line)
+            if n:
+                text = text.replace(line, SECRET_MARKER)
+                found += n
+        lines = text.split("\n")
+        head = lines[0].removeprefix(ELLIPSIS).strip()
+        if len(head) >= MIN_SECRET_LINE_CHARS and any(s.endswith(head) for s in self._literals):
+            lines[0] = lines[0].replace(head, SECRET_MARKER)
+            found += 1
+        tail = lines[-1].removesuffix(ELLIPSIS).strip()
+        if (
+            len(lines) > 1
+            and len(tail) >= MIN_SECRET_LINE_CHARS
+            and any(s.startswith(tail) for s in self._literals)
+        ):
+            lines[-1] = lines[-1].replace(tail, SECRET_MARKER)
+            found += 1
+        if found:
+            self.counters.redacted += found
+            self.counters.count(self.counters.redacted_by_kind, CUT_SECRET_KIND, found)
+        return "\n".join(lines)
 
 
 class RedactionCache:
@@ -309,3 +389,14 @@ class RedactionCache:
 
 REDACTIONS = RedactionCache()
 """The process's redaction cache (16 M characters at most)."""
+
+
+_EVERY_LEVEL_REDACTED = Destination(None, "remote", LEVELS, True, True, "normal", "secrets only")
+
+
+def without_secrets(value: Any) -> Any:
+    """`value` (any JSON value) with the secrets of every string redacted and markers removed,
+    nothing withheld: text that stays on this machine but may be quoted later (the offline
+    summary of a compaction, whose outer marker carries the level). The same object when
+    nothing changes."""
+    return Sanitizer(_EVERY_LEVEL_REDACTED).message(value, count=False).value
