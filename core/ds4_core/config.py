@@ -28,6 +28,7 @@ from types import MappingProxyType
 from typing import Any, Literal
 
 from .json_bounds import ECHO_CHARS, bounded_text, echo
+from .privacy.levels import LEVELS
 
 Validator = Callable[[Any], str | None]
 """Returns None when the value is valid, else a sentence saying what is expected."""
@@ -71,9 +72,8 @@ def _non_empty_string(value: Any) -> str | None:
     return None if isinstance(value, str) and value.strip() else "expected a non-empty string"
 
 
-_LEVELS = ("normal", "internal", "sensitive", "local-only")
-"""The privacy levels, lowest first (privacy/levels.py; repeated here: config imports nothing
-of the engine)."""
+_LEVELS = LEVELS
+"""The privacy levels, lowest first (`privacy/levels.py`, which imports nothing)."""
 
 
 def _provider_list(value: Any) -> str | None:
@@ -111,8 +111,8 @@ def _remote_providers(value: Any) -> str | None:
         return "expected an object mapping provider ids to lists of levels"
     seen: set[str] = set()
     for key, levels in value.items():
-        if not isinstance(key, str) or not key.strip():
-            return f"key {echo(key)} must be a provider id"
+        if not isinstance(key, str) or not key.strip() or key != key.strip():
+            return f"key {echo(key)} must be a provider id without surrounding spaces"
         if key.casefold() in seen:
             return f"{echo(key)} is listed twice (ids are compared ignoring case)"
         seen.add(key.casefold())
@@ -245,7 +245,7 @@ SETTINGS: dict[str, SettingSpec] = {
         "Classify, withhold and redact what leaves for a model (on by default; DS4's is off).",
     ),
     "privacy.defaultClassification": SettingSpec(
-        "normal", _choice(*_LEVELS), "Level of text without markers."
+        "normal", _choice(*_LEVELS), "Level of text without markers (lower case)."
     ),
     "privacy.localProviders": SettingSpec(
         ["faux", "ollama", "llama-cpp", "lmstudio"],
@@ -537,6 +537,9 @@ class Config:
     values: Mapping[str, Any] = field(
         default_factory=lambda: {k: s.default for k, s in SETTINGS.items()}
     )
+    rejected_privacy: frozenset[str] = field(default=frozenset(), compare=False)
+    """`privacy.*` keys whose latest value was rejected (until a valid one is given): privacy
+    then withholds more, not less (`privacy.policy.destination`)."""
     enabled: bool = field(init=False, repr=False, compare=False)
     """Turn the engine off entirely (plans fall back to the original messages)."""
     context: ContextSettings = field(init=False, repr=False, compare=False)
@@ -607,7 +610,14 @@ class Config:
                         f"remote ({', '.join(echo(p) for p in both)})"
                     )
         merged.update(accepted)
-        return Config(merged), warnings
+        given = flatten_settings(raw)
+        rejected = {
+            key
+            for key in given
+            if key.startswith("privacy.") and key in SETTINGS and key not in accepted
+        }
+        still = (self.rejected_privacy - set(accepted)) | rejected
+        return Config(merged, frozenset(still)), warnings
 
 
 DEFAULT_CONFIG = Config()

@@ -32,6 +32,8 @@ export default defineConfig(
       'src/sessionFiles.ts',
       'src/summarize.ts',
       'src/compactionView.ts',
+      'src/privacyView.ts',
+      'src/html.ts',
     ],
     rules: {
       '@typescript-eslint/no-restricted-imports': [

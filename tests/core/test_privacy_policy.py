@@ -5,18 +5,26 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 from privacy_session import VALUES, write_privacy_session
+from session_files import SessionWriter
 
 from ds4_core.config import DEFAULT_CONFIG, Config
 from ds4_core.engine import ContextEngine, sanitizing
 from ds4_core.planner import ContextPlan, PlanItem, Supplement
-from ds4_core.privacy.markers import placeholder
+from ds4_core.privacy.markers import line_span_level, placeholder
 from ds4_core.privacy.policy import destination, explain
 from ds4_core.privacy.sanitizer import PRIVACY_EXCLUSION_REASON, Sanitizer
-from ds4_core.requests import ManifestRequest, ModelSpec, PlanRequest, SessionRef
+from ds4_core.requests import (
+    ManifestRequest,
+    ModelSpec,
+    PlanRequest,
+    RetrieveRequest,
+    SessionRef,
+)
 
 
 def config(**settings: Any) -> Config:
@@ -134,7 +142,7 @@ def test_privacy_off_sends_everything_as_it_is() -> None:
 
 
 def test_supplements_with_a_withheld_span_are_dropped_whole() -> None:
-    sanitizer = remote()
+    target = destination(DEFAULT_CONFIG, "openai")
     kept = Supplement("history", "s:e1", {"role": "user", "content": "about the parser"}, 9, 0.9)
     dropped = Supplement(
         "project",
@@ -143,10 +151,14 @@ def test_supplements_with_a_withheld_span_are_dropped_whole() -> None:
         20,
         0.8,
     )
-    out, items, levels = sanitizing.screen_supplements(sanitizer, [kept, dropped])
+    cut = Supplement("history", "s:e2", {"role": "user", "content": "a cut excerpt"}, 5, 0.7)
+    screened = sanitizing.Screened()
+    out = sanitizing.screen_supplements(
+        target, [kept, dropped, cut], screened, {"s:e2": "local-only"}
+    )
     assert [s.source_id for s in out] == ["s:e1"] and out[0].classification == "normal"
-    assert id(out[0].message) in levels
-    assert items == [
+    assert id(out[0].message) in screened.kept
+    assert screened.dropped == [
         PlanItem(
             kind="project",
             source_id="snippet-1",
@@ -155,10 +167,67 @@ def test_supplements_with_a_withheld_span_are_dropped_whole() -> None:
             score=0.8,
             reason=PRIVACY_EXCLUSION_REASON,
             classification="sensitive",
-        )
+        ),
+        PlanItem(
+            kind="history",
+            source_id="s:e2",
+            group_id=None,
+            tokens=5,
+            score=0.7,
+            reason=PRIVACY_EXCLUSION_REASON,
+            classification="local-only",  # judged on the text it was cut from
+        ),
     ]
-    assert "do not share" not in json.dumps([i.__dict__ for i in items])
-    assert sanitizer.counters.excluded == {"sensitive": 1}
+    assert "do not share" not in json.dumps([i.__dict__ for i in screened.dropped])
+
+
+def test_a_snippet_is_judged_on_its_whole_file() -> None:
+    text = "# [ds4:local-only]\n" + "".join(f"line {n}\n" for n in range(2, 300))
+    assert line_span_level(text, 200, 279) == "local-only"  # a leading marker, far above
+    block = "a\n[ds4:sensitive]\n" + "x\n" * 200 + "[/ds4:sensitive]\nz\n"
+    assert line_span_level(block, 100, 120) == "sensitive"  # inside a block opened above
+    assert line_span_level(block, 204, 204) == "normal"  # after it
+    levels = sanitizing.SnippetLevels()
+    hit = SimpleNamespace(
+        folder=None, path="a.py", file_hash="h", snippet_id="s1", start_line=100, end_line=120
+    )
+    assert levels.levels([hit], lambda _: block, "normal") == {"s1": "sensitive"}
+    assert levels.levels([hit], lambda _: None, "normal") == {"s1": "sensitive"}  # remembered
+    other = SimpleNamespace(**{**hit.__dict__, "file_hash": "h2", "snippet_id": "s2"})
+    assert levels.levels([other], lambda _: None, "normal") == {"s2": "local-only"}  # unreadable
+
+
+def test_a_history_excerpt_carries_the_level_of_the_whole_entry(tmp_path: Path) -> None:
+    """An excerpt cut from the middle of a long local-only message has no marker of its own;
+    the hit still carries the entry's level, and a plan for a remote model leaves it out."""
+    session = tmp_path / "s.jsonl"
+    writer = SessionWriter(session)
+    body = " ".join(f"filler{n}" for n in range(3000))
+    writer.user(f"[ds4:local-only] {body} the quasar launch code is zeta-9 {body}")
+    writer.assistant("noted")
+    for n in range(1, 40):
+        writer.turn(n)
+    engine = ContextEngine(database_path=tmp_path / "db" / "context.db")
+    found = engine.retrieve(
+        RetrieveRequest(
+            query="quasar launch code",
+            session=SessionRef(str(session)),
+            model=ModelSpec(context_window=8000, max_output_tokens=1000),
+        )
+    ).to_wire()
+    assert found["privacy"]["excluded"] == {"local-only": 1}, found["privacy"]
+    assert "zeta-9" not in json.dumps(found)
+    planned = engine.plan(
+        PlanRequest(
+            session=SessionRef(str(session)),
+            request="what was the quasar launch code?",
+            model=ModelSpec(
+                provider="openai", id="gpt-4o", context_window=8000, max_output_tokens=1000
+            ),
+        )
+    ).to_wire()
+    assert "zeta-9" not in json.dumps(planned)
+    engine.close()
 
 
 def test_a_sanitizer_exception_gives_an_empty_request_never_the_raw_one(
@@ -173,9 +242,11 @@ def test_a_sanitizer_exception_gives_an_empty_request_never_the_raw_one(
         raise RuntimeError("sanitizer bug")
 
     monkeypatch.setattr(Sanitizer, "message", broken)
+    sanitizer = remote()
     out = sanitizing.sanitize_plan(
-        plan, remote(), fixed_tokens=0, presanitized={}, source_ids=["e1"]
+        plan, sanitizer, fixed_tokens=0, screened=sanitizing.Screened(), source_ids=["e1"]
     )
+    assert sanitizer.counters.failed
     assert out.mode == "fallback" and out.messages == []
     assert "privacy sanitizer failed (RuntimeError)" in (out.fallback_reason or "")
     assert out.included == [] and out.excluded[0].source_id == "e1"

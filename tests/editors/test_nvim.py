@@ -63,6 +63,8 @@ CASES = [
     "retrieve_with_the_git_scope_returns_commits",
     "ds4retrieve_scope_git_renders_commits_and_why_none",
     "manifest_renders_relevance_and_below_floor_items",
+    "ds4privacy_and_the_manifest_privacy_section_render",
+    "a_remote_plan_withholds_local_only_text",
     "tool_executed_sends_ds4_tool_executed",
     "setup_expands_tilde_in_cmd",
     "checkhealth_advises_the_repository_install",

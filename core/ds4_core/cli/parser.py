@@ -202,9 +202,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--output", metavar="PATH", help="write to PATH instead of stdout")
     s.set_defaults(func=commands.summaries)
 
-    v = sub.add_parser(
-        "privacy", help="what a model's provider may see under the privacy settings"
-    )
+    v = sub.add_parser("privacy", help="what a model's provider may see under the privacy settings")
     v.add_argument(
         "--model",
         metavar="PROVIDER/ID",

@@ -17,6 +17,7 @@ from ..config import Config
 from ..logs import describe_failure
 from ..privacy.levels import highest
 from ..privacy.markers import parse, unwrap_classified, wrap_classified
+from ..privacy.sanitizer import without_secrets
 from ..requests import SummarizeCall, Summarizer
 from ..results import (
     CompactionEntry,
@@ -141,27 +142,34 @@ def choose_summary(
     summarizer: Summarizer | None,
     custom_instructions: str | None = None,
     prompt_span: Span | None = None,
+    prompt_files: tuple[Sequence[str], Sequence[str]] | None = None,
 ) -> SummaryChoice:
     """The segment's summary: the summarizer's (validated, repaired where the reference
     repairs) or, when it is absent, fails, times out, answers invalid text, or the prompt is
     over `compaction.maxRequestInputTokens`, the offline summary (always valid).
 
     `prompt_span` is `span` as the summarizer's destination may see it (privacy: markers
-    rendered, secrets redacted; docs/privacy.md): the prompt is built from it, the offline
-    summary and the validation evidence from `span`."""
+    rendered, secrets redacted; docs/privacy.md) and `prompt_files` its (read, modified) file
+    inventories: the prompt is built from them and the summarizer's answer validated and
+    repaired against them (it saw nothing else); the offline summary comes from `span`."""
     evidence = Evidence(
         source_text, span.previous_summary, tuple(read_files), tuple(modified_files)
+    )
+    shown = prompt_span if prompt_span is not None else span
+    shown_read, shown_modified = prompt_files or (read_files, modified_files)
+    shown_text = source_text if shown is span else conversation_text(shown.messages)
+    shown_evidence = Evidence(
+        shown_text, shown.previous_summary, tuple(shown_read), tuple(shown_modified)
     )
     reason: str | None = NO_SUMMARIZER_REASON
     initial: Validation | None = None
     if summarizer is not None:
         request_limit = config.compaction.max_request_input_tokens
-        shown = prompt_span if prompt_span is not None else span
         prompt, prompt_tokens = _fitting_prompt(
             shown,
-            source_text=source_text if shown is span else conversation_text(shown.messages),
-            read_files=read_files,
-            modified_files=modified_files,
+            source_text=shown_text,
+            read_files=shown_read,
+            modified_files=shown_modified,
             token_limit=token_limit,
             request_limit=request_limit,
             custom_instructions=custom_instructions,
@@ -179,8 +187,8 @@ def choose_summary(
                 token_limit=token_limit,
                 session_id=session_id,
                 source_entry_ids=span.source_entry_ids,
-                read_files=tuple(read_files),
-                modified_files=tuple(modified_files),
+                read_files=tuple(shown_read),
+                modified_files=tuple(shown_modified),
             )
             try:
                 answer = summarizer(call)
@@ -188,7 +196,7 @@ def choose_summary(
                 reason = str(exc) or type(exc).__name__
                 log.info("summarizer failed: error=%s", describe_failure(exc))
             else:
-                repaired = repair_summary(replace_lone_surrogates(answer.summary), evidence)
+                repaired = repair_summary(replace_lone_surrogates(answer.summary), shown_evidence)
                 initial = repaired.initial
                 tokens = estimate_text_tokens(repaired.text)
                 if not repaired.accepted:
@@ -213,12 +221,21 @@ def choose_summary(
                         answer.provider,
                         answer.model,
                     )
+    if config.privacy.enabled and config.privacy.redact_secrets:
+        # the offline summary copies exact values (keys, tokens) out of the span: written from
+        # the span without its secrets, it never carries one (the later plans quote it)
+        messages = [without_secrets(m) for m in span.messages]
+        previous = without_secrets(span.previous_summary)
+        source_text = conversation_text(messages)
+        evidence = Evidence(source_text, previous, tuple(read_files), tuple(modified_files))
+    else:
+        messages, previous = list(span.messages), span.previous_summary
     text = offline_summary(
-        span.messages,
+        messages,
         read_files=read_files,
         modified_files=modified_files,
         token_limit=token_limit,
-        previous_summary=span.previous_summary,
+        previous_summary=previous,
         source_text=source_text,
     )
     final = validate_summary(text, evidence)
@@ -284,7 +301,9 @@ def prepare_compaction(
     custom_instructions: str | None = None,
     after_insert: Callable[[SummaryNode], None] | None = None,
     prompt_span: Span | None = None,
+    prompt_files: tuple[Sequence[str], Sequence[str]] | None = None,
     privacy_level: str = "normal",
+    client_level: str = "normal",
 ) -> PreparedCompaction:
     """Summarize `span`, build the segment (and aggregate) and store them as `prepared`.
 
@@ -299,11 +318,13 @@ def prepare_compaction(
         summarizer: the client's model, or None for the offline summarizer.
         custom_instructions: extra instructions for the summarizer prompt.
         after_insert: test hook passed to `insert_prepared` (failure injection).
-        prompt_span: `span` as the summarizer's destination may see it (`choose_summary`).
+        prompt_span: `span` as the summarizer's destination may see it, `prompt_files` its
+            file inventories (`choose_summary`).
         privacy_level: the highest privacy level of the span's text (docs/privacy.md); above
-            `normal`, the segment's summary is wrapped in `[ds4:LEVEL]...[/ds4:LEVEL]`, and an
-            aggregate is wrapped in the highest level of its children
-            (docs/reference.md §3.13).
+            `normal`, an offline summary (written from the span itself) is wrapped in
+            `[ds4:LEVEL]...[/ds4:LEVEL]`; `client_level`, the highest level the summarizer
+            could see, wraps the client's summary; an aggregate is wrapped in the highest
+            level of its children (docs/reference.md §3.13).
 
     Returns:
         The nodes, and `PreparedCompaction.result` for the `CompactResult`.
@@ -341,9 +362,11 @@ def prepare_compaction(
             if prompt_span is not None
             else None
         ),
+        prompt_files=prompt_files,
     )
-    if privacy_level != "normal":
-        choice = replace(choice, text=wrap_classified(choice.text, privacy_level))
+    wrap_level = client_level if choice.summarizer == "client" else privacy_level
+    if wrap_level != "normal":
+        choice = replace(choice, text=wrap_classified(choice.text, wrap_level))
     generated_at = utc_now_iso()
     segment = _segment_node(
         session_id, span, reason, choice, source_hash, read_files, modified_files, generated_at

@@ -103,7 +103,7 @@ class Compactor:
         provider = request.model.provider if request.model is not None else None
         if not provider and context.model is not None:
             provider = context.model[0]  # the session's current model answers the summary
-        privacy = summary_privacy(config, provider, span)
+        privacy = summary_privacy(config, provider, span, request.custom_instructions)
         if privacy.failed:
             summarizer = None  # privacy fails closed: nothing goes out, the offline summary
         prepared = prepare_compaction(
@@ -114,10 +114,12 @@ class Compactor:
             previous_root=previous_root,
             config=config,
             summarizer=summarizer,
-            custom_instructions=request.custom_instructions,
+            custom_instructions=privacy.instructions,
             after_insert=after_insert,
             prompt_span=privacy.prompt_span,
+            prompt_files=privacy.prompt_files,
             privacy_level=privacy.level,
+            client_level=privacy.client_level,
         )
         duration_ms = (time.perf_counter() - started) * 1000
         result = prepared.result(

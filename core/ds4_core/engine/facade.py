@@ -30,6 +30,7 @@ import peewee
 
 from ..compaction.nodes import SummaryNode
 from ..config import DEFAULT_CONFIG, Config
+from ..privacy.levels import LEVELS
 from ..privacy.policy import destination, explain, policy_summary
 from ..requests import (
     CompactRequest,
@@ -350,7 +351,7 @@ class ContextEngine:
             enabled=target.enabled,
             provider=target.provider,
             kind=target.kind,
-            allowed=target.allowed,
+            allowed=target.allowed if target.enabled else LEVELS,
             withheld=target.withheld,
             rule=target.rule if target.enabled else "privacy.enabled",
             redact_secrets=target.enabled and target.redact,

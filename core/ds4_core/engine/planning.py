@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from ..config import Config
@@ -24,11 +24,11 @@ from ..planner import (
     ContextBudget,
     ContextPlan,
     ModelProfile,
-    PlanItem,
     Supplement,
     fallback_plan,
     plan_context,
 )
+from ..privacy.policy import Destination
 from ..privacy.sanitizer import Sanitizer
 from ..requests import (
     DatabaseUnavailableError,
@@ -57,7 +57,18 @@ from .manifests import Manifests
 from .profiles import check_model, profile_and_budget
 from .project import ProjectService
 from .relevance import below_floor_of, relevance_summary, with_floor_exclusions
-from .sanitizing import plan_destination, sanitize_plan, screen_supplements, withheld_summaries
+from .sanitizing import (
+    SNIPPET_LEVELS,
+    Screened,
+    plan_destination,
+    sanitize_plan,
+    screen_supplements,
+    sent_tokens,
+    source_levels,
+    source_secrets,
+    visible_text,
+    withheld_summaries,
+)
 from .sessions import SessionCache
 
 if TYPE_CHECKING:
@@ -160,14 +171,14 @@ class Planner:
             failure = f"internal error while reading the session ({type(exc).__name__})"
         retrieval: HistoryRetrieval | None = None
         project: ValidatedSearch | None = None
-        sanitizer = Sanitizer(plan_destination(config, prepared.profile))
+        target = plan_destination(config, prepared.profile)
         screened = Screened()
         if failure is None and not enabled:
             failure = "ds4 is disabled by the `enabled` setting"
         if failure is None:
             try:
                 plan, retrieval, project = self.managed_plan(
-                    prepared, request.fixed_tokens, config, sanitizer, screened
+                    prepared, request.fixed_tokens, config, target, screened
                 )
             except Exception as exc:  # fail open (docs/architecture.md "Fail open, except privacy"): original messages, with a reason
                 log.warning(
@@ -193,14 +204,20 @@ class Planner:
         if retrieval is not None:
             warnings.extend(retrieval.warnings)
         plan = with_floor_exclusions(plan, below_floor_of(retrieval, project))
+        sanitizer = Sanitizer(target)
         plan = sanitize_plan(
             plan,
             sanitizer,
             fixed_tokens=request.fixed_tokens,
-            presanitized=screened.levels,
+            screened=screened,
             source_ids=prepared.source_ids,
-            dropped=screened.dropped,
         )
+        if plan.mode == "managed" and plan.estimated_tokens > prepared.budget.hard_input_limit:
+            # placeholders and redaction markers made the plan larger: plan again with the
+            # sizes as sent (rare; `sanitizing.sent_tokens`)
+            plan, sanitizer, screened = self._replan_as_sent(
+                prepared, plan, request.fixed_tokens, config, target, retrieval, project
+            )
         privacy = sanitizer.counters.to_wire(sanitizer.target)
         manifest_id = new_manifest_id()
         retrieved = [
@@ -248,34 +265,76 @@ class Planner:
             request, prepared, plan, manifest_id, stored, warnings, duration_ms, privacy
         )
 
+    def _replan_as_sent(
+        self,
+        prepared: Prepared,
+        sanitized: ContextPlan,
+        fixed_tokens: int,
+        config: Config,
+        target: Destination,
+        retrieval: HistoryRetrieval | None,
+        project: ValidatedSearch | None,
+    ) -> tuple[ContextPlan, Sanitizer, Screened]:
+        """The plan again, its native messages counted at their size as sent (after
+        placeholders and redaction), sanitized; falls back like `plan` when planning fails."""
+        tokens = list(prepared.message_tokens)
+        for index, size in sent_tokens(sanitized, prepared.source_ids).items():
+            tokens[index] = size
+        resized = replace(prepared, message_tokens=tokens)
+        screened = Screened()
+        try:
+            plan, _, _ = self.managed_plan(resized, fixed_tokens, config, target, screened)
+        except Exception as exc:  # fail open, as in `plan`
+            log.warning("replan failed open: error=%s", describe_failure(exc))
+            plan = fallback_plan(
+                prepared.messages,
+                f"internal error while planning ({type(exc).__name__})",
+                fixed_tokens=fixed_tokens,
+                message_source_ids=prepared.source_ids,
+                hard_input_limit=prepared.budget.hard_input_limit,
+            )
+        plan = with_floor_exclusions(plan, below_floor_of(retrieval, project))
+        sanitizer = Sanitizer(target)
+        plan = sanitize_plan(
+            plan,
+            sanitizer,
+            fixed_tokens=fixed_tokens,
+            screened=screened,
+            source_ids=prepared.source_ids,
+        )
+        return plan, sanitizer, screened
+
     def managed_plan(
         self,
         prepared: Prepared,
         fixed_tokens: int,
         config: Config,
-        sanitizer: Sanitizer | None = None,
+        target: Destination | None = None,
         screened: Screened | None = None,
     ) -> tuple[ContextPlan, HistoryRetrieval | None, ValidatedSearch | None]:
         """A dry plan without supplements, then the plan with the history evidence the dry
         plan leaves out (for a session) and live-validated project snippets (for a trusted
         workspace). May raise; `plan` turns that into a fallback.
 
-        With a `sanitizer`, summaries and supplements holding content its destination may not
-        see are left out whole (recorded in `screened`: the dropped items and the levels of
-        the kept supplements, whose messages are already written for the destination)."""
-        withheld = withheld_summaries(sanitizer, prepared.messages) if sanitizer else {}
+        With a destination `target`, summaries and supplements holding content it may not see
+        are left out whole, and the kept supplements are written for it (recorded in
+        `screened`, `sanitizing.screen_supplements`)."""
+        withheld = withheld_summaries(target, prepared.messages) if target else {}
         dry = prepared.plan(fixed_tokens, config, withheld=withheld)
         if dry.mode == "fallback":
             return dry, None, None
         supplements: list[Supplement] = []
         retrieval = None
+        # what the request says that its destination may see: withheld words never pick (and
+        # so never get named in the reasons of) the evidence sent with it
+        request = visible_text(target, last_user_text(prepared.messages) or "")
         if prepared.session_id is not None:
-            retrieval = self.history_evidence(prepared, dry, config)
+            retrieval = self.history_evidence(prepared, dry, config, query=request)
             supplements += [
                 _supplement("history", h.entry_key, render_evidence(h), h.score)
                 for h in retrieval.hits
             ]
-        project = self._project_search(prepared, config, prepared.warnings)
+        project = self._project_search(prepared, config, prepared.warnings, request)
         workspace = self._project.workspace
         if project is not None and workspace is not None:
             render = workspace.render
@@ -283,28 +342,39 @@ class Planner:
                 _supplement("project", h.snippet_id, render(h, project.head_of(h)), h.score)
                 for h in project.retrieval.hits
             ]
-        if sanitizer is not None and supplements:
-            supplements, dropped, levels = screen_supplements(sanitizer, supplements)
-            if screened is not None:
-                screened.dropped.extend(dropped)
-                screened.levels.update(levels)
+        if target is not None and target.enabled and supplements:
+            floors = source_levels(retrieval.hits) if retrieval is not None else {}
+            if project is not None and workspace is not None:
+                floors.update(
+                    SNIPPET_LEVELS.levels(
+                        project.retrieval.hits, workspace.quoted_text, target.default_level
+                    )
+                )
+            supplements = screen_supplements(
+                target,
+                supplements,
+                screened or Screened(),
+                floors,
+                source_secrets(retrieval.hits) if retrieval is not None else {},
+            )
         if not supplements:
             return dry, retrieval, project
         plan = prepared.plan(fixed_tokens, config, supplements, withheld)
         return plan, retrieval, project
 
     def _project_search(
-        self, prepared: Prepared, config: Config, warnings: list[str]
+        self, prepared: Prepared, config: Config, warnings: list[str], request: str
     ) -> ValidatedSearch | None:
-        """Live-validated project hits for the last user message, or None when project
-        knowledge is not in use (no workspace, untrusted, disabled). A failure becomes a
-        warning: history evidence and the tail still go out (fail open)."""
+        """Live-validated project hits for `request` (the last user message as its destination
+        may see it), or None when project knowledge is not in use (no workspace, untrusted,
+        disabled). A failure becomes a warning: history evidence and the tail still go out
+        (fail open)."""
         workspace = self._project.workspace
         if workspace is None or not workspace.active():
             return None
         try:
             found = workspace.search(
-                describe_task(last_user_text(prepared.messages) or ""),
+                describe_task(request),
                 max_results=config.project.max_results,
                 max_tokens=prepared.budget.max_project_tokens,
             )
@@ -444,15 +514,6 @@ class Planner:
             if node is not None:
                 found[entry_id] = node.summary_id
         return found
-
-
-@dataclass
-class Screened:
-    """What privacy screening did to a plan's supplements (`sanitizing.screen_supplements`):
-    the excluded items of those dropped, and `id()` of each kept message -> its level."""
-
-    dropped: list[PlanItem] = field(default_factory=list)
-    levels: dict[int, str] = field(default_factory=dict)
 
 
 def retrieval_stats(retrieval: HistoryRetrieval) -> RetrievalStats:

@@ -16,6 +16,10 @@ MAX_MODEL_TOKENS = 10_000_000
 (docs/reference.md §2)."""
 
 
+UNKNOWN = "unknown"
+"""The provider (and model id) of a call that neither the request nor the session names."""
+
+
 def check_model(model: ModelSpec) -> None:
     """Reject impossible model limits up front, naming the field.
 
@@ -39,8 +43,8 @@ def resolve_profile(
     the window from the request, `modelAwareness.overrides`, the well-known table, then the
     default. `ModelProfile.source` says where the window came from (`request`, `override`,
     `table:<key>`, `default`); the output limit (tokens) is capped at the window."""
-    provider = spec.provider or (session_model[0] if session_model else None) or "unknown"
-    model_id = spec.id or (session_model[1] if session_model else None) or "unknown"
+    provider = spec.provider or (session_model[0] if session_model else None) or UNKNOWN
+    model_id = spec.id or (session_model[1] if session_model else None) or UNKNOWN
     overrides = resolve_overrides(config, provider, model_id)
     known = lookup_model(model_id)
     if spec.context_window is not None:

@@ -27,7 +27,13 @@ from .planning import Planner, Prepared, retrieval_stats
 from .profiles import check_model
 from .project import ProjectService
 from .relevance import scope_relevance
-from .sanitizing import sanitize_hits
+from .sanitizing import (
+    SNIPPET_LEVELS,
+    sanitize_hits,
+    source_levels,
+    source_secrets,
+    visible_text,
+)
 
 log = logging.getLogger("ds4_core.engine")
 
@@ -72,26 +78,34 @@ class Retriever:
             warnings.extend(prepared.warnings)
             if request.query is None:
                 query = last_user_text(prepared.messages)
-        text = query or ""
+        named = request.model is not None  # a destination, else hits for the editor's display
+        target = destination(config, request.model.provider if request.model else None)
+        text = visible_text(target if named else None, query or "")  # withheld words never search
         relevance: dict[str, Any] = {}
+        floors: dict[str, str] = {}  # the level of the text each hit was cut from
+        secrets: dict[str, tuple[str, ...]] = {}  # and the secret lines of that text
         if "history" in request.scopes:
             if prepared is None or prepared.session_id is None:
                 status = "no-session"
             else:
                 status, history, stats = self._history(
-                    prepared, text, request, config, warnings, relevance
+                    prepared, text, request, config, warnings, relevance, floors, secrets
                 )
         if "project" in request.scopes:
-            project_status, project = self._project_hits(text, request, config, warnings, relevance)
+            project_status, project = self._project_hits(
+                text, request, config, warnings, relevance, floors
+            )
         git: tuple[CommitHit, ...] | None = None
         git_status: str | None = None
         if "git" in request.scopes:
             git_status, git = self._git_hits(text, request, config, warnings, relevance)
-        provider = request.model.provider if request.model is not None else None
-        named = bool(provider)
-        sanitizer = Sanitizer(destination(config, provider))
-        history = sanitize_hits(sanitizer, history, rewrite=named)
-        project = sanitize_hits(sanitizer, project, rewrite=named)
+        # a named model (with or without its provider: then an unnamed remote one) is the
+        # destination; without one, hits are for the editor's own display: classified only
+        sanitizer = Sanitizer(target)
+        history = sanitize_hits(
+            sanitizer, history, rewrite=named, key=_entry_key, floors=floors, secrets=secrets
+        )
+        project = sanitize_hits(sanitizer, project, rewrite=named, key=_snippet_id, floors=floors)
         if git is not None:
             git = sanitize_hits(sanitizer, git, rewrite=named)
         if named and query is not None:
@@ -170,9 +184,12 @@ class Retriever:
         config: Config,
         warnings: list[str],
         relevance: dict[str, Any],
+        floors: dict[str, str],
+        secrets: dict[str, tuple[str, ...]],
     ) -> tuple[str, tuple[HistoryHit, ...], RetrievalStats]:
-        """The history search status, hits and stats of `retrieve` (warnings appended, and
-        `relevance["history"]` set: `relevance.scope_relevance`)."""
+        """The history search status, hits and stats of `retrieve` (warnings appended,
+        `relevance["history"]` set: `relevance.scope_relevance`, and the level and secret lines
+        of each hit's whole source text in `floors` and `secrets`, by entry key)."""
         retrieval = self._planner.history_evidence(
             prepared,
             prepared.plan(0, config),
@@ -195,6 +212,8 @@ class Retriever:
             retrieval.below_floor,
             retrieval.stats.already_in_context,
         )
+        floors.update(source_levels(retrieval.hits))
+        secrets.update(source_secrets(retrieval.hits))
         hits = tuple(
             from_attributes(HistoryHit, h, score=round(h.score, 3)) for h in retrieval.hits
         )
@@ -207,10 +226,12 @@ class Retriever:
         config: Config,
         warnings: list[str],
         relevance: dict[str, Any],
+        floors: dict[str, str],
     ) -> tuple[str, tuple[ProjectHit, ...]]:
-        """The project status and hits of `retrieve` (warnings appended, and
-        `relevance["project"]` set when the search ran). A failure of the search becomes status
-        `error` and a warning (fail open)."""
+        """The project status and hits of `retrieve` (warnings appended, `relevance["project"]`
+        set when the search ran, and the level of each snippet judged on its whole file in
+        `floors`, by snippet id). A failure of the search becomes status `error` and a warning
+        (fail open)."""
         workspace = self._project.workspace
         status = self._project.status_word()
         if workspace is None or not workspace.active():
@@ -234,6 +255,14 @@ class Retriever:
         warnings.extend(
             f"project file '{path}' was left out: {reason}" for path, reason in found.dropped
         )
+        if config.privacy.enabled:
+            floors.update(
+                SNIPPET_LEVELS.levels(
+                    found.retrieval.hits,
+                    workspace.quoted_text,
+                    config.privacy.default_classification,
+                )
+            )
         hits = []
         for h in found.retrieval.hits:
             folder = workspace.folder_of(h)  # the workspace folder `path` is relative to
@@ -254,3 +283,11 @@ class Retriever:
             len(found.dropped),
         )
         return found.retrieval.status, tuple(hits)
+
+
+def _entry_key(hit: HistoryHit) -> str:
+    return hit.entry_key
+
+
+def _snippet_id(hit: ProjectHit) -> str:
+    return hit.snippet_id

@@ -100,7 +100,7 @@ def build_manifest(
     oversizedTurnExclusions, plannedTokens, currentTurnTokens, overHardLimit},
     retrieval{...} or None, relevance{history?, project?} (each {status, sent, belowFloor,
     floor, best, why}: `engine/relevance.py`; empty when no search ran), privacy{enabled,
-    destination{provider, class, allowed, redactSecrets}, classified, redacted,
+    failed, destination{provider, kind, allowed, redactSecrets}, classified, redacted,
     redactedByKind, withheld, excluded} (`privacy/sanitizer.py`; None when not given),
     warnings[].
     """

@@ -26,10 +26,13 @@ import re
 from collections.abc import Collection, Mapping
 from typing import NamedTuple
 
-from .levels import RANK, Level, highest
+from .levels import LEVELS, RANK, Level, highest
 
-_MARKER = re.compile(r"\[(/?)ds4:(normal|internal|sensitive|local-only)\]", re.IGNORECASE)
-_ANCHOR = "ds4:"  # every marker holds it (any case): the fast path looks for it first
+_MARKER = re.compile(
+    r"\[(/?)ds4:(normal|internal|sensitive|local-only)\]", re.IGNORECASE | re.ASCII
+)
+"""A marker: ASCII letters only, in any case (`re.ASCII`: no Unicode case folding, so a
+dotless `ı` or a long `ſ` never makes a marker whose level would not parse)."""
 
 
 def placeholder(level: str) -> str:
@@ -38,10 +41,12 @@ def placeholder(level: str) -> str:
 
 
 class Segment(NamedTuple):
-    """A run of `text` (markers removed) whose classification is `level`."""
+    """A run of `text` (markers removed) whose classification is `level`; `start` is its
+    offset in the parsed string."""
 
     text: str
     level: Level
+    start: int = 0
 
 
 class Parsed(NamedTuple):
@@ -73,11 +78,14 @@ def parse(text: str, default: Level = "normal") -> Parsed:
     Never raises on any string (lone surrogates, NUL, unbalanced markers included); linear in
     the length of `text`.
     """
-    if _ANCHOR not in text.lower():
+    if not has_marker(text):
         return Parsed((Segment(text, default),) if text else (), "normal", False)
+    base = RANK[default]
     segments: list[Segment] = []
-    stack: list[str] = []  # levels of the open blocks, outermost first
-    floor: str = "normal"
+    stack: list[int] = []  # ranks of the open blocks, outermost first
+    highest_open: list[int] = []  # highest_open[d]: the highest rank of stack[: d + 1]
+    depths: list[list[int]] = [[] for _ in LEVELS]  # rank -> depths of its open blocks
+    floor = 0
     marked = False
     position = 0
     prefix_open = False  # stack[0] is a leading open not closed (yet)
@@ -86,27 +94,34 @@ def parse(text: str, default: Level = "normal") -> Parsed:
         if start > 0 and text[start - 1] == "\\":
             continue  # escaped: plain text
         marked = True
+        here = LEVELS[max(base, highest_open[-1])] if stack else default
         if start > position:
-            segments.append(Segment(text[position:start], highest(stack, default)))
-        level = match.group(2).lower()
+            segments.append(Segment(text[position:start], here, position))
+        rank = RANK[match.group(2).lower()]
         if not match.group(1):  # an open
-            if not stack and not segments and not text[:start].strip():
+            if not stack and not segments and (start == 0 or not text[:start].strip()):
                 prefix_open = True
-            stack.append(level)
-        elif level in stack:
-            depth = len(stack) - 1 - stack[::-1].index(level)
+            depths[rank].append(len(stack))
+            highest_open.append(max(rank, highest_open[-1]) if stack else rank)
+            stack.append(rank)
+        elif depths[rank]:
+            depth = depths[rank][-1]
             if depth != len(stack) - 1:  # crossing blocks: the inner ones never closed
-                floor = highest(stack[depth:], floor)
+                floor = max(floor, *stack[depth:])
             if depth == 0:
                 prefix_open = False  # the leading open was a closed block after all
-            del stack[depth:]
+            for closed in reversed(stack[depth:]):  # each block is closed once: linear
+                depths[closed].pop()
+            del stack[depth:], highest_open[depth:]
         else:
-            floor = highest((level,), floor)  # a close without its open
+            floor = max(floor, rank)  # a close without its open
         position = match.end()
     if position < len(text):
-        segments.append(Segment(text[position:], highest(stack, default)))
-    floor = highest(stack[1:] if prefix_open else stack, floor)  # opens never closed
-    return Parsed(tuple(segments), highest((), floor), marked)
+        here = LEVELS[max(base, highest_open[-1])] if stack else default
+        segments.append(Segment(text[position:], here, position))
+    unclosed = stack[1:] if prefix_open else stack  # opens never closed
+    floor = max(floor, *unclosed) if unclosed else floor
+    return Parsed(tuple(segments), LEVELS[floor], marked)
 
 
 class Rendered(NamedTuple):
@@ -187,3 +202,26 @@ _OUTER = re.compile(
     r"\[ds4:(normal|internal|sensitive|local-only)\]\n(.*)\n\[/ds4:(normal|internal|sensitive|local-only)\]",
     re.IGNORECASE | re.DOTALL,
 )
+
+
+def line_span_level(text: str, first_line: int, last_line: int, default: Level = "normal") -> Level:
+    """The level of lines `first_line`..`last_line` (1-based, inclusive; lines end at `\n`,
+    `\r\n` or `\r`) of `text`, judged on the WHOLE text: the highest level of the segments
+    that overlap those lines and of the text's structure floor. A project snippet is classified
+    so: a block that starts above the snippet, or a leading marker at the top of the file,
+    still classifies it."""
+    parsed = parse(text, default)
+    if not parsed.marked:
+        return default
+    starts = [0] + [match.end() for match in _LINE_BREAK.finditer(text)]
+    begin = starts[min(max(first_line, 1), len(starts)) - 1]
+    end = starts[last_line] if last_line < len(starts) else len(text)
+    levels = [
+        segment.level
+        for segment in parsed.segments
+        if segment.start < end and segment.start + len(segment.text) > begin
+    ]
+    return highest(levels, highest((parsed.floor,), default))
+
+
+_LINE_BREAK = re.compile(r"\r\n|\r|\n")

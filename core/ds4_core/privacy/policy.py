@@ -39,7 +39,9 @@ class Destination:
 
     @property
     def withheld(self) -> tuple[Level, ...]:
-        """The levels this destination may not see, lowest first."""
+        """The levels this destination may not see, lowest first (none when privacy is off)."""
+        if not self.enabled:
+            return ()
         return tuple(level for level in LEVELS if level not in self.allowed)
 
     def allows(self, level: str) -> bool:
@@ -47,12 +49,13 @@ class Destination:
         return not self.enabled or level in self.allowed
 
     def to_wire(self) -> dict[str, Any]:
-        """`{provider, kind, allowed, redactSecrets}` as in manifests and plan results."""
+        """`{provider, kind, allowed, redactSecrets}` as in manifests and plan results (with
+        privacy off: every level allowed, nothing redacted)."""
         return {
             "provider": self.provider,
             "kind": self.kind,
-            "allowed": list(self.allowed),
-            "redactSecrets": self.redact,
+            "allowed": list(self.allowed) if self.enabled else list(LEVELS),
+            "redactSecrets": self.redact and self.enabled,
         }
 
 
@@ -80,6 +83,13 @@ def destination(config: Config, provider: str | None) -> Destination:
                 allowed = tuple(levels)
                 rule = f"privacy.remoteProviders.{key}"
                 break
+    if config.rejected_privacy:  # a setting meant to tighten may have been rejected: withhold
+        allowed = tuple(level for level in allowed if level == "normal")
+        rule = (
+            "only normal: a privacy setting was rejected ("
+            + ", ".join(sorted(config.rejected_privacy))
+            + "; see the settings warnings)"
+        )
     ordered = tuple(sorted({level for level in allowed if level in RANK}, key=RANK.__getitem__))
     return Destination(
         name,
@@ -123,11 +133,14 @@ def explain(target: Destination) -> str:
 
 
 def policy_summary(config: Config) -> dict[str, Any]:
-    """The active policy as `ds4.health` shows it: `{enabled, defaultClassification,
-    localProviders, remoteDefaultAllowed, remoteProviders, redactSecrets}`."""
+    """The active policy as `ds4.health` shows it: `{enabled, rejectedSettings,
+    defaultClassification, localProviders, remoteDefaultAllowed, remoteProviders,
+    redactSecrets}` (`rejectedSettings`: `privacy.*` keys whose value was rejected; remote
+    providers then see `normal` only)."""
     settings = config.privacy
     return {
         "enabled": settings.enabled,
+        "rejectedSettings": sorted(config.rejected_privacy),
         "defaultClassification": settings.default_classification,
         "localProviders": list(settings.local_providers),
         "remoteDefaultAllowed": list(settings.remote_default_allowed),

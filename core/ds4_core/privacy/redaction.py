@@ -157,8 +157,8 @@ _ASSIGNMENT = re.compile(
     )
     """
 )
-# Words that start an expression in code (`const apiKey = await getKey(model)`,
-# `password = new Password(...)`, `api_key = yield ...`), not a secret value.
+# Words that start an expression in code, not a secret: an assignment to a key name whose value
+# begins with `await`, `new` or `yield` computes the key.
 _CODE_WORDS = frozenset(
     {"await", "new", "yield", "typeof", "function", "lambda", "async", "this", "self",
      "return", "not", "require", "import", "static", "const", "let", "var"}

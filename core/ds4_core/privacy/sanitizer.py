@@ -22,14 +22,15 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from .levels import Level, highest
+from .levels import LEVELS, Level, highest
 from .markers import Parsed, has_marker, parse, render
 from .policy import Destination
-from .redaction import Redacted, redact_secrets
+from .redaction import SECRET_MARKER, Redacted, redact_secrets
+from .secrets import MIN_SECRET_LINE_CHARS, may_hold_secret
 
 STRUCTURAL_KEYS = frozenset(
     {
@@ -45,12 +46,27 @@ STRUCTURAL_KEYS = frozenset(
         "type",
         "provider",
         "mimeType",
+        "toolName",
+        "tool_name",
+        "customType",
     }
 )
 """Keys whose string values are never rewritten unless they hold a marker (the reference's
-structural keys, plus Pi's `provider` and an image's `mimeType`)."""
+structural keys, plus Pi's `provider`, `toolName`, `customType` and an image's `mimeType`),
+outside tool data (`DATA_KEYS`)."""
+
+DATA_KEYS = frozenset({"arguments", "input", "details", "parameters", "args"})
+"""Keys whose value is a tool's own data (a call's arguments, a result's details): inside it no
+key is structural (`{"name": "<a token>"}` is redacted) and object keys are written for the
+destination too."""
 
 PRIVACY_EXCLUSION_REASON = "excluded due to privacy policy"
+
+ELLIPSIS = "\u2026"
+"""How an excerpt marks a cut end (`retrieval.history_results`)."""
+
+CUT_SECRET_KIND = "secret cut from its entry"
+"""`redactedByKind` of a known secret line found in an excerpt without its context."""
 """The manifest reason of a supplement dropped because it holds withheld content."""
 
 
@@ -58,7 +74,8 @@ PRIVACY_EXCLUSION_REASON = "excluded due to privacy policy"
 class PrivacyCounters:
     """What the sanitizer did for one request: units (messages, supplements, hits) by level
     (`classified`), secrets redacted (`redacted`, and by kind), native segments replaced by a
-    placeholder by level (`withheld`) and supplements dropped whole by level (`excluded`)."""
+    placeholder by level (`withheld`) and supplements dropped whole by level (`excluded`);
+    `failed` is True when the sanitizer raised and nothing was sent."""
 
     classified: dict[str, int] = field(default_factory=dict)
     redacted: int = 0
@@ -66,15 +83,30 @@ class PrivacyCounters:
     withheld: dict[str, int] = field(default_factory=dict)
     excluded: dict[str, int] = field(default_factory=dict)
 
+    failed: bool = False
+
     def count(self, bucket: dict[str, int], key: str, n: int = 1) -> None:
         """Add `n` to `bucket[key]`."""
         bucket[key] = bucket.get(key, 0) + n
 
+    def merge(self, other: PrivacyCounters) -> None:
+        """Add the counts of `other` (e.g. of a supplement written ahead, once it is sent)."""
+        for mine, theirs in (
+            (self.classified, other.classified),
+            (self.redacted_by_kind, other.redacted_by_kind),
+            (self.withheld, other.withheld),
+            (self.excluded, other.excluded),
+        ):
+            for key, n in theirs.items():
+                self.count(mine, key, n)
+        self.redacted += other.redacted
+
     def to_wire(self, target: Destination) -> dict[str, Any]:
-        """`{enabled, destination, classified, redacted, redactedByKind, withheld, excluded}`
-        (docs/protocol.md, "Privacy")."""
+        """`{enabled, destination, classified, redacted, redactedByKind, withheld, excluded,
+        failed}` (docs/protocol.md, `ds4/plan` result `privacy`)."""
         return {
             "enabled": target.enabled,
+            "failed": self.failed,
             "destination": target.to_wire(),
             "classified": dict(sorted(self.classified.items())),
             "redacted": self.redacted,
@@ -97,6 +129,7 @@ class Sanitizer:
     def __init__(self, target: Destination) -> None:
         self.target = target
         self.counters = PrivacyCounters()
+        self._literals: Sequence[str] = ()  # known secret lines of the call in progress
 
     # ----------------------------------------------------------------- classification
 
@@ -107,41 +140,69 @@ class Sanitizer:
         floor, parsed = self._parse_all(value)
         return highest((p.level for p in parsed.values()), highest((floor,), self._default))
 
-    def admits(self, value: Any) -> tuple[bool, Level]:
-        """Whether a supplement may be sent whole, and its level. A withheld level anywhere in
-        it (a segment, or the structure floor) drops it; a drop is counted in `classified` and
-        `excluded` (a kept supplement is counted when it is sent). Always True, level
-        `normal`, when privacy is off."""
+    def admits(self, value: Any, floor: str = "normal") -> tuple[bool, Level]:
+        """Whether a supplement may be sent whole, and its level: the higher of `level_of`
+        and `floor` (what is known of the text it was cut from, e.g. a whole file's markers
+        for one snippet). A withheld level anywhere in it drops it. Counts nothing: the caller
+        counts what it finally sends or leaves out. Always True, level `normal`, when privacy
+        is off."""
         if not self.target.enabled:
             return True, "normal"
-        level = self.level_of(value)
-        if self.target.allows(level):
-            return True, level
-        self.counters.count(self.counters.classified, level)
-        self.counters.count(self.counters.excluded, level)
-        return False, level
+        level = highest((self.level_of(value),), floor)
+        return self.target.allows(level), level
+
+    def visible_level(self, value: Any) -> Level:
+        """The highest level of the content of `value` (one message, or one text) this
+        destination may see: the level of what it is sent once withheld segments are
+        placeholders (a summary written from it carries this level). The structure floor is
+        `value`'s as a whole: call it per message."""
+        floor, parsed = self._parse_all(value)
+        levels = [
+            highest((segment.level,), floor)
+            for result in parsed.values()
+            for segment in result.segments
+        ]
+        seen = [
+            level
+            for level in (*levels, highest((floor,), self._default))
+            if self.target.allows(level)
+        ]
+        return highest(seen)
 
     # ----------------------------------------------------------------- rewriting
 
-    def message(self, message: Any, *, count: bool = True) -> Sanitized:
+    def message(
+        self, message: Any, *, count: bool = True, secrets: Sequence[str] = ()
+    ) -> Sanitized:
         """`message` (any JSON value) as the destination may receive it, with its level;
-        counted in `classified` unless `count` is false. The input is never changed: parts
-        that change are copied, and a message nothing changes in is returned as it is (also
-        when privacy is off; level `normal` then)."""
+        counted in `classified` unless `count` is false. `secrets` are literal secret lines
+        known from the text `message` was cut from (`secrets.secret_lines`), redacted wherever
+        they occur for a remote destination. The input is never changed: parts that change are
+        copied, and a message nothing changes in is returned as it is (also when privacy is
+        off; level `normal` then)."""
         if not self.target.enabled:
             return Sanitized(message, "normal")
         floor, parsed = self._parse_all(message)
         level = highest((p.level for p in parsed.values()), highest((floor,), self._default))
         if count:
             self.counters.count(self.counters.classified, level)
-        return Sanitized(self._rewrite(message, floor, parsed, level, False), level)
+        self._literals = secrets
+        try:
+            return Sanitized(self._rewrite(message, floor, parsed, level, False, False), level)
+        finally:
+            self._literals = ()
 
-    def text(self, text: str) -> str:
+    def text(self, text: str, *, secrets: Sequence[str] = ()) -> str:
         """One string as the destination may receive it (a retrieved hit's text, a prompt):
-        markers rendered, secrets redacted for a remote destination."""
+        markers rendered, secrets redacted for a remote destination (`secrets` as in
+        `message`)."""
         if not self.target.enabled:
             return text
-        return self._string(text, parse(text, self._default))
+        self._literals = secrets
+        try:
+            return self._string(text, parse(text, self._default))
+        finally:
+            self._literals = ()
 
     # ----------------------------------------------------------------- internals
 
@@ -173,9 +234,16 @@ class Sanitizer:
         return floor, parsed
 
     def _rewrite(
-        self, value: Any, floor: Level, parsed: dict[int, Parsed], level: Level, structural: bool
+        self,
+        value: Any,
+        floor: Level,
+        parsed: dict[int, Parsed],
+        level: Level,
+        structural: bool,
+        data: bool,
     ) -> Any:
-        """`value` written for the destination; the same object when nothing in it changes."""
+        """`value` written for the destination; the same object when nothing in it changes.
+        `structural`: a string under a structural key; `data`: inside tool data (`DATA_KEYS`)."""
         if isinstance(value, str):
             found = parsed.get(id(value))
             if found is not None:
@@ -192,22 +260,36 @@ class Sanitizer:
                 if binary and key == "data":
                     new = item if self.target.allows(level) else ""
                 else:
-                    new = self._rewrite(item, floor, parsed, level, key in STRUCTURAL_KEYS)
-                if new is not item:
+                    inside = data or key in DATA_KEYS
+                    structural_key = not data and key in STRUCTURAL_KEYS
+                    new = self._rewrite(item, floor, parsed, level, structural_key, inside)
+                new_key = self._key(key, floor) if data and isinstance(key, str) else key
+                if new is not item or new_key is not key:
                     if out is None:
                         out = dict(value)
-                    out[key] = new
+                    if new_key is not key:
+                        out.pop(key, None)
+                        while new_key in out:  # two keys written alike: keep both
+                            new_key += "\u200b"
+                    out[new_key] = new
             return value if out is None else out
         if isinstance(value, list | tuple):
             items: list[Any] | None = None
             for index, item in enumerate(value):
-                new = self._rewrite(item, floor, parsed, level, False)
+                new = self._rewrite(item, floor, parsed, level, False, data)
                 if new is not item:
                     if items is None:
                         items = list(value)
                     items[index] = new
             return value if items is None else items
         return value
+
+    def _key(self, key: str, floor: Level) -> str:
+        """An object key of tool data written for the destination (the same object when it
+        does not change)."""
+        if has_marker(key) or not self.target.allows(highest((self._default,), floor)):
+            return self._string(key, parse(key, self._default), floor)
+        return self._redacted(key)
 
     def _string(self, text: str, found: Parsed, floor: Level = "normal") -> str:
         rendered = render(
@@ -222,21 +304,57 @@ class Sanitizer:
         if not self.target.redact:
             return text
         redacted = REDACTIONS.redact(text)
-        if not redacted.count:
-            return text
-        self.counters.redacted += redacted.count
-        for kind, n in redacted.by_kind.items():
-            self.counters.count(self.counters.redacted_by_kind, kind, n)
-        return redacted.text
+        out = redacted.text
+        if redacted.count:
+            self.counters.redacted += redacted.count
+            for kind, n in redacted.by_kind.items():
+                self.counters.count(self.counters.redacted_by_kind, kind, n)
+        if self._literals:
+            out = self._known_lines(out)
+        return out if out != text else text
+
+    def _known_lines(self, text: str) -> str:
+        """`text` with the known secret lines of the call (`self._literals`) redacted: whole,
+        wherever they occur, and cut, at the ends of an excerpt (its first line the end of one,
+        its last line the start of one)."""
+        found = 0
+        for line in self._literals:  # longest first: a line inside another goes with it
+            n = text.count(line)
+            if n:
+                text = text.replace(line, SECRET_MARKER)
+                found += n
+        lines = text.split("\n")
+        head = lines[0].removeprefix(ELLIPSIS).strip()
+        if len(head) >= MIN_SECRET_LINE_CHARS and any(s.endswith(head) for s in self._literals):
+            lines[0] = lines[0].replace(head, SECRET_MARKER)
+            found += 1
+        tail = lines[-1].removesuffix(ELLIPSIS).strip()
+        if (
+            len(lines) > 1
+            and len(tail) >= MIN_SECRET_LINE_CHARS
+            and any(s.startswith(tail) for s in self._literals)
+        ):
+            lines[-1] = lines[-1].replace(tail, SECRET_MARKER)
+            found += 1
+        if found:
+            self.counters.redacted += found
+            self.counters.count(self.counters.redacted_by_kind, CUT_SECRET_KIND, found)
+        return "\n".join(lines)
 
 
 class RedactionCache:
     """`redact_secrets` results by text, most recently used kept, at most `max_chars`
-    characters of keys in all. Plans of one session quote the same strings again and again (the
-    session cache keeps the parsed messages), so a string is redacted once, then looked up.
-    Thread-safe; a result is the same as `redact_secrets(text)` (a pure function)."""
+    characters in all (each entry counts its key, its redacted text when that differs, and
+    `ENTRY_OVERHEAD_CHARS`). Plans of one session quote the same strings again and again (the
+    session cache keeps the parsed messages), so a string is redacted once, then looked up;
+    strings in which no secret pattern's anchor occurs (`may_hold_secret` is False: most of
+    them) are answered at once and never kept. Thread-safe; a result is the same as
+    `redact_secrets(text)` (a pure function)."""
 
-    def __init__(self, max_chars: int = 64_000_000) -> None:
+    ENTRY_OVERHEAD_CHARS = 256
+    """What one entry costs beyond its characters (the dict slot, the result tuple)."""
+
+    def __init__(self, max_chars: int = 16_000_000) -> None:
         self.max_chars = max_chars
         self._items: OrderedDict[str, Redacted] = OrderedDict()
         self._chars = 0
@@ -244,23 +362,41 @@ class RedactionCache:
 
     def redact(self, text: str) -> Redacted:
         """`redact_secrets(text)`, from the cache when `text` was redacted before."""
+        if not may_hold_secret(text):
+            return Redacted(text, 0, {})
         with self._lock:
             hit = self._items.get(text)
             if hit is not None:
                 self._items.move_to_end(text)
                 return hit
         result = redact_secrets(text)
-        if len(text) * 4 > self.max_chars:
+        size = self._size(text, result)
+        if size * 4 > self.max_chars:
             return result  # too large to keep
         with self._lock:
             if text not in self._items:
                 self._items[text] = result
-                self._chars += len(text)
+                self._chars += size
                 while self._chars > self.max_chars:
-                    old, _ = self._items.popitem(last=False)
-                    self._chars -= len(old)
+                    old, gone = self._items.popitem(last=False)
+                    self._chars -= self._size(old, gone)
         return result
+
+    def _size(self, text: str, result: Redacted) -> int:
+        extra = len(result.text) if result.text is not text else 0
+        return len(text) + extra + self.ENTRY_OVERHEAD_CHARS
 
 
 REDACTIONS = RedactionCache()
-"""The process's redaction cache (64 M characters of keys at most)."""
+"""The process's redaction cache (16 M characters at most)."""
+
+
+_EVERY_LEVEL_REDACTED = Destination(None, "remote", LEVELS, True, True, "normal", "secrets only")
+
+
+def without_secrets(value: Any) -> Any:
+    """`value` (any JSON value) with the secrets of every string redacted and markers removed,
+    nothing withheld: text that stays on this machine but may be quoted later (the offline
+    summary of a compaction, whose outer marker carries the level). The same object when
+    nothing changes."""
+    return Sanitizer(_EVERY_LEVEL_REDACTED).message(value, count=False).value

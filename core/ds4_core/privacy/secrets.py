@@ -1033,3 +1033,23 @@ _FOLDED_ANCHORS = frozenset(
 )
 TOKEN_KINDS = frozenset(shape.kind for shape in _TOKENS)
 """The kinds (`secret_reason` reasons) of the provider key formats."""
+
+
+MIN_SECRET_LINE_CHARS = 6
+"""`secret_lines` keeps the lines of a secret this long or longer."""
+
+
+def secret_lines(text: str) -> tuple[str, ...]:
+    """The distinct lines (`MIN_SECRET_LINE_CHARS` or more characters, surrounding spaces
+    removed) of every secret `secret_spans` finds in `text`, longest first; () when it holds
+    none. A piece cut out of `text` may hold such a line without what made it recognisable
+    (a private key's body without its `BEGIN` line)."""
+    if not may_hold_secret(text):
+        return ()
+    lines = {
+        line.strip()
+        for span in secret_spans(text)
+        for line in _LINE_BREAK.split(text[span.start : span.end])
+        if len(line.strip()) >= MIN_SECRET_LINE_CHARS
+    }
+    return tuple(sorted(lines, key=lambda line: (-len(line), line)))

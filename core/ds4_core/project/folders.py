@@ -35,6 +35,7 @@ from ..retrieval.descriptor import TaskDescriptor
 from ..retrieval.floor import MAX_BELOW_FLOOR
 from ..store import Store
 from .commit_hits import CommitHit, CommitRetrieval
+from .filters import read_indexable
 from .search import ProjectHit, ProjectRetrieval, ProjectStats, render_project_snippet
 from .workspace import READ_ONLY_TOOLS, ProgressCallback, ProjectWorkspace, ValidatedSearch
 
@@ -405,6 +406,20 @@ class ProjectFolders:
     def folder_of(self, hit: ProjectHit) -> Folder | None:
         """The folder `hit` came from (its `folder`, else the first folder)."""
         return self._named(hit.folder)
+
+    def quoted_text(self, hit: ProjectHit) -> str | None:
+        """The whole live text of the file `hit` quotes: its open buffer, else the file read
+        from disk by the index's rules (`filters.read_indexable`); None when it cannot be read
+        (privacy then withholds the snippet)."""
+        folder = self.folder_of(hit)
+        if folder is None or not self.trusted:
+            return None
+        live = folder.workspace.live_text(hit.path)
+        if live is not None:
+            return live
+        limit = self._config().project.max_file_bytes
+        text, _ = read_indexable(folder.root / hit.path, max_file_bytes=limit)
+        return text
 
     # ----------------------------------------------------------------- provenance
 

@@ -11,6 +11,8 @@ from collections.abc import Collection
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
+from ds4_core.privacy.markers import has_marker, parse
+from ds4_core.privacy.secrets import secret_lines
 from ds4_core.retrieval.evidence import evidence_tokens
 from ds4_core.retrieval.floor import BelowFloor
 from ds4_core.retrieval.history_candidates import _Candidate
@@ -41,6 +43,13 @@ class HistoryHit:
         tokens: `chars-v2` tokens of the rendered evidence message.
         literal_priority: 2 if an exact identifier matched, 1 if only a phrase did, else 0.
         matched_terms: exact identifiers, phrases and FTS terms found, in that order.
+        source_level: the privacy level the markers of the WHOLE quoted text give it
+            (`privacy.markers`; `normal` without markers): an excerpt cut out of a classified
+            block carries no marker of its own, so privacy judges it by this.
+        source_secrets: the lines (6 or more characters) of every secret the detector finds
+            in the WHOLE quoted text, when the excerpt is cut from it: a cut can drop what
+            makes a secret recognisable (a key's `BEGIN` line, a `password=`), so redaction for
+            a remote destination replaces these lines wherever they occur.
     """
 
     entry_key: str
@@ -53,6 +62,8 @@ class HistoryHit:
     tokens: int
     literal_priority: int
     matched_terms: tuple[str, ...] = ()
+    source_level: str = "normal"
+    source_secrets: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -138,6 +149,8 @@ def _fit(item: RankedEntry[_Candidate], remaining: int) -> HistoryHit | None:
         tokens=0,
         literal_priority=item.literal_priority,
         matched_terms=terms,
+        source_level=parse(c.text).level if has_marker(c.text) else "normal",
+        source_secrets=secret_lines(c.text),
     )
     tokens = evidence_tokens(hit)
     while tokens > remaining and max_chars > MIN_EXCERPT_CHARS:

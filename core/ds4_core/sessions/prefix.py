@@ -87,6 +87,8 @@ def _on_local_filesystem(st: os.stat_result) -> bool:
         pass
     _local_devices[st.st_dev] = local
     return local
+
+
 _verified: dict[str, tuple[tuple[int, ...], int, tuple[str, ...], int]] = {}
 """path -> (stat stamp, length, blocks, verified_at_ns): the last full check that matched."""
 _verified_lock = threading.Lock()

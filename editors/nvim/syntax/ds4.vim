@@ -5,11 +5,11 @@ endif
 
 syntax match ds4Title /^# .*/
 syntax match ds4Section /^## .*/
-syntax match ds4Label /^  \%(manifest\|session\|model\|budget\|result\|fallback\|observer\|tokens\|query\|stats\|server\|core\|trusted\|client\|database\|schema\|index\|created\|leaf\|mode\|window\|hard limit\|target\|estimated\|actual\|fixed\|prompt hash\|versions\|counts\|history\)\>/
+syntax match ds4Label /^  \%(manifest\|session\|model\|budget\|result\|fallback\|observer\|tokens\|query\|stats\|server\|core\|trusted\|client\|database\|schema\|index\|created\|leaf\|mode\|window\|hard limit\|target\|estimated\|actual\|fixed\|prompt hash\|versions\|counts\|history\|project\|privacy\|provider\|class\|policy\|may see\|withheld\|secrets\|redacted\)\>/
 syntax match ds4ManifestId /\<m-[0-9a-f]\{8,}\>/
 syntax match ds4Number /\<\d[0-9,]*\%(\.\d\+\)\?\>/
 syntax match ds4Warning /\%(warning\|notice\|setting ignored\|fallback\|none sent\):.*$/
-syntax match ds4Header /^  \%(score\|group\|kind\|#\|outcome\|scope\)  .*$/
+syntax match ds4Header /^  \%(score\|group\|kind\|#\|outcome\|scope\|level\)  .*$/
 
 highlight default link ds4Title Title
 highlight default link ds4Section Statement

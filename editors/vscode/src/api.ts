@@ -21,6 +21,8 @@ import type {
   ManifestParams,
   PlanParams,
   PlanResult,
+  PrivacyAnswer,
+  PrivacyParams,
   RetrieveParams,
   RetrieveResult,
   SummariesParams,
@@ -52,7 +54,9 @@ export interface Ds4Api {
    * a VS Code chat model writes it; otherwise, or when that fails, the server writes it offline
    * (`summarizer`, `fallbackReason`). Nothing is written to the session file: append
    * `result.compaction` as a Pi compaction entry, then call `compactCommitted` (or
-   * `compactFailed`).
+   * `compactFailed`). Without `params.model`, and with the editor model on, the destination
+   * of the summary prompt is named `{provider: 'vscode-lm'}` (a remote one unless listed in
+   * `ds4.privacy.localProviders`), so the privacy policy applies to it.
    */
   compact(params: CompactParams): Promise<CompactResult>;
   /** `ds4.summaries`: a session's summary graph; `format: 'dot'` adds Graphviz DOT. */
@@ -64,6 +68,12 @@ export interface Ds4Api {
   compactCommitted(summaryId: string, entryId?: string): Promise<void>;
   /** `ds4/compactFailed`: the agent did not append the entry of `summaryId`. Resolves once sent. */
   compactFailed(summaryId: string, reason?: string): Promise<void>;
+  /**
+   * `ds4.privacy`: what the destination `params.model` (`provider/model` or `provider`) may see under the
+   * privacy policy: its class (local or remote), the levels allowed and withheld, whether
+   * secrets are redacted, and an explanation.
+   */
+  privacy(params: PrivacyParams): Promise<PrivacyAnswer>;
   /** Fires after every successful plan made through this API or the "DS4: Plan Request" command. */
   readonly onDidPlan: Event<PlanResult>;
 }

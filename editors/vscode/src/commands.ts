@@ -1,11 +1,11 @@
 /**
  * The palette commands: "DS4: Rebuild Index", "DS4: Health", "DS4: Show Manifest",
  * "DS4: Plan Request", "DS4: Compact Session", "DS4: Show Summary Graph", "DS4: Copy
- * Compaction Entry", "DS4: Restart Server", "DS4: Show Output".
+ * Compaction Entry", "DS4: Privacy Policy", "DS4: Restart Server", "DS4: Show Output".
  *
  * Their ids are `ds4.client.*`: vscode-languageclient registers the server's own commands
- * (`ds4.rebuildIndex`, `ds4.health`, `ds4.summaries`) with VS Code itself, and an id can be
- * registered once.
+ * (`ds4.rebuildIndex`, `ds4.health`, `ds4.summaries`, `ds4.privacy`) with VS Code itself, and
+ * an id can be registered once.
  */
 
 import { homedir } from 'node:os';
@@ -14,6 +14,14 @@ import * as vscode from 'vscode';
 
 import { compactionEntryJson, describeSummaries, NOT_WRITTEN_NOTE, renderCompactResult, renderSummaries } from './compactionView';
 import type { ManifestPanel } from './manifestPanel';
+import {
+  defaultPrivacyModel,
+  privacyAnswerSummary,
+  privacyHealthSummary,
+  privacyModelProblem,
+  privacyPlanNote,
+  renderPrivacyAnswer,
+} from './privacyView';
 import type { CompactParams, CompactResult, HealthResult, Manifest, PlanParams, PlanResult } from './protocol';
 import type { ReadOnlyDocuments } from './readOnlyDocuments';
 import type { WorkDoneProgressValue } from './requests';
@@ -50,6 +58,7 @@ export function registerCommands(context: CommandContext): vscode.Disposable[] {
     [COMMANDS.compact, () => compactSession(context)],
     [COMMANDS.summaries, () => showSummaryGraph(context)],
     [COMMANDS.copyCompactionEntry, () => copyCompactionEntry(context)],
+    [COMMANDS.privacy, () => privacyPolicy(context)],
     [COMMANDS.restart, () => context.server.restart()],
     [
       COMMANDS.showOutput,
@@ -126,7 +135,8 @@ async function health(context: CommandContext): Promise<void> {
     `DS4 ${result.status}: ds4-lsp ${result.server.version}, ${formatInt(result.sessions)} session(s), ` +
     `${formatInt(result.entries)} entries, ${formatInt(result.manifests)} manifests; ` +
     `database ${result.databasePath}; workspace ${result.server.trusted ? 'trusted' : 'not trusted'}` +
-    (result.project ? `; project ${projectSummary(result.project)}.` : '.');
+    (result.project ? `; project ${projectSummary(result.project)}` : '') +
+    (result.privacy ? `; ${privacyHealthSummary(result.privacy) ?? ''}.` : '.');
   const problems = [...result.notices, ...result.configWarnings, ...(result.warnings ?? [])];
   const show =
     problems.length > 0
@@ -186,9 +196,11 @@ async function planRequest(context: CommandContext): Promise<void> {
   );
   const requests = await context.server.requests();
   context.panel.show(await requests.manifest({ id: plan.manifestId, view: 'full' }), plan);
+  const privacy = privacyPlanNote(plan.privacy);
   const text =
     `DS4 ${plan.mode}: ${formatInt(plan.messages.length)} messages, ` +
-    `${formatInt(plan.estimatedTokens)} of ${formatInt(plan.budget.contextWindow)} tokens.`;
+    `${formatInt(plan.estimatedTokens)} of ${formatInt(plan.budget.contextWindow)} tokens.` +
+    (privacy === undefined ? '' : ` ${privacy}`);
   if (plan.mode === 'fallback' || plan.warnings.length > 0) {
     void vscode.window.showWarningMessage(
       [text, plan.fallbackReason, ...plan.warnings].filter((part) => part !== undefined).join(' '),
@@ -272,6 +284,36 @@ async function showSummaryGraph(context: CommandContext, sessionFile?: string): 
   if (choice === OPEN_DOT) {
     await context.documents.show(`summaries/${result.sessionId}.dot`, result.dot ?? '', 'dot');
   }
+}
+
+/**
+ * Ask for a destination (`provider/model` or `provider`, default the last plan's model) and show what the
+ * server's privacy policy lets it see (`ds4.privacy`): a one-line message and, read-only, the
+ * answer with its explanation.
+ */
+async function privacyPolicy(context: CommandContext): Promise<void> {
+  const model = await vscode.window.showInputBox({
+    title: 'DS4: Privacy Policy',
+    prompt: 'The destination model: what may it see?',
+    placeHolder: 'provider/model or provider, e.g. openai/gpt-4o or ollama',
+    value: defaultPrivacyModel(context.lastPlan()),
+    validateInput: (value) => privacyModelProblem(value),
+    ignoreFocusOut: true,
+  });
+  if (model === undefined) {
+    return;
+  }
+  const problem = privacyModelProblem(model);
+  if (problem !== undefined) {
+    void vscode.window.showWarningMessage(`DS4: ${problem}`);
+    return;
+  }
+  const destination = model.trim();
+  const requests = await context.server.requests();
+  const answer = await requests.privacy({ model: destination });
+  const name = destination.replace(/[^\w.-]+/g, '_');
+  await context.documents.show(`privacy/${name}.md`, renderPrivacyAnswer(answer, destination), 'markdown');
+  void vscode.window.showInformationMessage(privacyAnswerSummary(answer, destination));
 }
 
 /** The workspace's recent Pi sessions, the last one used, or a file chosen in a dialog. */

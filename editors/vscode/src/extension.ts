@@ -14,6 +14,7 @@ import { ManifestPanel } from './manifestPanel';
 import type { CompactParams, CompactResult, PlanParams, PlanResult } from './protocol';
 import { ReadOnlyDocuments } from './readOnlyDocuments';
 import { ServerClient } from './serverClient';
+import { compactionDestination, historyToolDestination } from './settings';
 import { presentStatus, type StatusState } from './status';
 
 let server: ServerClient | undefined;
@@ -61,7 +62,9 @@ export function activate(context: vscode.ExtensionContext): Ds4Api {
       await (await running.requests()).toolExecuted(params);
     },
     async compact(params: CompactParams): Promise<CompactResult> {
-      const result = await (await running.requests()).compact(params);
+      // The summary prompt goes to a VS Code chat model: name it, unless the caller did.
+      const destination = params.model ?? compactionDestination(vscode.workspace.getConfiguration('ds4'));
+      const result = await (await running.requests()).compact(destination ? { ...params, model: destination } : params);
       lastCompaction = result;
       if (params.session.file !== lastSessionFile(context.workspaceState)) {
         await rememberSessionFile(context.workspaceState, params.session.file);
@@ -76,6 +79,9 @@ export function activate(context: vscode.ExtensionContext): Ds4Api {
     },
     async compactFailed(summaryId, reason) {
       await (await running.requests()).compactFailed(summaryId, reason);
+    },
+    async privacy(params) {
+      return (await running.requests()).privacy(params);
     },
     onDidPlan: planEmitter.event,
   };
@@ -156,7 +162,10 @@ function registerHistoryTool(running: ServerClient, workspaceState: vscode.Memen
       };
     },
     async invoke(options) {
-      const parsed = historyToolParams(options.input, lastSessionFile(workspaceState));
+      // The answer goes to a chat model: name it as the destination, so the server sanitizes
+      // the hits for it (remote unless ds4.privacy.historyToolProvider is a local provider).
+      const destination = historyToolDestination(vscode.workspace.getConfiguration('ds4'));
+      const parsed = historyToolParams(options.input, lastSessionFile(workspaceState), destination);
       if ('error' in parsed) {
         throw new Error(parsed.error);
       }

@@ -9,9 +9,16 @@
  * changed?"). Project snippets are quoted like excerpts; a commit is sent as the server's own
  * quoted block (`CommitHit.quoted`). A scope that sent nothing says why (`relevance`).
  *
+ * Privacy: the tool's answer goes to a chat model, which is remote unless the user says
+ * otherwise, so every call names a destination (`model.provider`, the
+ * `ds4.privacy.historyToolProvider` setting, default `vscode-lm`): the server then holds back
+ * the levels that destination may not see and redacts secrets for a remote one. The answer
+ * says what was held back, never what it was.
+ *
  * Pure module: no `vscode` import; `extension.ts` registers the tool.
  */
 
+import { privacyTotals } from './privacyView';
 import { RETRIEVE_SCOPES, type RetrieveParams, type RetrieveResult, type RetrieveScope } from './protocol';
 
 export const HISTORY_TOOL_NAME = 'ds4_retrieve_history';
@@ -52,11 +59,13 @@ export function toolInvocationMessage(input: unknown): string {
  * The `ds4/retrieve` params for a tool call, or an error message for the model. The session
  * is `input.sessionFile`, else `defaultSessionFile` (the last session used in this window);
  * it is required only when the `history` scope is searched (the default). `scopes` is sent
- * only when the input gives it.
+ * only when the input gives it. `destination` (the model reading the answer, see
+ * `historyToolDestination` in settings.ts) is sent as `model`; the model cannot choose it.
  */
 export function historyToolParams(
   input: unknown,
   defaultSessionFile: string | undefined,
+  destination?: { provider: string },
 ): { params: RetrieveParams } | { error: string } {
   if (typeof input !== 'object' || input === null) {
     return {
@@ -105,6 +114,7 @@ export function historyToolParams(
       ...(file !== undefined && { session: { file } }),
       ...(maxResults !== undefined && { maxResults: maxResults as number }),
       ...(chosen !== undefined && { scopes: chosen }),
+      ...(destination !== undefined && { model: { provider: destination.provider } }),
     },
   };
 }
@@ -135,10 +145,36 @@ export function formatHistoryForModel(
   if (out.dropped > 0) {
     out.note(`(${String(out.dropped)} more entries left out to fit the tool's output budget; ask with a narrower query.)`);
   }
+  const privacy = privacyNote(result);
+  if (privacy !== undefined) {
+    out.note(privacy);
+  }
   for (const warning of result.warnings) {
     out.note(`Warning: ${warning}`);
   }
   return out.text();
+}
+
+/**
+ * What the privacy policy did to this answer, in counts (never the text): secrets redacted,
+ * conversation parts withheld, hits dropped. `undefined` when it did nothing (or the server
+ * has no privacy policy).
+ */
+export function privacyNote(result: RetrieveResult): string | undefined {
+  const privacy = result.privacy;
+  if (privacy?.enabled !== true) {
+    return undefined;
+  }
+  const { withheld, excluded, redacted } = privacyTotals(privacy);
+  const parts = [
+    redacted > 0 && `${String(redacted)} secret(s) redacted`,
+    withheld > 0 && `${String(withheld)} passage(s) withheld`,
+    excluded > 0 && `${String(excluded)} result(s) left out`,
+  ].filter((part): part is string => typeof part === 'string');
+  if (parts.length === 0) {
+    return undefined;
+  }
+  return `Privacy: ${parts.join(', ')} by the user's privacy policy for this destination. Do not try to recover them.`;
 }
 
 /** Parts joined by blank lines, within a character budget (blocks over it are counted, not added). */

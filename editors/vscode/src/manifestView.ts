@@ -1,9 +1,10 @@
 /**
  * A plan manifest (`ds4/manifest`, metadata only) as one self-contained HTML page for the
  * "DS4: Show Manifest" webview: what filled the context window and how much of each budget it
- * used, the retrieved history and why, per scope what was sent and why not (relevance), every
- * included and excluded item with its tokens and reason (excluded ones also grouped by reason,
- * the below-floor ones by floor), and the full budget.
+ * used, the retrieved history and why, per scope what was sent and why not (relevance), what
+ * the privacy policy held back (`privacyView.ts`), every included and excluded item with its
+ * tokens and reason (excluded ones also grouped by reason, the below-floor ones by floor), and
+ * the full budget.
  *
  * Safety: every value from the manifest is HTML-escaped; the page has no scripts, loads
  * nothing, and carries a Content-Security-Policy that allows only its own nonce'd style
@@ -12,8 +13,12 @@
  * Pure module: no `vscode` import.
  */
 
+import { escapeHtml } from './html';
+import { renderPrivacy } from './privacyView';
 import { type Manifest, type ManifestItem, type PlanResult, type ProjectSnippet, RETRIEVE_SCOPES } from './protocol';
 import { formatInt } from './status';
+
+export { escapeHtml } from './html';
 
 export interface RenderOptions {
   /** CSP nonce of the style block: at least 16 characters of [A-Za-z0-9+/=]. */
@@ -62,16 +67,6 @@ const BUDGET_LABELS: Record<string, string> = {
   calibrationRatio: 'Calibration ratio',
 };
 
-/** `&`, `<`, `>`, `"` and `'` as entities: safe in text and in quoted attributes. */
-export function escapeHtml(value: unknown): string {
-  return String(value)
-    .replace(/&/g, '&amp;')
-    .replace(/</g, '&lt;')
-    .replace(/>/g, '&gt;')
-    .replace(/"/g, '&quot;')
-    .replace(/'/g, '&#39;');
-}
-
 /** The whole HTML document for `manifest`. */
 export function renderManifestHtml(manifest: Manifest, options: RenderOptions): string {
   if (!/^[A-Za-z0-9+/=]{16,}$/.test(options.nonce)) {
@@ -87,6 +82,7 @@ export function renderManifestHtml(manifest: Manifest, options: RenderOptions): 
     renderRetrieved(manifest),
     renderProject(manifest),
     renderRelevance(manifest),
+    renderPrivacy(manifest, page.maxRows),
     renderIncluded(page, manifest),
     renderExcluded(page, manifest),
     renderBudgets(manifest),

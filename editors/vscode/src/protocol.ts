@@ -1,7 +1,7 @@
 /**
  * The ds4-lsp wire contract in TypeScript: params and results of `ds4/plan`, `ds4/retrieve`,
  * `ds4/manifest`, `ds4/compact` (and the server-to-client `ds4/summarize`), the
- * `ds4.rebuildIndex`, `ds4.health` and `ds4.summaries` commands, and `initializationOptions`. Field names and meanings follow docs/protocol.md; every key is
+ * `ds4.rebuildIndex`, `ds4.health`, `ds4.summaries` and `ds4.privacy` commands, and `initializationOptions`. Field names and meanings follow docs/protocol.md; every key is
  * camelCase. Token counts are `chars-v1` estimates (integers), durations are milliseconds,
  * timestamps are ISO-8601 UTC strings.
  *
@@ -33,6 +33,8 @@ export const DS4_COMPACT_COMMITTED = 'ds4/compactCommitted';
 export const DS4_COMPACT_FAILED = 'ds4/compactFailed';
 /** Server command: a session's summary graph. */
 export const SUMMARIES = 'ds4.summaries';
+/** Server command: what a destination model may see under the privacy policy. */
+export const PRIVACY = 'ds4.privacy';
 
 /** A Pi message object exactly as in a session file (`role` plus role-specific fields). */
 export type AgentMessage = { role: string } & Record<string, unknown>;
@@ -127,6 +129,80 @@ export interface PlanResult {
   fallbackReason?: string;
   /** Present when planned from a session. */
   session?: { id: string; file: string; leafId: string | null };
+  /** Servers with privacy: what the destination may see and what was held back. */
+  privacy?: PrivacySummary | null;
+}
+
+// ----------------------------------------------------------------------------- privacy
+
+/**
+ * The privacy levels, lowest first (docs/privacy.md): a destination allowed a level sees the
+ * text of that level; `local-only` text goes to local providers only.
+ */
+export const PRIVACY_LEVELS = ['normal', 'internal', 'sensitive', 'local-only'] as const;
+export type PrivacyLevel = (typeof PRIVACY_LEVELS)[number];
+
+/** Where the planned text goes, as the privacy policy sees it. */
+export interface PrivacyDestination {
+  /** The model's provider; `null` when unknown (treated as remote). */
+  provider: string | null;
+  /**
+   * The destination's class: `local` (a provider of `privacy.localProviders`, sees every
+   * level) or `remote`. Named `kind` on the wire (`class` is a keyword in some clients).
+   */
+  kind: 'local' | 'remote';
+  /** The levels it may see. */
+  allowed: string[];
+  /** Whether secrets (keys, tokens, passwords) are redacted before the text is sent. */
+  redactSecrets: boolean;
+}
+
+/**
+ * The privacy part of a plan, a `ds4/retrieve` result and a manifest: counts only, never text.
+ * The server always sends every field; all but `enabled` are optional here because the guard
+ * checks only `enabled` (a plan is never refused over a counter), so readers default them.
+ */
+export interface PrivacySummary {
+  enabled: boolean;
+  /** `null` when no destination was named (`ds4/retrieve` without `model`). */
+  destination?: PrivacyDestination | null;
+  /** Texts classified above `normal`, by level. */
+  classified?: Record<string, number>;
+  /** Secrets redacted, in all, and by kind (`OpenAI key`, `bearer token`, ...). */
+  redacted?: number;
+  redactedByKind?: Record<string, number>;
+  /** Segments of native turns replaced by `[DS4 <level> content excluded by privacy policy]`, by level. */
+  withheld?: Record<string, number>;
+  /** Supplements (history evidence, snippets, summaries) dropped whole, by level. */
+  excluded?: Record<string, number>;
+}
+
+/** The reason of a manifest item dropped for privacy (its `classification` is the level). */
+export const PRIVACY_EXCLUSION_REASON = 'excluded due to privacy policy';
+
+/** The argument of the `ds4.privacy` command. */
+export interface PrivacyParams {
+  /** The destination as `provider/model` (e.g. `openai/gpt-4o`) or a bare provider id. */
+  model: string;
+}
+
+/** The `ds4.privacy` answer: what the destination may see. */
+export interface PrivacyAnswer {
+  /** `privacy.enabled`. */
+  enabled: boolean;
+  provider: string | null;
+  /** The destination's class, `local` or `remote` (see `PrivacyDestination.kind`). */
+  kind: 'local' | 'remote';
+  /** Levels it may see, and levels held back from it. */
+  allowed: string[];
+  withheld: string[];
+  redactSecrets: boolean;
+  /** The policy's explanation, in sentences. */
+  explanation: string;
+  /** The setting that decided (e.g. `privacy.remoteDefaultAllowed`). */
+  rule?: string;
+  /** The active policy (the `privacy.*` settings, as in `ds4.health`). */
+  policy?: Record<string, unknown>;
 }
 
 // ----------------------------------------------------------------------------- ds4/retrieve
@@ -146,6 +222,12 @@ export interface RetrieveParams {
   maxResults?: number;
   /** Bound on the excerpts' total size (tokens, >= 1). */
   maxTokens?: number;
+  /**
+   * Servers with privacy: the destination of the hits. Named, the hits are sanitized for it
+   * (withheld levels dropped, secrets redacted for a remote one); absent, they are only
+   * classified.
+   */
+  model?: { provider?: string; id?: string };
 }
 
 export interface HistoryHit {
@@ -161,6 +243,8 @@ export interface HistoryHit {
   excerpt: string;
   /** Size of `excerpt`, tokens. */
   tokens: number;
+  /** Servers with privacy: the excerpt's level. */
+  classification?: string;
 }
 
 export interface ProjectHit {
@@ -181,6 +265,8 @@ export interface ProjectHit {
   tokens?: number;
   /** The file differs from Git HEAD in the working tree. */
   modified?: boolean;
+  /** Servers with privacy: the snippet's level. */
+  classification?: string;
 }
 
 /** A commit of the trusted workspace's Git history (scope `git`). */
@@ -252,6 +338,8 @@ export interface RetrieveResult {
   git?: CommitHit[];
   /** Only with the `git` scope. */
   gitStatus?: GitStatus;
+  /** Servers with privacy. */
+  privacy?: PrivacySummary | null;
 }
 
 // ----------------------------------------------------------------------------- ds4/manifest
@@ -338,6 +426,11 @@ export interface Manifest {
     dropped?: { path: string; reason: string }[];
     reindexed?: string[];
   };
+  /**
+   * Servers with privacy: the destination and what was classified, redacted, held back
+   * (`null` when the plan recorded none).
+   */
+  privacy?: PrivacySummary | null;
 }
 
 /** A project snippet a plan sent: included items of kind `project` have it as `sourceId`. */
@@ -415,6 +508,8 @@ export interface HealthResult {
     positionEncoding: string;
     trusted: boolean;
   };
+  /** Servers with privacy: the active policy (the `privacy.*` settings). */
+  privacy?: Record<string, unknown>;
 }
 
 // ----------------------------------------------------------------------------- project
@@ -464,6 +559,8 @@ export interface CompactParams {
   previousSummaryId?: string;
   /** Passed on to the summarizer's prompt. */
   customInstructions?: string;
+  /** Servers with privacy: the model that will read the `ds4/summarize` prompt. */
+  model?: { provider?: string; id?: string };
 }
 
 /** The compaction entry the agent (Pi) appends to the session; ds4 never writes it. */
@@ -660,6 +757,24 @@ const SCOPE_RELEVANCE: Shape = {
 const relevanceRecord: Check = (v) =>
   isObject(v) && ['history', 'project', 'git'].every((scope) => v[scope] === undefined || shaped(SCOPE_RELEVANCE)(v[scope]));
 
+const countsRecord: Check = (v) => isObject(v) && Object.values(v).every(int);
+
+/**
+ * A `privacy` object. Only `enabled` is required: a plan must not be refused because a
+ * counter is missing, so the views read the rest defensively.
+ */
+const PRIVACY_SUMMARY: Shape = {
+  enabled: bool,
+  destination: optional(
+    nullable(shaped({ provider: nullable(str), kind: oneOf('local', 'remote'), allowed: arrayOf(str), redactSecrets: bool })),
+  ),
+  classified: optional(countsRecord),
+  redacted: optional(int),
+  redactedByKind: optional(countsRecord),
+  withheld: optional(countsRecord),
+  excluded: optional(countsRecord),
+};
+
 const MANIFEST_ITEM: Shape = {
   kind: str,
   sourceId: str,
@@ -682,6 +797,7 @@ const PLAN_RESULT: Shape = {
   stats: obj,
   fallbackReason: optional(str),
   session: optional(shaped({ id: str, file: str, leafId: nullable(str) })),
+  privacy: optional(nullable(shaped(PRIVACY_SUMMARY))),
 };
 
 const RETRIEVE_RESULT: Shape = {
@@ -720,6 +836,7 @@ const RETRIEVE_RESULT: Shape = {
     ),
   ),
   gitStatus: optional(oneOf('untrusted', 'no-workspace', 'disabled', 'no-git', 'no-index', 'no-query', 'error', 'ok')),
+  privacy: optional(nullable(shaped(PRIVACY_SUMMARY))),
 };
 
 const MANIFEST: Shape = {
@@ -739,6 +856,18 @@ const MANIFEST: Shape = {
   planning: shaped({ mode: str, tokens: numbersRecord }),
   relevance: optional(relevanceRecord),
   warnings: arrayOf(str),
+  privacy: optional(nullable(shaped(PRIVACY_SUMMARY))),
+};
+
+const PRIVACY_ANSWER: Shape = {
+  enabled: bool,
+  provider: nullable(str),
+  kind: oneOf('local', 'remote'),
+  allowed: arrayOf(str),
+  withheld: arrayOf(str),
+  redactSecrets: bool,
+  explanation: str,
+  rule: optional(str),
 };
 
 const HEALTH_RESULT: Shape = {
@@ -829,6 +958,9 @@ export const checkCompactResult = (value: unknown): string[] =>
 /** Fields of a `ds4.summaries` result that do not fit the contract. */
 export const checkSummariesResult = (value: unknown): string[] =>
   checkShape(value, SUMMARIES_RESULT, 'result');
+/** Fields of a `ds4.privacy` answer that do not fit the contract. */
+export const checkPrivacyAnswer = (value: unknown): string[] =>
+  checkShape(value, PRIVACY_ANSWER, 'result');
 /** Fields of `ds4/summarize` params that do not fit the contract (paths from `params`). */
 export const checkSummarizeParams = (value: unknown): string[] =>
   checkShape(value, SUMMARIZE_PARAMS, 'params');
@@ -852,5 +984,7 @@ export const isCompactResult = (value: unknown): value is CompactResult =>
   checkCompactResult(value).length === 0;
 export const isSummariesResult = (value: unknown): value is SummariesResult =>
   checkSummariesResult(value).length === 0;
+export const isPrivacyAnswer = (value: unknown): value is PrivacyAnswer =>
+  checkPrivacyAnswer(value).length === 0;
 export const isSummarizeParams = (value: unknown): value is SummarizeParams =>
   checkSummarizeParams(value).length === 0;

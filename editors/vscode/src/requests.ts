@@ -22,6 +22,7 @@ import {
   checkHealthResult,
   checkManifest,
   checkPlanResult,
+  checkPrivacyAnswer,
   checkRebuildIndexResult,
   checkRetrieveResult,
   checkSummariesResult,
@@ -40,6 +41,9 @@ import {
   type ManifestParams,
   type PlanParams,
   type PlanResult,
+  PRIVACY,
+  type PrivacyAnswer,
+  type PrivacyParams,
   REBUILD_INDEX,
   type RebuildIndexResult,
   type RetrieveParams,
@@ -143,6 +147,14 @@ export class Ds4Requests {
   /** `ds4.summaries`: the session's summary graph (with `format: 'dot'` also Graphviz DOT). */
   summaries(params: SummariesParams, onProgress?: ProgressListener): Promise<SummariesResult> {
     return this.command(SUMMARIES, checkSummariesResult, onProgress, [params]);
+  }
+
+  /**
+   * `ds4.privacy`: what the destination `params.model` (`provider/model` or `provider`) may see under the
+   * server's privacy policy, and why.
+   */
+  privacy(params: PrivacyParams): Promise<PrivacyAnswer> {
+    return this.command(PRIVACY, checkPrivacyAnswer, undefined, [params]);
   }
 
   /** `ds4.health`, reporting its progress to `onProgress`. */

@@ -54,6 +54,12 @@ export const SERVER_SETTING_KEYS: readonly string[] = [
   'diagnostics.storeContextManifest',
   'diagnostics.logLevel',
   'storage.busyTimeoutMs',
+  'privacy.enabled',
+  'privacy.defaultClassification',
+  'privacy.localProviders',
+  'privacy.remoteDefaultAllowed',
+  'privacy.remoteProviders',
+  'privacy.redactSecrets',
 ];
 
 /**
@@ -70,10 +76,45 @@ export const LAUNCH_SETTING_KEYS: readonly string[] = [
 /**
  * `ds4.*` settings of the extension itself, never sent to the server:
  * `compaction.useEditorModel` (answer the server's `ds4/summarize` with a VS Code chat model;
- * declared at `initialize`, so changing it restarts the server) and `compaction.modelFamily`
- * (which model family to ask; read at each request).
+ * declared at `initialize`, so changing it restarts the server), `compaction.modelFamily`
+ * (which model family to ask; read at each request) and `privacy.historyToolProvider` (the
+ * destination the `#ds4History` tool names in `ds4/retrieve`; read at each call).
  */
-export const CLIENT_SETTING_KEYS: readonly string[] = ['compaction.useEditorModel', 'compaction.modelFamily'];
+export const CLIENT_SETTING_KEYS: readonly string[] = [
+  'compaction.useEditorModel',
+  'compaction.modelFamily',
+  'privacy.historyToolProvider',
+];
+
+/**
+ * The provider id ds4 names for VS Code's chat models (`vscode.lm`, e.g. GitHub Copilot). Not
+ * among the server's default `privacy.localProviders`, so they are remote destinations.
+ */
+export const EDITOR_MODEL_PROVIDER = 'vscode-lm';
+
+/** The default `ds4.privacy.historyToolProvider`: VS Code's chat models (remote). */
+export const DEFAULT_HISTORY_TOOL_PROVIDER = EDITOR_MODEL_PROVIDER;
+
+/**
+ * The destination the `#ds4History` tool sends as `ds4/retrieve`'s `model`: the chat model
+ * that reads the tool's answer. `ds4.privacy.historyToolProvider` trimmed, else
+ * `DEFAULT_HISTORY_TOOL_PROVIDER` (an empty or non-string value never means "no
+ * destination": without one the server would not sanitize the hits).
+ */
+export function historyToolDestination(settings: SettingsReader): { provider: string } {
+  return { provider: nonEmptyString(settings.get('privacy.historyToolProvider')) ?? DEFAULT_HISTORY_TOOL_PROVIDER };
+}
+
+/**
+ * The destination to name in `ds4/compact` (`model`) when the caller named none: with
+ * `compaction.useEditorModel` on, a VS Code chat model reads the `ds4/summarize` prompt, so
+ * `{provider: 'vscode-lm'}` (the server then writes the prompt for that destination, not for
+ * the session's own model, which may be a local one); off, `undefined` (the server summarizes
+ * offline and nothing leaves).
+ */
+export function compactionDestination(settings: SettingsReader): { provider: string } | undefined {
+  return settings.get('compaction.useEditorModel') === false ? undefined : { provider: EDITOR_MODEL_PROVIDER };
+}
 
 /**
  * Why the server could not be started, for the status bar and the output: `launch.command`

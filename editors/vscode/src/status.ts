@@ -54,6 +54,7 @@ export const COMMANDS = {
   compact: 'ds4.client.compact',
   summaries: 'ds4.client.summaries',
   copyCompactionEntry: 'ds4.client.copyCompactionEntry',
+  privacy: 'ds4.client.privacy',
 } as const;
 
 /** VS Code's own command that opens the workspace trust editor. */

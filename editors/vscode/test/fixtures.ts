@@ -7,6 +7,8 @@ import type {
   Manifest,
   ManifestItem,
   PlanResult,
+  PrivacyAnswer,
+  PrivacySummary,
   RetrieveResult,
   SummariesResult,
   SummarizeParams,
@@ -197,6 +199,35 @@ export function healthResult(overrides: Partial<HealthResult> = {}): HealthResul
     notices: [],
     configWarnings: [],
     server: { name: 'ds4-lsp', version: '0.1.0', positionEncoding: 'utf-16', trusted: false },
+    ...overrides,
+  };
+}
+
+/** A manifest's `privacy` for a remote destination that had text held back (docs/protocol.md). */
+export function privacySummary(overrides: Partial<PrivacySummary> = {}): PrivacySummary {
+  return {
+    enabled: true,
+    destination: { provider: 'openai', kind: 'remote', allowed: ['normal', 'internal'], redactSecrets: true },
+    classified: { internal: 1, 'local-only': 2 },
+    redacted: 3,
+    redactedByKind: { 'OpenAI key': 1, 'bearer token': 2 },
+    withheld: { 'local-only': 2 },
+    excluded: { 'local-only': 1 },
+    ...overrides,
+  };
+}
+
+/** A `ds4.privacy` answer for a remote destination. */
+export function privacyAnswer(overrides: Partial<PrivacyAnswer> = {}): PrivacyAnswer {
+  return {
+    enabled: true,
+    provider: 'openai',
+    kind: 'remote',
+    allowed: ['normal', 'internal'],
+    withheld: ['sensitive', 'local-only'],
+    redactSecrets: true,
+    explanation:
+      'openai is not in privacy.localProviders, so it is remote; privacy.remoteProviders has no entry for it, so it may see privacy.remoteDefaultAllowed: normal, internal. Secrets are redacted.',
     ...overrides,
   };
 }

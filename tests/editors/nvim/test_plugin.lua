@@ -740,28 +740,35 @@ local function below_floor_item(kind, source_id, tokens, score, floor)
   }
 end
 
-test('manifest_renders_relevance_and_below_floor_items', function()
-  local render = require('ds4.render')
-  -- What a server sends: a relevance section, and the below-floor candidates as excluded
-  -- items, one score each, grouped under one row per floor.
-  local manifest = {
+--- A manifest as a server sends it, with `excluded` and the other `fields` given.
+local function fake_manifest(excluded, fields)
+  return vim.tbl_extend('force', {
     id = 'm-0123456789abcdef',
     planning = { mode = 'managed' },
     retrieved = {},
     included = {},
-    excluded = {
-      below_floor_item('history', 's:e1', 120, 0.21, '0.350'),
-      below_floor_item('history', 's:e2', 80, 0.12, '0.350'),
-      below_floor_item('project', 'snip-1', 40, 0.3, '0.400'),
-      {
-        kind = 'recent',
-        sourceId = 's:e3',
-        groupId = 'group:1-2',
-        tokens = 10,
-        score = vim.NIL,
-        reason = 'over the recent tail budget',
-      },
+    excluded = excluded,
+    warnings = {},
+  }, fields)
+end
+
+test('manifest_renders_relevance_and_below_floor_items', function()
+  local render = require('ds4.render')
+  -- What a server sends: a relevance section, and the below-floor candidates as excluded
+  -- items, one score each, grouped under one row per floor.
+  local manifest = fake_manifest({
+    below_floor_item('history', 's:e1', 120, 0.21, '0.350'),
+    below_floor_item('history', 's:e2', 80, 0.12, '0.350'),
+    below_floor_item('project', 'snip-1', 40, 0.3, '0.400'),
+    {
+      kind = 'recent',
+      sourceId = 's:e3',
+      groupId = 'group:1-2',
+      tokens = 10,
+      score = vim.NIL,
+      reason = 'over the recent tail budget',
     },
+  }, {
     relevance = {
       history = {
         status = 'ok',
@@ -773,8 +780,7 @@ test('manifest_renders_relevance_and_below_floor_items', function()
       },
       project = { status = 'ok', sent = 3, belowFloor = 1, floor = 0.4, best = 0.3, why = vim.NIL },
     },
-    warnings = {},
-  }
+  })
   local text = table.concat(render.manifest(manifest, true), '\n')
   assert(text:find('## Relevance', 1, true), text)
   assert(text:find('scope%s+status%s+sent%s+below floor%s+floor%s+best%s+why none was sent'), text)
@@ -828,6 +834,211 @@ test('manifest_renders_relevance_and_below_floor_items', function()
     local row = ('%s%%s+[%%d,]+%%s+[%%d,]+%%s+%s'):format(kind, vim.pesc(group))
     assert(shown:find(row), row .. ' not in:\n' .. shown)
   end
+end)
+
+--- A manifest's `privacy` for a plan to a remote destination that held text back.
+local function remote_privacy()
+  return {
+    enabled = true,
+    destination = {
+      provider = 'openai',
+      kind = 'remote',
+      allowed = { 'normal', 'internal' },
+      redactSecrets = true,
+    },
+    classified = { internal = 1, ['local-only'] = 2 },
+    redacted = 3,
+    redactedByKind = { ['OpenAI key'] = 1, ['bearer token'] = 2 },
+    withheld = { ['local-only'] = 2 },
+    excluded = { ['local-only'] = 1 },
+  }
+end
+
+test('ds4privacy_and_the_manifest_privacy_section_render', function()
+  local render = require('ds4.render')
+  local manifest = fake_manifest({
+    {
+      kind = 'history',
+      sourceId = 's:e7',
+      groupId = vim.NIL,
+      classification = 'local-only',
+      tokens = 412,
+      score = 9.5,
+      reason = 'excluded due to privacy policy',
+    },
+    below_floor_item('history', 's:e3', 10, 0.1, '0.350'),
+  }, { privacy = remote_privacy() })
+  local text = table.concat(render.manifest(manifest, true), '\n')
+  assert(
+    text:find(
+      '## Privacy: destination openai (remote) · may see normal, internal · secrets redacted',
+      1,
+      true
+    ),
+    text
+  )
+  assert(text:find('level%s+classified%s+withheld%s+excluded'), text)
+  assert(text:find('internal%s+1%s+0%s+0\n'), text)
+  assert(text:find('local%-only%s+2%s+2%s+1\n'), text)
+  assert(text:find('redacted: 3 secret(s): bearer token 2, OpenAI key 1', 1, true), text)
+  assert(text:find('excluded due to privacy policy: 1 item(s)', 1, true), text)
+  assert(text:find('history%s+s:e7%s+local%-only%s+412\n'), text)
+  -- Only the privacy exclusions are listed in the section (the others stay under Excluded).
+  local section = text:match('## Privacy:.-\n\n') or ''
+  assert(not section:find('s:e3', 1, true), section)
+  -- A plan shows the section too; a server without privacy shows none.
+  local plan_text = table.concat(
+    render.plan({ mode = 'managed', manifestId = manifest.id, stats = {}, messages = {} }, manifest),
+    '\n'
+  )
+  assert(plan_text:find('## Privacy: destination openai (remote)', 1, true), plan_text)
+  manifest.privacy = nil
+  local old = table.concat(render.manifest(manifest, true), '\n')
+  assert(not old:find('## Privacy', 1, true), old)
+  manifest.privacy = { enabled = false }
+  assert(
+    table.concat(render.manifest(manifest), '\n'):find('## Privacy: policy off', 1, true),
+    'policy off'
+  )
+  -- The active policy of ds4.health.
+  local health = table.concat(
+    render.health({
+      status = 'ok',
+      privacy = { enabled = true, localProviders = { 'ollama' }, redactSecrets = true },
+    }),
+    '\n'
+  )
+  assert(
+    health:find('privacy      on · localProviders ollama · redactSecrets true', 1, true),
+    health
+  )
+
+  -- :Ds4Privacy sends { model } to ds4.privacy and shows the answer (a fake answer until the
+  -- server has the command).
+  local sent = {}
+  local execute = client_mod.execute
+  client_mod.execute = function(command, cb, opts)
+    sent[#sent + 1] = { command = command, arguments = opts and opts.arguments }
+    vim.schedule(function()
+      cb(nil, {
+        enabled = true,
+        provider = 'openai',
+        kind = 'remote',
+        allowed = { 'normal', 'internal' },
+        withheld = { 'sensitive', 'local-only' },
+        redactSecrets = true,
+        explanation = 'openai is not a local provider, so it is remote.',
+        rule = 'privacy.remoteDefaultAllowed',
+      })
+    end)
+  end
+  local ok, problem = pcall(function()
+    local _, shown = run_command('Ds4Privacy openai/gpt-4o', 'privacy')
+    eq(sent[1].command, 'ds4.privacy', 'command')
+    eq(vim.inspect(sent[1].arguments), vim.inspect({ { model = 'openai/gpt-4o' } }), 'arguments')
+    assert(shown:find('# ds4 privacy: openai/gpt-4o', 1, true), shown)
+    assert(shown:find('class        remote', 1, true), shown)
+    assert(shown:find('may see      normal, internal', 1, true), shown)
+    assert(shown:find('withheld     sensitive, local%-only'), shown)
+    assert(shown:find('secrets      redacted', 1, true), shown)
+    assert(shown:find('openai is not a local provider, so it is remote.', 1, true), shown)
+    assert(shown:find('decided by   privacy.remoteDefaultAllowed', 1, true), shown)
+    -- Without an argument: the last plan's model (earlier cases planned).
+    assert(ds4.last_model and ds4.last_model:find('/', 1, true), vim.inspect(ds4.last_model))
+    run_command('Ds4Privacy', 'privacy')
+    eq(vim.inspect(sent[2].arguments), vim.inspect({ { model = ds4.last_model } }), 'default')
+    -- A malformed destination is refused before anything is sent.
+    local count = #notified
+    vim.cmd('Ds4Privacy open ai')
+    eq(#sent, 2, 'nothing sent for "open ai"')
+    assert(notified[count + 1] and notified[count + 1].msg:find('PROVIDER/MODEL', 1, true))
+    -- :Ds4Retrieve and :Ds4Compact name their reader with --model=PROVIDER/ID.
+    for _, cmd in ipairs({
+      'Ds4Retrieve --scope=git --model=openai why',
+      'Ds4Compact --session=/s.jsonl --model=x',
+    }) do
+      count = #notified
+      vim.cmd(cmd)
+      local said = notified[count + 1]
+      assert(said and said.msg:find('--model expects PROVIDER/ID', 1, true), cmd)
+    end
+  end)
+  client_mod.execute = execute
+  assert(ok, problem)
+end)
+
+test('a_remote_plan_withholds_local_only_text', function()
+  local secret = 'hunter2-nvim-0xC0FFEE'
+  local path = vim.fn.tempname() .. '.jsonl'
+  local function entry(id, parent, message)
+    return vim.json.encode({
+      type = 'message',
+      id = id,
+      parentId = parent or vim.NIL,
+      timestamp = '2026-11-01T09:0' .. id:sub(-1) .. ':00.000Z',
+      message = message,
+    })
+  end
+  vim.fn.writefile({
+    vim.json.encode({
+      type = 'session',
+      version = 3,
+      id = 'nvim-private-sess',
+      timestamp = '2026-11-01T09:00:00.000Z',
+      cwd = '/tmp',
+    }),
+    entry('00000001', nil, {
+      role = 'user',
+      content = 'The staging password is [ds4:local-only]' .. secret .. '[/ds4:local-only].',
+      timestamp = 1,
+    }),
+    entry('00000002', '00000001', {
+      role = 'assistant',
+      content = { { type = 'text', text = 'Noted; it stays on this machine.' } },
+      provider = 'anthropic',
+      model = 'claude-sonnet-4-5',
+      stopReason = 'stop',
+      timestamp = 2,
+    }),
+  }, path)
+  local err, result = await(function(cb)
+    ds4.plan({
+      session = { file = path },
+      request = 'what do we deploy next?',
+      model = { provider = 'openai', id = 'gpt-4o' },
+    }, cb, { bufnr = trusted_buf })
+  end)
+  assert(not err, vim.inspect(err))
+  eq(result.privacy.destination.kind, 'remote', 'destination class')
+  assert((result.privacy.withheld['local-only'] or 0) >= 1, vim.inspect(result.privacy))
+  assert(not vim.json.encode(result.messages):find(secret, 1, true), 'the secret went to openai')
+  vim.api.nvim_set_current_buf(trusted_buf)
+  local _, shown = run_command(
+    'Ds4Plan --session=' .. path .. ' --model=openai/gpt-4o what do we deploy next?',
+    'plan'
+  )
+  assert(shown:find('## Privacy: destination openai (remote)', 1, true), shown)
+  assert(shown:find('local%-only%s+[%d,]+%s+[1-9][%d,]*%s+[%d,]+\n'), shown)
+  assert(not shown:find(secret, 1, true), shown)
+  local _, manifest_text = run_command('Ds4Manifest ' .. ds4.last_manifest_id, 'manifest')
+  assert(manifest_text:find('## Privacy: destination openai (remote)', 1, true), manifest_text)
+  -- :Ds4Privacy against the server.
+  local _, answer = run_command('Ds4Privacy openai/gpt-4o', 'privacy')
+  assert(answer:find('class        remote', 1, true), answer)
+  assert(answer:find('withheld     sensitive, local-only', 1, true), answer)
+  _, answer = run_command('Ds4Privacy ollama', 'privacy')
+  assert(answer:find('class        local', 1, true), answer)
+  -- settings.privacy reaches the server: a remote provider allowed `sensitive`.
+  ds4.update_settings({
+    privacy = { remoteProviders = { ['azure-openai'] = { 'normal', 'internal', 'sensitive' } } },
+  })
+  _, answer = run_command('Ds4Privacy azure-openai/gpt-4o', 'privacy')
+  assert(answer:find('may see      normal, internal, sensitive\n', 1, true), answer)
+  assert(answer:find('decided by   privacy.remoteProviders.azure-openai', 1, true), answer)
+  ds4.update_settings({ privacy = { remoteProviders = vim.empty_dict() } })
+  -- :Ds4Health shows the active policy.
+  local _, health = run_command('Ds4Health', 'health')
+  assert(health:find('privacy      on · ', 1, true), health)
 end)
 
 test('tool_executed_sends_ds4_tool_executed', function()
@@ -938,6 +1149,9 @@ test('the_help_file_has_valid_tags_and_links', function()
     'ds4.summaries()',
     'ds4.compact_committed()',
     'ds4.compact_failed()',
+    ':Ds4Privacy',
+    'ds4.privacy()',
+    'ds4-privacy',
   }) do
     assert(tags[tag], 'missing help tag ' .. tag)
   end

@@ -49,7 +49,7 @@ def print_health(health: HealthResult, out: TextIO) -> None:
             value = "; ".join(str(v) for v in value) if value else "none"
         elif isinstance(value, dict):
             value = ", ".join(
-                f"{k} {json.dumps(v) if isinstance(v, dict | list) else v}"
+                f"{k} {json.dumps(v) if isinstance(v, dict | list | bool) else v}"
                 for k, v in value.items()
                 if v is not None
             )

@@ -1,5 +1,5 @@
 --- User commands: :Ds4Plan, :Ds4Retrieve, :Ds4Manifest, :Ds4Health, :Ds4Rebuild, :Ds4Trust,
---- :Ds4Compact, :Ds4Summaries.
+--- :Ds4Compact, :Ds4Summaries, :Ds4Privacy.
 --- :Ds4Retrieve --scope=history,project,git searches the session, the trusted workspace's files
 --- and/or its Git history (commits).
 ---
@@ -12,9 +12,9 @@ local M = {}
 
 local FLAGS = {
   Ds4Plan = { 'session', 'leaf', 'model', 'context-window', 'fixed-tokens', 'mode' },
-  Ds4Retrieve = { 'session', 'leaf', 'max', 'max-tokens', 'scope' },
+  Ds4Retrieve = { 'session', 'leaf', 'max', 'max-tokens', 'scope', 'model' },
   Ds4Manifest = { 'session', 'view' },
-  Ds4Compact = { 'session', 'leaf', 'first-kept' },
+  Ds4Compact = { 'session', 'leaf', 'first-kept', 'model' },
   Ds4Summaries = { 'session', 'leaf' },
 }
 
@@ -78,6 +78,24 @@ local function integer_flag(command, flag, value)
   return n
 end
 
+--- `--model=PROVIDER/ID` as `{ provider, id }` (nil without the flag; false, after saying
+--- why, when malformed). The model that reads the result: its provider is the destination
+--- the privacy policy writes the text for.
+---@param command string
+---@param value string?
+---@return table?|false
+local function model_flag(command, value)
+  if value == nil then
+    return nil
+  end
+  local provider, id = value:match('^([^/]+)/(.+)$')
+  if not provider then
+    notify_error(('%s: --model expects PROVIDER/ID, got %q'):format(command, value))
+    return false
+  end
+  return { provider = provider, id = id }
+end
+
 --- The session reference for a command: `--session`/`--leaf`, else the default session file.
 ---@param command string
 ---@param flags table<string, string>
@@ -106,14 +124,11 @@ function M.plan(opts)
     return
   end
   local params = { session = session, request = rest }
-  local model = {}
-  if flags.model then
-    local provider, id = flags.model:match('^([^/]+)/(.+)$')
-    if not provider then
-      return notify_error(('Ds4Plan: --model expects PROVIDER/ID, got %q'):format(flags.model))
-    end
-    model.provider, model.id = provider, id
+  local model = model_flag('Ds4Plan', flags.model)
+  if model == false then
+    return
   end
+  model = model or {}
   local window = integer_flag('Ds4Plan', 'context-window', flags['context-window'])
   local fixed = integer_flag('Ds4Plan', 'fixed-tokens', flags['fixed-tokens'])
   if window == false or fixed == false then
@@ -189,7 +204,8 @@ function M.retrieve(opts)
   end
   local max = integer_flag('Ds4Retrieve', 'max', flags.max)
   local max_tokens = integer_flag('Ds4Retrieve', 'max-tokens', flags['max-tokens'])
-  if max == false or max_tokens == false then
+  local model = model_flag('Ds4Retrieve', flags.model)
+  if max == false or max_tokens == false or model == false then
     return
   end
   local params = {
@@ -198,6 +214,7 @@ function M.retrieve(opts)
     maxResults = max,
     maxTokens = max_tokens,
     scopes = scopes,
+    model = model,
   }
   require('ds4').retrieve(params, function(err, result)
     if err then
@@ -315,7 +332,8 @@ function M.trust(opts)
   )
 end
 
---- :Ds4Compact [--session=PATH] [--leaf=ID] [--first-kept=ID] [REASON] [FOCUS...]
+--- :Ds4Compact [--session=PATH] [--leaf=ID] [--first-kept=ID] [--model=PROVIDER/ID] [REASON]
+--- [FOCUS...]
 function M.compact(opts)
   local flags, rest = M.parse('Ds4Compact', opts.args)
   if not flags then
@@ -331,11 +349,16 @@ function M.compact(opts)
       ('Ds4Compact: the reason must be manual, threshold or overflow, got %q'):format(reason)
     )
   end
+  local model = model_flag('Ds4Compact', flags.model)
+  if model == false then
+    return
+  end
   local params = {
     session = session,
     reason = reason or 'manual',
     firstKeptEntryId = flags['first-kept'],
     customInstructions = (focus and focus ~= '') and focus or nil,
+    model = model,
   }
   vim.api.nvim_echo(
     { { 'ds4: compacting ' .. vim.fn.fnamemodify(session.file, ':t') .. '…' } },
@@ -379,6 +402,33 @@ function M.summaries(opts)
     else
       ui.show('summaries', require('ds4.render').summaries(result), 'ds4 summaries')
     end
+  end)
+end
+
+--- :Ds4Privacy [PROVIDER/MODEL | PROVIDER]: what that destination (default: the last plan's
+--- model) may see under the privacy policy (`ds4.privacy`).
+function M.privacy(opts)
+  local ds4 = require('ds4')
+  local privacy = require('ds4.privacy')
+  local wanted = vim.trim(opts.args or '')
+  if wanted == '' then
+    wanted = ds4.last_model or ''
+  end
+  if wanted == '' then
+    return notify_error(
+      'Ds4Privacy: give the destination as PROVIDER/MODEL or PROVIDER, e.g. '
+        .. ':Ds4Privacy openai/gpt-4o (no plan was made here yet to default to)'
+    )
+  end
+  local model, problem = privacy.parse_model(wanted)
+  if not model then
+    return notify_error(problem)
+  end
+  ds4.privacy(model, function(err, result)
+    if err then
+      return notify_error('ds4.privacy: ' .. err.message)
+    end
+    require('ds4.ui').show('privacy', privacy.answer(result, model), 'ds4 privacy')
   end)
 end
 
@@ -452,6 +502,20 @@ function M.create()
     nargs = '*',
     complete = complete_flags('Ds4Summaries'),
     desc = "ds4: the session's summary graph as a tree, or Graphviz DOT ([--session=PATH] [dot])",
+  })
+  create('Ds4Privacy', M.privacy, {
+    nargs = '?',
+    complete = function(arg_lead)
+      local ds4 = require('ds4')
+      local models = { 'openai/gpt-4o', 'anthropic/claude-sonnet-4-5', 'ollama/qwen3-coder' }
+      if ds4.last_model then
+        table.insert(models, 1, ds4.last_model)
+      end
+      return vim.tbl_filter(function(m)
+        return vim.startswith(m, arg_lead)
+      end, models)
+    end,
+    desc = 'ds4: what a destination model may see under the privacy policy ([PROVIDER/MODEL])',
   })
   create('Ds4Health', M.health, { nargs = 0, desc = 'ds4: server and index health' })
   create(

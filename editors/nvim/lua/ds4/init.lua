@@ -17,6 +17,10 @@ local M = {}
 ---@type string?
 M.last_manifest_id = nil
 
+--- `provider/id` of the last plan's model (the default destination of :Ds4Privacy).
+---@type string?
+M.last_model = nil
+
 --- Configure and (by default) enable the `ds4` LSP config. Safe to call again.
 ---@param opts ds4.Options?
 function M.setup(opts)
@@ -44,6 +48,14 @@ function M.plan(params, cb, opts)
   client.request('ds4/plan', params, function(err, result)
     if result and type(result.manifestId) == 'string' then
       M.last_manifest_id = result.manifestId
+    end
+    local model = result and result.model
+    if
+      type(model) == 'table'
+      and type(model.provider) == 'string'
+      and type(model.id) == 'string'
+    then
+      M.last_model = model.provider .. '/' .. model.id
     end
     cb(err, result)
   end, opts)
@@ -114,6 +126,15 @@ function M.compact(params, cb, opts)
   client.request('ds4/compact', params, cb, opts)
 end
 
+--- Run the server command `command` with its one argument object `argument`.
+---@param command string
+---@param argument table
+---@param cb fun(err: table?, result: table?)
+---@param opts {bufnr: integer?}?
+local function execute_with(command, argument, cb, opts)
+  client.execute(command, cb, vim.tbl_extend('force', opts or {}, { arguments = { argument } }))
+end
+
 --- `ds4.summaries` (workspace/executeCommand): a session's summary graph. Params:
 --- `{ session = { file, leafId? }, format? = 'json'|'dot' }` (`dot` adds `result.dot`).
 ---@param params table
@@ -122,11 +143,19 @@ end
 function M.summaries(params, cb, opts)
   vim.validate('params', params, 'table')
   vim.validate('cb', cb, 'function')
-  client.execute(
-    'ds4.summaries',
-    cb,
-    vim.tbl_extend('force', opts or {}, { arguments = { params } })
-  )
+  execute_with('ds4.summaries', params, cb, opts)
+end
+
+--- `ds4.privacy` (workspace/executeCommand): what the destination `model` (`provider/id`,
+--- e.g. `openai/gpt-4o`) may see under the privacy policy. The result: `{ enabled, provider,
+--- class ('local'|'remote'), allowed, withheld, redactSecrets, explanation }`.
+---@param model string
+---@param cb fun(err: table?, result: table?)
+---@param opts {bufnr: integer?}?
+function M.privacy(model, cb, opts)
+  vim.validate('model', model, 'string')
+  vim.validate('cb', cb, 'function')
+  execute_with('ds4.privacy', { model = model }, cb, opts)
 end
 
 --- `ds4/compactCommitted`: the agent appended the compaction entry of `summary_id` (the

@@ -1,5 +1,5 @@
 --- Results as readable lines (no JSON dumps): plan, retrieve, manifest, health, rebuild,
---- compaction, summaries.
+--- compaction, summaries. The privacy parts are in `ds4.privacy`.
 --- Every function takes the server's result table and returns a list of lines.
 
 local M = {}
@@ -11,6 +11,7 @@ local function val(x)
   end
   return x
 end
+M.val = val
 
 --- A number with thousands separators (integers) or 3 decimals; '-' when missing.
 ---@param n number?
@@ -581,6 +582,15 @@ function M.plan(result, manifest)
     end
   end
 
+  -- What the destination may see, and what the privacy policy held back.
+  append(
+    lines,
+    require('ds4.privacy').section(
+      val(result.privacy) or (manifest and val(manifest.privacy)),
+      manifest and val(manifest.excluded)
+    )
+  )
+
   local warnings = val(result.warnings) or {}
   if #warnings > 0 then
     lines[#lines + 1] = ''
@@ -799,6 +809,7 @@ function M.manifest(manifest, list_items)
   end
   append(lines, M.project_section(manifest, project_items))
   append(lines, M.relevance_section(manifest.relevance))
+  append(lines, require('ds4.privacy').section(manifest.privacy, val(manifest.excluded)))
 
   local snippets = snippets_by_id(manifest)
   for _, section in ipairs({ 'included', 'excluded' }) do
@@ -922,6 +933,10 @@ function M.health(result, client_info)
   local project_line = M.project_status_line(val(result.project))
   if project_line then
     lines[#lines + 1] = '  project      ' .. project_line
+  end
+  local privacy_line = require('ds4.privacy').health_line(result.privacy)
+  if privacy_line then
+    lines[#lines + 1] = '  privacy      ' .. privacy_line
   end
   for _, n in ipairs(val(result.notices) or {}) do
     lines[#lines + 1] = '  notice: ' .. n

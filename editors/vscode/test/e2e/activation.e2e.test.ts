@@ -107,6 +107,7 @@ describe('the extension, activated without VS Code', { timeout: 120_000 }, () =>
       'ds4.client.copyCompactionEntry',
       'ds4.client.health',
       'ds4.client.plan',
+      'ds4.client.privacy',
       'ds4.client.rebuildIndex',
       'ds4.client.restartServer',
       'ds4.client.showManifest',
@@ -280,6 +281,47 @@ describe('the extension, activated without VS Code', { timeout: 120_000 }, () =>
     vscode.settings.set('compaction.useEditorModel', true);
     vscode.configurationChanged.fire({ affectsConfiguration: (section) => section === 'ds4' });
     await waitFor(() => vscode.outputLines.filter((line) => line.endsWith('(ds4/summarize offered)')).length === 2);
+  });
+
+  it('shows in the manifest what the privacy policy withheld from a remote model, and answers "DS4: Privacy Policy"', async () => {
+    const SECRET = 'hunter2-staging-0xC0FFEE';
+    const writer = new SessionWriter(join(workDir, 'sessions', 'private.jsonl'), '0a1b2c3d-e2e-private');
+    writer.turn(1, 'deploy');
+    writer.user(`The staging password is [ds4:local-only]${SECRET}[/ds4:local-only]; keep it on this machine.`);
+    writer.assistant('Understood: it stays local.');
+    const plan = await api.plan({
+      session: { file: writer.path },
+      request: 'what do we deploy next?',
+      model: { provider: 'openai', id: 'gpt-4o' },
+    });
+    assert.equal(plan.privacy?.destination?.kind, 'remote');
+    assert.ok((plan.privacy.withheld?.['local-only'] ?? 0) >= 1, JSON.stringify(plan.privacy));
+    assert.ok(!JSON.stringify(plan.messages).includes(SECRET), 'the local-only text never goes to openai');
+    vscode.clearWebview();
+    await vscode.commands.get('ds4.client.showManifest')?.();
+    const html = vscode.webviewHtml() ?? '';
+    assert.ok(html.includes(plan.manifestId));
+    assert.match(html, /destination <code>openai<\/code> · <strong>remote<\/strong> · may see normal, internal · secrets redacted/);
+    // The local-only row: classified, then withheld (at least one), then excluded.
+    assert.match(html, /<tr><td>local-only<\/td><td class="num">[\d,]+<\/td><td class="num">[1-9][\d,]*<\/td><td class="num">[\d,]+<\/td><\/tr>/);
+    assert.ok(!html.includes(SECRET));
+
+    // The #ds4History tool names vscode-lm (remote): the local-only text never reaches the chat model.
+    const tool = vscode.tools.get('ds4_retrieve_history') as HistoryTool;
+    const found = await tool.invoke({ input: { query: 'staging password', sessionFile: writer.path } });
+    assert.ok(!(found.content[0]?.value ?? '').includes(SECRET));
+
+    vscode.inputBoxAnswer = 'openai/gpt-4o';
+    await vscode.commands.get('ds4.client.privacy')?.();
+    assert.equal(
+      vscode.messages.at(-1)?.text,
+      'DS4 privacy: openai/gpt-4o is remote; may see normal, internal; withheld: sensitive, local-only; secrets redacted.',
+    );
+    assert.equal(vscode.shownDocuments.at(-1)?.uri, 'ds4-view:/privacy/openai_gpt-4o.md');
+    vscode.inputBoxAnswer = 'ollama/qwen3-coder';
+    await vscode.commands.get('ds4.client.privacy')?.();
+    assert.match(vscode.messages.at(-1)?.text ?? '', /^DS4 privacy: ollama\/qwen3-coder is local; may see normal, internal, sensitive, local-only; withheld: none; secrets not redacted\.$/);
+    vscode.inputBoxAnswer = '';
   });
 
   it('restarts the server when a launch setting changes, and reports a command it cannot start', async () => {

@@ -66,6 +66,13 @@ const USER_SETTINGS = {
   'modelAwareness.overrides': { 'anthropic/*': { contextWindow: 200000 } },
   'storage.busyTimeoutMs': 4000,
   'project.maxCommits': 5000,
+  'privacy.enabled': true,
+  'privacy.defaultClassification': 'normal',
+  'privacy.localProviders': ['faux', 'ollama', 'llama-cpp', 'lmstudio', 'my-gpu-box'],
+  'privacy.remoteDefaultAllowed': ['normal', 'internal'],
+  'privacy.remoteProviders': { 'azure-openai': ['normal', 'internal', 'sensitive'] },
+  'privacy.redactSecrets': true,
+  'privacy.historyToolProvider': 'vscode-lm',
 };
 
 /** The workspace's Git history: fixed dates and author, so the same hashes every run. */

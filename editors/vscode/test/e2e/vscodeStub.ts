@@ -115,6 +115,8 @@ export class StubVscode {
   private html: string | undefined;
   webviewOptions: unknown;
   inputBoxAnswer: string | undefined = '';
+  /** The options of every input box shown, in order. */
+  readonly inputBoxes: unknown[] = [];
   /** The button the next shown message answers with (then reset); default none. */
   nextMessageChoice: string | undefined;
   quickPick: (items: QuickPickAnswer[]) => QuickPickAnswer | undefined = (items) => items[0];
@@ -236,7 +238,10 @@ export class StubVscode {
         withProgress: (_options: unknown, task: (progress: { report(value: unknown): void }) => unknown) =>
           task({ report: () => undefined }),
         showQuickPick: (items: QuickPickAnswer[]) => Promise.resolve(this.quickPick(items)),
-        showInputBox: () => Promise.resolve(this.inputBoxAnswer),
+        showInputBox: (options: unknown) => {
+          this.inputBoxes.push(options);
+          return Promise.resolve(this.inputBoxAnswer);
+        },
         showOpenDialog: () =>
           Promise.resolve(this.openDialogAnswer === undefined ? undefined : [{ fsPath: this.openDialogAnswer }]),
         showTextDocument: (document: ReturnType<typeof documentOf>) => {

@@ -1,8 +1,8 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 
-import { formatHistoryForModel, historyToolParams, toolInvocationMessage, toolScopes } from '../../src/historyTool';
-import { commitHit, retrieveResult } from '../fixtures';
+import { formatHistoryForModel, historyToolParams, privacyNote, toolInvocationMessage, toolScopes } from '../../src/historyTool';
+import { commitHit, privacySummary, retrieveResult } from '../fixtures';
 
 describe('ds4_retrieve_history tool', () => {
   it('turns the model input into ds4/retrieve params, defaulting to the last session', () => {
@@ -12,6 +12,29 @@ describe('ds4_retrieve_history tool', () => {
     assert.deepEqual(historyToolParams({ query: 'x', sessionFile: '/s/other.jsonl' }, '/s/last.jsonl'), {
       params: { query: 'x', session: { file: '/s/other.jsonl' } },
     });
+  });
+
+  it('names the destination as model.provider, which the model cannot override', () => {
+    assert.deepEqual(historyToolParams({ query: 'deploy key' }, '/s/last.jsonl', { provider: 'vscode-lm' }), {
+      params: { query: 'deploy key', session: { file: '/s/last.jsonl' }, model: { provider: 'vscode-lm' } },
+    });
+    // An input field named like a params key does not reach the request.
+    assert.deepEqual(
+      historyToolParams({ query: 'x', scopes: ['git'], model: { provider: 'ollama' } }, undefined, { provider: 'vscode-lm' }),
+      { params: { query: 'x', scopes: ['git'], model: { provider: 'vscode-lm' } } },
+    );
+  });
+
+  it('tells the model, in counts, what the privacy policy held back', () => {
+    assert.equal(privacyNote(retrieveResult()), undefined, 'a server without privacy');
+    assert.equal(privacyNote(retrieveResult({ privacy: privacySummary({ redacted: 0, withheld: {}, excluded: {} }) })), undefined);
+    assert.equal(privacyNote(retrieveResult({ privacy: { ...privacySummary(), enabled: false } })), undefined);
+    const text = formatHistoryForModel(retrieveResult({ privacy: privacySummary() }));
+    assert.match(
+      text,
+      /\n\nPrivacy: 3 secret\(s\) redacted, 2 passage\(s\) withheld, 1 result\(s\) left out by the user's privacy policy for this destination\. Do not try to recover them\./,
+    );
+    assert.doesNotMatch(text, /local-only|OpenAI key|bearer/);
   });
 
   it('tells the model what to fix when the input is unusable', () => {

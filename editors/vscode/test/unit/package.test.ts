@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { describe, it } from 'node:test';
 
 import { HISTORY_TOOL_NAME } from '../../src/historyTool';
-import { HEALTH, REBUILD_INDEX, SUMMARIES } from '../../src/protocol';
+import { HEALTH, PRIVACY, REBUILD_INDEX, SUMMARIES } from '../../src/protocol';
 import { COMMANDS } from '../../src/status';
 
 const PACKAGE_ROOT = join(__dirname, '..', '..', '..');
@@ -31,6 +31,8 @@ const PURE_MODULES = [
   'sessionFiles',
   'summarize',
   'compactionView',
+  'privacyView',
+  'html',
 ];
 
 describe('extension manifest', () => {
@@ -44,13 +46,14 @@ describe('extension manifest', () => {
       'DS4: Compact Session',
       'DS4: Show Summary Graph',
       'DS4: Copy Compaction Entry',
+      'DS4: Privacy Policy',
     ]) {
       assert.ok(titles.includes(title), title);
     }
     const ids = packageJson.contributes.commands.map((command) => command.command);
     assert.deepEqual([...ids].sort(), Object.values(COMMANDS).sort());
     // vscode-languageclient registers the server's executeCommandProvider commands itself.
-    assert.ok(!ids.includes(REBUILD_INDEX) && !ids.includes(HEALTH) && !ids.includes(SUMMARIES));
+    assert.ok(!ids.includes(REBUILD_INDEX) && !ids.includes(HEALTH) && !ids.includes(SUMMARIES) && !ids.includes(PRIVACY));
   });
 
   it('declares the history tool with the input the tool reads', () => {

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 
 import { Ds4ContractError, type Ds4Connection, Ds4Requests, type WorkDoneProgressValue } from '../../src/requests';
-import { compactResult, healthResult, planResult, summariesResult } from '../fixtures';
+import { compactResult, healthResult, planResult, privacyAnswer, summariesResult } from '../fixtures';
 
 /** A connection that answers from `answers` and plays `progress` on the request's token. */
 function fakeConnection(answers: Record<string, unknown>, progress: WorkDoneProgressValue[] = []) {
@@ -39,6 +39,17 @@ function fakeConnection(answers: Record<string, unknown>, progress: WorkDoneProg
 }
 
 describe('ds4 requests', () => {
+  it('asks ds4.privacy about a destination, passing { model } as the one argument', async () => {
+    const { connection, sent } = fakeConnection({ 'ds4.privacy': privacyAnswer() });
+    const answer = await new Ds4Requests(connection).privacy({ model: 'openai/gpt-4o' });
+    assert.equal(answer.kind, 'remote');
+    const param = sent[0]?.param as { command: string; arguments: unknown[] };
+    assert.equal(param.command, 'ds4.privacy');
+    assert.deepEqual(param.arguments, [{ model: 'openai/gpt-4o' }]);
+    const bad = fakeConnection({ 'ds4.privacy': { ...privacyAnswer(), explanation: 5 } });
+    await assert.rejects(new Ds4Requests(bad.connection).privacy({ model: 'openai/gpt-4o' }), Ds4ContractError);
+  });
+
   it('sends ds4/plan params unchanged and returns the checked result', async () => {
     const { connection, sent } = fakeConnection({ 'ds4/plan': planResult() });
     const params = { session: { file: '/s.jsonl' }, request: 'next', fixedTokens: 10 };

@@ -7,7 +7,10 @@ import {
   buildConfigurationChange,
   buildInitializationOptions,
   CLIENT_SETTING_KEYS,
+  compactionDestination,
+  DEFAULT_HISTORY_TOOL_PROVIDER,
   expandPath,
+  historyToolDestination,
   LAUNCH_SETTING_KEYS,
   launchKey,
   readServerSettings,
@@ -71,6 +74,14 @@ describe('settings mapping', () => {
     assert.deepEqual(settings.modelAwareness, { enabled: true, overrides: {} });
     assert.deepEqual(settings.diagnostics, { storeContextManifest: true, logLevel: 'info' });
     assert.deepEqual(settings.storage, { busyTimeoutMs: 5000 });
+    assert.deepEqual(settings.privacy, {
+      enabled: true,
+      defaultClassification: 'normal',
+      localProviders: ['faux', 'ollama', 'llama-cpp', 'lmstudio'],
+      remoteDefaultAllowed: ['normal', 'internal'],
+      remoteProviders: {},
+      redactSecrets: true,
+    });
     assert.equal(settings.enabled, true);
     assert.equal(settings.server, undefined);
     assert.equal(settings.databasePath, undefined);
@@ -98,6 +109,58 @@ describe('settings mapping', () => {
       assert.ok(SERVER_SETTING_KEYS.includes(key), key);
       assert.ok(properties[`ds4.${key}`], `package.json contributes ds4.${key}`);
     }
+  });
+
+  it('forwards the privacy settings a user changes, nested under privacy, at start and on change', () => {
+    const remoteProviders = Object.freeze({ 'azure-openai': ['normal', 'internal', 'sensitive'] });
+    const values = {
+      'privacy.enabled': true,
+      'privacy.defaultClassification': 'internal',
+      'privacy.localProviders': ['ollama', 'my-gpu-box'],
+      'privacy.remoteDefaultAllowed': ['normal'],
+      'privacy.remoteProviders': remoteProviders,
+      'privacy.redactSecrets': false,
+      'privacy.historyToolProvider': 'ollama',
+    };
+    const privacy = {
+      enabled: true,
+      defaultClassification: 'internal',
+      localProviders: ['ollama', 'my-gpu-box'],
+      remoteDefaultAllowed: ['normal'],
+      remoteProviders: { 'azure-openai': ['normal', 'internal', 'sensitive'] },
+      redactSecrets: false,
+    };
+    assert.deepEqual(readServerSettings(reader(values)), { privacy });
+    assert.deepEqual(buildInitializationOptions(true, reader(values), PATHS), { trusted: true, settings: { privacy } });
+    assert.deepEqual(buildConfigurationChange(false, reader({ 'privacy.enabled': false })), {
+      settings: { ds4: { privacy: { enabled: false }, trusted: false } },
+    });
+    // Only what is set is sent: an unset key is left to the server's default.
+    assert.deepEqual(readServerSettings(reader({ 'privacy.redactSecrets': true })), { privacy: { redactSecrets: true } });
+    for (const key of Object.keys(privacy)) {
+      assert.ok(SERVER_SETTING_KEYS.includes(`privacy.${key}`), key);
+    }
+  });
+
+  it('names the #ds4History destination: ds4.privacy.historyToolProvider, else vscode-lm (remote)', () => {
+    assert.equal(DEFAULT_HISTORY_TOOL_PROVIDER, 'vscode-lm');
+    assert.deepEqual(historyToolDestination(reader({})), { provider: 'vscode-lm' });
+    assert.deepEqual(historyToolDestination(reader({ 'privacy.historyToolProvider': ' ollama ' })), { provider: 'ollama' });
+    for (const value of ['', '   ', 3, null]) {
+      assert.deepEqual(historyToolDestination(reader({ 'privacy.historyToolProvider': value })), { provider: 'vscode-lm' }, String(value));
+    }
+    const setting = properties['ds4.privacy.historyToolProvider'];
+    assert.ok(setting);
+    assert.equal(setting.default, 'vscode-lm');
+    assert.match(setting.markdownDescription ?? '', /remote/);
+    assert.ok(CLIENT_SETTING_KEYS.includes('privacy.historyToolProvider'));
+    assert.ok(!SERVER_SETTING_KEYS.includes('privacy.historyToolProvider'));
+  });
+
+  it('names VS Code chat models as the destination of compaction prompts while they write them', () => {
+    assert.deepEqual(compactionDestination(reader({})), { provider: 'vscode-lm' });
+    assert.deepEqual(compactionDestination(reader({ 'compaction.useEditorModel': true })), { provider: 'vscode-lm' });
+    assert.equal(compactionDestination(reader({ 'compaction.useEditorModel': false })), undefined);
   });
 
   it('builds initializationOptions with trust, settings and an expanded database path', () => {
@@ -155,10 +218,19 @@ describe('package.json settings', () => {
   });
 
   it('never sends the client settings to the server', () => {
-    const settings = readServerSettings(reader({ 'compaction.useEditorModel': false, 'compaction.modelFamily': 'gpt-4o', 'compaction.enabled': true }));
+    const settings = readServerSettings(
+      reader({ 'compaction.useEditorModel': false, 'compaction.modelFamily': 'gpt-4o', 'compaction.enabled': true, 'privacy.historyToolProvider': 'ollama' }),
+    );
     assert.deepEqual(settings, { compaction: { enabled: true } });
     assert.equal(properties['ds4.compaction.useEditorModel']?.default, true);
     assert.equal(properties['ds4.compaction.modelFamily']?.default, '');
+  });
+
+  it('offers the four privacy levels, and never local-only to remote providers', () => {
+    const schema = packageJson.contributes.configuration.properties as unknown as Record<string, { enum?: string[]; items?: { enum?: string[] }; additionalProperties?: { items?: { enum?: string[] } } }>;
+    assert.deepEqual(schema['ds4.privacy.defaultClassification']?.enum, ['normal', 'internal', 'sensitive', 'local-only']);
+    assert.deepEqual(schema['ds4.privacy.remoteDefaultAllowed']?.items?.enum, ['normal', 'internal', 'sensitive']);
+    assert.deepEqual(schema['ds4.privacy.remoteProviders']?.additionalProperties?.items?.enum, ['normal', 'internal', 'sensitive']);
   });
 
   it('restricts the launch settings in untrusted workspaces (a workspace must not pick the command)', () => {
