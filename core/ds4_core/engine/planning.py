@@ -45,10 +45,12 @@ from ..retrieval import (
     render_evidence,
     retrieve_history,
 )
+from ..retrieval.floor import BelowFloor
 from ..sessions import SessionContext
+from ..sessions.context import match_messages
 from ..store import summaries as summary_repo
 from ..store.database import utc_now_iso
-from ..tokens import ESTIMATOR_VERSION, estimate_message_tokens, stable_json
+from ..tokens import ESTIMATOR_VERSION, estimate_message_tokens
 from ..wire import camel_case
 from .context import EngineContext
 from .convert import from_attributes
@@ -215,9 +217,12 @@ class Planner:
         if plan.mode == "managed" and plan.estimated_tokens > prepared.budget.hard_input_limit:
             # placeholders and redaction markers made the plan larger: plan again with the
             # sizes as sent (rare; `sanitizing.sent_tokens`)
-            plan, sanitizer, screened = self._replan_as_sent(
-                prepared, plan, request.fixed_tokens, config, target, retrieval, project
+            below = below_floor_of(retrieval, project)
+            again = self._replan_as_sent(
+                prepared, plan, request.fixed_tokens, config, target, below
             )
+            if again is not None:
+                plan, sanitizer = again
         privacy = sanitizer.counters.to_wire(sanitizer.target)
         manifest_id = new_manifest_id()
         retrieved = [
@@ -272,37 +277,30 @@ class Planner:
         fixed_tokens: int,
         config: Config,
         target: Destination,
-        retrieval: HistoryRetrieval | None,
-        project: ValidatedSearch | None,
-    ) -> tuple[ContextPlan, Sanitizer, Screened]:
+        below: Sequence[BelowFloor],
+    ) -> tuple[ContextPlan, Sanitizer] | None:
         """The plan again, its native messages counted at their size as sent (after
-        placeholders and redaction), sanitized; falls back like `plan` when planning fails."""
+        placeholders and redaction), sanitized; None when planning fails (the caller keeps
+        the first plan)."""
         tokens = list(prepared.message_tokens)
         for index, size in sent_tokens(sanitized, prepared.source_ids).items():
             tokens[index] = size
-        resized = replace(prepared, message_tokens=tokens)
         screened = Screened()
         try:
+            resized = replace(prepared, message_tokens=tokens)
             plan, _, _ = self.managed_plan(resized, fixed_tokens, config, target, screened)
-        except Exception as exc:  # fail open, as in `plan`
-            log.warning("replan failed open: error=%s", describe_failure(exc))
-            plan = fallback_plan(
-                prepared.messages,
-                f"internal error while planning ({type(exc).__name__})",
-                fixed_tokens=fixed_tokens,
-                message_source_ids=prepared.source_ids,
-                hard_input_limit=prepared.budget.hard_input_limit,
-            )
-        plan = with_floor_exclusions(plan, below_floor_of(retrieval, project))
+        except Exception as exc:  # fail open, as in `plan`: the first plan stands
+            log.warning("replan failed: error=%s", describe_failure(exc))
+            return None
         sanitizer = Sanitizer(target)
         plan = sanitize_plan(
-            plan,
+            with_floor_exclusions(plan, below),
             sanitizer,
             fixed_tokens=fixed_tokens,
             screened=screened,
             source_ids=prepared.source_ids,
         )
-        return plan, sanitizer, screened
+        return plan, sanitizer
 
     def managed_plan(
         self,
@@ -473,7 +471,7 @@ class Planner:
                 source_ids: list[str | None] = list(context.message_entry_ids)
                 tokens = list(context_tokens)
             else:
-                built, source_ids = _match_messages(messages, context)
+                built, source_ids = match_messages(messages, context)
         else:
             built = list(messages or [])
             source_ids = [None] * len(built)
@@ -590,22 +588,3 @@ def _append_request(
             }
         )
         source_ids.append(None)
-
-
-def _match_messages(
-    messages: list[dict[str, Any]], context: SessionContext
-) -> tuple[list[dict[str, Any]], list[str | None]]:
-    """Map caller-supplied messages to session entry ids by fingerprint (stable JSON).
-
-    ds4 maps the `context` hook's messages back to entries the same way (docs/reference.md §5).
-    Unmatched messages get None.
-    """
-    by_fingerprint: dict[str, list[str]] = {}
-    for message, entry_id in zip(context.messages, context.message_entry_ids, strict=False):
-        if entry_id is not None:
-            by_fingerprint.setdefault(stable_json(message), []).append(entry_id)
-    ids: list[str | None] = []
-    for message in messages:
-        candidates = by_fingerprint.get(stable_json(message))
-        ids.append(candidates.pop(0) if candidates else None)
-    return list(messages), ids

@@ -38,6 +38,7 @@ from typing import Any, Literal
 
 from ds4_core.json_bounds import echo
 from ds4_core.sessions.reader import SessionEntry, SessionFormatError, storable_id
+from ds4_core.tokens import stable_json
 
 DEFAULT_THINKING_LEVEL = "off"
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -367,3 +368,22 @@ def context_for_path(path: list[SessionEntry], thinking_level: str | None = None
         else current_thinking_level(path),
         path_entry_ids=[entry.entry_id for entry in path],
     )
+
+
+def match_messages(
+    messages: list[dict[str, Any]], context: SessionContext
+) -> tuple[list[dict[str, Any]], list[str | None]]:
+    """Map caller-supplied messages to session entry ids by fingerprint (stable JSON).
+
+    ds4 maps the `context` hook's messages back to entries the same way (docs/reference.md §5).
+    Unmatched messages get None.
+    """
+    by_fingerprint: dict[str, list[str]] = {}
+    for message, entry_id in zip(context.messages, context.message_entry_ids, strict=False):
+        if entry_id is not None:
+            by_fingerprint.setdefault(stable_json(message), []).append(entry_id)
+    ids: list[str | None] = []
+    for message in messages:
+        candidates = by_fingerprint.get(stable_json(message))
+        ids.append(candidates.pop(0) if candidates else None)
+    return list(messages), ids
