@@ -170,3 +170,42 @@ def test_deeply_nested_and_many_markers_parse_in_one_pass() -> None:
     assert parsed.floor == "normal" and {s.level for s in parsed.segments} == {"internal"}
     unclosed = parse("[ds4:internal]x" * 20000)
     assert unclosed.floor == "internal"
+
+
+def test_secrets_in_tool_data_objects_are_redacted() -> None:
+    arguments = {
+        "env": {"DB_PASSWORD": "Zk4rT9pLw2Qx"},
+        "headers": {"Authorization": "Bearer abcdefghijklmnopq"},
+        "argv": ["deploy", "--password", "Pq8wE3rT6yU1"],
+        "password": 987654321012,
+        "pw": "Gh4jK7lZ1xC3",
+        "X-API-Key": "Xa7pQ2mZ9kL4",
+        "path": "src/tokens.py",
+    }
+    message = {
+        "role": "assistant",
+        "content": [{"type": "toolCall", "id": "c", "name": "deploy", "arguments": arguments}],
+    }
+    out = Sanitizer(destination(DEFAULT_CONFIG, "openai")).message(message).value
+    sent = json.dumps(out)
+    for value in ("Zk4rT9pLw2Qx", "abcdefghijklmnopq", "Pq8wE3rT6yU1", "987654321012"):
+        assert value not in sent
+    for value in ("Gh4jK7lZ1xC3", "Xa7pQ2mZ9kL4"):
+        assert value not in sent
+    assert out["content"][0]["arguments"]["path"] == "src/tokens.py"
+    local = Sanitizer(destination(DEFAULT_CONFIG, "ollama")).message(message).value
+    assert local["content"][0]["arguments"] == arguments
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "password=Hunter2Xyz99 (see docs)",
+        "api_key=ApIkEy4455zQ [ds4:local-only]q[/ds4:local-only]",
+        "client_secret=Cs7dF2gH5jK8 [dev]",
+    ],
+)
+def test_a_value_followed_by_a_bracket_is_still_a_secret(line: str) -> None:
+    value = line.split("=", 1)[1].split(" ", 1)[0]
+    out = Sanitizer(destination(DEFAULT_CONFIG, "openai")).text(line)
+    assert value not in out and "[DS4 REDACTED SECRET]" in out

@@ -61,6 +61,7 @@ from .project import ProjectService
 from .relevance import below_floor_of, relevance_summary, with_floor_exclusions
 from .sanitizing import (
     SNIPPET_LEVELS,
+    QuotedRedaction,
     Screened,
     plan_destination,
     sanitize_plan,
@@ -328,16 +329,28 @@ class Planner:
         request = visible_text(target, last_user_text(prepared.messages) or "")
         if prepared.session_id is not None:
             retrieval = self.history_evidence(prepared, dry, config, query=request)
-            supplements += [
-                _supplement("history", h.entry_key, render_evidence(h), h.score)
-                for h in retrieval.hits
-            ]
         project = self._project_search(prepared, config, prepared.warnings, request)
         workspace = self._project.workspace
+        quoted = QuotedRedaction(target, source_secrets(retrieval.hits) if retrieval else {})
+        if retrieval is not None:
+            supplements += [
+                _supplement(
+                    "history",
+                    h.entry_key,
+                    render_evidence(replace(h, excerpt=quoted(h.entry_key, h.excerpt))),
+                    h.score,
+                )
+                for h in retrieval.hits
+            ]
         if project is not None and workspace is not None:
             render = workspace.render
             supplements += [
-                _supplement("project", h.snippet_id, render(h, project.head_of(h)), h.score)
+                _supplement(
+                    "project",
+                    h.snippet_id,
+                    render(replace(h, text=quoted(h.snippet_id, h.text)), project.head_of(h)),
+                    h.score,
+                )
                 for h in project.retrieval.hits
             ]
         if target is not None and target.enabled and supplements:
@@ -349,11 +362,7 @@ class Planner:
                     )
                 )
             supplements = screen_supplements(
-                target,
-                supplements,
-                screened or Screened(),
-                floors,
-                source_secrets(retrieval.hits) if retrieval is not None else {},
+                target, supplements, screened or Screened(), floors, quoted.counted
             )
         if not supplements:
             return dry, retrieval, project

@@ -76,22 +76,48 @@ class Screened:
     kept: dict[int, tuple[Any, str, PrivacyCounters]] = field(default_factory=dict)
 
 
+class QuotedRedaction:
+    """Secrets redacted out of quoted text BEFORE it is rendered into a supplement: the
+    rendering writes the text as a JSON string, whose escapes hide a secret's shape
+    (`\\"api_key\\": \\"...\\"`). Called `(source_id, text)`; markers are kept (the rendered
+    message is still classified by them); what it redacts is counted per source id in
+    `counted` (merged into the plan's counters when the supplement is sent). A no-op without
+    a destination that redacts. `secrets[source_id]` are the secret lines of the text the
+    quoted text was cut from."""
+
+    def __init__(self, target: Destination | None, secrets: Mapping[str, Sequence[str]]) -> None:
+        self.target = target
+        self.secrets = secrets
+        self.counted: dict[str, PrivacyCounters] = {}
+
+    def __call__(self, source_id: str, text: str) -> str:
+        if self.target is None or not self.target.enabled or not self.target.redact:
+            return text
+        scratch = Sanitizer(self.target)
+        out = scratch.redacted_text(text, secrets=self.secrets.get(source_id, ()))
+        self.counted[source_id] = scratch.counters
+        return out
+
+
 def screen_supplements(
     target: Destination,
     supplements: Sequence[Supplement],
     screened: Screened,
     floors: Mapping[str, str] | None = None,
-    secrets: Mapping[str, Sequence[str]] | None = None,
+    counted: Mapping[str, PrivacyCounters] | None = None,
 ) -> list[Supplement]:
     """The supplements the destination may receive, each written for it (markers removed,
     secrets redacted) with its `classification` and re-estimated `tokens`; the others become
     excluded items in `screened.dropped` (metadata only, reason `excluded due to privacy
-    policy`). `floors[source_id]` is the least level of a supplement and `secrets[source_id]`
-    the secret lines of the text it was cut from (see the module docstring); a supplement
-    missing from them is judged on its own text."""
+    policy`). `floors[source_id]` is the least level of a supplement (see the module
+    docstring; a supplement missing from it is judged on its own text) and `counted[source_id]`
+    what was redacted of its quoted text before rendering (`QuotedRedaction`)."""
     kept: list[Supplement] = []
     for supplement in supplements:
         scratch = Sanitizer(target)
+        earlier = (counted or {}).get(supplement.source_id)
+        if earlier is not None:
+            scratch.counters.merge(earlier)
         floor = (floors or {}).get(supplement.source_id, "normal")
         admitted, level = scratch.admits(supplement.message, floor)
         if not admitted:
@@ -107,8 +133,7 @@ def screen_supplements(
                 )
             )
             continue
-        known = (secrets or {}).get(supplement.source_id, ())
-        message = scratch.message(supplement.message, count=False, secrets=known).value
+        message = scratch.message(supplement.message, count=False).value
         screened.kept[id(message)] = (message, level, scratch.counters)
         kept.append(
             replace(

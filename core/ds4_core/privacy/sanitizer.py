@@ -20,6 +20,7 @@ fail closed on any exception: an empty request, never the raw one.
 
 from __future__ import annotations
 
+import json
 import threading
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
@@ -27,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from .levels import LEVELS, Level, highest
-from .markers import Parsed, has_marker, parse, render
+from .markers import Parsed, has_marker, parse, placeholder, render
 from .policy import Destination
 from .redaction import SECRET_MARKER, Redacted, redact_secrets
 from .secrets import MIN_SECRET_LINE_CHARS, may_hold_secret
@@ -204,6 +205,19 @@ class Sanitizer:
         finally:
             self._literals = ()
 
+    def redacted_text(self, text: str, *, secrets: Sequence[str] = ()) -> str:
+        """`text` with its secrets (and the known `secrets` lines) redacted for a remote
+        destination, markers left in place: for quoted text before it is rendered into a
+        message (the rendering escapes it, which hides a secret's shape), so that the
+        rendered message is still classified by its markers."""
+        if not self.target.enabled:
+            return text
+        self._literals = secrets
+        try:
+            return self._redacted(text)
+        finally:
+            self._literals = ()
+
     # ----------------------------------------------------------------- internals
 
     @property
@@ -263,14 +277,18 @@ class Sanitizer:
                     inside = data or key in DATA_KEYS
                     structural_key = not data and key in STRUCTURAL_KEYS
                     new = self._rewrite(item, floor, parsed, level, structural_key, inside)
+                    if inside and not data and isinstance(new, Mapping | list | tuple):
+                        new = self._data_redacted(new, highest((level,), floor))
                 new_key = self._key(key, floor) if data and isinstance(key, str) else key
                 if new is not item or new_key is not key:
                     if out is None:
                         out = dict(value)
                     if new_key is not key:
                         out.pop(key, None)
+                        base, number = new_key, 1
                         while new_key in out:  # two keys written alike: keep both
-                            new_key += "\u200b"
+                            number += 1
+                            new_key = f"{base} ({number})"
                     out[new_key] = new
             return value if out is None else out
         if isinstance(value, list | tuple):
@@ -283,6 +301,69 @@ class Sanitizer:
                     items[index] = new
             return value if items is None else items
         return value
+
+    def _data_redacted(self, value: Any, level: Level) -> Any:
+        """Tool data (`DATA_KEYS`) whose secrets only show as JSON: a value under a secret's
+        key (`{"password": "..."}`, `{"DB_PASSWORD": 12345678}`), a value after a
+        `"--password"` argument. Redacted on its JSON text (redaction keeps JSON valid) and
+        read back; numbers of a message whose level is withheld become placeholders too. An
+        answer that does not read back as JSON is replaced whole (fail closed)."""
+        if not self.target.allows(level):
+            value = _scalars_withheld(value, placeholder(level))
+        if not self.target.redact:
+            return value
+        value = self._named_secrets(value)
+        text = json.dumps(value, ensure_ascii=False)
+        redacted = REDACTIONS.redact(text)
+        if not redacted.count:
+            return value
+        self.counters.redacted += redacted.count
+        for kind, n in redacted.by_kind.items():
+            self.counters.count(self.counters.redacted_by_kind, kind, n)
+        try:
+            return json.loads(redacted.text)
+        except ValueError:
+            return SECRET_MARKER
+
+    def _named_secrets(self, value: Any) -> Any:
+        """Tool data with the value of every secret-named key (`SECRET_NAMES`, ignoring case,
+        `-` and `_`: `pw`, `DB_PASSWORD`, `apiKey`) and the argument after a secret-named
+        option (`"--password", "<value>"`) replaced; the same object when none."""
+        if isinstance(value, Mapping):
+            out: dict[Any, Any] | None = None
+            for key, item in value.items():
+                if isinstance(key, str) and _secret_name(key) and _is_secret_scalar(item):
+                    new: Any = SECRET_MARKER
+                    self._count_named()
+                else:
+                    new = self._named_secrets(item)
+                if new is not item:
+                    out = dict(value) if out is None else out
+                    out[key] = new
+            return value if out is None else out
+        if isinstance(value, list | tuple):
+            items: list[Any] | None = None
+            for index, item in enumerate(value):
+                previous = value[index - 1] if index else None
+                if (
+                    isinstance(previous, str)
+                    and previous.startswith("-")
+                    and _secret_name(previous.lstrip("-"))
+                    and _is_secret_scalar(item)
+                ):
+                    new = SECRET_MARKER
+                    self._count_named()
+                else:
+                    new = self._named_secrets(item)
+                if new is not item:
+                    items = list(value) if items is None else items
+                    items[index] = new
+            return value if items is None else items
+        return value
+
+    def _count_named(self) -> None:
+        self.counters.redacted += 1
+        self.counters.count(self.counters.redacted_by_kind, NAMED_SECRET_KIND)
 
     def _key(self, key: str, floor: Level) -> str:
         """An object key of tool data written for the destination (the same object when it
@@ -340,6 +421,43 @@ class Sanitizer:
             self.counters.redacted += found
             self.counters.count(self.counters.redacted_by_kind, CUT_SECRET_KIND, found)
         return "\n".join(lines)
+
+
+SECRET_NAMES = frozenset(
+    {"pw", "pwd", "pass", "passwd", "password", "passphrase", "secret", "token", "apikey",
+     "accesskey", "privatekey", "clientsecret", "authorization", "credential", "credentials"}
+)  # fmt: skip
+"""Key and option names whose value in tool data is a secret (compared lower-cased, without
+`-` and `_`; also as the end of a longer name: `dbpassword`, `githubtoken`)."""
+
+NAMED_SECRET_KIND = "secret by its name in tool data"
+"""`redactedByKind` of a value replaced because of its key or option name."""
+
+
+def _secret_name(name: str) -> bool:
+    folded = name.lower().replace("-", "").replace("_", "")
+    return folded in SECRET_NAMES or (
+        len(folded) > 4 and folded.endswith(("password", "passwd", "secret", "token", "apikey"))
+    )
+
+
+def _is_secret_scalar(value: Any) -> bool:
+    """A value that may be a secret: a string of 4 or more characters that is not already a
+    marker, or a number."""
+    if isinstance(value, str):
+        return len(value) >= 4 and not value.startswith("[DS4 ")
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _scalars_withheld(value: Any, text: str) -> Any:
+    """`value` with every number replaced by `text` (strings were rewritten already)."""
+    if isinstance(value, Mapping):
+        return {key: _scalars_withheld(item, text) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_scalars_withheld(item, text) for item in value]
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return text
+    return value
 
 
 class RedactionCache:
