@@ -34,4 +34,5 @@ def test_every_method_and_command_is_registered_on_a_fresh_server() -> None:
             "ds4.health",
             "ds4.projectStatus",
             "ds4.summaries",
+            "ds4.privacy",
         }
