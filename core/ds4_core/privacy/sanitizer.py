@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 import threading
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -31,7 +31,7 @@ from .levels import LEVELS, Level, highest
 from .markers import Parsed, has_marker, parse, placeholder, render
 from .policy import Destination
 from .redaction import SECRET_MARKER, Redacted, redact_secrets
-from .secrets import MIN_SECRET_LINE_CHARS, may_hold_secret
+from .secrets import MIN_SECRET_LINE_CHARS
 
 STRUCTURAL_KEYS = frozenset(
     {
@@ -238,7 +238,7 @@ class Sanitizer:
                     result = parse(item, self._default)
                     parsed[id(item)] = result
                     floor = highest((result.floor,), floor)
-            elif isinstance(item, Mapping):
+            elif isinstance(item, dict):
                 if item.get("type") == "image":  # binary data: emptied or kept, never parsed
                     stack.extend(v for k, v in item.items() if k != "data")
                 else:
@@ -267,7 +267,7 @@ class Sanitizer:
             if not self.target.allows(highest((self._default,), floor)):
                 return self._string(value, parse(value, self._default), floor)
             return self._redacted(value)
-        if isinstance(value, Mapping):
+        if isinstance(value, dict):
             binary = value.get("type") == "image" and isinstance(value.get("data"), str)
             out: dict[str, Any] | None = None
             for key, item in value.items():
@@ -277,7 +277,7 @@ class Sanitizer:
                     inside = data or key in DATA_KEYS
                     structural_key = not data and key in STRUCTURAL_KEYS
                     new = self._rewrite(item, floor, parsed, level, structural_key, inside)
-                    if inside and not data and isinstance(new, Mapping | list | tuple):
+                    if inside and not data and isinstance(new, dict | list | tuple):
                         new = self._data_redacted(new, highest((level,), floor))
                 new_key = self._key(key, floor) if data and isinstance(key, str) else key
                 if new is not item or new_key is not key:
@@ -329,7 +329,7 @@ class Sanitizer:
         """Tool data with the value of every secret-named key (`SECRET_NAMES`, ignoring case,
         `-` and `_`: `pw`, `DB_PASSWORD`, `apiKey`) and the argument after a secret-named
         option (`"--password", "<value>"`) replaced; the same object when none."""
-        if isinstance(value, Mapping):
+        if isinstance(value, dict):
             out: dict[Any, Any] | None = None
             for key, item in value.items():
                 if isinstance(key, str) and _secret_name(key) and _is_secret_scalar(item):
@@ -451,7 +451,7 @@ def _is_secret_scalar(value: Any) -> bool:
 
 def _scalars_withheld(value: Any, text: str) -> Any:
     """`value` with every number replaced by `text` (strings were rewritten already)."""
-    if isinstance(value, Mapping):
+    if isinstance(value, dict):
         return {key: _scalars_withheld(item, text) for key, item in value.items()}
     if isinstance(value, list | tuple):
         return [_scalars_withheld(item, text) for item in value]
@@ -460,13 +460,18 @@ def _scalars_withheld(value: Any, text: str) -> Any:
     return value
 
 
+MIN_CACHED_CHARS = 8
+"""Strings shorter than this hold no secret (`password=x` is the shortest shape a rule takes:
+a key, a separator and 4 characters) and are answered without a lookup."""
+
+
 class RedactionCache:
     """`redact_secrets` results by text, most recently used kept, at most `max_chars`
     characters in all (each entry counts its key, its redacted text when that differs, and
     `ENTRY_OVERHEAD_CHARS`). Plans of one session quote the same strings again and again (the
-    session cache keeps the parsed messages), so a string is redacted once, then looked up;
-    strings in which no secret pattern's anchor occurs (`may_hold_secret` is False: most of
-    them) are answered at once and never kept. Thread-safe; a result is the same as
+    session cache keeps the parsed messages), so a string is redacted (or found to hold no
+    secret pattern's anchor) once, then looked up; strings shorter than `MIN_CACHED_CHARS`
+    cannot hold a secret (the shortest value any rule takes is 4 characters after a key). Thread-safe; a result is the same as
     `redact_secrets(text)` (a pure function)."""
 
     ENTRY_OVERHEAD_CHARS = 256
@@ -480,8 +485,8 @@ class RedactionCache:
 
     def redact(self, text: str) -> Redacted:
         """`redact_secrets(text)`, from the cache when `text` was redacted before."""
-        if not may_hold_secret(text):
-            return Redacted(text, 0, {})
+        if len(text) < MIN_CACHED_CHARS:
+            return Redacted(text, 0, {})  # too short to hold a secret
         with self._lock:
             hit = self._items.get(text)
             if hit is not None:
