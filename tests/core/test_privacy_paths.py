@@ -20,6 +20,7 @@ from ds4_core.privacy.policy import destination
 from ds4_core.privacy.sanitizer import Sanitizer
 from ds4_core.requests import (
     CompactRequest,
+    ManifestRequest,
     ModelSpec,
     PlanRequest,
     RetrieveRequest,
@@ -209,3 +210,41 @@ def test_a_value_followed_by_a_bracket_is_still_a_secret(line: str) -> None:
     value = line.split("=", 1)[1].split(" ", 1)[0]
     out = Sanitizer(destination(DEFAULT_CONFIG, "openai")).text(line)
     assert value not in out and "[DS4 REDACTED SECRET]" in out
+
+
+def test_a_secret_in_the_request_never_picks_or_names_evidence(engine, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    session = tmp_path / "s.jsonl"
+    writer = SessionWriter(session)
+    writer.user("the galago db login uses password GaLaGo7Qz91x for now")
+    writer.assistant("noted the galago login")
+    filler(writer)
+    planned = engine.plan(
+        PlanRequest(
+            session=SessionRef(str(session)),
+            request="galago db login fails with password=GaLaGo7Qz91x",
+            model=REMOTE,
+        )
+    ).to_wire()
+    assert "GaLaGo7Qz91x" not in json.dumps(planned)
+    manifest = engine.manifest(ManifestRequest(id=planned["manifestId"], view="full")).to_wire()
+    assert "GaLaGo7Qz91x" not in json.dumps(manifest)
+
+
+@pytest.mark.parametrize(
+    ("line", "value"),
+    [
+        ("run: mysqldump --password WaLlAbY5566zQ db", "WaLlAbY5566zQ"),
+        ('["pg_dump", "--password", "Xq9zLm22Pw"]', "Xq9zLm22Pw"),
+        ('{"pw":"Gh4jK7lZ1xC3", "signingKey": "Sk9dLs8Qw22"}', "Gh4jK7lZ1xC3"),
+        ('{"pw":"Gh4jK7lZ1xC3", "signingKey": "Sk9dLs8Qw22"}', "Sk9dLs8Qw22"),
+        ('password="Hunter2Xyz99', "Hunter2Xyz99"),
+    ],
+)
+def test_command_line_json_and_cut_shapes_are_redacted(line: str, value: str) -> None:
+    out = Sanitizer(destination(DEFAULT_CONFIG, "openai")).text(line)
+    assert value not in out
+
+
+def test_variables_and_placeholders_in_those_shapes_stay() -> None:
+    for line in ('--password "$PW"', "--token <your token>", "def f(password: str, token: int)"):
+        assert Sanitizer(destination(DEFAULT_CONFIG, "openai")).text(line) == line

@@ -108,6 +108,14 @@ class Retriever:
         project = sanitize_hits(sanitizer, project, rewrite=named, key=_snippet_id, floors=floors)
         if git is not None:
             git = sanitize_hits(sanitizer, git, rewrite=named)
+        for scope, hits in (("history", history), ("project", project), ("git", git or ())):
+            entry = relevance.get(scope)
+            if isinstance(entry, dict) and entry.get("sent", 0) > len(hits):  # privacy dropped
+                relevance[scope] = {
+                    **entry,
+                    "sent": len(hits),
+                    "why": entry.get("why") or (None if hits else PRIVACY_WHY),
+                }
         if named and query is not None:
             query = sanitizer.text(query)  # echoed back to whoever reads the hits
         privacy = sanitizer.counters.to_wire(sanitizer.target)
@@ -283,6 +291,10 @@ class Retriever:
             len(found.dropped),
         )
         return found.retrieval.status, tuple(hits)
+
+
+PRIVACY_WHY = "every match was left out by the privacy policy (its level is withheld)"
+"""`relevance.<scope>.why` when privacy left out every hit the search sent."""
 
 
 def _entry_key(hit: HistoryHit) -> str:

@@ -14,6 +14,7 @@ closed: `sanitize_plan` turns any exception into an empty request with a fallbac
 from __future__ import annotations
 
 import logging
+import re
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
@@ -29,7 +30,12 @@ from ..planner.groups import SUMMARY_ROLES
 from ..privacy.levels import Level, highest
 from ..privacy.markers import has_marker, line_span_level, parse
 from ..privacy.policy import Destination, destination
-from ..privacy.sanitizer import PRIVACY_EXCLUSION_REASON, PrivacyCounters, Sanitizer
+from ..privacy.sanitizer import (
+    PRIVACY_EXCLUSION_REASON,
+    REDACTIONS,
+    PrivacyCounters,
+    Sanitizer,
+)
 from ..results import CommitHit, HistoryHit, ProjectHit
 from ..tokens import estimate_message_tokens
 from .profiles import UNKNOWN
@@ -38,22 +44,25 @@ log = logging.getLogger("ds4_core.engine")
 
 
 def visible_text(target: Destination | None, text: str) -> str:
-    """`text` without the segments `target` may not see (no placeholders: the words of what
-    it may see, e.g. for a search), markers removed; `text` itself without a destination,
-    when privacy is off or when it holds no marker."""
-    if (
-        target is None
-        or not target.enabled
-        or not has_marker(text)
-        and target.allows(target.default_level)
-    ):
+    """`text` as words `target` may see, for a search: without the segments it may not see
+    (no placeholders), markers removed, and for a remote destination without its secrets (a
+    secret in the request must never pick evidence, whose reason would name it); `text`
+    itself without a destination or when privacy is off."""
+    if target is None or not target.enabled:
         return text
-    parsed = parse(text, target.default_level)
-    return "".join(
-        segment.text
-        for segment in parsed.segments
-        if target.allows(highest((segment.level,), parsed.floor))
-    )
+    if has_marker(text) or not target.allows(target.default_level):
+        parsed = parse(text, target.default_level)
+        text = "".join(
+            segment.text
+            for segment in parsed.segments
+            if target.allows(highest((segment.level,), parsed.floor))
+        )
+    if target.redact:
+        text = _REDACTION_MARKER.sub(" ", REDACTIONS.redact(text).text)
+    return text
+
+
+_REDACTION_MARKER = re.compile(r"\[DS4 REDACTED [A-Z ]+\]")
 
 
 def plan_destination(config: Config, profile: ModelProfile) -> Destination:

@@ -87,6 +87,7 @@ from .secrets import (
     private_key_blocks,
     secret_spans,
 )
+from .shapes import extra_secret_spans
 
 PRIVATE_KEY_MARKER = "[DS4 REDACTED PRIVATE KEY]"
 CREDENTIAL_MARKER = "[DS4 REDACTED CREDENTIAL]"
@@ -288,6 +289,14 @@ def _redaction_pass(text: str, counts: Counter[str], known: dict[str, str]) -> s
     replacements = _add(replacements, _passphrases(text, anchor_text))
     replacements = _add(replacements, _assignments(text, anchor_text))
     replacements = _add(replacements, _url_passwords(text, anchor_text))
+    replacements = _add(
+        replacements,
+        [
+            _Replacement(span, SECRET_MARKER)
+            for span in extra_secret_spans(text)
+            if not is_whole_placeholder(text[span.start : span.end])
+        ],
+    )
     spans = [
         _Replacement(span, _MARKERS.get(span.kind, SECRET_MARKER))
         for span in secret_spans(text)
