@@ -248,3 +248,26 @@ def test_command_line_json_and_cut_shapes_are_redacted(line: str, value: str) ->
 def test_variables_and_placeholders_in_those_shapes_stay() -> None:
     for line in ('--password "$PW"', "--token <your token>", "def f(password: str, token: int)"):
         assert Sanitizer(destination(DEFAULT_CONFIG, "openai")).text(line) == line
+
+
+def test_a_secret_repeated_bare_in_other_messages_is_redacted_everywhere(  # type: ignore[no-untyped-def]
+    engine, tmp_path: Path
+) -> None:
+    session = tmp_path / "s.jsonl"
+    writer = SessionWriter(session)
+    writer.user("connect to echidna, password=Echidna7Qz91 for the admin")
+    writer.assistant(
+        "ok, I'll connect to echidna with Echidna7Qz91",
+        [("c1", "bash", {"command": "psql -h echidna -W Echidna7Qz91"})],
+    )
+    writer.tool_result("c1", "bash", "logged in as admin (Echidna7Qz91 accepted)")
+    writer.assistant("connected")
+    planned = engine.plan(
+        PlanRequest(
+            session=SessionRef(str(session)),
+            request="next",
+            model=ModelSpec(provider="openai", id="gpt-4o", context_window=200000),
+        )
+    ).to_wire()
+    assert "Echidna7Qz91" not in json.dumps(planned)
+    assert planned["privacy"]["redacted"] >= 4

@@ -361,9 +361,9 @@ class Planner:
                         project.retrieval.hits, workspace.quoted_text, target.default_level
                     )
                 )
-            supplements = screen_supplements(
-                target, supplements, screened or Screened(), floors, quoted.counted
-            )
+            screened = screened if screened is not None else Screened()
+            screened.found |= quoted.found
+            supplements = screen_supplements(target, supplements, screened, floors, quoted.counted)
         if not supplements:
             return dry, retrieval, project
         plan = prepared.plan(fixed_tokens, config, supplements, withheld)

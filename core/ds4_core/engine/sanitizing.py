@@ -83,6 +83,8 @@ class Screened:
 
     dropped: list[PlanItem] = field(default_factory=list)
     kept: dict[int, tuple[Any, str, PrivacyCounters]] = field(default_factory=dict)
+    found: set[str] = field(default_factory=set)
+    """Secret values redacted while writing the kept supplements."""
 
 
 class QuotedRedaction:
@@ -98,6 +100,7 @@ class QuotedRedaction:
         self.target = target
         self.secrets = secrets
         self.counted: dict[str, PrivacyCounters] = {}
+        self.found: set[str] = set()  # secret values redacted (`Sanitizer.found`)
 
     def __call__(self, source_id: str, text: str) -> str:
         if self.target is None or not self.target.enabled or not self.target.redact:
@@ -105,6 +108,7 @@ class QuotedRedaction:
         scratch = Sanitizer(self.target)
         out = scratch.redacted_text(text, secrets=self.secrets.get(source_id, ()))
         self.counted[source_id] = scratch.counters
+        self.found |= scratch.found
         return out
 
 
@@ -144,6 +148,7 @@ def screen_supplements(
             continue
         message = scratch.message(supplement.message, count=False).value
         screened.kept[id(message)] = (message, level, scratch.counters)
+        screened.found |= scratch.found
         kept.append(
             replace(
                 supplement,
@@ -210,6 +215,9 @@ def sanitize_plan(
                 level = sanitized.level
                 messages.append(sanitized.value)
             levels.append(level)
+        found = sorted(counters_found(sanitizer, screened), key=lambda v: (-len(v), v))
+        if found:  # a secret redacted in one message, repeated bare in another
+            messages = [sanitizer.message(m, count=False, secrets=found).value for m in messages]
         included = _classified(plan, levels, source_ids)
         excluded = [*plan.excluded, *screened.dropped]
         if sanitizer.target.enabled:
@@ -244,6 +252,12 @@ def sanitize_plan(
             estimated_tokens=fixed_tokens,
             fallback_reason=reason,
         )
+
+
+def counters_found(sanitizer: Sanitizer, screened: Screened) -> set[str]:
+    """The secret values redacted anywhere in a plan: by `sanitizer` and while writing the
+    kept supplements ahead (`Screened.found`)."""
+    return sanitizer.found | screened.found
 
 
 def sent_tokens(plan: ContextPlan, source_ids: Sequence[str | None]) -> dict[int, int]:

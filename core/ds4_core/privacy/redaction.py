@@ -250,19 +250,26 @@ def redact_secrets(text: str) -> Redacted:
     valid JSON. Never raises on any `str` (lone surrogates, NUL characters, megabytes);
     linear in the text's length per pass (`MAX_PASSES`).
     """
+    return redact_with_values(text)[0]
+
+
+def redact_with_values(text: str) -> tuple[Redacted, tuple[str, ...]]:
+    """`redact_secrets(text)` and the secret values it replaced (`MIN_ECHOED_CHARS` or more
+    characters, not numbers): a caller looks for them in other texts that go to the same
+    place (the same password repeated bare in another message)."""
     if not may_hold_secret(text):
-        return Redacted(text, 0, {})
+        return Redacted(text, 0, {}), ()
     counts: Counter[str] = Counter()
     known: dict[str, str] = {}
     for _ in range(MAX_PASSES):
         redacted = _redaction_pass(text, counts, known)
         if redacted == text:
-            return Redacted(text, sum(counts.values()), dict(counts))
+            return Redacted(text, sum(counts.values()), dict(counts)), tuple(known)
         text = redacted
     if secret_spans(text) or _redaction_pass(text, Counter(), {}) != text:
         counts["unresolved"] += 1
         text = SECRET_MARKER
-    return Redacted(text, sum(counts.values()), dict(counts))
+    return Redacted(text, sum(counts.values()), dict(counts)), tuple(known)
 
 
 def _redaction_pass(text: str, counts: Counter[str], known: dict[str, str]) -> str:

@@ -30,7 +30,7 @@ from typing import Any, NamedTuple
 from .levels import LEVELS, Level, highest
 from .markers import Parsed, has_marker, parse, placeholder, render
 from .policy import Destination
-from .redaction import SECRET_MARKER, Redacted, redact_secrets
+from .redaction import SECRET_MARKER, Redacted, redact_with_values
 from .secrets import MIN_SECRET_LINE_CHARS
 
 STRUCTURAL_KEYS = frozenset(
@@ -131,6 +131,9 @@ class Sanitizer:
         self.target = target
         self.counters = PrivacyCounters()
         self._literals: Sequence[str] = ()  # known secret lines of the call in progress
+        self.found: set[str] = set()
+        """Every secret value redacted so far (8 or more characters): `sanitize_plan` looks
+        for them in the plan's other messages (the same password repeated bare)."""
 
     # ----------------------------------------------------------------- classification
 
@@ -314,7 +317,8 @@ class Sanitizer:
             return value
         value = self._named_secrets(value)
         text = json.dumps(value, ensure_ascii=False)
-        redacted = REDACTIONS.redact(text)
+        redacted, values = REDACTIONS.redact_with_values(text)
+        self.found.update(values)
         if not redacted.count:
             return value
         self.counters.redacted += redacted.count
@@ -384,8 +388,9 @@ class Sanitizer:
         """`text` with its secrets redacted when the destination is remote (counted)."""
         if not self.target.redact:
             return text
-        redacted = REDACTIONS.redact(text)
+        redacted, values = REDACTIONS.redact_with_values(text)
         out = redacted.text
+        self.found.update(values)
         if redacted.count:
             self.counters.redacted += redacted.count
             for kind, n in redacted.by_kind.items():
@@ -479,21 +484,26 @@ class RedactionCache:
 
     def __init__(self, max_chars: int = 16_000_000) -> None:
         self.max_chars = max_chars
-        self._items: OrderedDict[str, Redacted] = OrderedDict()
+        self._items: OrderedDict[str, tuple[Redacted, tuple[str, ...]]] = OrderedDict()
         self._chars = 0
         self._lock = threading.Lock()
 
     def redact(self, text: str) -> Redacted:
         """`redact_secrets(text)`, from the cache when `text` was redacted before."""
+        return self.redact_with_values(text)[0]
+
+    def redact_with_values(self, text: str) -> tuple[Redacted, tuple[str, ...]]:
+        """`redaction.redact_with_values(text)`, from the cache when `text` was redacted
+        before."""
         if len(text) < MIN_CACHED_CHARS:
-            return Redacted(text, 0, {})  # too short to hold a secret
+            return Redacted(text, 0, {}), ()  # too short to hold a secret
         with self._lock:
             hit = self._items.get(text)
             if hit is not None:
                 self._items.move_to_end(text)
                 return hit
-        result = redact_secrets(text)
-        size = self._size(text, result)
+        result = redact_with_values(text)
+        size = self._size(text, result[0])
         if size * 4 > self.max_chars:
             return result  # too large to keep
         with self._lock:
@@ -502,7 +512,7 @@ class RedactionCache:
                 self._chars += size
                 while self._chars > self.max_chars:
                     old, gone = self._items.popitem(last=False)
-                    self._chars -= self._size(old, gone)
+                    self._chars -= self._size(old, gone[0])
         return result
 
     def _size(self, text: str, result: Redacted) -> int:
