@@ -72,8 +72,6 @@ def _non_empty_string(value: Any) -> str | None:
     return None if isinstance(value, str) and value.strip() else "expected a non-empty string"
 
 
-_LEVELS = LEVELS
-"""The privacy levels, lowest first (`privacy/levels.py`, which imports nothing)."""
 
 
 def _provider_list(value: Any) -> str | None:
@@ -96,7 +94,7 @@ def _remote_levels(value: Any) -> str | None:
     if not isinstance(value, list):
         return "expected a list of levels (normal, internal, sensitive)"
     for item in value:
-        if item not in _LEVELS:
+        if item not in LEVELS:
             return f"{echo(item)} is not a level (normal, internal, sensitive, local-only)"
         if item == "local-only":
             return "local-only content never goes to a remote provider"
@@ -245,7 +243,7 @@ SETTINGS: dict[str, SettingSpec] = {
         "Classify, withhold and redact what leaves for a model (on by default; DS4's is off).",
     ),
     "privacy.defaultClassification": SettingSpec(
-        "normal", _choice(*_LEVELS), "Level of text without markers (lower case)."
+        "normal", _choice(*LEVELS), "Level of text without markers (lower case)."
     ),
     "privacy.localProviders": SettingSpec(
         ["faux", "ollama", "llama-cpp", "lmstudio"],

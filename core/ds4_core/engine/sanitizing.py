@@ -14,7 +14,6 @@ closed: `sanitize_plan` turns any exception into an empty request with a fallbac
 from __future__ import annotations
 
 import logging
-import re
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
@@ -30,6 +29,7 @@ from ..planner.groups import SUMMARY_ROLES
 from ..privacy.levels import Level, highest
 from ..privacy.markers import has_marker, line_span_level, parse
 from ..privacy.policy import Destination, destination
+from ..privacy.redaction import ANY_MARKER
 from ..privacy.sanitizer import (
     PRIVACY_EXCLUSION_REASON,
     REDACTIONS,
@@ -58,11 +58,8 @@ def visible_text(target: Destination | None, text: str) -> str:
             if target.allows(highest((segment.level,), parsed.floor))
         )
     if target.redact:
-        text = _REDACTION_MARKER.sub(" ", REDACTIONS.redact(text).text)
+        text = ANY_MARKER.sub(" ", REDACTIONS.redact(text).text)
     return text
-
-
-_REDACTION_MARKER = re.compile(r"\[DS4 REDACTED [A-Z ]+\]")
 
 
 def plan_destination(config: Config, profile: ModelProfile) -> Destination:

@@ -202,7 +202,8 @@ _MASK_RUN = re.compile(r"[xX*]{4,}")
 _PLACEHOLDER_STARTS = ("your", "my_", "my-", "insert", "enter", "put_", "put-", "add_", "add-")
 _SCHEME = re.compile(r"(?i)[ \t]*(?:bearer|basic|token)[ \t]+")
 _NUMBER = re.compile(r"-?[0-9][0-9.eE+\-]*\Z")
-_ANY_MARKER = re.compile(r"\[DS4 REDACTED (?:PRIVATE KEY|CREDENTIAL|TOKEN|SECRET)\]")
+ANY_MARKER = re.compile(r"\[DS4 REDACTED (?:PRIVATE KEY|CREDENTIAL|TOKEN|SECRET)\]")
+"""Any marker redaction writes."""
 
 _MARKERS = {
     "private key": PRIVATE_KEY_MARKER,
@@ -226,7 +227,7 @@ def is_whole_placeholder(value: str) -> bool:
     if not value or len(set(value)) <= 2 or value.endswith(ELLIPSES):
         return True
     if _TEMPLATE_VALUE.fullmatch(value) or not any(
-        char.isalnum() for char in _ANY_MARKER.sub("", value)
+        char.isalnum() for char in ANY_MARKER.sub("", value)
     ):
         return True
     if _MASK_RUN.search(value) and not any(char.isdigit() for char in _MASK_RUN.sub("", value)):
