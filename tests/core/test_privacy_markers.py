@@ -118,3 +118,11 @@ def test_a_marker_only_ever_raises(pieces: list[str], default: str, extra: str) 
         for level in LEVELS:
             out = out.replace(placeholder(level), "")
         assert out == expected
+
+
+def test_a_block_closed_across_another_raises_by_the_one_left_open() -> None:
+    """`[internal]..[local-only]..[/internal]`: closing the outer block ends the inner one
+    too, so the local-only block never closed: the whole string is local-only."""
+    text = "[ds4:internal]a[ds4:local-only]secret[/ds4:internal] public tail"
+    assert parse(text).floor == "local-only"
+    assert "public tail" not in sent(text) and "secret" not in sent(text)
