@@ -72,8 +72,6 @@ def _non_empty_string(value: Any) -> str | None:
     return None if isinstance(value, str) and value.strip() else "expected a non-empty string"
 
 
-
-
 def _provider_list(value: Any) -> str | None:
     """`privacy.localProviders`: a non-empty list of provider ids, no duplicates ignoring case
     (docs/reference.md §2)."""

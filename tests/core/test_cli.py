@@ -284,11 +284,12 @@ def test_plan_of_an_empty_session_says_the_manifest_is_not_stored(
     assert "inspect with" not in result.out  # another process could not show it
 
 
-def test_plan_report_counts_every_excluded_item_of_a_rolled_up_manifest(
+def test_plan_report_counts_every_excluded_item_of_a_long_session(
     ds4: Callable[..., Run], tmp_path: Path
 ) -> None:
-    """A long session's manifest is stored with its excluded list rolled up to the first and
-    last 128 items; the report still gives the whole list's item count and tokens."""
+    """A long session's older turns are one bulk item of the manifest (issue 13), so the
+    manifest stays small (no rollup); the report still gives every excluded message and its
+    tokens, and the manifest view names the range."""
     from session_files import SessionWriter
 
     writer = SessionWriter(tmp_path / "long.jsonl")
@@ -299,18 +300,22 @@ def test_plan_report_counts_every_excluded_item_of_a_rolled_up_manifest(
         "plan", "--session", str(writer.path), "--context-window", "64000", "--json", "next?"
     )
     assert printed.code == 0, printed.err
-    manifest = ds4("manifest", printed.json()["manifestId"], "--view", "full", "--json").json()
-    rollup = manifest["excludedRollup"]
-    assert len(manifest["excluded"]) == 256 and rollup["total"] > 2_000
+    manifest_id = printed.json()["manifestId"]
+    manifest = ds4("manifest", manifest_id, "--view", "full", "--json").json()
+    assert "excludedRollup" not in manifest
+    bulk = [item for item in manifest["excluded"] if "count" in item]
+    assert len(bulk) == 1 and bulk[0]["count"] > 2_000 and bulk[0]["sourceId"] == "00000001"
+    total = manifest["planning"]["counts"]["excluded"]
+    assert total == sum(item.get("count", 1) for item in manifest["excluded"]) > 2_000
+    tokens = sum(item["tokens"] for item in manifest["excluded"])
 
     report = ds4("plan", "--session", str(writer.path), "--context-window", "64000", "next?")
     assert report.code == 0, report.err
     heading = section(report.out, "Excluded:").splitlines()[0]
-    assert heading == (
-        f"Excluded: {rollup['total']:,} item(s), {rollup['tokens']:,} tokens "
-        "(the table lists the first and last 128)"
-    )
-    assert rollup["tokens"] > sum(item["tokens"] for item in manifest["excluded"])
+    assert heading == f"Excluded: {total:,} item(s), {tokens:,} tokens"
+    shown = ds4("manifest", manifest_id, "--view", "excluded")
+    assert f"excluded ({total})" in shown.out
+    assert f"00000001 .. {bulk[0]['lastSourceId']} ({bulk[0]['count']:,} messages)" in shown.out
 
 
 def section(report: str, title: str) -> str:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
@@ -28,6 +29,9 @@ from ..planner import (
     fallback_plan,
     plan_context,
 )
+from ..planner.groups import AtomicGroup
+from ..planner.planner import item_count
+from ..planner.structure import MessageStructure, StructureError
 from ..privacy.policy import Destination
 from ..privacy.sanitizer import Sanitizer
 from ..requests import (
@@ -90,12 +94,22 @@ class Prepared:
     session_id: str | None
     session_file: str | None
     leaf_id: str | None
-    branch_entry_ids: set[str]
+    branch_entry_ids: AbstractSet[str]
     session_model: tuple[str, str] | None
     profile: ModelProfile
     budget: ContextBudget
     warnings: list[str]
     summary_ids: dict[str, str] = field(default_factory=dict)
+    structure: MessageStructure | None = None
+    """The planner's structure of `messages` with these tokens and source ids (kept per
+    session revision, `sessions.BuiltContext`); None for caller messages (built per plan)."""
+
+    def summary_indices(self) -> list[int] | None:
+        """Indices of the summary messages (from the structure), or None without one."""
+        if self.structure is None:
+            return None
+        groups = self.structure.groups
+        return sorted(i for gi in self.structure.summaries for i in groups[gi].indices)
 
     def plan(
         self,
@@ -115,6 +129,7 @@ class Prepared:
             message_source_ids=self.source_ids,
             message_tokens=self.message_tokens,
             withheld=withheld,
+            structure=self.structure,
         )
 
 
@@ -288,7 +303,7 @@ class Planner:
             tokens[index] = size
         screened = Screened()
         try:
-            resized = replace(prepared, message_tokens=tokens)
+            resized = replace(prepared, message_tokens=tokens, structure=None)
             plan, _, _ = self.managed_plan(resized, fixed_tokens, config, target, screened)
         except Exception as exc:  # fail open, as in `plan`: the first plan stands
             log.warning("replan failed: error=%s", describe_failure(exc))
@@ -318,7 +333,11 @@ class Planner:
         With a destination `target`, summaries and supplements holding content it may not see
         are left out whole, and the kept supplements are written for it (recorded in
         `screened`, `sanitizing.screen_supplements`)."""
-        withheld = withheld_summaries(target, prepared.messages) if target else {}
+        withheld = (
+            withheld_summaries(target, prepared.messages, prepared.summary_indices())
+            if target
+            else {}
+        )
         dry = prepared.plan(fixed_tokens, config, withheld=withheld)
         if dry.mode == "fallback":
             return dry, None, None
@@ -445,12 +464,14 @@ class Planner:
         """
         warnings: list[str] = []
         session_id = session_file = leaf_id = None
-        branch: set[str] = set()
+        branch: AbstractSet[str] = frozenset()
         summary_ids: dict[str, str] = {}
         session_model = None
         tokens: list[int] | None = None
+        structure: MessageStructure | None = None
         if session is not None:
-            parsed, context, context_tokens, path = self._sessions.context(session)
+            parsed, kept, path = self._sessions.built_context(session)
+            context, context_tokens = kept.context, kept.tokens
             session_file = str(path)
             session_id = parsed.header.session_id if parsed.header else None
             if parsed.header is None:
@@ -459,7 +480,7 @@ class Planner:
                     "still being written); there is no history to use"
                 )
             leaf_id = context.leaf_id
-            branch = set(context.path_entry_ids)
+            branch = kept.branch()
             session_model = context.model
             if session_id is not None and sync:
                 try:
@@ -473,14 +494,20 @@ class Planner:
                         f"session index could not be updated ({type(exc).__name__}); "
                         "history retrieval may be incomplete"
                     )
-            if session_id is not None:
-                summary_ids = self._context_summary_ids(session_id, context)
             if messages is None:
                 built = list(context.messages)
                 source_ids: list[str | None] = list(context.message_entry_ids)
                 tokens = list(context_tokens)
+                structure = kept.structure()
             else:
                 built, source_ids = match_messages(messages, context)
+            if session_id is not None:
+                summary_ids = self._context_summary_ids(
+                    session_id,
+                    context,
+                    structure.groups if structure else None,
+                    structure.summaries if structure else None,
+                )
         else:
             built = list(messages or [])
             source_ids = [None] * len(built)
@@ -489,6 +516,11 @@ class Planner:
             tokens = [estimate_message_tokens(m) for m in built]
         else:
             tokens.extend(estimate_message_tokens(m) for m in built[len(tokens) :])
+        if structure is not None and len(built) > structure.n:
+            try:  # the new request: one more group, no walk over the session
+                structure = structure.appended(built[-1], tokens[-1], source_ids[-1])
+            except StructureError:
+                structure = None  # the planner builds it from the messages
         profile, budget = profile_and_budget(model, session_model, config, warnings)
         return Prepared(
             built,
@@ -503,14 +535,28 @@ class Planner:
             budget,
             warnings,
             summary_ids,
+            structure,
         )
 
-    def _context_summary_ids(self, session_id: str, context: SessionContext) -> dict[str, str]:
+    def _context_summary_ids(
+        self,
+        session_id: str,
+        context: SessionContext,
+        groups: Sequence[AtomicGroup] | None = None,
+        summary_groups: Sequence[int] | None = None,
+    ) -> dict[str, str]:
         """Summary node id of each compaction entry whose summary is in `context`, as the sync
         stored it (ours: the record's `summaryId`; Pi-native or untrusted: a `branch` node).
-        Empty when the index is unavailable: the manifest then names the entry ids."""
+        Empty when the index is unavailable: the manifest then names the entry ids. With the
+        context's atomic `groups` and the indices of its `summary_groups`, only those messages
+        are looked at."""
         found: dict[str, str] = {}
-        for message, entry_id in zip(context.messages, context.message_entry_ids, strict=True):
+        if groups is not None and summary_groups is not None:
+            indices = sorted(i for gi in summary_groups for i in groups[gi].indices)
+        else:
+            indices = list(range(len(context.messages)))
+        for index in indices:
+            message, entry_id = context.messages[index], context.message_entry_ids[index]
             if message.get("role") != "compactionSummary" or entry_id is None:
                 continue
             try:
@@ -560,7 +606,7 @@ def _plan_result(
         stats={
             **{camel_case(key): value for key, value in stats.items()},
             "included": len(plan.included),
-            "excluded": len(plan.excluded),
+            "excluded": item_count(plan.excluded),
             "durationMs": round(duration_ms, 3),
         },
         fallback_reason=plan.fallback_reason or None,

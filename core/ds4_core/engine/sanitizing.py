@@ -158,16 +158,20 @@ def screen_supplements(
 
 
 def withheld_summaries(
-    target: Destination, messages: Sequence[Mapping[str, Any]]
+    target: Destination,
+    messages: Sequence[Mapping[str, Any]],
+    indices: Sequence[int] | None = None,
 ) -> dict[int, tuple[str, str]]:
     """Index -> (reason, level) of each summary message (`compactionSummary`,
     `branchSummary`) that holds content the destination may not see: the planner leaves it out
-    whole, as a supplement (docs/reference.md §3.8)."""
+    whole, as a supplement (docs/reference.md §3.8). `indices`, when given, are the only
+    messages that can be summaries (`Prepared.summary_indices`): the others are not looked at."""
     if not target.enabled:
         return {}
     sanitizer = Sanitizer(target)
     found: dict[int, tuple[str, str]] = {}
-    for index, message in enumerate(messages):
+    for index in range(len(messages)) if indices is None else indices:
+        message = messages[index]
         if isinstance(message, Mapping) and message.get("role") in SUMMARY_ROLES:
             admitted, level = sanitizer.admits(message)
             if not admitted:

@@ -10,8 +10,10 @@ point (`ds4/plan`, `ds4/retrieve`, `ds4/manifest`, `ds4/compact`, the lifecycle 
 `SessionCache` keeps the last `SESSION_CACHE_SIZE` parsed files (an LRU), each valid while its
 size stays the same and its bytes hash to the stored prefix hashes (size and mtime alone are not
 trusted: `ds4_core.sessions.prefix`); a file that only grew is parsed from where the last parse
-stopped. Per file it also keeps the contexts built per leaf with their messages' token
-estimates (the costly part of a plan).
+stopped. Per file it also keeps the contexts built per leaf (`BuiltContext`) with their
+messages' token estimates and, built on first use, the planner's `MessageStructure` and the
+set of the branch's entry ids: what a plan or a retrieval would otherwise rebuild from every
+message of the session on each request (issue 13).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..json_bounds import echo
+from ..planner.structure import MessageStructure, build_structure
 from ..requests import RequestError, SessionRef
 from ..sessions import LAST_ENTRY, SessionContext, SessionFormatError, context_for_path, read_all
 from ..sessions.paths import PathIndex
@@ -108,6 +111,36 @@ def read_session_header(path: Path, field: str = SESSION_FILE) -> SessionHeader 
 
 
 @dataclass
+class BuiltContext:
+    """The context of one leaf with its messages' `chars-v2` token estimates; the planner's
+    structure of those messages and the set of the branch's entry ids are built on first use
+    and kept (callers must not mutate any of them)."""
+
+    context: SessionContext
+    tokens: list[int]
+    _structure: MessageStructure | None = None
+    _branch: frozenset[str] | None = None
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def structure(self) -> MessageStructure:
+        """`build_structure` of the context's messages, tokens and entry ids (built once)."""
+        with self._lock:
+            if self._structure is None:
+                context = self.context
+                self._structure = build_structure(
+                    context.messages, self.tokens, context.message_entry_ids
+                )
+            return self._structure
+
+    def branch(self) -> frozenset[str]:
+        """The entry ids of the context's path (built once)."""
+        with self._lock:
+            if self._branch is None:
+                self._branch = frozenset(self.context.path_entry_ids)
+            return self._branch
+
+
+@dataclass
 class CachedSession:
     """A parsed session file, valid while its size stays the same and its bytes hash to
     `prefix`, with the contexts built from it per leaf and their messages' token estimates.
@@ -117,7 +150,7 @@ class CachedSession:
     mtime_ns: int
     file: SessionFile
     prefix: PrefixHashes
-    contexts: dict[str | None, tuple[SessionContext, list[int]]] = field(default_factory=dict)
+    contexts: dict[str | None, BuiltContext] = field(default_factory=dict)
     paths: PathIndex | None = None
 
     def index(self) -> PathIndex:
@@ -199,6 +232,15 @@ class SessionCache:
             RequestError: a missing or unreadable session file (field `session.file`), or an
                 unknown leaf (field `session.leafId`).
         """
+        parsed, built, path = self.built_context(ref)
+        return parsed, built.context, built.tokens, path
+
+    def built_context(self, ref: SessionRef) -> tuple[SessionFile, BuiltContext, Path]:
+        """As `context`, with the context's kept structure (`BuiltContext`).
+
+        Raises:
+            RequestError: as `context`.
+        """
         path = resolve_session_path(ref.file, SESSION_FILE)
         cached = self.cached(path)
         with self._lock:
@@ -210,12 +252,12 @@ class SessionCache:
                 )
             except SessionFormatError as exc:  # an unknown leaf: not a session-file failure
                 raise RequestError(str(exc), "session.leafId") from exc
-            found = (context, [estimate_message_tokens(m) for m in context.messages])
+            found = BuiltContext(context, [estimate_message_tokens(m) for m in context.messages])
             with self._lock:
                 if len(cached.contexts) >= self._capacity:
                     cached.contexts.clear()
                 cached.contexts[ref.leaf_id] = found
-        return cached.file, found[0], found[1], path
+        return cached.file, found, path
 
 
 def _utf8_path_problem(path: Path) -> str | None:

@@ -55,7 +55,8 @@ def _camel_keys(value: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _item_json(item: PlanItem) -> dict[str, Any]:
-    return {
+    """One manifest item; a bulk item (`PlanItem.count` > 1) adds `count` and `lastSourceId`."""
+    found = {
         "kind": item.kind,
         "sourceId": item.source_id,
         "groupId": item.group_id,
@@ -64,6 +65,22 @@ def _item_json(item: PlanItem) -> dict[str, Any]:
         "score": item.score,
         "reason": item.reason,
     }
+    if item.count > 1:
+        found["count"] = item.count
+        found["lastSourceId"] = item.last_source_id
+    return found
+
+
+def manifest_item_count(items: Sequence[Any]) -> int:
+    """How many messages and supplements the manifest items stand for: a bulk item counts its
+    `count` (a positive integer), any other item 1."""
+    total = 0
+    for item in items:
+        count = item.get("count") if isinstance(item, Mapping) else None
+        total += (
+            count if isinstance(count, int) and not isinstance(count, bool) and count > 0 else 1
+        )
+    return total
 
 
 def build_manifest(
@@ -176,7 +193,8 @@ def encode_manifest(manifest: Mapping[str, Any]) -> tuple[str | None, bool]:
     Returns `(json_text, rolled_up)`. Up to 256 KiB (UTF-8 bytes) the manifest is encoded as is.
     Over 256 KiB the included items stay and `excluded` keeps only its first and last 128
     items, with `excludedRollup: {total, omitted, tokens, omittedTokens}` added: `total` and
-    `tokens` are the item count and token sum of the whole excluded list, `omitted` and
+    `tokens` are the item count (a bulk item counts its `count`) and token sum of the whole
+    excluded list, `omitted` and
     `omittedTokens` those of the items left out, so reports can show the true totals
     (`rolled_up` is True when items were omitted). A manifest still over 1 MiB after the
     rollup is not stored: `(None, False)`. Never raises on values JSON cannot encode (they
@@ -187,12 +205,12 @@ def encode_manifest(manifest: Mapping[str, Any]) -> tuple[str | None, bool]:
     if size <= ROLLUP_THRESHOLD_BYTES:
         return text, False
     excluded = list(manifest.get("excluded") or [])
-    total = len(excluded)
-    if total > 2 * ROLLUP_KEEP:
+    if len(excluded) > 2 * ROLLUP_KEEP:
         kept = excluded[:ROLLUP_KEEP] + excluded[-ROLLUP_KEEP:]
     else:
         kept = excluded
-    omitted = total - len(kept)
+    total = manifest_item_count(excluded)
+    omitted = total - manifest_item_count(kept)
     tokens = _item_tokens(excluded)
     rollup = {
         "total": total,
@@ -228,7 +246,7 @@ def view_manifest(manifest: Mapping[str, Any], view: str = "summary") -> dict[st
         excluded_total = (
             rollup.get("total")
             if isinstance(rollup, Mapping)
-            else len(manifest.get("excluded") or [])
+            else manifest_item_count(manifest.get("excluded") or [])
         )
         result["itemCounts"] = {
             "included": len(manifest.get("included") or []),

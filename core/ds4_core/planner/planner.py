@@ -22,12 +22,12 @@ from typing import Any, Literal, cast
 from ds4_core.config import Config
 from ds4_core.logs import log_failure
 from ds4_core.planner.budget import ContextBudget
-from ds4_core.planner.groups import (
-    SUMMARY_ROLES,
-    AtomicGroup,
-    build_atomic_groups,
-    selection_problems,
-    tool_links,
+from ds4_core.planner.groups import SUMMARY_ROLES, AtomicGroup, build_atomic_groups
+from ds4_core.planner.structure import (
+    MessageStructure,
+    StructureError,
+    build_structure,
+    split_selection_problems,
 )
 from ds4_core.tokens import estimate_message_tokens
 
@@ -69,6 +69,12 @@ SUPPLEMENT_ORDER: dict[str, int] = {"pin": 0, "memory": 1, "history": 2, "projec
 OLDER_TURN_REASON = "older turn outside the recent tail; no retrieval evidence"
 QUOTED_TURN_REASON = "older turn outside the recent tail; quoted as retrieved history evidence"
 
+OLDER_ITEMS = 128
+"""Older turns (messages, in whole groups, newest first) listed one by one below the recent
+tail; older ones are one bulk item (`PlanItem.count`), so a plan's cost and its manifest do not
+grow with the session (issue 13; the same 128 as the manifest rollup, docs/reference.md
+§3.15)."""
+
 
 @dataclass(frozen=True)
 class Supplement:
@@ -97,6 +103,12 @@ class PlanItem:
     (`group:<start>-<end>`) or None for supplements. `tokens` is the unit's estimate; `score` is
     priority + (end index + 1) / (n + 1) rounded to 6 decimals for messages, the supplement's
     own score for supplements (docs/reference.md §3.7). `reason` is metadata, never content.
+
+    A bulk item (`count` > 1) stands for `count` older messages left out with
+    `OLDER_TURN_REASON`: the turns older than the newest `OLDER_ITEMS` messages outside the
+    recent tail, from `source_id` (the oldest) to `last_source_id` (the newest), except those
+    listed as items of their own; `tokens` is their sum, `score` the newest one's, `group_id`
+    None.
     """
 
     kind: ItemKind
@@ -106,6 +118,8 @@ class PlanItem:
     score: float
     reason: str
     classification: str = "normal"
+    count: int = 1
+    last_source_id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -142,6 +156,11 @@ class _PlanFailure(Exception):
     """A reason to fall back, phrased for the user."""
 
 
+def item_count(items: Sequence[PlanItem]) -> int:
+    """How many messages and supplements `items` stand for (a bulk item counts its `count`)."""
+    return sum(item.count for item in items)
+
+
 def _score(priority: int, end_position: int, total: int) -> float:
     return round(priority + (end_position + 1) / (total + 1), 6)
 
@@ -160,18 +179,6 @@ def _source_ids(
         source = message_source_ids[index] if message_source_ids is not None else None
         ids.append(source if isinstance(source, str) and source else f"message:{index}")
     return ids
-
-
-def _message_tokens(
-    messages: Sequence[dict[str, Any]], message_tokens: Sequence[int] | None
-) -> list[int]:
-    if message_tokens is not None:
-        if len(message_tokens) != len(messages):
-            raise _PlanFailure(
-                f"message_tokens has {len(message_tokens)} entries for {len(messages)} messages"
-            )
-        return [int(t) for t in message_tokens]
-    return [estimate_message_tokens(m) for m in messages]
 
 
 def _as_list(messages: Any) -> list[Any]:
@@ -224,7 +231,7 @@ def _stats(
             "groups": groups,
             "supplements": supplements,
             "included": len(included),
-            "excluded": len(excluded),
+            "excluded": item_count(excluded),
             "output": output,
         },
         "tokens": tokens,
@@ -243,6 +250,7 @@ def plan_context(
     message_source_ids: Sequence[str | None] | None = None,
     message_tokens: Sequence[int] | None = None,
     withheld: Mapping[int, tuple[str, str]] | None = None,
+    structure: MessageStructure | None = None,
 ) -> ContextPlan:
     """Plan the messages of one model call (docs/reference.md §3.7). Never raises.
 
@@ -252,7 +260,9 @@ def plan_context(
     `messages[i]` (None entries become `message:<i>`); `message_tokens[i]`, when given, is the
     precomputed estimate of `messages[i]`. `withheld` maps the index of a summary message the
     destination may not see to `(reason, classification)`: it is left out whole (privacy,
-    `engine/sanitizing.py`).
+    `engine/sanitizing.py`). `structure`, when given, is `build_structure` of these messages,
+    tokens and source ids (kept per session revision by the engine): the plan then costs what
+    it keeps, not the whole list (`planner/structure.py`).
 
     Selection, against messageTarget = active_input_budget - fixed and messageHard =
     hard_input_limit - fixed:
@@ -269,6 +279,8 @@ def plan_context(
     4. summaries newest first within `max_summary_tokens` and the target and hard limits;
     5. validation: no tool call split from its result, the last user message selected, and
        fixed + selected <= hard_input_limit.
+    The turns older than the recent tail are listed one by one for the newest `OLDER_ITEMS`
+    messages (and every one quoted by a history supplement), the rest as one bulk item.
     Output keeps the original order with the selected supplements (pins, memory, history,
     project, each in the order given) just before the last user message.
 
@@ -294,6 +306,7 @@ def plan_context(
             warnings=warnings,
             estimated=estimated,
             withheld=withheld or {},
+            structure=structure,
         )
         if config.context.mode == "observer":
             sent = fixed_tokens + sum(sizes)
@@ -336,18 +349,28 @@ def _plan_managed(
     warnings: list[str],
     estimated: dict[str, list[int]],
     withheld: Mapping[int, tuple[str, str]],
+    structure: MessageStructure | None,
 ) -> tuple[ContextPlan, list[int]]:
-    """The managed plan and the per-message token estimates; raises `_PlanFailure` to fall back."""
+    """The managed plan and the per-message token estimates; raises `_PlanFailure` to fall back.
+
+    Walks the atomic groups from the newest and stops once the recent tail is closed: the
+    groups older than the tail are decided in bulk from `structure`'s suffix sums, so the cost
+    is that of what is kept (plus the first `OLDER_ITEMS` older messages listed one by one)."""
     n = len(messages)
     if n == 0:
         raise _PlanFailure("no messages to plan: the request carries no messages")
-    for index, message in enumerate(messages):
-        if not isinstance(message, dict):
-            raise _PlanFailure(
-                f"message {index} is a {type(message).__name__}, not an AgentMessage object"
-            )
     if isinstance(fixed_tokens, bool) or not isinstance(fixed_tokens, int) or fixed_tokens < 0:
         raise _PlanFailure(f"fixed tokens {fixed_tokens!r} must be a non-negative integer")
+    if structure is None or structure.n != n:
+        if message_source_ids is not None and len(message_source_ids) != n:
+            warnings.append(
+                f"message_source_ids has {len(message_source_ids)} entries for {n} messages; "
+                "using message:<index> ids instead"
+            )
+        try:
+            structure = build_structure(messages, message_tokens, message_source_ids)
+        except StructureError as exc:
+            raise _PlanFailure(str(exc)) from exc
     last_user = _last_user_index(messages)
     if last_user is None:
         raise _PlanFailure(
@@ -359,11 +382,10 @@ def _plan_managed(
             f"({budget.hard_input_limit} tokens)"
         )
 
-    tokens = _message_tokens(messages, message_tokens)
+    tokens = structure.tokens
     estimated["tokens"] = tokens
-    source_ids = _source_ids(n, message_source_ids, warnings)
-    links = tool_links(messages)
-    groups = build_atomic_groups(messages, message_tokens=tokens, links=links)
+    source_ids = structure.source_ids
+    groups = structure.groups
     message_target = budget.active_input_budget - fixed_tokens
     message_hard = budget.hard_input_limit - fixed_tokens
 
@@ -415,25 +437,28 @@ def _plan_managed(
     def end_position(group: AtomicGroup) -> int:
         return group.end + shift if group.end >= last_user else group.end
 
-    # decisions[group index] = (included?, kind, reason)
+    # decisions[group index] = (included?, kind, reason); groups older than the recent tail
+    # get no entry: they are the bulk (`closed_from` below)
     decisions: dict[int, tuple[bool, ItemKind, str]] = {}
     supplement_decisions: dict[int, tuple[bool, str]] = {}
 
-    # Step 4: mandatory groups and pins.
+    # Step 4: mandatory groups and pins. The current groups are the newest by end.
     current_tokens = 0
     mandatory_tokens = 0
-    for gi, group in enumerate(groups):
-        if group.end >= last_user:
-            decisions[gi] = (True, "current", "current turn: the last user message and after")
-            current_tokens += group.tokens
-            mandatory_tokens += group.tokens
-        elif any(messages[i].get("role") == "system" for i in group.indices):
+    for gi in structure.by_end:
+        if groups[gi].end < last_user:
+            break
+        decisions[gi] = (True, "current", "current turn: the last user message and after")
+        current_tokens += groups[gi].tokens
+        mandatory_tokens += groups[gi].tokens
+    for gi in sorted(structure.system_groups):
+        if gi not in decisions:
             decisions[gi] = (
                 True,
                 "system",
                 "carries a system message (prompt or tool state), always kept",
             )
-            mandatory_tokens += group.tokens
+            mandatory_tokens += groups[gi].tokens
     pin_tokens = sum(size for _, s, size in insertable if s.kind == "pin")
     if pin_tokens > budget.max_pinned_tokens:
         raise _PlanFailure(
@@ -452,24 +477,20 @@ def _plan_managed(
         )
     total = mandatory_tokens
 
-    # Step 5: recent tail, newest first, contiguous, with immediate-predecessor rescue.
+    # Step 5: recent tail, newest first, contiguous, with immediate-predecessor rescue. The
+    # walk stops at the group that closes the tail: every older candidate is left out with
+    # OLDER_TURN_REASON (counted from the suffix sums, not visited).
     tail_limit = budget.recent_tail_tokens
     recent_tokens = current_tokens
     rescue = config.context.rescue_immediate_predecessor
     rescued = False
-    oversized = 0
-    candidates = sorted(
-        (gi for gi, g in enumerate(groups) if gi not in decisions and g.kind != "summary"),
-        key=lambda gi: groups[gi].end,
-        reverse=True,
-    )
-    closed = False
-    for rank, gi in enumerate(candidates):
+    closed_from = len(structure.candidates)  # rank of the first older (bulk) candidate
+    oversized_kept = 0  # candidates over the tail limit that were not left out
+    rank = 0
+    for position_in_order, gi in enumerate(structure.candidates):
         group = groups[gi]
-        oversized_group = 1 if group.tokens > tail_limit else 0
-        if closed:
-            decisions[gi] = (False, "background", OLDER_TURN_REASON)
-            oversized += oversized_group
+        if gi in decisions:  # current
+            oversized_kept += group.tokens > tail_limit
             continue
         within_budget = total + group.tokens <= min(message_target, message_hard)
         within_tail = recent_tokens + group.tokens <= tail_limit
@@ -477,8 +498,9 @@ def _plan_managed(
             decisions[gi] = (True, "recent", "recent tail: within the tail, target and hard limits")
             recent_tokens += group.tokens
             total += group.tokens
+            oversized_kept += group.tokens > tail_limit
+            rank += 1
             continue
-        closed = True
         if rank == 0 and rescue and within_budget:
             decisions[gi] = (
                 True,
@@ -489,7 +511,9 @@ def _plan_managed(
             rescued = True
             recent_tokens += group.tokens
             total += group.tokens
-            continue
+            oversized_kept += group.tokens > tail_limit
+            closed_from = position_in_order + 1
+            break
         if not within_tail:
             reason = (
                 f"closes the recent tail: {recent_tokens} + {group.tokens} tokens would exceed "
@@ -501,7 +525,9 @@ def _plan_managed(
                 f"message budget of {min(message_target, message_hard)}"
             )
         decisions[gi] = (False, "background", reason)
-        oversized += oversized_group
+        closed_from = position_in_order + 1
+        break
+    oversized = structure.oversized_candidates(tail_limit) - oversized_kept
 
     # Step 6: memory, history, project supplements within their caps.
     caps = {
@@ -535,11 +561,9 @@ def _plan_managed(
 
     # Step 7: summaries, newest first.
     summary_used = 0
-    for gi in sorted(
-        (gi for gi, g in enumerate(groups) if gi not in decisions),
-        key=lambda gi: groups[gi].end,
-        reverse=True,
-    ):
+    for gi in structure.summaries:
+        if gi in decisions:
+            continue
         group = groups[gi]
         privacy = next((withheld[i][0] for i in group.indices if i in withheld), None)
         if privacy is not None:
@@ -564,8 +588,11 @@ def _plan_managed(
             total += group.tokens
 
     # Step 8: validation.
-    selected = {i for gi, g in enumerate(groups) if decisions[gi][0] for i in g.indices}
-    problems = selection_problems(selected, *links)
+    selected_list = sorted(
+        i for gi, decision in decisions.items() if decision[0] for i in groups[gi].indices
+    )
+    selected = set(selected_list)
+    problems = split_selection_problems(structure, selected_list, selected)
     if problems:
         raise _PlanFailure("atomic group validation failed: " + "; ".join(problems[:3]))
     if last_user not in selected:
@@ -574,18 +601,14 @@ def _plan_managed(
         (entry for entry in insertable if supplement_decisions[entry[0]][0]),
         key=lambda e: (SUPPLEMENT_ORDER[e[1].kind], e[0]),
     )
-    selected_tokens = sum(tokens[i] for i in selected) + sum(s for _, _, s in chosen_supplements)
+    selected_tokens = sum(tokens[i] for i in selected_list) + sum(
+        s for _, _, s in chosen_supplements
+    )
     if fixed_tokens + selected_tokens > budget.hard_input_limit:
         raise _PlanFailure(
             f"the plan needs {fixed_tokens + selected_tokens} tokens, over the hard input limit "
             f"of {budget.hard_input_limit}"
         )
-
-    # Output and items, in output order.
-    group_of: list[int] = [0] * n
-    for gi, group in enumerate(groups):
-        for i in group.indices:
-            group_of[i] = gi
 
     # Entries whose text goes out as history evidence (source ids `session:entry` or `entry`).
     quoted = {
@@ -594,10 +617,9 @@ def _plan_managed(
         if supplement.kind == "history"
     }
 
-    def message_item(index: int) -> PlanItem:
-        gi = group_of[index]
-        group = groups[gi]
-        _, kind, reason = decisions[gi]
+    def message_item(index: int, decision: tuple[bool, ItemKind, str]) -> PlanItem:
+        group = groups[structure.group_of[index]]
+        _, kind, reason = decision
         if reason == OLDER_TURN_REASON and source_ids[index] in quoted:
             reason = QUOTED_TURN_REASON
         return PlanItem(
@@ -621,21 +643,60 @@ def _plan_managed(
             classification=supplement.classification,
         )
 
+    # Older candidates: the newest `OLDER_ITEMS` messages (whole groups) and every quoted one
+    # are listed one by one; the rest are one bulk item.
+    older: tuple[bool, ItemKind, str] = (False, "background", OLDER_TURN_REASON)
+    listed: dict[int, tuple[bool, ItemKind, str]] = {}  # message index -> decision
+    for gi, decision in decisions.items():
+        if not decision[0]:
+            for i in groups[gi].indices:
+                listed[i] = decision
+    bulk_from = closed_from
+    while bulk_from < len(structure.candidates) and (
+        structure.suffix_messages[closed_from] - structure.suffix_messages[bulk_from] < OLDER_ITEMS
+    ):
+        for i in groups[structure.candidates[bulk_from]].indices:
+            listed[i] = older
+        bulk_from += 1
+    bulk: PlanItem | None = None
+    if bulk_from < len(structure.candidates):
+        count = structure.suffix_messages[bulk_from]
+        bulk_tokens = structure.suffix_tokens[bulk_from]
+        for entry in quoted:
+            for i in structure.indices_of(entry):
+                if structure.in_candidates_from(structure.group_of[i], bulk_from):
+                    if i not in listed:
+                        listed[i] = older
+                        count -= 1
+                        bulk_tokens -= tokens[i]
+        newest = groups[structure.candidates[bulk_from]]
+        if count > 0:
+            bulk = PlanItem(
+                kind="background",
+                source_id=source_ids[structure.suffix_first[bulk_from]],
+                group_id=None,
+                tokens=bulk_tokens,
+                score=_score(PRIORITIES["background"], end_position(newest), total_positions),
+                reason=OLDER_TURN_REASON,
+                count=count,
+                last_source_id=source_ids[newest.end],
+            )
+
     output: list[dict[str, Any]] = []
     included: list[PlanItem] = []
-    excluded: list[PlanItem] = []
-    for index in range(n):
-        if index == last_user:
+    excluded: list[PlanItem] = [bulk] if bulk is not None else []
+    inserted = False
+    for index in selected_list:
+        if index >= last_user and not inserted:
+            inserted = True
             for position, supplement, size in chosen_supplements:
                 output.append(supplement.message)
                 included.append(
                     supplement_item(supplement, size, supplement_decisions[position][1])
                 )
-        if index in selected:
-            output.append(messages[index])
-            included.append(message_item(index))
-        else:
-            excluded.append(message_item(index))
+        output.append(messages[index])
+        included.append(message_item(index, decisions[structure.group_of[index]]))
+    excluded.extend(message_item(index, listed[index]) for index in sorted(listed))
     for position, supplement, size in insertable:
         taken, reason = supplement_decisions[position]
         if not taken:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, TextIO
 
+from ...manifest.manifest import manifest_item_count
 from ...quoting import terminal_text
 from ..layout import fmt, table, write_wrapped
 from .privacy import privacy_line
@@ -59,14 +60,14 @@ def print_manifest(manifest: Mapping[str, Any], out: TextIO) -> None:
         items = manifest.get(section)
         if items is None:
             continue
-        out.write(f"\n{section} ({len(items)})\n")
+        out.write(f"\n{section} ({manifest_item_count(items)})\n")
         table(
             [
                 [
                     i.get("kind"),
                     f"{i['path']}:{i['lines'][0]}-{i['lines'][1]}"
                     if i.get("path") and i.get("lines")
-                    else i.get("sourceId"),
+                    else _source(i),
                     i.get("groupId") or "-",
                     fmt(i.get("tokens")),
                     f"{i.get('score') or 0:.3f}",
@@ -77,6 +78,15 @@ def print_manifest(manifest: Mapping[str, Any], out: TextIO) -> None:
             ["kind", "source", "group", "tokens", "score", "reason"],
             out,
         )
+
+
+def _source(item: Mapping[str, Any]) -> Any:
+    """The source column of a manifest item: its `sourceId`, or for a bulk item the range it
+    stands for (`first .. last (N messages)`)."""
+    count = item.get("count")
+    if isinstance(count, int) and not isinstance(count, bool) and count > 1:
+        return f"{item.get('sourceId')} .. {item.get('lastSourceId')} ({count:,} messages)"
+    return item.get("sourceId")
 
 
 def _print_relevance(relevance: Any, out: TextIO) -> None:

@@ -10,6 +10,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any, TextIO
 
+from ...manifest.manifest import manifest_item_count
 from ...quoting import terminal_text
 from ...results import PlanResult
 from ..layout import fmt, heading, one_line, room_left, table, wrap, write_warnings, write_wrapped
@@ -222,7 +223,8 @@ def _print_fallback_items(
     if excluded:
         heading(
             out,
-            f"Not sent: {fmt(len(excluded))} item(s), {fmt(_tokens(excluded))} tokens"
+            f"Not sent: {fmt(manifest_item_count(excluded))} item(s), "
+            f"{fmt(_tokens(excluded))} tokens"
             " (a fallback adds no synthetic context)",
         )
         _print_excluded_table(excluded, out)
@@ -313,8 +315,8 @@ def _excluded_totals(
     only the first and last 128 excluded items, and its `excludedRollup` has the true totals."""
     rollup = manifest.get("excludedRollup")
     if not isinstance(rollup, dict) or not rollup.get("omitted"):
-        return len(excluded), _tokens(excluded), ""
-    count = rollup.get("total", len(excluded))
+        return manifest_item_count(excluded), _tokens(excluded), ""
+    count = rollup.get("total", manifest_item_count(excluded))
     tokens = rollup.get("tokens", _tokens(excluded))
     return count, tokens, f" (the table lists the first and last {len(excluded) // 2})"
 
@@ -381,9 +383,9 @@ def _print_excluded_table(excluded: list[dict[str, Any]], out: TextIO) -> None:
     reasons: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for item in excluded:
         reasons.setdefault((item.get("kind", "?"), item.get("reason") or ""), []).append(item)
-    ordered = sorted(reasons.items(), key=lambda kv: -len(kv[1]))
+    ordered = sorted(reasons.items(), key=lambda kv: -manifest_item_count(kv[1]))
     table(
-        [[kind, len(items), fmt(_tokens(items))] for (kind, _), items in ordered],
+        [[kind, manifest_item_count(items), fmt(_tokens(items))] for (kind, _), items in ordered],
         ["kind", "items", "tokens"],
         out,
         [reason for (_, reason), _ in ordered],
