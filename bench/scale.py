@@ -178,7 +178,7 @@ def main() -> None:
         finally:
             shutil.rmtree(workdir, ignore_errors=True)
     print(f"{'':48} {'p50 ms':>8} {'p95 ms':>8} {'p99 ms':>8} {'/ base':>8}")
-    for size, result in results.items():
+    for result in results.values():
         noop, scan = result["noop"], result["scan"]
         assert isinstance(noop, list) and isinstance(scan, list)
         payload = result["payload"]

@@ -42,7 +42,9 @@ REFERENCE_SECTION = re.compile(
 )
 """Where docs/reference.md defines a section: a heading or a bold label starting with §N."""
 
-ARCHITECTURE_CITATION = re.compile(r'docs/architecture\.md`?[ \t]*\n?[ \t]*"(?P<name>[^"<][^"]{0,79})"')
+ARCHITECTURE_CITATION = re.compile(
+    r'docs/architecture\.md`?[ \t]*\n?[ \t]*"(?P<name>[^"<][^"]{0,79})"'
+)
 HEADING = re.compile(r"^#{1,4} (?P<name>.+?)\s*$", re.MULTILINE)
 
 SKIPPED_SUFFIXES = (".jsonl", ".png", ".jpg", ".ico", ".vsix", ".lock", ".db")
@@ -98,7 +100,11 @@ def test_reference_sections_cited_exist() -> None:
     assert {"2", "3.7", "P6", "L1"} <= sections  # the parser still understands the page
     problems = []
     for rel, text in _tracked_text_files():
-        if rel != "docs/reference.md" and "docs/reference.md" not in text and "reference.md)" not in text:
+        if (
+            rel != "docs/reference.md"
+            and "docs/reference.md" not in text
+            and "reference.md)" not in text
+        ):
             continue
         for match in SECTION_TOKEN.finditer(text):
             if match.group(1) not in sections:

@@ -28,7 +28,6 @@ from ds4_core.planner.groups import (
 )
 from ds4_core.tokens import estimate_message_tokens
 
-
 _NO_INDEX = 1 << 62
 """`suffix_first` past the last candidate: larger than any message index."""
 
