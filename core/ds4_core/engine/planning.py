@@ -83,6 +83,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("ds4_core.engine")
 
+VERBATIM_KEPT = 32
+"""Dry-plan results kept per session context (`Planner.kept_verbatim`; cleared when full)."""
+
 
 @dataclass
 class Prepared:
@@ -100,9 +103,13 @@ class Prepared:
     budget: ContextBudget
     warnings: list[str]
     summary_ids: dict[str, str] = field(default_factory=dict)
+    native_ids: AbstractSet[int] = frozenset()
+    """Object ids of the session's own messages among `messages` (`BuiltContext.native_ids`)."""
     structure: MessageStructure | None = None
     """The planner's structure of `messages` with these tokens and source ids (kept per
     session revision, `sessions.BuiltContext`); None for caller messages (built per plan)."""
+    verbatim: dict[Any, tuple[bool, frozenset[str]]] | None = None
+    """The session context's kept dry-plan results (`BuiltContext.verbatim`); None: none kept."""
 
     def summary_indices(self) -> list[int] | None:
         """Indices of the summary messages (from the structure), or None without one."""
@@ -229,6 +236,7 @@ class Planner:
             fixed_tokens=request.fixed_tokens,
             screened=screened,
             source_ids=prepared.source_ids,
+            native_ids=prepared.native_ids,
         )
         if plan.mode == "managed" and plan.estimated_tokens > prepared.budget.hard_input_limit:
             # placeholders and redaction markers made the plan larger: plan again with the
@@ -303,7 +311,7 @@ class Planner:
             tokens[index] = size
         screened = Screened()
         try:
-            resized = replace(prepared, message_tokens=tokens, structure=None)
+            resized = replace(prepared, message_tokens=tokens, structure=None, verbatim=None)
             plan, _, _ = self.managed_plan(resized, fixed_tokens, config, target, screened)
         except Exception as exc:  # fail open, as in `plan`: the first plan stands
             log.warning("replan failed: error=%s", describe_failure(exc))
@@ -315,6 +323,7 @@ class Planner:
             fixed_tokens=fixed_tokens,
             screened=screened,
             source_ids=prepared.source_ids,
+            native_ids=prepared.native_ids,
         )
         return plan, sanitizer
 
@@ -338,16 +347,16 @@ class Planner:
             if target
             else {}
         )
-        dry = prepared.plan(fixed_tokens, config, withheld=withheld)
-        if dry.mode == "fallback":
-            return dry, None, None
+        fell_back, in_context = self.kept_verbatim(prepared, fixed_tokens, config, withheld)
+        if fell_back:
+            return prepared.plan(fixed_tokens, config, withheld=withheld), None, None
         supplements: list[Supplement] = []
         retrieval = None
         # what the request says that its destination may see: withheld words never pick (and
         # so never get named in the reasons of) the evidence sent with it
         request = visible_text(target, last_user_text(prepared.messages) or "")
         if prepared.session_id is not None:
-            retrieval = self.history_evidence(prepared, dry, config, query=request)
+            retrieval = self.history_evidence(prepared, in_context, config, query=request)
         project = self._project_search(prepared, config, prepared.warnings, request)
         workspace = self._project.workspace
         quoted = QuotedRedaction(target, source_secrets(retrieval.hits) if retrieval else {})
@@ -383,10 +392,49 @@ class Planner:
             screened = screened if screened is not None else Screened()
             screened.found |= quoted.found
             supplements = screen_supplements(target, supplements, screened, floors, quoted.counted)
-        if not supplements:
-            return dry, retrieval, project
         plan = prepared.plan(fixed_tokens, config, supplements, withheld)
         return plan, retrieval, project
+
+    def kept_verbatim(
+        self,
+        prepared: Prepared,
+        fixed_tokens: int,
+        config: Config,
+        withheld: Mapping[int, tuple[str, str]] | None = None,
+    ) -> tuple[bool, frozenset[str]]:
+        """(fell back?, source ids of the messages kept verbatim) of the dry plan of
+        `prepared` (no supplements): what history retrieval leaves out as already in context.
+
+        Kept per session context revision (`Prepared.verbatim`) by everything the dry plan
+        depends on besides the context: the request's size, `fixed_tokens`, the budget (model
+        profile), the `enabled` and `context.*` settings and the withheld summaries; so a
+        `ds4/retrieve` or a second plan of the same session does not plan it again."""
+        key = None
+        if prepared.verbatim is not None:
+            key = (
+                len(prepared.messages),
+                prepared.message_tokens[-1] if prepared.message_tokens else 0,
+                fixed_tokens,
+                prepared.budget,
+                config.enabled,
+                config.context,
+                frozenset((withheld or {}).items()),
+            )
+            found = prepared.verbatim.get(key)
+            if found is not None:
+                return found
+        dry = prepared.plan(fixed_tokens, config, withheld=withheld)
+        result = (
+            dry.mode == "fallback",
+            frozenset(item.source_id for item in dry.included if item.source_id)
+            if dry.mode != "fallback"
+            else frozenset(),
+        )
+        if key is not None and prepared.verbatim is not None:
+            if len(prepared.verbatim) >= VERBATIM_KEPT:
+                prepared.verbatim.clear()
+            prepared.verbatim[key] = result
+        return result
 
     def _project_search(
         self, prepared: Prepared, config: Config, warnings: list[str], request: str
@@ -414,21 +462,16 @@ class Planner:
     def history_evidence(
         self,
         prepared: Prepared,
-        dry: ContextPlan,
+        in_context: AbstractSet[str],
         config: Config,
         query: str | None = None,
         max_results: int | None = None,
         max_tokens: int | None = None,
     ) -> HistoryRetrieval:
-        """History evidence for entries on the active branch that the planned context `dry`
-        leaves out (everything, when it fell back), for `query` (default: the text of the
-        last user message). Limits default to the settings and the budget."""
+        """History evidence for entries on the active branch other than `in_context` (the
+        source ids the planned context holds verbatim: `kept_verbatim`), for `query` (default:
+        the text of the last user message). Limits default to the settings and the budget."""
         text = query if query is not None else last_user_text(prepared.messages)
-        in_context = (
-            {item.source_id for item in dry.included if item.source_id}
-            if dry.mode != "fallback"
-            else set()
-        )
         return retrieve_history(
             self._context.store(),
             prepared.session_id or "",
@@ -469,6 +512,8 @@ class Planner:
         session_model = None
         tokens: list[int] | None = None
         structure: MessageStructure | None = None
+        native: AbstractSet[int] = frozenset()
+        verbatim: dict[Any, tuple[bool, frozenset[str]]] | None = None
         if session is not None:
             parsed, kept, path = self._sessions.built_context(session)
             context, context_tokens = kept.context, kept.tokens
@@ -499,6 +544,8 @@ class Planner:
                 source_ids: list[str | None] = list(context.message_entry_ids)
                 tokens = list(context_tokens)
                 structure = kept.structure()
+                native = kept.native_ids()
+                verbatim = kept.verbatim
             else:
                 built, source_ids = match_messages(messages, context)
             if session_id is not None:
@@ -520,7 +567,7 @@ class Planner:
             try:  # the new request: one more group, no walk over the session
                 structure = structure.appended(built[-1], tokens[-1], source_ids[-1])
             except StructureError:
-                structure = None  # the planner builds it from the messages
+                structure = verbatim = None  # the planner builds it from the messages
         profile, budget = profile_and_budget(model, session_model, config, warnings)
         return Prepared(
             built,
@@ -535,7 +582,9 @@ class Planner:
             budget,
             warnings,
             summary_ids,
+            native,
             structure,
+            verbatim if structure is not None else None,
         )
 
     def _context_summary_ids(

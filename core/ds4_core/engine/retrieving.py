@@ -198,9 +198,10 @@ class Retriever:
         """The history search status, hits and stats of `retrieve` (warnings appended,
         `relevance["history"]` set: `relevance.scope_relevance`, and the level and secret lines
         of each hit's whole source text in `floors` and `secrets`, by entry key)."""
+        _, in_context = self._planner.kept_verbatim(prepared, 0, config)
         retrieval = self._planner.history_evidence(
             prepared,
-            prepared.plan(0, config),
+            in_context,
             config,
             query=query,
             max_results=request.max_results,

@@ -17,6 +17,7 @@ import logging
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -38,6 +39,7 @@ from ..privacy.sanitizer import (
 )
 from ..results import CommitHit, HistoryHit, ProjectHit
 from ..tokens import estimate_message_tokens
+from .privacy_cache import SANITIZED
 from .profiles import UNKNOWN
 
 log = logging.getLogger("ds4_core.engine")
@@ -186,8 +188,12 @@ def sanitize_plan(
     fixed_tokens: int,
     screened: Screened,
     source_ids: Sequence[str | None],
+    native_ids: AbstractSet[int] = frozenset(),
 ) -> ContextPlan:
     """`plan` with its messages written for the sanitizer's destination.
+
+    Messages whose object id is in `native_ids` (the session's own message objects) are
+    written once per destination and kept for the next plans (`privacy_cache.SANITIZED`).
 
     Kept supplements (`screened.kept`) are sent as written ahead, their counts merged; every
     other message is rewritten (`Sanitizer.message`). Items get the classification of their
@@ -204,6 +210,7 @@ def sanitize_plan(
     try:
         messages: list[dict[str, Any]] = []
         levels: list[str] = []
+        known: list[int | None] = []  # tokens of the written message, when kept
         for message in plan.messages:
             ahead = screened.kept.get(id(message))
             if ahead is not None and ahead[0] is message:
@@ -211,14 +218,18 @@ def sanitize_plan(
                 counters.merge(written)
                 counters.count(counters.classified, level)
                 messages.append(message)
+                known.append(None)
             else:
-                sanitized = sanitizer.message(message)
-                level = sanitized.level
-                messages.append(sanitized.value)
+                kept = SANITIZED.write(sanitizer, message, id(message) in native_ids)
+                level = kept.sanitized.level
+                messages.append(kept.sanitized.value)
+                known.append(kept.tokens)
             levels.append(level)
         found = sorted(counters_found(sanitizer, screened), key=lambda v: (-len(v), v))
         if found:  # a secret redacted in one message, repeated bare in another
-            messages = [sanitizer.message(m, count=False, secrets=found).value for m in messages]
+            again = [sanitizer.message(m, count=False, secrets=found).value for m in messages]
+            known = [n if a is m else None for a, m, n in zip(again, messages, known, strict=True)]
+            messages = again
         included = _classified(plan, levels, source_ids)
         excluded = [*plan.excluded, *screened.dropped]
         if sanitizer.target.enabled:
@@ -226,9 +237,15 @@ def sanitize_plan(
                 if item.reason == PRIVACY_EXCLUSION_REASON:
                     counters.count(counters.classified, item.classification)
                     counters.count(counters.excluded, item.classification)
-        tokens = [estimate_message_tokens(message) for message in messages]
+        tokens = [
+            estimate_message_tokens(message) if n is None else n
+            for message, n in zip(messages, known, strict=True)
+        ]
         if plan.mode == "managed" and len(included) == len(tokens):
-            included = [replace(item, tokens=n) for item, n in zip(included, tokens, strict=True)]
+            included = [
+                item if item.tokens == n else replace(item, tokens=n)
+                for item, n in zip(included, tokens, strict=True)
+            ]
         return replace(
             plan,
             messages=messages,

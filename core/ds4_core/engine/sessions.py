@@ -24,6 +24,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from ..json_bounds import echo
 from ..planner.structure import MessageStructure, build_structure
@@ -120,6 +121,10 @@ class BuiltContext:
     tokens: list[int]
     _structure: MessageStructure | None = None
     _branch: frozenset[str] | None = None
+    _native: frozenset[int] | None = None
+    verbatim: dict[Any, tuple[bool, frozenset[str]]] = field(default_factory=dict)
+    """What dry plans of this context kept verbatim, by plan inputs
+    (`planning.Planner.kept_verbatim`): (fell back?, source ids of the kept messages)."""
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def structure(self) -> MessageStructure:
@@ -131,6 +136,14 @@ class BuiltContext:
                     context.messages, self.tokens, context.message_entry_ids
                 )
             return self._structure
+
+    def native_ids(self) -> frozenset[int]:
+        """The object ids of the context's messages (built once): the messages whose privacy
+        writes are kept between plans (`privacy_cache`)."""
+        with self._lock:
+            if self._native is None:
+                self._native = frozenset(id(message) for message in self.context.messages)
+            return self._native
 
     def branch(self) -> frozenset[str]:
         """The entry ids of the context's path (built once)."""

@@ -1,0 +1,91 @@
+"""Session messages as written for a destination, kept between plans (issue 13).
+
+The privacy pass (`Sanitizer.message`: markers parsed, placeholders, secrets redacted) is a
+pure function of a message and its `Destination`; a plan sends the recent tail of the session
+again and again, so `SanitizedMessages` keeps, per (message object, destination), what the pass
+wrote, what it counted (`PrivacyCounters`), the secret values it redacted (for the plan-wide
+repeated-secret pass) and the token estimate of the written message. Only the session's own
+message objects are kept (`BuiltContext.native_ids`): they live in the session cache anyway,
+and a caller's messages are new objects on every request. Entries hold their message, so an
+object id is never reused while its entry exists; at most `capacity` entries (LRU).
+Thread-safe.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Any
+
+from ..privacy.policy import Destination
+from ..privacy.sanitizer import PrivacyCounters, Sanitized, Sanitizer
+from ..tokens import estimate_message_tokens
+
+CAPACITY = 20_000
+"""Messages kept (LRU): a few sessions' recent tails for a few destinations."""
+
+
+@dataclass(frozen=True)
+class Written:
+    """What the privacy pass made of one message: the `Sanitized` value and level, its
+    counters, the secret values it redacted and the `chars-v2` tokens of the written value."""
+
+    sanitized: Sanitized
+    counters: PrivacyCounters
+    found: frozenset[str]
+    tokens: int
+
+
+class SanitizedMessages:
+    """The kept writes (see the module docstring)."""
+
+    def __init__(self, capacity: int = CAPACITY) -> None:
+        self._capacity = capacity
+        self._entries: OrderedDict[tuple[int, Destination], tuple[Any, Written]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def write(self, sanitizer: Sanitizer, message: Any, keep: bool) -> Written:
+        """`message` written for `sanitizer`'s destination, its counts merged into
+        `sanitizer.counters` and its redacted values into `sanitizer.found`, as
+        `sanitizer.message(message)` would do; kept for the next plan when `keep` (a session
+        message object), else computed and not kept.
+
+        Raises:
+            whatever `Sanitizer.message` raises (the caller fails closed).
+        """
+        key = (id(message), sanitizer.target)
+        written = None
+        if keep:
+            with self._lock:
+                found = self._entries.get(key)
+                if found is not None and found[0] is message:
+                    self._entries.move_to_end(key)
+                    written = found[1]
+        if written is None:
+            fresh = Sanitizer(sanitizer.target)
+            sanitized = fresh.message(message)
+            written = Written(
+                sanitized,
+                fresh.counters,
+                frozenset(fresh.found),
+                estimate_message_tokens(sanitized.value),
+            )
+            if keep:
+                with self._lock:
+                    self._entries[key] = (message, written)
+                    while len(self._entries) > self._capacity:
+                        self._entries.popitem(last=False)
+        sanitizer.counters.merge(written.counters)
+        sanitizer.found |= written.found
+        return written
+
+    def clear(self) -> None:
+        """Forget every kept write (tests; a settings change needs none: the destination is
+        part of the key)."""
+        with self._lock:
+            self._entries.clear()
+
+
+SANITIZED = SanitizedMessages()
+"""The process's kept writes."""
