@@ -60,6 +60,7 @@ from .context import EngineContext
 from .convert import from_attributes
 from .indexing import Indexer
 from .manifests import Manifests
+from .privacy_cache import SANITIZED
 from .profiles import check_model, profile_and_budget
 from .project import ProjectService
 from .relevance import below_floor_of, relevance_summary, with_floor_exclusions
@@ -261,7 +262,7 @@ class Planner:
             budget=prepared.budget,
             plan=plan,
             retrieved=retrieved,
-            prompt_hash=prompt_hash(None, None, plan.messages),
+            prompt_hash=prompt_hash(None, None, plan.messages, SANITIZED.stable_json),
             created_at=utc_now_iso(),
             estimator_version=ESTIMATOR_VERSION,
             fixed_tokens=request.fixed_tokens,

@@ -4,7 +4,8 @@ The privacy pass (`Sanitizer.message`: markers parsed, placeholders, secrets red
 pure function of a message and its `Destination`; a plan sends the recent tail of the session
 again and again, so `SanitizedMessages` keeps, per (message object, destination), what the pass
 wrote, what it counted (`PrivacyCounters`), the secret values it redacted (for the plan-wide
-repeated-secret pass) and the token estimate of the written message. Only the session's own
+repeated-secret pass), the token estimate of the written message and, once a prompt hash asked
+for it, its stable JSON. Only the session's own
 message objects are kept (`BuiltContext.native_ids`): they live in the session cache anyway,
 and a caller's messages are new objects on every request. Entries hold their message, so an
 object id is never reused while its entry exists; at most `capacity` entries (LRU).
@@ -20,7 +21,7 @@ from typing import Any
 
 from ..privacy.policy import Destination
 from ..privacy.sanitizer import PrivacyCounters, Sanitized, Sanitizer
-from ..tokens import estimate_message_tokens
+from ..tokens import estimate_message_tokens, stable_json
 
 CAPACITY = 20_000
 """Messages kept (LRU): a few sessions' recent tails for a few destinations."""
@@ -43,6 +44,8 @@ class SanitizedMessages:
     def __init__(self, capacity: int = CAPACITY) -> None:
         self._capacity = capacity
         self._entries: OrderedDict[tuple[int, Destination], tuple[Any, Written]] = OrderedDict()
+        self._json: dict[int, tuple[Any, str | None, int]] = {}
+        """id(written value) -> (value, its stable JSON once asked for, entries holding it)"""
         self._lock = threading.Lock()
 
     def write(self, sanitizer: Sanitizer, message: Any, keep: bool) -> Written:
@@ -73,18 +76,51 @@ class SanitizedMessages:
             )
             if keep:
                 with self._lock:
-                    self._entries[key] = (message, written)
+                    if key not in self._entries:
+                        self._hold(written.sanitized.value)
+                        self._entries[key] = (message, written)
                     while len(self._entries) > self._capacity:
-                        self._entries.popitem(last=False)
+                        _, (_, old) = self._entries.popitem(last=False)
+                        self._release(old.sanitized.value)
         sanitizer.counters.merge(written.counters)
         sanitizer.found |= written.found
         return written
+
+    def stable_json(self, value: Any) -> str:
+        """`tokens.stable_json(value)` (for the prompt hash), kept while `value` is the written
+        value of a kept message; computed and not kept for any other value."""
+        with self._lock:
+            held = self._json.get(id(value))
+            if held is not None and held[0] is value and held[1] is not None:
+                return held[1]
+        text = stable_json(value)
+        with self._lock:
+            held = self._json.get(id(value))
+            if held is not None and held[0] is value:
+                self._json[id(value)] = (value, text, held[2])
+        return text
+
+    def _hold(self, value: Any) -> None:
+        held = self._json.get(id(value))
+        if held is not None and held[0] is value:
+            self._json[id(value)] = (value, held[1], held[2] + 1)
+        else:
+            self._json[id(value)] = (value, None, 1)
+
+    def _release(self, value: Any) -> None:
+        held = self._json.get(id(value))
+        if held is not None and held[0] is value:
+            if held[2] <= 1:
+                del self._json[id(value)]
+            else:
+                self._json[id(value)] = (value, held[1], held[2] - 1)
 
     def clear(self) -> None:
         """Forget every kept write (tests; a settings change needs none: the destination is
         part of the key)."""
         with self._lock:
             self._entries.clear()
+            self._json.clear()
 
 
 SANITIZED = SanitizedMessages()

@@ -12,7 +12,7 @@ import secrets
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, get_args
 
 from ds4_core.planner.budget import ContextBudget, ModelProfile
@@ -40,14 +40,24 @@ def new_manifest_id() -> str:
     return f"m-{time.time_ns() // 1_000_000:012x}{secrets.token_hex(8)}"
 
 
-def prompt_hash(system: Any, tools: Any, messages: Sequence[Any]) -> str:
+def prompt_hash(
+    system: Any,
+    tools: Any,
+    messages: Sequence[Any],
+    message_json: Callable[[Any], str] = stable_json,
+) -> str:
     """sha256 hex of the stable JSON of `{"system", "tools", "messages"}`
     (docs/reference.md §3.15).
 
     `system` is the system prompt (string or None), `tools` the tool schemas (list or None),
     `messages` the AgentMessages sent. Equal inputs give equal hashes whatever the key order.
+    `message_json(m)` must equal `stable_json(m)`: a caller may pass one that remembers the
+    text of messages it sends again (`engine/privacy_cache.py`). The text hashed is that of
+    `stable_json` of the whole object, written out from its parts.
     """
-    return sha256_hex(stable_json({"system": system, "tools": tools, "messages": list(messages)}))
+    head = stable_json({"system": system, "tools": tools})  # {"system":...,"tools":...}
+    parts = ",".join(message_json(message) for message in messages)
+    return sha256_hex(f'{{"messages":[{parts}],{head[1:]}')
 
 
 def _camel_keys(value: Mapping[str, Any]) -> dict[str, Any]:
