@@ -39,13 +39,15 @@ def sessions(draw: st.DrawFn) -> list[dict[str, Any]]:
         kind = draw(st.sampled_from(["user", "assistant", "call", "result", "summary", "system"]))
         size = draw(st.integers(1, 900))
         if kind == "call":
-            call_id = f"c{index}" if draw(st.booleans()) else f"c{draw(st.integers(0, 5))}"
+            reused = draw(st.integers(0, 9)) == 0  # now and then an id used before
+            call_id = f"c{draw(st.integers(0, 5))}" if reused else f"c{index}"
             open_calls.append(call_id)
             message = text("assistant", size)
             message["content"].append({"type": "toolCall", "id": call_id, "name": "read"})
         elif kind == "result" and open_calls:
             message = text("toolResult", size)
-            message["toolCallId"] = draw(st.sampled_from(open_calls))
+            latest = draw(st.integers(0, 3)) > 0  # mostly the newest call, else any
+            message["toolCallId"] = open_calls[-1] if latest else draw(st.sampled_from(open_calls))
         elif kind == "summary":
             message = {"role": "compactionSummary", "summary": "s " * size}
         elif kind == "system":
@@ -160,3 +162,66 @@ def test_a_short_session_lists_every_excluded_message() -> None:
     assert plan.mode == "managed" and plan.excluded
     assert all(item.count == 1 for item in plan.excluded)
     assert len(plan.included) + len(plan.excluded) == len(messages)
+
+
+@settings(max_examples=200, deadline=None)
+@given(sessions(), st.data())
+def test_a_structure_extended_by_appended_messages_equals_one_built_again(
+    messages: list[dict[str, Any]], data: st.DataObject
+) -> None:
+    """A session that grew: the kept structure extended by the new messages equals the
+    structure built from all of them (whichever way `extended` takes)."""
+    ids: list[str | None] = [f"e{i}" if i % 5 else None for i in range(len(messages))]
+    cut = data.draw(st.integers(0, len(messages)))
+    grown = build_structure(messages[:cut], None, ids[:cut]) if cut else None
+    tokens = build_structure(messages).tokens
+    whole = build_structure(messages, tokens, ids)
+    if grown is None:
+        return
+    extended = grown.extended(messages, tokens[cut:], ids[cut:])
+    fields = [f for f in vars(whole) if not f.endswith("positions")]
+    assert {f: getattr(extended, f) for f in fields} == {f: getattr(whole, f) for f in fields}
+    assert all(extended.indices_of(s) == whole.indices_of(s) for s in whole.source_ids)
+
+
+@st.composite
+def agent_turns(draw: st.DrawFn) -> list[dict[str, Any]]:
+    """What an agent appends: a request, tool calls each answered right after, a reply; now
+    and then a summary, or a result answering a call of an earlier turn."""
+    messages: list[dict[str, Any]] = []
+    for turn in range(draw(st.integers(1, 30))):
+        messages.append(text("user", draw(st.integers(1, 300))))
+        for call in range(draw(st.integers(0, 3))):
+            call_id = f"t{turn}-{call}"
+            late = draw(st.integers(0, 19)) == 0 and turn > 0
+            message = text("assistant", draw(st.integers(1, 200)))
+            message["content"].append({"type": "toolCall", "id": call_id, "name": "bash"})
+            result = text("toolResult", draw(st.integers(1, 900)))
+            result["toolCallId"] = f"t{turn - 1}-0" if late else call_id
+            messages += [message, result]
+        messages.append(text("assistant", draw(st.integers(1, 300))))
+        if draw(st.integers(0, 9)) == 0:
+            messages.append({"role": "compactionSummary", "summary": "s " * 50})
+    return messages
+
+
+@settings(max_examples=150, deadline=None)
+@given(agent_turns(), st.data())
+def test_an_agent_sessions_structure_extended_turn_by_turn_equals_one_built_again(
+    messages: list[dict[str, Any]], data: st.DataObject
+) -> None:
+    ids: list[str | None] = [f"e{i}" for i in range(len(messages))]
+    tokens = build_structure(messages).tokens
+    cuts = sorted(data.draw(st.lists(st.integers(1, len(messages)), max_size=4)))
+    structure = None
+    done = 0
+    for cut in [*cuts, len(messages)]:
+        if structure is None:
+            structure = build_structure(messages[:cut], tokens[:cut], ids[:cut])
+        else:
+            structure = structure.extended(messages[:cut], tokens[done:cut], ids[done:cut])
+        done = cut
+    whole = build_structure(messages, tokens, ids)
+    fields = [f for f in vars(whole) if not f.endswith("positions")]
+    assert {f: getattr(structure, f) for f in fields} == {f: getattr(whole, f) for f in fields}
+    assert all(structure.indices_of(s) == whole.indices_of(s) for s in whole.source_ids)

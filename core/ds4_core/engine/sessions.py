@@ -27,9 +27,10 @@ from pathlib import Path
 from typing import Any
 
 from ..json_bounds import echo
-from ..planner.structure import MessageStructure, build_structure
+from ..planner.structure import MessageStructure, StructureError, build_structure
 from ..requests import RequestError, SessionRef
 from ..sessions import LAST_ENTRY, SessionContext, SessionFormatError, context_for_path, read_all
+from ..sessions.context import extend_context, has_context_edit
 from ..sessions.paths import PathIndex
 from ..sessions.prefix import FileShrankError, PrefixHashes, extend, first_change, hash_prefix
 from ..sessions.reader import SessionEntry, SessionFile, SessionHeader, read_header, read_more
@@ -119,6 +120,9 @@ class BuiltContext:
 
     context: SessionContext
     tokens: list[int]
+    extendable: bool = False
+    """Whether `extended` may build the context of a longer path from this one (no
+    `context_edit` on its path: `sessions.context.extend_context`)."""
     _structure: MessageStructure | None = None
     _branch: frozenset[str] | None = None
     _native: frozenset[int] | None = None
@@ -126,6 +130,35 @@ class BuiltContext:
     """What dry plans of this context kept verbatim, by plan inputs
     (`planning.Planner.kept_verbatim`): (fell back?, source ids of the kept messages)."""
     _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def extended(self, path: list[SessionEntry], thinking_level: str) -> BuiltContext | None:
+        """The built context of `path`, the path of this context followed by appended
+        entries: the new messages' tokens estimated, the kept structure extended
+        (`MessageStructure.extended`) and the id sets grown; None when that is not sound
+        (`extend_context`): build it again."""
+        if not self.extendable:
+            return None
+        context = extend_context(self.context, path, thinking_level)
+        if context is None:
+            return None
+        known = len(self.context.messages)
+        added = context.messages[known:]
+        tokens = [*self.tokens, *(estimate_message_tokens(m) for m in added)]
+        grown = BuiltContext(context, tokens, extendable=True)
+        with self._lock:
+            structure, native, branch = self._structure, self._native, self._branch
+        if structure is not None:
+            try:
+                grown._structure = structure.extended(
+                    context.messages, tokens[known:], context.message_entry_ids[known:]
+                )
+            except StructureError:
+                grown._structure = None  # built on first use, and fails there as in a plan
+        if native is not None:
+            grown._native = native | {id(m) for m in added}
+        if branch is not None:
+            grown._branch = branch | set(context.path_entry_ids[len(self.context.path_entry_ids) :])
+        return grown
 
     def structure(self) -> MessageStructure:
         """`build_structure` of the context's messages, tokens and entry ids (built once)."""
@@ -165,6 +198,9 @@ class CachedSession:
     prefix: PrefixHashes
     contexts: dict[str | None, BuiltContext] = field(default_factory=dict)
     paths: PathIndex | None = None
+    grown_from: dict[str | None, BuiltContext] = field(default_factory=dict)
+    """The contexts of this file before it grew (`read_more`): the newest leaf's context is
+    extended from its old one (`BuiltContext.extended`) instead of built again."""
 
     def index(self) -> PathIndex:
         """Entries by id and the active paths walked (built on first use)."""
@@ -216,19 +252,26 @@ class SessionCache:
                 return cached
             parsed = None
             paths = None
+            grown_from: dict[str | None, BuiltContext] = {}
             if cached is not None and stat.st_size > cached.size:
                 # Pi appends: parse only the new bytes when the old ones are unchanged, and
                 # extend the walked paths instead of walking them again.
                 parsed = read_more(path, cached.file, cached.prefix)
                 if parsed is not None and cached.paths is not None and not cached.file.torn_tail:
                     old = len(cached.file.entries)
-                    paths = cached.paths.extended(parsed.entries, parsed.entries[old:])
+                    added = parsed.entries[old:]
+                    paths = cached.paths.extended(parsed.entries, added)
+                    if not any(entry.entry_id in cached.paths.by_id for entry in added):
+                        with self._lock:  # no id reused: the old paths still hold
+                            grown_from = dict(cached.contexts)
             if parsed is None or cached is None:
                 parsed = read_all(path)
                 prefix = hash_prefix(path, parsed.end_offset)
             else:
                 prefix = extend(path, cached.prefix, parsed.end_offset)
-        cached = CachedSession(stat.st_size, stat.st_mtime_ns, parsed, prefix, paths=paths)
+        cached = CachedSession(
+            stat.st_size, stat.st_mtime_ns, parsed, prefix, paths=paths, grown_from=grown_from
+        )
         with self._lock:
             self._sessions[key] = cached
             self._sessions.move_to_end(key)
@@ -260,12 +303,20 @@ class SessionCache:
             found = cached.contexts.get(ref.leaf_id)
         if found is None:
             try:
-                context = context_for_path(
-                    *cached.index().path_and_level(ref.leaf_id if ref.leaf_id else LAST_ENTRY)
+                entries, level = cached.index().path_and_level(
+                    ref.leaf_id if ref.leaf_id else LAST_ENTRY
                 )
             except SessionFormatError as exc:  # an unknown leaf: not a session-file failure
                 raise RequestError(str(exc), "session.leafId") from exc
-            found = BuiltContext(context, [estimate_message_tokens(m) for m in context.messages])
+            previous = cached.grown_from.get(ref.leaf_id)
+            found = previous.extended(entries, level) if previous is not None else None
+            if found is None:
+                context = context_for_path(entries, level)
+                found = BuiltContext(
+                    context,
+                    [estimate_message_tokens(m) for m in context.messages],
+                    extendable=not has_context_edit(entries),
+                )
             with self._lock:
                 if len(cached.contexts) >= self._capacity:
                     cached.contexts.clear()

@@ -139,6 +139,132 @@ class MessageStructure:
             appended_positions=appended_positions,
         )
 
+    def extended(
+        self,
+        messages: Sequence[Any],
+        message_tokens: Sequence[int],
+        message_source_ids: Sequence[str | None],
+    ) -> MessageStructure:
+        """The structure of `messages`: this structure's `n` messages followed by more (a
+        session that grew). `message_tokens` / `message_source_ids` cover the new messages
+        only. Only the newest group and the new messages are walked again, when the newest
+        group is a turn of consecutive messages starting with a `user` message and no new
+        message links to a tool call of an older group; otherwise the whole list is built
+        again (`build_structure`). Either way the result equals `build_structure(messages,
+        ...)` (a property test checks it).
+
+        Raises:
+            StructureError: as `build_structure` (a new message is not an object, or the token
+                list has another length than the new messages).
+        """
+        n_old = self.n
+        added = messages[n_old:]
+        if len(message_tokens) != len(added) or len(message_source_ids) != len(added):
+            raise StructureError(
+                f"message_tokens has {len(message_tokens)} entries for {len(added)} messages"
+            )
+        tokens = [*self.tokens, *(int(t) for t in message_tokens)]
+        ids: list[str | None] = [
+            *self.source_ids,
+            *(
+                source if isinstance(source, str) and source else f"message:{n_old + offset}"
+                for offset, source in enumerate(message_source_ids)
+            ),
+        ]
+        if not self.groups or not added:
+            return build_structure(messages, tokens, ids)
+        last_gi = len(self.groups) - 1
+        last = self.groups[last_gi]
+        k = last.start
+        first = messages[k]
+        if (
+            last.end != n_old - 1
+            or len(last.indices) != n_old - k
+            or not isinstance(first, dict)
+            or first.get("role") != "user"
+        ):
+            return build_structure(messages, tokens, ids)
+        window = build_structure(messages[k:], tokens[k:], ids[k:])
+        calls, results = self.links
+        for call_id in (*window.links[0], *window.links[1]):
+            if any(i < k for i in (*calls.get(call_id, ()), *results.get(call_id, ()))):
+                return build_structure(messages, tokens, ids)  # links an older group
+        return self._joined(window, k, last_gi)
+
+    def _joined(self, window: MessageStructure, k: int, last_gi: int) -> MessageStructure:
+        """This structure with its newest group (index `last_gi`, messages `k..n-1`) replaced
+        by `window`, the structure of the messages from `k` on (see `extended`)."""
+        base = len(self.groups) - 1  # group index of the window's first group
+        groups = [*self.groups[:-1], *(_shifted(g, k) for g in window.groups)]
+        was_candidate = bool(self.candidates) and self.candidates[0] == last_gi
+        older = self.candidates[1:] if was_candidate else self.candidates
+        cut = 1 if was_candidate else 0
+        window_candidates = [base + gi for gi in window.candidates]
+        count = len(window.candidates)
+        suffix_messages = [
+            m + self.suffix_messages[cut] for m in window.suffix_messages[:count]
+        ] + self.suffix_messages[cut:]
+        suffix_tokens = [t + self.suffix_tokens[cut] for t in window.suffix_tokens[:count]] + (
+            self.suffix_tokens[cut:]
+        )
+        suffix_first = [
+            min(f + k, self.suffix_first[cut]) for f in window.suffix_first[:count]
+        ] + self.suffix_first[cut:]
+        sorted_tokens = list(self.sorted_candidate_tokens)
+        if was_candidate:
+            del sorted_tokens[bisect.bisect_left(sorted_tokens, self.groups[last_gi].tokens)]
+        for value in window.sorted_candidate_tokens:
+            bisect.insort(sorted_tokens, value)
+        calls = dict(self.links[0])
+        results = dict(self.links[1])
+        for table, found in ((calls, window.links[0]), (results, window.links[1])):
+            for call_id, indices in found.items():
+                table[call_id] = [i + k for i in indices]
+        linked = dict(self.linked)
+        linked.update((i + k, value) for i, value in window.linked.items())
+        appended_positions = {key: list(value) for key, value in self.appended_positions.items()}
+        for index in range(self.n, k + window.n):
+            appended_positions.setdefault(window.source_ids[index - k], []).append(index)
+        return MessageStructure(
+            n=k + window.n,
+            tokens=[*self.tokens[:k], *window.tokens],
+            source_ids=[*self.source_ids[:k], *window.source_ids],
+            links=(calls, results),
+            groups=groups,
+            group_of=[*self.group_of[:k], *(base + gi for gi in window.group_of)],
+            by_end=[*(base + gi for gi in window.by_end), *self.by_end[1:]],
+            candidates=[*window_candidates, *older],
+            suffix_messages=suffix_messages,
+            suffix_tokens=suffix_tokens,
+            suffix_first=suffix_first,
+            candidate_rrank=[
+                *self.candidate_rrank[:-1],
+                *(len(older) + r if r >= 0 else -1 for r in window.candidate_rrank),
+            ],
+            sorted_candidate_tokens=sorted_tokens,
+            summaries=[*(base + gi for gi in window.summaries), *self.summaries],
+            system_groups=frozenset(
+                [*(g for g in self.system_groups if g != last_gi)]
+                + [base + gi for gi in window.system_groups]
+            ),
+            linked=linked,
+            positions=self.positions,
+            appended_positions=appended_positions,
+        )
+
+
+def _shifted(group: AtomicGroup, k: int) -> AtomicGroup:
+    """`group` of a structure built from message `k` on, with indices of the whole list."""
+    return AtomicGroup(
+        group_id=f"group:{group.start + k}-{group.end + k}",
+        kind=group.kind,
+        start=group.start + k,
+        end=group.end + k,
+        indices=tuple(i + k for i in group.indices),
+        tokens=group.tokens,
+        reason=group.reason,
+    )
+
 
 def _inserted(ordered: list[int], value: int) -> list[int]:
     copy = list(ordered)

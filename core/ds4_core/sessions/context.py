@@ -31,7 +31,7 @@ converting to LLM messages (`convertToLlm`), which is the caller's concern.
 from __future__ import annotations
 
 import enum
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
@@ -291,23 +291,10 @@ def context_for_path(path: list[SessionEntry], thinking_level: str | None = None
         kind = entry.entry_type
         data = entry.data
         if kind == "message":
-            message = data.get("message")
-            if type(message) is not dict:
-                continue
-            role = message.get("role")
-            copy = dict(message)
-            if entry.entry_id in edits and role in _EDITABLE_ROLES:
-                replacement = edits[entry.entry_id]
-                if replacement is None:
-                    continue
-                copy["content"] = _edited_content(role, replacement)
-            elif copy.get("content") is None:  # old or hand-edited files (docs/reference.md §P5)
-                if role == "system":
-                    copy["content"] = ""
-                elif role in _BLOCK_CONTENT_ROLES:
-                    copy["content"] = []
-            messages.append(copy)
-            source_ids.append(entry.entry_id)
+            copy = _entry_message(entry, edits)
+            if copy is not None:
+                messages.append(copy)
+                source_ids.append(entry.entry_id)
         elif kind == "compaction":
             if entry is not compaction:
                 continue  # an older compaction inside the kept range
@@ -368,6 +355,85 @@ def context_for_path(path: list[SessionEntry], thinking_level: str | None = None
         else current_thinking_level(path),
         path_entry_ids=[entry.entry_id for entry in path],
     )
+
+
+def _entry_message(
+    entry: SessionEntry, edits: Mapping[str, dict[str, Any] | None]
+) -> dict[str, Any] | None:
+    """The AgentMessage of a `message` entry as the context sends it (a copy, with its
+    `context_edit` applied and missing content filled in), or None when it sends none."""
+    message = entry.data.get("message")
+    if type(message) is not dict:
+        return None
+    role = message.get("role")
+    copy = dict(message)
+    if entry.entry_id in edits and role in _EDITABLE_ROLES:
+        replacement = edits[entry.entry_id]
+        if replacement is None:
+            return None
+        copy["content"] = _edited_content(role, replacement)
+    elif copy.get("content") is None:  # old or hand-edited files (docs/reference.md §P5)
+        if role == "system":
+            copy["content"] = ""
+        elif role in _BLOCK_CONTENT_ROLES:
+            copy["content"] = []
+    return copy
+
+
+APPENDABLE_TYPES = frozenset(
+    {
+        "message",
+        "custom",
+        "label",
+        "session_info",
+        "model_change",
+        "thinking_level_change",
+        "usage",
+    }
+)
+"""Entry types whose append extends a context without changing what it already holds
+(`extend_context`); a compaction, a branch summary, a custom message or a context edit (which
+may change earlier messages) makes the context be built again."""
+
+
+def extend_context(
+    previous: SessionContext, path: list[SessionEntry], thinking_level: str
+) -> SessionContext | None:
+    """The context of `path` built from `previous`, the context of a prefix of it, when that
+    is sound; else None (build it with `context_for_path`).
+
+    Sound when `path` is `previous`'s path (same last entry at the same depth: paths are
+    parent chains, so the whole prefix is the same) followed by entries of
+    `APPENDABLE_TYPES` only, and the caller knows that `previous` applied no `context_edit`
+    (an edit may name an entry appended later). The result equals `context_for_path(path,
+    thinking_level)` and shares `previous`'s message objects (its lists are new)."""
+    known = len(previous.path_entry_ids)
+    if known == 0 or len(path) <= known or path[known - 1].entry_id != previous.leaf_id:
+        return None
+    added = path[known:]
+    if any(entry.entry_type not in APPENDABLE_TYPES for entry in added):
+        return None
+    messages = list(previous.messages)
+    source_ids = list(previous.message_entry_ids)
+    for entry in added:
+        if entry.entry_type == "message":
+            message = _entry_message(entry, {})
+            if message is not None:
+                messages.append(message)
+                source_ids.append(entry.entry_id)
+    return SessionContext(
+        messages=messages,
+        message_entry_ids=source_ids,
+        leaf_id=path[-1].entry_id,
+        model=current_model(added) or previous.model,
+        thinking_level=thinking_level,
+        path_entry_ids=[*previous.path_entry_ids, *(entry.entry_id for entry in added)],
+    )
+
+
+def has_context_edit(path: Sequence[SessionEntry]) -> bool:
+    """Whether `path` holds a `context_edit` entry (then `extend_context` may not be used)."""
+    return any(entry.entry_type == "context_edit" for entry in path)
 
 
 def match_messages(
