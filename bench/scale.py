@@ -12,8 +12,14 @@ would, the first request indexes the session, and then, interleaved, `--runs` ro
 - the baseline of the same process: `ds4/retrieve` with `scopes: []` and no session, a request
   that crosses the same JSON-RPC path and does no work (the transport's own round trip).
 
+Then `--appends` times what an agent does every turn: two entries (a user request and an
+assistant reply, as Pi writes them) appended to the session file, and the `ds4/plan` that
+follows (it syncs the index, reads the new bytes, extends the context and plans).
+
 Also measured in the same run: the issue's other baseline, a Python linear scan of every
-message's lowercased text with `in` for the query's terms (in process, texts held in memory),
+message's lowercased text with `in` for the query's terms (in process, texts held in memory);
+the floor of history retrieval, the bare FTS5 bm25 statement of its FTS pass on the server's
+own index (in process, `history_retrieval.py`'s statement, same queries);
 and the plan result's payload: its size in bytes, what `json.dumps` / `json.loads` of it cost
 (the encode the server pays and the decode the client pays), and how many messages it holds.
 
@@ -21,7 +27,7 @@ Printed: p50/p95/p99 of each request per size, the ratio to the same-run baselin
 50,000 / 5,000 ratio of each request's p50 (target <= 1.5). Targets at 5,000 messages:
 retrieve history p50 <= 3 ms and p95 <= 8 ms; plan p50 <= 15 ms.
 
-Usage: python bench/scale.py [--sizes 5000,50000] [--runs 5] [--session FILE]
+Usage: python bench/scale.py [--sizes 5000,50000] [--runs 5] [--appends 20] [--session FILE]
 """
 
 from __future__ import annotations
@@ -86,7 +92,52 @@ def timed(client: RawClient, method: str, params: object) -> tuple[float, dict]:
     return (time.perf_counter() - started) * 1000, result
 
 
-def measure(session: Path, workdir: Path, runs: int) -> dict[str, object]:
+def last_entry_id(session: Path) -> str:
+    """The id of the last entry of `session`."""
+    with session.open("rb") as handle:
+        handle.seek(max(0, session.stat().st_size - 65536))
+        tail = handle.read().splitlines()
+    return str(json.loads(tail[-1])["id"])
+
+
+def append_turn(session: Path, parent: str, n: int) -> str:
+    """Append a user request and an assistant reply under `parent` (Pi's v3 message entries);
+    returns the reply's id."""
+    user_id, reply_id = f"ap{n:06x}u", f"ap{n:06x}a"
+    stamp = "2026-02-01T00:00:00.000Z"
+    entries = [
+        {
+            "type": "message",
+            "id": user_id,
+            "parentId": parent,
+            "timestamp": stamp,
+            "message": {
+                "role": "user",
+                "content": [{"type": "text", "text": f"step {n}: rerun the parser tests"}],
+                "timestamp": 1,
+            },
+        },
+        {
+            "type": "message",
+            "id": reply_id,
+            "parentId": user_id,
+            "timestamp": stamp,
+            "message": {
+                "role": "assistant",
+                "content": [{"type": "text", "text": f"step {n}: the parser tests pass"}],
+                "provider": "anthropic",
+                "model": "claude-sonnet-4-5",
+                "stopReason": "stop",
+                "timestamp": 2,
+            },
+        },
+    ]
+    with session.open("a", encoding="utf-8") as handle:
+        handle.write("".join(json.dumps(entry) + "\n" for entry in entries))
+    return reply_id
+
+
+def measure(session: Path, workdir: Path, runs: int, appends: int) -> dict[str, object]:
     """Every timing of one session size (see the module docstring)."""
     texts = message_texts(session)
     queries = [q for _kind, q in pick_queries(texts)]
@@ -129,6 +180,14 @@ def measure(session: Path, workdir: Path, runs: int) -> dict[str, object]:
                     "decode_ms": (time.perf_counter() - started) * 1000,
                     "messages": len(result.get("messages", [])),
                 }
+    appended: list[float] = []
+    last_id = last_entry_id(session)
+    for n in range(appends):
+        last_id = append_turn(session, last_id, n)
+        ms_plan, result = timed(client, "ds4/plan", {"session": ref, "request": queries[n % 8]})
+        if result.get("mode") != "managed":
+            raise SystemExit(f"unexpected plan mode {result.get('mode')!r} after an append")
+        appended.append(ms_plan)
     client.close()
     lowered = [text.lower() for _role, text in texts]
     terms = [list(describe_task(q).query_terms) for q in queries]
@@ -138,7 +197,9 @@ def measure(session: Path, workdir: Path, runs: int) -> dict[str, object]:
             started = time.perf_counter()
             baseline_scan(lowered, query_terms)
             scan.append((time.perf_counter() - started) * 1000)
+    bm25 = bare_bm25(workdir / "index.db", terms, runs)
     return {
+        "bm25": bm25,
         "messages": len(texts),
         "mb": session.stat().st_size / 1e6,
         "index_ms": index_ms,
@@ -147,7 +208,36 @@ def measure(session: Path, workdir: Path, runs: int) -> dict[str, object]:
         "noop": noop,
         "scan": scan,
         "payload": payload,
+        "appended": appended,
     }
+
+
+def bare_bm25(db: Path, terms: list[list[str]], runs: int) -> list[float]:
+    """ms of the bare FTS5 bm25 statement of the history FTS pass for each query's terms, on
+    the index the server built (its only session)."""
+    import sqlite3
+
+    from ds4_core.retrieval import build_fts_query
+    from ds4_core.retrieval.history import query_limit
+
+    conn = sqlite3.connect(db)
+    (session_id,) = conn.execute("SELECT session_id FROM entries LIMIT 1").fetchone()
+    statement = (
+        "SELECT f.rowid FROM entries_fts AS f CROSS JOIN entries AS e ON e.rowid = f.rowid "
+        "WHERE entries_fts MATCH ? AND e.session_id = ? "
+        "AND e.entry_type IN ('message', 'custom_message') "
+        "ORDER BY bm25(entries_fts) LIMIT ?"
+    )
+    timings: list[float] = []
+    for _ in range(max(1, runs)):
+        for query_terms in terms:
+            started = time.perf_counter()
+            conn.execute(
+                statement, (build_fts_query(query_terms), session_id, query_limit(12))
+            ).fetchall()
+            timings.append((time.perf_counter() - started) * 1000)
+    conn.close()
+    return timings
 
 
 def row(label: str, values: list[float], baseline: list[float] | None = None) -> str:
@@ -164,6 +254,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--sizes", default="5000,50000", help="message counts, comma separated")
     parser.add_argument("--runs", type=int, default=5, help="timed rounds over all queries")
+    parser.add_argument("--appends", type=int, default=20, help="append + plan rounds")
     parser.add_argument("--session", type=Path, default=DEFAULT_SESSION)
     args = parser.parse_args()
     sizes = [int(size) for size in args.sizes.split(",") if size.strip()]
@@ -174,7 +265,7 @@ def main() -> None:
             session = workdir / "session.jsonl"
             build_session(args.session, session, size)
             print(f"measuring {size:,} messages ...", file=sys.stderr, flush=True)
-            results[size] = measure(session, workdir, args.runs)
+            results[size] = measure(session, workdir, args.runs, args.appends)
         finally:
             shutil.rmtree(workdir, ignore_errors=True)
     print(f"{'':48} {'p50 ms':>8} {'p95 ms':>8} {'p99 ms':>8} {'/ base':>8}")
@@ -189,8 +280,11 @@ def main() -> None:
         )
         print(row("ds4/retrieve history (round trip)", result["retrieve"], noop))  # type: ignore[arg-type]
         print(row("ds4/plan (round trip)", result["plan"], noop))  # type: ignore[arg-type]
+        if result["appended"]:
+            print(row("ds4/plan right after a 2-entry append", result["appended"], noop))  # type: ignore[arg-type]
         print(row("baseline: ds4/retrieve scopes [] (no work)", noop))
         print(row("baseline: Python linear scan (in process)", scan))
+        print(row("floor: bare FTS5 bm25 statement (in process)", result["bm25"]))  # type: ignore[arg-type]
         print(
             f"  plan result: {payload['bytes'] / 1024:,.0f} KiB of JSON, {payload['messages']}"
             f" messages; json.dumps {payload['encode_ms']:.2f} ms, json.loads"
@@ -215,15 +309,19 @@ def main() -> None:
             verdict = "met" if value <= target else "MISSED"
             print(f"target {label} <= {target} ms at 5,000: {value:.2f} ms, {verdict}")
     if large != small:
-        for kind in ("retrieve", "plan"):
+        for kind in ("retrieve", "plan", "appended", "bm25", "noop"):
             a, b = results[small][kind], results[large][kind]
             assert isinstance(a, list) and isinstance(b, list)
+            if not a or not b:
+                continue
             ratio = statistics.median(b) / statistics.median(a)
-            verdict = "met" if ratio <= TARGET_GROWTH else "MISSED"
-            print(
-                f"growth {kind} p50 {large:,} / {small:,} messages: {ratio:.2f}x"
-                f" (target <= {TARGET_GROWTH}): {verdict}"
-            )
+            if kind in ("bm25", "noop"):
+                verdict = "the same run's floor / baseline, for comparison"
+            else:
+                verdict = f"target <= {TARGET_GROWTH}: " + (
+                    "met" if ratio <= TARGET_GROWTH else "MISSED"
+                )
+            print(f"growth {kind} p50 {large:,} / {small:,} messages: {ratio:.2f}x ({verdict})")
 
 
 if __name__ == "__main__":
