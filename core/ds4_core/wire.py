@@ -10,7 +10,10 @@ are equal by construction:
 * a mapping is a JSON document the engine passes through (Pi messages, a stored manifest, the
   summary graph's nodes): its keys are kept as they are and its values converted;
 * lists and tuples become arrays; integers are clamped to +-`MAX_SAFE_INTEGER` (2^53 - 1, what
-  a JavaScript client represents exactly; json_bounds), booleans, floats, strings and None pass.
+  a JavaScript client represents exactly; json_bounds), booleans, floats, strings and None pass;
+* a `WireObject` is already in its wire shape (made by `wire_object`) and passes as it is: a
+  plan sends the same session messages on every request, and the engine keeps their wire form
+  (`engine/privacy_cache.py`).
 """
 
 from __future__ import annotations
@@ -61,6 +64,24 @@ def to_wire(value: Any) -> Any:
     return _to_wire_other(value)
 
 
+class WireObject(dict[str, Any]):
+    """A JSON object already in its wire shape (`wire_object`): `to_wire` passes it as it is.
+    Callers must not mutate it."""
+
+    __slots__ = ()
+
+
+def wire_object(value: Mapping[str, Any]) -> WireObject:
+    """`to_wire(value)` as a `WireObject`, for a value sent again and again.
+
+    Raises:
+        TypeError: as `to_wire`.
+    """
+    converted = to_wire(value)
+    assert isinstance(converted, dict)
+    return WireObject(converted)
+
+
 def _clamp(value: int) -> int:
     return max(-MAX_SAFE_INTEGER, min(MAX_SAFE_INTEGER, value))
 
@@ -82,6 +103,8 @@ def _wire_fields(kind: type) -> tuple[tuple[str, str, bool], ...]:
 def _to_wire_other(value: Any) -> Any:
     """`to_wire` of what is not plain JSON: dataclasses, other mappings and sequences, and
     subclasses of the JSON scalar types (an `IntEnum`, a `str` subclass)."""
+    if type(value) is WireObject:
+        return value
     if isinstance(value, bool):
         return bool(value)
     if isinstance(value, str):

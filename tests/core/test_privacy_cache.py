@@ -76,3 +76,18 @@ def test_the_prompt_hash_from_parts_is_the_hash_of_the_whole(
     whole = sha256_hex(stable_json({"system": system, "tools": tools, "messages": messages}))
     assert prompt_hash(system, tools, messages) == whole
     assert prompt_hash(system, tools, messages, SanitizedMessages().stable_json) == whole
+
+
+def test_a_kept_messages_wire_form_is_kept_and_passes_through_to_wire() -> None:
+    from ds4_core.wire import WireObject, to_wire
+
+    kept = SanitizedMessages()
+    original = message("a message sent on every plan") | {"timestamp": 2**60}
+    written = kept.write(Sanitizer(REMOTE), original, keep=True)
+    wired = kept.wire(written.sanitized.value)
+    assert type(wired) is WireObject and wired == to_wire(original)
+    assert wired["timestamp"] == 2**53 - 1  # clamped once, as to_wire does
+    assert kept.wire(written.sanitized.value) is wired
+    assert to_wire([wired]) == [wired] and to_wire([wired])[0] is wired
+    other = message("not kept")
+    assert kept.wire(other) is other

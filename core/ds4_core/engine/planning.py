@@ -641,7 +641,7 @@ def _plan_result(
     budget, profile = prepared.budget, prepared.profile
     return PlanResult(
         mode=plan.mode,
-        messages=tuple(plan.messages),
+        messages=tuple(SANITIZED.wire(message) for message in plan.messages),
         manifest_id=manifest_id,
         manifest_stored=stored,
         estimated_tokens=plan.estimated_tokens,

@@ -5,7 +5,7 @@ pure function of a message and its `Destination`; a plan sends the recent tail o
 again and again, so `SanitizedMessages` keeps, per (message object, destination), what the pass
 wrote, what it counted (`PrivacyCounters`), the secret values it redacted (for the plan-wide
 repeated-secret pass), the token estimate of the written message and, once a prompt hash asked
-for it, its stable JSON. Only the session's own
+for it, its stable JSON and its wire form (`wire.WireObject`). Only the session's own
 message objects are kept (`BuiltContext.native_ids`): they live in the session cache anyway,
 and a caller's messages are new objects on every request. Entries hold their message, so an
 object id is never reused while its entry exists; at most `capacity` entries (LRU).
@@ -16,12 +16,14 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from ..privacy.policy import Destination
 from ..privacy.sanitizer import PrivacyCounters, Sanitized, Sanitizer
 from ..tokens import estimate_message_tokens, stable_json
+from ..wire import WireObject, wire_object
 
 CAPACITY = 20_000
 """Messages kept (LRU): a few sessions' recent tails for a few destinations."""
@@ -46,6 +48,8 @@ class SanitizedMessages:
         self._entries: OrderedDict[tuple[int, Destination], tuple[Any, Written]] = OrderedDict()
         self._json: dict[int, tuple[Any, str | None, int]] = {}
         """id(written value) -> (value, its stable JSON once asked for, entries holding it)"""
+        self._wired: dict[int, WireObject] = {}
+        """id(written value) -> its wire form once asked for (while `_json` holds it)"""
         self._lock = threading.Lock()
 
     def write(self, sanitizer: Sanitizer, message: Any, keep: bool) -> Written:
@@ -100,6 +104,24 @@ class SanitizedMessages:
                 self._json[id(value)] = (value, text, held[2])
         return text
 
+    def wire(self, value: Any) -> Any:
+        """`value` in its wire shape (`wire.wire_object`), kept while `value` is the written
+        value of a kept message (the next plan's result sends it again); any other value is
+        returned as it is (the result's own conversion handles it)."""
+        with self._lock:
+            held = self._json.get(id(value))
+            if held is None or held[0] is not value or not isinstance(value, Mapping):
+                return value
+            wired = self._wired.get(id(value))
+            if wired is not None:
+                return wired
+        wired = wire_object(value)
+        with self._lock:
+            held = self._json.get(id(value))
+            if held is not None and held[0] is value:
+                self._wired[id(value)] = wired
+        return wired
+
     def _hold(self, value: Any) -> None:
         held = self._json.get(id(value))
         if held is not None and held[0] is value:
@@ -112,6 +134,7 @@ class SanitizedMessages:
         if held is not None and held[0] is value:
             if held[2] <= 1:
                 del self._json[id(value)]
+                self._wired.pop(id(value), None)
             else:
                 self._json[id(value)] = (value, held[1], held[2] - 1)
 
@@ -121,6 +144,7 @@ class SanitizedMessages:
         with self._lock:
             self._entries.clear()
             self._json.clear()
+            self._wired.clear()
 
 
 SANITIZED = SanitizedMessages()
