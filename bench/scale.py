@@ -8,7 +8,8 @@ would, the first request indexes the session, and then, interleaved, `--runs` ro
 
 - `ds4/retrieve` with `scopes: ["history"]` and a query (24 of the session's own user messages
   and 16 identifier questions, `history_retrieval.pick_queries`);
-- `ds4/plan` of the session with a new request (the same queries as requests);
+- `ds4/plan` of the session with a new request (the same queries as requests), and the same
+  with `messageRefs: true` (session messages answered as entry references);
 - the baseline of the same process: `ds4/retrieve` with `scopes: []` and no session, a request
   that crosses the same JSON-RPC path and does no work (the transport's own round trip).
 
@@ -152,6 +153,7 @@ def measure(session: Path, workdir: Path, runs: int, appends: int) -> dict[str, 
         raise SystemExit(f"unexpected first retrieve status {first.get('status')!r}")
     retrieve: list[float] = []
     plan: list[float] = []
+    refs: list[float] = []
     noop: list[float] = []
     payload: dict[str, float] = {}
     for run in range(runs + 1):  # run 0 warms every query up
@@ -161,6 +163,9 @@ def measure(session: Path, workdir: Path, runs: int, appends: int) -> dict[str, 
                 client, "ds4/retrieve", {"session": ref, "query": query, "scopes": ["history"]}
             )
             ms_plan, result = timed(client, "ds4/plan", {"session": ref, "request": query})
+            ms_refs, _ = timed(
+                client, "ds4/plan", {"session": ref, "request": query, "messageRefs": True}
+            )
             if result.get("mode") != "managed":
                 raise SystemExit(f"unexpected plan mode {result.get('mode')!r}")
             if run == 0:
@@ -168,13 +173,18 @@ def measure(session: Path, workdir: Path, runs: int, appends: int) -> dict[str, 
             noop.append(ms_noop)
             retrieve.append(ms_retrieve)
             plan.append(ms_plan)
+            refs.append(ms_refs)
             if not payload:
                 started = time.perf_counter()
                 body = json.dumps(result)
                 encode_ms = (time.perf_counter() - started) * 1000
                 started = time.perf_counter()
                 json.loads(body)
+                with_refs = client.request(
+                    "ds4/plan", {"session": ref, "request": query, "messageRefs": True}
+                )
                 payload = {
+                    "refs_bytes": len(json.dumps(with_refs).encode()),
                     "bytes": len(body.encode()),
                     "encode_ms": encode_ms,
                     "decode_ms": (time.perf_counter() - started) * 1000,
@@ -205,6 +215,7 @@ def measure(session: Path, workdir: Path, runs: int, appends: int) -> dict[str, 
         "index_ms": index_ms,
         "retrieve": retrieve,
         "plan": plan,
+        "refs": refs,
         "noop": noop,
         "scan": scan,
         "payload": payload,
@@ -280,6 +291,7 @@ def main() -> None:
         )
         print(row("ds4/retrieve history (round trip)", result["retrieve"], noop))  # type: ignore[arg-type]
         print(row("ds4/plan (round trip)", result["plan"], noop))  # type: ignore[arg-type]
+        print(row("ds4/plan with messageRefs", result["refs"], noop))  # type: ignore[arg-type]
         if result["appended"]:
             print(row("ds4/plan right after a 2-entry append", result["appended"], noop))  # type: ignore[arg-type]
         print(row("baseline: ds4/retrieve scopes [] (no work)", noop))
@@ -288,7 +300,8 @@ def main() -> None:
         print(
             f"  plan result: {payload['bytes'] / 1024:,.0f} KiB of JSON, {payload['messages']}"
             f" messages; json.dumps {payload['encode_ms']:.2f} ms, json.loads"
-            f" {payload['decode_ms']:.2f} ms"
+            f" {payload['decode_ms']:.2f} ms; with messageRefs"
+            f" {payload['refs_bytes'] / 1024:,.1f} KiB"
         )
         retrieve = result["retrieve"]
         assert isinstance(retrieve, list)

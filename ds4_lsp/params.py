@@ -81,6 +81,7 @@ class PlanParams:
     With `messages` absent, the messages are built from `session`'s active branch and
     `request` is appended as the new user message. `fixedTokens` is the size of the system
     prompt and tool schemas (tokens). `mode` overrides the `context.mode` setting.
+    `messageRefs`: session messages sent unchanged are answered as `{"entryRef": id}`.
     """
 
     session: SessionParams | None = None
@@ -89,6 +90,7 @@ class PlanParams:
     model: ModelParams = attrs.Factory(ModelParams)
     fixed_tokens: int = 0
     mode: PlanRequestMode | None = None
+    message_refs: bool = False
 
     def to_core(self) -> PlanRequest:
         """The core `PlanRequest`."""
@@ -99,6 +101,7 @@ class PlanParams:
             model=self.model.to_core(),
             fixed_tokens=self.fixed_tokens,
             mode=self.mode,
+            message_refs=self.message_refs,
         )
 
 

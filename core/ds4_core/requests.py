@@ -73,7 +73,9 @@ class PlanRequest:
 
     With `messages` absent the messages are built from the session's active branch and
     `request` is appended as the new user message. `fixed_tokens` is the size of the system
-    prompt and tool schemas in tokens.
+    prompt and tool schemas in tokens. `message_refs`: a session message sent exactly as its
+    session entry holds it is answered as a reference `{"entryRef": <entry id>}` (issue 13;
+    docs/protocol.md, `ds4/plan`).
     """
 
     session: SessionRef | None = None
@@ -82,6 +84,7 @@ class PlanRequest:
     model: ModelSpec = field(default_factory=ModelSpec)
     fixed_tokens: int = 0
     mode: PlanRequestMode | None = None
+    message_refs: bool = False
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
@@ -52,6 +52,7 @@ from ..retrieval import (
 from ..retrieval.floor import BelowFloor
 from ..sessions import SessionContext
 from ..sessions.context import match_messages
+from ..sessions.reader import SessionEntry
 from ..store import summaries as summary_repo
 from ..store.database import utc_now_iso
 from ..tokens import ESTIMATOR_VERSION, estimate_message_tokens
@@ -111,6 +112,8 @@ class Prepared:
     session revision, `sessions.BuiltContext`); None for caller messages (built per plan)."""
     verbatim: dict[Any, tuple[bool, frozenset[str]]] | None = None
     """The session context's kept dry-plan results (`BuiltContext.verbatim`); None: none kept."""
+    entry_of: Callable[[str], SessionEntry | None] | None = None
+    """The session's entry with an id (`CachedSession.entry`); None without a session."""
 
     def summary_indices(self) -> list[int] | None:
         """Indices of the summary messages (from the structure), or None without one."""
@@ -515,8 +518,12 @@ class Planner:
         structure: MessageStructure | None = None
         native: AbstractSet[int] = frozenset()
         verbatim: dict[Any, tuple[bool, frozenset[str]]] | None = None
+        entry_of: Callable[[str], SessionEntry | None] | None = None
         if session is not None:
-            parsed, kept, path = self._sessions.built_context(session)
+            cached, kept, path = self._sessions.built_context(session)
+            parsed = cached.file
+            if parsed.header is not None and parsed.header.version >= 3:
+                entry_of = cached.entry  # ids and messages as the file holds them
             context, context_tokens = kept.context, kept.tokens
             session_file = str(path)
             session_id = parsed.header.session_id if parsed.header else None
@@ -586,6 +593,7 @@ class Planner:
             native,
             structure,
             verbatim if structure is not None else None,
+            entry_of,
         )
 
     def _context_summary_ids(
@@ -639,9 +647,13 @@ def _plan_result(
     `durationMs`)."""
     stats = dict(plan.stats) if isinstance(plan.stats, Mapping) else {}
     budget, profile = prepared.budget, prepared.profile
+    if request.message_refs:
+        messages = tuple(_referenced(plan, prepared))
+    else:
+        messages = tuple(SANITIZED.wire(message) for message in plan.messages)
     return PlanResult(
         mode=plan.mode,
-        messages=tuple(SANITIZED.wire(message) for message in plan.messages),
+        messages=messages,
         manifest_id=manifest_id,
         manifest_stored=stored,
         estimated_tokens=plan.estimated_tokens,
@@ -667,6 +679,34 @@ def _plan_result(
             else None
         ),
     )
+
+
+def _referenced(plan: ContextPlan, prepared: Prepared) -> list[dict[str, Any]]:
+    """The plan's messages with every session message sent exactly as its `message` entry
+    holds it (the same object the session's context built, untouched by privacy, equal to the
+    entry's message: no `context_edit`, no filled-in content; the entry's id as the file
+    spells it, in a current-format (v3) file: `Prepared.entry_of` is None for older ones)
+    answered as `{"entryRef": id}`; the others (the request, evidence, snippets, summaries,
+    rewritten messages) in full."""
+    if plan.mode == "managed":
+        sources: Sequence[str | None] = [item.source_id for item in plan.included]
+    else:
+        sources = prepared.source_ids
+    if len(sources) != len(plan.messages) or prepared.entry_of is None:
+        return [SANITIZED.wire(message) for message in plan.messages]
+    out: list[dict[str, Any]] = []
+    for message, source in zip(plan.messages, sources, strict=True):
+        entry = (
+            prepared.entry_of(source)
+            if source is not None and id(message) in prepared.native_ids
+            else None
+        )
+        if entry is not None and entry.entry_type == "message" and entry.data.get("id") == source:
+            if entry.data.get("message") == message:
+                out.append({"entryRef": source})
+                continue
+        out.append(SANITIZED.wire(message))
+    return out
 
 
 def _supplement(kind: str, source_id: str, message: dict[str, Any], score: float) -> Supplement:

@@ -288,11 +288,12 @@ class SessionCache:
             RequestError: a missing or unreadable session file (field `session.file`), or an
                 unknown leaf (field `session.leafId`).
         """
-        parsed, built, path = self.built_context(ref)
-        return parsed, built.context, built.tokens, path
+        cached, built, path = self.built_context(ref)
+        return cached.file, built.context, built.tokens, path
 
-    def built_context(self, ref: SessionRef) -> tuple[SessionFile, BuiltContext, Path]:
-        """As `context`, with the context's kept structure (`BuiltContext`).
+    def built_context(self, ref: SessionRef) -> tuple[CachedSession, BuiltContext, Path]:
+        """As `context`, with the cache entry of the file (its parse and entries by id) and the
+        context's kept structure (`BuiltContext`).
 
         Raises:
             RequestError: as `context`.
@@ -321,7 +322,7 @@ class SessionCache:
                 if len(cached.contexts) >= self._capacity:
                     cached.contexts.clear()
                 cached.contexts[ref.leaf_id] = found
-        return cached.file, found, path
+        return cached, found, path
 
 
 def _utf8_path_problem(path: Path) -> str | None:
