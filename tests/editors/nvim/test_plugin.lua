@@ -326,12 +326,18 @@ test('manifest_through_the_lua_api', function()
   assert(text:find(heading, 1, true), heading .. ' not in:\n' .. text)
 end)
 
-test('a_rolled_up_manifest_renders_the_totals_of_every_excluded_item', function()
+--- The full manifest (`view = 'full'`) of the plan of `plan_through_the_lua_api`.
+local function planned_manifest()
   assert(planned, 'needs plan_through_the_lua_api')
   local err, manifest = await(function(cb)
     ds4.manifest({ id = planned.manifestId, view = 'full' }, cb)
   end)
   assert(not err, vim.inspect(err))
+  return manifest
+end
+
+test('a_rolled_up_manifest_renders_the_totals_of_every_excluded_item', function()
+  local manifest = planned_manifest()
   assert(#manifest.excluded > 2, 'the plan excluded items')
   local render = require('ds4.render')
   -- What the server stores for a manifest over 256 KiB: part of the list and the totals.
@@ -357,11 +363,7 @@ test('a_rolled_up_manifest_renders_the_totals_of_every_excluded_item', function(
 end)
 
 test('a_bulk_item_renders_its_range_and_counts_its_messages', function()
-  assert(planned, 'needs plan_through_the_lua_api')
-  local err, manifest = await(function(cb)
-    ds4.manifest({ id = planned.manifestId, view = 'full' }, cb)
-  end)
-  assert(not err, vim.inspect(err))
+  local manifest = planned_manifest()
   local render = require('ds4.render')
   -- What the server sends for a long session (docs/protocol.md "bulk item"): the newest
   -- excluded turns one by one, the older ones as one item standing for `count` messages.
