@@ -50,6 +50,7 @@ CASES = [
     "retrieve_through_the_lua_api",
     "manifest_through_the_lua_api",
     "a_rolled_up_manifest_renders_the_totals_of_every_excluded_item",
+    "a_bulk_item_renders_its_range_and_counts_its_messages",
     "invalid_params_come_back_as_an_error",
     "health_reports_the_database_from_cmd_env",
     "rebuild_reports_progress",

@@ -276,10 +276,10 @@ function renderIncluded(page: Page, manifest: Manifest): string {
   const byKind = groupBy(manifest.included, (item) => item.kind);
   const summary = byKind.map(
     ([kind, items]) =>
-      `<tr><td><span class="swatch ${kindClass(kind)}"></span>${escapeHtml(kind)}</td><td class="num">${formatInt(items.length)}</td><td class="num">${formatInt(sumTokens(items))}</td></tr>`,
+      `<tr><td><span class="swatch ${kindClass(kind)}"></span>${escapeHtml(kind)}</td><td class="num">${formatInt(countItems(items))}</td><td class="num">${formatInt(sumTokens(items))}</td></tr>`,
   );
   return `<section>
-<h2>Included <span class="sub">${formatInt(manifest.included.length)} items, ${formatInt(sumTokens(manifest.included))} tokens</span></h2>
+<h2>Included <span class="sub">${formatInt(countItems(manifest.included))} items, ${formatInt(sumTokens(manifest.included))} tokens</span></h2>
 <table><thead><tr><th>Kind</th><th class="num">Items</th><th class="num">Tokens</th></tr></thead>
 <tbody>${summary.join('')}</tbody></table>
 ${itemTable(page, 'All included items, in plan order', manifest.included, snippetsById(manifest))}
@@ -292,11 +292,11 @@ function renderExcluded(page: Page, manifest: Manifest): string {
     return `<section><h2>Excluded <span class="sub">${formatInt(counts.excluded)} items</span></h2><p class="muted">The item list was not loaded (summary view).</p></section>`;
   }
   const byReason = groupBy(manifest.excluded, (item) => reasonGroup(item.reason)).sort(
-    ([, a], [, b]) => sumTokens(b) - sumTokens(a) || b.length - a.length,
+    ([, a], [, b]) => sumTokens(b) - sumTokens(a) || countItems(b) - countItems(a),
   );
   const summary = byReason.map(
     ([reason, items]) =>
-      `<tr><td>${escapeHtml(reason)}</td><td class="num">${formatInt(items.length)}</td><td class="num">${formatInt(sumTokens(items))}</td></tr>`,
+      `<tr><td>${escapeHtml(reason)}</td><td class="num">${formatInt(countItems(items))}</td><td class="num">${formatInt(sumTokens(items))}</td></tr>`,
   );
   const rollup = manifest.excludedRollup;
   const rollupNote =
@@ -326,7 +326,7 @@ function itemTable(
     const snippet = item.kind === 'project' ? snippets.get(item.sourceId) : undefined;
     const source = snippet
       ? `<code title="${escapeHtml(`snippet ${item.sourceId}`)}">${escapeHtml(snippetLabel(snippet))}</code>`
-      : `<code>${escapeHtml(item.sourceId)}</code>`;
+      : sourceCell(item);
     const score = item.score ?? snippet?.score ?? null;
     const reason =
       snippet && snippet.reason !== '' && snippet.reason !== item.reason
@@ -336,11 +336,42 @@ function itemTable(
   });
   const more =
     items.length > shown.length
-      ? `<p class="muted">${formatInt(items.length - shown.length)} more not shown.</p>`
+      ? `<p class="muted">${formatInt(countItems(items.slice(shown.length)))} more not shown.</p>`
       : '';
-  return `<details><summary>${escapeHtml(title)} (${formatInt(items.length)})</summary>
+  return `<details><summary>${escapeHtml(title)} (${formatInt(countItems(items))})</summary>
 <table class="items"><thead><tr><th>Kind</th><th>Source</th><th>Group</th><th>Class</th><th class="num">Tokens</th><th class="num">Score</th><th>Reason</th></tr></thead>
 <tbody>${rows.join('')}</tbody></table>${more}</details>`;
+}
+
+/**
+ * An item's Source cell: its `sourceId`, or for a bulk item the range it stands for,
+ * `first … last (N messages)` (as the CLI's `first .. last (N messages)`).
+ */
+function sourceCell(item: ManifestItem): string {
+  const count = messageCount(item);
+  if (count === 1) {
+    return `<code>${escapeHtml(item.sourceId)}</code>`;
+  }
+  return `<code>${escapeHtml(item.sourceId)}</code> … <code>${escapeHtml(item.lastSourceId ?? '?')}</code> (${formatInt(count)} messages)`;
+}
+
+/**
+ * How many messages `item` stands for: a bulk item's `count` (an integer over 1), else 1.
+ * Item counts in the page count messages, as the server's `planning.counts` do.
+ */
+export function messageCount(item: ManifestItem): number {
+  const count = item.count;
+  return typeof count === 'number' && Number.isInteger(count) && count > 1 ? count : 1;
+}
+
+/** The messages `items` stand for: one each, a bulk item its `count`. */
+function countItems(items: ManifestItem[]): number {
+  return items.reduce((total, item) => total + messageCount(item), 0);
+}
+
+/** `countItems` of a loaded item list; `undefined` when the list was not loaded. */
+function countListed(items: ManifestItem[] | undefined): number | undefined {
+  return items === undefined ? undefined : countItems(items);
 }
 
 /** Project snippets of the manifest by snippet id (`sourceId` of `project` items). */
@@ -478,10 +509,10 @@ function usedByKind(manifest: Manifest): [string, number][] {
 
 function itemCounts(manifest: Manifest): { included: number; excluded: number } {
   return {
-    included: manifest.included?.length ?? manifest.itemCounts?.included ?? manifest.planning.counts.included ?? 0,
+    included: countListed(manifest.included) ?? manifest.itemCounts?.included ?? manifest.planning.counts.included ?? 0,
     excluded:
       manifest.excludedRollup?.total ??
-      manifest.excluded?.length ??
+      countListed(manifest.excluded) ??
       manifest.itemCounts?.excluded ??
       manifest.planning.counts.excluded ??
       0,

@@ -365,6 +365,14 @@ export interface ManifestItem {
   tokens: number;
   score: number | null;
   reason: string;
+  /**
+   * A bulk item only (one `background` item in `excluded`, docs/protocol.md "bulk item"):
+   * how many older messages it stands for (more than 1), from `sourceId` (the oldest) to
+   * `lastSourceId` (the newest). Absent on every other item, which stands for one source.
+   */
+  count?: number;
+  /** A bulk item only: the newest entry id of its range. */
+  lastSourceId?: string;
 }
 
 export interface Manifest {
@@ -783,6 +791,8 @@ const MANIFEST_ITEM: Shape = {
   tokens: int,
   score: nullable(num),
   reason: str,
+  count: optional(int),
+  lastSourceId: optional(str),
 };
 
 const PLAN_RESULT: Shape = {

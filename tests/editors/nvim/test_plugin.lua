@@ -309,37 +309,114 @@ test('manifest_through_the_lua_api', function()
   end)
   assert(not err, vim.inspect(err))
   eq(result.id, planned.manifestId, 'latest id')
-  eq(#result.excluded, planned.stats.counts.excluded, 'excluded items')
+  -- A long session's older turns come as one bulk item counting `count` messages.
+  local render = require('ds4.render')
+  local messages, bulk = 0, nil
+  for _, item in ipairs(result.excluded) do
+    messages = messages + render.message_count(item)
+    bulk = render.message_count(item) > 1 and item or bulk
+  end
+  eq(messages, planned.stats.counts.excluded, 'excluded messages')
+  assert(bulk, 'the plan of the large session has a bulk item')
+  local text = table.concat(render.manifest(result, true), '\n')
+  local range =
+    ('%s … %s (%s messages)'):format(bulk.sourceId, bulk.lastSourceId, render.num(bulk.count))
+  assert(text:find(range, 1, true), range .. ' not in:\n' .. text)
+  local heading = ('## Excluded: %s items'):format(render.num(planned.stats.counts.excluded))
+  assert(text:find(heading, 1, true), heading .. ' not in:\n' .. text)
 end)
 
-test('a_rolled_up_manifest_renders_the_totals_of_every_excluded_item', function()
+--- The full manifest (`view = 'full'`) of the plan of `plan_through_the_lua_api`.
+local function planned_manifest()
   assert(planned, 'needs plan_through_the_lua_api')
   local err, manifest = await(function(cb)
     ds4.manifest({ id = planned.manifestId, view = 'full' }, cb)
   end)
   assert(not err, vim.inspect(err))
+  return manifest
+end
+
+test('a_rolled_up_manifest_renders_the_totals_of_every_excluded_item', function()
+  local manifest = planned_manifest()
   assert(#manifest.excluded > 2, 'the plan excluded items')
+  local render = require('ds4.render')
   -- What the server stores for a manifest over 256 KiB: part of the list and the totals.
-  local tokens = 0
+  -- Item totals count messages: a bulk item counts its `count`.
+  local tokens, total = 0, 0
   for _, item in ipairs(manifest.excluded) do
     tokens = tokens + item.tokens
+    total = total + render.message_count(item)
   end
   local kept = { manifest.excluded[1], manifest.excluded[#manifest.excluded] }
   local rolled = vim.tbl_extend('force', manifest, {
     excluded = kept,
     excludedRollup = {
-      total = #manifest.excluded,
-      omitted = #manifest.excluded - 2,
+      total = total,
+      omitted = total - render.message_count(kept[1]) - render.message_count(kept[2]),
       tokens = tokens,
       omittedTokens = tokens - kept[1].tokens - kept[2].tokens,
     },
   })
-  local text = table.concat(require('ds4.render').plan(planned, rolled), '\n')
-  local heading = ('## Excluded: %s items, %s tokens'):format(
-    require('ds4.render').num(#manifest.excluded),
-    require('ds4.render').num(tokens)
-  )
+  local text = table.concat(render.plan(planned, rolled), '\n')
+  local heading = ('## Excluded: %s items, %s tokens'):format(render.num(total), render.num(tokens))
   assert(text:find(heading, 1, true), heading .. ' not in:\n' .. text)
+end)
+
+test('a_bulk_item_renders_its_range_and_counts_its_messages', function()
+  local manifest = planned_manifest()
+  local render = require('ds4.render')
+  -- What the server sends for a long session (docs/protocol.md "bulk item"): the newest
+  -- excluded turns one by one, the older ones as one item standing for `count` messages.
+  local older = 'older turn outside the recent tail; no retrieval evidence'
+  local function background(source, tokens)
+    return {
+      kind = 'background',
+      sourceId = source,
+      groupId = vim.NIL,
+      classification = 'normal',
+      tokens = tokens,
+      score = 0,
+      reason = older,
+    }
+  end
+  local bulk = vim.tbl_extend(
+    'force',
+    background('v1-1', 912345),
+    { count = 4872, lastSourceId = 'v1-4872' }
+  )
+  local with_bulk = vim.tbl_extend('force', manifest, {
+    excluded = {
+      bulk,
+      background('v1-4873', 30),
+      background('v1-4874', 40),
+      vim.tbl_extend(
+        'force',
+        background('v1-9', 5000),
+        { kind = 'history', reason = 'oversized turn' }
+      ),
+    },
+    excludedRollup = vim.NIL,
+  })
+  local text = table.concat(render.manifest(with_bulk, true), '\n')
+  assert(text:find('## Excluded: 4,875 items, 917,415 tokens', 1, true), text)
+  assert(text:find('background%s+4,874%s+912,415%s+older turn outside the recent tail'), text)
+  assert(text:find('history%s+1%s+5,000%s+oversized turn'), text)
+  assert(text:find('background%s+v1%-1 … v1%-4872 %(4,872 messages%)%s+%-%s+912,345'), text)
+  -- Every other item keeps its plain source id.
+  assert(text:find('background%s+v1%-4873%s+%-%s+30'), text)
+  local _, ranges = text:gsub(' messages%)', '')
+  eq(ranges, 1, 'one range')
+  -- The plan view counts the bulk item's messages too.
+  local plan_text = table.concat(render.plan(planned, with_bulk), '\n')
+  assert(plan_text:find('## Excluded: 4,875 items, 917,415 tokens', 1, true), plan_text)
+  assert(plan_text:find('background%s+4,874%s+912,415%s+older turn'), plan_text)
+  -- A count that is not an integer over 1 stands for one message.
+  eq(render.message_count(bulk), 4872, 'count of the bulk item')
+  eq(render.message_count(vim.tbl_extend('force', bulk, { count = 1 })), 1, 'count 1')
+  eq(render.message_count(vim.tbl_extend('force', bulk, { count = 2.5 })), 1, 'count 2.5')
+  eq(render.message_count(vim.tbl_extend('force', bulk, { count = '9' })), 1, 'count as text')
+  eq(render.message_count(vim.tbl_extend('force', bulk, { count = vim.NIL })), 1, 'count null')
+  eq(render.message_count(background('v1-4873', 30)), 1, 'a plain item')
 end)
 
 test('invalid_params_come_back_as_an_error', function()

@@ -89,6 +89,30 @@ local function sum_tokens(items)
   return total
 end
 
+--- How many messages a manifest item stands for: a bulk item's `count` (an integer over 1;
+--- docs/protocol.md "bulk item"), else 1. Item counts count messages, as the server's
+--- `planning.counts` do.
+---@param item table
+---@return integer
+function M.message_count(item)
+  local count = val(item.count)
+  if type(count) == 'number' and count > 1 and count < 2 ^ 53 and count == math.floor(count) then
+    return count
+  end
+  return 1
+end
+
+--- The messages `items` stand for: one each, a bulk item its `count`.
+---@param items table[]
+---@return integer
+local function count_items(items)
+  local total = 0
+  for _, item in ipairs(items) do
+    total = total + M.message_count(item)
+  end
+  return total
+end
+
 --- `path:start-end` of a manifest project snippet (`lines = { start, end }`) or of a
 --- `ds4/retrieve` project hit (`startLine`, `endLine`).
 ---@param snippet table
@@ -116,12 +140,17 @@ local function snippets_by_id(manifest)
 end
 
 --- What to show for an item's source: `path:lines` for a project snippet the manifest
---- describes, else the source id.
+--- describes, the range `first … last (N messages)` for a bulk item, else the source id.
 ---@param item table
 ---@param snippets table<string, table>
 ---@return string
 local function source_label(item, snippets)
   local id = tostring(val(item.sourceId) or '-')
+  local count = M.message_count(item)
+  if count > 1 then
+    local last = tostring(val(item.lastSourceId) or '?')
+    return ('%s … %s (%s messages)'):format(id, last, M.num(count))
+  end
   local snippet = val(item.kind) == 'project' and snippets[id] or nil
   return snippet and M.snippet_label(snippet) or id
 end
@@ -240,7 +269,8 @@ function M.reason_group(reason)
   return reason
 end
 
---- Excluded items grouped by (kind, reason), most items first.
+--- Excluded items grouped by (kind, reason), most messages first (a bulk item counts its
+--- `count`).
 ---@param excluded table[]
 ---@return string[]
 local function excluded_by_reason(excluded)
@@ -255,13 +285,13 @@ local function excluded_by_reason(excluded)
     table.insert(groups[key].items, item)
   end
   table.sort(order, function(a, b)
-    return #groups[a].items > #groups[b].items
+    return count_items(groups[a].items) > count_items(groups[b].items)
   end)
   local rows = {}
   for _, key in ipairs(order) do
     local g = groups[key]
     rows[#rows + 1] =
-      { g.kind, M.num(#g.items), M.num(sum_tokens(g.items)), M.one_line(g.reason, 80) }
+      { g.kind, M.num(count_items(g.items)), M.num(sum_tokens(g.items)), M.one_line(g.reason, 80) }
   end
   return M.table(rows, { 'kind', 'items', 'tokens', 'reason' })
 end
@@ -569,7 +599,7 @@ function M.plan(result, manifest)
     -- A stored manifest over 256 KiB lists only part of its excluded items; the rollup
     -- has the totals of the whole list.
     local rollup = val(manifest.excludedRollup)
-    local excluded_total = rollup and val(rollup.total) or #excluded
+    local excluded_total = rollup and val(rollup.total) or count_items(excluded)
     local excluded_tokens = rollup and val(rollup.tokens) or sum_tokens(excluded)
     lines[#lines + 1] = ''
     lines[#lines + 1] = ('## Excluded: %s items, %s tokens%s'):format(
@@ -819,7 +849,7 @@ function M.manifest(manifest, list_items)
       lines[#lines + 1] = ''
       lines[#lines + 1] = ('## %s: %s items, %s tokens%s'):format(
         section == 'included' and 'Included' or 'Excluded',
-        M.num(rollup and val(rollup.total) or #items),
+        M.num(rollup and val(rollup.total) or count_items(items)),
         M.num(sum_tokens(items)),
         rollup and (' (%s rolled up)'):format(M.num(rollup.omitted)) or ''
       )

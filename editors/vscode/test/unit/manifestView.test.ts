@@ -83,6 +83,64 @@ describe('manifest webview', () => {
     assert.match(html, /<code>v1-9<\/code>/);
   });
 
+  it('shows a bulk item as its range and counts its messages', () => {
+    // What the server sends for a long session: the newest excluded turns one by one, the
+    // older ones as one bulk item (docs/protocol.md "bulk item").
+    const older = 'older turn outside the recent tail; no retrieval evidence';
+    const bulk = item({
+      kind: 'background',
+      sourceId: 'v1-1',
+      lastSourceId: 'v1-4872',
+      count: 4872,
+      groupId: null,
+      tokens: 912_345,
+      score: 0,
+      reason: older,
+    });
+    const listed = [
+      item({ kind: 'background', sourceId: 'v1-4873', groupId: null, tokens: 30, reason: older }),
+      item({ kind: 'background', sourceId: 'v1-4874', groupId: null, tokens: 40, reason: older }),
+      item({ kind: 'history', sourceId: 's:v1-9', tokens: 5000, reason: 'oversized turn' }),
+    ];
+    const html = body(
+      renderManifestHtml(
+        manifest({
+          excluded: [bulk, ...listed],
+          planning: { ...manifest().planning, counts: { ...manifest().planning.counts, excluded: 4875 } },
+        }),
+        { nonce: NONCE },
+      ),
+    );
+    assert.match(html, /<td><code>v1-1<\/code> … <code>v1-4872<\/code> \(4,872 messages\)<\/td>/);
+    assert.match(html, /4,875 excluded/, 'the Items card counts messages');
+    assert.match(html, /Excluded <span class="sub">4,875 items, 917,415 tokens listed/);
+    assert.match(html, new RegExp(`<tr><td>${older}</td><td class="num">4,874</td><td class="num">912,415</td>`));
+    assert.match(html, /<tr><td>oversized turn<\/td><td class="num">1<\/td><td class="num">5,000<\/td>/);
+    assert.match(html, /All excluded items \(4,875\)/);
+    // Every other item keeps its plain source id.
+    assert.match(html, /<td><code>v1-4873<\/code><\/td>/);
+    assert.equal(html.match(/ messages\)/g)?.length, 1);
+  });
+
+  it('counts a bulk item left out of a capped table by its messages', () => {
+    const bulk = item({ kind: 'background', sourceId: 'v1-1', lastSourceId: 'v1-500', count: 500, groupId: null });
+    const many = Array.from({ length: 10 }, (_, index) => item({ sourceId: `v1-${String(501 + index)}` }));
+    const html = renderManifestHtml(manifest({ excluded: [...many, bulk] }), { nonce: NONCE, maxRows: 10 });
+    assert.match(html, /500 more not shown/);
+    assert.doesNotMatch(html, /500 messages/);
+  });
+
+  it('treats a count that is not an integer over 1 as one message', () => {
+    const odd = [
+      item({ sourceId: 'v1-1', count: 1 }),
+      item({ sourceId: 'v1-2', count: 2.5 }),
+      item({ sourceId: 'v1-3', count: -4 }),
+    ];
+    const html = body(renderManifestHtml(manifest({ excluded: odd }), { nonce: NONCE }));
+    assert.match(html, /All excluded items \(3\)/);
+    assert.doesNotMatch(html, / messages\)/);
+  });
+
   it('caps long item tables and says how many rows it left out', () => {
     const many = Array.from({ length: 30 }, (_, index) => item({ sourceId: `v1-${String(index)}` }));
     const html = renderManifestHtml(manifest({ included: many }), { nonce: NONCE, maxRows: 10 });

@@ -47,6 +47,13 @@ describe('wire type guards', () => {
     assert.deepEqual(checkPlanResult([]), ['result']);
   });
 
+  it('accept a bulk excluded item and check its count and last source id', () => {
+    const bulk = item({ kind: 'background', sourceId: 'v1-1', lastSourceId: 'v1-900', count: 900, groupId: null });
+    assert.ok(isManifest(manifest({ excluded: [bulk] })));
+    assert.deepEqual(checkManifest({ ...manifest(), excluded: [{ ...bulk, count: '900' }] }), ['result.excluded']);
+    assert.deepEqual(checkManifest({ ...manifest(), excluded: [{ ...bulk, lastSourceId: 900 }] }), ['result.excluded']);
+  });
+
   it('check the git scope and the relevance of ds4/retrieve and manifests', () => {
     const relevance = {
       history: { status: 'ok', sent: 0, belowFloor: 2, floor: 0.35, best: 0.21, why: 'no candidate reached the relevance floor (best 0.210 < 0.350)' },
