@@ -471,7 +471,7 @@ def secret_reason(text: str) -> str | None:
     for _match in bearer_tokens(text, anchor_text):
         return "bearer token"
     lines = _LINE_BREAK.split(text)
-    if any(len(line) > HEURISTIC_LINE_CHARS for line in lines):
+    if max(map(len, lines)) > HEURISTIC_LINE_CHARS:  # `split` gives at least one line
         text = "\n".join(line[:HEURISTIC_LINE_CHARS] for line in lines)
         anchor_text = AnchorText(text)
     for reason, _start, _end in _assignments(text, anchor_text):
