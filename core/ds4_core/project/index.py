@@ -499,7 +499,11 @@ def _upsert_texts_sql(rows: int) -> str:
 def _live_text_reason(text: str, max_file_bytes: int) -> tuple[str | None, str | None]:
     """The checks `read_indexable` applies to disk bytes, applied to buffer text:
     `(text, None)` or `(None, reason)`."""
-    data = replace_lone_surrogates(text).encode("utf-8")
+    try:  # the common case: no lone surrogate, so the text is already what is stored
+        data = text.encode("utf-8")
+    except UnicodeEncodeError:
+        text = replace_lone_surrogates(text)
+        data = text.encode("utf-8")
     if len(data) > max_file_bytes:
         return None, "oversized"
     decoded, reason = decode_text(data)
@@ -510,7 +514,7 @@ def _live_text_reason(text: str, max_file_bytes: int) -> tuple[str | None, str |
         return None, f"secret: {secret}"
     # The buffer itself (not `decoded`, which drops a leading U+FEFF), so its hash is
     # `live_hash(text)` as the LSP layer computes it.
-    return replace_lone_surrogates(text), None
+    return text, None
 
 
 def _load_stored(
