@@ -8,8 +8,10 @@ Incremental rule (docs/reference.md §3.9): a stored file is unchanged when its 
 `current` and its size, mtime, git-modified flag and git HEAD are all equal to what discovery
 reports (and, for an open editor buffer, the buffer's hash equals the stored one). Anything
 else is read again (or the buffer text is used) and hashed; equal content only refreshes the
-file's metadata, different content is re-windowed: its old snippets are marked stale and the
-new ones written. Files that disappeared (or can no longer be indexed: now a secret, binary,
+file's metadata, different content is re-windowed: a new window whose text equals one of the
+file's current rows takes that row over (re-pointed to its new id, file hash and lines: no FTS
+work, `_keep_unchanged`), a window whose id is stored is revived, the others are inserted, and
+the current rows no new window claims are marked stale. Files that disappeared (or can no longer be indexed: now a secret, binary,
 oversized, excluded...) are marked `deleted` and their snippets stale.
 
 Decisions:
@@ -23,6 +25,19 @@ Decisions:
   contents; older ones are deleted, so an editor syncing on every change cannot grow the
   index without bound. Going back to a kept content (undo) revives its snippets without FTS
   work (same snippet ids, `ON CONFLICT DO UPDATE`).
+* Snippet ids stay DS4's (they include the file hash, docs/reference.md §3.10), so a re-pointed
+  row changes id. Nothing looks up an index row by an old id: manifests and stale-snippet
+  diagnostics keep their own copy of what was sent (`project_sent_snippets`), and
+  `indexed_lines` reads the current rows by the file's hash. After an edit the current rows,
+  the whole-file text and the search results equal a from-scratch index of the same content
+  (tests/core/test_project_reindex.py); only rowids and `indexed_at` differ.
+* A sync of more than `READER_THREAD_MIN_FILES` files reads, checks (`read_indexable`),
+  hashes and windows them on a reader thread (`_read_ahead`, at most `READ_AHEAD_FILES`
+  ahead, in order) while the calling thread writes: SQLite releases the GIL while FTS5
+  tokenizes, so the two overlap. The reader never touches the store; an exception it meets is
+  raised in the caller, and a failing writer stops it. An edit (a few files) stays on the
+  calling thread and reuses the symbols and search text of its stored windows
+  (`_known_windows`), which depend only on the path and the window's text.
 * Work is written in batches (`BATCH_FILES` files or `BATCH_CHARS` characters of snippet text),
   one `store.write()` transaction each, files read outside the write lock; a file's rows are
   always written in one transaction, and `project_states` in the last one. A failed write
