@@ -50,6 +50,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from plan import RawClient  # noqa: E402  (bench/plan.py, next to this file)
 from project_knowledge import (  # noqa: E402
     EDIT_LINES,
+    bare_replace,
     baseline_fts,
     collect_corpus,
     describe_corpus,
@@ -276,16 +277,9 @@ def main() -> None:
                 raise SystemExit(f"edit not indexed: {json.dumps(params)[:400]}")
             text = "\n".join([*lines[:middle], edited, *lines[middle + 1 :]])
             started = time.perf_counter()
-            fresh = window_lines(text)
-            bare_conn.execute("BEGIN")
-            bare_conn.executemany("DELETE FROM t WHERE rowid = ?", [(r,) for r in bare_rowids])
-            bare_rowids = list(range(next_rowid, next_rowid + len(fresh)))
-            next_rowid += len(fresh)
-            bare_conn.executemany(
-                "INSERT INTO t (rowid, content, file_path) VALUES (?, ?, ?)",
-                [(r, w.text, target.rel_path) for r, w in zip(bare_rowids, fresh, strict=True)],
+            bare_rowids, next_rowid = bare_replace(
+                bare_conn, bare_rowids, next_rowid, target.rel_path, text
             )
-            bare_conn.execute("COMMIT")
             if run >= args.warmup:
                 edits.append((arrived - begun) * 1000)
                 answered.append((done - begun) * 1000)

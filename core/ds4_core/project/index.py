@@ -684,12 +684,13 @@ def _keep_unchanged(
     """Reconcile the current snippet rows of a re-windowed, already indexed file with its new
     windows (`work.snippets`) without FTS work for what did not change: a new window whose
     id is stored (the same content indexed before: undo, or a forced re-read) is revived by
-    the insert's upsert; one whose text equals a current row's is re-pointed (that row takes
-    the new id, file hash and lines; its FTS columns stay, so FTS5 does nothing); the other
-    current rows become stale. Returns (the rows still to insert, the rows re-pointed)."""
+    the insert's upsert; one whose text, symbols and search text equal a current row's is
+    re-pointed (that row takes the new id, file hash and lines; its FTS columns are the new
+    window's already, so FTS5 does nothing); the other current rows become stale. Returns
+    (the rows still to insert, the rows re-pointed)."""
     rows = work.snippets or []
     old = conn.execute(
-        "SELECT rowid, snippet_id, content FROM project_snippets "
+        "SELECT rowid, snippet_id, content, symbols, search_text FROM project_snippets "
         "WHERE project_path = ? AND file_path = ? AND stale = 0",
         (project_path, work.file_path),
     ).fetchall()
@@ -704,14 +705,16 @@ def _keep_unchanged(
                 chunk,
             )
         )
-    free: dict[str, list[int]] = {}  # text -> rowids of current rows no new window claims
-    for rowid, old_id, content in old:
+    # (text, symbols, search text): the FTS columns (with the path) -> rowids of the current
+    # rows no new window claims by id
+    free: dict[tuple[str, str, str], list[int]] = {}
+    for rowid, old_id, content, symbols, column in old:
         if old_id not in stored_ids:
-            free.setdefault(content, []).append(rowid)
+            free.setdefault((content, symbols, column), []).append(rowid)
     pending: list[tuple[Any, ...]] = []
     repoint: list[tuple[Any, ...]] = []
     for row in rows:
-        rowids = free.get(row[6]) if row[0] not in stored_ids else None
+        rowids = free.get((row[6], row[7], row[8])) if row[0] not in stored_ids else None
         if rowids:
             repoint.append((row[0], row[3], row[4], row[5], row[9], now, rowids.pop()))
         else:
@@ -937,7 +940,8 @@ def sync_project(
     # reader thread while this one writes (SQLite releases the GIL while it works).
     known: dict[str, dict[str, tuple[str, str]]] = {}
     if len(files) <= READER_THREAD_MIN_FILES:
-        known = _known_windows(store.connection(), project_path, files, stored)
+        if not force:  # a forced sync computes everything again (e.g. after an upgrade)
+            known = _known_windows(store.connection(), project_path, files, stored)
         planned: Generator[tuple[DiscoveredFile, _Work | None], None, None] = (
             (f, plan(f)) for f in files
         )
