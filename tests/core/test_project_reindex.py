@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import random
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from ds4_core.project import index as index_module
-from ds4_core.project.discovery import discover_project
+from ds4_core.project.discovery import DiscoveredFile, discover_project
 from ds4_core.project.index import load_snippets, sync_project
 from ds4_core.project.search import search_project
 from ds4_core.project.windows import snippet_id
@@ -271,3 +272,26 @@ def test_a_file_vanishing_during_a_threaded_sync_is_skipped(tmp_path: Path) -> N
         indexed = {r[0] for r in file_rows(store, str(root))}
         assert "m30.py" not in indexed and "bad.py" not in indexed
         fts_consistent(store)
+
+
+def test_the_reader_stays_within_its_character_budget() -> None:
+    """`_read_ahead` holds at most `max_chars` characters of prepared files (one file always
+    fits), in order, and stops when the consumer closes it early."""
+    files = [DiscoveredFile(f"f{i}.py", 10, 0, False, False) for i in range(30)]
+    planned: list[int] = []
+
+    def plan(f: DiscoveredFile) -> index_module._Work:
+        planned.append(int(f.rel_path[1:-3]))
+        return index_module._Work("index", f.rel_path, had_row=False, chars=10)
+
+    taken: list[int] = []
+    reader = index_module._read_ahead(files, plan, depth=100, max_chars=25)
+    for f, _work in reader:
+        time.sleep(0.01)  # let the reader run ahead as far as it may
+        taken.append(int(f.rel_path[1:-3]))
+        assert len(planned) - len(taken) <= 3  # 2 held (20 chars) + 1 waiting for room
+        if len(taken) == 12:
+            break
+    reader.close()
+    assert taken == list(range(12))
+    assert not [t for t in threading.enumerate() if t.name == "ds4-project-reader"]

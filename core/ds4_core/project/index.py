@@ -111,7 +111,9 @@ READER_THREAD_MIN_FILES = 8
 """A sync of more files than this reads, hashes and windows them on a reader thread."""
 
 READ_AHEAD_FILES = 256
-"""How many files the reader thread may be ahead of the writer (bounds the memory held)."""
+READ_AHEAD_CHARS = 16_000_000
+"""How far the reader thread may be ahead of the writer, in files and in characters of
+prepared snippet and whole-file text (bounds the memory held)."""
 
 MAX_PARTIAL_FILES_LISTED = 50
 """`IndexSync.partial_files` lists at most this many paths."""
@@ -771,12 +773,16 @@ def _read_ahead(
     files: Sequence[DiscoveredFile],
     plan: Callable[[DiscoveredFile], _Work | None],
     depth: int = READ_AHEAD_FILES,
+    max_chars: int = READ_AHEAD_CHARS,
 ) -> Generator[tuple[DiscoveredFile, _Work | None], None, None]:
-    """`(f, plan(f))` for each of `files` in order, `plan` running on a reader thread up to
-    `depth` files ahead of the consumer. An exception of `plan` is raised here; closing the
+    """`(f, plan(f))` for each of `files` in order, `plan` running on a reader thread at most
+    `depth` files and about `max_chars` characters of prepared text (`_Work.chars`; one file
+    always fits) ahead of the consumer. An exception of `plan` is raised here; closing the
     generator (or an exception in the consumer) stops the reader and waits for it."""
     results: queue.Queue[tuple[str, Any]] = queue.Queue(maxsize=max(1, depth))
     stop = threading.Event()
+    room = threading.Condition()
+    ahead = 0  # characters the reader handed over that the consumer has not taken yet
 
     def put(item: tuple[str, Any]) -> bool:
         while not stop.is_set():
@@ -788,9 +794,18 @@ def _read_ahead(
         return False
 
     def read() -> None:
+        nonlocal ahead
         try:
             for f in files:
-                if stop.is_set() or not put(("file", (f, plan(f)))):
+                if stop.is_set():
+                    return
+                work = plan(f)
+                chars = work.chars if work is not None else 0
+                with room:
+                    while ahead > 0 and ahead + chars > max_chars and not stop.is_set():
+                        room.wait(0.05)
+                    ahead += chars
+                if not put(("file", (f, work))):
                     return
         except BaseException as exc:  # handed to the consumer, raised there
             put(("error", exc))
@@ -806,6 +821,10 @@ def _read_ahead(
                 return
             if kind == "error":
                 raise value
+            work = value[1]
+            with room:
+                ahead -= work.chars if work is not None else 0
+                room.notify()
             yield value
     finally:
         stop.set()
