@@ -307,6 +307,24 @@ def baseline_fts(rows: list[tuple[int, str, str]], path: Path) -> float:
     return time.perf_counter() - started
 
 
+def bare_replace(
+    conn: sqlite3.Connection, rowids: list[int], next_rowid: int, path: str, text: str
+) -> tuple[list[int], int]:
+    """Replace one file's windows in the bare FTS5 table (`baseline_fts`'s): `window_lines` of
+    `text`, then delete `rowids` and insert the new windows from `next_rowid`, in one
+    transaction. Returns (the new windows' rowids, the next free rowid)."""
+    fresh = window_lines(text)
+    conn.execute("BEGIN")
+    conn.executemany("DELETE FROM t WHERE rowid = ?", [(rowid,) for rowid in rowids])
+    rowids = list(range(next_rowid, next_rowid + len(fresh)))
+    conn.executemany(
+        "INSERT INTO t (rowid, content, file_path) VALUES (?, ?, ?)",
+        [(r, w.text, path) for r, w in zip(rowids, fresh, strict=True)],
+    )
+    conn.execute("COMMIT")
+    return rowids, next_rowid + len(fresh)
+
+
 # ----------------------------------------------------------------------------- main
 
 
@@ -518,18 +536,9 @@ def main() -> None:
                 if synced.files_indexed != 1:
                     raise SystemExit(f"edit not indexed ({mode}): {synced}")
                 begun = time.perf_counter()
-                fresh = window_lines(text)
-                bare_conn.execute("BEGIN")
-                bare_conn.executemany(
-                    "DELETE FROM t WHERE rowid = ?", [(rowid,) for rowid in bare_rowids]
+                bare_rowids, next_rowid = bare_replace(
+                    bare_conn, bare_rowids, next_rowid, target.rel_path, text
                 )
-                bare_rowids = list(range(next_rowid, next_rowid + len(fresh)))
-                next_rowid += len(fresh)
-                bare_conn.executemany(
-                    "INSERT INTO t (rowid, content, file_path) VALUES (?, ?, ?)",
-                    [(r, w.text, target.rel_path) for r, w in zip(bare_rowids, fresh, strict=True)],
-                )
-                bare_conn.execute("COMMIT")
                 bare_edit.append((time.perf_counter() - begun) * 1000)
         bare_conn.close()
         print(

@@ -470,8 +470,8 @@ def secret_reason(text: str) -> str | None:
         return "pgpass credentials"
     for _match in bearer_tokens(text, anchor_text):
         return "bearer token"
-    lines = _LINE_BREAK.split(text)
-    if any(len(line) > HEURISTIC_LINE_CHARS for line in lines):
+    lines = text.split("\n") if "\r" not in text else _LINE_BREAK.split(text)
+    if max(map(len, lines)) > HEURISTIC_LINE_CHARS:  # `split` gives at least one line
         text = "\n".join(line[:HEURISTIC_LINE_CHARS] for line in lines)
         anchor_text = AnchorText(text)
     for reason, _start, _end in _assignments(text, anchor_text):

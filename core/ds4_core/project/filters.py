@@ -273,6 +273,9 @@ def _is_minified(text: str) -> bool:
         lines.pop()  # a final line break does not start another line
     if not lines:
         return False
+    lengths = list(map(len, lines))
+    if max(lengths) <= MAX_LINE_CHARS:  # the common case, with C loops: every line is normal
+        return sum(lengths) / len(lengths) > MAX_MEAN_LINE_CHARS
     normal = [line for line in lines if len(line) <= MAX_LINE_CHARS]
     normal_chars = sum(len(line) for line in normal)
     long_chars = sum(len(line) for line in lines) - normal_chars

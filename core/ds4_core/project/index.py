@@ -8,8 +8,10 @@ Incremental rule (docs/reference.md §3.9): a stored file is unchanged when its 
 `current` and its size, mtime, git-modified flag and git HEAD are all equal to what discovery
 reports (and, for an open editor buffer, the buffer's hash equals the stored one). Anything
 else is read again (or the buffer text is used) and hashed; equal content only refreshes the
-file's metadata, different content is re-windowed: its old snippets are marked stale and the
-new ones written. Files that disappeared (or can no longer be indexed: now a secret, binary,
+file's metadata, different content is re-windowed: a new window whose text equals one of the
+file's current rows takes that row over (re-pointed to its new id, file hash and lines: no FTS
+work, `_keep_unchanged`), a window whose id is stored is revived, the others are inserted, and
+the current rows no new window claims are marked stale. Files that disappeared (or can no longer be indexed: now a secret, binary,
 oversized, excluded...) are marked `deleted` and their snippets stale.
 
 Decisions:
@@ -23,6 +25,19 @@ Decisions:
   contents; older ones are deleted, so an editor syncing on every change cannot grow the
   index without bound. Going back to a kept content (undo) revives its snippets without FTS
   work (same snippet ids, `ON CONFLICT DO UPDATE`).
+* Snippet ids stay DS4's (they include the file hash, docs/reference.md §3.10), so a re-pointed
+  row changes id. Nothing looks up an index row by an old id: manifests and stale-snippet
+  diagnostics keep their own copy of what was sent (`project_sent_snippets`), and
+  `indexed_lines` reads the current rows by the file's hash. After an edit the current rows,
+  the whole-file text and the search results equal a from-scratch index of the same content
+  (tests/core/test_project_reindex.py); only rowids and `indexed_at` differ.
+* A sync of more than `READER_THREAD_MIN_FILES` files reads, checks (`read_indexable`),
+  hashes and windows them on a reader thread (`_read_ahead`, at most `READ_AHEAD_FILES`
+  ahead, in order) while the calling thread writes: SQLite releases the GIL while FTS5
+  tokenizes, so the two overlap. The reader never touches the store; an exception it meets is
+  raised in the caller, and a failing writer stops it. An edit (a few files) stays on the
+  calling thread and reuses the symbols and search text of its stored windows
+  (`_known_windows`), which depend only on the path and the window's text.
 * Work is written in batches (`BATCH_FILES` files or `BATCH_CHARS` characters of snippet text),
   one `store.write()` transaction each, files read outside the write lock; a file's rows are
   always written in one transaction, and `project_states` in the last one. A failed write
@@ -43,9 +58,11 @@ from __future__ import annotations
 
 import json
 import os
+import queue
 import sqlite3
+import threading
 import time
-from collections.abc import Callable, Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Generator, Iterable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from itertools import islice
@@ -89,6 +106,14 @@ STALE_GENERATIONS_KEPT = 2
 BATCH_FILES = 256
 BATCH_CHARS = 8_000_000
 """A write transaction holds at most this many files / characters of snippet text."""
+
+READER_THREAD_MIN_FILES = 8
+"""A sync of more files than this reads, hashes and windows them on a reader thread."""
+
+READ_AHEAD_FILES = 256
+READ_AHEAD_CHARS = 16_000_000
+"""How far the reader thread may be ahead of the writer, in files and in characters of
+prepared snippet and whole-file text (bounds the memory held)."""
 
 MAX_PARTIAL_FILES_LISTED = 50
 """`IndexSync.partial_files` lists at most this many paths."""
@@ -392,17 +417,31 @@ class _Work:
 
 
 def _snippet_rows(
-    project_path: str, file_path: str, text: str, file_hash: str, now: str
+    project_path: str,
+    file_path: str,
+    text: str,
+    file_hash: str,
+    now: str,
+    known: dict[str, tuple[str, str]] | None = None,
 ) -> tuple[list[tuple[Any, ...]], int, str]:
     """Rows (in `_SNIPPET_COLUMNS` order) for the windows of `text`, their total chars, and
-    the file's `file_text` (built from the windows' `search_text`, so it is computed once)."""
+    the file's `file_text` (built from the windows' `search_text`, so it is computed once).
+    `known`: window text -> (symbols, search_text column) of stored windows of this file,
+    used instead of computing them again (both depend only on the path and the text)."""
     rows: list[tuple[Any, ...]] = []
     extras: dict[str, None] = {}
     chars = 0
     path_words = search_text(file_path)
     for window in window_lines(text):
         content = window.text
-        extra = search_text(content)
+        reused = known.get(content) if known else None
+        if reused is not None:
+            symbols, column = reused
+            extra = _extra_of(column, path_words)
+        else:
+            symbols = " ".join(declared_symbols(content))
+            extra = search_text(content)
+            column = f"{path_words}\n{extra}" if path_words and extra else path_words or extra
         if extra:
             extras.update(dict.fromkeys(extra.split("\n")))
         rows.append(
@@ -414,8 +453,8 @@ def _snippet_rows(
                 window.start_line,
                 window.end_line,
                 content,
-                " ".join(declared_symbols(content)),
-                f"{path_words}\n{extra}" if path_words and extra else path_words or extra,
+                symbols,
+                column,
                 estimate_text_tokens(content) + SNIPPET_TOKEN_OVERHEAD,
                 0,
                 now,
@@ -445,15 +484,23 @@ def _text_row(
 def _missing_texts(
     conn: sqlite3.Connection, project_path: str, paths: Collection[str] | None
 ) -> set[str]:
-    """Current stored files of the project without a `project_file_texts` row."""
-    rows = conn.execute(
+    """Current stored files of the project (of `paths` when given) without a
+    `project_file_texts` row."""
+    sql = (
         "SELECT pf.file_path FROM project_files AS pf LEFT JOIN project_file_texts AS t "
         "ON t.project_path = pf.project_path AND t.file_path = pf.file_path "
-        "WHERE pf.project_path = ? AND pf.status = 'current' AND t.rowid IS NULL",
-        (project_path,),
-    ).fetchall()
-    missing = {row[0] for row in rows}
-    return missing if paths is None else missing & set(paths)
+        "WHERE pf.project_path = ? AND pf.status = 'current' AND t.rowid IS NULL"
+    )
+    if paths is None:
+        return {row[0] for row in conn.execute(sql, (project_path,))}
+    missing: set[str] = set()
+    for chunk in chunked(list(paths)):
+        marks = placeholders(len(chunk))
+        missing.update(
+            row[0]
+            for row in conn.execute(f"{sql} AND pf.file_path IN ({marks})", (project_path, *chunk))
+        )
+    return missing
 
 
 @lru_cache(maxsize=8)
@@ -469,7 +516,11 @@ def _upsert_texts_sql(rows: int) -> str:
 def _live_text_reason(text: str, max_file_bytes: int) -> tuple[str | None, str | None]:
     """The checks `read_indexable` applies to disk bytes, applied to buffer text:
     `(text, None)` or `(None, reason)`."""
-    data = replace_lone_surrogates(text).encode("utf-8")
+    try:  # the common case: no lone surrogate, so the text is already what is stored
+        data = text.encode("utf-8")
+    except UnicodeEncodeError:
+        text = replace_lone_surrogates(text)
+        data = text.encode("utf-8")
     if len(data) > max_file_bytes:
         return None, "oversized"
     decoded, reason = decode_text(data)
@@ -480,7 +531,7 @@ def _live_text_reason(text: str, max_file_bytes: int) -> tuple[str | None, str |
         return None, f"secret: {secret}"
     # The buffer itself (not `decoded`, which drops a leading U+FEFF), so its hash is
     # `live_hash(text)` as the LSP layer computes it.
-    return replace_lone_surrogates(text), None
+    return text, None
 
 
 def _load_stored(
@@ -556,7 +607,28 @@ def _write_batch(
     written = 0
     with store.write() as conn:
         replaced = [w.file_path for w in batch if w.had_row and w.kind in ("index", "delete")]
-        for chunk in chunked(replaced):
+        gone = [w.file_path for w in batch if w.had_row and w.kind == "delete"]
+        for chunk in chunked(gone):
+            marks = placeholders(len(chunk))
+            conn.execute(
+                "UPDATE project_snippets SET stale = 1 "
+                f"WHERE project_path = ? AND stale = 0 AND file_path IN ({marks})",
+                (project_path, *chunk),
+            )
+        inserts: list[tuple[Any, ...]] = []
+        for w in batch:
+            if w.kind != "index" or not w.snippets:
+                continue
+            if w.had_row:
+                pending, repointed = _keep_unchanged(conn, project_path, w, now)
+                inserts.extend(pending)
+                written += repointed
+            else:
+                inserts.extend(w.snippets)
+        stale_old = [
+            w.file_path for w in batch if w.had_row and w.kind == "index" and not w.snippets
+        ]
+        for chunk in chunked(stale_old):  # re-windowed to nothing (white space only)
             marks = placeholders(len(chunk))
             conn.execute(
                 "UPDATE project_snippets SET stale = 1 "
@@ -586,7 +658,7 @@ def _write_batch(
                 _upsert_texts_sql(len(text_rows)), [value for row in text_rows for value in row]
             )
         per_statement = max(1, min(1000, limit // _SNIPPET_COLUMN_COUNT))
-        rows = iter(row for w in batch if w.snippets for row in w.snippets)
+        rows = iter(inserts)
         while chunk_rows := list(islice(rows, per_statement)):
             conn.execute(
                 _insert_snippets_sql(len(chunk_rows)),
@@ -606,6 +678,157 @@ def _write_batch(
                 state_row,
             )
     return written
+
+
+def _keep_unchanged(
+    conn: sqlite3.Connection, project_path: str, work: _Work, now: str
+) -> tuple[list[tuple[Any, ...]], int]:
+    """Reconcile the current snippet rows of a re-windowed, already indexed file with its new
+    windows (`work.snippets`) without FTS work for what did not change: a new window whose
+    id is stored (the same content indexed before: undo, or a forced re-read) is revived by
+    the insert's upsert; one whose text, symbols and search text equal a current row's is
+    re-pointed (that row takes the new id, file hash and lines; its FTS columns are the new
+    window's already, so FTS5 does nothing); the other current rows become stale. Returns
+    (the rows still to insert, the rows re-pointed)."""
+    rows = work.snippets or []
+    old = conn.execute(
+        "SELECT rowid, snippet_id, content, symbols, search_text FROM project_snippets "
+        "WHERE project_path = ? AND file_path = ? AND stale = 0",
+        (project_path, work.file_path),
+    ).fetchall()
+    new_ids = [row[0] for row in rows]
+    stored_ids: set[str] = set()
+    for chunk in chunked(new_ids):
+        stored_ids.update(
+            found
+            for (found,) in conn.execute(
+                f"SELECT snippet_id FROM project_snippets WHERE snippet_id IN "
+                f"({placeholders(len(chunk))})",
+                chunk,
+            )
+        )
+    # (text, symbols, search text): the FTS columns (with the path) -> rowids of the current
+    # rows no new window claims by id
+    free: dict[tuple[str, str, str], list[int]] = {}
+    for rowid, old_id, content, symbols, column in old:
+        if old_id not in stored_ids:
+            free.setdefault((content, symbols, column), []).append(rowid)
+    pending: list[tuple[Any, ...]] = []
+    repoint: list[tuple[Any, ...]] = []
+    for row in rows:
+        rowids = free.get((row[6], row[7], row[8])) if row[0] not in stored_ids else None
+        if rowids:
+            repoint.append((row[0], row[3], row[4], row[5], row[9], now, rowids.pop()))
+        else:
+            pending.append(row)
+    stale = [rowid for rowids in free.values() for rowid in rowids]
+    for chunk in chunked(stale):
+        conn.execute(
+            f"UPDATE project_snippets SET stale = 1 WHERE rowid IN ({placeholders(len(chunk))})",
+            chunk,
+        )
+    if repoint:
+        conn.executemany(
+            "UPDATE project_snippets SET snippet_id = ?, file_hash = ?, start_line = ?, "
+            "end_line = ?, token_estimate = ?, indexed_at = ? WHERE rowid = ?",
+            repoint,
+        )
+    return pending, len(repoint)
+
+
+def _known_windows(
+    conn: sqlite3.Connection,
+    project_path: str,
+    files: Iterable[DiscoveredFile],
+    stored: dict[str, FileState],
+) -> dict[str, dict[str, tuple[str, str]]]:
+    """path -> {window text: (symbols, search_text column)} of the stored snippets (current
+    or stale) of those of `files` that have a stored row."""
+    known: dict[str, dict[str, tuple[str, str]]] = {}
+    for f in files:
+        if f.rel_path not in stored:
+            continue
+        known[f.rel_path] = {
+            content: (symbols, column)
+            for content, symbols, column in conn.execute(
+                "SELECT content, symbols, search_text FROM project_snippets "
+                "WHERE project_path = ? AND file_path = ?",
+                (project_path, f.rel_path),
+            )
+        }
+    return known
+
+
+def _extra_of(column: str, path_words: str) -> str:
+    """The window's own search text from its `search_text` column (which `_snippet_rows`
+    builds as the path words, a line break and it, or just either when the other is empty)."""
+    if not path_words:
+        return column
+    if column == path_words:
+        return ""
+    return column[len(path_words) + 1 :]
+
+
+def _read_ahead(
+    files: Sequence[DiscoveredFile],
+    plan: Callable[[DiscoveredFile], _Work | None],
+    depth: int = READ_AHEAD_FILES,
+    max_chars: int = READ_AHEAD_CHARS,
+) -> Generator[tuple[DiscoveredFile, _Work | None], None, None]:
+    """`(f, plan(f))` for each of `files` in order, `plan` running on a reader thread at most
+    `depth` files and about `max_chars` characters of prepared text (`_Work.chars`; one file
+    always fits) ahead of the consumer. An exception of `plan` is raised here; closing the
+    generator (or an exception in the consumer) stops the reader and waits for it."""
+    results: queue.Queue[tuple[str, Any]] = queue.Queue(maxsize=max(1, depth))
+    stop = threading.Event()
+    room = threading.Condition()
+    ahead = 0  # characters the reader handed over that the consumer has not taken yet
+
+    def put(item: tuple[str, Any]) -> bool:
+        while not stop.is_set():
+            try:
+                results.put(item, timeout=0.05)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def read() -> None:
+        nonlocal ahead
+        try:
+            for f in files:
+                if stop.is_set():
+                    return
+                work = plan(f)
+                chars = work.chars if work is not None else 0
+                with room:
+                    while ahead > 0 and ahead + chars > max_chars and not stop.is_set():
+                        room.wait(0.05)
+                    ahead += chars
+                if not put(("file", (f, work))):
+                    return
+        except BaseException as exc:  # handed to the consumer, raised there
+            put(("error", exc))
+            return
+        put(("end", None))
+
+    reader = threading.Thread(target=read, name="ds4-project-reader", daemon=True)
+    reader.start()
+    try:
+        while True:
+            kind, value = results.get()
+            if kind == "end":
+                return
+            if kind == "error":
+                raise value
+            work = value[1]
+            with room:
+                ahead -= work.chars if work is not None else 0
+                room.notify()
+            yield value
+    finally:
+        stop.set()
+        reader.join()
 
 
 def _relative(root: Path, path: str) -> str:
@@ -685,14 +908,13 @@ def sync_project(
         if len(batch) >= BATCH_FILES or batch_chars >= BATCH_CHARS:
             flush()
 
-    present: set[str] = set()
-    for done, f in enumerate(files, start=1):
-        present.add(f.rel_path)
+    def plan(f: DiscoveredFile) -> _Work | None:
+        """What to write for `f` (None: unchanged, nothing to write). Reads, hashes and
+        windows the file when needed; touches no store, so it may run on the reader thread."""
         before = stored.get(f.rel_path)
         current = before is not None and before.status == "current"
         needs_text = f.rel_path in missing_texts
         buffer = live_text(f.rel_path)
-        work: _Work | None = None
         if buffer is not None:
             if (
                 current
@@ -702,21 +924,20 @@ def sync_project(
                 and before.content_hash == live_hash(buffer)
             ):
                 if _same_git_facts(before, f, head):
-                    unchanged += 1
-                else:  # same text: refresh the git facts, keep size and mtime
-                    row = _file_row(
-                        project_path, f, head, now, before.content_hash, before.size_bytes,
-                        before.mtime_ns,
-                    )  # fmt: skip
-                    work = _Work("meta", f.rel_path, had_row=True, file_row=row)
-            else:
-                text, reason = _live_text_reason(buffer, max_file_bytes)
-                size_bytes = len(buffer.encode("utf-8", "replace"))
-                work = _prepare(
-                    project_path, f, head, now, text, before, force, size_bytes, LIVE_MTIME_NS,
-                    needs_text,
+                    return None
+                # same text: refresh the git facts, keep size and mtime
+                row = _file_row(
+                    project_path, f, head, now, before.content_hash, before.size_bytes,
+                    before.mtime_ns,
                 )  # fmt: skip
-        elif (
+                return _Work("meta", f.rel_path, had_row=True, file_row=row)
+            text, _reason = _live_text_reason(buffer, max_file_bytes)
+            size_bytes = len(buffer.encode("utf-8", "replace"))
+            return _prepare(
+                project_path, f, head, now, text, before, force, size_bytes, LIVE_MTIME_NS,
+                needs_text, known.get(f.rel_path),
+            )  # fmt: skip
+        if (
             current
             and not force
             and not needs_text
@@ -726,15 +947,34 @@ def sync_project(
             and before.modified == bool(f.modified)
             and before.git_commit == head
         ):
-            unchanged += 1
-        else:
-            text, reason = read_indexable(root / f.rel_path, max_file_bytes=max_file_bytes)
-            work = _prepare(
-                project_path, f, head, now, text, before, force, f.size_bytes, f.mtime_ns,
-                needs_text,
-            )  # fmt: skip
-        if work is not None:
-            if work.kind == "index":
+            return None
+        text, _reason = read_indexable(root / f.rel_path, max_file_bytes=max_file_bytes)
+        return _prepare(
+            project_path, f, head, now, text, before, force, f.size_bytes, f.mtime_ns,
+            needs_text, known.get(f.rel_path),
+        )  # fmt: skip
+
+    # Few files (an editor edit): the windows of their current rows, to reuse the symbols
+    # and search text of unchanged windows. Many files: read, hash and window them on a
+    # reader thread while this one writes (SQLite releases the GIL while it works).
+    known: dict[str, dict[str, tuple[str, str]]] = {}
+    if len(files) <= READER_THREAD_MIN_FILES:
+        if not force:  # a forced sync computes everything again (e.g. after an upgrade)
+            known = _known_windows(store.connection(), project_path, files, stored)
+        planned: Generator[tuple[DiscoveredFile, _Work | None], None, None] = (
+            (f, plan(f)) for f in files
+        )
+    else:
+        planned = _read_ahead(files, plan)
+    present: set[str] = set()
+    try:
+        for done, (f, work) in enumerate(planned, start=1):
+            present.add(f.rel_path)
+            before = stored.get(f.rel_path)
+            current = before is not None and before.status == "current"
+            if work is None:
+                unchanged += 1
+            elif work.kind == "index":
                 indexed += 1
                 if work.partial:
                     partial.append(f.rel_path)
@@ -748,10 +988,12 @@ def sync_project(
                     work = None  # never indexed (or already deleted): nothing to write
                 else:
                     deleted += 1
-        if work is not None:
-            add(work)
-        if progress is not None:
-            progress(done, total)
+            if work is not None:
+                add(work)
+            if progress is not None:
+                progress(done, total)
+    finally:
+        planned.close()  # stops the reader thread when the writer failed
 
     # Stored files that are gone or no longer indexable.
     skipped_set = set(skipped_paths)
@@ -831,9 +1073,11 @@ def _prepare(
     size_bytes: int,
     mtime_ns: int,
     needs_text: bool = False,
+    known: dict[str, tuple[str, str]] | None = None,
 ) -> _Work:
     """The write for one file read from disk or a buffer (`text`; None when refused);
-    `needs_text`: the file has no `project_file_texts` row yet."""
+    `needs_text`: the file has no `project_file_texts` row yet; `known`: `_known_windows` of
+    the file (window text -> its symbols and search text), reused for unchanged windows."""
     if text is None:
         return _Work("delete", f.rel_path, had_row=before is not None)
     content_hash = live_hash(text)
@@ -853,7 +1097,7 @@ def _prepare(
     # `text` holds no lone surrogate: disk text is decoded with errors="replace" and buffer
     # text went through `_live_text_reason`.
     text, lines_cut = cut_long_lines(text, MAX_LINE_CHARS)
-    snippets, chars, whole = _snippet_rows(project_path, f.rel_path, text, content_hash, now)
+    snippets, chars, whole = _snippet_rows(project_path, f.rel_path, text, content_hash, now, known)
     # At the window cap, a last window ending before the last line means the rest was cut.
     partial = len(snippets) >= MAX_WINDOWS_PER_FILE and snippets[-1][5] < content_line_count(text)
     return _Work(

@@ -223,7 +223,7 @@ _MODIFIERS = (
 _LINE_SYMBOLS = re.compile(
     # 1. (class|interface|enum|namespace|record|struct|trait|type) Name, after optional
     #    modifiers (at a line start, so prose such as "the class of problems" does not count)
-    rf"\n[ \t]*(?:{_MODIFIERS}(?:class|interface|enum|namespace|record|struct|trait|type)"
+    rf"\n[ \t]*+(?:{_MODIFIERS}(?:class|interface|enum|namespace|record|struct|trait|type)"
     rf"[ \t]+(?P<type>{_NAME})"
     # 3. (export )?(const|let|var) Name followed by = or :
     rf"|(?:export[ \t]+)?(?:const|let|var)[ \t]+(?P<var>{_NAME})[ \t]*[=:]"
@@ -236,10 +236,17 @@ _LINE_KEYWORDS = (
     "const", "let", "var", "def", "fn",
 )  # fmt: skip
 # 2. (async )?function Name (also generators: function* Name), followed by ( or <T>
-_FUNCTION_SYMBOL = re.compile(rf"(?<![\w$])function\b[ \t]*\*?[ \t]*({_NAME})(?=[ \t]*[<(])")
+# The lookbehinds of rules 2 and 5 come after their keyword (same meaning: nothing of a word
+# before it), so the regex engine searches for the literal keyword at C speed instead of trying
+# the lookbehind at every position (about 30 times faster); `[ \t]*+` in rule 1 does not give
+# back indentation to retry the alternatives (a letter must follow it anyway).
+_FUNCTION_SYMBOL = re.compile(
+    rf"function(?<![\w$]function)\b[ \t]*\*?[ \t]*({_NAME})(?=[ \t]*[<(])"
+)
 # 5. SQL CREATE [OR REPLACE] [UNIQUE|VIRTUAL|TEMP] (TABLE|VIEW|...) [IF NOT EXISTS] Name
 _SQL_SYMBOL = re.compile(
-    r"(?<!\w)CREATE[ \t]+(?:OR[ \t]+REPLACE[ \t]+)?(?:(?:UNIQUE|VIRTUAL|TEMP|TEMPORARY)[ \t]+)?"
+    r"CREATE(?<!\wCREATE)[ \t]+(?:OR[ \t]+REPLACE[ \t]+)?"
+    r"(?:(?:UNIQUE|VIRTUAL|TEMP|TEMPORARY)[ \t]+)?"
     r"(?:TABLE|VIEW|INDEX|FUNCTION|PROCEDURE|TRIGGER)[ \t]+(?:IF[ \t]+NOT[ \t]+EXISTS[ \t]+)?"
     r"((?:[\w$]+|\"[^\"\n]+\"|`[^`\n]+`|\[[^\]\n]+\])"
     r"(?:\.(?:[\w$]+|\"[^\"\n]+\"|`[^`\n]+`|\[[^\]\n]+\]))*)",
