@@ -28,7 +28,7 @@ import pytest
 
 from ds4_core import cli
 from ds4_core.engine import ContextEngine
-from ds4_core.engine import planning as engine_planning
+from ds4_core.engine import preparing as engine_preparing
 from ds4_core.requests import PlanRequest, RetrieveRequest, SessionRef
 
 V1_LARGE = "pi-mono-v1-large-session.jsonl"
@@ -268,7 +268,7 @@ def test_plan_report_of_a_fallback_says_why(
     def broken(*args: Any, **kwargs: Any) -> Any:
         raise RuntimeError("boom")
 
-    monkeypatch.setattr(engine_planning, "plan_context", broken)
+    monkeypatch.setattr(engine_preparing, "plan_context", broken)
     result = ds4("plan", "--session", str(pi_sessions_dir / V3), "x")
     assert result.code == 0, result.err
     assert "mode fallback" in result.out

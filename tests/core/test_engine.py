@@ -22,6 +22,7 @@ import pytest
 from ds4_core.engine import ContextEngine
 from ds4_core.engine import manifests as engine_manifests
 from ds4_core.engine import planning as engine_planning
+from ds4_core.engine import preparing as engine_preparing
 from ds4_core.engine import sessions as engine_sessions
 from ds4_core.requests import (
     ManifestRequest,
@@ -366,7 +367,7 @@ def test_a_planner_exception_falls_back_to_the_callers_messages(
     def broken(*args: Any, **kwargs: Any) -> Any:
         raise RuntimeError("planner exploded")
 
-    monkeypatch.setattr(engine_planning, "plan_context", broken)
+    monkeypatch.setattr(engine_preparing, "plan_context", broken)
     messages = [user_message("read the file"), {"role": "assistant", "content": [], "timestamp": 2}]
     messages.append(user_message("now fix it"))
     snapshot = json.loads(json.dumps(messages))
@@ -496,7 +497,7 @@ def test_logs_never_carry_request_text(
     def broken(*args: Any, **kwargs: Any) -> Any:
         raise ValueError(f"cannot plan {MARKER}")  # an exception quoting the request
 
-    monkeypatch.setattr(engine_planning, "plan_context", broken)
+    monkeypatch.setattr(engine_preparing, "plan_context", broken)
     fallback = engine.plan(PlanRequest(messages=[user_message(MARKER)])).to_wire()
     assert fallback["mode"] == "fallback"
 

@@ -1,8 +1,7 @@
-"""Planning: `ds4/plan` and `ds4 plan`, and preparing a session for planning or retrieval.
+"""Planning: `ds4/plan` and `ds4 plan`.
 
-`Planner.prepare` reads the session (syncing its index), matches or builds the messages,
-appends the new request, and resolves the model profile and token budget (`profiles`).
-`Planner.plan` makes a dry plan, adds the history evidence the dry plan leaves out and
+`Planner.prepare` hands the session to `preparing.Preparer` (read, synced, messages built or
+matched, request appended, model and budget resolved). `Planner.plan` makes a dry plan, adds the history evidence the dry plan leaves out and
 live-validated project snippets (`managed_plan`), builds the manifest and keeps it
 (`manifests.Manifests.record`). Any failure while indexing, retrieving or planning answers the
 caller's messages unchanged (mode `fallback` with a reason); input the caller can fix raises
@@ -13,25 +12,20 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from collections.abc import Set as AbstractSet
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from ..config import Config
 from ..logs import describe_failure
 from ..manifest import build_manifest, new_manifest_id, prompt_hash
 from ..planner import (
-    ContextBudget,
     ContextPlan,
-    ModelProfile,
     Supplement,
     fallback_plan,
-    plan_context,
 )
-from ..planner.groups import AtomicGroup
 from ..planner.planner import item_count
-from ..planner.structure import MessageStructure, StructureError
 from ..privacy.policy import Destination
 from ..privacy.sanitizer import Sanitizer
 from ..requests import (
@@ -50,10 +44,6 @@ from ..retrieval import (
     retrieve_history,
 )
 from ..retrieval.floor import BelowFloor
-from ..sessions import SessionContext
-from ..sessions.context import match_messages
-from ..sessions.reader import SessionEntry
-from ..store import summaries as summary_repo
 from ..store.database import utc_now_iso
 from ..tokens import ESTIMATOR_VERSION, estimate_message_tokens
 from ..wire import camel_case
@@ -61,8 +51,9 @@ from .context import EngineContext
 from .convert import from_attributes
 from .indexing import Indexer
 from .manifests import Manifests
+from .preparing import Prepared, Preparer
 from .privacy_cache import SANITIZED
-from .profiles import check_model, profile_and_budget
+from .profiles import check_model
 from .project import ProjectService
 from .relevance import below_floor_of, relevance_summary, with_floor_exclusions
 from .sanitizing import (
@@ -89,61 +80,6 @@ VERBATIM_KEPT = 32
 """Dry-plan results kept per session context (`Planner.kept_verbatim`; cleared when full)."""
 
 
-@dataclass
-class Prepared:
-    """A session (or caller messages) made ready for planning or retrieval."""
-
-    messages: list[dict[str, Any]]
-    message_tokens: list[int]
-    source_ids: list[str | None]
-    session_id: str | None
-    session_file: str | None
-    leaf_id: str | None
-    branch_entry_ids: AbstractSet[str]
-    session_model: tuple[str, str] | None
-    profile: ModelProfile
-    budget: ContextBudget
-    warnings: list[str]
-    summary_ids: dict[str, str] = field(default_factory=dict)
-    native_ids: AbstractSet[int] = frozenset()
-    """Object ids of the session's own messages among `messages` (`BuiltContext.native_ids`)."""
-    structure: MessageStructure | None = None
-    """The planner's structure of `messages` with these tokens and source ids (kept per
-    session revision, `sessions.BuiltContext`); None for caller messages (built per plan)."""
-    verbatim: dict[Any, tuple[bool, frozenset[str]]] | None = None
-    """The session context's kept dry-plan results (`BuiltContext.verbatim`); None: none kept."""
-    entry_of: Callable[[str], SessionEntry | None] | None = None
-    """The session's entry with an id (`CachedSession.entry`); None without a session."""
-
-    def summary_indices(self) -> list[int] | None:
-        """Indices of the summary messages (from the structure), or None without one."""
-        if self.structure is None:
-            return None
-        groups = self.structure.groups
-        return sorted(i for gi in self.structure.summaries for i in groups[gi].indices)
-
-    def plan(
-        self,
-        fixed_tokens: int,
-        config: Config,
-        supplements: Sequence[Supplement] = (),
-        withheld: Mapping[int, tuple[str, str]] | None = None,
-    ) -> ContextPlan:
-        """`plan_context` over these messages (their source ids and token counts reused);
-        `withheld`: summary messages privacy leaves out (`sanitizing.withheld_summaries`)."""
-        return plan_context(
-            self.messages,
-            fixed_tokens=fixed_tokens,
-            budget=self.budget,
-            config=config,
-            supplements=supplements,
-            message_source_ids=self.source_ids,
-            message_tokens=self.message_tokens,
-            withheld=withheld,
-            structure=self.structure,
-        )
-
-
 class Planner:
     """Plans of one engine (see the module docstring)."""
 
@@ -156,8 +92,7 @@ class Planner:
         manifests: Manifests,
     ) -> None:
         self._context = context
-        self._sessions = sessions
-        self._indexer = indexer
+        self._preparer = Preparer(context, sessions, indexer)
         self._project = project
         self._manifests = manifests
 
@@ -500,131 +435,12 @@ class Planner:
         *,
         sync: bool = True,
     ) -> Prepared:
-        """Read the session (and sync its index unless `sync` is false), build or match the
-        messages, append `request`, and resolve the model and budget.
-
-        A failure to update the index is not an error: it becomes a warning; so do the sync's
-        own warnings (`SyncResult.warnings`: another file carries this session id).
+        """`Preparer.prepare` (a session read, synced and made ready for planning).
 
         Raises:
             RequestError: a missing or unreadable session file, or an unknown leaf.
         """
-        warnings: list[str] = []
-        session_id = session_file = leaf_id = None
-        branch: AbstractSet[str] = frozenset()
-        summary_ids: dict[str, str] = {}
-        session_model = None
-        tokens: list[int] | None = None
-        structure: MessageStructure | None = None
-        native: AbstractSet[int] = frozenset()
-        verbatim: dict[Any, tuple[bool, frozenset[str]]] | None = None
-        entry_of: Callable[[str], SessionEntry | None] | None = None
-        if session is not None:
-            cached, kept, path = self._sessions.built_context(session)
-            parsed = cached.file
-            if parsed.header is not None and parsed.header.version >= 3:
-                entry_of = cached.entry  # ids and messages as the file holds them
-            context, context_tokens = kept.context, kept.tokens
-            session_file = str(path)
-            session_id = parsed.header.session_id if parsed.header else None
-            if parsed.header is None:
-                warnings.append(
-                    f"session file '{path}' holds no Pi session yet (empty, or its header is "
-                    "still being written); there is no history to use"
-                )
-            leaf_id = context.leaf_id
-            branch = kept.branch()
-            session_model = context.model
-            if session_id is not None and sync:
-                try:
-                    # e.g. that a copy of this file shares its session id (and so its index)
-                    warnings.extend(self._indexer.sync(path, force=False, progress=None).warnings)
-                except Exception as exc:  # fail open: planning works without the index
-                    log.warning(
-                        "sync failed: session=%s error=%s", session_id, describe_failure(exc)
-                    )
-                    warnings.append(
-                        f"session index could not be updated ({type(exc).__name__}); "
-                        "history retrieval may be incomplete"
-                    )
-            if messages is None:
-                built = list(context.messages)
-                source_ids: list[str | None] = list(context.message_entry_ids)
-                tokens = list(context_tokens)
-                structure = kept.structure()
-                native = kept.native_ids()
-                verbatim = kept.verbatim
-            else:
-                built, source_ids = match_messages(messages, context)
-            if session_id is not None:
-                summary_ids = self._context_summary_ids(
-                    session_id,
-                    context,
-                    structure.groups if structure else None,
-                    structure.summaries if structure else None,
-                )
-        else:
-            built = list(messages or [])
-            source_ids = [None] * len(built)
-        _append_request(built, source_ids, request)
-        if tokens is None:
-            tokens = [estimate_message_tokens(m) for m in built]
-        else:
-            tokens.extend(estimate_message_tokens(m) for m in built[len(tokens) :])
-        if structure is not None and len(built) > structure.n:
-            try:  # the new request: one more group, no walk over the session
-                structure = structure.appended(built[-1], tokens[-1], source_ids[-1])
-            except StructureError:
-                structure = verbatim = None  # the planner builds it from the messages
-        profile, budget = profile_and_budget(model, session_model, config, warnings)
-        return Prepared(
-            built,
-            tokens,
-            source_ids,
-            session_id,
-            session_file,
-            leaf_id,
-            branch,
-            session_model,
-            profile,
-            budget,
-            warnings,
-            summary_ids,
-            native,
-            structure,
-            verbatim if structure is not None else None,
-            entry_of,
-        )
-
-    def _context_summary_ids(
-        self,
-        session_id: str,
-        context: SessionContext,
-        groups: Sequence[AtomicGroup] | None = None,
-        summary_groups: Sequence[int] | None = None,
-    ) -> dict[str, str]:
-        """Summary node id of each compaction entry whose summary is in `context`, as the sync
-        stored it (ours: the record's `summaryId`; Pi-native or untrusted: a `branch` node).
-        Empty when the index is unavailable: the manifest then names the entry ids. With the
-        context's atomic `groups` and the indices of its `summary_groups`, only those messages
-        are looked at."""
-        found: dict[str, str] = {}
-        if groups is not None and summary_groups is not None:
-            indices = sorted(i for gi in summary_groups for i in groups[gi].indices)
-        else:
-            indices = list(range(len(context.messages)))
-        for index in indices:
-            message, entry_id = context.messages[index], context.message_entry_ids[index]
-            if message.get("role") != "compactionSummary" or entry_id is None:
-                continue
-            try:
-                node = summary_repo.node_for_entry(self._context.store(), session_id, entry_id)
-            except Exception as exc:  # provenance is best effort; the plan stands
-                log.warning("summary ids not resolved: error=%s", describe_failure(exc))
-                return found
-            if node is not None:
-                found[entry_id] = node.summary_id
-        return found
+        return self._preparer.prepare(session, messages, request, model, config, sync=sync)
 
 
 def retrieval_stats(retrieval: HistoryRetrieval) -> RetrievalStats:
@@ -718,18 +534,3 @@ def _supplement(kind: str, source_id: str, message: dict[str, Any], score: float
         tokens=estimate_message_tokens(message),
         score=score,
     )
-
-
-def _append_request(
-    messages: list[dict[str, Any]], source_ids: list[str | None], request: str | None
-) -> None:
-    """Append `request` (when non-empty) as the new user message, with no source entry."""
-    if request:
-        messages.append(
-            {
-                "role": "user",
-                "content": [{"type": "text", "text": request}],
-                "timestamp": int(time.time() * 1000),
-            }
-        )
-        source_ids.append(None)

@@ -23,7 +23,8 @@ from ..results import CommitHit, HistoryHit, ProjectHit, RetrievalStats, Retriev
 from ..retrieval import describe_task, last_user_text
 from .context import EngineContext
 from .convert import from_attributes
-from .planning import Planner, Prepared, retrieval_stats
+from .planning import Planner, retrieval_stats
+from .preparing import Prepared
 from .profiles import check_model
 from .project import ProjectService
 from .relevance import scope_relevance
