@@ -9,11 +9,13 @@ point (`ds4/plan`, `ds4/retrieve`, `ds4/manifest`, `ds4/compact`, the lifecycle 
 
 `SessionCache` keeps the last `SESSION_CACHE_SIZE` parsed files (an LRU), each valid while its
 size stays the same and its bytes hash to the stored prefix hashes (size and mtime alone are not
-trusted: `ds4_core.sessions.prefix`); a file that only grew is parsed from where the last parse
-stopped. Per file it also keeps the contexts built per leaf (`BuiltContext`) with their
-messages' token estimates and, built on first use, the planner's `MessageStructure` and the
-set of the branch's entry ids: what a plan or a retrieval would otherwise rebuild from every
-message of the session on each request (issue 13).
+trusted: `ds4_core.sessions.prefix`; over 4 MiB a request compares the last block and what a
+background pass found, a background pass the rest: `prefix.check`, windows (a) and (c)); a
+file that only grew is parsed from where the last parse stopped. Per file it also keeps the
+contexts built per leaf (`BuiltContext`) with their messages' token estimates and, built on
+first use, the planner's `MessageStructure` and the set of the branch's entry ids: what a plan
+or a retrieval would otherwise rebuild from every message of the session on each request
+(issue 13).
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from ..requests import RequestError, SessionRef
 from ..sessions import LAST_ENTRY, SessionContext, SessionFormatError, context_for_path, read_all
 from ..sessions.context import extend_context, has_context_edit
 from ..sessions.paths import PathIndex
-from ..sessions.prefix import FileShrankError, PrefixHashes, extend, first_change, hash_prefix
+from ..sessions.prefix import FileShrankError, PrefixHashes, check, extend, hash_prefix
 from ..sessions.reader import SessionEntry, SessionFile, SessionHeader, read_header, read_more
 from ..tokens import estimate_message_tokens
 
@@ -244,7 +246,7 @@ class SessionCache:
             if (
                 cached is not None
                 and cached.size == stat.st_size
-                and first_change(path, cached.prefix) is None
+                and check(path, cached.prefix, rolling_blocks=0).changed is None
             ):
                 with self._lock:
                     if key in self._sessions:

@@ -8,10 +8,38 @@ again. `PrefixHashes` holds the sha256 of every `BLOCK_BYTES` block of the bytes
 **whole** prefix, block by block, stopping at the first block that differs. It does not sample:
 every byte that was read before is compared on every check.
 
-Cost: one sequential read plus sha256 of `length` bytes, about 1 ms per MB on the development
-machine (sha256 at ~1 GB/s; bench/session_index.py prints the no-op sync cost). Appends re-hash
-only from the last complete block (`extend`). Storage: 33 bytes per 64 KiB of session file
-(~0.5 KB per MB) in the JSON of `to_json`.
+Cost of a full check: one sequential read plus sha256 of `length` bytes, about 1 ms per MB on
+an idle development machine (sha256 at ~1 GB/s; 3-4 ms per MB on the shared 2-core machine
+under load; bench/session_index.py prints it). Appends re-hash only from the last complete
+block (`extend`). Storage: 33 bytes per 64 KiB of session file (~0.5 KB per MB) in the JSON
+of `to_json`.
+
+Checks on the request path (`check`). A full check of a 50 MB session costs 50-200 ms, on
+every request after each append: too much. So `check` compares in full only prefixes of at
+most `FULL_CHECK_BYTES`; for a longer prefix it compares, on the request path:
+
+* the last block of the prefix (where the previous append ended: appends land there),
+* `ROLLING_BLOCKS` blocks from a rolling cursor that the caller keeps and passes back (the
+  index keeps it with its state, so it survives restarts), wrapping over the other blocks,
+* every block a background pass found changed against these same hashes (below),
+
+and leaves the rest to a **background pass**: a daemon thread (at the lowest CPU priority)
+re-reads and re-hashes the whole prefix of the file off the request path, starting at most
+`BACKGROUND_DELAY_S` after the check that asked for it (passes of one file are coalesced: one
+runs, the newest request waits). A pass that finds a changed block records it as a finding
+`(block index, expected hash)`; the next `check` whose hashes expect that hash there compares
+that block on the request path and reports it. A pass that matches records the stat stamp
+(below) like a full check.
+
+The window this leaves, exactly: a rewrite of bytes already hashed is reported by `check`
+(a) at once when it touches the last block, shortens the file, or the prefix is at most
+`FULL_CHECK_BYTES`; else (b) by the `ceil((n - 1) / ROLLING_BLOCKS)`-th check after it at the
+latest (`n` blocks; the cursor visits every block but the last once per that many checks),
+whatever the process; and (c) in a process that stays up (the LSP server), by the first check
+that starts after a background pass that started after the rewrite has finished (one starts
+within `BACKGROUND_DELAY_S` of a check, and takes about 1 ms per MB on an idle machine), if
+that comes first. Until then a consumer can still serve the old bytes' content. A full
+check (`first_change`) still compares every byte.
 
 Checks repeated on an unchanged file are free: once the whole prefix matched, the file's stat
 stamp `(st_dev, st_ino, st_size, st_mtime_ns, st_ctime_ns)` at that moment is remembered (in
@@ -25,7 +53,7 @@ still changes the stamp. The stamp is only trusted when the file's ctime is more
 a change in the same clock tick as the verification could otherwise keep the stamp), never
 on Windows, where `st_ctime` is the creation time, and on Linux only on a local filesystem
 (`LOCAL_FILESYSTEMS`: a network filesystem may answer `stat` from a cache or with a
-server's clock). Any grown file is re-hashed in full.
+server's clock).
 
 The hash is truncated to 128 bits: it detects accidental and deliberate edits of a file the
 user can write anyway; it is not a signature.
@@ -47,6 +75,22 @@ BLOCK_BYTES = 64 * 1024
 """Bytes per hashed block; a rewrite is located to the start of its block."""
 
 _READ_BYTES = 16 * BLOCK_BYTES  # bytes per read() call (1 MiB)
+
+FULL_CHECK_BYTES = 4 << 20
+"""`check` compares prefixes of at most this many bytes in full (a few ms); longer ones are
+checked in part on the request path and in full by a background pass (module docstring)."""
+
+ROLLING_BLOCKS = 16
+"""Blocks (1 MiB) that `check` compares from the caller's rolling cursor besides the last."""
+
+BACKGROUND_DELAY_S = 0.2
+"""A background pass starts this long after the check that asked for it (later while another
+pass runs), so a burst of requests is not slowed by it."""
+
+BACKGROUND_VERIFY = True
+"""Whether `check` asks for background passes (tests turn it off to prove the rolling bound)."""
+
+_FINDINGS_MAX = 64
 
 RACY_MARGIN_NS = 3_000_000_000
 """A stamp is trusted only when the file's ctime is this much older than the verification
@@ -258,11 +302,184 @@ def first_change(path: StrPath, hashes: PrefixHashes) -> int | None:
     before = os.stat(path)
     if _known_unchanged(path, before, hashes):
         return None
+    return _full_check(path, before, hashes)
+
+
+def _full_check(path: StrPath, before: os.stat_result, hashes: PrefixHashes) -> int | None:
     verified_at_ns = time.time_ns()
     changed = _first_changed_block(path, hashes)
     if changed is None:
         _remember_unchanged(path, before, hashes, verified_at_ns)
     return changed
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What `check` found.
+
+    Attributes:
+        changed: the byte offset of the first changed block (or where a shorter file now
+            ends), as `first_change` returns it; `None` when no compared block changed.
+        cursor: the rolling cursor to pass to the next `check` of these hashes (a block index).
+        complete: every block was compared (or known unchanged by the stat stamp); when False,
+            only the blocks of the module docstring were, and a background pass was asked for.
+    """
+
+    changed: int | None
+    cursor: int
+    complete: bool
+
+
+def check(
+    path: StrPath,
+    hashes: PrefixHashes,
+    *,
+    cursor: int = 0,
+    rolling_blocks: int | None = None,
+) -> Verdict:
+    """`first_change` bounded for the request path: in full up to `FULL_CHECK_BYTES`, else the
+    last block, `rolling_blocks` (default `ROLLING_BLOCKS`) blocks from `cursor` and the
+    background findings, with a
+    background pass of the rest (module docstring, "Checks on the request path", states the
+    window this leaves). When a compared block differs, the whole prefix is compared to report
+    the first changed block, exactly as `first_change` does.
+
+    Raises:
+        OSError: the file cannot be read.
+    """
+    if rolling_blocks is None:
+        rolling_blocks = ROLLING_BLOCKS
+    before = os.stat(path)
+    if _known_unchanged(path, before, hashes):
+        return Verdict(None, cursor, True)
+    count = len(hashes.blocks)
+    if (
+        hashes.length <= FULL_CHECK_BYTES
+        or before.st_size < hashes.length
+        or count <= rolling_blocks + 1
+    ):
+        return Verdict(_full_check(path, before, hashes), 0, True)
+    last = count - 1
+    start = cursor % last if cursor > 0 else 0
+    picked = {last, *((start + i) % last for i in range(rolling_blocks))}
+    picked.update(_findings_for(path, hashes))
+    if _changed_among(path, hashes, sorted(picked)):
+        changed = _first_changed_block(path, hashes)
+        if changed is not None:
+            return Verdict(changed, 0, True)
+    _ask_background(path, hashes)
+    return Verdict(None, (start + rolling_blocks) % last, False)
+
+
+def _changed_among(path: StrPath, hashes: PrefixHashes, indexes: Sequence[int]) -> bool:
+    """Whether any block of `indexes` (sorted) differs from `hashes` (runs read at once)."""
+    with open(path, "rb") as handle:
+        i = 0
+        while i < len(indexes):
+            j = i
+            while j + 1 < len(indexes) and indexes[j + 1] == indexes[j] + 1:
+                j += 1
+            begin = indexes[i] * BLOCK_BYTES
+            end = min(hashes.length, (indexes[j] + 1) * BLOCK_BYTES)
+            handle.seek(begin)
+            data = memoryview(handle.read(end - begin))
+            for k in range(i, j + 1):
+                offset = (indexes[k] - indexes[i]) * BLOCK_BYTES
+                block = data[offset : min(len(data), offset + BLOCK_BYTES)]
+                wanted = min(BLOCK_BYTES, hashes.length - indexes[k] * BLOCK_BYTES)
+                if len(block) != wanted or _digest(block) != hashes.blocks[indexes[k]]:
+                    return True
+            i = j + 1
+    return False
+
+
+_findings: dict[str, set[tuple[int, str]]] = {}
+"""path -> {(block index, expected hash)} that a background pass found changed."""
+_pending: dict[str, PrefixHashes] = {}
+"""path -> the newest hashes a check asked a background pass for (coalesced)."""
+_asked_at: dict[str, float] = {}
+_running = 0
+_worker: threading.Thread | None = None
+_background = threading.Condition()
+
+
+def _findings_for(path: StrPath, hashes: PrefixHashes) -> list[int]:
+    with _background:
+        found = _findings.get(os.fspath(path), ())
+        return [
+            index
+            for index, expected in found
+            if index < len(hashes.blocks) and hashes.blocks[index] == expected
+        ]
+
+
+def _ask_background(path: StrPath, hashes: PrefixHashes) -> None:
+    global _worker
+    if not BACKGROUND_VERIFY:
+        return
+    key = os.fspath(path)
+    with _background:
+        _pending[key] = hashes
+        _asked_at.setdefault(key, time.monotonic())
+        if _worker is None or not _worker.is_alive():
+            _worker = threading.Thread(target=_verify_in_background, name="ds4-prefix-verify")
+            _worker.daemon = True
+            _worker.start()
+        _background.notify_all()
+
+
+def _lower_priority() -> None:
+    try:  # Linux: nice applies per thread
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
+    except (AttributeError, OSError):
+        pass
+
+
+def _verify_in_background() -> None:
+    """The background pass loop: the oldest request first, each `BACKGROUND_DELAY_S` after it
+    was asked for; the thread ends after 30 s without requests."""
+    global _running
+    _lower_priority()
+    while True:
+        with _background:
+            while not _pending:
+                if not _background.wait(timeout=30.0) and not _pending:
+                    return
+            key = min(_pending, key=lambda k: _asked_at.get(k, 0.0))
+            delay = _asked_at.get(key, 0.0) + BACKGROUND_DELAY_S - time.monotonic()
+            if delay > 0:
+                _background.wait(timeout=delay)
+                continue
+            hashes = _pending.pop(key)
+            _asked_at.pop(key, None)
+            _running += 1
+        try:
+            before = os.stat(key)
+            changed = _full_check(key, before, hashes)
+        except OSError:
+            changed = None
+        with _background:
+            _running -= 1
+            if changed is not None and changed // BLOCK_BYTES < len(hashes.blocks):
+                index = changed // BLOCK_BYTES
+                found = _findings.setdefault(key, set())
+                found.add((index, hashes.blocks[index]))
+                while len(_findings) > _FINDINGS_MAX:
+                    _findings.pop(next(iter(_findings)))
+            _background.notify_all()
+
+
+def wait_for_background(timeout: float = 10.0) -> bool:
+    """Wait until no background pass is asked for or running; False when `timeout` (s) ran
+    out first. For tests and benchmarks."""
+    deadline = time.monotonic() + timeout
+    with _background:
+        while _pending or _running:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            _background.wait(timeout=min(left, 0.05))
+    return True
 
 
 def _first_changed_block(path: StrPath, hashes: PrefixHashes) -> int | None:

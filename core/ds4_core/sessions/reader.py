@@ -51,7 +51,7 @@ from typing import Any, NamedTuple, TypeGuard
 
 from ds4_core.json_bounds import MAX_RECORD_DEPTH, clip_depth, may_be_too_deep
 from ds4_core.sessions.jsonl import DEFAULT_CHUNK_SIZE, RawLine, StrPath, iter_raw_lines
-from ds4_core.sessions.prefix import PrefixHashes, first_change
+from ds4_core.sessions.prefix import PrefixHashes, check
 
 CURRENT_SESSION_VERSION = 3
 """Highest Pi session format version this reader understands (docs/reference.md §P7)."""
@@ -732,9 +732,12 @@ def read_more(
 
     The file only grew when every byte `previous` read is unchanged: `previous_prefix` (from
     `prefix.hash_prefix(path, previous.end_offset)` right after the read) must cover
-    `previous.end_offset` bytes and `prefix.first_change` must find no changed block (the whole
-    prefix is re-hashed; Pi only ever appends, docs/reference.md §P8, but other tools rewrite
-    in place and may keep size and mtime). A torn final line of `previous` is dropped and read
+    `previous.end_offset` bytes and `prefix.check` must find no changed block (Pi only ever
+    appends, docs/reference.md §P8, but other tools rewrite in place and may keep size and
+    mtime). On a prefix over `prefix.FULL_CHECK_BYTES` that check compares the last block and
+    the background pass's findings on this call and leaves the rest to a background pass, so a
+    rewrite elsewhere is caught within the window of `ds4_core.sessions.prefix` (c), not
+    necessarily by this call. A torn final line of `previous` is dropped and read
     again from the checkpoint. Statistics are the sums over both reads; `duplicate_ids` counts
     only duplicates within each read (consumers use last-wins anyway).
 
@@ -748,7 +751,7 @@ def read_more(
         return None
     if size < previous.end_offset or previous_prefix.length != previous.end_offset:
         return None
-    if first_change(path, previous_prefix) is not None:
+    if check(path, previous_prefix, rolling_blocks=0).changed is not None:
         return None
     reader = SessionReader(
         path,

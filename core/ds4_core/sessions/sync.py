@@ -69,9 +69,11 @@ Errors propagate and leave the previous index untouched (every write is one tran
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import itertools
 import json
+import logging
 import os
 import queue
 import threading
@@ -98,6 +100,8 @@ from ds4_core.store import sessions as repo
 from ds4_core.store.database import Store
 from ds4_core.store.sessions import IndexedEntry, IndexState, canonical_session_file
 from ds4_core.tokens import estimate_text_tokens
+
+log = logging.getLogger(__name__)
 
 CHECKPOINT_HASH_BYTES = 64 * 1024
 """Size of the hashed range that ends at the checkpoint (docs/reference.md §3.12)."""
@@ -198,6 +202,7 @@ class _Resume:
     torn: tuple[str, str, int] | None  # (entry_id, content_hash, seq) indexed from a torn tail
     prefix: PrefixHashes | None  # hashes of [0, file_size) as indexed
     other_files: tuple[str, ...] = ()  # other live files with this session id
+    prefix_cursor: int = 0  # the rolling cursor of `prefix.check` over `prefix`
 
     def to_json(self) -> str:
         return json.dumps(
@@ -216,6 +221,7 @@ class _Resume:
                 ),
                 "prefix": None if self.prefix is None else self.prefix.to_json(),
                 "otherFiles": list(self.other_files),
+                "prefixCursor": self.prefix_cursor,
             },
             separators=(",", ":"),
         )
@@ -232,6 +238,9 @@ class _Resume:
             others = obj.get("otherFiles", [])
             if not isinstance(others, list) or not all(isinstance(o, str) for o in others):
                 others = []
+            cursor = obj.get("prefixCursor", 0)
+            if not isinstance(cursor, int) or isinstance(cursor, bool) or cursor < 0:
+                cursor = 0
             torn_value = None
             if torn is not None:
                 torn_value = (str(torn["id"]), str(torn["contentHash"]), int(torn["seq"]))
@@ -243,6 +252,7 @@ class _Resume:
                 torn=torn_value,
                 prefix=PrefixHashes.from_json(obj.get("prefix")),
                 other_files=tuple(others),
+                prefix_cursor=cursor,
             )
         except (ValueError, KeyError, TypeError):
             return None
@@ -383,34 +393,36 @@ def _torn_entry(reader: SessionReader, last: SessionEntry | None) -> tuple[str, 
 
 def _rebuild_reason(
     path: str, prior: IndexState, resume: _Resume | None, size: int
-) -> tuple[str | None, int | None]:
-    """`(reason, rewritten_at)`: the reason to rebuild from `prior` (docs/reference.md §3.12 plus
-    the whole-prefix check), or `(None, None)` when the indexed bytes are unchanged (then the
-    sync is a no-op when `size == prior.file_size`, else incremental). `rewritten_at` is the
-    first changed block's offset for an in-place rewrite, else `None`."""
+) -> tuple[str | None, int | None, prefix_hashes.Verdict | None]:
+    """`(reason, rewritten_at, verdict)`: the reason to rebuild from `prior` (docs/reference.md
+    §3.12 plus the prefix check), or `(None, None, verdict)` when the indexed bytes compared are
+    unchanged (then the sync is a no-op when `size == prior.file_size`, else incremental).
+    `rewritten_at` is the first changed block's offset for an in-place rewrite, else `None`;
+    `verdict` is the prefix check's (`prefix.check`, with the stored rolling cursor), when it
+    ran."""
     if resume is None:
-        return REASON_NO_PRIOR_STATE, None
+        return REASON_NO_PRIOR_STATE, None, None
     if resume.header_length < 0:
-        return REASON_HEADER_CHANGED, None
+        return REASON_HEADER_CHANGED, None, None
     header_bytes = _read_range(path, resume.header_start, resume.header_length)
     if hashlib.sha256(header_bytes).hexdigest() != prior.header_hash:
-        return REASON_HEADER_CHANGED, None
+        return REASON_HEADER_CHANGED, None, None
     if size < prior.file_size:
-        return REASON_TRUNCATED, None
+        return REASON_TRUNCATED, None, None
     if resume.prefix is None or resume.prefix.length != prior.file_size:
-        return REASON_PREFIX_HASHES_MISSING, None
-    changed = prefix_hashes.first_change(path, resume.prefix)
-    if changed is not None:
-        return REASON_REWRITTEN_IN_PLACE.format(offset=changed), changed
+        return REASON_PREFIX_HASHES_MISSING, None, None
+    verdict = prefix_hashes.check(path, resume.prefix, cursor=resume.prefix_cursor)
+    if verdict.changed is not None:
+        return REASON_REWRITTEN_IN_PLACE.format(offset=verdict.changed), verdict.changed, verdict
     if size == prior.file_size:
-        return None, None
+        return None, None, verdict
     if prior.checkpoint_hash is None or prior.checkpoint_hash_start is None:
-        return REASON_CHECKPOINT_HASH_MISSING, None
+        return REASON_CHECKPOINT_HASH_MISSING, None, verdict
     start = prior.checkpoint_hash_start
     data = _read_range(path, start, prior.checkpoint_offset - start)
     if hashlib.sha256(data).hexdigest() != prior.checkpoint_hash:
-        return REASON_CHECKPOINT_HASH_MISMATCH, None
-    return None, None
+        return REASON_CHECKPOINT_HASH_MISMATCH, None, verdict
+    return None, None, verdict
 
 
 def _stored_header(store: Store, prior: IndexState, resume: _Resume) -> SessionHeader | None:
@@ -441,8 +453,10 @@ def _incremental(
     progress: ProgressCallback | None,
     started: float,
     on_compactions: CompactionHook | None = None,
+    prefix_cursor: int = 0,
 ) -> SyncResult | str:
-    """Append what follows the checkpoint; returns the result, or a reason to rebuild."""
+    """Append what follows the checkpoint; returns the result, or a reason to rebuild.
+    `prefix_cursor` is stored as the next rolling cursor of the prefix check."""
     header = _stored_header(store, prior, resume)
     if header is None:
         return REASON_NO_PRIOR_STATE
@@ -486,6 +500,7 @@ def _incremental(
         torn,
         prefix,
         others,
+        prefix_cursor,
     )
     try:
         with store.write():
@@ -535,6 +550,19 @@ def _incremental(
         duration_ms=_elapsed_ms(started),
         warnings=_copies_warnings(session_id, others),
     )
+
+
+def _rewrite_warnings(path: str, rewritten_at: int | None) -> tuple[str, ...]:
+    """The warning (also logged) of a rebuild caused by an in-place rewrite."""
+    if rewritten_at is None:
+        return ()
+    message = (
+        f"session file '{path}' was rewritten in place at byte {rewritten_at} (bytes indexed "
+        "before changed); the session was re-indexed. Until a rewrite is found, retrieval can "
+        "return the old text: see docs/architecture.md, 'In-place rewrites', for how long"
+    )
+    log.warning("%s", message)
+    return (message,)
 
 
 def _skip_empty(store: Store, path: str, prior: IndexState | None, started: float) -> SyncResult:
@@ -726,8 +754,19 @@ def _rebuild(
         bytes_read=reader.end_offset,
         duration_ms=_elapsed_ms(started),
         rewritten_at=rewritten_at,
-        warnings=_copies_warnings(session_id, others),
+        warnings=_copies_warnings(session_id, others) + _rewrite_warnings(path, rewritten_at),
     )
+
+
+def _store_cursor(store: Store, prior: IndexState, resume: _Resume, cursor: int) -> None:
+    """Keep the prefix check's rolling cursor after a no-op sync (so the next process goes on
+    from there), unless another writer changed the state meanwhile."""
+    with store.write():
+        if not _same_state(repo.get_index_state(store, prior.session_id), prior):
+            return
+        repo.update_resume_json(
+            store, prior.session_id, dataclasses.replace(resume, prefix_cursor=cursor).to_json()
+        )
 
 
 def _sync_once(
@@ -747,8 +786,10 @@ def _sync_once(
     if prior is None:
         return _rebuild(store, path, None, None, size, progress, started, on_compactions)
     resume = _Resume.from_json(prior.resume_json)
-    reason, rewritten_at = _rebuild_reason(path, prior, resume, size)
+    reason, rewritten_at, verdict = _rebuild_reason(path, prior, resume, size)
     if reason is None and size == prior.file_size:
+        if resume is not None and verdict is not None and verdict.cursor != resume.prefix_cursor:
+            _store_cursor(store, prior, resume, verdict.cursor)
         others = _live_copies(prior.session_id, path, resume.other_files if resume else ())
         return SyncResult(
             prior.session_id,
@@ -763,7 +804,10 @@ def _sync_once(
             warnings=_copies_warnings(prior.session_id, others),
         )
     if reason is None and resume is not None:
-        outcome = _incremental(store, path, prior, resume, size, progress, started, on_compactions)
+        cursor = verdict.cursor if verdict is not None else 0
+        outcome = _incremental(
+            store, path, prior, resume, size, progress, started, on_compactions, cursor
+        )
         if isinstance(outcome, SyncResult):
             return outcome
         reason = outcome

@@ -535,3 +535,13 @@ def update_index_state(store: Store, state: IndexState) -> None:
     """Store `state` alone (e.g. a sync that read no new entries)."""
     with store.write() as conn:
         conn.execute(_UPSERT_STATE_SQL, _state_params(state, utc_now_iso()))
+
+
+def update_resume_json(store: Store, session_id: str, resume_json: str) -> None:
+    """Replace the stored `resume_json` of `session_id` alone (other columns, `indexed_at`
+    included, stay as they are); nothing happens when the session is not indexed."""
+    with store.write() as conn:
+        conn.execute(
+            "UPDATE session_index_state SET resume_json = ? WHERE session_id = ?",
+            (resume_json, session_id),
+        )
