@@ -22,7 +22,16 @@ any Python reader); a bare SQLite loop inserting the same searchable texts into 
 Targets: full index >= 20 MB/s; append p95 <= 10 ms beyond the no-op sync p50 (every sync,
 append or not, first re-hashes the whole indexed prefix: about 1 ms per MB).
 
+Over a real `ds4-lsp` process on stdio (`--lsp-appends`, 0 skips it; bench/plan.py's
+`RawClient`), with its own database: the first `ds4/retrieve` (scopes `["history"]`) of the
+session, which indexes it in full and parses it for the session cache, beside the same request
+once warm; `ds4.rebuildIndex` (a forced re-read of the session, its `durationMs` too); then,
+`--lsp-appends` times, one entry appended and the `ds4/retrieve` an editor sends next (it
+syncs the index and the session cache), each followed by the same request on the unchanged
+file as the same-run baseline: p50 / p95 / p99 and the ratio.
+
 Usage: python bench/session_index.py [--size-mb 50] [--runs 3] [--appends 100] [--session FILE]
+       [--lsp-appends 50]
 """
 
 from __future__ import annotations
@@ -40,6 +49,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "core"))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from plan import RawClient  # noqa: E402  (bench/plan.py, next to this file)
 
 from ds4_core.sessions.prefix import RACY_MARGIN_NS  # noqa: E402
 from ds4_core.sessions.reader import SessionReader  # noqa: E402
@@ -134,12 +146,65 @@ def baseline_one_row(workdir: Path, runs: int) -> list[float]:
     return timings
 
 
+LSP_QUERY = "why did the session index rebuild after the file was rewritten"
+
+
+def over_lsp(session: Path, db: Path, append_lines: list[bytes], appends: int) -> None:
+    """The LSP section of the module docstring: prints its rows."""
+    mb = session.stat().st_size / 1e6
+    client = RawClient(db)
+    client.request("initialize", {"processId": None, "rootUri": None, "capabilities": {}})
+    client.send("initialized", {}, notify=True)
+    params = {"session": {"file": str(session)}, "query": LSP_QUERY, "scopes": ["history"]}
+
+    def round_trip(method: str, request: object) -> tuple[float, dict]:
+        started = time.perf_counter()
+        result = client.request(method, request)
+        return (time.perf_counter() - started) * 1000, result
+
+    first_ms, _ = round_trip("ds4/retrieve", params)
+    warm = [round_trip("ds4/retrieve", params)[0] for _ in range(5)]
+    rebuild_ms, rebuilt = round_trip("workspace/executeCommand", {"command": "ds4.rebuildIndex"})
+    server_ms = rebuilt["results"][0]["durationMs"]
+    print(f"\nover a real ds4-lsp (stdio), {mb:.1f} MB session:")
+    print(
+        f"first ds4/retrieve (full index + session parse + retrieve): {first_ms:.0f} ms; "
+        f"warm, unchanged file: p50 {statistics.median(warm):.1f} ms "
+        f"(so index + parse ~{mb / ((first_ms - statistics.median(warm)) / 1000):.1f} MB/s)"
+    )
+    print(
+        f"ds4.rebuildIndex (forced re-read): round trip {rebuild_ms:.0f} ms "
+        f"({mb / (rebuild_ms / 1000):.1f} MB/s), server durationMs {server_ms:.0f} ms"
+    )
+    grown: list[float] = []
+    same: list[float] = []
+    for i in range(appends):
+        with open(session, "ab") as handle:
+            handle.write(append_lines[i % len(append_lines)] + b"\n")
+        grown.append(round_trip("ds4/retrieve", params)[0])
+        same.append(round_trip("ds4/retrieve", params)[0])
+    client.close()
+    g = [statistics.median(grown), percentile(grown, 95), percentile(grown, 99)]
+    b = [statistics.median(same), percentile(same, 95), percentile(same, 99)]
+    print(
+        f"ds4/retrieve after appending one entry ({appends} runs): p50 {g[0]:.1f} ms, "
+        f"p95 {g[1]:.1f} ms, p99 {g[2]:.1f} ms"
+    )
+    print(
+        f"baseline, the same request on the unchanged file right after: p50 {b[0]:.1f} ms, "
+        f"p95 {b[1]:.1f} ms, p99 {b[2]:.1f} ms (ratio p50 x{g[0] / b[0]:.2f}, "
+        f"p95 x{g[1] / b[1]:.2f}, p99 x{g[2] / b[2]:.2f}; the append adds p50 "
+        f"{g[0] - b[0]:.1f} ms, p95 {g[1] - b[1]:.1f} ms)"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--size-mb", type=float, default=50.0)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--appends", type=int, default=100)
     parser.add_argument("--session", type=Path, default=DEFAULT_SESSION)
+    parser.add_argument("--lsp-appends", type=int, default=50)
     args = parser.parse_args()
 
     workdir = Path(tempfile.mkdtemp(prefix="ds4-bench-index-"))
@@ -192,6 +257,9 @@ def main() -> None:
         bare_s = baseline_sqlite(texts, workdir, fts=False)
         bare_fts_s = baseline_sqlite(texts, workdir, fts=True)
         one_row_ms = baseline_one_row(workdir, args.appends)
+        if args.lsp_appends > 0:
+            build_session(args.session, session, args.size_mb)  # as it was before the appends
+            over_lsp(session, workdir / "lsp.db", append_lines, args.lsp_appends)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
 

@@ -80,8 +80,8 @@ FULL_CHECK_BYTES = 4 << 20
 """`check` compares prefixes of at most this many bytes in full (a few ms); longer ones are
 checked in part on the request path and in full by a background pass (module docstring)."""
 
-ROLLING_BLOCKS = 16
-"""Blocks (1 MiB) that `check` compares from the caller's rolling cursor besides the last."""
+ROLLING_BLOCKS = 8
+"""Blocks (512 KiB) that `check` compares from the caller's rolling cursor besides the last."""
 
 BACKGROUND_DELAY_S = 0.2
 """A background pass starts this long after the check that asked for it (later while another
@@ -218,7 +218,7 @@ class PrefixHashes:
         length, blocks = value.get("length"), value.get("blocks")
         if not isinstance(length, int) or isinstance(length, bool) or length < 0:
             return None
-        if not isinstance(blocks, list) or not all(isinstance(b, str) for b in blocks):
+        if not isinstance(blocks, list) or not set(map(type, blocks)) <= {str}:
             return None
         if len(blocks) != -(-length // BLOCK_BYTES):
             return None
