@@ -172,3 +172,26 @@ def test_background_pass_reports_a_rewrite_to_the_next_check(
     assert result.outcome == "rebuild" and result.rewritten_at == BLOCK_BYTES
     assert read_more(path, parsed, parsed_hashes) is None
     store.close()
+
+
+def test_a_grown_files_request_replaces_the_waiting_one(
+    tmp_path: Path, small_window: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Appends between passes do not queue one full pass per append; hashes that do not
+    extend the waiting ones (another reading of the file) get a pass of their own."""
+    monkeypatch.setattr(prefix, "BACKGROUND_VERIFY", True)
+    monkeypatch.setattr(prefix, "BACKGROUND_DELAY_S", 0.5)
+    monkeypatch.setattr(prefix, "_pending", {})
+    path = tmp_path / "s.jsonl"
+    shutil.copyfile(SOURCE, path)
+    hashes = hash_prefix(path, path.stat().st_size)
+    assert not check(path, hashes).complete
+    _append_one(path, _a_message_line(path))
+    grown = prefix.extend(path, hashes, path.stat().st_size)
+    assert not check(path, grown).complete
+    assert [h for _name, h in prefix._pending] == [grown]
+    other = prefix.PrefixHashes(hashes.length, ("0" * 32, *hashes.blocks[1:]))
+    prefix._ask_background(path, other)
+    assert [h for _name, h in prefix._pending] == [grown, other]
+    assert prefix.wait_for_background()
+    assert prefix._findings_for(path, other) == [0]  # block 0 is not what `other` expects

@@ -24,9 +24,11 @@ most `FULL_CHECK_BYTES`; for a longer prefix it compares, on the request path:
 * every block a background pass found changed against these same hashes (below),
 
 and leaves the rest to a **background pass**: a daemon thread (at the lowest CPU priority)
-re-reads and re-hashes the whole prefix of the file off the request path, starting at most
-`BACKGROUND_DELAY_S` after the check that asked for it (passes of one file are coalesced: one
-runs, the newest request waits). A pass that finds a changed block records it as a finding
+re-reads and re-hashes the whole prefix of the file off the request path, starting
+`BACKGROUND_DELAY_S` after the first check that asked for it, or when the pass before it ends
+(one pass runs at a time; a request for hashes that extend a waiting request's, as after an
+append, replaces it and keeps its place; at most `_PENDING_MAX` requests wait, the oldest
+dropped first). A pass that finds a changed block records it as a finding
 `(block index, expected hash)`; the next `check` whose hashes expect that hash there compares
 that block on the request path and reports it. A pass that matches records the stat stamp
 (below) like a full check.
@@ -395,9 +397,11 @@ def _changed_among(path: StrPath, hashes: PrefixHashes, indexes: Sequence[int]) 
 
 _findings: dict[str, set[tuple[int, str]]] = {}
 """path -> {(block index, expected hash)} that a background pass found changed."""
-_pending: dict[str, PrefixHashes] = {}
-"""path -> the newest hashes a check asked a background pass for (coalesced)."""
-_asked_at: dict[str, float] = {}
+_pending: dict[tuple[str, PrefixHashes], float] = {}
+"""(path, hashes) a check asked a background pass for -> when first asked (monotonic s).
+Equal hashes of one file are coalesced; different ones (the index's and the session cache's
+may differ after a rewrite) each get their pass."""
+_PENDING_MAX = 64
 _running = 0
 _worker: threading.Thread | None = None
 _background = threading.Condition()
@@ -417,15 +421,26 @@ def _ask_background(path: StrPath, hashes: PrefixHashes) -> None:
     global _worker
     if not BACKGROUND_VERIFY:
         return
-    key = os.fspath(path)
+    name = os.fspath(path)
     with _background:
-        _pending[key] = hashes
-        _asked_at.setdefault(key, time.monotonic())
+        asked = time.monotonic()
+        for older in [k for k in _pending if k[0] == name and _supersedes(hashes, k[1])]:
+            asked = min(asked, _pending.pop(older))  # a growing file keeps its place
+        _pending[name, hashes] = asked
+        while len(_pending) > _PENDING_MAX:
+            _pending.pop(next(iter(_pending)))
         if _worker is None or not _worker.is_alive():
             _worker = threading.Thread(target=_verify_in_background, name="ds4-prefix-verify")
             _worker.daemon = True
             _worker.start()
         _background.notify_all()
+
+
+def _supersedes(new: PrefixHashes, old: PrefixHashes) -> bool:
+    """Whether a pass over `new` compares every complete block of `old` (the file only grew
+    between them; `old`'s last block was compared on the request path when `new` was made)."""
+    keep = len(old.blocks) - 1
+    return old.length <= new.length and new.blocks[:keep] == old.blocks[:keep]
 
 
 def _lower_priority() -> None:
@@ -445,13 +460,12 @@ def _verify_in_background() -> None:
             while not _pending:
                 if not _background.wait(timeout=30.0) and not _pending:
                     return
-            key = min(_pending, key=lambda k: _asked_at.get(k, 0.0))
-            delay = _asked_at.get(key, 0.0) + BACKGROUND_DELAY_S - time.monotonic()
+            (key, hashes), asked = next(iter(_pending.items()))  # the oldest request
+            delay = asked + BACKGROUND_DELAY_S - time.monotonic()
             if delay > 0:
                 _background.wait(timeout=delay)
                 continue
-            hashes = _pending.pop(key)
-            _asked_at.pop(key, None)
+            del _pending[key, hashes]
             _running += 1
         try:
             before = os.stat(key)
