@@ -38,9 +38,10 @@ The window this leaves, exactly: a rewrite of bytes already hashed is reported b
 `FULL_CHECK_BYTES`; else (b) by the `ceil((n - 1) / ROLLING_BLOCKS)`-th check after it at the
 latest (`n` blocks; the cursor visits every block but the last once per that many checks),
 whatever the process; and (c) in a process that stays up (the LSP server), by the first check
-that starts after a background pass that started after the rewrite has finished (one starts
-within `BACKGROUND_DELAY_S` of a check, and takes about 1 ms per MB on an idle machine), if
-that comes first. Until then a consumer can still serve the old bytes' content. A full
+that starts after a background pass that started after the rewrite has finished (every check
+that did not compare everything asks for one; it starts `BACKGROUND_DELAY_S` later, or when
+the pass running then ends, and takes about 1 ms per MB on an idle machine), if that comes
+first. Until then a consumer can still serve the old bytes' content. A full
 check (`first_change`) still compares every byte.
 
 Checks repeated on an unchanged file are free: once the whole prefix matched, the file's stat
@@ -341,10 +342,9 @@ def check(
 ) -> Verdict:
     """`first_change` bounded for the request path: in full up to `FULL_CHECK_BYTES`, else the
     last block, `rolling_blocks` (default `ROLLING_BLOCKS`) blocks from `cursor` and the
-    background findings, with a
-    background pass of the rest (module docstring, "Checks on the request path", states the
-    window this leaves). When a compared block differs, the whole prefix is compared to report
-    the first changed block, exactly as `first_change` does.
+    background findings, with a background pass of the rest (module docstring, "Checks on the
+    request path", states the window this leaves). When a compared block differs, the whole
+    prefix is compared to report the first changed block, exactly as `first_change` does.
 
     Raises:
         OSError: the file cannot be read.
@@ -395,8 +395,9 @@ def _changed_among(path: StrPath, hashes: PrefixHashes, indexes: Sequence[int]) 
     return False
 
 
-_findings: dict[str, set[tuple[int, str]]] = {}
-"""path -> {(block index, expected hash)} that a background pass found changed."""
+_findings: dict[str, dict[tuple[int, str], None]] = {}
+"""path -> {(block index, expected hash)} that a background pass found changed (oldest first;
+at most `_FINDINGS_MAX` files, and as many findings per file)."""
 _pending: dict[tuple[str, PrefixHashes], float] = {}
 """(path, hashes) a check asked a background pass for -> when first asked (monotonic s).
 Equal hashes of one file are coalesced; different ones (the index's and the session cache's
@@ -476,8 +477,10 @@ def _verify_in_background() -> None:
             _running -= 1
             if changed is not None and changed // BLOCK_BYTES < len(hashes.blocks):
                 index = changed // BLOCK_BYTES
-                found = _findings.setdefault(key, set())
-                found.add((index, hashes.blocks[index]))
+                found = _findings.setdefault(key, {})
+                found[index, hashes.blocks[index]] = None
+                while len(found) > _FINDINGS_MAX:
+                    del found[next(iter(found))]
                 while len(_findings) > _FINDINGS_MAX:
                     _findings.pop(next(iter(_findings)))
             _background.notify_all()
