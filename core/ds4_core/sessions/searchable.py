@@ -111,6 +111,8 @@ def searchable_text(entry: SessionEntry) -> str:
 def _storable(text: str) -> str:
     """`text` with lone UTF-16 surrogates (legal in JSON as `\\ud800`, not encodable as UTF-8)
     replaced by U+FFFD, so SQLite can store it; valid text is returned as is."""
+    if text.isascii():  # O(1) in CPython; no surrogate is ASCII
+        return text
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
