@@ -34,7 +34,7 @@ sampling): in full when it is at most `prefix.FULL_CHECK_BYTES`; above that, the
 the next sync, in this process or another, goes on from there; a no-op sync stores it too)
 and what a background pass found, while a background pass compares the rest
 (`prefix.check`; the window this leaves is stated in `ds4_core.sessions.prefix` and
-docs/architecture.md, "In-place rewrites"). When a block differs the session is re-indexed
+docs/architecture.md "sessions/sync.py", item In-place rewrites). When a block differs the session is re-indexed
 fully (the upserting rebuild costs no FTS work for unchanged entries) with the reason
 `in-place rewrite detected at byte N`, N being the start of the first changed block, also
 returned as `SyncResult.rewritten_at`, with a warning in `SyncResult.warnings` and a log line.
@@ -567,7 +567,7 @@ def _rewrite_warnings(path: str, rewritten_at: int | None) -> tuple[str, ...]:
     message = (
         f"session file '{path}' was rewritten in place at byte {rewritten_at} (bytes indexed "
         "before changed); the session was re-indexed. Until a rewrite is found, retrieval can "
-        "return the old text: see docs/architecture.md, 'In-place rewrites', for how long"
+        "return the old text: docs/architecture.md (sessions/sync.py, In-place rewrites) says how long"
     )
     log.warning("%s", message)
     return (message,)
