@@ -195,3 +195,30 @@ def test_a_grown_files_request_replaces_the_waiting_one(
     assert [h for _name, h in prefix._pending] == [grown, other]
     assert prefix.wait_for_background()
     assert prefix._findings_for(path, other) == [0]  # block 0 is not what `other` expects
+
+
+def test_the_bound_holds_when_the_file_grows_faster_than_the_cursor(
+    tmp_path: Path, small_window: None
+) -> None:
+    """Each sync appends more blocks than ROLLING_BLOCKS; a rewrite just behind the cursor is
+    still re-indexed within ceil(n / ROLLING_BLOCKS) syncs (n blocks when it happened)."""
+    path = tmp_path / "s.jsonl"
+    shutil.copyfile(SOURCE, path)
+    store = open_store(tmp_path / "index.db")
+    sync_session(store, path)
+    line = _a_message_line(path)
+    burst = line + b"\n"
+    burst *= -(-3 * BLOCK_BYTES // len(burst))  # 3 blocks per sync, more than ROLLING
+    _append_one(path, line)
+    assert sync_session(store, path).outcome == "incremental"  # the cursor is now at block 2
+    count = -(-path.stat().st_size // BLOCK_BYTES)
+    _rewrite_same_size(path, 1)
+    for _sync in range(math.ceil(count / ROLLING)):
+        with open(path, "ab") as handle:
+            handle.write(burst)
+        result = sync_session(store, path)
+        if result.outcome == "rebuild":
+            break
+    assert result.outcome == "rebuild"
+    assert result.rewritten_at == BLOCK_BYTES
+    store.close()

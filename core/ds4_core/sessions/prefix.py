@@ -21,6 +21,8 @@ most `FULL_CHECK_BYTES`; for a longer prefix it compares, on the request path:
 * the last block of the prefix (where the previous append ended: appends land there),
 * `ROLLING_BLOCKS` blocks from a rolling cursor that the caller keeps and passes back (the
   index keeps it with its state, so it survives restarts), wrapping over the other blocks,
+  plus one more for each block the file grew by since the hashes (so the cursor gains on the
+  end however fast the file grows, and a check stays proportional to the appended bytes),
 * every block a background pass found changed against these same hashes (below),
 
 and leaves the rest to a **background pass**: a daemon thread (at the lowest CPU priority)
@@ -35,9 +37,9 @@ that block on the request path and reports it. A pass that matches records the s
 
 The window this leaves, exactly: a rewrite of bytes already hashed is reported by `check`
 (a) at once when it touches the last block, shortens the file, or the prefix is at most
-`FULL_CHECK_BYTES`; else (b) by the `ceil((n - 1) / ROLLING_BLOCKS)`-th check after it at the
-latest (`n` blocks; the cursor visits every block but the last once per that many checks),
-whatever the process; and (c) in a process that stays up (the LSP server), by the first check
+`FULL_CHECK_BYTES`; else (b) by the `ceil(n / ROLLING_BLOCKS)`-th check after it at the
+latest (`n` blocks when it happened; the cursor visits every block but the last once per that
+many checks, however the file grows), whatever the process; and (c) in a process that stays up (the LSP server), by the first check
 that starts after a background pass that started after the rewrite has finished (every check
 that did not compare everything asks for one; it starts `BACKGROUND_DELAY_S` later, or when
 the pass running then ends, and takes about 1 ms per MB on an idle machine), if that comes
@@ -362,6 +364,10 @@ def check(
     ):
         return Verdict(_full_check(path, before, hashes), 0, True)
     last = count - 1
+    if rolling_blocks:  # one more old block per block appended: the cursor outruns the end
+        rolling_blocks += -(-(before.st_size - hashes.length) // BLOCK_BYTES)
+        if rolling_blocks >= last:
+            return Verdict(_full_check(path, before, hashes), 0, True)
     start = cursor % last if cursor > 0 else 0
     picked = {last, *((start + i) % last for i in range(rolling_blocks))}
     picked.update(_findings_for(path, hashes))
