@@ -27,7 +27,8 @@ Over a real `ds4-lsp` process on stdio (`--lsp-appends`, 0 skips it; bench/plan.
 `RawClient`), with its own database: the first `ds4/retrieve` (scopes `["history"]`) of the
 session, which indexes it in full and parses it for the session cache, beside the same request
 once warm; `ds4.rebuildIndex` (a forced re-read of the session, its `durationMs` too); then,
-`--lsp-appends` times, one entry appended and the `ds4/retrieve` an editor sends next (it
+`--lsp-appends` times, one message entry appended as Pi appends it (a new id, under the current
+leaf) and the `ds4/retrieve` an editor sends next (it
 syncs the index and the session cache), each followed by the same request on the unchanged
 file as the same-run baseline: p50 / p95 / p99 and the ratio.
 
@@ -179,9 +180,14 @@ def over_lsp(session: Path, db: Path, append_lines: list[bytes], appends: int) -
     )
     grown: list[float] = []
     same: list[float] = []
+    parent = json.loads(session.read_bytes().rsplit(b"\n", 2)[-2])["id"]
     for i in range(appends):
+        # a message as Pi appends it: a new id, under the current leaf
+        entry = json.loads(append_lines[i % len(append_lines)])
+        entry.update(id=f"lsp{i:05x}", parentId=parent)
+        parent = entry["id"]
         with open(session, "ab") as handle:
-            handle.write(append_lines[i % len(append_lines)] + b"\n")
+            handle.write(json.dumps(entry).encode() + b"\n")
         grown.append(round_trip("ds4/retrieve", params)[0])
         same.append(round_trip("ds4/retrieve", params)[0])
     client.close()
