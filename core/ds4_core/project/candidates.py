@@ -164,7 +164,7 @@ class _Search:
         self.windows: dict[int, _Window] = {}
         self.warnings: list[str] = []
         self.index_usable = True
-        self.present: list[set[int]] = []  # per concept: rowids of the rows it matches
+        self.present: list[frozenset[int]] = []  # per concept: rowids of the rows it matches
 
     def window(self, rowid: int, path: str) -> _Window:
         found = self.windows.get(rowid)
