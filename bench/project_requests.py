@@ -16,10 +16,11 @@ writing the request to parsing the response (`json.loads`). The first pass over 
 reported on its own (`first`: no concept of the request was read before, except where queries
 share words); then `--runs` passes (`warm`: the same requests again, so the per-revision cache
 of `project/revision_cache.py` answers their FTS statements). Same-run baselines: the round trip
-of a trivial request over the same process (`workspace/executeCommand` `ds4.projectStatus`:
-JSON-RPC, the engine thread and a status read), and, in this process on the server's database,
-the bare FTS5 statement of each request (its words OR-ed, `ORDER BY bm25 LIMIT 8` over
-`project_snippets_fts`: the least any full-text search of the request costs). Printed: p50 /
+of a trivial request over the same process (`textDocument/hover` on a document that is not
+open: JSON-RPC parsing, dispatch and the answer `null`, no engine call), and, in this process on
+the server's database, the bare FTS5 statement of each request (the words the whole-file pass
+uses, `request_words`: not stopwords, each quoted, OR-ed; `ORDER BY bm25 LIMIT 8` over the
+windows, `project_snippets_fts`: about the least one full-text search of the request costs). Printed: p50 /
 p95 / p99 / mean per kind and overall, the ratio to each baseline. Targets (issue 13):
 p50 <= 5 ms, p99 <= 15 ms, prose included.
 
@@ -30,7 +31,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import shutil
 import sqlite3
 import statistics
@@ -54,8 +54,9 @@ from project_knowledge import (  # noqa: E402
     write_corpus,
 )
 
+from ds4_core.project.query import request_words  # noqa: E402
+
 INDEX_TIMEOUT_S = 1800.0
-_WORD = re.compile(r"\w+")
 
 
 class EditorClient(RawClient):
@@ -92,8 +93,9 @@ def timed(client: RawClient, method: str, params: object) -> tuple[float, dict]:
 
 
 def bare_fts(conn: sqlite3.Connection, request: str) -> float:
-    """ms of the bare FTS5 statement of `request` (its words OR-ed, best 8 by bm25)."""
-    words = dict.fromkeys(w.lower() for w in _WORD.findall(request))
+    """ms of the bare FTS5 statement of `request` (its `request_words` OR-ed, best 8 by
+    bm25)."""
+    words = request_words(request)
     query = " OR ".join('"' + w.replace('"', '""') + '"' for w in words) or '""'
     started = time.perf_counter()
     conn.execute(
@@ -165,6 +167,10 @@ def main() -> None:
         first: dict[str, list[float]] = {kind: [] for kind in KINDS}
         warm: dict[str, list[float]] = {kind: [] for kind in KINDS}
         trivial: list[float] = []
+        hover = {
+            "textDocument": {"uri": (root / "not-open.py").as_uri()},
+            "position": {"line": 0, "character": 0},
+        }
         hits = 0
         for run in range(args.runs + 1):
             for kind, request, _expected in queries:
@@ -173,7 +179,7 @@ def main() -> None:
                 )
                 (first if run == 0 else warm)[kind].append(ms)
                 hits += run == 0 and bool(result.get("project"))
-                trivial.append(timed(client, "workspace/executeCommand", status_params)[0])
+                trivial.append(timed(client, "textDocument/hover", hover)[0])
         client.close()
 
         bare: list[float] = []
@@ -197,7 +203,7 @@ def main() -> None:
     print(row("warm, all", every_warm, trivial))
     for kind in KINDS:
         print(row(f"warm, {kind}", warm[kind], trivial))
-    print(row("baseline: trivial request (projectStatus)", trivial))
+    print(row("baseline: trivial request (hover)", trivial))
     print(row("baseline: bare FTS5 statement (in process)", bare))
     print(f"  requests with a project item on the first pass: {hits}/{len(queries)}")
     for label, values in (("first pass", every_first), ("warm", every_warm)):
