@@ -101,6 +101,15 @@ def test_a_value_read_across_a_commit_is_not_kept(tmp_path):
     assert revision_cache.cached(reader, ("n",), lambda: _count(reader)) == 1
 
 
+def test_a_value_read_inside_a_transaction_is_not_kept(tmp_path):
+    conn = sqlite3.connect(_db(tmp_path), isolation_level=None)
+    conn.execute("BEGIN")
+    conn.execute("INSERT INTO t VALUES (1)")
+    assert revision_cache.cached(conn, ("n",), lambda: _count(conn)) == 1
+    conn.execute("ROLLBACK")
+    assert revision_cache.cached(conn, ("n",), lambda: _count(conn)) == 0
+
+
 def test_values_over_the_rowid_bound_are_not_kept(tmp_path, monkeypatch):
     conn = sqlite3.connect(_db(tmp_path), isolation_level=None)
     monkeypatch.setattr(revision_cache, "MAX_ROWIDS", 3)

@@ -13,7 +13,8 @@ and `Connection.total_changes` (rows this connection inserted, updated or delete
 programs included; a rolled-back change still counts, which only invalidates more). When
 either moves, every value kept for that connection is dropped before the next read. A value
 is only stored when the revision read before computing it is still the revision after (a
-commit between the two drops it).
+commit between the two drops it), and never inside an open transaction (what it read could
+still be rolled back, which moves neither number).
 
 **Scope.** One cache per thread (`Store.connection()` is the calling thread's connection),
 for the last `MAX_CONNECTIONS` connections it used; the cache holds a reference to each, so
@@ -125,7 +126,7 @@ def cached(
         return found[0]  # type: ignore[return-value]
     before = cache.revision
     value = compute()
-    if revision(conn) == before:
+    if not conn.in_transaction and revision(conn) == before:
         cache.put(key, value, size(value))
     return value
 
