@@ -20,8 +20,8 @@ still be rolled back, which moves neither number).
 for the last `MAX_CONNECTIONS` connections it used; the cache holds a reference to each, so
 a connection is never confused with a later one at the same address. Entries are evicted
 least recently used beyond `MAX_ENTRIES`, or when the rowids held exceed `MAX_ROWIDS`
-(~40 bytes each in a set). Values are immutable (tuples, frozensets, read-only mappings are
-copied by the caller): callers must not mutate them.
+(~60 bytes each in a set). Values are shared between requests: tuples, frozensets, and
+dicts that no caller changes.
 """
 
 from __future__ import annotations
@@ -36,8 +36,9 @@ MAX_CONNECTIONS = 4
 """Connections (per thread) whose values are kept; the least recently used is dropped."""
 MAX_ENTRIES = 512
 """Values kept per connection (least recently used dropped)."""
-MAX_ROWIDS = 1_000_000
-"""Rowids (sum of `size` of the values) kept per connection: ~40 MB at most."""
+MAX_ROWIDS = 250_000
+"""Rowids (sum of `size` of the values) kept per connection: ~15 MB at most (a set of ints
+costs ~60 bytes a member)."""
 
 T = TypeVar("T")
 
