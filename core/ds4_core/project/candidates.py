@@ -17,6 +17,7 @@ from ds4_core.retrieval.descriptor import fts_phrase, has_token_characters, repl
 from ds4_core.retrieval.literal import LiteralTerm, fold
 from ds4_core.store.sql import LIKE_ESCAPE, MAX_IN_VALUES, chunked, like_literal, placeholders
 
+from .revision_cache import cached
 from .scoring import Tier
 from .windows import fts_terms_for
 
@@ -164,7 +165,7 @@ class _Search:
         self.windows: dict[int, _Window] = {}
         self.warnings: list[str] = []
         self.index_usable = True
-        self.present: list[set[int]] = []  # per concept: rowids of the rows it matches
+        self.present: list[frozenset[int]] = []  # per concept: rowids of the rows it matches
 
     def window(self, rowid: int, path: str) -> _Window:
         found = self.windows.get(rowid)
@@ -256,6 +257,24 @@ def _normalise_file_term(term: str, project_path: str) -> str:
     return "/".join(parts)
 
 
+def _paths_by_name(search: _Search) -> dict[str, tuple[str, ...]]:
+    """The current files of the project by file name (last segment), in path order; kept per
+    index revision (`revision_cache`). The caller must not change it."""
+    conn = search.conn
+
+    def read() -> dict[str, tuple[str, ...]]:
+        by_name: dict[str, list[str]] = {}
+        for (path,) in conn.execute(
+            "SELECT file_path FROM project_files WHERE project_path = ? AND status = 'current' "
+            "ORDER BY file_path",
+            (search.project_path,),
+        ):
+            by_name.setdefault(path.rsplit("/", 1)[-1], []).append(path)
+        return {name: tuple(paths) for name, paths in by_name.items()}
+
+    return cached(conn, ("paths by name", search.project_path), read, len)
+
+
 def _path_tier(search: _Search, files: Sequence[str]) -> tuple[set[str], set[str]]:
     """Mark the windows of files named by path or basename (`Tier.PATH`, `Tier.BASENAME`); the
     named files, and the file names (last segments) of the terms that found one."""
@@ -266,14 +285,9 @@ def _path_tier(search: _Search, files: Sequence[str]) -> tuple[set[str], set[str
         if not rel:
             continue
         base = rel.rsplit("/", 1)[-1]
-        pattern = like_literal("/" + base)
-        rows = search.conn.execute(
-            "SELECT file_path FROM project_files WHERE project_path = ? AND status = 'current' "
-            f"AND (file_path = ? OR file_path = ? OR file_path LIKE ? {LIKE_ESCAPE})",
-            (search.project_path, rel, base, f"%{pattern}" if pattern else rel),
-        ).fetchall()
         found: dict[str, Tier] = {}
-        for (path,) in rows:
+        # every path equal to `rel` or ending in "/" + `rel` has the file name `base`
+        for path in _paths_by_name(search).get(base, ()):
             if path == rel or ("/" in rel and path.endswith("/" + rel)):
                 found[path] = Tier.PATH
             elif path.rsplit("/", 1)[-1] == base:

@@ -28,6 +28,7 @@ from .candidates import (
     _Window,
 )
 from .query import QueryPlan, _Concept, _files_naming
+from .revision_cache import cached
 from .scoring import (
     PROJECT_WEIGHTS,
     FileSignals,
@@ -65,18 +66,32 @@ FILE_TEXT_MIN_FILES = 50
 """Files (at least; more when more files get an FTS tier) read from the whole-file bm25."""
 
 
-def _concept_rows(search: _Search, query: str) -> list[tuple[int, str, float]]:
+def _concept_rows(search: _Search, query: str) -> tuple[tuple[int, str, float], ...]:
     """(rowid, path, bm25) of the `CONCEPT_ROW_LIMIT` best valid windows matching `query`
     (the same two statements as `_Search.by_index`)."""
-    cut = search.conn.execute(
-        _CONCEPT_SQL, (query, CONCEPT_ROW_LIMIT, search.project_path)
-    ).fetchall()
-    rows = [row[:3] for row in cut if row[3]]
-    if len(cut) >= CONCEPT_ROW_LIMIT and len(rows) < CONCEPT_ROW_LIMIT // 2:
-        rows = search.conn.execute(
-            _CONCEPT_JOIN_FIRST_SQL, (query, search.project_path, CONCEPT_ROW_LIMIT)
-        ).fetchall()
-    return rows
+    conn = search.conn
+
+    def read() -> tuple[tuple[int, str, float], ...]:
+        cut = conn.execute(_CONCEPT_SQL, (query, CONCEPT_ROW_LIMIT, search.project_path)).fetchall()
+        rows = [row[:3] for row in cut if row[3]]
+        if len(cut) >= CONCEPT_ROW_LIMIT and len(rows) < CONCEPT_ROW_LIMIT // 2:
+            rows = conn.execute(
+                _CONCEPT_JOIN_FIRST_SQL, (query, search.project_path, CONCEPT_ROW_LIMIT)
+            ).fetchall()
+        return tuple((int(rowid), path, float(bm25)) for rowid, path, bm25 in rows)
+
+    return cached(conn, ("concept rows", search.project_path, query), read, len)
+
+
+def _matching_rows(conn: sqlite3.Connection, query: str) -> frozenset[int]:
+    """The rowids of every row of the FTS index matching `query` (any project, valid or not:
+    only counted and intersected with windows read otherwise); kept per index revision."""
+
+    def read() -> frozenset[int]:
+        (listed,) = conn.execute(_ROWIDS_SQL, (query,)).fetchone()
+        return frozenset(map(int, listed.split(","))) if listed else frozenset()
+
+    return cached(conn, ("matching rows", query), read, len)
 
 
 def _concept_pass(
@@ -116,11 +131,12 @@ def _concept_pass(
         return ranking, information
     conn = search.conn
     try:
-        (total,) = conn.execute("SELECT count(*) FROM project_snippets").fetchone()
-        present: list[set[int]] = []
-        for concept in concepts:
-            (listed,) = conn.execute(_ROWIDS_SQL, (concept.query,)).fetchone()
-            present.append(set(map(int, listed.split(","))) if listed else set())
+        total = cached(
+            conn,
+            ("snippet rows",),
+            lambda: int(conn.execute("SELECT count(*) FROM project_snippets").fetchone()[0]),
+        )
+        present = [_matching_rows(conn, concept.query) for concept in concepts]
         search.present = present
         found = sorted((i for i, rows in enumerate(present) if rows), key=lambda i: len(present[i]))
         rare = [
@@ -193,8 +209,14 @@ def _file_text_pass(search: _Search, plan: QueryPlan, limit: int) -> dict[str, f
     if not plan.request_words or not search.index_usable:
         return {}
     query = _words_query(plan)
+    conn = search.conn
     try:
-        rows = search.conn.execute(_FILE_TEXT_SQL, (query, search.project_path, limit)).fetchall()
+        rows = cached(
+            conn,
+            ("file texts", search.project_path, query, limit),
+            lambda: tuple(conn.execute(_FILE_TEXT_SQL, (query, search.project_path, limit))),
+            len,
+        )
     except sqlite3.Error as exc:
         search.fts_failed("whole-file pass", exc)
         return {}

@@ -103,6 +103,11 @@ request names). Each hit's `tokens` are the `chars-v2` tokens of its rendered me
 indexed Git HEAD); selection stops at `max_results` hits, or at the first hit that does not fit
 in what is left of `max_tokens`.
 
+The FTS reads (each concept's matching rows and bm25 cut, the whole-file pass, the row count,
+the project's files by name for the path tier) are kept per index revision by
+`project/revision_cache.py`: the same answers, read once until any connection changes the
+database.
+
 Only non-stale snippets of current files whose hash is the file's current hash are read. Every
 user term reaches SQLite as a bound parameter; FTS5 text is built only from quoted phrases
 (`fts_phrase`, `fts_terms_for`, `LiteralTerm.prefilter`) plus our own ` *`, `OR` and column
