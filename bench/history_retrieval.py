@@ -3,7 +3,8 @@
 Workload: a synthetic v3 session built from the real 914-message v1 session
 (`pi-mono-v1-large-session.jsonl`): its entries, migrated by the reader, are written out as v3
 entries (8-hex ids, one linear parent chain, increasing timestamps), replicated until the file
-holds `--messages` message entries, and indexed with `sync_session` into a fresh store in a temp
+holds `--messages` message entries (each replica with its own tool call ids, `~r<n>` appended:
+repeated ids would link replicas into turns thousands of messages long), and indexed with `sync_session` into a fresh store in a temp
 dir. All entries are on the active branch.
 
 Queries: the session's own user messages (prose, often naming files and identifiers; what a
@@ -81,6 +82,7 @@ def build_session(source: Path, target: Path, messages: int) -> int:
     }
     written = 0
     count = 0
+    replica = 0
     parent: str | None = None
     base_ms = 1_767_225_600_000  # 2026-01-01T00:00:00Z
     with open(target, "w", encoding="utf-8") as handle:
@@ -97,11 +99,34 @@ def build_session(source: Path, target: Path, messages: int) -> int:
                     if key not in {"id", "parentId", "timestamp"}
                 }
                 record.update(id=entry_id, parentId=parent, timestamp=f"{stamp}.000Z")
+                if replica and isinstance(record.get("message"), dict):
+                    record["message"] = with_tool_ids(record["message"], f"~r{replica}")
                 handle.write(json.dumps(record, ensure_ascii=False) + "\n")
                 parent = entry_id
                 written += 1
                 count += entry.entry_type == "message"
+            replica += 1
     return written
+
+
+def with_tool_ids(message: dict, suffix: str) -> dict:
+    """`message` with its tool call ids (`toolCall` blocks, a result's `toolCallId`) ending in
+    `suffix`: each replica of the session gets its own ids, as a real long session has (Pi's
+    ids come from the provider and do not repeat), so no call links two replicas."""
+    copy = dict(message)
+    if isinstance(copy.get("toolCallId"), str):
+        copy["toolCallId"] += suffix
+    content = copy.get("content")
+    if isinstance(content, list):
+        copy["content"] = [
+            {**block, "id": block["id"] + suffix}
+            if isinstance(block, dict)
+            and block.get("type") == "toolCall"
+            and isinstance(block.get("id"), str)
+            else block
+            for block in content
+        ]
+    return copy
 
 
 def pick_queries(texts: list[tuple[str, str]]) -> list[tuple[str, str]]:

@@ -13,7 +13,9 @@ would, the first request indexes the session, and then, interleaved, `--runs` ro
 - the baseline of the same process: `ds4/retrieve` with `scopes: []` and no session, a request
   that crosses the same JSON-RPC path and does no work (the transport's own round trip).
 
-Then `--appends` times what an agent does every turn: two entries (a user request and an
+Then the same plans with history retrieval off (`retrieval.exact` and `retrieval.fts` false,
+sent as `workspace/didChangeConfiguration`): what the planner, privacy, the manifest and the
+transport cost apart from the FTS5 search. Then `--appends` times what an agent does every turn: two entries (a user request and an
 assistant reply, as Pi writes them) appended to the session file, and the `ds4/plan` that
 follows (it syncs the index, reads the new bytes, extends the context and plans).
 
@@ -175,21 +177,42 @@ def measure(session: Path, workdir: Path, runs: int, appends: int) -> dict[str, 
             plan.append(ms_plan)
             refs.append(ms_refs)
             if not payload:
-                started = time.perf_counter()
-                body = json.dumps(result)
-                encode_ms = (time.perf_counter() - started) * 1000
-                started = time.perf_counter()
-                json.loads(body)
+                encodes, decodes = [], []
+                for _ in range(7):
+                    started = time.perf_counter()
+                    body = json.dumps(result)
+                    encodes.append((time.perf_counter() - started) * 1000)
+                    started = time.perf_counter()
+                    json.loads(body)
+                    decodes.append((time.perf_counter() - started) * 1000)
                 with_refs = client.request(
                     "ds4/plan", {"session": ref, "request": query, "messageRefs": True}
                 )
                 payload = {
                     "refs_bytes": len(json.dumps(with_refs).encode()),
                     "bytes": len(body.encode()),
-                    "encode_ms": encode_ms,
-                    "decode_ms": (time.perf_counter() - started) * 1000,
+                    "encode_ms": statistics.median(encodes),
+                    "decode_ms": statistics.median(decodes),
                     "messages": len(result.get("messages", [])),
                 }
+    # the plan without history retrieval (`retrieval.exact` and `retrieval.fts` off): what the
+    # planner, privacy, the manifest and the transport cost, apart from the FTS5 search
+    client.send(
+        "workspace/didChangeConfiguration",
+        {"settings": {"ds4": {"retrieval": {"exact": False, "fts": False}}}},
+        notify=True,
+    )
+    bare_plan: list[float] = []
+    for run in range(runs + 1):
+        for query in queries:
+            ms_plan, _ = timed(client, "ds4/plan", {"session": ref, "request": query})
+            if run:
+                bare_plan.append(ms_plan)
+    client.send(
+        "workspace/didChangeConfiguration",
+        {"settings": {"ds4": {"retrieval": {"exact": True, "fts": True}}}},
+        notify=True,
+    )
     appended: list[float] = []
     last_id = last_entry_id(session)
     for n in range(appends):
@@ -220,6 +243,7 @@ def measure(session: Path, workdir: Path, runs: int, appends: int) -> dict[str, 
         "scan": scan,
         "payload": payload,
         "appended": appended,
+        "bare_plan": bare_plan,
     }
 
 
@@ -292,6 +316,7 @@ def main() -> None:
         print(row("ds4/retrieve history (round trip)", result["retrieve"], noop))  # type: ignore[arg-type]
         print(row("ds4/plan (round trip)", result["plan"], noop))  # type: ignore[arg-type]
         print(row("ds4/plan with messageRefs", result["refs"], noop))  # type: ignore[arg-type]
+        print(row("ds4/plan, history retrieval off", result["bare_plan"], noop))  # type: ignore[arg-type]
         if result["appended"]:
             print(row("ds4/plan right after a 2-entry append", result["appended"], noop))  # type: ignore[arg-type]
         print(row("baseline: ds4/retrieve scopes [] (no work)", noop))
@@ -322,7 +347,7 @@ def main() -> None:
             verdict = "met" if value <= target else "MISSED"
             print(f"target {label} <= {target} ms at 5,000: {value:.2f} ms, {verdict}")
     if large != small:
-        for kind in ("retrieve", "plan", "appended", "bm25", "noop"):
+        for kind in ("retrieve", "plan", "appended", "bare_plan", "bm25", "noop"):
             a, b = results[small][kind], results[large][kind]
             assert isinstance(a, list) and isinstance(b, list)
             if not a or not b:

@@ -28,7 +28,7 @@ Over a real `ds4-lsp` process on stdio (`--lsp-appends`, 0 skips it; bench/plan.
 session, which indexes it in full and parses it for the session cache, beside the same request
 once warm; `ds4.rebuildIndex` (a forced re-read of the session, its `durationMs` too); then,
 `--lsp-appends` times, one message entry appended as Pi appends it (a new id, under the current
-leaf) and the `ds4/retrieve` an editor sends next (it
+leaf; in a v1 file, without ids, as the reader numbers them) and the `ds4/retrieve` an editor sends next (it
 syncs the index and the session cache), each followed by the same request on the unchanged
 file as the same-run baseline: p50 / p95 / p99 and the ratio.
 
@@ -53,6 +53,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "core"))
 sys.path.insert(0, str(ROOT / "bench"))
 
+from history_retrieval import with_tool_ids  # noqa: E402
 from plan import RawClient  # noqa: E402  (bench/plan.py, next to this file)
 
 from ds4_core.sessions.prefix import RACY_MARGIN_NS, wait_for_background  # noqa: E402
@@ -83,16 +84,30 @@ def percentile(values: list[float], q: float) -> float:
 
 
 def build_session(source: Path, target: Path, size_mb: float) -> tuple[int, list[bytes]]:
-    """Write `source` replicated to >= `size_mb` MB at `target`; returns (bytes, body lines)."""
+    """Write `source` replicated to >= `size_mb` MB at `target` (each replica with its own tool
+    call ids, `renamed`); returns (bytes, body lines)."""
     lines = source.read_bytes().split(b"\n")
     header, body = lines[0], [line for line in lines[1:] if line.strip()]
     body_bytes = sum(len(line) + 1 for line in body)
     copies = max(1, -(-int(size_mb * 1e6 - len(header) - 1) // body_bytes))
     with open(target, "wb") as handle:
         handle.write(header + b"\n")
-        for _ in range(copies):
-            handle.write(b"\n".join(body) + b"\n")
+        for copy in range(copies):
+            lines = body if copy == 0 else [renamed(line, f"~r{copy}") for line in body]
+            handle.write(b"\n".join(lines) + b"\n")
     return target.stat().st_size, body
+
+
+def renamed(line: bytes, suffix: str) -> bytes:
+    """A session line whose tool call ids end in `suffix` (`history_retrieval.with_tool_ids`):
+    each replica gets its own ids, as a real session has, so no tool call links two replicas
+    into one atomic group."""
+    if b"toolCall" not in line:
+        return line
+    entry = json.loads(line)
+    if isinstance(entry.get("message"), dict):
+        entry["message"] = with_tool_ids(entry["message"], suffix)
+    return json.dumps(entry, ensure_ascii=False, separators=(",", ":")).encode()
 
 
 def baseline_json(path: Path) -> float:
@@ -180,12 +195,14 @@ def over_lsp(session: Path, db: Path, append_lines: list[bytes], appends: int) -
     )
     grown: list[float] = []
     same: list[float] = []
-    parent = json.loads(session.read_bytes().rsplit(b"\n", 2)[-2])["id"]
+    parent = json.loads(session.read_bytes().rsplit(b"\n", 2)[-2]).get("id")
     for i in range(appends):
-        # a message as Pi appends it: a new id, under the current leaf
-        entry = json.loads(append_lines[i % len(append_lines)])
-        entry.update(id=f"lsp{i:05x}", parentId=parent)
-        parent = entry["id"]
+        # a message as Pi appends it: a new id, under the current leaf (a v1 file has no ids:
+        # the reader numbers its entries, each the child of the one before)
+        entry = json.loads(renamed(append_lines[i % len(append_lines)], f"~lsp{i}"))
+        if parent is not None:
+            entry.update(id=f"lsp{i:05x}", parentId=parent)
+            parent = entry["id"]
         with open(session, "ab") as handle:
             handle.write(json.dumps(entry).encode() + b"\n")
         grown.append(round_trip("ds4/retrieve", params)[0])
