@@ -74,6 +74,9 @@ def covered(plan: ContextPlan, n: int) -> None:
     assert len(bulk) <= 1
     for item in bulk:
         assert item.reason == OLDER_TURN_REASON and item.group_id is None
+    # a message listed on its own names its group (a bulk of one message is never made)
+    singles = [i for i in plan.included + plan.excluded if i.count == 1]
+    assert all(i.group_id for i in singles if i.source_id.startswith("e"))
     assert plan.stats["counts"]["excluded"] == item_count(plan.excluded)
 
 
@@ -225,3 +228,33 @@ def test_an_agent_sessions_structure_extended_turn_by_turn_equals_one_built_agai
     fields = [f for f in vars(whole) if not f.endswith("positions")]
     assert {f: getattr(structure, f) for f in fields} == {f: getattr(whole, f) for f in fields}
     assert all(structure.indices_of(s) == whole.indices_of(s) for s in whole.source_ids)
+
+
+def test_a_bulk_of_one_message_is_listed_as_an_item_of_its_own() -> None:
+    """When quoting leaves one older message outside the listed ones, it is an ordinary item
+    (with its group), not a bulk item of one."""
+    limits = budget(32_000)
+    for turns in range(60, 400):  # the session whose bulk holds exactly one turn (2 messages)
+        messages = long_session(turns)
+        ids = [f"e{i}" for i in range(len(messages))]
+        plan = plan_context(
+            messages, fixed_tokens=0, budget=limits, config=CONFIG, message_source_ids=ids
+        )
+        if plan.excluded and plan.excluded[0].count == 2:
+            break
+    else:
+        raise AssertionError("no session with a bulk of 2 messages")
+    evidence = Supplement("history", "s1:e0", text("user", 30), score=2.0)
+    plan = plan_context(
+        messages,
+        fixed_tokens=0,
+        budget=limits,
+        config=CONFIG,
+        supplements=[evidence],
+        message_source_ids=ids,
+    )
+    covered(plan, len(messages))
+    assert all(item.count == 1 for item in plan.excluded)
+    first = {item.source_id: item for item in plan.excluded}
+    assert first["e0"].reason == QUOTED_TURN_REASON
+    assert first["e1"].reason == OLDER_TURN_REASON and first["e1"].group_id == "group:0-1"

@@ -617,17 +617,25 @@ def _plan_managed(
         if supplement.kind == "history"
     }
 
+    scores: dict[tuple[int, str], float] = {}  # (group, kind) -> score: one round() a group
+
     def message_item(index: int, decision: tuple[bool, ItemKind, str]) -> PlanItem:
-        group = groups[structure.group_of[index]]
+        gi = structure.group_of[index]
+        group = groups[gi]
         _, kind, reason = decision
         if reason == OLDER_TURN_REASON and source_ids[index] in quoted:
             reason = QUOTED_TURN_REASON
+        score = scores.get((gi, kind))
+        if score is None:
+            score = scores[gi, kind] = _score(
+                PRIORITIES[kind], end_position(group), total_positions
+            )
         return PlanItem(
             kind=kind,
             source_id=source_ids[index],
             group_id=group.group_id,
             tokens=tokens[index],
-            score=_score(PRIORITIES[kind], end_position(group), total_positions),
+            score=score,
             reason=reason,
             classification=withheld[index][1] if index in withheld else "normal",
         )
@@ -670,6 +678,11 @@ def _plan_managed(
                         count -= 1
                         bulk_tokens -= tokens[i]
         newest = groups[structure.candidates[bulk_from]]
+        if count == 1:  # one message left (the others quoted): an item of its own, no bulk
+            for rank in range(bulk_from, len(structure.candidates)):
+                for i in groups[structure.candidates[rank]].indices:
+                    listed.setdefault(i, older)
+            count = 0
         if count > 0:
             bulk = PlanItem(
                 kind="background",
