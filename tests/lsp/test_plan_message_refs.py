@@ -70,3 +70,68 @@ async def test_a_bad_message_refs_value_is_rejected_naming_the_field(
     params = {**plan_params(writer.path, "next?"), "messageRefs": value}
     with pytest.raises(Exception, match="params.messageRefs"):
         await request(client, "ds4/plan", params)
+
+
+async def test_no_reference_for_an_escaped_id_or_in_a_file_with_a_repeated_id(
+    client: LanguageClient, tmp_path: Path
+) -> None:
+    """An id with a lone surrogate is stored with its escape as text, which another entry may
+    spell literally: its message goes in full. A file that uses an id twice gets no
+    references at all (which entry an id names would depend on the reader)."""
+    writer = session(tmp_path)
+    leaf = writer.leaf
+    lines = [
+        {
+            "type": "message",
+            "id": "a\\ud800",
+            "parentId": leaf,
+            "timestamp": "2026-11-01T12:00:00.000Z",
+            "message": {
+                "role": "user",
+                "content": "literal backslash, off the branch",
+                "timestamp": 5,
+            },
+        },
+        {
+            "type": "message",
+            "id": "a\ud800",
+            "parentId": leaf,
+            "timestamp": "2026-11-01T12:01:00.000Z",
+            "message": {"role": "user", "content": "the surrogate entry", "timestamp": 6},
+        },
+    ]
+    with writer.path.open("a", encoding="utf-8") as handle:
+        for line in lines:
+            handle.write(json.dumps(line) + "\n")  # \\ud800 escaped: valid UTF-8
+    params = {**plan_params(writer.path, "and now?"), "messageRefs": True}
+    refs = await request(client, "ds4/plan", params)
+    assert all("\\" not in m.get("entryRef", "") for m in refs["messages"])
+    assert any("the surrogate entry" in json.dumps(m) for m in refs["messages"])
+
+    writer.leaf = leaf
+    writer._next -= 1  # the next entry reuses the id of the one before
+    writer.user("a second entry with a used id")
+    refs = await request(client, "ds4/plan", params)
+    assert refs["mode"] == "managed" and not any("entryRef" in m for m in refs["messages"])
+
+
+async def test_an_id_with_a_lone_surrogate_is_never_a_reference(
+    client: LanguageClient, tmp_path: Path
+) -> None:
+    """Alone in the file, the surrogate id is stored as `a\\ud800` (its escape as text), which
+    names no entry of the file: the message goes in full."""
+    writer = session(tmp_path)
+    line = {
+        "type": "message",
+        "id": "a\ud800",
+        "parentId": writer.leaf,
+        "timestamp": "2026-11-01T12:01:00.000Z",
+        "message": {"role": "user", "content": "the surrogate entry", "timestamp": 6},
+    }
+    with writer.path.open("a", encoding="utf-8") as handle:
+        handle.write(json.dumps(line) + "\n")
+    params = {**plan_params(writer.path, "and now?"), "messageRefs": True}
+    refs = await request(client, "ds4/plan", params)
+    assert any("entryRef" in m for m in refs["messages"])  # the others are references
+    assert all("\\" not in m.get("entryRef", "") for m in refs["messages"])
+    assert any("the surrogate entry" in json.dumps(m) for m in refs["messages"])

@@ -501,7 +501,9 @@ def _referenced(plan: ContextPlan, prepared: Prepared) -> list[dict[str, Any]]:
     """The plan's messages with every session message sent exactly as its `message` entry
     holds it (the same object the session's context built, untouched by privacy, equal to the
     entry's message: no `context_edit`, no filled-in content; the entry's id as the file
-    spells it, in a current-format (v3) file: `Prepared.entry_of` is None for older ones)
+    spells it, in a current-format (v3) file whose ids are each used once: `Prepared.entry_of`
+    is None otherwise; an id holding a backslash, which may be a lone surrogate's escape that
+    another entry spells literally, is never referenced)
     answered as `{"entryRef": id}`; the others (the request, evidence, snippets, summaries,
     rewritten messages) in full."""
     if plan.mode == "managed":
@@ -517,7 +519,13 @@ def _referenced(plan: ContextPlan, prepared: Prepared) -> list[dict[str, Any]]:
             if source is not None and id(message) in prepared.native_ids
             else None
         )
-        if entry is not None and entry.entry_type == "message" and entry.data.get("id") == source:
+        if (
+            entry is not None
+            and entry.entry_type == "message"
+            and entry.data.get("id") == source
+            and source is not None
+            and "\\" not in source  # an id stored with an escape (`storable_id`) is not the file's
+        ):
             if entry.data.get("message") == message:
                 out.append({"entryRef": source})
                 continue

@@ -127,8 +127,13 @@ class Preparer:
         if session is not None:
             cached, kept, path = self._sessions.built_context(session)
             parsed = cached.file
-            if parsed.header is not None and parsed.header.version >= 3:
-                entry_of = cached.entry  # ids and messages as the file holds them
+            index = cached.index()
+            if (
+                parsed.header is not None
+                and parsed.header.version >= 3
+                and len(index.by_id) == len(parsed.entries)  # no id used twice
+            ):
+                entry_of = cached.entry  # ids and messages as the file holds them, each once
             context, context_tokens = kept.context, kept.tokens
             session_file = str(path)
             session_id = parsed.header.session_id if parsed.header else None
