@@ -48,7 +48,12 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "core"))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from history_retrieval import baseline_scan, build_session, pick_queries  # noqa: E402
+from history_retrieval import (  # noqa: E402
+    baseline_scan,
+    build_session,
+    percentile,
+    pick_queries,
+)
 from plan import RawClient  # noqa: E402
 
 from ds4_core.retrieval import describe_task  # noqa: E402
@@ -59,13 +64,6 @@ TARGET_RETRIEVE_P50_MS = 3.0
 TARGET_RETRIEVE_P95_MS = 8.0
 TARGET_PLAN_P50_MS = 15.0
 TARGET_GROWTH = 1.5
-
-
-def percentile(values: list[float], q: float) -> float:
-    """The q-th percentile (0..100) by nearest rank."""
-    ordered = sorted(values)
-    index = max(0, min(len(ordered) - 1, round(q / 100 * (len(ordered) - 1))))
-    return ordered[index]
 
 
 def message_texts(session: Path) -> list[tuple[str, str]]:

@@ -1,8 +1,9 @@
 """Planning: `ds4/plan` and `ds4 plan`.
 
-`Planner.prepare` hands the session to `preparing.Preparer` (read, synced, messages built or
-matched, request appended, model and budget resolved). `Planner.plan` makes a dry plan, adds the history evidence the dry plan leaves out and
-live-validated project snippets (`managed_plan`), builds the manifest and keeps it
+`Planner.preparer` (`preparing.Preparer`) prepares the session (read, synced, messages built
+or matched, request appended, model and budget resolved). `Planner.plan` makes a dry plan
+(or reuses what one kept verbatim, `kept_verbatim`), adds the history evidence it leaves out
+and live-validated project snippets (`managed_plan`), builds the manifest and keeps it
 (`manifests.Manifests.record`). Any failure while indexing, retrieving or planning answers the
 caller's messages unchanged (mode `fallback` with a reason); input the caller can fix raises
 `RequestError` naming the field.
@@ -30,10 +31,8 @@ from ..privacy.policy import Destination
 from ..privacy.sanitizer import Sanitizer
 from ..requests import (
     DatabaseUnavailableError,
-    ModelSpec,
     PlanRequest,
     RequestError,
-    SessionRef,
 )
 from ..results import Budget, ModelInfo, PlanResult, RetrievalStats, SessionInfo
 from ..retrieval import (
@@ -92,7 +91,8 @@ class Planner:
         manifests: Manifests,
     ) -> None:
         self._context = context
-        self._preparer = Preparer(context, sessions, indexer)
+        self.preparer = Preparer(context, sessions, indexer)
+        """Reads, syncs and prepares sessions (also for `retrieving.Retriever`)."""
         self._project = project
         self._manifests = manifests
 
@@ -117,7 +117,7 @@ class Planner:
         enabled = bool(config.enabled)
         failure: str | None = None
         try:
-            prepared = self.prepare(
+            prepared = self.preparer.prepare(
                 request.session,
                 request.messages,
                 request.request,
@@ -131,7 +131,9 @@ class Planner:
             if request.messages is None:  # no messages of the caller's to fall back to
                 raise
             log.warning("plan failed open reading the session: error=%s", describe_failure(exc))
-            prepared = self.prepare(None, request.messages, request.request, request.model, config)
+            prepared = self.preparer.prepare(
+                None, request.messages, request.request, request.model, config
+            )
             failure = f"internal error while reading the session ({type(exc).__name__})"
         retrieval: HistoryRetrieval | None = None
         project: ValidatedSearch | None = None
@@ -424,23 +426,6 @@ class Planner:
         )
 
     # ----------------------------------------------------------------- preparing
-
-    def prepare(
-        self,
-        session: SessionRef | None,
-        messages: list[dict[str, Any]] | None,
-        request: str | None,
-        model: ModelSpec,
-        config: Config,
-        *,
-        sync: bool = True,
-    ) -> Prepared:
-        """`Preparer.prepare` (a session read, synced and made ready for planning).
-
-        Raises:
-            RequestError: a missing or unreadable session file, or an unknown leaf.
-        """
-        return self._preparer.prepare(session, messages, request, model, config, sync=sync)
 
 
 def retrieval_stats(retrieval: HistoryRetrieval) -> RetrievalStats:

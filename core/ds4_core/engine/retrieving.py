@@ -75,7 +75,7 @@ class Retriever:
         prepared = None
         if request.session is not None:
             model = request.model or ModelSpec()  # its window decides what the tail holds
-            prepared = self._planner.prepare(request.session, None, None, model, config)
+            prepared = self._planner.preparer.prepare(request.session, None, None, model, config)
             warnings.extend(prepared.warnings)
             if request.query is None:
                 query = last_user_text(prepared.messages)
