@@ -25,8 +25,10 @@ from ..privacy.sanitizer import PrivacyCounters, Sanitized, Sanitizer
 from ..tokens import estimate_message_tokens, stable_json
 from ..wire import WireObject, wire_object
 
-CAPACITY = 20_000
-"""Messages kept (LRU): a few sessions' recent tails for a few destinations."""
+CAPACITY = 4_096
+"""Messages kept (LRU): a few sessions' recent tails (a few hundred messages each) for a few
+destinations. Each entry may hold its message's stable JSON and wire copy, so memory is about
+three times the kept messages' JSON size (~12 MB for 1 KB messages)."""
 
 
 @dataclass(frozen=True)
