@@ -16,7 +16,6 @@ from typing import Any
 from ..config import Config
 from ..logs import describe_failure
 from ..planner import ContextBudget, ContextPlan, ModelProfile, Supplement, plan_context
-from ..planner.groups import AtomicGroup
 from ..planner.structure import MessageStructure, StructureError
 from ..requests import ModelSpec, SessionRef
 from ..sessions import SessionContext
@@ -60,10 +59,7 @@ class Prepared:
 
     def summary_indices(self) -> list[int] | None:
         """Indices of the summary messages (from the structure), or None without one."""
-        if self.structure is None:
-            return None
-        groups = self.structure.groups
-        return sorted(i for gi in self.structure.summaries for i in groups[gi].indices)
+        return self.structure.summary_indices() if self.structure is not None else None
 
     def plan(
         self,
@@ -168,10 +164,7 @@ class Preparer:
                 built, source_ids = match_messages(messages, context)
             if session_id is not None:
                 summary_ids = self._context_summary_ids(
-                    session_id,
-                    context,
-                    structure.groups if structure else None,
-                    structure.summaries if structure else None,
+                    session_id, context, structure.summary_indices() if structure else None
                 )
         else:
             built = list(messages or [])
@@ -207,22 +200,16 @@ class Preparer:
         )
 
     def _context_summary_ids(
-        self,
-        session_id: str,
-        context: SessionContext,
-        groups: Sequence[AtomicGroup] | None = None,
-        summary_groups: Sequence[int] | None = None,
+        self, session_id: str, context: SessionContext, indices: Sequence[int] | None = None
     ) -> dict[str, str]:
         """Summary node id of each compaction entry whose summary is in `context`, as the sync
         stored it (ours: the record's `summaryId`; Pi-native or untrusted: a `branch` node).
-        Empty when the index is unavailable: the manifest then names the entry ids. With the
-        context's atomic `groups` and the indices of its `summary_groups`, only those messages
-        are looked at."""
+        Empty when the index is unavailable: the manifest then names the entry ids. With
+        `indices` (the context's summary messages, `MessageStructure.summary_indices`), only
+        those messages are looked at."""
         found: dict[str, str] = {}
-        if groups is not None and summary_groups is not None:
-            indices = sorted(i for gi in summary_groups for i in groups[gi].indices)
-        else:
-            indices = list(range(len(context.messages)))
+        if indices is None:
+            indices = range(len(context.messages))
         for index in indices:
             message, entry_id = context.messages[index], context.message_entry_ids[index]
             if message.get("role") != "compactionSummary" or entry_id is None:

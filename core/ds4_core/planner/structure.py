@@ -79,6 +79,10 @@ class MessageStructure:
         """The indices of the messages with `source_id` (empty when none has it)."""
         return [*self.positions.get(source_id, ()), *self.appended_positions.get(source_id, ())]
 
+    def summary_indices(self) -> list[int]:
+        """Indices of the summary messages (the members of `summaries`), ascending."""
+        return sorted(i for gi in self.summaries for i in self.groups[gi].indices)
+
     def in_candidates_from(self, group: int, rank: int) -> bool:
         """Whether group index `group` is one of `candidates[rank:]` (O(1))."""
         rrank = self.candidate_rrank[group]
