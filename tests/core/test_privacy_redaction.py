@@ -476,6 +476,7 @@ _JSON = st.recursive(
 @example(document={PW: 'x="hunter22abc"', "k": "-----BEGIN " + "PRIVATE KEY-----\nMIIabc"}, ascii_only=True, indent=None)  # fmt: skip
 @example(document={"note": f"{PW}=abc12345\\", "apiKey": "\u00e9" + fake(20)}, ascii_only=True, indent=None)  # fmt: skip
 @example(document=[f"{PW}=", 12345678, "x"], ascii_only=True, indent=None)
+@example(document=[[{"note": f"{PW}="}], [], [], "export X=abc\n"], ascii_only=True, indent=None)
 @example(document={"api" + "Key": ",\x07abc"}, ascii_only=False, indent=None)
 @example(document="machine h login u " + PW + " nT4a1Z6mQsyA41D\n", ascii_only=True, indent=None)
 def test_a_json_document_stays_valid_json(

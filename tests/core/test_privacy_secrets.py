@@ -222,3 +222,18 @@ def test_these_files_hold_no_secret(path: Path) -> None:
     """The tests, the corpus, the detector, redaction and their documentation stay indexable
     (their examples are placeholders or assembled at run time)."""
     assert secret_reason(path.read_text(encoding="utf-8")) is None
+
+
+@pytest.mark.parametrize(
+    ("text", "secret"),
+    [
+        # The quote after `=` closes the string the name is in: no value follows.
+        (f'[{{"note": "{PW}="}}], [], [], "x"', False),
+        (f'"db_{PW}=" + read_secret()  # and a "later string"', False),
+        # The name's string closed before the operator, or another kind of quote: a value.
+        (f'{{"{PW}": "{fake(14)}"}}', True),
+        (f"'{PW}=\"{fake(14)}\"'", True),
+    ],
+)
+def test_a_quote_closing_the_names_string_does_not_open_a_value(text: str, secret: bool) -> None:
+    assert (secret_reason(text) is not None) is secret

@@ -436,7 +436,8 @@ def secret_reason(text: str) -> str | None:
         secret-shaped: 8 or more characters
         without spaces, with a letter and a digit or symbol, not a reference (`${X}`, `$X`,
         `os.environ[...]`, `get_password()`, `settings.password`, a path, a URL) and not a
-        word such as `None`, `null` or `true`;
+        word such as `None`, `null` or `true`; never a "value" whose opening quote closes
+        the string the name is in (`"password="}], ["x"` is two JSON strings);
     - a password in a comment (`# password: <value>`, `/* pwd = <value> */`, `# pw=<value>`,
       `# admin password for prod: <value>` (up to three words before `:` or `=`), `<!-- the
       password is <value> -->`; `password in comment`), in prose with the value quoted ("the
@@ -693,7 +694,7 @@ def _assignments(text: str, anchor_text: AnchorText) -> Iterator[tuple[str, int,
         end = match.end()
         value = match.group("value")
         if value is not None:
-            if is_placeholder(value):
+            if is_placeholder(value) or _closes_name_string(text, start, match):
                 continue
             if not (strong and len(value) >= 12) and not _secret_shaped(value):
                 continue
@@ -714,6 +715,19 @@ def _assignments(text: str, anchor_text: AnchorText) -> Iterator[tuple[str, int,
             if before.endswith(("client_", "client")):
                 keyword = "client_secret"
         yield f"secret assignment ({keyword})", value_start, value_end
+
+
+def _closes_name_string(text: str, start: int, match: re.Match[str]) -> bool:
+    """Whether the quote before a quoted value closes the string the name is in: in
+    `"password="}], [], ["x"`, the `"` after `=` ends the JSON string `"password="`, so what
+    follows up to the next quote is the text between two strings, not a value."""
+    name_start = start
+    while name_start > 0 and (text[name_start - 1].isalnum() or text[name_start - 1] in "_.-"):
+        name_start -= 1
+    quote = match.group("quote")
+    if name_start == 0 or text[name_start - 1] != quote:
+        return False
+    return quote not in text[match.end("rest") : match.start("quote")]
 
 
 def _environment_assignment(text: str, match: re.Match[str]) -> bool:
