@@ -15,6 +15,7 @@ from ds4_lsp.converter import server_converter
 from ds4_lsp.handlers import (
     commands,
     compaction,
+    continuation,
     documents,
     hover,
     lifecycle,
@@ -28,6 +29,7 @@ from ds4_lsp.methods import (
     DS4_COMPACT,
     DS4_COMPACT_COMMITTED,
     DS4_COMPACT_FAILED,
+    DS4_CONTINUATION_FAILED,
     DS4_MANIFEST,
     DS4_PLAN,
     DS4_RETRIEVE,
@@ -76,6 +78,8 @@ def create_server() -> Ds4Server:
     server.feature(DS4_COMPACT)(compaction.compact)
     server.feature(DS4_COMPACT_COMMITTED)(compaction.compact_committed)
     server.feature(DS4_COMPACT_FAILED)(compaction.compact_failed)
+    # native continuation: the client reports a rejected previous_response_id
+    server.feature(DS4_CONTINUATION_FAILED)(continuation.continuation_failed)
     # workspace/executeCommand
     server.command(REBUILD_INDEX)(commands.rebuild_index)
     server.command(HEALTH)(commands.health)

@@ -16,6 +16,7 @@ from ds4_lsp.methods import (
     DS4_COMPACT,
     DS4_COMPACT_COMMITTED,
     DS4_COMPACT_FAILED,
+    DS4_CONTINUATION_FAILED,
     DS4_MANIFEST,
     DS4_PLAN,
     DS4_RETRIEVE,
@@ -26,6 +27,7 @@ from ds4_lsp.params import (
     CompactCommittedParams,
     CompactFailedParams,
     CompactParams,
+    ContinuationFailedParams,
     ManifestParams,
     MsgId,
     PlanParams,
@@ -110,6 +112,9 @@ MESSAGE_TYPES: dict[str, tuple[type, type | None]] = {
         DS4_COMPACT_COMMITTED, CompactCommittedParams, notification=True
     ),
     DS4_COMPACT_FAILED: envelope(DS4_COMPACT_FAILED, CompactFailedParams, notification=True),
+    DS4_CONTINUATION_FAILED: envelope(
+        DS4_CONTINUATION_FAILED, ContinuationFailedParams, notification=True
+    ),
 }
 """method -> (message type, response message type or None for a notification) for the custom
 requests and notifications, in both directions (`ds4/summarize` goes server to client)."""

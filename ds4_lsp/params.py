@@ -57,12 +57,14 @@ class SessionParams:
 @attrs.define
 class ModelParams:
     """The model of the planned call. Missing parts come from the session's current model,
-    `modelAwareness.overrides` and the table of well-known models. Units: tokens."""
+    `modelAwareness.overrides` and the table of well-known models. Units: tokens. `api`: the
+    provider API the client calls (Pi's `api`; native continuation needs `openai-responses`)."""
 
     provider: str | None = None
     id: str | None = None
     context_window: int | None = None
     max_output_tokens: int | None = None
+    api: str | None = None
 
     def to_core(self) -> ModelSpec:
         """The core `ModelSpec`."""
@@ -71,6 +73,7 @@ class ModelParams:
             id=self.id,
             context_window=self.context_window,
             max_output_tokens=self.max_output_tokens,
+            api=self.api,
         )
 
 
@@ -82,6 +85,8 @@ class PlanParams:
     `request` is appended as the new user message. `fixedTokens` is the size of the system
     prompt and tool schemas (tokens). `mode` overrides the `context.mode` setting.
     `messageRefs`: session messages sent unchanged are answered as `{"entryRef": id}`.
+    `requestOptions`: the provider request body without `input` and `previous_response_id`
+    (native continuation hashes it; never kept).
     """
 
     session: SessionParams | None = None
@@ -91,6 +96,7 @@ class PlanParams:
     fixed_tokens: int = 0
     mode: PlanRequestMode | None = None
     message_refs: bool = False
+    request_options: JsonObject | None = None
 
     def to_core(self) -> PlanRequest:
         """The core `PlanRequest`."""
@@ -102,6 +108,7 @@ class PlanParams:
             fixed_tokens=self.fixed_tokens,
             mode=self.mode,
             message_refs=self.message_refs,
+            request_options=self.request_options,
         )
 
 
@@ -222,6 +229,32 @@ class CompactFailedParams:
     summary_id: str
     reason: str | None = None
     session: SessionParams | None = None
+
+
+@attrs.define
+class ContinuationSessionParams:
+    """The session of `ds4/continuationFailed`: `file` as in every method; `path` is accepted
+    as its other name."""
+
+    file: str | None = None
+    path: str | None = None
+
+    def to_core(self) -> SessionRef:
+        """The core `SessionRef` (an empty `file` when neither is given: the engine names it)."""
+        return SessionRef(file=self.file or self.path or "")
+
+
+@attrs.define
+class ContinuationFailedParams:
+    """`ds4/continuationFailed` params (a notification): the provider rejected the
+    `previous_response_id` of a native-continuation call (a stale handle). The session's
+    continuation states (of `provider`/`model` when given) are dropped, so the next plan is
+    `full`. `reason` (the client's words) is never stored or logged."""
+
+    session: ContinuationSessionParams
+    provider: str | None = None
+    model: str | None = None
+    reason: str | None = None
 
 
 @attrs.define

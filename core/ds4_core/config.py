@@ -152,6 +152,22 @@ def _overrides(value: Any) -> str | None:
     return None
 
 
+def _continuation_profiles(value: Any) -> str | None:
+    """`nativeContinuation.profiles`: a non-empty list of `provider/model` or `provider/*`, no
+    global `*`, no duplicates (docs/configuration.md)."""
+    if not isinstance(value, list) or not value:
+        return "expected a non-empty list of 'provider/model' or 'provider/*'"
+    seen: set[str] = set()
+    for item in value:
+        provider, slash, model = item.partition("/") if isinstance(item, str) else ("", "", "")
+        if not slash or not provider.strip() or not model.strip() or item != item.strip():
+            return f"{echo(item)}: expected 'provider/model' or 'provider/*' (no global '*')"
+        if item in seen:
+            return f"{echo(item)} is listed twice"
+        seen.add(item)
+    return None
+
+
 @dataclass(frozen=True)
 class SettingSpec:
     """One setting: its default, its validator and a one-line description for the docs."""
@@ -273,6 +289,21 @@ SETTINGS: dict[str, SettingSpec] = {
         32 * 1024 * 1024,
         _int_range(4096, 1 << 30),
         "Largest LSP message body the server reads (bytes); larger ones are skipped.",
+    ),
+    "nativeContinuation.enabled": SettingSpec(
+        False, _bool, "Decide delta or full replay for stateful APIs (needs allowProviderStorage)."
+    ),
+    "nativeContinuation.allowProviderStorage": SettingSpec(
+        False, _bool, "Consent to the provider storing responses (`store: true`)."
+    ),
+    "nativeContinuation.profiles": SettingSpec(
+        ["openai/*"], _continuation_profiles, "Models continued: 'provider/model' or 'provider/*'."
+    ),
+    "nativeContinuation.maxStateAgeMs": SettingSpec(
+        1_800_000, _int_range(10_000, 86_400_000), "Oldest continuation state used (ms)."
+    ),
+    "nativeContinuation.retryManagedReplay": SettingSpec(
+        True, _bool, "A client retries once with a full replay after a stale-handle error."
     ),
 }
 
@@ -451,6 +482,30 @@ class ServerSettings:
     """Largest LSP message body the server reads, in bytes; larger ones are skipped."""
 
 
+@dataclass(frozen=True, slots=True)
+class NativeContinuationSettings:
+    """`nativeContinuation.*`: the delta-or-replay decision for stateful provider APIs
+    (docs/model-awareness.md "Native continuation"). Off unless both `enabled` and
+    `allow_provider_storage` are True."""
+
+    enabled: bool
+    """Decide `delta` or `full` for eligible plans (continuation stays off without
+    `allow_provider_storage`)."""
+    allow_provider_storage: bool
+    """The user consents to the provider keeping responses (`store: true`)."""
+    profiles: tuple[str, ...]
+    """Models continued: `provider/model` or `provider/*` (never a global `*`)."""
+    max_state_age_ms: int
+    """Oldest continuation state still used, in milliseconds (10000..86400000)."""
+    retry_managed_replay: bool
+    """Advice to clients: after a stale-handle error before streaming, retry once in full."""
+
+    @property
+    def active(self) -> bool:
+        """Both `enabled` and `allow_provider_storage`."""
+        return self.enabled and self.allow_provider_storage
+
+
 SECTIONS: dict[str, type] = {
     "context": ContextSettings,
     "retrieval": RetrievalSettings,
@@ -461,6 +516,7 @@ SECTIONS: dict[str, type] = {
     "diagnostics": DiagnosticsSettings,
     "storage": StorageSettings,
     "server": ServerSettings,
+    "nativeContinuation": NativeContinuationSettings,
 }
 """Section prefix of the dotted keys -> its typed dataclass (attribute `snake_name(prefix)`)."""
 
@@ -488,6 +544,7 @@ _TYPED: dict[str, Callable[[Any], Any]] = {
     "context.hardLimitRatio": float,
     "modelAwareness.overrides": _frozen_overrides,
     "privacy.localProviders": tuple,
+    "nativeContinuation.profiles": tuple,
     "privacy.remoteDefaultAllowed": tuple,
     "privacy.remoteProviders": lambda value: MappingProxyType(
         {key: tuple(levels) for key, levels in value.items()}
@@ -523,7 +580,8 @@ class Config:
 
     Read them through the typed sections: `config.enabled`, `config.context`,
     `config.retrieval`, `config.project`, `config.compaction`, `config.model_awareness`,
-    `config.privacy`, `config.diagnostics`, `config.storage`, `config.server` (e.g.
+    `config.privacy`, `config.diagnostics`, `config.storage`, `config.server`,
+    `config.native_continuation` (e.g.
     `config.context.recent_tail_tokens`), built once in `__post_init__`. `values` (and
     `config["context.recentTailTokens"]`) is the flat dotted-key mapping of the validation
     layer in this module; code elsewhere uses the sections. `values` must hold every key of
@@ -547,6 +605,7 @@ class Config:
     diagnostics: DiagnosticsSettings = field(init=False, repr=False, compare=False)
     storage: StorageSettings = field(init=False, repr=False, compare=False)
     server: ServerSettings = field(init=False, repr=False, compare=False)
+    native_continuation: NativeContinuationSettings = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         for name, value in _build_sections(self.values).items():
@@ -606,6 +665,14 @@ class Config:
                         f"remote ({', '.join(echo(p) for p in both)})"
                     )
         merged.update(accepted)
+        if (
+            merged["nativeContinuation.enabled"]
+            and not merged["nativeContinuation.allowProviderStorage"]
+        ):
+            warnings.append(
+                "setting 'nativeContinuation.enabled' has no effect: "
+                "'nativeContinuation.allowProviderStorage' must be true too (continuation stays off)"
+            )
         given = flatten_settings(raw)
         rejected = {
             key

@@ -65,6 +65,9 @@ class ModelSpec:
     id: str | None = None
     context_window: int | None = None
     max_output_tokens: int | None = None
+    api: str | None = None
+    """The provider API the client calls (Pi's `api`, e.g. `openai-responses`); native
+    continuation needs `openai-responses` (`ds4_core.continuation`)."""
 
 
 @dataclass(frozen=True)
@@ -75,7 +78,8 @@ class PlanRequest:
     `request` is appended as the new user message. `fixed_tokens` is the size of the system
     prompt and tool schemas in tokens. `message_refs`: a session message sent exactly as its
     session entry holds it is answered as a reference `{"entryRef": <entry id>}` (issue 13;
-    docs/protocol.md, `ds4/plan`).
+    docs/protocol.md, `ds4/plan`). `request_options`: the provider request body without
+    `input` and `previous_response_id`, hashed for native continuation and never kept.
     """
 
     session: SessionRef | None = None
@@ -85,6 +89,7 @@ class PlanRequest:
     fixed_tokens: int = 0
     mode: PlanRequestMode | None = None
     message_refs: bool = False
+    request_options: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)

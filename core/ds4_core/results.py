@@ -91,6 +91,9 @@ class PlanResult(WireResult):
     fallback_reason: str | None = omit_if_none()
     session: SessionInfo | None = omit_if_none()
     privacy: JsonObject | None = omit_if_none()
+    continuation: JsonObject | None = None
+    """`{strategy, mode, deltaStart, reason}` of native continuation, None when it is off
+    (`ds4_core.continuation.Decision.to_wire`; docs/protocol.md)."""
 
     def log_summary(self) -> str:
         """One log line: counts, ids and timings only (never content)."""

@@ -61,6 +61,11 @@ NON_DEFAULT: dict[str, Any] = {
     "privacy.remoteDefaultAllowed": ["normal"],
     "privacy.remoteProviders": {"openrouter": ["normal"], "azure": ["normal", "sensitive"]},
     "privacy.redactSecrets": False,
+    "nativeContinuation.enabled": True,
+    "nativeContinuation.allowProviderStorage": True,
+    "nativeContinuation.profiles": ["openai/gpt-x", "azure/*"],
+    "nativeContinuation.maxStateAgeMs": 10_000,
+    "nativeContinuation.retryManagedReplay": False,
 }
 """A valid value other than the default for every setting (when there is one)."""
 

@@ -14,9 +14,13 @@ def test_every_method_and_command_is_registered_on_a_fresh_server() -> None:
     assert first is not second
     for server in (first, second):
         assert isinstance(server.protocol, Ds4Protocol)
-        assert {"ds4/plan", "ds4/retrieve", "ds4/manifest", "ds4/toolExecuted"} <= set(
-            server.protocol.fm.features
-        )
+        assert {
+            "ds4/plan",
+            "ds4/retrieve",
+            "ds4/manifest",
+            "ds4/toolExecuted",
+            "ds4/continuationFailed",
+        } <= set(server.protocol.fm.features)
         assert {
             types.INITIALIZE,
             types.INITIALIZED,

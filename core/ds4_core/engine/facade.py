@@ -22,7 +22,7 @@ import logging
 import os
 import sqlite3
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -58,6 +58,7 @@ from ..store import summaries as summary_repo
 from ..store.database import ForeignDatabaseError, database_locked_message, is_database_locked
 from .compacting import Compactor
 from .context import EngineContext, ProgressCallback
+from .continuing import Continuations
 from .health import check_health
 from .indexing import Indexer
 from .manifests import Manifests
@@ -104,8 +105,14 @@ class ContextEngine:
         self.project = ProjectService(context)
         self._indexer = Indexer(context, self.project)
         self._manifests = Manifests(context, self._sessions, self.project)
+        self._continuations = Continuations(context)
         self._planner = Planner(
-            context, self._sessions, self._indexer, self.project, self._manifests
+            context,
+            self._sessions,
+            self._indexer,
+            self.project,
+            self._manifests,
+            self._continuations,
         )
         self._retriever = Retriever(context, self._planner, self.project)
         self._compactor = Compactor(context, self._sessions, self._indexer)
@@ -171,7 +178,9 @@ class ContextEngine:
         return warnings
 
     def close(self) -> None:
-        """Close the database. The engine reopens it if used again."""
+        """Close the database (the engine reopens it if used again) and forget every native
+        continuation state (shutdown: the next plans are `full`)."""
+        self._continuations.clear()
         with self._store_lock:
             if self._store is not None:
                 self._store.close()
@@ -229,6 +238,45 @@ class ContextEngine:
         """
         return self._planner.plan(request)
 
+    # ----------------------------------------------------------------- continuing (continuing.py)
+
+    def continuation_response(
+        self,
+        manifest_id: str,
+        provider: str,
+        model: str,
+        output_items: Sequence[Mapping[str, Any]] | None,
+        output_item_hashes: Sequence[str] | None,
+        has_response_id: bool | None,
+    ) -> None:
+        """Attach a provider response to the native-continuation state of the plan
+        `manifest_id` (from `ds4/usage`; docs/model-awareness.md "Native continuation").
+
+        `output_items`: the response's output as Pi messages (hashed here; preferred over
+        `output_item_hashes`, their item hashes: 64 lower-case hex digits each);
+        `has_response_id` False: the provider gave no response id, so the next plan is `full`
+        (`provider-response-id-missing`). Ignored (logged by count) when the manifest is not
+        its key's latest plan, was answered by another `provider`/`model`, or the hashes are
+        malformed. Never raises on the report's content; nothing is stored on disk.
+        """
+        taken = self._continuations.report_output(
+            manifest_id, provider, model, output_items, output_item_hashes, has_response_id
+        )
+        if not taken:
+            log.info("continuation: response for manifest=%.40s not attached", manifest_id)
+
+    def continuation_failed(
+        self, session: SessionRef, provider: str | None = None, model: str | None = None
+    ) -> int:
+        """The client's previous response id was rejected (`ds4/continuationFailed`): drop
+        the continuation states of `session` (of `provider`/`model` when given), so the next
+        plan is `full` (`continuation-handle-rejected`). Returns how many were dropped.
+
+        Raises:
+            RequestError: `session.file` is missing or not a usable file.
+        """
+        return self._continuations.failed(session, provider, model)
+
     # ----------------------------------------------------------------- retrieving (retrieving.py)
 
     def retrieve(self, request: RetrieveRequest) -> RetrieveResult:
@@ -284,7 +332,9 @@ class ContextEngine:
                 branch's root (the field is named).
             RequestFailedError: compaction is turned off, or there is nothing to compact.
         """
-        return self._compactor.compact(request, summarizer, after_insert=after_insert)
+        result = self._compactor.compact(request, summarizer, after_insert=after_insert)
+        self._continuations.compacted(result.session.id)  # the branch's context is rewritten
+        return result
 
     def compact_committed(
         self, summary_id: str, entry_id: str | None = None, session: SessionRef | None = None

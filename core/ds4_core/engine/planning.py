@@ -19,6 +19,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from ..config import Config
+from ..continuation import check_plan_inputs
 from ..logs import describe_failure
 from ..manifest import build_manifest, new_manifest_id, prompt_hash
 from ..planner import (
@@ -47,6 +48,7 @@ from ..store.database import utc_now_iso
 from ..tokens import ESTIMATOR_VERSION, estimate_message_tokens
 from ..wire import camel_case
 from .context import EngineContext
+from .continuing import Continuations
 from .convert import from_attributes
 from .indexing import Indexer
 from .manifests import Manifests
@@ -89,8 +91,11 @@ class Planner:
         indexer: Indexer,
         project: ProjectService,
         manifests: Manifests,
+        continuations: Continuations | None = None,
     ) -> None:
         self._context = context
+        self.continuations = continuations or Continuations(context)
+        """The native-continuation decisions (`continuing.Continuations`)."""
         self.preparer = Preparer(context, sessions, indexer)
         """Reads, syncs and prepares sessions (also for `retrieving.Retriever`)."""
         self._project = project
@@ -111,6 +116,7 @@ class Planner:
         if request.fixed_tokens < 0:
             raise RequestError("fixedTokens: expected a non-negative integer", "fixedTokens")
         check_model(request.model)
+        check_plan_inputs(request.model.api, request.request_options)
         config = self._context.config()  # one snapshot: settings may change on another thread
         if request.mode is not None and request.mode != config.context.mode:
             config, _ = config.with_settings({"context.mode": request.mode})
@@ -190,6 +196,7 @@ class Planner:
                 plan, sanitizer = again
         privacy = sanitizer.counters.to_wire(sanitizer.target)
         manifest_id = new_manifest_id()
+        continuation = self.continuations.decide(request, prepared, plan, manifest_id, config)
         retrieved = [
             {"entryKey": h.entry_key, "score": h.score, "reason": h.reason}
             for h in (retrieval.hits if retrieval else [])
@@ -211,6 +218,7 @@ class Planner:
             relevance=relevance_summary(retrieval, project),
             privacy=privacy,
         )
+        manifest["continuation"] = continuation.to_wire() if continuation else None
         manifest["summaryIds"] = [
             prepared.summary_ids.get(source_id, source_id) for source_id in manifest["summaryIds"]
         ]
@@ -232,7 +240,15 @@ class Planner:
             duration_ms,
         )
         return _plan_result(
-            request, prepared, plan, manifest_id, stored, warnings, duration_ms, privacy
+            request,
+            prepared,
+            plan,
+            manifest_id,
+            stored,
+            warnings,
+            duration_ms,
+            privacy,
+            continuation=continuation.to_wire() if continuation else None,
         )
 
     def _replan_as_sent(
@@ -443,9 +459,10 @@ def _plan_result(
     warnings: list[str],
     duration_ms: float,
     privacy: Mapping[str, Any],
+    continuation: dict[str, Any] | None = None,
 ) -> PlanResult:
     """The `PlanResult` of a finished plan (stats: the planner's in camelCase, item counts and
-    `durationMs`)."""
+    `durationMs`; `continuation`: the native-continuation decision's wire shape)."""
     stats = dict(plan.stats) if isinstance(plan.stats, Mapping) else {}
     budget, profile = prepared.budget, prepared.profile
     if request.message_refs:
@@ -479,6 +496,7 @@ def _plan_result(
             if prepared.session_id
             else None
         ),
+        continuation=continuation,
     )
 
 
