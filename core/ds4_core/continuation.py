@@ -1,0 +1,408 @@
+"""Native continuation (DS4 M12): whether the next call of a stateful provider API may send only
+the new items after `previous_response_id` (`delta`) or must replay everything (`full`).
+
+The client owns the transport and the response ids; the server only decides. Pure: no store, no
+I/O, no LSP; the engine (`engine/continuing.py`) feeds it the final planned messages.
+
+The rules (docs/model-awareness.md "Native continuation"; the DS4 reference's native
+continuation section, docs/reference.md):
+
+- **Item hash**: the hex SHA-256 of the stable JSON (`tokens.stable_json`: keys sorted, no
+  spaces, non-ASCII as is) of a Pi message without its bookkeeping keys (`BOOKKEEPING_KEYS`:
+  `timestamp`, `usage`, `api`, `provider`, `model`, `stopReason`, `responseId`,
+  `errorMessage`, `details`), with a string `content` written as one text block
+  (`[{"type": "text", "text": ...}]`). `item_hash`.
+- **Options hash**: the same hash of the request body without `input` and
+  `previous_response_id` (absent options hash as `{}`). `options_hash`.
+- **Eligible** (`ineligible_reason`): the settings are on (`enabled` and
+  `allowProviderStorage`), the plan is managed, it belongs to a session, the profile matches
+  (`provider/model` or `provider/*`) and the client declared `model.api` `openai-responses`.
+- **State** (`ContinuationStates`): in memory only, per (session id, provider, model): the item
+  hashes of the previous planned request, the output item hashes of its response once the
+  client reports them (`ds4/usage`), the options hash and the time. Never a response id.
+- **Decision** (`ContinuationStates.plan`): `delta` at `deltaStart = len(previous request) +
+  len(previous output)` when the current item hashes start with the previous request's hashes
+  followed by the previous output's, the remainder is not empty, the state is younger than
+  `maxStateAgeMs` and the options hash is the same; else `full` with a reason (`REASONS`).
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections import OrderedDict
+from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
+from dataclasses import dataclass
+from typing import Any
+
+from .requests import RequestError
+from .tokens import sha256_hex, stable_json
+
+STRATEGY = "openai-previous-response-v1"
+"""The strategy named in every decision (the reference's name)."""
+
+CONTINUED_API = "openai-responses"
+"""The one provider API continued (`model.api`)."""
+
+BOOKKEEPING_KEYS = frozenset(
+    {
+        "timestamp",
+        "usage",
+        "api",
+        "provider",
+        "model",
+        "stopReason",
+        "responseId",
+        "errorMessage",
+        "details",
+    }
+)
+"""Keys of a Pi message that never reach the provider's input (docs/reference.md §P5): left out
+of the item hash, so the assistant message a client received hashes like the same message read
+back from the session file."""
+
+OPTIONS_EXCLUDED = frozenset({"input", "previous_response_id"})
+"""Request-body keys left out of the options hash (they change on every call)."""
+
+# reasons of a `full` decision: the reference's ...
+COLD_START = "cold-start"
+STATE_EXPIRED = "state-expired"
+IDENTITY_CHANGED = "continuation-identity-changed"
+OPTIONS_CHANGED = "provider-request-options-changed"
+PREFIX_CHANGED = "managed-context-prefix-changed"
+DELTA_EMPTY = "delta-empty"
+RESPONSE_ID_MISSING = "provider-response-id-missing"
+# ... and ours
+OUTPUT_MISSING = "provider-output-missing"
+BRANCH_CHANGED = "session-branch-changed"
+COMPACTED = "session-compacted"
+HANDLE_REJECTED = "continuation-handle-rejected"
+# reasons a plan is not eligible (the decision is `full`)
+NOT_MANAGED = "ineligible-mode"
+NO_SESSION = "ineligible-no-session"
+PROFILE_NOT_MATCHED = "ineligible-profile"
+API_NOT_CONTINUED = "ineligible-api"
+
+REASONS = (
+    COLD_START,
+    STATE_EXPIRED,
+    IDENTITY_CHANGED,
+    OPTIONS_CHANGED,
+    PREFIX_CHANGED,
+    DELTA_EMPTY,
+    RESPONSE_ID_MISSING,
+    OUTPUT_MISSING,
+    BRANCH_CHANGED,
+    COMPACTED,
+    HANDLE_REJECTED,
+    NOT_MANAGED,
+    NO_SESSION,
+    PROFILE_NOT_MATCHED,
+    API_NOT_CONTINUED,
+)
+"""Every reason a decision may give (docs/model-awareness.md lists what each means)."""
+
+MAX_STATES = 1024
+"""States kept (least recently planned dropped first): one per session and model in use."""
+
+MAX_ITEMS = 100_000
+"""Most item hashes a state or a reported output holds (longer reports are ignored)."""
+
+MAX_API_CHARS = 100
+"""Longest `model.api` accepted (Pi's API names are a few words)."""
+
+MAX_OPTIONS_CHARS = 4 * 1024 * 1024
+"""Largest `requestOptions` accepted, in characters of its stable JSON (tool schemas and
+instructions included)."""
+
+_HEX64 = re.compile(r"[0-9a-f]{64}")
+_API = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]*")
+
+
+def check_plan_inputs(api: str | None, request_options: Any) -> None:
+    """Reject a hostile `model.api` or `requestOptions` of `ds4/plan`, naming the field.
+
+    Raises:
+        RequestError: `model.api` longer than `MAX_API_CHARS` or not a name (letters, digits,
+            `.`, `_`, `:`, `-`); `requestOptions` not an object or larger than
+            `MAX_OPTIONS_CHARS` as stable JSON.
+    """
+    if api is not None and (len(api) > MAX_API_CHARS or _API.fullmatch(api) is None):
+        raise RequestError(
+            f"model.api: expected an API name such as {CONTINUED_API!r} "
+            f"(letters, digits, '.', '_', ':', '-'; at most {MAX_API_CHARS} characters)",
+            "model.api",
+        )
+    if request_options is None:
+        return
+    if not isinstance(request_options, Mapping):
+        raise RequestError("requestOptions: expected an object", "requestOptions")
+    if len(stable_json(request_options)) > MAX_OPTIONS_CHARS:
+        raise RequestError(
+            f"requestOptions: larger than {MAX_OPTIONS_CHARS:,} characters as JSON",
+            "requestOptions",
+        )
+
+
+def item_hash(message: Any) -> str:
+    """The continuation hash of one Pi message (see the module docstring): hex SHA-256 of the
+    stable JSON of the message without `BOOKKEEPING_KEYS`, a string `content` as one text block.
+    A value that is not an object hashes as its stable JSON. Never raises."""
+    if isinstance(message, Mapping):
+        facing = {k: v for k, v in message.items() if k not in BOOKKEEPING_KEYS}
+        if isinstance(facing.get("content"), str):
+            facing["content"] = [{"type": "text", "text": facing["content"]}]
+        return sha256_hex(stable_json(facing))
+    return sha256_hex(stable_json(message))
+
+
+def item_hashes(messages: Iterable[Any]) -> tuple[str, ...]:
+    """`item_hash` of each message, in order."""
+    return tuple(item_hash(message) for message in messages)
+
+
+def options_hash(options: Mapping[str, Any] | None) -> str:
+    """Hex SHA-256 of the stable JSON of the request body `options` without `input` and
+    `previous_response_id` (None hashes as `{}`). The body is never kept."""
+    kept = {k: v for k, v in (options or {}).items() if k not in OPTIONS_EXCLUDED}
+    return sha256_hex(stable_json(kept))
+
+
+def is_item_hash(value: Any) -> bool:
+    """Whether `value` is an item hash as the client reports one: 64 lower-case hex digits."""
+    return isinstance(value, str) and _HEX64.fullmatch(value) is not None
+
+
+def profile_matches(profiles: Iterable[str], provider: str, model: str) -> bool:
+    """Whether `provider`/`model` is listed in `profiles` as `provider/model` or `provider/*`
+    (compared exactly; `nativeContinuation.profiles`)."""
+    return any(p == f"{provider}/{model}" or p == f"{provider}/*" for p in profiles)
+
+
+def ineligible_reason(
+    *,
+    plan_mode: str,
+    session_id: str | None,
+    provider: str,
+    model: str,
+    api: str | None,
+    profiles: Iterable[str],
+) -> str | None:
+    """Why a plan of active continuation settings cannot be continued, or None when it can:
+    `ineligible-mode` (not a managed plan: observer or fallback), `ineligible-no-session` (an
+    ephemeral plan), `ineligible-profile`, `ineligible-api` (`api` is not `openai-responses`)."""
+    if plan_mode != "managed":
+        return NOT_MANAGED
+    if session_id is None:
+        return NO_SESSION
+    if not profile_matches(profiles, provider, model):
+        return PROFILE_NOT_MATCHED
+    if api != CONTINUED_API:
+        return API_NOT_CONTINUED
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """One plan's continuation: `mode` `delta` (send `messages[delta_start:]` with the previous
+    response id) or `full` (send everything, without it; `reason` says why)."""
+
+    mode: str
+    delta_start: int = 0
+    reason: str | None = None
+
+    def to_wire(self) -> dict[str, Any]:
+        """`{strategy, mode, deltaStart, reason}` (docs/protocol.md, `ds4/plan`)."""
+        return {
+            "strategy": STRATEGY,
+            "mode": self.mode,
+            "deltaStart": self.delta_start,
+            "reason": self.reason,
+        }
+
+
+def full(reason: str) -> Decision:
+    """A `full` decision with `reason`."""
+    return Decision("full", 0, reason)
+
+
+StateKey = tuple[str, str, str]
+"""(session id, provider, model)."""
+
+
+@dataclass(slots=True)
+class _State:
+    """What one planned request left: hashes and times only (never an id or content)."""
+
+    manifest_id: str
+    request: tuple[str, ...]
+    options: str
+    planned_ms: float
+    leaf_id: str | None
+    session_file: str | None
+    output: tuple[str, ...] | None = None
+    response_id_missing: bool = False
+
+
+def decide(
+    state: _State | None,
+    current: Sequence[str],
+    options: str,
+    now_ms: float,
+    max_age_ms: int,
+    leaf_on_branch: bool = True,
+) -> Decision:
+    """The decision for `current` item hashes against the previous `state` (None: `cold-start`).
+
+    In order: a response without an id, a previous leaf off the current branch, an expired
+    state, changed options, an output never reported, a changed prefix, an empty delta; else
+    `delta` at the end of the previous request plus output."""
+    if state is None:
+        return full(COLD_START)
+    if state.response_id_missing:
+        return full(RESPONSE_ID_MISSING)
+    if not leaf_on_branch:
+        return full(BRANCH_CHANGED)
+    if now_ms - state.planned_ms > max_age_ms:
+        return full(STATE_EXPIRED)
+    if options != state.options:
+        return full(OPTIONS_CHANGED)
+    if state.output is None:
+        return full(OUTPUT_MISSING)
+    prefix = state.request + state.output
+    if tuple(current[: len(prefix)]) != prefix:
+        return full(PREFIX_CHANGED)
+    if len(current) == len(prefix):
+        return full(DELTA_EMPTY)
+    return Decision("delta", len(prefix), None)
+
+
+class ContinuationStates:
+    """The in-memory continuation states of one engine (see the module docstring). Bounded
+    (`MAX_STATES`, least recently planned dropped), thread-safe. An invalidation removes a
+    state and remembers why, so the next plan of that key says so instead of `cold-start`."""
+
+    def __init__(self, capacity: int = MAX_STATES) -> None:
+        self._capacity = capacity
+        self._states: OrderedDict[StateKey, _State] = OrderedDict()
+        self._why: OrderedDict[StateKey, str] = OrderedDict()
+        """key -> the reason its state was dropped (until the key's next plan)"""
+        self._lock = threading.Lock()
+
+    def plan(
+        self,
+        key: StateKey,
+        *,
+        manifest_id: str,
+        items: Sequence[str],
+        options: str,
+        now_ms: float,
+        max_age_ms: int,
+        leaf_id: str | None,
+        branch: AbstractSet[str],
+        session_file: str | None,
+    ) -> Decision:
+        """Decide for the plan `manifest_id` of `key` (item hashes `items`, options hash
+        `options`, at `now_ms` on a monotonic clock) and keep it as the key's new state.
+
+        A state of the same session under another provider or model is a model switch: every
+        state of the session is dropped and the decision is `continuation-identity-changed`.
+        The previous plan's leaf missing from `branch` (the entry ids of the current branch)
+        is a tree navigation: `session-branch-changed`."""
+        session = key[0]
+        with self._lock:
+            state = self._states.pop(key, None)
+            why = self._why.pop(key, None)
+            others = [k for k in self._states if k[0] == session]
+            for other in others:
+                del self._states[other]
+            if others:
+                decision = full(IDENTITY_CHANGED)
+            elif why is not None:
+                decision = full(why)
+            else:
+                on_branch = state is None or state.leaf_id is None or state.leaf_id in branch
+                decision = decide(state, items, options, now_ms, max_age_ms, on_branch)
+            self._states[key] = _State(
+                manifest_id, tuple(items), options, now_ms, leaf_id, session_file
+            )
+            while len(self._states) > self._capacity:
+                self._states.popitem(last=False)
+        return decision
+
+    def report_output(
+        self,
+        manifest_id: str,
+        provider: str,
+        model: str,
+        output: Sequence[str] | None,
+        has_response_id: bool | None,
+    ) -> bool:
+        """Attach the output item hashes of the response to the plan `manifest_id` (the latest
+        plan of its key, answered by `provider`/`model`); `has_response_id` False marks the
+        state unusable (`provider-response-id-missing`). Returns whether a state took it
+        (False: unknown or superseded manifest, another model, or more than `MAX_ITEMS`)."""
+        if output is not None and len(output) > MAX_ITEMS:
+            return False
+        with self._lock:
+            for key, state in self._states.items():
+                if state.manifest_id != manifest_id:
+                    continue
+                if key[1:] != (provider, model):
+                    return False
+                if has_response_id is False:
+                    state.response_id_missing = True
+                if output is not None:
+                    state.output = tuple(output)
+                return True
+        return False
+
+    def invalidate_session(self, session_id: str, reason: str) -> int:
+        """Drop every state of `session_id` (compaction, ...), remembering `reason` for each
+        key's next plan. Returns how many were dropped."""
+        with self._lock:
+            return self._drop([k for k in self._states if k[0] == session_id], reason)
+
+    def invalidate_file(
+        self, session_file: str, provider: str | None, model: str | None, reason: str
+    ) -> int:
+        """Drop the states planned from `session_file` (as the plan resolved it) for
+        `provider`/`model` (None: any), remembering `reason` (`ds4/continuationFailed`)."""
+        with self._lock:
+            keys = [
+                k
+                for k, s in self._states.items()
+                if s.session_file == session_file
+                and provider in (None, k[1])
+                and model in (None, k[2])
+            ]
+            return self._drop(keys, reason)
+
+    def forget_session(self, session_id: str) -> None:
+        """Drop the states of `session_id` without a reason (a plan that is not eligible: the
+        client sends that call in full, so the provider's chain is broken)."""
+        with self._lock:
+            for key in [k for k in self._states if k[0] == session_id]:
+                del self._states[key]
+            for key in [k for k in self._why if k[0] == session_id]:
+                del self._why[key]
+
+    def clear(self) -> None:
+        """Drop everything (shutdown)."""
+        with self._lock:
+            self._states.clear()
+            self._why.clear()
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._states)
+
+    def _drop(self, keys: Sequence[StateKey], reason: str) -> int:
+        for key in keys:
+            del self._states[key]
+            self._why[key] = reason
+            self._why.move_to_end(key)
+        while len(self._why) > self._capacity:
+            self._why.popitem(last=False)
+        return len(keys)
