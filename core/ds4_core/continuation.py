@@ -162,6 +162,39 @@ def item_hashes(messages: Iterable[Any]) -> tuple[str, ...]:
     return tuple(item_hash(message) for message in messages)
 
 
+class ItemHashCache:
+    """`item_hash` of message objects kept between plans: a plan sends the session's recent
+    messages again and again as the same objects (the session cache's, or the privacy
+    cache's written copies, `engine/privacy_cache.py`), so only new messages are hashed.
+
+    Keyed by object identity; each entry holds its message, so an id is never reused while
+    its entry exists. Messages are treated as immutable (as every engine cache does). At most
+    `capacity` entries (least recently used dropped). Thread-safe."""
+
+    def __init__(self, capacity: int = 8192) -> None:
+        self._capacity = capacity
+        self._kept: OrderedDict[int, tuple[Any, str]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def hashes(self, messages: Sequence[Any]) -> tuple[str, ...]:
+        """`item_hashes(messages)`, from the kept hashes where the object was hashed before."""
+        out: list[str] = []
+        with self._lock:
+            found = [self._kept.get(id(m)) for m in messages]
+            for m, held in zip(messages, found, strict=True):
+                if held is not None and held[0] is m:
+                    self._kept.move_to_end(id(m))
+        for m, held in zip(messages, found, strict=True):
+            out.append(held[1] if held is not None and held[0] is m else item_hash(m))
+        with self._lock:
+            for m, held, digest in zip(messages, found, out, strict=True):
+                if held is None or held[0] is not m:
+                    self._kept[id(m)] = (m, digest)
+            while len(self._kept) > self._capacity:
+                self._kept.popitem(last=False)
+        return tuple(out)
+
+
 def options_hash(options: Mapping[str, Any] | None) -> str:
     """Hex SHA-256 of the stable JSON of the request body `options` without `input` and
     `previous_response_id` (None hashes as `{}`). The body is never kept."""

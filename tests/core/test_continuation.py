@@ -29,9 +29,11 @@ from ds4_core.continuation import (
     STATE_EXPIRED,
     ContinuationStates,
     Decision,
+    ItemHashCache,
     check_plan_inputs,
     ineligible_reason,
     item_hash,
+    item_hashes,
     options_hash,
     profile_matches,
 )
@@ -344,3 +346,12 @@ def test_settings_validate_profiles_and_warn_when_storage_is_not_allowed() -> No
     for age in (9_999, 86_400_001, True):
         _, warnings = DEFAULT_CONFIG.with_settings({"nativeContinuation.maxStateAgeMs": age})
         assert "nativeContinuation.maxStateAgeMs" in warnings[0]
+
+
+def test_kept_item_hashes_equal_fresh_ones_and_follow_new_objects() -> None:
+    cache = ItemHashCache(capacity=4)
+    messages = [{"role": "user", "content": str(n)} for n in range(6)]
+    assert cache.hashes(messages) == item_hashes(messages)
+    replaced = [*messages[:5], {"role": "user", "content": "new"}]
+    assert cache.hashes(replaced) == item_hashes(replaced)
+    assert cache.hashes(replaced) == item_hashes(replaced)  # served from the kept entries

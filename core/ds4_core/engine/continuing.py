@@ -21,6 +21,7 @@ from ..continuation import (
     MAX_ITEMS,
     ContinuationStates,
     Decision,
+    ItemHashCache,
     full,
     ineligible_reason,
     is_item_hash,
@@ -42,6 +43,7 @@ class Continuations:
     def __init__(self, context: EngineContext, clock_ms: Any = None) -> None:
         self._context = context
         self.states = ContinuationStates()
+        self._hashes = ItemHashCache()
         self._clock_ms = clock_ms or (lambda: time.monotonic() * 1000)
 
     def decide(
@@ -80,7 +82,7 @@ class Continuations:
             decision = self.states.plan(
                 (session_id, provider, model),
                 manifest_id=manifest_id,
-                items=item_hashes(plan.messages),
+                items=self._hashes.hashes(plan.messages),
                 options=options_hash(request.request_options),
                 now_ms=self._clock_ms(),
                 max_age_ms=settings.max_state_age_ms,
