@@ -36,6 +36,14 @@ class SessionWriter:
         }
         path.write_text(json.dumps(header) + "\n", encoding="utf-8")
 
+    @classmethod
+    def with_turns(cls, path: Path, turns: int) -> SessionWriter:
+        """A new session at `path` holding `turns` realistic turns (`turn`)."""
+        session = cls(path)
+        for number in range(turns):
+            session.turn(number)
+        return session
+
     def _timestamp(self) -> str:
         self._minute += 1
         hours, minutes = divmod(self._minute, 60)

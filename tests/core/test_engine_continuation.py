@@ -32,10 +32,7 @@ RESPONSE_ID = "resp_" + "0123456789abcdef"
 
 @pytest.fixture
 def writer(tmp_path: Path) -> SessionWriter:
-    session = SessionWriter(tmp_path / "s.jsonl")
-    for number in range(2):
-        session.turn(number)
-    return session
+    return SessionWriter.with_turns(tmp_path / "s.jsonl", 2)
 
 
 @pytest.fixture

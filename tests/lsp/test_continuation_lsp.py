@@ -30,10 +30,7 @@ GPT = {"provider": "openai", "id": "gpt-x", "contextWindow": 200000, "api": "ope
 
 @pytest.fixture
 def writer(tmp_path: Path) -> SessionWriter:
-    session = SessionWriter(tmp_path / "s.jsonl")
-    for number in range(2):
-        session.turn(number)
-    return session
+    return SessionWriter.with_turns(tmp_path / "s.jsonl", 2)
 
 
 def plan_params(writer: SessionWriter, text: str, **changes: Any) -> dict[str, Any]:
