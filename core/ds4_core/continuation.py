@@ -78,6 +78,7 @@ OUTPUT_MISSING = "provider-output-missing"
 BRANCH_CHANGED = "session-branch-changed"
 COMPACTED = "session-compacted"
 HANDLE_REJECTED = "continuation-handle-rejected"
+FAILED = "continuation-failed"
 # reasons a plan is not eligible (the decision is `full`)
 NOT_MANAGED = "ineligible-mode"
 NO_SESSION = "ineligible-no-session"
@@ -96,6 +97,7 @@ REASONS = (
     BRANCH_CHANGED,
     COMPACTED,
     HANDLE_REJECTED,
+    FAILED,
     NOT_MANAGED,
     NO_SESSION,
     PROFILE_NOT_MATCHED,

@@ -16,6 +16,7 @@ from ds4_core.continuation import (
     COLD_START,
     COMPACTED,
     DELTA_EMPTY,
+    FAILED,
     HANDLE_REJECTED,
     IDENTITY_CHANGED,
     NO_SESSION,
@@ -183,7 +184,9 @@ def reached(states: ContinuationStates, reason: str) -> Decision:
     return plan(states, grown)
 
 
-STATE_REASONS = [r for r in REASONS if not r.startswith("ineligible-")]
+STATE_REASONS = [r for r in REASONS if not r.startswith("ineligible-") and r != FAILED]
+"""The reasons of the states (`ineligible-*` and `continuation-failed` come from the engine:
+tests/core/test_engine_continuation.py)."""
 
 
 @pytest.mark.parametrize("reason", STATE_REASONS)

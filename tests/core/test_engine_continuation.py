@@ -208,3 +208,16 @@ def test_hostile_inputs_name_their_field(engine: ContextEngine, writer: SessionW
     with pytest.raises(RequestError) as caught:
         engine.continuation_failed(SessionRef(str(writer.path) + ".missing"))
     assert caught.value.field == "session.file"
+
+
+def test_a_failing_decision_fails_open_to_a_full_replay(
+    engine: ContextEngine, writer: SessionWriter, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken(messages: object) -> tuple[str, ...]:
+        raise MemoryError
+
+    monkeypatch.setattr(engine._continuations._hashes, "hashes", broken)  # noqa: SLF001
+    result = plan(engine, writer, "Step 3.")
+    assert result.mode == "managed"
+    assert result.continuation is not None
+    assert result.continuation["reason"] == "continuation-failed"

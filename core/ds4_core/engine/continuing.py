@@ -17,6 +17,7 @@ from typing import Any
 from ..config import Config
 from ..continuation import (
     COMPACTED,
+    FAILED,
     HANDLE_REJECTED,
     MAX_ITEMS,
     ContinuationStates,
@@ -28,6 +29,7 @@ from ..continuation import (
     item_hashes,
     options_hash,
 )
+from ..logs import describe_failure
 from ..planner import ContextPlan
 from ..requests import PlanRequest, SessionRef
 from .context import EngineContext
@@ -58,7 +60,24 @@ class Continuations:
         None when `nativeContinuation` is off (not both `enabled` and `allowProviderStorage`);
         `full` with an `ineligible-*` reason when the plan cannot be continued (its session's
         states are dropped: the client sends that call in full); else the states' decision,
-        the plan kept as its key's new state."""
+        the plan kept as its key's new state. Fails open: an internal error drops the
+        session's states and answers `full` (`continuation-failed`), never a failed plan."""
+        try:
+            return self._decide(request, prepared, plan, manifest_id, config)
+        except Exception as exc:  # fail open: a full replay is always correct
+            log.warning("continuation failed: error=%s", describe_failure(exc))
+            if prepared.session_id is not None:
+                self.states.forget_session(prepared.session_id)
+            return full(FAILED)
+
+    def _decide(
+        self,
+        request: PlanRequest,
+        prepared: Prepared,
+        plan: ContextPlan,
+        manifest_id: str,
+        config: Config,
+    ) -> Decision | None:
         settings = config.native_continuation
         session_id = prepared.session_id
         if not settings.active:
