@@ -171,9 +171,11 @@ class ItemHashCache:
 
     Keyed by object identity; each entry holds its message, so an id is never reused while
     its entry exists. Messages are treated as immutable (as every engine cache does). At most
-    `capacity` entries (least recently used dropped). Thread-safe."""
+    `capacity` entries (least recently used dropped): as many as the privacy cache keeps
+    (`engine/privacy_cache.py`), mostly the same objects, which the session cache holds
+    anyway. Thread-safe."""
 
-    def __init__(self, capacity: int = 8192) -> None:
+    def __init__(self, capacity: int = 4096) -> None:
         self._capacity = capacity
         self._kept: OrderedDict[int, tuple[Any, str]] = OrderedDict()
         self._lock = threading.Lock()
