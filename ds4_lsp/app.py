@@ -24,6 +24,7 @@ from ds4_lsp.handlers import (
     project,
     retrieve,
     settings,
+    usage,
 )
 from ds4_lsp.methods import (
     DS4_COMPACT,
@@ -34,6 +35,7 @@ from ds4_lsp.methods import (
     DS4_PLAN,
     DS4_RETRIEVE,
     DS4_TOOL_EXECUTED,
+    DS4_USAGE,
     HEALTH,
     PRIVACY,
     PROJECT_STATUS,
@@ -78,6 +80,8 @@ def create_server() -> Ds4Server:
     server.feature(DS4_COMPACT)(compaction.compact)
     server.feature(DS4_COMPACT_COMMITTED)(compaction.compact_committed)
     server.feature(DS4_COMPACT_FAILED)(compaction.compact_failed)
+    # model awareness: what the provider counted (handlers.usage)
+    server.feature(DS4_USAGE)(usage.usage)
     # native continuation: the client reports a rejected previous_response_id
     server.feature(DS4_CONTINUATION_FAILED)(continuation.continuation_failed)
     # workspace/executeCommand

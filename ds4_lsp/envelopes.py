@@ -22,6 +22,7 @@ from ds4_lsp.methods import (
     DS4_RETRIEVE,
     DS4_SUMMARIZE,
     DS4_TOOL_EXECUTED,
+    DS4_USAGE,
 )
 from ds4_lsp.params import (
     CompactCommittedParams,
@@ -34,6 +35,7 @@ from ds4_lsp.params import (
     RetrieveParams,
     SummarizeParams,
     ToolExecutedParams,
+    UsageParams,
 )
 
 JSONRPC_VERSION = "2.0"
@@ -112,6 +114,7 @@ MESSAGE_TYPES: dict[str, tuple[type, type | None]] = {
         DS4_COMPACT_COMMITTED, CompactCommittedParams, notification=True
     ),
     DS4_COMPACT_FAILED: envelope(DS4_COMPACT_FAILED, CompactFailedParams, notification=True),
+    DS4_USAGE: envelope(DS4_USAGE, UsageParams, notification=True),
     DS4_CONTINUATION_FAILED: envelope(
         DS4_CONTINUATION_FAILED, ContinuationFailedParams, notification=True
     ),

@@ -40,6 +40,7 @@ from ..requests import (
     RetrieveRequest,
     SessionRef,
     Summarizer,
+    UsageReport,
 )
 from ..results import (
     CompactResult,
@@ -52,6 +53,7 @@ from ..results import (
     RetrieveResult,
     SummariesResult,
     SyncReport,
+    UsageResult,
 )
 from ..store import Store, open_store, resolve_database_path
 from ..store import summaries as summary_repo
@@ -66,6 +68,7 @@ from .planning import Planner
 from .project import ProjectService
 from .retrieving import Retriever
 from .sessions import SessionCache
+from .usage import UsageReports
 
 log = logging.getLogger("ds4_core.engine")
 
@@ -105,6 +108,7 @@ class ContextEngine:
         self.project = ProjectService(context)
         self._indexer = Indexer(context, self.project)
         self._manifests = Manifests(context, self._sessions, self.project)
+        self._usage = UsageReports(context, self._manifests)
         self._continuations = Continuations(context)
         self._planner = Planner(
             context,
@@ -112,6 +116,7 @@ class ContextEngine:
             self._indexer,
             self.project,
             self._manifests,
+            self._usage.calibration,
             self._continuations,
         )
         self._retriever = Retriever(context, self._planner, self.project)
@@ -307,6 +312,31 @@ class ContextEngine:
         """
         return self._manifests.manifest(request)
 
+    # ----------------------------------------------------------------- usage (usage.py)
+
+    def record_usage(self, report: UsageReport) -> UsageResult:
+        """Record a provider's usage of a planned call (`ds4/usage`, `ds4 usage`;
+        docs/model-awareness.md): on its manifest (`actualTokens`, `usage`) and, when the call
+        completed with input counted, as a calibration sample of the reporting provider/model,
+        whose later budgets are divided by the calibrated ratio. Returns the recorded usage and
+        the profile's calibration after it. The report's `output_items` / `output_item_hashes`
+        and `has_response_id` then go to native continuation (`continuation_response`).
+
+        Raises:
+            RequestError: a bad field (named), or a `manifestId` no manifest has.
+            sqlite3.Error: the database failed.
+        """
+        result = self._usage.record(report)
+        self.continuation_response(
+            report.manifest_id,
+            report.provider,
+            report.model,
+            report.output_items,
+            report.output_item_hashes,
+            report.has_response_id,
+        )
+        return result
+
     # ----------------------------------------------------------------- compacting (compacting.py)
 
     def compact(
@@ -390,6 +420,7 @@ class ContextEngine:
             project=self.project.status(),
             ephemeral_manifests=self._manifests.ephemeral_count(),
             privacy=policy_summary(self.config),
+            calibration=self._usage.profiles(),
         )
 
     def privacy(self, provider: str | None) -> PrivacyResult:
