@@ -1,6 +1,8 @@
 """Native continuation over LSP, end to end: `ds4/plan`'s `continuation` (with `model.api` and
-`requestOptions`), the invalidations (model switch, tree navigation, compaction,
-`ds4/continuationFailed`, changed options, expiry, a changed prefix) and hostile params.
+`requestOptions`), `delta` after a `ds4/usage` report of the answer, the invalidations (model
+switch, tree navigation, compaction, `ds4/continuationFailed`, changed options, expiry, a changed
+prefix, a response without an id) and hostile params; a response id never reaches a manifest
+or a log line.
 
 Sessions are small synthetic Pi v3 files grown the way Pi grows them (`SessionWriter`), so the
 whole branch fits the recent tail and no evidence is inserted.
@@ -9,6 +11,7 @@ whole branch fits the recent tail and no evidence is inserted.
 from __future__ import annotations
 
 import asyncio
+import json
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +24,8 @@ from lsp_helpers import (
     request_error,
 )
 from session_files import SessionWriter
+
+from ds4_core.continuation import item_hash
 
 ON = {"nativeContinuation": {"enabled": True, "allowProviderStorage": True}}
 SETTINGS = {"settings": {**ON, "compaction": {"keepRecentTokens": 50}}}
@@ -159,3 +164,115 @@ async def test_hostile_params_are_rejected_naming_the_field_and_the_server_serve
     assert line.startswith("ds4/continuationFailed:")
     result = await request(client, "ds4/plan", plan_params(writer, "x"))
     assert result["continuation"] == full("cold-start")
+
+
+RESPONSE_ID = "resp_" + "5f1c0ffee0ddba11"
+"""A provider response id: it must never reach a manifest or a log line."""
+
+
+def received(text: str) -> dict[str, Any]:
+    """The assistant message a client got back from an OpenAI Responses call (Pi's shape)."""
+    return {
+        "role": "assistant",
+        "content": [{"type": "text", "text": text}],
+        "api": "openai-responses",
+        "provider": "openai",
+        "model": "gpt-x",
+        "responseId": RESPONSE_ID,
+        "usage": {"input": 900, "output": 12, "cacheRead": 512, "cacheWrite": 0},
+        "stopReason": "stop",
+        "timestamp": 1787565602000,
+    }
+
+
+async def report(client: Any, manifest_id: str, **fields: Any) -> None:
+    """`ds4/usage` for `manifest_id`, waited for (its log line)."""
+    await notify_and_wait(
+        client,
+        "ds4/usage",
+        {
+            "manifestId": manifest_id,
+            "provider": "openai",
+            "model": "gpt-x",
+            "usage": {"input": 900, "output": 12, "cacheRead": 512, "cacheWrite": 0},
+            **fields,
+        },
+    )
+
+
+@pytest.mark.parametrize("shape", ["items", "hashes"])
+async def test_a_reported_answer_makes_the_next_plan_a_delta_and_its_id_is_never_kept(
+    servers: Servers, writer: SessionWriter, shape: str, capfd: pytest.CaptureFixture[str]
+) -> None:
+    options = {"settings": {**SETTINGS["settings"], "diagnostics": {"logLevel": "debug"}}}
+    client = await servers.start(initialization_options=options)
+    first = await request(client, "ds4/plan", plan_params(writer, "Step 3."))
+    writer.user("Step 3.")
+    writer.assistant("Done.")
+    output = (
+        {"outputItems": [received("Done.")]}
+        if shape == "items"
+        else {"outputItemHashes": [item_hash(received("Done."))]}
+    )
+    await report(client, first["manifestId"], hasResponseId=True, **output)
+    second = await request(client, "ds4/plan", plan_params(writer, "Step 4."))
+    start = len(first["messages"]) + 1
+    assert second["continuation"] == {
+        "strategy": "openai-previous-response-v1",
+        "mode": "delta",
+        "deltaStart": start,
+        "reason": None,
+    }
+    assert [m["content"] for m in second["messages"][start:]] == [
+        [{"type": "text", "text": "Step 4."}]
+    ]
+    # and again: the delta call is the new state
+    writer.user("Step 4.")
+    writer.assistant("Ran it.")
+    await report(client, second["manifestId"], outputItems=[received("Ran it.")])
+    third = await request(client, "ds4/plan", plan_params(writer, "Step 5."))
+    assert third["continuation"]["deltaStart"] == len(second["messages"]) + 1
+    manifest = await request(client, "ds4/manifest", {"id": third["manifestId"], "view": "full"})
+    assert manifest["continuation"] == third["continuation"]
+    await servers.stop(client)
+    logged = capfd.readouterr().err + "".join(m.message for m in client.log_messages)
+    assert RESPONSE_ID not in logged and RESPONSE_ID not in json.dumps(manifest)
+
+
+@pytest.mark.parametrize(
+    ("what", "reason"),
+    [
+        ("no-id", "provider-response-id-missing"),
+        ("edited", "managed-context-prefix-changed"),
+        ("nothing-new", "delta-empty"),
+        ("bad-hashes", "provider-output-missing"),
+        ("other-model", "provider-output-missing"),
+    ],
+)
+async def test_what_the_report_says_decides_the_next_plan(
+    servers: Servers, writer: SessionWriter, what: str, reason: str
+) -> None:
+    client = await servers.start(initialization_options=SETTINGS)
+    first = await request(client, "ds4/plan", plan_params(writer, "Step 3."))
+    writer.user("Step 3.")
+    writer.assistant("Done.")
+    fields: dict[str, Any] = {"outputItems": [received("Done.")], "hasResponseId": True}
+    if what == "no-id":
+        fields["hasResponseId"] = False
+    elif what == "edited":
+        fields["outputItems"] = [received("Something else.")]
+    elif what == "bad-hashes":
+        fields = {"outputItemHashes": ["not-a-hash"]}
+    elif what == "other-model":
+        fields["model"] = "gpt-y"
+    await report(client, first["manifestId"], **fields)
+    if what == "nothing-new":
+        params = {
+            "session": {"file": str(writer.path)},
+            "model": GPT,
+            "requestOptions": plan_params(writer, "")["requestOptions"],
+        }
+    else:
+        params = plan_params(writer, "Step 4.")
+    result = await request(client, "ds4/plan", params)
+    assert result["continuation"] == full(reason)
