@@ -16,8 +16,8 @@ Two measurements, both in one run so they share the machine's state:
    grows it (each step appends the request and a reply, `--turns` short turns first so the
    plan holds about `--messages` messages, all within the recent tail), two processes
    side by side, interleaved: `nativeContinuation` on (`model.api` `openai-responses`,
-   `requestOptions` given) and off. With `ds4/usage` available the on side reports each
-   answer, so its plans are `delta`.
+   `requestOptions` given) and off. Both report each call's usage with `ds4/usage`; the on
+   side's report carries the answer (`outputItems`), so its plans are `delta`.
 
 Usage: python bench/continuation.py [--runs 30] [--messages 1000]
 """
@@ -178,7 +178,6 @@ def over_lsp(messages: int, runs: int, workdir: Path) -> dict[str, Any]:
             "timings": [],
             "modes": [],
         }
-    usage = True
     for step in range(runs + 1):
         for name, side in sides.items():
             text, reply = (m for m in short_turn(10_000 + step))
@@ -197,19 +196,15 @@ def over_lsp(messages: int, runs: int, workdir: Path) -> dict[str, Any]:
             side["messages"] = len(result["messages"])
             side["session"].append(text)
             side["session"].append(reply)
-            if name == "on" and usage:
-                side["client"].send(
-                    "ds4/usage",
-                    {
-                        "manifestId": result["manifestId"],
-                        "provider": "openai",
-                        "model": "gpt-x",
-                        "usage": {"input": 1000, "output": 10},
-                        "outputItems": [reply],
-                        "hasResponseId": True,
-                    },
-                    notify=True,
-                )
+            report = {
+                "manifestId": result["manifestId"],
+                "provider": "openai",
+                "model": "gpt-x",
+                "usage": {"input": 1000, "output": 10},
+            }
+            if name == "on":  # both sides report usage; only this one the answer's output
+                report |= {"outputItems": [reply], "hasResponseId": True}
+            side["client"].send("ds4/usage", report, notify=True)
     for side in sides.values():
         side["client"].close()
     return sides
