@@ -148,6 +148,22 @@ class SessionWriter:
         )
 
 
+def responses_reply(text: str, response_id: str) -> dict[str, Any]:
+    """The assistant message a client gets back from an OpenAI Responses call (Pi's shape,
+    docs/reference.md §P5): bookkeeping keys and the provider's `responseId` included."""
+    return {
+        "role": "assistant",
+        "content": [{"type": "text", "text": text}],
+        "api": "openai-responses",
+        "provider": "openai",
+        "model": "gpt-x",
+        "responseId": response_id,
+        "usage": {"input": 900, "output": 12, "cacheRead": 512, "cacheWrite": 0},
+        "stopReason": "stop",
+        "timestamp": 1787565602000,
+    }
+
+
 # --- sessions with lone surrogates in their metadata -----------------------------------
 
 TS = "2026-01-01T00:00:0{}.000Z"

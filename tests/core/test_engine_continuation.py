@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from session_files import SessionWriter
+from session_files import SessionWriter, responses_reply
 
 from ds4_core.continuation import item_hash
 from ds4_core.engine import ContextEngine
@@ -65,15 +65,7 @@ def answer(engine: ContextEngine, writer: SessionWriter, result: PlanResult, tex
     client reports the reply (as the item it received, response id included)."""
     writer.user(result.messages[-1]["content"][0]["text"])
     writer.assistant(text)
-    received = {
-        "role": "assistant",
-        "content": [{"type": "text", "text": text}],
-        "api": "openai-responses",
-        "provider": "openai",
-        "model": "gpt-x",
-        "responseId": RESPONSE_ID,
-        "timestamp": 5,
-    }
+    received = responses_reply(text, RESPONSE_ID)
     engine.continuation_response(result.manifest_id, "openai", "gpt-x", [received], None, True)
 
 

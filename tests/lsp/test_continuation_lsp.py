@@ -23,7 +23,7 @@ from lsp_helpers import (
     request,
     request_error,
 )
-from session_files import SessionWriter
+from session_files import SessionWriter, responses_reply
 
 from ds4_core.continuation import item_hash
 
@@ -171,18 +171,8 @@ RESPONSE_ID = "resp_" + "5f1c0ffee0ddba11"
 
 
 def received(text: str) -> dict[str, Any]:
-    """The assistant message a client got back from an OpenAI Responses call (Pi's shape)."""
-    return {
-        "role": "assistant",
-        "content": [{"type": "text", "text": text}],
-        "api": "openai-responses",
-        "provider": "openai",
-        "model": "gpt-x",
-        "responseId": RESPONSE_ID,
-        "usage": {"input": 900, "output": 12, "cacheRead": 512, "cacheWrite": 0},
-        "stopReason": "stop",
-        "timestamp": 1787565602000,
-    }
+    """The assistant message a client got back (with its response id)."""
+    return responses_reply(text, RESPONSE_ID)
 
 
 async def report(client: Any, manifest_id: str, **fields: Any) -> None:

@@ -63,60 +63,50 @@ class Continuations:
         the plan kept as its key's new state. Fails open: an internal error drops the
         session's states and answers `full` (`continuation-failed`), never a failed plan."""
         try:
-            return self._decide(request, prepared, plan, manifest_id, config)
+            settings = config.native_continuation
+            session_id = prepared.session_id
+            if not settings.active:
+                if session_id is not None and len(self.states):
+                    self.states.forget_session(session_id)
+                return None
+            provider, model = prepared.profile.provider, prepared.profile.model_id
+            why = ineligible_reason(
+                plan_mode=plan.mode,
+                session_id=session_id,
+                provider=provider,
+                model=model,
+                api=request.model.api,
+                profiles=settings.profiles,
+            )
+            if why is not None or session_id is None:
+                if session_id is not None:
+                    self.states.forget_session(session_id)
+                decision = full(why or "ineligible-no-session")
+            else:
+                decision = self.states.plan(
+                    (session_id, provider, model),
+                    manifest_id=manifest_id,
+                    items=self._hashes.hashes(plan.messages),
+                    options=options_hash(request.request_options),
+                    now_ms=self._clock_ms(),
+                    max_age_ms=settings.max_state_age_ms,
+                    leaf_id=prepared.leaf_id,
+                    branch=prepared.branch_entry_ids,
+                    session_file=prepared.session_file,
+                )
+            log.info(
+                "continuation: manifest=%s mode=%s delta_start=%d reason=%s",
+                manifest_id,
+                decision.mode,
+                decision.delta_start,
+                decision.reason,
+            )
+            return decision
         except Exception as exc:  # fail open: a full replay is always correct
             log.warning("continuation failed: error=%s", describe_failure(exc))
             if prepared.session_id is not None:
                 self.states.forget_session(prepared.session_id)
             return full(FAILED)
-
-    def _decide(
-        self,
-        request: PlanRequest,
-        prepared: Prepared,
-        plan: ContextPlan,
-        manifest_id: str,
-        config: Config,
-    ) -> Decision | None:
-        settings = config.native_continuation
-        session_id = prepared.session_id
-        if not settings.active:
-            if session_id is not None and len(self.states):
-                self.states.forget_session(session_id)
-            return None
-        provider, model = prepared.profile.provider, prepared.profile.model_id
-        why = ineligible_reason(
-            plan_mode=plan.mode,
-            session_id=session_id,
-            provider=provider,
-            model=model,
-            api=request.model.api,
-            profiles=settings.profiles,
-        )
-        if why is not None or session_id is None:
-            if session_id is not None:
-                self.states.forget_session(session_id)
-            decision = full(why or "ineligible-no-session")
-        else:
-            decision = self.states.plan(
-                (session_id, provider, model),
-                manifest_id=manifest_id,
-                items=self._hashes.hashes(plan.messages),
-                options=options_hash(request.request_options),
-                now_ms=self._clock_ms(),
-                max_age_ms=settings.max_state_age_ms,
-                leaf_id=prepared.leaf_id,
-                branch=prepared.branch_entry_ids,
-                session_file=prepared.session_file,
-            )
-        log.info(
-            "continuation: manifest=%s mode=%s delta_start=%d reason=%s",
-            manifest_id,
-            decision.mode,
-            decision.delta_start,
-            decision.reason,
-        )
-        return decision
 
     def report_output(
         self,
