@@ -4,7 +4,8 @@
  * used, the retrieved history and why, per scope what was sent and why not (relevance), what
  * the privacy policy held back (`privacyView.ts`), every included and excluded item with its
  * tokens and reason (excluded ones also grouped by reason, the below-floor ones by floor), and
- * the full budget.
+ * the full budget. Model awareness (actual against estimated tokens, the cache share, the
+ * calibration, a model switch, the continuation decision) is rendered by `usageView.ts`.
  *
  * Safety: every value from the manifest is HTML-escaped; the page has no scripts, loads
  * nothing, and carries a Content-Security-Policy that allows only its own nonce'd style
@@ -17,6 +18,7 @@ import { escapeHtml } from './html';
 import { renderPrivacy } from './privacyView';
 import { type Manifest, type ManifestItem, type PlanResult, type ProjectSnippet, RETRIEVE_SCOPES } from './protocol';
 import { formatInt } from './status';
+import { actualInputCard, MODEL_AWARENESS_STYLE, renderModelAwareness } from './usageView';
 
 export { escapeHtml } from './html';
 
@@ -77,6 +79,7 @@ export function renderManifestHtml(manifest: Manifest, options: RenderOptions): 
     renderHeader(manifest, options.plan),
     renderWarnings(manifest, options.plan),
     renderSummary(manifest),
+    renderModelAwareness(manifest),
     renderWindow(page, manifest),
     renderKinds(page, manifest),
     renderRetrieved(manifest),
@@ -98,6 +101,7 @@ export function renderManifestHtml(manifest: Manifest, options: RenderOptions): 
 <title>DS4 manifest ${escapeHtml(manifest.id)}</title>
 <style nonce="${nonce}">
 ${STYLE}
+${MODEL_AWARENESS_STYLE}
 ${page.rules()}
 </style>
 </head>
@@ -156,17 +160,14 @@ function renderSummary(manifest: Manifest): string {
   const counts = itemCounts(manifest);
   const model = [manifest.provider, manifest.model].filter((part) => part !== null).join('/') || 'unknown model';
   const windowShare = percentOf(manifest.estimatedTokens, manifest.contextWindow);
+  const actual = actualInputCard(manifest);
   const cards = [
     card(
       'Input estimate',
       `${formatInt(manifest.estimatedTokens)} tokens`,
       `${windowShare} of the window; target ${formatInt(manifest.targetInputTokens)}, hard limit ${formatInt(manifest.hardInputLimit)}`,
     ),
-    card(
-      'Actual input',
-      manifest.actualTokens === null ? 'not reported' : `${formatInt(manifest.actualTokens)} tokens`,
-      manifest.actualTokens === null ? 'the provider has not reported usage' : 'as reported by the provider',
-    ),
+    card('Actual input', actual.value, actual.detail),
     card(
       'Items',
       `${formatInt(counts.included)} included`,

@@ -1,6 +1,6 @@
 /**
  * The ds4-lsp wire contract in TypeScript: params and results of `ds4/plan`, `ds4/retrieve`,
- * `ds4/manifest`, `ds4/compact` (and the server-to-client `ds4/summarize`), the
+ * `ds4/manifest`, `ds4/compact` (and the server-to-client `ds4/summarize`), `ds4/usage`, the
  * `ds4.rebuildIndex`, `ds4.health`, `ds4.summaries` and `ds4.privacy` commands, and `initializationOptions`. Field names and meanings follow docs/protocol.md; every key is
  * camelCase. Token counts are `chars-v1` estimates (integers), durations are milliseconds,
  * timestamps are ISO-8601 UTC strings.
@@ -35,6 +35,8 @@ export const DS4_COMPACT_FAILED = 'ds4/compactFailed';
 export const SUMMARIES = 'ds4.summaries';
 /** Server command: what a destination model may see under the privacy policy. */
 export const PRIVACY = 'ds4.privacy';
+/** Notification, client to server: what a provider reported a planned call cost (docs/model-awareness.md). */
+export const DS4_USAGE = 'ds4/usage';
 
 /** A Pi message object exactly as in a session file (`role` plus role-specific fields). */
 export type AgentMessage = { role: string } & Record<string, unknown>;
@@ -63,7 +65,14 @@ export interface PlanParams {
     contextWindow?: number;
     /** Tokens. */
     maxOutputTokens?: number;
+    /** The provider API the client speaks, e.g. `openai-responses` (native continuation). */
+    api?: string;
   };
+  /**
+   * Servers with native continuation: the provider request body without `input` and
+   * `previous_response_id` (hashed by the server to notice changed options, never stored).
+   */
+  requestOptions?: Record<string, unknown>;
   /** Size of the system prompt and tool schemas, tokens. Default 0. */
   fixedTokens?: number;
   /** Overrides the `context.mode` setting. */
@@ -131,6 +140,58 @@ export interface PlanResult {
   session?: { id: string; file: string; leafId: string | null };
   /** Servers with privacy: what the destination may see and what was held back. */
   privacy?: PrivacySummary | null;
+  /**
+   * Servers with native continuation: whether to send only the new items after the
+   * provider's previous response (`delta`) or the whole request (`full`); `null` when the
+   * request is not eligible (`reason` of a `full` decision says why).
+   */
+  continuation?: Continuation | null;
+}
+
+/** The native continuation decision of a plan (docs/protocol.md, `ds4/plan`). */
+export interface Continuation {
+  /** `openai-previous-response-v1`. */
+  strategy: string;
+  mode: 'delta' | 'full';
+  /** Index into the plan result's `messages` of the first item to send (0 for `full`). */
+  deltaStart: number;
+  /** Why `full` (e.g. `cold-start`, `state-expired`), or why not eligible; `null` for `delta`. */
+  reason: string | null;
+}
+
+// ----------------------------------------------------------------------------- ds4/usage
+
+/**
+ * What a provider reported for one response, in Pi's `Usage` shape: tokens, integers >= 0.
+ * Other keys of Pi's object (`totalTokens`, `cost`) may be passed along; the server ignores them.
+ */
+export interface UsageCounts {
+  /** Input tokens not read from or written to the prompt cache. */
+  input: number;
+  output?: number;
+  /** Input tokens read from the provider's prompt cache. */
+  cacheRead?: number;
+  /** Input tokens written to the provider's prompt cache. */
+  cacheWrite?: number;
+  [key: string]: unknown;
+}
+
+/** `ds4/usage` params: sent after each provider response to a planned request. */
+export interface UsageParams {
+  /** The plan's `manifestId`. */
+  manifestId: string;
+  /** Who answered: provider and model id (a different one than planned is a model switch). */
+  provider: string;
+  model: string;
+  usage: UsageCounts;
+  /** Pi's stop reason: `stop`, `length`, `toolUse`, `error`, `aborted`, ... */
+  stopReason?: string;
+  /** Native continuation: the response's output as Pi messages ... */
+  outputItems?: Record<string, unknown>[];
+  /** ... or their hashes (the continuation item hash rule). */
+  outputItemHashes?: string[];
+  /** Native continuation: false when the provider gave no response id. */
+  hasResponseId?: boolean;
 }
 
 // ----------------------------------------------------------------------------- privacy
@@ -439,6 +500,69 @@ export interface Manifest {
    * (`null` when the plan recorded none).
    */
   privacy?: PrivacySummary | null;
+  /** Servers with model awareness: what the provider reported (`null` until `ds4/usage`). */
+  usage?: ManifestUsage | null;
+  /** Servers with model awareness: the model's calibration and a model switch. */
+  modelAwareness?: ModelAwareness | null;
+  /** Servers with native continuation: the plan's decision (`null` when not eligible). */
+  continuation?: Continuation | null;
+}
+
+/** The usage a provider reported for a manifest's call (tokens). */
+export interface ManifestUsage {
+  provider: string;
+  model: string;
+  input: number;
+  output: number;
+  cacheRead: number;
+  cacheWrite: number;
+  stopReason: string | null;
+  /** `cacheRead / (input + cacheRead + cacheWrite)`, 4 decimals; `null` when that is 0. */
+  cacheShare: number | null;
+  /** ISO-8601 UTC. */
+  reportedAt: string;
+}
+
+/** A calibration drift warning (docs/model-awareness.md). */
+export interface CalibrationWarning {
+  /** `persistent-underestimate`, `persistent-overestimate`, `calibration-outliers`, ... */
+  code: string;
+  severity: 'warning' | 'critical';
+  message: string;
+}
+
+/** One provider/model's calibration: how far the estimate is from what the provider reports. */
+export interface Calibration {
+  provider: string;
+  model: string;
+  /** actual / estimated tokens applied to the limits (1.0 until calibrated). */
+  ratio: number;
+  calibrated: boolean;
+  /** Usage samples in the window, those accepted, and those rejected as outliers. */
+  samples: number;
+  accepted: number;
+  outliers: number;
+  /** Accepted samples needed before the ratio applies, when the server says. */
+  minimumSamples?: number;
+  warnings: CalibrationWarning[];
+}
+
+/** The `modelAwareness` of a manifest. */
+export interface ModelAwareness {
+  /** e.g. `chars-v2`. */
+  estimatorVersion: string;
+  calibration: Calibration | null;
+  /** The session's previous plan was for another model (`provider/model` each). */
+  modelSwitch: { from: string; to: string } | null;
+}
+
+/** A profile's calibration in `ds4.health`. */
+export interface HealthCalibration extends Calibration {
+  estimatorVersion: string;
+  /** Cache reads over all input of the profile's reports; `null` before any. */
+  cacheShare: number | null;
+  /** ISO-8601 UTC of the latest report; `null` before any. */
+  lastReportedAt: string | null;
 }
 
 /** A project snippet a plan sent: included items of kind `project` have it as `sourceId`. */
@@ -518,6 +642,8 @@ export interface HealthResult {
   };
   /** Servers with privacy: the active policy (the `privacy.*` settings). */
   privacy?: Record<string, unknown>;
+  /** Servers with model awareness: each provider/model profile's calibration and cache share. */
+  calibration?: HealthCalibration[];
 }
 
 // ----------------------------------------------------------------------------- project
@@ -808,6 +934,7 @@ const PLAN_RESULT: Shape = {
   fallbackReason: optional(str),
   session: optional(shaped({ id: str, file: str, leafId: nullable(str) })),
   privacy: optional(nullable(shaped(PRIVACY_SUMMARY))),
+  continuation: optional(nullable(obj)),
 };
 
 const RETRIEVE_RESULT: Shape = {
@@ -867,6 +994,11 @@ const MANIFEST: Shape = {
   relevance: optional(relevanceRecord),
   warnings: arrayOf(str),
   privacy: optional(nullable(shaped(PRIVACY_SUMMARY))),
+  // Model awareness and continuation: objects the views read defensively (a manifest is never
+  // refused over one of their fields).
+  usage: optional(nullable(obj)),
+  modelAwareness: optional(nullable(obj)),
+  continuation: optional(nullable(obj)),
 };
 
 const PRIVACY_ANSWER: Shape = {
@@ -891,6 +1023,7 @@ const HEALTH_RESULT: Shape = {
   warnings: optional(arrayOf(str)),
   project: optional(shaped({ status: str, projectPath: nullable(str), trusted: bool })),
   server: shaped({ name: str, version: str, trusted: bool }),
+  calibration: optional(arrayOf(obj)),
 };
 
 const REBUILD_INDEX_RESULT: Shape = {
@@ -998,3 +1131,56 @@ export const isPrivacyAnswer = (value: unknown): value is PrivacyAnswer =>
   checkPrivacyAnswer(value).length === 0;
 export const isSummarizeParams = (value: unknown): value is SummarizeParams =>
   checkSummarizeParams(value).length === 0;
+
+/** A non-negative safe integer (token counts). */
+const count: Check = (v) => Number.isSafeInteger(v) && (v as number) >= 0;
+const nonEmpty: Check = (v) => typeof v === 'string' && v.trim() !== '';
+
+/** `value` for an error message: JSON, cut to 40 characters. */
+function shown(value: unknown): string {
+  const json = JSON.stringify(value) as string | undefined;
+  const text = value === undefined ? 'nothing' : (json ?? typeof value);
+  return text.length > 40 ? `${text.slice(0, 39)}…` : text;
+}
+
+/**
+ * What is wrong with `ds4/usage` params, one sentence per field naming it (`params.usage.input
+ * must be an integer >= 0, got -1`); empty when they fit the contract (docs/protocol.md
+ * `ds4/usage`): `manifestId`, `provider`, `model` non-empty strings; `usage.input` and, when
+ * given, `usage.output`, `usage.cacheRead`, `usage.cacheWrite` integers >= 0 (other keys of
+ * Pi's `Usage`, e.g. `totalTokens`, `cost`, are allowed and ignored); `stopReason` a string,
+ * `outputItems` objects, `outputItemHashes` strings, `hasResponseId` a boolean, when given.
+ */
+export function usageParamsProblems(value: unknown): string[] {
+  if (!isObject(value)) {
+    return [`params must be an object, got ${shown(value)}`];
+  }
+  const problems: string[] = [];
+  const need = (ok: boolean, field: string, what: string, got: unknown): void => {
+    if (!ok) {
+      problems.push(`params.${field} must be ${what}, got ${shown(got)}`);
+    }
+  };
+  for (const key of ['manifestId', 'provider', 'model']) {
+    need(nonEmpty(value[key]), key, 'a non-empty string', value[key]);
+  }
+  const usage = value.usage;
+  if (!isObject(usage)) {
+    need(false, 'usage', 'an object with integer token counts ({input, output?, cacheRead?, cacheWrite?})', usage);
+  } else {
+    need(count(usage.input), 'usage.input', 'an integer >= 0', usage.input);
+    for (const key of ['output', 'cacheRead', 'cacheWrite']) {
+      need(optional(count)(usage[key]), `usage.${key}`, 'an integer >= 0 when given', usage[key]);
+    }
+  }
+  need(optional(str)(value.stopReason), 'stopReason', 'a string when given', value.stopReason);
+  need(optional(arrayOf(obj))(value.outputItems), 'outputItems', 'a list of objects when given', value.outputItems);
+  need(
+    optional(arrayOf(str))(value.outputItemHashes),
+    'outputItemHashes',
+    'a list of strings when given',
+    value.outputItemHashes,
+  );
+  need(optional(bool)(value.hasResponseId), 'hasResponseId', 'true or false when given', value.hasResponseId);
+  return problems;
+}
