@@ -111,6 +111,39 @@ function M.tool_executed(tool, paths, opts)
   client.notify('ds4/toolExecuted', { tool = tool, paths = paths or {} }, opts.cb, opts)
 end
 
+--- `ds4/usage`: report what the provider said the response to a planned request cost, after
+--- each response. Params: `{ manifestId, provider, model, usage = { input, output?, cacheRead?,
+--- cacheWrite? }, stopReason? }` (Pi's `Usage` table can be passed as `usage` as is: its
+--- `totalTokens` and `cost` are ignored; continuation clients add `outputItems` or
+--- `outputItemHashes`, and `hasResponseId`). The manifest then has `actualTokens` (input +
+--- cacheRead + cacheWrite) and `usage` with the cache share, and the server calibrates that
+--- model's budgets (docs/model-awareness.md).
+---
+--- The params are checked first: on a bad field nothing is sent, `opts.cb(err)` gets
+--- `{ message = 'ds4/usage: params.usage.input must be an integer >= 0, got -1' }` (without a
+--- callback the message is shown with vim.notify at ERROR level), and this returns
+--- `false, message`. Otherwise it sends the notification and returns `true`; `opts.cb(err)`
+--- is called once sent (err when there is no server).
+---@param params table
+---@param opts {bufnr: integer?, cb: fun(err: table?)?}?
+---@return boolean sent
+---@return string? problem
+function M.report_usage(params, opts)
+  opts = opts or {}
+  local problems = require('ds4.usage').problems(params)
+  if #problems > 0 then
+    local message = 'ds4/usage: ' .. table.concat(problems, '; ')
+    if opts.cb then
+      opts.cb({ message = message })
+    else
+      vim.notify(message, vim.log.levels.ERROR)
+    end
+    return false, message
+  end
+  client.notify('ds4/usage', params, opts.cb, opts)
+  return true, nil
+end
+
 --- `ds4/compact`: summarize the older part of a session's active branch (docs/compaction.md).
 --- Params: `{ session = { file, leafId? }, reason?, firstKeptEntryId?, previousSummaryId?,
 --- customInstructions? }`. The server asks the `summarize` setup function for the text when
