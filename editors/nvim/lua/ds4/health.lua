@@ -42,7 +42,8 @@ function M.report_calibration(profiles)
     )
     local advice = {}
     for _, w in ipairs(type(p.warnings) == 'table' and p.warnings or {}) do
-      advice[#advice + 1] = ('%s %s: %s'):format(tostring(w.severity), tostring(w.code), tostring(w.message))
+      advice[#advice + 1] =
+        ('%s %s: %s'):format(tostring(w.severity), tostring(w.code), tostring(w.message))
     end
     -- A critical drift is the model's estimate, not a broken install: a warning either way.
     if usage.severity(p) then
