@@ -1143,6 +1143,26 @@ test('a_remote_plan_withholds_local_only_text', function()
   assert(health:find('privacy      on · ', 1, true), health)
 end)
 
+--- A calibrated profile whose estimates run low, with the other `fields` given.
+local function fake_calibration(fields)
+  return vim.tbl_extend('force', {
+    provider = 'anthropic',
+    model = 'claude-sonnet-4-5',
+    ratio = 1.31,
+    calibrated = true,
+    samples = 6,
+    accepted = 5,
+    outliers = 1,
+    warnings = {
+      {
+        code = 'persistent-underestimate',
+        severity = 'warning',
+        message = 'the estimate is 31% below what anthropic/claude-sonnet-4-5 reports',
+      },
+    },
+  }, fields or {})
+end
+
 --- A manifest's model awareness once an Anthropic response was reported: 39,100 input tokens
 --- (4,000 uncached + 35,100 cache reads) against a 36,349 estimate, a calibrated profile whose
 --- estimates run low.
@@ -1163,22 +1183,7 @@ local function reported_manifest(fields)
     },
     modelAwareness = {
       estimatorVersion = 'chars-v2',
-      calibration = {
-        provider = 'anthropic',
-        model = 'claude-sonnet-4-5',
-        ratio = 1.31,
-        calibrated = true,
-        samples = 6,
-        accepted = 5,
-        outliers = 1,
-        warnings = {
-          {
-            code = 'persistent-underestimate',
-            severity = 'warning',
-            message = 'the estimate is 31% below what anthropic/claude-sonnet-4-5 reports',
-          },
-        },
-      },
+      calibration = fake_calibration(),
       modelSwitch = vim.NIL,
     },
     continuation = vim.NIL,
@@ -1294,18 +1299,17 @@ test('manifest_renders_usage_calibration_switch_and_continuation', function()
   local switched = reported_manifest({
     modelAwareness = {
       estimatorVersion = 'chars-v2',
-      calibration = {
+      calibration = fake_calibration({
         provider = 'openai',
         model = 'gpt-5',
         ratio = 1,
         calibrated = false,
         samples = 2,
         accepted = 1,
-        outliers = 1,
         warnings = {
           { code = 'calibration-outliers', severity = 'critical', message = 'too many outliers' },
         },
-      },
+      }),
       modelSwitch = { from = 'anthropic/claude-sonnet-4-5', to = 'openai/gpt-5' },
     },
     continuation = {
@@ -1357,21 +1361,14 @@ test('manifest_renders_usage_calibration_switch_and_continuation', function()
       status = 'ok',
       server = {},
       calibration = {
-        {
-          provider = 'anthropic',
-          model = 'claude-sonnet-4-5',
+        fake_calibration({
           estimatorVersion = 'chars-v2',
-          ratio = 1.31,
-          calibrated = true,
-          samples = 6,
-          accepted = 5,
-          outliers = 1,
           cacheShare = 0.8351,
           lastReportedAt = '2026-11-30T10:27:19.204Z',
           warnings = {
             { code = 'persistent-underestimate', severity = 'warning', message = 'runs low' },
           },
-        },
+        }),
       },
     }),
     '\n'

@@ -218,8 +218,9 @@ local function warning_lines(warnings, indent)
   return lines
 end
 
---- The continuation decision in words: `delta from message 12 (openai-previous-response-v1)`,
---- `full: state-expired (...)`; nil without one.
+--- The continuation decision in words: `delta: send the messages from index 12 on
+--- (openai-previous-response-v1)`, `full: send the whole request · reason state-expired (...)`;
+--- nil without one.
 ---@param continuation any
 ---@return string?
 function M.continuation_line(continuation)
@@ -303,7 +304,7 @@ function M.section(manifest)
   return lines
 end
 
---- The "## Calibration" lines of :Ds4Health: per provider/model its ratio, samples, cache
+--- The `calibration` lines of :Ds4Health: per provider/model its ratio, samples, cache
 --- share, last report and warnings. Empty for a server without model awareness; one line
 --- saying so when no usage was reported yet.
 ---@param profiles any `ds4.health`'s `calibration`
