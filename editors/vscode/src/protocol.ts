@@ -551,9 +551,10 @@ export interface Calibration {
 export interface ModelAwareness {
   /** e.g. `chars-v2`. */
   estimatorVersion: string;
-  calibration: Calibration | null;
+  /** `null`: none for this model yet; absent: not looked up for this plan. */
+  calibration?: Calibration | null;
   /** The session's previous plan was for another model (`provider/model` each). */
-  modelSwitch: { from: string; to: string } | null;
+  modelSwitch?: { from: string; to: string } | null;
 }
 
 /** A profile's calibration in `ds4.health`. */

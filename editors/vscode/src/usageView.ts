@@ -108,9 +108,13 @@ function renderUsage(manifest: Manifest): string {
 }
 
 function renderCalibration(awareness: ModelAwareness | null): string {
-  const calibration = awareness?.calibration ?? null;
+  // `null`: looked up, none yet; absent: not looked up for this plan.
+  const calibration = awareness?.calibration;
+  if (calibration === undefined) {
+    return '';
+  }
   if (calibration === null) {
-    return awareness ? '<p class="muted">Calibration: none for this model.</p>' : '';
+    return '<p class="muted">Calibration: none for this model.</p>';
   }
   const warnings = Array.isArray(calibration.warnings) ? calibration.warnings : [];
   const list =

@@ -294,7 +294,8 @@ function M.section(manifest)
       text(awareness.estimatorVersion)
     )
     vim.list_extend(lines, warning_lines(calibration.warnings, '    '))
-  elseif awareness then
+  elseif awareness and awareness.calibration == vim.NIL then
+    -- null: looked up, none yet; absent: not looked up for this plan.
     lines[#lines + 1] = '  calibration  none for this model'
   end
   local continuation = M.continuation_line(manifest.continuation)
