@@ -53,6 +53,10 @@ describe('manifest view: model awareness', () => {
     assert.match(html, /<h2>Model awareness/);
     assert.match(html, /the provider has not reported usage for this plan/);
     assert.match(html, /Calibration: none for this model/);
+    // Not looked up for this plan: nothing said about calibration.
+    const unknown = body(renderManifestHtml(manifest({ usage: null, modelAwareness: { estimatorVersion: 'chars-v2' } }), { nonce: NONCE }));
+    assert.match(unknown, /<h2>Model awareness/);
+    assert.doesNotMatch(unknown, /Calibration/);
   });
 
   it('leaves the section out for a server without model awareness', () => {
