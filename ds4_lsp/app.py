@@ -23,6 +23,7 @@ from ds4_lsp.handlers import (
     project,
     retrieve,
     settings,
+    usage,
 )
 from ds4_lsp.methods import (
     DS4_COMPACT,
@@ -32,6 +33,7 @@ from ds4_lsp.methods import (
     DS4_PLAN,
     DS4_RETRIEVE,
     DS4_TOOL_EXECUTED,
+    DS4_USAGE,
     HEALTH,
     PRIVACY,
     PROJECT_STATUS,
@@ -76,6 +78,8 @@ def create_server() -> Ds4Server:
     server.feature(DS4_COMPACT)(compaction.compact)
     server.feature(DS4_COMPACT_COMMITTED)(compaction.compact_committed)
     server.feature(DS4_COMPACT_FAILED)(compaction.compact_failed)
+    # model awareness: what the provider counted (handlers.usage)
+    server.feature(DS4_USAGE)(usage.usage)
     # workspace/executeCommand
     server.command(REBUILD_INDEX)(commands.rebuild_index)
     server.command(HEALTH)(commands.health)

@@ -21,6 +21,7 @@ from ds4_lsp.methods import (
     DS4_RETRIEVE,
     DS4_SUMMARIZE,
     DS4_TOOL_EXECUTED,
+    DS4_USAGE,
 )
 from ds4_lsp.params import (
     CompactCommittedParams,
@@ -32,6 +33,7 @@ from ds4_lsp.params import (
     RetrieveParams,
     SummarizeParams,
     ToolExecutedParams,
+    UsageParams,
 )
 
 JSONRPC_VERSION = "2.0"
@@ -110,6 +112,7 @@ MESSAGE_TYPES: dict[str, tuple[type, type | None]] = {
         DS4_COMPACT_COMMITTED, CompactCommittedParams, notification=True
     ),
     DS4_COMPACT_FAILED: envelope(DS4_COMPACT_FAILED, CompactFailedParams, notification=True),
+    DS4_USAGE: envelope(DS4_USAGE, UsageParams, notification=True),
 }
 """method -> (message type, response message type or None for a notification) for the custom
 requests and notifications, in both directions (`ds4/summarize` goes server to client)."""

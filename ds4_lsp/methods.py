@@ -12,6 +12,8 @@ DS4_SUMMARIZE = "ds4/summarize"
 """Server to client request: the summary text of a compaction (`handlers.compaction`)."""
 DS4_COMPACT_COMMITTED = "ds4/compactCommitted"
 DS4_COMPACT_FAILED = "ds4/compactFailed"
+DS4_USAGE = "ds4/usage"
+"""Client to server notification: a provider's usage of a planned call (`handlers.usage`)."""
 
 REBUILD_INDEX = "ds4.rebuildIndex"
 HEALTH = "ds4.health"

@@ -29,6 +29,8 @@ from ds4_core.requests import (
     SessionRef,
     SummarizeAnswer,
     SummarizeCall,
+    UsageCounts,
+    UsageReport,
 )
 from ds4_core.wire import JsonObject
 
@@ -166,6 +168,55 @@ class ToolExecutedParams:
 
     tool: str
     paths: list[str] = attrs.Factory(list)
+
+
+@attrs.define
+class UsageCountsParams:
+    """A provider's counts for one call in Pi's `Usage` shape (tokens, integers >= 0): `input`
+    not served from a cache, `output`, `cacheRead` from the prompt cache, `cacheWrite` into it.
+    Other keys of Pi's object (`totalTokens`, `cost`) are ignored, so it can be sent as is."""
+
+    input: int
+    output: int = 0
+    cache_read: int = 0
+    cache_write: int = 0
+
+    def to_core(self) -> UsageCounts:
+        """The core `UsageCounts`."""
+        return UsageCounts(self.input, self.output, self.cache_read, self.cache_write)
+
+
+@attrs.define
+class UsageParams:
+    """`ds4/usage` params (a notification, after each provider response): the usage of the
+    call planned as `manifestId`, answered by `provider`/`model`; Pi's `stopReason` when known
+    (`error` and `aborted` do not calibrate). `outputItems` (the response as Pi messages) or
+    `outputItemHashes`, and `hasResponseId`, feed native continuation (docs/model-awareness.md).
+    """
+
+    manifest_id: str
+    provider: str
+    model: str
+    usage: UsageCountsParams
+    stop_reason: str | None = None
+    output_items: list[JsonObject] | None = None
+    output_item_hashes: list[str] | None = None
+    has_response_id: bool | None = None
+
+    def to_core(self) -> UsageReport:
+        """The core `UsageReport`."""
+        return UsageReport(
+            manifest_id=self.manifest_id,
+            provider=self.provider,
+            model=self.model,
+            usage=self.usage.to_core(),
+            stop_reason=self.stop_reason,
+            output_items=tuple(self.output_items) if self.output_items is not None else None,
+            output_item_hashes=(
+                tuple(self.output_item_hashes) if self.output_item_hashes is not None else None
+            ),
+            has_response_id=self.has_response_id,
+        )
 
 
 @attrs.define

@@ -20,7 +20,7 @@ import contextvars
 import inspect
 import json
 import logging
-from collections.abc import Generator
+from collections.abc import Generator, Sequence
 from typing import Any
 
 from cattrs.errors import BaseValidationError
@@ -54,6 +54,20 @@ a second for closing the database."""
 _WORK_DONE_TOKEN: contextvars.ContextVar[types.ProgressToken | None] = contextvars.ContextVar(
     "ds4_work_done_token", default=None
 )
+
+
+LOGGED_FIELDS = 8
+"""Bad fields a log line names at most (the rest are counted)."""
+
+
+def named_fields(fields: Sequence[str]) -> str:
+    """The wire paths of bad fields for a log line (`params.usage.input`), each bounded by
+    `echo` (a path may hold a key the client chose), at most `LOGGED_FIELDS` of them; never a
+    value. A notification has no answer, so this line is where its sender learns what was
+    wrong."""
+    named = ", ".join(echo(path) for path in fields[:LOGGED_FIELDS])
+    more = len(fields) - LOGGED_FIELDS
+    return f"{named} and {more} more" if more > 0 else named
 
 
 class MalformedMessage:
@@ -124,7 +138,7 @@ class Ds4Protocol(LanguageServerProtocol):
         problem = envelope_params_problem(method, data.get("params"))
         if problem is not None:
             message, fields = problem
-            log.warning("%s: rejected malformed params (%d field error(s))", method, len(fields))
+            log.warning("%s: rejected malformed params: %s", method, named_fields(fields))
             return MalformedMessage(method, data.get("id") if is_request else None, message, fields)
         try:
             return self._converter.structure(data, self.get_message_type(method) or fallback)
@@ -133,7 +147,7 @@ class Ds4Protocol(LanguageServerProtocol):
         except Exception as exc:  # a shape cattrs could not even walk
             message = f"{method}: params could not be read ({type(exc).__name__})"
             fields = ["params"]
-        log.warning("%s: rejected malformed params (%d field error(s))", method, len(fields))
+        log.warning("%s: rejected malformed params: %s", method, named_fields(fields))
         return MalformedMessage(method, data.get("id") if is_request else None, message, fields)
 
     def serves(self, method: str) -> bool:

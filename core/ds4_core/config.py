@@ -57,6 +57,15 @@ def _ratio(value: Any) -> str | None:
     return None if 0 < value <= 1 else "expected a number in (0, 1]"
 
 
+def _number_range(lo: float, hi: float) -> Validator:
+    def check(value: Any) -> str | None:
+        if isinstance(value, bool) or not isinstance(value, int | float) or math.isnan(value):
+            return f"expected a number in {lo}..{hi}"
+        return None if lo <= value <= hi else f"expected a number in {lo}..{hi}"
+
+    return check
+
+
 def _choice(*options: str) -> Validator:
     def check(value: Any) -> str | None:
         return None if value in options else "expected one of " + ", ".join(options)
@@ -126,6 +135,8 @@ _OVERRIDE_FIELDS = {
     "maxRetrievedHistoryTokens": (0, 10_000_000),
     "maxProjectTokens": (0, 10_000_000),
 }
+_OVERRIDE_FLAGS = frozenset({"autoTune"})
+"""Override fields that are true or false (`autoTune`, docs/model-awareness.md)."""
 
 
 def _overrides(value: Any) -> str | None:
@@ -140,8 +151,12 @@ def _overrides(value: Any) -> str | None:
         if not isinstance(limits, dict):
             return f"{echo(key)}: expected an object of limits"
         for name, limit in limits.items():
+            if name in _OVERRIDE_FLAGS:
+                if not isinstance(limit, bool):
+                    return f"{echo(key)}.{name}: expected true or false"
+                continue
             if name not in _OVERRIDE_FIELDS:
-                known = ", ".join(_OVERRIDE_FIELDS)
+                known = ", ".join([*_OVERRIDE_FIELDS, *sorted(_OVERRIDE_FLAGS)])
                 return f"{echo(key)}: unknown field {echo(name)} (known: {known})"
             lo, hi = _OVERRIDE_FIELDS[name]
             if isinstance(limit, bool) or not isinstance(limit, int) or not lo <= limit <= hi:
@@ -231,9 +246,23 @@ SETTINGS: dict[str, SettingSpec] = {
     "compaction.summarizeTimeoutMs": SettingSpec(
         120000, _int_range(100, 3600000), "How long to wait for the client's ds4/summarize."
     ),
-    "modelAwareness.enabled": SettingSpec(True, _bool, "Use adaptive ceilings by context window."),
+    "modelAwareness.enabled": SettingSpec(
+        True, _bool, "Use adaptive ceilings by context window and calibrate from usage reports."
+    ),
     "modelAwareness.overrides": SettingSpec(
         {}, _overrides, "Per-model limits keyed '*', 'provider/*' or 'provider/model'."
+    ),
+    "modelAwareness.calibrationWindow": SettingSpec(
+        24, _int_range(3, 200), "Newest usage samples per model that calibration looks at."
+    ),
+    "modelAwareness.minimumCalibrationSamples": SettingSpec(
+        3, _int_range(1, 200), "Accepted samples before a model counts as calibrated."
+    ),
+    "modelAwareness.calibrationRatioLowerBound": SettingSpec(
+        0.5, _number_range(0.25, 4.0), "Smallest actual/estimated ratio kept as a sample."
+    ),
+    "modelAwareness.calibrationRatioUpperBound": SettingSpec(
+        2.0, _number_range(0.25, 4.0), "Largest actual/estimated ratio kept as a sample."
     ),
     "privacy.enabled": SettingSpec(
         True,
@@ -402,7 +431,16 @@ class ModelAwarenessSettings:
     """Use adaptive ceilings by context window and apply `overrides`."""
     overrides: Mapping[str, Mapping[str, int]]
     """Per-model limits (tokens) keyed '*', 'provider/*' or 'provider/model'; read-only
-    mappings of the validated fields of `_OVERRIDE_FIELDS` (`contextWindow`, ...)."""
+    mappings of the validated fields of `_OVERRIDE_FIELDS` (`contextWindow`, ...) and
+    `autoTune` (a bool)."""
+    calibration_window: int
+    """Newest usage samples per provider/model/estimator that calibration reads (3..200)."""
+    minimum_calibration_samples: int
+    """Accepted samples needed before the ratio is applied (1..calibration_window)."""
+    calibration_ratio_lower_bound: float
+    """Smallest actual/estimated ratio kept; also the applied ratio's floor (0.25..4)."""
+    calibration_ratio_upper_bound: float
+    """Largest actual/estimated ratio kept; also the applied ratio's ceiling (0.25..4)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -487,6 +525,8 @@ _TYPED: dict[str, Callable[[Any], Any]] = {
     "context.softLimitRatio": float,
     "context.hardLimitRatio": float,
     "modelAwareness.overrides": _frozen_overrides,
+    "modelAwareness.calibrationRatioLowerBound": float,
+    "modelAwareness.calibrationRatioUpperBound": float,
     "privacy.localProviders": tuple,
     "privacy.remoteDefaultAllowed": tuple,
     "privacy.remoteProviders": lambda value: MappingProxyType(
@@ -560,7 +600,8 @@ class Config:
         """A new Config with `raw` applied on top of this one, plus warnings for ignored values.
 
         Cross-field rules of docs/reference.md §2 (target <= soft <= hard ratios, preferred output
-        reserve >= minimum) reject the offending keys of `raw`, keeping the earlier values.
+        reserve >= minimum, minimum calibration samples <= window, ratio bounds lower < upper)
+        reject the offending keys of `raw`, keeping the earlier values.
         """
         if raw is None:
             return self, []
@@ -596,6 +637,12 @@ class Config:
                         f"setting {key!r} was ignored: preferredOutputReserve must be >= minimumOutputReserve"
                     )
         trial = {**merged, **accepted}
+        for keys, holds, rule in _MODEL_AWARENESS_RULES:
+            if not holds(*(trial[key] for key in keys)):
+                for key in keys:
+                    if accepted.pop(key, None) is not None:
+                        warnings.append(f"setting {key!r} was ignored: {rule}")
+                trial = {**merged, **accepted}
         local = {p.casefold() for p in trial["privacy.localProviders"]}
         both = sorted(p for p in trial["privacy.remoteProviders"] if p.casefold() in local)
         if both:
@@ -615,5 +662,19 @@ class Config:
         still = (self.rejected_privacy - set(accepted)) | rejected
         return Config(merged, frozenset(still)), warnings
 
+
+_MODEL_AWARENESS_RULES: tuple[tuple[tuple[str, ...], Callable[..., bool], str], ...] = (
+    (
+        ("modelAwareness.minimumCalibrationSamples", "modelAwareness.calibrationWindow"),
+        lambda minimum, window: minimum <= window,
+        "minimumCalibrationSamples must be <= calibrationWindow",
+    ),
+    (
+        ("modelAwareness.calibrationRatioLowerBound", "modelAwareness.calibrationRatioUpperBound"),
+        lambda lower, upper: lower < upper,
+        "calibrationRatioLowerBound must be < calibrationRatioUpperBound",
+    ),
+)
+"""Cross-field rules of `modelAwareness.*` (docs/reference.md §2): the keys, the rule, its text."""
 
 DEFAULT_CONFIG = Config()

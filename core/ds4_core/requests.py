@@ -7,7 +7,7 @@ prints exactly what the matching LSP request returns (see docs/protocol.md).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
@@ -110,6 +110,40 @@ class ManifestRequest:
     session: SessionRef | None = None
     latest: bool = False
     view: ManifestView = "summary"
+
+
+@dataclass(frozen=True)
+class UsageCounts:
+    """What a provider counted for one call, in Pi's `Usage` shape (docs/model-awareness.md):
+    `input` tokens not served from a cache, `output` tokens, `cache_read` tokens served from
+    the prompt cache and `cache_write` tokens written to it. All integers >= 0 (tokens)."""
+
+    input: int
+    output: int = 0
+    cache_read: int = 0
+    cache_write: int = 0
+
+    @property
+    def actual_input(self) -> int:
+        """input + cache_read + cache_write: every input token the provider counted."""
+        return self.input + self.cache_read + self.cache_write
+
+
+@dataclass(frozen=True)
+class UsageReport:
+    """Inputs of `ContextEngine.record_usage` (`ds4/usage`, `ds4 usage`): the provider's usage
+    of the call planned as `manifest_id`, answered by `provider`/`model`, with Pi's
+    `stop_reason` when known. `output_items` / `output_item_hashes` and `has_response_id`
+    describe the response for native continuation (docs/model-awareness.md)."""
+
+    manifest_id: str
+    provider: str
+    model: str
+    usage: UsageCounts
+    stop_reason: str | None = None
+    output_items: tuple[Mapping[str, Any], ...] | None = None
+    output_item_hashes: tuple[str, ...] | None = None
+    has_response_id: bool | None = None
 
 
 CompactionReason = Literal["manual", "threshold", "overflow"]

@@ -10,6 +10,10 @@ JSON documents the engine passes through rather than builds field by field stay 
 (`JsonObject`): Pi messages (their shape is Pi's), a stored manifest (a versioned document kept
 in SQLite and answered in one of several views), the summary graph's node and root rows and
 counts, the planner's statistics and the compaction entry's `details`.
+
+One module: it is the catalog of the protocol's answers, one small declaration each, read side
+by side with docs/protocol.md; split, the catalog would be scattered without any module
+gaining a responsibility of its own.
 """
 
 from __future__ import annotations
@@ -25,7 +29,9 @@ from .wire import JsonObject, WireResult, omit_if_none, to_wire
 @dataclass(frozen=True, slots=True)
 class Budget(WireResult):
     """The token budget of a plan (docs/reference.md §3.4; the adaptive ceilings of the tail,
-    history, project and summary caps: §3.5). All values are tokens."""
+    history, project and summary caps: §3.5). All values are tokens, except
+    `calibration_ratio` (the provider's actual / estimated tokens the limits were divided by;
+    1.0 uncalibrated) and `auto_tuned` (`autoTune` raised the target; docs/model-awareness.md)."""
 
     context_window: int
     output_reserve: int
@@ -37,6 +43,8 @@ class Budget(WireResult):
     max_retrieved_history_tokens: int
     max_project_tokens: int
     max_summary_tokens: int
+    calibration_ratio: float = 1.0
+    auto_tuned: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -326,6 +334,25 @@ class LifecycleResult(WireResult):
 
 
 @dataclass(frozen=True, slots=True)
+class UsageResult(WireResult):
+    """`ds4 usage` (the LSP `ds4/usage` notification logs it): the manifest the report was
+    recorded on, its `actual_tokens` (input + cacheRead + cacheWrite), the `cache_share`
+    (cacheRead over that; None when 0), whether it became a calibration `sample` and if not
+    `why_not`, and the reporting profile's `calibration` after it
+    (`ds4_core.calibration.Calibration.to_wire`)."""
+
+    manifest_id: str
+    provider: str
+    model: str
+    estimated_tokens: int | None
+    actual_tokens: int
+    cache_share: float | None
+    sample: bool
+    why_not: str | None
+    calibration: JsonObject
+
+
+@dataclass(frozen=True, slots=True)
 class SummariesResult(WireResult):
     """`ds4.summaries` and `ds4 summaries`: the summary graph seen from the leaf (no node
     content). `nodes`, `roots` and `counts` are the rows of `compaction.render.graph_view`;
@@ -547,7 +574,10 @@ class HealthResult(WireResult):
     """`ds4.health` and `ds4 health`: `status` `ok`, or `warning` when notices, settings
     warnings, stale snippets or session copies exist; versions, counts and the project status.
     `privacy` is the active policy: `{enabled, defaultClassification, localProviders,
-    remoteDefaultAllowed, remoteProviders, redactSecrets}` (docs/privacy.md)."""
+    remoteDefaultAllowed, remoteProviders, redactSecrets}` (docs/privacy.md). `calibration`
+    holds each profile with usage samples, the most recently reported first: its calibration
+    (`Calibration.to_wire`) and `lastReportedAt` (docs/model-awareness.md); a critical drift
+    warning makes the status `warning`."""
 
     status: str
     version: str
@@ -566,6 +596,7 @@ class HealthResult(WireResult):
     project: ProjectStatus
     warnings: tuple[str, ...] = field(default=())
     privacy: JsonObject = field(default_factory=dict)
+    calibration: tuple[JsonObject, ...] = field(default=())
 
 
 @dataclass(frozen=True, slots=True)

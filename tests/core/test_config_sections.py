@@ -50,6 +50,10 @@ NON_DEFAULT: dict[str, Any] = {
     "compaction.summarizeTimeoutMs": 100,
     "modelAwareness.enabled": False,
     "modelAwareness.overrides": {"*": {"contextWindow": 9000}, "p/m": {"maxOutputTokens": 10}},
+    "modelAwareness.calibrationWindow": 40,
+    "modelAwareness.minimumCalibrationSamples": 5,
+    "modelAwareness.calibrationRatioLowerBound": 1,  # an integer bound becomes the float 1.0
+    "modelAwareness.calibrationRatioUpperBound": 3,
     "diagnostics.storeContextManifest": False,
     "diagnostics.logLevel": "trace",
     "storage.databasePath": "/tmp/x.db",

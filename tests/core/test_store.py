@@ -205,6 +205,7 @@ def test_migrations_are_recorded_with_their_checksums(tmp_path: Path) -> None:
         "summary-graph",
         "project-commits",
         "entries-subwords",
+        "model-calibration",
     ]
 
 

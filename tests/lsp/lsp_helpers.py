@@ -168,3 +168,20 @@ def plan_params(session_file: Path, text: str = "what did we change in the theme
         "request": text,
         "model": {"provider": "anthropic", "id": "claude-sonnet-4-5", "contextWindow": 200000},
     }
+
+
+async def notify_and_wait(client: LanguageClient, method: str, params: dict[str, Any]) -> str:
+    """Send a notification and wait for the server's `window/logMessage` line saying it was
+    handled (notifications have no response); returns that line."""
+    seen = len(client.log_messages)
+    waiting = client.protocol.wait_for_notification_async(types.WINDOW_LOG_MESSAGE)
+    client.protocol.notify(method, params)
+    while True:
+        await asyncio.wait_for(waiting, TIMEOUT_S)
+        for message in client.log_messages[seen:]:
+            if message.message.startswith(f"{method}:"):
+                return message.message
+        waiting = client.protocol.wait_for_notification_async(types.WINDOW_LOG_MESSAGE)
+        for message in client.log_messages[seen:]:  # logged before the new waiter existed
+            if message.message.startswith(f"{method}:"):
+                return message.message

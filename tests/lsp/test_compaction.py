@@ -24,6 +24,7 @@ from lsp_helpers import (
     TIMEOUT_S,
     Servers,
     execute,
+    notify_and_wait,
     plain,
     plan_params,
     request,
@@ -155,23 +156,6 @@ def summaries_args(writer: SessionWriter, leaf_id: str | None = None, **fields: 
 def nodes_by_id(view: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """The nodes of a `ds4.summaries` view keyed by summary id."""
     return {node["summaryId"]: node for node in view["nodes"]}
-
-
-async def notify_and_wait(client: LanguageClient, method: str, params: dict[str, Any]) -> str:
-    """Send a notification and wait for the server's `window/logMessage` line saying it was
-    handled (notifications have no response); returns that line."""
-    seen = len(client.log_messages)
-    waiting = client.protocol.wait_for_notification_async(types.WINDOW_LOG_MESSAGE)
-    client.protocol.notify(method, params)
-    while True:
-        await asyncio.wait_for(waiting, TIMEOUT_S)
-        for message in client.log_messages[seen:]:
-            if message.message.startswith(f"{method}:"):
-                return message.message
-        waiting = client.protocol.wait_for_notification_async(types.WINDOW_LOG_MESSAGE)
-        for message in client.log_messages[seen:]:  # logged before the new waiter existed
-            if message.message.startswith(f"{method}:"):
-                return message.message
 
 
 # --------------------------------------------------------------------------- ds4/summarize

@@ -12,6 +12,8 @@ dropped); standard input or a text argument (REQUEST, QUERY, ID, --leaf, --model
 fit move under their row as `header: value`.
     ds4 [GLOBAL] manifest (ID | --latest --session FILE)
                           [--view summary|included|excluded|full] [--json]
+    ds4 [GLOBAL] usage --manifest ID --input N [--output N] [--cache-read N]
+                       [--cache-write N] [--model PROVIDER/ID] [--stop-reason REASON] [--json]
     ds4 [GLOBAL] index [--force] [--json] (FILE | DIR)...
     ds4 [GLOBAL] compact --session FILE [--leaf ID] [--reason manual|threshold|overflow]
                          [--first-kept ID] [--json | --entry]
@@ -26,7 +28,8 @@ GLOBAL options, before the command: `--db PATH`, `--settings-file FILE`, `--set 
 `--json` prints exactly the object the matching LSP request returns (docs/protocol.md), the
 engine result's `to_wire()` (`ds4_core.wire`), so the two are equal by construction:
 `plan` the `ds4/plan` result, `retrieve` the `ds4/retrieve` result, `manifest` the
-`ds4/manifest` result, `health` the `ds4.health` result without `server`, `rebuild` the
+`ds4/manifest` result, `usage` what the `ds4/usage` notification recorded (`UsageResult`:
+the notification has no answer), `health` the `ds4.health` result without `server`, `rebuild` the
 `ds4.rebuildIndex` result (failures in its `failed`). `index` has no LSP request: it prints a
 list with one object per FILE (a DIR: per `.jsonl` file directly in it, by name), in order: the file's sync result (`sessionId`,
 `sessionFile`, `outcome`, `reason`, `entriesAdded`, `entriesTotal`, `malformedLines`,

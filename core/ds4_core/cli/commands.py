@@ -17,6 +17,7 @@ from collections.abc import Callable
 from typing import TextIO
 
 from ..engine import ContextEngine
+from ..engine.profiles import UNKNOWN
 from ..quoting import terminal_text
 from ..requests import (
     CompactRequest,
@@ -26,6 +27,8 @@ from ..requests import (
     RequestError,
     RetrieveRequest,
     SessionRef,
+    UsageCounts,
+    UsageReport,
 )
 from ..results import RebuildFailure, SyncReport
 from ..store.database import is_database_locked
@@ -42,6 +45,7 @@ from .printers import (
     print_rebuild,
     print_retrieve,
     print_summaries,
+    print_usage,
 )
 from .terminal import Progress, emit_json, json_text, write_output
 
@@ -147,6 +151,49 @@ def manifest(engine: ContextEngine, args: argparse.Namespace, out: TextIO, err: 
         emit_json(result.to_wire(), out)
     else:
         print_manifest(result.document, out)
+    return EXIT_OK
+
+
+def usage(engine: ContextEngine, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    """`ds4 usage --manifest ID --input N [...]`: record a provider's usage of a planned call
+    (`ds4/usage`), for the `--model` given or the one the manifest was planned for, and print
+    the profile's calibration after it.
+
+    Raises:
+        RequestError: a count below 0, a bad --model, a manifest planned for an unknown model
+            without --model, or an unknown ID (the message names the database in use); the
+            field is the wire name, which `errors.usage_message` turns into the option.
+    """
+    provider, model = parse_model(args.model)
+    if provider is None or model is None:
+        try:
+            planned = engine.manifest(ManifestRequest(id=args.manifest)).document
+        except RequestError as exc:
+            raise RequestError(
+                f"{str(exc).removeprefix('id:').strip()} (database in use: "
+                f"'{engine.database_path}', set with --db or DS4_DB)",
+                "manifestId",
+            ) from exc
+        provider, model = str(planned.get("provider")), str(planned.get("model"))
+        if UNKNOWN in (provider, model):
+            raise RequestError(
+                "--model: the manifest was planned for an unknown model; say who answered "
+                "with --model PROVIDER/ID",
+                "model",
+            )
+    result = engine.record_usage(
+        UsageReport(
+            manifest_id=args.manifest,
+            provider=provider,
+            model=model,
+            usage=UsageCounts(args.input, args.output, args.cache_read, args.cache_write),
+            stop_reason=args.stop_reason,
+        )
+    )
+    if args.json:
+        emit_json(result.to_wire(), out)
+    else:
+        print_usage(result, out)
     return EXIT_OK
 
 

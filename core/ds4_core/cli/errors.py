@@ -34,6 +34,15 @@ _OPTION_OF_FIELD: dict[str, dict[str, str]] = {
         "firstKeptEntryId": "--first-kept",
         "reason": "--reason",
     },
+    "usage": {
+        "manifestId": "--manifest",
+        "usage.input": "--input",
+        "usage.output": "--output",
+        "usage.cacheRead": "--cache-read",
+        "usage.cacheWrite": "--cache-write",
+        "provider": "--model",
+        "model": "--model",
+    },
     "summaries": {
         "file": "--session",
         "session.file": "--session",

@@ -146,6 +146,39 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--json", action="store_true")
     m.set_defaults(func=commands.manifest)
 
+    u = sub.add_parser(
+        "usage",
+        help="record a provider's usage of a planned call (calibrates that model's budgets)",
+    )
+    u.add_argument("--manifest", required=True, metavar="ID", help="the plan's manifest id")
+    u.add_argument(
+        "--input",
+        type=int,
+        required=True,
+        metavar="N",
+        help="input tokens not read from the prompt cache (Pi's usage.input)",
+    )
+    u.add_argument("--output", type=int, default=0, metavar="N", help="output tokens")
+    u.add_argument(
+        "--cache-read", type=int, default=0, metavar="N", help="input tokens read from the cache"
+    )
+    u.add_argument(
+        "--cache-write", type=int, default=0, metavar="N", help="input tokens written to the cache"
+    )
+    u.add_argument(
+        "--model",
+        metavar="PROVIDER/ID",
+        help="who answered (default: the model the manifest was planned for)",
+    )
+    u.add_argument(
+        "--stop-reason",
+        metavar="REASON",
+        help="Pi's stopReason (stop, length, toolUse, error, aborted; error and aborted do not "
+        "calibrate)",
+    )
+    u.add_argument("--json", action="store_true", help="print the recorded usage as JSON")
+    u.set_defaults(func=commands.usage)
+
     i = sub.add_parser(
         "index",
         help="index (or incrementally sync) session files, or the .jsonl files of a directory",

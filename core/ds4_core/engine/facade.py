@@ -40,6 +40,7 @@ from ..requests import (
     RetrieveRequest,
     SessionRef,
     Summarizer,
+    UsageReport,
 )
 from ..results import (
     CompactResult,
@@ -52,6 +53,7 @@ from ..results import (
     RetrieveResult,
     SummariesResult,
     SyncReport,
+    UsageResult,
 )
 from ..store import Store, open_store, resolve_database_path
 from ..store import summaries as summary_repo
@@ -65,6 +67,7 @@ from .planning import Planner
 from .project import ProjectService
 from .retrieving import Retriever
 from .sessions import SessionCache
+from .usage import UsageReports
 
 log = logging.getLogger("ds4_core.engine")
 
@@ -104,8 +107,14 @@ class ContextEngine:
         self.project = ProjectService(context)
         self._indexer = Indexer(context, self.project)
         self._manifests = Manifests(context, self._sessions, self.project)
+        self._usage = UsageReports(context, self._manifests)
         self._planner = Planner(
-            context, self._sessions, self._indexer, self.project, self._manifests
+            context,
+            self._sessions,
+            self._indexer,
+            self.project,
+            self._manifests,
+            self._usage.calibration,
         )
         self._retriever = Retriever(context, self._planner, self.project)
         self._compactor = Compactor(context, self._sessions, self._indexer)
@@ -259,6 +268,21 @@ class ContextEngine:
         """
         return self._manifests.manifest(request)
 
+    # ----------------------------------------------------------------- usage (usage.py)
+
+    def record_usage(self, report: UsageReport) -> UsageResult:
+        """Record a provider's usage of a planned call (`ds4/usage`, `ds4 usage`;
+        docs/model-awareness.md): on its manifest (`actualTokens`, `usage`) and, when the call
+        completed with input counted, as a calibration sample of the reporting provider/model,
+        whose later budgets are divided by the calibrated ratio. Returns the recorded usage and
+        the profile's calibration after it.
+
+        Raises:
+            RequestError: a bad field (named), or a `manifestId` no manifest has.
+            sqlite3.Error: the database failed.
+        """
+        return self._usage.record(report)
+
     # ----------------------------------------------------------------- compacting (compacting.py)
 
     def compact(
@@ -340,6 +364,7 @@ class ContextEngine:
             project=self.project.status(),
             ephemeral_manifests=self._manifests.ephemeral_count(),
             privacy=policy_summary(self.config),
+            calibration=self._usage.profiles(),
         )
 
     def privacy(self, provider: str | None) -> PrivacyResult:

@@ -28,18 +28,27 @@ def check_health(
     project: ProjectStatus,
     ephemeral_manifests: int,
     privacy: JsonObject | None = None,
+    calibration: Sequence[JsonObject] = (),
 ) -> HealthResult:
     """The health of the engine over the open `store` (`ContextEngine.health`).
 
     `status` is `warning` when there are database `notices`, settings warnings, project
     snippets sent to the model that changed since (`project.stale_snippets`), or session files
-    sharing one session id (named in `warnings`); else `ok`. `privacy` is the active policy
-    (`privacy.policy.policy_summary`).
+    sharing one session id (named in `warnings`), or a profile's calibration has a critical
+    drift warning (named too); else `ok`. `privacy` is the active policy
+    (`privacy.policy.policy_summary`); `calibration` each profile's calibration
+    (`engine.usage.UsageReports.profiles`).
 
     Raises:
         sqlite3.Error: the database cannot be read.
     """
     counts = session_repo.counts(store)
+    critical = [
+        f"calibration of {profile['provider']}/{profile['model']}: {warning['message']}"
+        for profile in calibration
+        for warning in profile.get("warnings", ())
+        if warning.get("severity") == "critical"
+    ]
     stale = project.stale_snippets or 0
     copies = [
         f"session id '{sid}' is used by several files: '{indexed}' (indexed), "
@@ -48,7 +57,7 @@ def check_health(
         for sid, indexed, others in sessions_with_copies(store)
     ]
     return HealthResult(
-        status="warning" if notices or config_warnings or stale or copies else "ok",
+        status="warning" if notices or config_warnings or stale or copies or critical else "ok",
         version=__version__,
         schema_version=store.schema_version,
         database_path=database_path,
@@ -67,5 +76,7 @@ def check_health(
         warnings=tuple(
             ([f"{stale} project snippet(s) sent to the model have changed since"] if stale else [])
             + copies
+            + critical
         ),
+        calibration=tuple(calibration),
     )

@@ -13,6 +13,7 @@ from __future__ import annotations
 import copy
 import json
 import logging
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ..config import Config
@@ -20,7 +21,7 @@ from ..json_bounds import echo
 from ..logs import describe_failure
 from ..manifest import VIEWS, ManifestWindow, encode_manifest, view_manifest
 from ..planner import ContextPlan
-from ..requests import ManifestRequest, RequestError
+from ..requests import ManifestRequest, RequestError, UsageCounts
 from ..results import ManifestResult
 from ..store import manifests as manifest_repo
 from .context import EngineContext
@@ -111,6 +112,30 @@ class Manifests:
             self._ephemeral.put(bounded())
             return False
         return True
+
+    def update_usage(
+        self,
+        manifest_id: str,
+        change: Callable[[dict[str, Any]], None],
+        counts: UsageCounts,
+    ) -> dict[str, Any] | None:
+        """Apply `change` to the manifest `manifest_id`, kept in memory or stored (with its
+        usage columns: `store.manifests.update_usage`). Returns a copy of the changed
+        manifest, or None when no manifest has that id.
+
+        Raises:
+            sqlite3.Error: the database failed.
+        """
+        kept = self._ephemeral.update(manifest_id, change)
+        if kept is not None:
+            return kept
+        return manifest_repo.update_usage(
+            self._context.store(),
+            manifest_id,
+            change,
+            counts.actual_input,
+            (counts.input, counts.output, counts.cache_read, counts.cache_write),
+        )
 
     def add_project_provenance(
         self, manifest: dict[str, Any], plan: ContextPlan, project: ValidatedSearch | None

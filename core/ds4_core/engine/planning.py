@@ -50,9 +50,10 @@ from .context import EngineContext
 from .convert import from_attributes
 from .indexing import Indexer
 from .manifests import Manifests
+from .model_switch import ModelSwitches
 from .preparing import Prepared, Preparer
 from .privacy_cache import SANITIZED
-from .profiles import check_model
+from .profiles import CalibrationOf, check_model
 from .project import ProjectService
 from .relevance import below_floor_of, relevance_summary, with_floor_exclusions
 from .sanitizing import (
@@ -89,12 +90,14 @@ class Planner:
         indexer: Indexer,
         project: ProjectService,
         manifests: Manifests,
+        calibration_of: CalibrationOf | None = None,
     ) -> None:
         self._context = context
-        self.preparer = Preparer(context, sessions, indexer)
+        self.preparer = Preparer(context, sessions, indexer, calibration_of)
         """Reads, syncs and prepares sessions (also for `retrieving.Retriever`)."""
         self._project = project
         self._manifests = manifests
+        self._switches = ModelSwitches(context)
 
     # ----------------------------------------------------------------- plan
 
@@ -210,6 +213,7 @@ class Planner:
             retrieval_stats=retrieval_stats(retrieval).to_wire() if retrieval else None,
             relevance=relevance_summary(retrieval, project),
             privacy=privacy,
+            model_awareness=self._model_awareness(prepared),
         )
         manifest["summaryIds"] = [
             prepared.summary_ids.get(source_id, source_id) for source_id in manifest["summaryIds"]
@@ -234,6 +238,19 @@ class Planner:
         return _plan_result(
             request, prepared, plan, manifest_id, stored, warnings, duration_ms, privacy
         )
+
+    def _model_awareness(self, prepared: Prepared) -> dict[str, Any]:
+        """The manifest's `modelAwareness`: the estimator, the calibration the budget used and
+        the model switch, if the session's previous plan was for another model."""
+        profile = prepared.profile
+        calibration = prepared.calibration
+        return {
+            "estimatorVersion": ESTIMATOR_VERSION,
+            "calibration": calibration.to_wire() if calibration is not None else None,
+            "modelSwitch": self._switches.planned(
+                prepared.session_id, profile.provider, profile.model_id
+            ),
+        }
 
     def _replan_as_sent(
         self,

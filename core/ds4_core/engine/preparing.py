@@ -13,6 +13,7 @@ from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..calibration import Calibration
 from ..config import Config
 from ..logs import describe_failure
 from ..planner import ContextBudget, ContextPlan, ModelProfile, Supplement, plan_context
@@ -25,7 +26,7 @@ from ..store import summaries as summary_repo
 from ..tokens import estimate_message_tokens
 from .context import EngineContext
 from .indexing import Indexer
-from .profiles import profile_and_budget
+from .profiles import CalibrationOf, profile_and_budget
 from .sessions import SessionCache
 
 log = logging.getLogger("ds4_core.engine")
@@ -56,6 +57,8 @@ class Prepared:
     """The session context's kept dry-plan results (`BuiltContext.verbatim`); None: none kept."""
     entry_of: Callable[[str], SessionEntry | None] | None = None
     """The session's entry with an id (`CachedSession.entry`); None without a session."""
+    calibration: Calibration | None = None
+    """The profile's calibration the budget used (`engine/usage.py`); None: not looked up."""
 
     def summary_indices(self) -> list[int] | None:
         """Indices of the summary messages (from the structure), or None without one."""
@@ -86,10 +89,17 @@ class Prepared:
 class Preparer:
     """Prepares sessions for one engine's planner and retriever (see the module docstring)."""
 
-    def __init__(self, context: EngineContext, sessions: SessionCache, indexer: Indexer) -> None:
+    def __init__(
+        self,
+        context: EngineContext,
+        sessions: SessionCache,
+        indexer: Indexer,
+        calibration_of: CalibrationOf | None = None,
+    ) -> None:
         self._context = context
         self._sessions = sessions
         self._indexer = indexer
+        self._calibration_of = calibration_of
 
     def prepare(
         self,
@@ -179,7 +189,9 @@ class Preparer:
                 structure = structure.appended(built[-1], tokens[-1], source_ids[-1])
             except StructureError:
                 structure = verbatim = None  # the planner builds it from the messages
-        profile, budget = profile_and_budget(model, session_model, config, warnings)
+        profile, budget, calibration = profile_and_budget(
+            model, session_model, config, warnings, self._calibration_of
+        )
         return Prepared(
             built,
             tokens,
@@ -197,6 +209,7 @@ class Preparer:
             structure,
             verbatim if structure is not None else None,
             entry_of,
+            calibration,
         )
 
     def _context_summary_ids(

@@ -6,9 +6,13 @@ limits a request may give (`check_model`), and the budget (`planner.calculate_bu
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+from ..calibration import Calibration, auto_tune_applies
 from ..config import Config
 from ..models import DEFAULT_CONTEXT_WINDOW, lookup_model
 from ..planner import ContextBudget, ModelProfile, calculate_budget, resolve_overrides
+from ..planner.budget import auto_tune_enabled
 from ..requests import ModelSpec, RequestError
 
 MAX_MODEL_TOKENS = 10_000_000
@@ -71,13 +75,21 @@ def resolve_profile(
     )
 
 
+CalibrationOf = Callable[[str, str], Calibration]
+"""The calibration of `(provider, model)` for the current estimator (`engine/usage.py`)."""
+
+
 def profile_and_budget(
     model: ModelSpec,
     session_model: tuple[str, str] | None,
     config: Config,
     warnings: list[str],
-) -> tuple[ModelProfile, ContextBudget]:
-    """The model profile and budget of a call; appends a warning when the window is a guess."""
+    calibration_of: CalibrationOf | None = None,
+) -> tuple[ModelProfile, ContextBudget, Calibration | None]:
+    """The model profile, budget and calibration of a call; appends a warning when the window
+    is a guess. The budget's limits are divided by the profile's calibrated ratio (when it is
+    above 1) and raised by `autoTune` when that applies (docs/model-awareness.md); without
+    `calibration_of`, or for an unknown provider, the ratio is 1 and the calibration None."""
     profile = resolve_profile(model, session_model, config)
     if profile.source == "default":
         warnings.append(
@@ -85,4 +97,12 @@ def profile_and_budget(
             f"assumed {profile.context_window} tokens (set model.contextWindow, or "
             "--context-window on the command line, or modelAwareness.overrides)"
         )
-    return profile, calculate_budget(profile, config)
+    if calibration_of is None or profile.provider == UNKNOWN:
+        return profile, calculate_budget(profile, config), None
+    calibration = calibration_of(profile.provider, profile.model_id)
+    budget = calculate_budget(profile, config, calibration.ratio)
+    if auto_tune_enabled(config, profile.provider, profile.model_id) and auto_tune_applies(
+        calibration, budget.target_input_tokens
+    ):
+        budget = calculate_budget(profile, config, calibration.ratio, auto_tune=True)
+    return profile, budget, calibration

@@ -8,6 +8,7 @@ excluded ones up to the first and last 128; one over 1 MiB is not stored at all.
 
 from __future__ import annotations
 
+import copy
 import secrets
 import threading
 import time
@@ -110,17 +111,19 @@ def build_manifest(
     retrieval_stats: Mapping[str, Any] | None,
     relevance: Mapping[str, Any] | None = None,
     privacy: Mapping[str, Any] | None = None,
+    model_awareness: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The manifest of one plan as a JSON-ready dict (docs/reference.md §3.15). Metadata only.
 
     `retrieved` items are `{entryKey, score, reason}`; only those three keys are copied, so an
     excerpt passed along by mistake is dropped. `created_at` is ISO-8601 UTC with `Z`;
     `fixed_tokens` and every token count are `chars-v2` estimates. `retrieval_stats` keys are
-    converted to camelCase. `actualTokens` is None until the provider reports usage.
+    converted to camelCase. `actualTokens` and `usage` are None until the provider reports
+    usage (`ds4/usage`: `engine/usage.py` sets both).
 
     Shape: id, sessionId, branchLeafId, createdAt, provider, model, modelSource,
     contextWindow, outputReserve, hardInputLimit, targetInputTokens, estimatedTokens,
-    actualTokens, fixedTokens, promptHash, policyVersion, plannerVersion, estimatorVersion,
+    actualTokens, usage, fixedTokens, promptHash, policyVersion, plannerVersion, estimatorVersion,
     budgets{...ContextBudget.to_json()}, included[] / excluded[] of {kind, sourceId, groupId,
     classification, tokens, score, reason}, summaryIds[], retrievedEventIds[], retrieved[],
     planning{mode, fallbackReason, counts, tokens, rescuedImmediatePredecessor,
@@ -129,7 +132,8 @@ def build_manifest(
     floor, best, why}: `engine/relevance.py`; empty when no search ran), privacy{enabled,
     failed, destination{provider, kind, allowed, redactSecrets}, classified, redacted,
     redactedByKind, withheld, excluded} (`privacy/sanitizer.py`; None when not given),
-    warnings[].
+    modelAwareness{estimatorVersion, calibration (`Calibration.to_wire`, or None when not
+    looked up), modelSwitch ({from, to} as `provider/model`, or None)}, warnings[].
     """
     stats = plan.stats or {}
     retrieved_items = [
@@ -154,6 +158,7 @@ def build_manifest(
         "targetInputTokens": budget.target_input_tokens,
         "estimatedTokens": plan.estimated_tokens,
         "actualTokens": None,
+        "usage": None,
         "fixedTokens": fixed_tokens,
         "promptHash": prompt_hash,
         "policyVersion": POLICY_VERSION,
@@ -179,6 +184,7 @@ def build_manifest(
         "retrieval": _camel_keys(retrieval_stats) if retrieval_stats is not None else None,
         "relevance": dict(relevance or {}),
         "privacy": dict(privacy) if privacy is not None else None,
+        "modelAwareness": dict(model_awareness or {"estimatorVersion": estimator_version}),
         "warnings": [*plan.warnings, *warnings],
     }
 
@@ -317,6 +323,18 @@ class ManifestWindow:
         with self._lock:
             entry = self._items.get(manifest_id)
             return entry[1] if entry is not None else None
+
+    def update(
+        self, manifest_id: str, change: Callable[[dict[str, Any]], None]
+    ) -> dict[str, Any] | None:
+        """Apply `change` to the kept manifest `manifest_id` in place (its place in the window
+        unchanged). Returns a deep copy of the result, or None if unknown or evicted."""
+        with self._lock:
+            entry = self._items.get(manifest_id)
+            if entry is None:
+                return None
+            change(entry[1])
+            return copy.deepcopy(entry[1])
 
     def latest(self, session_key: str | None) -> dict[str, Any] | None:
         """The most recently put manifest for `session_key`, or None."""

@@ -24,6 +24,9 @@ OVERRIDE_FIELDS = (
 )
 """Fields a `modelAwareness.overrides` entry may set (docs/reference.md §2)."""
 
+AUTO_TUNE_BOOST = 1.125
+"""`autoTune` raises the target and soft limit by this factor (docs/reference.md §3.5)."""
+
 ADAPTIVE_CEILINGS: tuple[tuple[int | None, int, int, int], ...] = (
     (40_000, 12_000, 4_000, 4_000),
     (131_072, 24_000, 8_000, 12_000),
@@ -59,7 +62,8 @@ class ContextBudget:
     `active_input_budget` is what the planner fills up to (equal to the target here; a cache-
     aware policy may lower it). The `max_*` fields and `recent_tail_tokens` are per-category
     caps for message content. `calibration_ratio` is the applied actual/estimated ratio
-    (1.0 when uncalibrated).
+    (1.0 when uncalibrated); `auto_tuned` says the target and soft limit were raised by
+    `autoTune` (docs/model-awareness.md).
     """
 
     context_window: int
@@ -76,6 +80,7 @@ class ContextBudget:
     max_pinned_tokens: int
     max_memory_tokens: int
     calibration_ratio: float = 1.0
+    auto_tuned: bool = False
 
     def to_json(self) -> dict[str, Any]:
         """The budget in wire shape (camelCase keys), as `ds4/plan` and manifests carry it."""
@@ -94,6 +99,7 @@ class ContextBudget:
             "maxPinnedTokens": self.max_pinned_tokens,
             "maxMemoryTokens": self.max_memory_tokens,
             "calibrationRatio": self.calibration_ratio,
+            "autoTuned": self.auto_tuned,
         }
 
 
@@ -120,6 +126,21 @@ def resolve_overrides(config: Config, provider: str, model_id: str) -> dict[str,
     return merged
 
 
+def auto_tune_enabled(config: Config, provider: str, model_id: str) -> bool:
+    """Whether `autoTune` is on for `provider/model_id`: the `modelAwareness.overrides` entries
+    `*`, `provider/*`, `provider/model_id` in that order, the last one naming it winning; off
+    when none does or `modelAwareness.enabled` is off."""
+    if not config.model_awareness.enabled:
+        return False
+    overrides = config.model_awareness.overrides
+    enabled = False
+    for key in _override_keys(provider, model_id):
+        value = overrides.get(key, {}).get("autoTune")
+        if isinstance(value, bool):
+            enabled = value
+    return enabled
+
+
 def adaptive_ceilings(context_window: int) -> tuple[int, int, int]:
     """(recent tail, history, project) ceilings in tokens for a window (docs/reference.md §3.5)."""
     for largest, tail, history, project in ADAPTIVE_CEILINGS:
@@ -134,7 +155,11 @@ def default_safety_margin(context_window: int) -> int:
 
 
 def calculate_budget(
-    profile: ModelProfile, config: Config, calibration_ratio: float = 1.0
+    profile: ModelProfile,
+    config: Config,
+    calibration_ratio: float = 1.0,
+    *,
+    auto_tune: bool = False,
 ) -> ContextBudget:
     """Compute the token budget of one call (docs/reference.md §3.4, ceilings of §3.5).
 
@@ -144,7 +169,9 @@ def calculate_budget(
       capped at window - reserve (and at least 0).
     - hard = min(window - reserve - margin, floor(window x hardLimitRatio)); soft and target
       use their ratios and never exceed hard. All three are divided by max(1, calibration
-      ratio): calibration only ever shrinks limits.
+      ratio): calibration only ever shrinks limits. With `auto_tune` (the caller decided, see
+      `calibration.auto_tune_applies`), soft and target are then multiplied by 1.125, never
+      past hard (docs/reference.md §3.5, "autoTune").
     - With `modelAwareness.enabled`, the recent tail, history and project caps are
       min(config, floor(nominal / max(1, r))) with nominal = the override or
       min(config, ceiling for the window); without it they are the config values.
@@ -197,6 +224,9 @@ def calculate_budget(
     hard = math.floor(nominal_hard / shrink)
     soft = min(hard, math.floor(nominal_soft / shrink))
     target = min(hard, math.floor(nominal_preferred / shrink))
+    if auto_tune:
+        soft = min(hard, math.floor(soft * AUTO_TUNE_BOOST))
+        target = min(hard, math.floor(target * AUTO_TUNE_BOOST))
 
     config_tail = config.context.recent_tail_tokens
     config_history = config.context.max_retrieved_history_tokens
@@ -229,6 +259,7 @@ def calculate_budget(
         max_pinned_tokens=config.context.max_pinned_tokens,
         max_memory_tokens=config.context.max_memory_tokens,
         calibration_ratio=round(float(calibration_ratio), 6),
+        auto_tuned=auto_tune,
     )
 
 

@@ -15,11 +15,12 @@ the same transaction that saves a new one.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from ds4_core.store.database import Store, utc_now_iso
 from ds4_core.store.sql import placeholders
+from ds4_core.tokens import compact_json
 
 DEFAULT_KEEP = 128
 """Manifests kept in total (docs/reference.md §3.15 "Retention")."""
@@ -154,3 +155,56 @@ def latest_manifest(store: Store, session_id: str) -> dict[str, Any] | None:
 def count_manifests(store: Store) -> int:
     """Number of stored manifests (all sessions)."""
     return int(store.connection().execute("SELECT COUNT(*) FROM context_manifests").fetchone()[0])
+
+
+USAGE_COLUMNS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens")
+"""The usage columns a report fills (migration 10), in the order `update_usage` takes them."""
+
+
+def update_usage(
+    store: Store,
+    manifest_id: str,
+    change: Callable[[dict[str, Any]], None],
+    actual_tokens: int,
+    usage: tuple[int, int, int, int],
+) -> dict[str, Any] | None:
+    """Apply `change` to the stored manifest `manifest_id` and write it back with its
+    `actual_tokens` and usage columns (`USAGE_COLUMNS`: input, output, cache read, cache write
+    tokens), in one transaction. Returns the changed manifest, or None when no manifest has
+    that id (nothing is written).
+
+    Raises:
+        sqlite3.Error: the database failed.
+    """
+    with store.write() as conn:
+        row = conn.execute(
+            "SELECT manifest_json FROM context_manifests WHERE manifest_id = ?", (manifest_id,)
+        ).fetchone()
+        manifest = _decode(row)
+        if manifest is None:
+            return None
+        change(manifest)
+        sets = ", ".join(f"{column} = ?" for column in USAGE_COLUMNS)
+        conn.execute(
+            f"UPDATE context_manifests SET manifest_json = ?, actual_tokens = ?, {sets} "
+            "WHERE manifest_id = ?",
+            (compact_json(manifest), actual_tokens, *usage, manifest_id),
+        )
+    return manifest
+
+
+def latest_model(store: Store, session_id: str) -> tuple[str, str] | None:
+    """`(provider, model)` of the most recent stored manifest of `session_id`, or None (no
+    manifest, or one without both)."""
+    row = (
+        store.connection()
+        .execute(
+            "SELECT provider, model FROM context_manifests WHERE session_id = ? "
+            "ORDER BY created_at DESC, rowid DESC LIMIT 1",
+            (session_id,),
+        )
+        .fetchone()
+    )
+    if row is None or not isinstance(row[0], str) or not isinstance(row[1], str):
+        return None
+    return (row[0], row[1])

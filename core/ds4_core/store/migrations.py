@@ -47,6 +47,7 @@ from datetime import UTC, datetime
 
 from ds4_core.tokens import sha256_hex
 
+from .calibration_schema import CALIBRATION_SQL
 from .commit_schema import PROJECT_COMMITS_SQL
 from .subword_schema import ENTRIES_SUBWORDS_SQL
 
@@ -415,6 +416,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(7, "summary-graph", _SUMMARY_GRAPH),
     Migration(8, "project-commits", PROJECT_COMMITS_SQL),
     Migration(9, "entries-subwords", ENTRIES_SUBWORDS_SQL),
+    Migration(10, "model-calibration", CALIBRATION_SQL),
 )
 """All migrations in version order. Never edit an entry once released: add a new one."""
 

@@ -9,6 +9,7 @@ from .manifest import print_manifest
 from .plan import print_plan
 from .privacy import print_privacy
 from .retrieve import print_retrieve
+from .usage import print_usage
 
 __all__ = [
     "COMMIT_NOTE",
@@ -22,4 +23,5 @@ __all__ = [
     "print_rebuild",
     "print_retrieve",
     "print_summaries",
+    "print_usage",
 ]

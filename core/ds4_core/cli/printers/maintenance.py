@@ -14,6 +14,7 @@ from ...results import HealthResult, RebuildResult, SyncReport
 from ...wire import camel_case, to_wire
 from ..layout import fmt, table, write_wrapped
 from ..terminal import report_width
+from .usage import calibration_text
 
 
 def print_index(reports: Sequence[SyncReport], out: TextIO) -> None:
@@ -41,11 +42,14 @@ def print_index(reports: Sequence[SyncReport], out: TextIO) -> None:
 def print_health(health: HealthResult, out: TextIO) -> None:
     """The `ds4 health` report: each field of `health` on a line of its own, its wire name
     then its value (a list joined by `; `, an object such as `project` as `key value` pairs
-    without its null ones), aligned when the width allows."""
+    without its null ones; `calibration` one profile after the other, `calibration_text`),
+    aligned when the width allows."""
     for field in dataclasses.fields(health):
         key = camel_case(field.name)
         value = to_wire(getattr(health, field.name))
-        if isinstance(value, list):
+        if field.name == "calibration":
+            value = "; ".join(calibration_text(p) for p in value) if value else "no usage reported"
+        elif isinstance(value, list):
             value = "; ".join(str(v) for v in value) if value else "none"
         elif isinstance(value, dict):
             value = ", ".join(

@@ -9,13 +9,16 @@ from typing import Any, TextIO
 from ...manifest.manifest import manifest_item_count
 from ...quoting import terminal_text
 from ..layout import fmt, table, write_wrapped
+from ..terminal import report_width
 from .privacy import privacy_line
+from .usage import manifest_usage_lines
 
 
 def print_manifest(manifest: Mapping[str, Any], out: TextIO) -> None:
     """The `ds4 manifest` report of a stored manifest document (`ManifestResult.document`, a
     versioned JSON document read as the mapping it is): id and creation time, the header
-    fields present, the planning mode and counts, then a table per item list in the view."""
+    fields present, the provider's usage and the calibration (`usage.manifest_usage_lines`),
+    the planning mode and counts, then a table per item list in the view."""
     write_wrapped(
         out,
         f"{terminal_text(manifest.get('id'))}  created {terminal_text(manifest.get('createdAt'))}",
@@ -38,6 +41,11 @@ def print_manifest(manifest: Mapping[str, Any], out: TextIO) -> None:
     ):
         if key in manifest:
             out.write(f"  {key:<18} {terminal_text(manifest[key])}\n")
+    for label, text in manifest_usage_lines(manifest):
+        if report_width() >= 60:  # aligned with the fields above, else a label of its own width
+            write_wrapped(out, text, f"  {label:<18} ", " " * 21)
+        else:
+            write_wrapped(out, text, f"  {label}: ", " " * 4)
     planning = manifest.get("planning") or {}
     if planning:
         out.write(

@@ -1,0 +1,35 @@
+"""`ds4/usage`: a provider's usage of a planned call, recorded on its manifest and as a
+calibration sample (docs/model-awareness.md; the engine's `record_usage`).
+
+A notification: nothing is answered. A bad field is logged with its name and the report is
+dropped; the server keeps serving.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from pygls.exceptions import JsonRpcException
+
+from ds4_lsp.methods import DS4_USAGE
+from ds4_lsp.params import UsageParams
+from ds4_lsp.server import Ds4Server
+
+log = logging.getLogger(__name__)
+
+
+async def usage(ls: Ds4Server, params: UsageParams) -> None:
+    """`ds4/usage`: record the report off the event loop and log one line (ids, counts and
+    the calibrated ratio; never the response's items)."""
+    try:
+        result = await ls.run_engine(ls.engine.record_usage, params.to_core(), method=DS4_USAGE)
+    except JsonRpcException:  # run_engine logged the field or the exception type
+        log.warning("%s: ignored for manifest %.40s", DS4_USAGE, params.manifest_id)
+        return
+    calibration = result.calibration
+    ls.log_request(
+        DS4_USAGE,
+        f"manifest={result.manifest_id:.40} actual={result.actual_tokens} "
+        f"sample={'yes' if result.sample else 'no'} ratio={calibration.get('ratio')} "
+        f"samples={calibration.get('samples')}",
+    )
