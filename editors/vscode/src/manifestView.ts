@@ -67,6 +67,7 @@ const BUDGET_LABELS: Record<string, string> = {
   maxPinnedTokens: 'Pinned cap',
   maxMemoryTokens: 'Memory cap',
   calibrationRatio: 'Calibration ratio',
+  autoTuned: 'Auto-tuned (autoTune raised the target)',
 };
 
 /** The whole HTML document for `manifest`. */
@@ -233,7 +234,8 @@ function marker(page: Page, label: string, tokens: number, window: number): stri
 function renderKinds(page: Page, manifest: Manifest): string {
   const rows = usedByKind(manifest).map(([kind, tokens]) => {
     const capKey = KIND_CAPS[kind];
-    const cap = capKey === undefined ? undefined : manifest.budgets[capKey];
+    const value = capKey === undefined ? undefined : manifest.budgets[capKey];
+    const cap = typeof value === 'number' ? value : undefined;
     const use =
       cap === undefined
         ? '<td class="muted">no cap</td>'
@@ -481,12 +483,23 @@ function renderRelevance(manifest: Manifest): string {
 function renderBudgets(manifest: Manifest): string {
   const rows = Object.entries(manifest.budgets).map(
     ([key, value]) =>
-      `<tr><td>${escapeHtml(BUDGET_LABELS[key] ?? key)}</td><td class="num">${key === 'calibrationRatio' ? escapeHtml(String(value)) : formatInt(value)}</td><td class="muted"><code>${escapeHtml(key)}</code></td></tr>`,
+      `<tr><td>${escapeHtml(BUDGET_LABELS[key] ?? key)}</td><td class="num">${budgetValue(key, value)}</td><td class="muted"><code>${escapeHtml(key)}</code></td></tr>`,
   );
   return `<section>
 <h2>Budget <span class="sub">tokens</span></h2>
 <table><tbody>${rows.join('')}</tbody></table>
 </section>`;
+}
+
+/** A budget value: tokens with separators, the ratio as is, a flag as yes/no. */
+function budgetValue(key: string, value: number | boolean | undefined): string {
+  if (typeof value === 'boolean') {
+    return value ? 'yes' : 'no';
+  }
+  if (typeof value !== 'number') {
+    return '';
+  }
+  return key === 'calibrationRatio' ? escapeHtml(String(value)) : formatInt(value);
 }
 
 function renderFooter(manifest: Manifest): string {

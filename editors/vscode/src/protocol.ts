@@ -79,7 +79,11 @@ export interface PlanParams {
   mode?: 'managed' | 'observer';
 }
 
-/** A plan's token budget (all values tokens). */
+/**
+ * A plan's token budget: tokens, except `calibrationRatio` (the model's actual/estimated ratio
+ * the limits were divided by; 1.0 uncalibrated) and, on servers with model awareness,
+ * `autoTuned` (a boolean: `autoTune` raised the target).
+ */
 export interface Budget {
   contextWindow: number;
   outputReserve: number;
@@ -91,7 +95,9 @@ export interface Budget {
   maxRetrievedHistoryTokens: number;
   maxProjectTokens: number;
   maxSummaryTokens: number;
-  [key: string]: number;
+  calibrationRatio?: number;
+  autoTuned?: boolean;
+  [key: string]: number | boolean | undefined;
 }
 
 export interface PlanStats {
@@ -456,8 +462,8 @@ export interface Manifest {
   policyVersion: string;
   plannerVersion: string;
   estimatorVersion: string;
-  /** The full budget: tokens, plus `calibrationRatio` (a ratio). */
-  budgets: Record<string, number>;
+  /** The full budget (`Budget`): tokens, plus `calibrationRatio` (a ratio) and `autoTuned`. */
+  budgets: Budget;
   /** Present in views `included` and `full`. */
   included?: ManifestItem[];
   /** Present in views `excluded` and `full`. */
@@ -862,6 +868,9 @@ const arrayOf =
   (v) =>
     Array.isArray(v) && v.every(check);
 const numbersRecord: Check = (v) => isObject(v) && Object.values(v).every(num);
+/** A budget: numbers, and `autoTuned` a boolean (servers with model awareness). */
+const budgetRecord: Check = (v) =>
+  isObject(v) && Object.entries(v).every(([key, value]) => (key === 'autoTuned' ? bool(value) : num(value)));
 
 type Shape = Record<string, Check>;
 
@@ -928,7 +937,7 @@ const PLAN_RESULT: Shape = {
   manifestId: str,
   manifestStored: bool,
   estimatedTokens: int,
-  budget: numbersRecord,
+  budget: budgetRecord,
   model: shaped({ provider: str, id: str, contextWindow: int, source: str }),
   warnings: arrayOf(str),
   stats: obj,
@@ -987,7 +996,7 @@ const MANIFEST: Shape = {
   estimatedTokens: int,
   actualTokens: nullable(int),
   fixedTokens: int,
-  budgets: numbersRecord,
+  budgets: budgetRecord,
   included: optional(arrayOf(shaped(MANIFEST_ITEM))),
   excluded: optional(arrayOf(shaped(MANIFEST_ITEM))),
   retrieved: arrayOf(shaped({ entryKey: str, score: num, reason: str })),

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 
 import { renderManifestHtml } from '../../src/manifestView';
-import { isHealthResult, isManifest, isPlanResult, usageParamsProblems } from '../../src/protocol';
+import { isHealthResult, isManifest, isPlanResult, type PlanResult, usageParamsProblems } from '../../src/protocol';
 import { type Ds4Connection, Ds4InvalidParamsError, Ds4Requests } from '../../src/requests';
 import { calibrationHealthLines, calibrationHealthSummary, hasCriticalCalibration } from '../../src/usageView';
 import { calibration, healthCalibration, healthResult, manifest, manifestUsage, planResult, usageParams } from '../fixtures';
@@ -198,6 +198,15 @@ describe('wire guards: model awareness', () => {
     assert.ok(!isManifest({ ...manifest(), usage: 5 }));
     assert.ok(isPlanResult(planResult({ continuation: { strategy: 's', mode: 'full', deltaStart: 0, reason: 'cold-start' } })));
     assert.ok(isHealthResult(healthResult({ calibration: [healthCalibration()] })));
+    // The budget's `autoTuned` is the one boolean among numbers.
+    assert.ok(isPlanResult(planResult({ budget: { ...planResult().budget, calibrationRatio: 1.31, autoTuned: true } })));
+    assert.ok(!isPlanResult(planResult({ budget: { ...planResult().budget, autoTuned: 'yes' } as unknown as PlanResult['budget'] })));
+    assert.ok(!isPlanResult(planResult({ budget: { ...planResult().budget, softLimit: true } as unknown as PlanResult['budget'] })));
+    const tuned = manifest({ budgets: { ...manifest().budgets, calibrationRatio: 1.31, autoTuned: true } });
+    assert.ok(isManifest(tuned));
+    const html = body(renderManifestHtml(tuned, { nonce: NONCE }));
+    assert.match(html, /<tr><td>Calibration ratio<\/td><td class="num">1\.31<\/td>/);
+    assert.match(html, /<tr><td>Auto-tuned \(autoTune raised the target\)<\/td><td class="num">yes<\/td>/);
     assert.ok(!isHealthResult({ ...healthResult(), calibration: {} }));
   });
 });
