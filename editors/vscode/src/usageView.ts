@@ -147,7 +147,7 @@ export function calibrationLine(calibration: Partial<Calibration>): string {
   const outliers = count(calibration.outliers);
   const state =
     calibration.calibrated === true
-      ? `calibrated from ${formatInt(accepted)} accepted samples (${formatInt(samples)} in the window, ${formatInt(outliers)} outliers)`
+      ? `calibrated from ${formatInt(accepted)} accepted samples (${formatInt(samples)} in the window, ${formatInt(outliers)} outlier${outliers === 1 ? '' : 's'})`
       : typeof calibration.minimumSamples === 'number'
         ? `not calibrated: ${formatInt(accepted)} of ${formatInt(calibration.minimumSamples)} samples`
         : `not calibrated: ${formatInt(accepted)} of ${formatInt(samples)} samples accepted`;

@@ -1290,7 +1290,7 @@ test('manifest_renders_usage_calibration_switch_and_continuation', function()
     '  cache        share 89.8% · read 35,100 · write 0 · uncached input 4,000',
     '  output       412 tokens',
     '  calibration  anthropic/claude-sonnet-4-5 · ratio 1.310 · calibrated from 5 accepted samples '
-      .. '(6 in the window, 1 outliers) · estimator chars-v2',
+      .. '(6 in the window, 1 outlier) · estimator chars-v2',
     '    warning persistent-underestimate: the estimate is 31% below',
   }) do
     assert(text:find(expected, 1, true), expected .. ' not in:\n' .. text)
@@ -1376,7 +1376,7 @@ test('manifest_renders_usage_calibration_switch_and_continuation', function()
   assert(
     health:find(
       '  calibration  anthropic/claude-sonnet-4-5 (chars-v2): ratio 1.310 · calibrated from 5 '
-        .. 'accepted samples (6 in the window, 1 outliers) · cache share 83.5% · last report '
+        .. 'accepted samples (6 in the window, 1 outlier) · cache share 83.5% · last report '
         .. '2026-11-30T10:27:19.204Z',
       1,
       true

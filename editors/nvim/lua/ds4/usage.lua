@@ -172,7 +172,7 @@ function M.actual(manifest)
 end
 
 --- One profile's calibration: `ratio 1.310 · calibrated from 5 accepted samples (6 in the
---- window, 1 outliers)`, or `ratio 1.000 · not calibrated: 1 of 3 samples` (of the minimum
+--- window, 1 outlier)`, or `ratio 1.000 · not calibrated: 1 of 3 samples` (of the minimum
 --- when the server gives it, else accepted of all samples).
 ---@param calibration table
 ---@return string
@@ -180,10 +180,12 @@ function M.calibration_line(calibration)
   local ratio = val(calibration.ratio)
   local state
   if val(calibration.calibrated) == true then
-    state = ('calibrated from %s accepted samples (%s in the window, %s outliers)'):format(
+    local outliers = count(calibration.outliers)
+    state = ('calibrated from %s accepted samples (%s in the window, %s outlier%s)'):format(
       render.num(count(calibration.accepted)),
       render.num(count(calibration.samples)),
-      render.num(count(calibration.outliers))
+      render.num(outliers),
+      outliers == 1 and '' or 's'
     )
   elseif type(val(calibration.minimumSamples)) == 'number' then
     state = ('not calibrated: %s of %s samples'):format(

@@ -100,7 +100,7 @@ describe('manifest view: model awareness', () => {
   it('shows the calibration: ratio, samples, and each warning with its severity', () => {
     const html = body(renderManifestHtml(reported(), { nonce: NONCE }));
     assert.match(html, /Calibration <span class="sub"><code>anthropic\/claude-sonnet-4-5<\/code>, estimator <code>chars-v2<\/code>/);
-    assert.match(html, /ratio 1\.310 · calibrated from 5 accepted samples \(6 in the window, 1 outliers\)/);
+    assert.match(html, /ratio 1\.310 · calibrated from 5 accepted samples \(6 in the window, 1 outlier\)/);
     assert.match(
       html,
       /<li class="sev-warning"><strong>warning<\/strong> <code>persistent-underestimate<\/code>: the estimate is 31% below/,
@@ -285,7 +285,7 @@ describe('DS4: Health: calibration', () => {
     const lines = calibrationHealthLines([healthCalibration()]);
     assert.equal(
       lines[0],
-      'anthropic/claude-sonnet-4-5 (chars-v2): ratio 1.310 · calibrated from 5 accepted samples (6 in the window, 1 outliers); cache share 83.5%; last report 2026-11-30T10:27:19.204Z',
+      'anthropic/claude-sonnet-4-5 (chars-v2): ratio 1.310 · calibrated from 5 accepted samples (6 in the window, 1 outlier); cache share 83.5%; last report 2026-11-30T10:27:19.204Z',
     );
     assert.match(lines[1] ?? '', /^ {2}warning persistent-underestimate: the estimate is 31% below/);
     assert.equal(hasCriticalCalibration([healthCalibration()]), false);
