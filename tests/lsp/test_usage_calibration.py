@@ -216,6 +216,16 @@ BAD_REPORTS = [
     ),
     ({"manifestId": "{id}", "provider": "", "model": "m", "usage": {"input": 1}}, "provider"),
     (
+        {
+            "manifestId": "{id}",
+            "provider": "a",
+            "model": "m",
+            "usage": {"input": 1},
+            "stopReason": "x" * 100,
+        },
+        "stopReason",
+    ),
+    (
         {"manifestId": "m-unknown", "provider": "a", "model": "m", "usage": {"input": 1}},
         "manifestId",
     ),

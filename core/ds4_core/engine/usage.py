@@ -47,6 +47,9 @@ FAILED_STOPS = frozenset({"error", "aborted"})
 MAX_NAME_CHARS = 256
 """Longest provider or model id accepted in a report (characters)."""
 
+MAX_STOP_REASON_CHARS = 64
+"""Longest stop reason accepted (Pi's are single words: `stop`, `toolUse`, ...)."""
+
 KEPT_CALIBRATIONS = 256
 """Profiles whose calibration is kept in memory (least recently used dropped first)."""
 
@@ -56,7 +59,8 @@ def check_report(report: UsageReport) -> None:
 
     Raises:
         RequestError: an empty `manifestId`, an empty or over-long (`MAX_NAME_CHARS`)
-            `provider` or `model`, or a usage count that is not an integer >= 0.
+            `provider` or `model`, an empty or over-long (`MAX_STOP_REASON_CHARS`)
+            `stopReason`, or a usage count that is not an integer >= 0.
     """
     if not report.manifest_id:
         raise RequestError("manifestId: expected the id of a planned call's manifest", "manifestId")
@@ -65,6 +69,11 @@ def check_report(report: UsageReport) -> None:
             raise RequestError(
                 f"{name}: expected a non-empty id of at most {MAX_NAME_CHARS} characters", name
             )
+    if report.stop_reason is not None and not 0 < len(report.stop_reason) <= MAX_STOP_REASON_CHARS:
+        raise RequestError(
+            f"stopReason: expected Pi's stop reason, 1..{MAX_STOP_REASON_CHARS} characters",
+            "stopReason",
+        )
     counts = report.usage
     for count, field_name in (
         (counts.input, "usage.input"),
