@@ -1145,6 +1145,11 @@ export const isSummarizeParams = (value: unknown): value is SummarizeParams =>
 /** A non-negative safe integer (token counts). */
 const count: Check = (v) => Number.isSafeInteger(v) && (v as number) >= 0;
 const nonEmpty: Check = (v) => typeof v === 'string' && v.trim() !== '';
+/** The longest `provider` / `model` and `stopReason` the server accepts (characters). */
+export const USAGE_MAX_NAME_CHARS = 256;
+export const USAGE_MAX_STOP_REASON_CHARS = 64;
+const boundedName: Check = (v) => nonEmpty(v) && (v as string).length <= USAGE_MAX_NAME_CHARS;
+const stopReason: Check = (v) => typeof v === 'string' && v.length > 0 && v.length <= USAGE_MAX_STOP_REASON_CHARS;
 
 /** `value` for an error message: JSON, cut to 40 characters. */
 function shown(value: unknown): string {
@@ -1156,9 +1161,10 @@ function shown(value: unknown): string {
 /**
  * What is wrong with `ds4/usage` params, one sentence per field naming it (`params.usage.input
  * must be an integer >= 0, got -1`); empty when they fit the contract (docs/protocol.md
- * `ds4/usage`): `manifestId`, `provider`, `model` non-empty strings; `usage.input` and, when
- * given, `usage.output`, `usage.cacheRead`, `usage.cacheWrite` integers >= 0 (other keys of
- * Pi's `Usage`, e.g. `totalTokens`, `cost`, are allowed and ignored); `stopReason` a string,
+ * `ds4/usage`): `manifestId` a non-empty string, `provider` and `model` non-empty strings of at
+ * most 256 characters; `usage.input` and, when given, `usage.output`, `usage.cacheRead`,
+ * `usage.cacheWrite` integers >= 0 (other keys of Pi's `Usage`, e.g. `totalTokens`, `cost`,
+ * are allowed and ignored); `stopReason` a string of 1..64 characters,
  * `outputItems` objects, `outputItemHashes` strings, `hasResponseId` a boolean, when given.
  */
 export function usageParamsProblems(value: unknown): string[] {
@@ -1171,8 +1177,9 @@ export function usageParamsProblems(value: unknown): string[] {
       problems.push(`params.${field} must be ${what}, got ${shown(got)}`);
     }
   };
-  for (const key of ['manifestId', 'provider', 'model']) {
-    need(nonEmpty(value[key]), key, 'a non-empty string', value[key]);
+  need(nonEmpty(value.manifestId), 'manifestId', 'a non-empty string', value.manifestId);
+  for (const key of ['provider', 'model']) {
+    need(boundedName(value[key]), key, `a non-empty string of at most ${String(USAGE_MAX_NAME_CHARS)} characters`, value[key]);
   }
   const usage = value.usage;
   if (!isObject(usage)) {
@@ -1183,7 +1190,12 @@ export function usageParamsProblems(value: unknown): string[] {
       need(optional(count)(usage[key]), `usage.${key}`, 'an integer >= 0 when given', usage[key]);
     }
   }
-  need(optional(str)(value.stopReason), 'stopReason', 'a string when given', value.stopReason);
+  need(
+    optional(stopReason)(value.stopReason),
+    'stopReason',
+    `Pi's stop reason (1..${String(USAGE_MAX_STOP_REASON_CHARS)} characters) when given`,
+    value.stopReason,
+  );
   need(optional(arrayOf(obj))(value.outputItems), 'outputItems', 'a list of objects when given', value.outputItems);
   need(
     optional(arrayOf(str))(value.outputItemHashes),

@@ -1218,7 +1218,7 @@ test('report_usage_checks_params_before_sending', function()
       ' | '
     ),
     table.concat({
-      'params.provider must be a non-empty string, got ""',
+      'params.provider must be a non-empty string of at most 256 characters, got ""',
       'params.usage.input must be an integer >= 0, got -1',
       'params.usage.output must be an integer >= 0 when given, got 1.5',
       'params.usage.cacheRead must be an integer >= 0 when given, got "3"',
@@ -1229,6 +1229,16 @@ test('report_usage_checks_params_before_sending', function()
     'every bad field named'
   )
   eq(usage.problems('x')[1], 'params must be a table, got "x"', 'not a table')
+  eq(
+    table.concat(
+      usage.problems(vim.tbl_extend('force', good, { model = ('m'):rep(257), stopReason = '' })),
+      ' | '
+    ),
+    'params.model must be a non-empty string of at most 256 characters, got "'
+      .. ('m'):rep(38)
+      .. '… | params.stopReason must be Pi\'s stop reason (1..64 characters) when given, got ""',
+    'the server bounds'
+  )
 
   -- Through the API: the callback gets the error and nothing is sent.
   local sent = {}

@@ -50,13 +50,18 @@ local function is_string(v)
   return type(v) == 'string'
 end
 
+--- The longest `provider` / `model` and `stopReason` the server accepts (characters).
+M.MAX_NAME_CHARS = 256
+M.MAX_STOP_REASON_CHARS = 64
+
 --- What is wrong with `ds4/usage` params, one sentence per field naming it
 --- (`params.usage.input must be an integer >= 0, got -1`); empty when they fit the contract
---- (docs/protocol.md `ds4/usage`): `manifestId`, `provider`, `model` non-empty strings;
---- `usage.input` and, when given, `usage.output`, `usage.cacheRead`, `usage.cacheWrite`
---- integers >= 0 (other keys of Pi's `Usage`, e.g. `totalTokens`, `cost`, are allowed and
---- ignored); `stopReason` a string, `outputItems` tables, `outputItemHashes` strings,
---- `hasResponseId` a boolean, when given. `vim.NIL` is not "not given".
+--- (docs/protocol.md `ds4/usage`): `manifestId` a non-empty string, `provider` and `model`
+--- non-empty strings of at most 256 characters; `usage.input` and, when given,
+--- `usage.output`, `usage.cacheRead`, `usage.cacheWrite` integers >= 0 (other keys of Pi's
+--- `Usage`, e.g. `totalTokens`, `cost`, are allowed and ignored); `stopReason` a string of
+--- 1..64 characters, `outputItems` tables, `outputItemHashes` strings, `hasResponseId` a
+--- boolean, when given. `vim.NIL` is not "not given".
 ---@param params any
 ---@return string[]
 function M.problems(params)
@@ -69,9 +74,16 @@ function M.problems(params)
       problems[#problems + 1] = ('params.%s must be %s, got %s'):format(field, what, shown(got))
     end
   end
-  for _, key in ipairs({ 'manifestId', 'provider', 'model' }) do
+  local id = params.manifestId
+  need(type(id) == 'string' and vim.trim(id) ~= '', 'manifestId', 'a non-empty string', id)
+  for _, key in ipairs({ 'provider', 'model' }) do
     local v = params[key]
-    need(type(v) == 'string' and vim.trim(v) ~= '', key, 'a non-empty string', v)
+    need(
+      type(v) == 'string' and vim.trim(v) ~= '' and vim.fn.strchars(v) <= M.MAX_NAME_CHARS,
+      key,
+      ('a non-empty string of at most %d characters'):format(M.MAX_NAME_CHARS),
+      v
+    )
   end
   local usage = params.usage
   if not is_object(usage) then
@@ -92,7 +104,9 @@ function M.problems(params)
     local v = params[key]
     need(v == nil or check(v), key, what .. ' when given', v)
   end
-  optional('stopReason', is_string, 'a string')
+  optional('stopReason', function(v)
+    return type(v) == 'string' and v ~= '' and vim.fn.strchars(v) <= M.MAX_STOP_REASON_CHARS
+  end, ("Pi's stop reason (1..%d characters)"):format(M.MAX_STOP_REASON_CHARS))
   optional('outputItems', list_of(is_object), 'a list of tables')
   optional('outputItemHashes', list_of(is_string), 'a list of strings')
   optional('hasResponseId', function(v)

@@ -152,7 +152,7 @@ describe('the extension, activated without VS Code', { timeout: 120_000 }, () =>
     assert.ok(plan);
     await assert.rejects(
       api.reportUsage({ manifestId: plan.manifestId, provider: 'anthropic', model: '', usage: { input: 10 } }),
-      /^Ds4InvalidParamsError: ds4\/usage: params\.model must be a non-empty string, got ""$/,
+      /^Ds4InvalidParamsError: ds4\/usage: params\.model must be a non-empty string of at most 256 characters, got ""$/,
     );
     const before = await api.manifest({ id: plan.manifestId });
     if (before.usage === undefined) {

@@ -225,8 +225,8 @@ describe('ds4/usage params', () => {
     assert.deepEqual(usageParamsProblems(null), ['params must be an object, got null']);
     assert.deepEqual(usageParamsProblems({}), [
       'params.manifestId must be a non-empty string, got nothing',
-      'params.provider must be a non-empty string, got nothing',
-      'params.model must be a non-empty string, got nothing',
+      'params.provider must be a non-empty string of at most 256 characters, got nothing',
+      'params.model must be a non-empty string of at most 256 characters, got nothing',
       'params.usage must be an object with integer token counts ({input, output?, cacheRead?, cacheWrite?}), got nothing',
     ]);
     const bad = { ...usageParams(), usage: { input: -1, output: 1.5, cacheRead: '3', cacheWrite: null } };
@@ -238,11 +238,17 @@ describe('ds4/usage params', () => {
     ]);
     assert.deepEqual(usageParamsProblems({ ...usageParams(), manifestId: ' ', stopReason: 3, outputItems: ['x'], outputItemHashes: [1], hasResponseId: 'no' }), [
       'params.manifestId must be a non-empty string, got " "',
-      'params.stopReason must be a string when given, got 3',
+      "params.stopReason must be Pi's stop reason (1..64 characters) when given, got 3",
       'params.outputItems must be a list of objects when given, got ["x"]',
       'params.outputItemHashes must be a list of strings when given, got [1]',
       'params.hasResponseId must be true or false when given, got "no"',
     ]);
+    // The server's bounds: provider and model at most 256 characters, stopReason 1..64.
+    assert.deepEqual(usageParamsProblems({ ...usageParams(), model: 'm'.repeat(257), stopReason: '' }), [
+      `params.model must be a non-empty string of at most 256 characters, got "${'m'.repeat(38)}…`,
+      "params.stopReason must be Pi's stop reason (1..64 characters) when given, got \"\"",
+    ]);
+    assert.deepEqual(usageParamsProblems({ ...usageParams(), model: 'm'.repeat(256), stopReason: 's'.repeat(64) }), []);
     assert.deepEqual(usageParamsProblems({ ...usageParams(), usage: { input: 2 ** 53 } }), [
       'params.usage.input must be an integer >= 0, got 9007199254740992',
     ]);
