@@ -18,6 +18,7 @@ import type { Event } from 'vscode';
 import type {
   CompactParams,
   CompactResult,
+  ContinuationFailedParams,
   Manifest,
   ManifestParams,
   PlanParams,
@@ -93,6 +94,14 @@ export interface Ds4Api {
    * is refreshed.
    */
   reportUsage(params: UsageParams): Promise<void>;
+  /**
+   * `ds4/continuationFailed`: the provider rejected the `previous_response_id` of a plan whose
+   * `continuation.mode` was `delta` (a stale handle): the server drops the session's
+   * continuation state (of `provider`/`model` when given), so the next plan is `full`. Resolves
+   * once sent; rejects with a `Ds4InvalidParamsError` naming the field and sends nothing for
+   * bad params (`session.file` is required).
+   */
+  continuationFailed(params: ContinuationFailedParams): Promise<void>;
   /** Fires after every successful plan made through this API or the "DS4: Plan Request" command. */
   readonly onDidPlan: Event<PlanResult>;
 }

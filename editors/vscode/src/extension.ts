@@ -98,6 +98,9 @@ export function activate(context: vscode.ExtensionContext): Ds4Api {
           });
       }
     },
+    async continuationFailed(params) {
+      await (await running.requests()).continuationFailed(params);
+    },
     onDidPlan: planEmitter.event,
   };
 

@@ -37,6 +37,8 @@ export const SUMMARIES = 'ds4.summaries';
 export const PRIVACY = 'ds4.privacy';
 /** Notification, client to server: what a provider reported a planned call cost (docs/model-awareness.md). */
 export const DS4_USAGE = 'ds4/usage';
+/** Notification, client to server: the provider rejected a native continuation's `previous_response_id`. */
+export const DS4_CONTINUATION_FAILED = 'ds4/continuationFailed';
 
 /** A Pi message object exactly as in a session file (`role` plus role-specific fields). */
 export type AgentMessage = { role: string } & Record<string, unknown>;
@@ -198,6 +200,21 @@ export interface UsageParams {
   outputItemHashes?: string[];
   /** Native continuation: false when the provider gave no response id. */
   hasResponseId?: boolean;
+}
+
+/**
+ * `ds4/continuationFailed` params: the provider rejected the `previous_response_id` of a
+ * `delta` call (a stale handle); the server drops the session's continuation state, so the
+ * next plan is `full` (reason `continuation-handle-rejected`).
+ */
+export interface ContinuationFailedParams {
+  /** The session file of the plan (as in `ds4/plan`). */
+  session: { file: string };
+  /** The model whose state to drop; absent: every model of the session. */
+  provider?: string;
+  model?: string;
+  /** The provider's error code, for the client's own logs (never stored or logged by the server). */
+  reason?: string;
 }
 
 // ----------------------------------------------------------------------------- privacy
@@ -1156,6 +1173,28 @@ function shown(value: unknown): string {
   const json = JSON.stringify(value) as string | undefined;
   const text = value === undefined ? 'nothing' : (json ?? typeof value);
   return text.length > 40 ? `${text.slice(0, 39)}…` : text;
+}
+
+/**
+ * What is wrong with `ds4/continuationFailed` params, one sentence per field naming it; empty
+ * when they fit: `session.file` a non-empty string; `provider`, `model`, `reason` strings when
+ * given.
+ */
+export function continuationFailedProblems(value: unknown): string[] {
+  if (!isObject(value)) {
+    return [`params must be an object, got ${shown(value)}`];
+  }
+  const session = value.session;
+  const problems =
+    isObject(session) && nonEmpty(session.file)
+      ? []
+      : [`params.session.file must be a non-empty string (the plan's session file), got ${shown(isObject(session) ? session.file : session)}`];
+  for (const key of ['provider', 'model', 'reason']) {
+    if (!optional(str)(value[key])) {
+      problems.push(`params.${key} must be a string when given, got ${shown(value[key])}`);
+    }
+  }
+  return problems;
 }
 
 /**

@@ -31,6 +31,7 @@ import {
   DS4_COMPACT,
   DS4_COMPACT_COMMITTED,
   DS4_COMPACT_FAILED,
+  DS4_CONTINUATION_FAILED,
   DS4_MANIFEST,
   DS4_PLAN,
   DS4_RETRIEVE,
@@ -53,6 +54,8 @@ import {
   type SummariesParams,
   type SummariesResult,
   type ToolExecutedParams,
+  type ContinuationFailedParams,
+  continuationFailedProblems,
   type UsageParams,
   usageParamsProblems,
 } from './protocol';
@@ -147,6 +150,19 @@ export class Ds4Requests {
       return Promise.reject(new Ds4InvalidParamsError(DS4_USAGE, problems));
     }
     return this.connection.sendNotification(DS4_USAGE, params);
+  }
+
+  /**
+   * `ds4/continuationFailed`: the provider rejected the `previous_response_id` of a native
+   * continuation call; the server drops that state, so the next plan is `full`. Throws
+   * `Ds4InvalidParamsError`, naming the field, and sends nothing for bad params.
+   */
+  continuationFailed(params: ContinuationFailedParams): Promise<void> {
+    const problems = continuationFailedProblems(params);
+    if (problems.length > 0) {
+      return Promise.reject(new Ds4InvalidParamsError(DS4_CONTINUATION_FAILED, problems));
+    }
+    return this.connection.sendNotification(DS4_CONTINUATION_FAILED, params);
   }
 
   /**

@@ -1269,6 +1269,21 @@ test('report_usage_checks_params_before_sending', function()
     eq(ds4.report_usage(good), true, 'good params are sent')
     eq(sent[1] and sent[1].method, 'ds4/usage', 'method')
     eq(sent[1].params, good, 'params unchanged')
+    -- ds4/continuationFailed: the same checks (session.file required).
+    local failed, failed_message = ds4.continuation_failed({ session = {}, provider = 5 }, {
+      cb = function() end,
+    })
+    eq(failed, false, 'continuation_failed sent with a bad field')
+    eq(
+      failed_message,
+      'ds4/continuationFailed: params.session.file must be a non-empty string (the plan\'s '
+        .. 'session file), got nothing; params.provider must be a string when given, got 5',
+      'continuation_failed problem'
+    )
+    eq(#sent, 1, 'nothing more sent')
+    local params = { session = { file = cfg.session }, provider = 'openai', model = 'gpt-5' }
+    eq(ds4.continuation_failed(params), true, 'continuation_failed sent')
+    eq(sent[2] and sent[2].method, 'ds4/continuationFailed', 'continuation_failed method')
   end)
   client_mod.notify = real_notify
   assert(ok, problem)
@@ -1579,6 +1594,7 @@ test('the_help_file_has_valid_tags_and_links', function()
     'ds4.privacy()',
     'ds4-privacy',
     'ds4.report_usage()',
+    'ds4.continuation_failed()',
     ':Ds4Usage',
     'ds4-usage',
   }) do

@@ -115,6 +115,34 @@ function M.problems(params)
   return problems
 end
 
+--- What is wrong with `ds4/continuationFailed` params, one sentence per field naming it;
+--- empty when they fit: `session.file` a non-empty string; `provider`, `model`, `reason`
+--- strings when given.
+---@param params any
+---@return string[]
+function M.continuation_failed_problems(params)
+  if not is_object(params) then
+    return { 'params must be a table, got ' .. shown(params) }
+  end
+  local problems = {}
+  local session = params.session
+  local file = session
+  if is_object(session) then
+    file = session.file
+  end
+  if not (is_object(session) and type(file) == 'string' and vim.trim(file) ~= '') then
+    problems[1] = "params.session.file must be a non-empty string (the plan's session file), got "
+      .. shown(file)
+  end
+  for _, key in ipairs({ 'provider', 'model', 'reason' }) do
+    local v = params[key]
+    if v ~= nil and type(v) ~= 'string' then
+      problems[#problems + 1] = ('params.%s must be a string when given, got %s'):format(key, shown(v))
+    end
+  end
+  return problems
+end
+
 ---@param v any
 ---@return number
 local function count(v)

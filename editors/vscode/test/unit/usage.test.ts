@@ -2,7 +2,14 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 
 import { renderManifestHtml } from '../../src/manifestView';
-import { isHealthResult, isManifest, isPlanResult, type PlanResult, usageParamsProblems } from '../../src/protocol';
+import {
+  continuationFailedProblems,
+  isHealthResult,
+  isManifest,
+  isPlanResult,
+  type PlanResult,
+  usageParamsProblems,
+} from '../../src/protocol';
 import { type Ds4Connection, Ds4InvalidParamsError, Ds4Requests } from '../../src/requests';
 import { calibrationHealthLines, calibrationHealthSummary, hasCriticalCalibration } from '../../src/usageView';
 import { calibration, healthCalibration, healthResult, manifest, manifestUsage, planResult, usageParams } from '../fixtures';
@@ -270,6 +277,23 @@ describe('ds4/usage params', () => {
     const params = usageParams();
     await requests.usage(params);
     assert.deepEqual(notified, [{ method: 'ds4/usage', params }]);
+  });
+});
+
+describe('ds4/continuationFailed params', () => {
+  it('need the session file, and name each bad field; nothing is sent then', async () => {
+    assert.deepEqual(continuationFailedProblems({ session: { file: '/s.jsonl' }, provider: 'openai', model: 'gpt-5', reason: 'previous_response_not_found' }), []);
+    assert.deepEqual(continuationFailedProblems({ session: { file: '' }, provider: 5 }), [
+      'params.session.file must be a non-empty string (the plan\'s session file), got ""',
+      'params.provider must be a string when given, got 5',
+    ]);
+    assert.deepEqual(continuationFailedProblems({}), ["params.session.file must be a non-empty string (the plan's session file), got nothing"]);
+    const { connection, notified } = recorder();
+    const requests = new Ds4Requests(connection);
+    await assert.rejects(requests.continuationFailed({ session: { file: '' } }), Ds4InvalidParamsError);
+    assert.deepEqual(notified, []);
+    await requests.continuationFailed({ session: { file: '/s.jsonl' }, provider: 'openai' });
+    assert.deepEqual(notified, [{ method: 'ds4/continuationFailed', params: { session: { file: '/s.jsonl' }, provider: 'openai' } }]);
   });
 });
 
