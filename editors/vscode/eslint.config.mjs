@@ -33,6 +33,7 @@ export default defineConfig(
       'src/summarize.ts',
       'src/compactionView.ts',
       'src/privacyView.ts',
+      'src/usageView.ts',
       'src/html.ts',
     ],
     rules: {

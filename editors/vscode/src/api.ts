@@ -8,7 +8,8 @@
  *
  * Each call waits for the server to be running and rejects with the server's message when
  * it answers with an error (e.g. InvalidParams naming the field), or with a
- * `Ds4ContractError` when the answer does not have the documented shape. Wire types:
+ * `Ds4ContractError` when the answer does not have the documented shape; `reportUsage` rejects
+ * bad params with a `Ds4InvalidParamsError` naming the field before anything is sent. Wire types:
  * `protocol.ts` (docs/protocol.md).
  */
 
@@ -17,6 +18,7 @@ import type { Event } from 'vscode';
 import type {
   CompactParams,
   CompactResult,
+  ContinuationFailedParams,
   Manifest,
   ManifestParams,
   PlanParams,
@@ -28,6 +30,7 @@ import type {
   SummariesParams,
   SummariesResult,
   ToolExecutedParams,
+  UsageParams,
 } from './protocol';
 
 export type * from './protocol';
@@ -74,6 +77,31 @@ export interface Ds4Api {
    * secrets are redacted, and an explanation.
    */
   privacy(params: PrivacyParams): Promise<PrivacyAnswer>;
+  /**
+   * `ds4/usage`: report what the provider said the response to a planned request cost, after
+   * each response (Pi's `Usage` can be passed as `usage` as is):
+   *
+   * ```ts
+   * await ds4.reportUsage({ manifestId: plan.manifestId, provider: 'anthropic', model: 'claude-sonnet-4-5',
+   *   usage: { input: 1200, output: 310, cacheRead: 30000, cacheWrite: 0 }, stopReason: 'stop' });
+   * ```
+   *
+   * The manifest then shows the actual input tokens (`input + cacheRead + cacheWrite`) and the
+   * cache share, and the server calibrates that model's budgets from the reports
+   * (docs/model-awareness.md). Resolves once sent (a notification: no answer); rejects with a
+   * `Ds4InvalidParamsError` naming the field (`params.usage.input must be an integer >= 0,
+   * got -1`) and sends nothing when the params do not fit. An open manifest view of that plan
+   * is refreshed.
+   */
+  reportUsage(params: UsageParams): Promise<void>;
+  /**
+   * `ds4/continuationFailed`: the provider rejected the `previous_response_id` of a plan whose
+   * `continuation.mode` was `delta` (a stale handle): the server drops the session's
+   * continuation state (of `provider`/`model` when given), so the next plan is `full`. Resolves
+   * once sent; rejects with a `Ds4InvalidParamsError` naming the field and sends nothing for
+   * bad params (`session.file` is required).
+   */
+  continuationFailed(params: ContinuationFailedParams): Promise<void>;
   /** Fires after every successful plan made through this API or the "DS4: Plan Request" command. */
   readonly onDidPlan: Event<PlanResult>;
 }

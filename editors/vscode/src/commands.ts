@@ -28,6 +28,7 @@ import type { WorkDoneProgressValue } from './requests';
 import { pathContext, type ServerClient } from './serverClient';
 import { piSessionDir, recentSessionFiles } from './sessionFiles';
 import { COMMANDS, formatInt } from './status';
+import { calibrationHealthLines, calibrationHealthSummary, hasCriticalCalibration } from './usageView';
 
 /** workspaceState key of the last session file used in this workspace. */
 const LAST_SESSION_KEY = 'ds4.lastSessionFile';
@@ -136,10 +137,14 @@ async function health(context: CommandContext): Promise<void> {
     `${formatInt(result.entries)} entries, ${formatInt(result.manifests)} manifests; ` +
     `database ${result.databasePath}; workspace ${result.server.trusted ? 'trusted' : 'not trusted'}` +
     (result.project ? `; project ${projectSummary(result.project)}` : '') +
-    (result.privacy ? `; ${privacyHealthSummary(result.privacy) ?? ''}.` : '.');
+    (result.privacy ? `; ${privacyHealthSummary(result.privacy) ?? ''}` : '') +
+    (result.calibration ? `; ${calibrationHealthSummary(result.calibration) ?? ''}.` : '.');
+  if (result.calibration && result.calibration.length > 0) {
+    context.output.info(`DS4: calibration by model\n${calibrationHealthLines(result.calibration).join('\n')}`);
+  }
   const problems = [...result.notices, ...result.configWarnings, ...(result.warnings ?? [])];
   const show =
-    problems.length > 0
+    problems.length > 0 || hasCriticalCalibration(result.calibration)
       ? vscode.window.showWarningMessage(`${summary} ${problems.join(' ')}`, 'Show Details')
       : vscode.window.showInformationMessage(summary, 'Show Details');
   if (await show) {

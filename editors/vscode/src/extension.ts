@@ -11,7 +11,7 @@ import type { Ds4Api } from './api';
 import { lastSessionFile, registerCommands, rememberSessionFile } from './commands';
 import { formatHistoryForModel, HISTORY_TOOL_NAME, type HistoryToolInput, historyToolParams, toolInvocationMessage, toolScopes } from './historyTool';
 import { ManifestPanel } from './manifestPanel';
-import type { CompactParams, CompactResult, PlanParams, PlanResult } from './protocol';
+import type { CompactParams, CompactResult, Manifest, PlanParams, PlanResult, UsageParams } from './protocol';
 import { ReadOnlyDocuments } from './readOnlyDocuments';
 import { ServerClient } from './serverClient';
 import { compactionDestination, historyToolDestination } from './settings';
@@ -83,6 +83,24 @@ export function activate(context: vscode.ExtensionContext): Ds4Api {
     async privacy(params) {
       return (await running.requests()).privacy(params);
     },
+    async reportUsage(params: UsageParams): Promise<void> {
+      const requests = await running.requests();
+      await requests.usage(params);
+      if (panel.manifestId === params.manifestId) {
+        // The open view of that plan shows the actual tokens; the caller does not wait for it.
+        const plan = panel.plan;
+        refreshedManifest(() => requests.manifest({ id: params.manifestId, view: 'full' }))
+          .then((manifest) => {
+            panel.refresh(manifest, plan);
+          })
+          .catch((error: unknown) => {
+            output.warn(`DS4: refreshing the manifest view after ds4/usage: ${String(error)}`);
+          });
+      }
+    },
+    async continuationFailed(params) {
+      await (await running.requests()).continuationFailed(params);
+    },
     onDidPlan: planEmitter.event,
   };
 
@@ -142,6 +160,20 @@ export function activate(context: vscode.ExtensionContext): Ds4Api {
 export async function deactivate(): Promise<void> {
   await server?.stop();
   server = undefined;
+}
+
+/**
+ * The manifest after a `ds4/usage` report: `ds4/usage` is a notification the server may still
+ * be storing when the next request arrives, so a manifest without `actualTokens` is asked
+ * for again, up to 5 times 100 ms apart (the last answer is returned either way).
+ */
+async function refreshedManifest(fetch: () => Promise<Manifest>): Promise<Manifest> {
+  let manifest = await fetch();
+  for (let attempt = 0; attempt < 5 && manifest.actualTokens === null; attempt += 1) {
+    await new Promise((resolveLater) => setTimeout(resolveLater, 100));
+    manifest = await fetch();
+  }
+  return manifest;
 }
 
 /** The `ds4_retrieve_history` tool: `ds4/retrieve` for chat agents. */

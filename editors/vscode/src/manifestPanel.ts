@@ -12,6 +12,7 @@ import type { Manifest, PlanResult } from './protocol';
 
 export class ManifestPanel implements vscode.Disposable {
   private panel: vscode.WebviewPanel | undefined;
+  private shown: { manifest: Manifest; plan: PlanResult | undefined } | undefined;
 
   /** Show `manifest` (and the plan it came from, when known), opening the panel if needed. */
   show(manifest: Manifest, plan?: PlanResult): void {
@@ -26,6 +27,7 @@ export class ManifestPanel implements vscode.Disposable {
       );
       this.panel.onDidDispose(() => {
         this.panel = undefined;
+        this.shown = undefined;
       });
     }
     this.render(manifest, plan);
@@ -42,6 +44,16 @@ export class ManifestPanel implements vscode.Disposable {
     return this.panel !== undefined;
   }
 
+  /** The id of the manifest the open panel shows; `undefined` when it is closed. */
+  get manifestId(): string | undefined {
+    return this.panel ? this.shown?.manifest.id : undefined;
+  }
+
+  /** The plan of the manifest shown, when known. */
+  get plan(): PlanResult | undefined {
+    return this.panel ? this.shown?.plan : undefined;
+  }
+
   dispose(): void {
     this.panel?.dispose();
   }
@@ -50,6 +62,7 @@ export class ManifestPanel implements vscode.Disposable {
     if (!this.panel) {
       return;
     }
+    this.shown = { manifest, plan };
     this.panel.title = `DS4 Manifest ${manifest.id}`;
     this.panel.webview.html = renderManifestHtml(manifest, {
       nonce: randomBytes(18).toString('base64'),

@@ -4,7 +4,8 @@
  * used, the retrieved history and why, per scope what was sent and why not (relevance), what
  * the privacy policy held back (`privacyView.ts`), every included and excluded item with its
  * tokens and reason (excluded ones also grouped by reason, the below-floor ones by floor), and
- * the full budget.
+ * the full budget. Model awareness (actual against estimated tokens, the cache share, the
+ * calibration, a model switch, the continuation decision) is rendered by `usageView.ts`.
  *
  * Safety: every value from the manifest is HTML-escaped; the page has no scripts, loads
  * nothing, and carries a Content-Security-Policy that allows only its own nonce'd style
@@ -17,6 +18,7 @@ import { escapeHtml } from './html';
 import { renderPrivacy } from './privacyView';
 import { type Manifest, type ManifestItem, type PlanResult, type ProjectSnippet, RETRIEVE_SCOPES } from './protocol';
 import { formatInt } from './status';
+import { actualInputCard, MODEL_AWARENESS_STYLE, renderModelAwareness } from './usageView';
 
 export { escapeHtml } from './html';
 
@@ -65,6 +67,7 @@ const BUDGET_LABELS: Record<string, string> = {
   maxPinnedTokens: 'Pinned cap',
   maxMemoryTokens: 'Memory cap',
   calibrationRatio: 'Calibration ratio',
+  autoTuned: 'Auto-tuned (autoTune raised the target)',
 };
 
 /** The whole HTML document for `manifest`. */
@@ -77,6 +80,7 @@ export function renderManifestHtml(manifest: Manifest, options: RenderOptions): 
     renderHeader(manifest, options.plan),
     renderWarnings(manifest, options.plan),
     renderSummary(manifest),
+    renderModelAwareness(manifest),
     renderWindow(page, manifest),
     renderKinds(page, manifest),
     renderRetrieved(manifest),
@@ -98,6 +102,7 @@ export function renderManifestHtml(manifest: Manifest, options: RenderOptions): 
 <title>DS4 manifest ${escapeHtml(manifest.id)}</title>
 <style nonce="${nonce}">
 ${STYLE}
+${MODEL_AWARENESS_STYLE}
 ${page.rules()}
 </style>
 </head>
@@ -156,17 +161,14 @@ function renderSummary(manifest: Manifest): string {
   const counts = itemCounts(manifest);
   const model = [manifest.provider, manifest.model].filter((part) => part !== null).join('/') || 'unknown model';
   const windowShare = percentOf(manifest.estimatedTokens, manifest.contextWindow);
+  const actual = actualInputCard(manifest);
   const cards = [
     card(
       'Input estimate',
       `${formatInt(manifest.estimatedTokens)} tokens`,
       `${windowShare} of the window; target ${formatInt(manifest.targetInputTokens)}, hard limit ${formatInt(manifest.hardInputLimit)}`,
     ),
-    card(
-      'Actual input',
-      manifest.actualTokens === null ? 'not reported' : `${formatInt(manifest.actualTokens)} tokens`,
-      manifest.actualTokens === null ? 'the provider has not reported usage' : 'as reported by the provider',
-    ),
+    card('Actual input', actual.value, actual.detail),
     card(
       'Items',
       `${formatInt(counts.included)} included`,
@@ -232,7 +234,8 @@ function marker(page: Page, label: string, tokens: number, window: number): stri
 function renderKinds(page: Page, manifest: Manifest): string {
   const rows = usedByKind(manifest).map(([kind, tokens]) => {
     const capKey = KIND_CAPS[kind];
-    const cap = capKey === undefined ? undefined : manifest.budgets[capKey];
+    const value = capKey === undefined ? undefined : manifest.budgets[capKey];
+    const cap = typeof value === 'number' ? value : undefined;
     const use =
       cap === undefined
         ? '<td class="muted">no cap</td>'
@@ -480,12 +483,23 @@ function renderRelevance(manifest: Manifest): string {
 function renderBudgets(manifest: Manifest): string {
   const rows = Object.entries(manifest.budgets).map(
     ([key, value]) =>
-      `<tr><td>${escapeHtml(BUDGET_LABELS[key] ?? key)}</td><td class="num">${key === 'calibrationRatio' ? escapeHtml(String(value)) : formatInt(value)}</td><td class="muted"><code>${escapeHtml(key)}</code></td></tr>`,
+      `<tr><td>${escapeHtml(BUDGET_LABELS[key] ?? key)}</td><td class="num">${budgetValue(key, value)}</td><td class="muted"><code>${escapeHtml(key)}</code></td></tr>`,
   );
   return `<section>
 <h2>Budget <span class="sub">tokens</span></h2>
 <table><tbody>${rows.join('')}</tbody></table>
 </section>`;
+}
+
+/** A budget value: tokens with separators, the ratio as is, a flag as yes/no. */
+function budgetValue(key: string, value: number | boolean | undefined): string {
+  if (typeof value === 'boolean') {
+    return value ? 'yes' : 'no';
+  }
+  if (typeof value !== 'number') {
+    return '';
+  }
+  return key === 'calibrationRatio' ? escapeHtml(String(value)) : formatInt(value);
 }
 
 function renderFooter(manifest: Manifest): string {

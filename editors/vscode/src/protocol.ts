@@ -1,6 +1,6 @@
 /**
  * The ds4-lsp wire contract in TypeScript: params and results of `ds4/plan`, `ds4/retrieve`,
- * `ds4/manifest`, `ds4/compact` (and the server-to-client `ds4/summarize`), the
+ * `ds4/manifest`, `ds4/compact` (and the server-to-client `ds4/summarize`), `ds4/usage`, the
  * `ds4.rebuildIndex`, `ds4.health`, `ds4.summaries` and `ds4.privacy` commands, and `initializationOptions`. Field names and meanings follow docs/protocol.md; every key is
  * camelCase. Token counts are `chars-v1` estimates (integers), durations are milliseconds,
  * timestamps are ISO-8601 UTC strings.
@@ -35,6 +35,10 @@ export const DS4_COMPACT_FAILED = 'ds4/compactFailed';
 export const SUMMARIES = 'ds4.summaries';
 /** Server command: what a destination model may see under the privacy policy. */
 export const PRIVACY = 'ds4.privacy';
+/** Notification, client to server: what a provider reported a planned call cost (docs/model-awareness.md). */
+export const DS4_USAGE = 'ds4/usage';
+/** Notification, client to server: the provider rejected a native continuation's `previous_response_id`. */
+export const DS4_CONTINUATION_FAILED = 'ds4/continuationFailed';
 
 /** A Pi message object exactly as in a session file (`role` plus role-specific fields). */
 export type AgentMessage = { role: string } & Record<string, unknown>;
@@ -63,14 +67,25 @@ export interface PlanParams {
     contextWindow?: number;
     /** Tokens. */
     maxOutputTokens?: number;
+    /** The provider API the client speaks, e.g. `openai-responses` (native continuation). */
+    api?: string;
   };
+  /**
+   * Servers with native continuation: the provider request body without `input` and
+   * `previous_response_id` (hashed by the server to notice changed options, never stored).
+   */
+  requestOptions?: Record<string, unknown>;
   /** Size of the system prompt and tool schemas, tokens. Default 0. */
   fixedTokens?: number;
   /** Overrides the `context.mode` setting. */
   mode?: 'managed' | 'observer';
 }
 
-/** A plan's token budget (all values tokens). */
+/**
+ * A plan's token budget: tokens, except `calibrationRatio` (the model's actual/estimated ratio
+ * the limits were divided by; 1.0 uncalibrated) and, on servers with model awareness,
+ * `autoTuned` (a boolean: `autoTune` raised the target).
+ */
 export interface Budget {
   contextWindow: number;
   outputReserve: number;
@@ -82,7 +97,9 @@ export interface Budget {
   maxRetrievedHistoryTokens: number;
   maxProjectTokens: number;
   maxSummaryTokens: number;
-  [key: string]: number;
+  calibrationRatio?: number;
+  autoTuned?: boolean;
+  [key: string]: number | boolean | undefined;
 }
 
 export interface PlanStats {
@@ -131,6 +148,73 @@ export interface PlanResult {
   session?: { id: string; file: string; leafId: string | null };
   /** Servers with privacy: what the destination may see and what was held back. */
   privacy?: PrivacySummary | null;
+  /**
+   * Servers with native continuation: whether to send only the new items after the
+   * provider's previous response (`delta`) or the whole request (`full`); `null` when the
+   * request is not eligible (`reason` of a `full` decision says why).
+   */
+  continuation?: Continuation | null;
+}
+
+/** The native continuation decision of a plan (docs/protocol.md, `ds4/plan`). */
+export interface Continuation {
+  /** `openai-previous-response-v1`. */
+  strategy: string;
+  mode: 'delta' | 'full';
+  /** Index into the plan result's `messages` of the first item to send (0 for `full`). */
+  deltaStart: number;
+  /** Why `full` (e.g. `cold-start`, `state-expired`), or why not eligible; `null` for `delta`. */
+  reason: string | null;
+}
+
+// ----------------------------------------------------------------------------- ds4/usage
+
+/**
+ * What a provider reported for one response, in Pi's `Usage` shape: tokens, integers >= 0.
+ * Other keys of Pi's object (`totalTokens`, `cost`) may be passed along; the server ignores them.
+ */
+export interface UsageCounts {
+  /** Input tokens not read from or written to the prompt cache. */
+  input: number;
+  output?: number;
+  /** Input tokens read from the provider's prompt cache. */
+  cacheRead?: number;
+  /** Input tokens written to the provider's prompt cache. */
+  cacheWrite?: number;
+  [key: string]: unknown;
+}
+
+/** `ds4/usage` params: sent after each provider response to a planned request. */
+export interface UsageParams {
+  /** The plan's `manifestId`. */
+  manifestId: string;
+  /** Who answered: provider and model id (a different one than planned is a model switch). */
+  provider: string;
+  model: string;
+  usage: UsageCounts;
+  /** Pi's stop reason: `stop`, `length`, `toolUse`, `error`, `aborted`, ... */
+  stopReason?: string;
+  /** Native continuation: the response's output as Pi messages ... */
+  outputItems?: Record<string, unknown>[];
+  /** ... or their hashes (the continuation item hash rule). */
+  outputItemHashes?: string[];
+  /** Native continuation: false when the provider gave no response id. */
+  hasResponseId?: boolean;
+}
+
+/**
+ * `ds4/continuationFailed` params: the provider rejected the `previous_response_id` of a
+ * `delta` call (a stale handle); the server drops the session's continuation state, so the
+ * next plan is `full` (reason `continuation-handle-rejected`).
+ */
+export interface ContinuationFailedParams {
+  /** The session file of the plan (as in `ds4/plan`). */
+  session: { file: string };
+  /** The model whose state to drop; absent: every model of the session. */
+  provider?: string;
+  model?: string;
+  /** The provider's error code, for the client's own logs (never stored or logged by the server). */
+  reason?: string;
 }
 
 // ----------------------------------------------------------------------------- privacy
@@ -395,8 +479,8 @@ export interface Manifest {
   policyVersion: string;
   plannerVersion: string;
   estimatorVersion: string;
-  /** The full budget: tokens, plus `calibrationRatio` (a ratio). */
-  budgets: Record<string, number>;
+  /** The full budget (`Budget`): tokens, plus `calibrationRatio` (a ratio) and `autoTuned`. */
+  budgets: Budget;
   /** Present in views `included` and `full`. */
   included?: ManifestItem[];
   /** Present in views `excluded` and `full`. */
@@ -439,6 +523,70 @@ export interface Manifest {
    * (`null` when the plan recorded none).
    */
   privacy?: PrivacySummary | null;
+  /** Servers with model awareness: what the provider reported (`null` until `ds4/usage`). */
+  usage?: ManifestUsage | null;
+  /** Servers with model awareness: the model's calibration and a model switch. */
+  modelAwareness?: ModelAwareness | null;
+  /** Servers with native continuation: the plan's decision (`null` when not eligible). */
+  continuation?: Continuation | null;
+}
+
+/** The usage a provider reported for a manifest's call (tokens). */
+export interface ManifestUsage {
+  provider: string;
+  model: string;
+  input: number;
+  output: number;
+  cacheRead: number;
+  cacheWrite: number;
+  stopReason: string | null;
+  /** `cacheRead / (input + cacheRead + cacheWrite)`, 4 decimals; `null` when that is 0. */
+  cacheShare: number | null;
+  /** ISO-8601 UTC. */
+  reportedAt: string;
+}
+
+/** A calibration drift warning (docs/model-awareness.md). */
+export interface CalibrationWarning {
+  /** `persistent-underestimate`, `persistent-overestimate`, `calibration-outliers`, ... */
+  code: string;
+  severity: 'warning' | 'critical';
+  message: string;
+}
+
+/** One provider/model's calibration: how far the estimate is from what the provider reports. */
+export interface Calibration {
+  provider: string;
+  model: string;
+  /** actual / estimated tokens applied to the limits (1.0 until calibrated). */
+  ratio: number;
+  calibrated: boolean;
+  /** Usage samples in the window, those accepted, and those rejected as outliers. */
+  samples: number;
+  accepted: number;
+  outliers: number;
+  /** Accepted samples needed before the ratio applies, when the server says. */
+  minimumSamples?: number;
+  warnings: CalibrationWarning[];
+}
+
+/** The `modelAwareness` of a manifest. */
+export interface ModelAwareness {
+  /** e.g. `chars-v2`. */
+  estimatorVersion: string;
+  /** `null`: none for this model yet; absent: not looked up for this plan. */
+  calibration?: Calibration | null;
+  /** The session's previous plan was for another model (`provider/model` each). */
+  modelSwitch?: { from: string; to: string } | null;
+}
+
+/** A profile's calibration in `ds4.health`. */
+export interface HealthCalibration extends Calibration {
+  estimatorVersion: string;
+  /** Cache reads over all input of the profile's reports; `null` before any. */
+  cacheShare: number | null;
+  /** ISO-8601 UTC of the latest report; `null` before any. */
+  lastReportedAt: string | null;
 }
 
 /** A project snippet a plan sent: included items of kind `project` have it as `sourceId`. */
@@ -518,6 +666,8 @@ export interface HealthResult {
   };
   /** Servers with privacy: the active policy (the `privacy.*` settings). */
   privacy?: Record<string, unknown>;
+  /** Servers with model awareness: each provider/model profile's calibration and cache share. */
+  calibration?: HealthCalibration[];
 }
 
 // ----------------------------------------------------------------------------- project
@@ -735,6 +885,9 @@ const arrayOf =
   (v) =>
     Array.isArray(v) && v.every(check);
 const numbersRecord: Check = (v) => isObject(v) && Object.values(v).every(num);
+/** A budget: numbers, and `autoTuned` a boolean (servers with model awareness). */
+const budgetRecord: Check = (v) =>
+  isObject(v) && Object.entries(v).every(([key, value]) => (key === 'autoTuned' ? bool(value) : num(value)));
 
 type Shape = Record<string, Check>;
 
@@ -801,13 +954,14 @@ const PLAN_RESULT: Shape = {
   manifestId: str,
   manifestStored: bool,
   estimatedTokens: int,
-  budget: numbersRecord,
+  budget: budgetRecord,
   model: shaped({ provider: str, id: str, contextWindow: int, source: str }),
   warnings: arrayOf(str),
   stats: obj,
   fallbackReason: optional(str),
   session: optional(shaped({ id: str, file: str, leafId: nullable(str) })),
   privacy: optional(nullable(shaped(PRIVACY_SUMMARY))),
+  continuation: optional(nullable(obj)),
 };
 
 const RETRIEVE_RESULT: Shape = {
@@ -859,7 +1013,7 @@ const MANIFEST: Shape = {
   estimatedTokens: int,
   actualTokens: nullable(int),
   fixedTokens: int,
-  budgets: numbersRecord,
+  budgets: budgetRecord,
   included: optional(arrayOf(shaped(MANIFEST_ITEM))),
   excluded: optional(arrayOf(shaped(MANIFEST_ITEM))),
   retrieved: arrayOf(shaped({ entryKey: str, score: num, reason: str })),
@@ -867,6 +1021,11 @@ const MANIFEST: Shape = {
   relevance: optional(relevanceRecord),
   warnings: arrayOf(str),
   privacy: optional(nullable(shaped(PRIVACY_SUMMARY))),
+  // Model awareness and continuation: objects the views read defensively (a manifest is never
+  // refused over one of their fields).
+  usage: optional(nullable(obj)),
+  modelAwareness: optional(nullable(obj)),
+  continuation: optional(nullable(obj)),
 };
 
 const PRIVACY_ANSWER: Shape = {
@@ -891,6 +1050,7 @@ const HEALTH_RESULT: Shape = {
   warnings: optional(arrayOf(str)),
   project: optional(shaped({ status: str, projectPath: nullable(str), trusted: bool })),
   server: shaped({ name: str, version: str, trusted: bool }),
+  calibration: optional(arrayOf(obj)),
 };
 
 const REBUILD_INDEX_RESULT: Shape = {
@@ -998,3 +1158,90 @@ export const isPrivacyAnswer = (value: unknown): value is PrivacyAnswer =>
   checkPrivacyAnswer(value).length === 0;
 export const isSummarizeParams = (value: unknown): value is SummarizeParams =>
   checkSummarizeParams(value).length === 0;
+
+/** A non-negative safe integer (token counts). */
+const count: Check = (v) => Number.isSafeInteger(v) && (v as number) >= 0;
+const nonEmpty: Check = (v) => typeof v === 'string' && v.trim() !== '';
+/** The longest `provider` / `model` and `stopReason` the server accepts (characters). */
+export const USAGE_MAX_NAME_CHARS = 256;
+export const USAGE_MAX_STOP_REASON_CHARS = 64;
+const boundedName: Check = (v) => nonEmpty(v) && (v as string).length <= USAGE_MAX_NAME_CHARS;
+const stopReason: Check = (v) => typeof v === 'string' && v.length > 0 && v.length <= USAGE_MAX_STOP_REASON_CHARS;
+
+/** `value` for an error message: JSON, cut to 40 characters. */
+function shown(value: unknown): string {
+  const json = JSON.stringify(value) as string | undefined;
+  const text = value === undefined ? 'nothing' : (json ?? typeof value);
+  return text.length > 40 ? `${text.slice(0, 39)}…` : text;
+}
+
+/**
+ * What is wrong with `ds4/continuationFailed` params, one sentence per field naming it; empty
+ * when they fit: `session.file` a non-empty string; `provider`, `model`, `reason` strings when
+ * given.
+ */
+export function continuationFailedProblems(value: unknown): string[] {
+  if (!isObject(value)) {
+    return [`params must be an object, got ${shown(value)}`];
+  }
+  const session = value.session;
+  const problems =
+    isObject(session) && nonEmpty(session.file)
+      ? []
+      : [`params.session.file must be a non-empty string (the plan's session file), got ${shown(isObject(session) ? session.file : session)}`];
+  for (const key of ['provider', 'model', 'reason']) {
+    if (!optional(str)(value[key])) {
+      problems.push(`params.${key} must be a string when given, got ${shown(value[key])}`);
+    }
+  }
+  return problems;
+}
+
+/**
+ * What is wrong with `ds4/usage` params, one sentence per field naming it (`params.usage.input
+ * must be an integer >= 0, got -1`); empty when they fit the contract (docs/protocol.md
+ * `ds4/usage`): `manifestId` a non-empty string, `provider` and `model` non-empty strings of at
+ * most 256 characters; `usage.input` and, when given, `usage.output`, `usage.cacheRead`,
+ * `usage.cacheWrite` integers >= 0 (other keys of Pi's `Usage`, e.g. `totalTokens`, `cost`,
+ * are allowed and ignored); `stopReason` a string of 1..64 characters,
+ * `outputItems` objects, `outputItemHashes` strings, `hasResponseId` a boolean, when given.
+ */
+export function usageParamsProblems(value: unknown): string[] {
+  if (!isObject(value)) {
+    return [`params must be an object, got ${shown(value)}`];
+  }
+  const problems: string[] = [];
+  const need = (ok: boolean, field: string, what: string, got: unknown): void => {
+    if (!ok) {
+      problems.push(`params.${field} must be ${what}, got ${shown(got)}`);
+    }
+  };
+  need(nonEmpty(value.manifestId), 'manifestId', 'a non-empty string', value.manifestId);
+  for (const key of ['provider', 'model']) {
+    need(boundedName(value[key]), key, `a non-empty string of at most ${String(USAGE_MAX_NAME_CHARS)} characters`, value[key]);
+  }
+  const usage = value.usage;
+  if (!isObject(usage)) {
+    need(false, 'usage', 'an object with integer token counts ({input, output?, cacheRead?, cacheWrite?})', usage);
+  } else {
+    need(count(usage.input), 'usage.input', 'an integer >= 0', usage.input);
+    for (const key of ['output', 'cacheRead', 'cacheWrite']) {
+      need(optional(count)(usage[key]), `usage.${key}`, 'an integer >= 0 when given', usage[key]);
+    }
+  }
+  need(
+    optional(stopReason)(value.stopReason),
+    'stopReason',
+    `Pi's stop reason (1..${String(USAGE_MAX_STOP_REASON_CHARS)} characters) when given`,
+    value.stopReason,
+  );
+  need(optional(arrayOf(obj))(value.outputItems), 'outputItems', 'a list of objects when given', value.outputItems);
+  need(
+    optional(arrayOf(str))(value.outputItemHashes),
+    'outputItemHashes',
+    'a list of strings when given',
+    value.outputItemHashes,
+  );
+  need(optional(bool)(value.hasResponseId), 'hasResponseId', 'true or false when given', value.hasResponseId);
+  return problems;
+}

@@ -31,10 +31,12 @@ import {
   DS4_COMPACT,
   DS4_COMPACT_COMMITTED,
   DS4_COMPACT_FAILED,
+  DS4_CONTINUATION_FAILED,
   DS4_MANIFEST,
   DS4_PLAN,
   DS4_RETRIEVE,
   DS4_TOOL_EXECUTED,
+  DS4_USAGE,
   HEALTH,
   type HealthResult,
   type Manifest,
@@ -52,6 +54,10 @@ import {
   type SummariesParams,
   type SummariesResult,
   type ToolExecutedParams,
+  type ContinuationFailedParams,
+  continuationFailedProblems,
+  type UsageParams,
+  usageParamsProblems,
 } from './protocol';
 
 /** What `LanguageClient` and `MessageConnection` have in common, as far as ds4 needs it. */
@@ -81,6 +87,20 @@ export class Ds4ContractError extends Error {
         'are the extension and ds4-lsp the same version?',
     );
     this.name = 'Ds4ContractError';
+  }
+}
+
+/**
+ * The caller's params do not fit the contract; nothing was sent. `problems` name the fields
+ * (`params.usage.input must be an integer >= 0, got -1`).
+ */
+export class Ds4InvalidParamsError extends Error {
+  constructor(
+    readonly method: string,
+    readonly problems: string[],
+  ) {
+    super(`${method}: ${problems.join('; ')}`);
+    this.name = 'Ds4InvalidParamsError';
   }
 }
 
@@ -116,6 +136,33 @@ export class Ds4Requests {
    */
   toolExecuted(params: ToolExecutedParams): Promise<void> {
     return this.connection.sendNotification(DS4_TOOL_EXECUTED, params);
+  }
+
+  /**
+   * `ds4/usage`: what the provider reported for the response to a planned request (a
+   * notification: there is no answer). The server stores it with the manifest (`actualTokens`,
+   * `usage`) and calibrates the model's estimates from it. Throws `Ds4InvalidParamsError`,
+   * naming the field, and sends nothing when `params` do not fit the contract.
+   */
+  usage(params: UsageParams): Promise<void> {
+    const problems = usageParamsProblems(params);
+    if (problems.length > 0) {
+      return Promise.reject(new Ds4InvalidParamsError(DS4_USAGE, problems));
+    }
+    return this.connection.sendNotification(DS4_USAGE, params);
+  }
+
+  /**
+   * `ds4/continuationFailed`: the provider rejected the `previous_response_id` of a native
+   * continuation call; the server drops that state, so the next plan is `full`. Throws
+   * `Ds4InvalidParamsError`, naming the field, and sends nothing for bad params.
+   */
+  continuationFailed(params: ContinuationFailedParams): Promise<void> {
+    const problems = continuationFailedProblems(params);
+    if (problems.length > 0) {
+      return Promise.reject(new Ds4InvalidParamsError(DS4_CONTINUATION_FAILED, problems));
+    }
+    return this.connection.sendNotification(DS4_CONTINUATION_FAILED, params);
   }
 
   /**

@@ -1,17 +1,21 @@
 /** Wire objects shaped like docs/protocol.md's examples, for unit tests. */
 
 import type {
+  Calibration,
   CommitHit,
   CompactResult,
+  HealthCalibration,
   HealthResult,
   Manifest,
   ManifestItem,
+  ManifestUsage,
   PlanResult,
   PrivacyAnswer,
   PrivacySummary,
   RetrieveResult,
   SummariesResult,
   SummarizeParams,
+  UsageParams,
 } from '../src/protocol';
 
 export function item(overrides: Partial<ManifestItem> = {}): ManifestItem {
@@ -377,4 +381,74 @@ export function contractSummary(prompt: string): string {
     'Commands / Tests': ['`pytest tests/test_parser_1.py -q`'],
     'Next Actions': ['Continue with the next step of the parser fixes.'],
   });
+}
+
+/**
+ * `ds4/usage` params as an agent sends them after an Anthropic response: Pi's `Usage` object
+ * passed as is (with `totalTokens` and `cost`, which the server ignores).
+ */
+export function usageParams(overrides: Partial<UsageParams> = {}): UsageParams {
+  return {
+    manifestId: 'm-01a22bfe7ae5956d3018a646656d',
+    provider: 'anthropic',
+    model: 'claude-sonnet-4-5',
+    usage: {
+      input: 4000,
+      output: 412,
+      cacheRead: 35100,
+      cacheWrite: 0,
+      totalTokens: 39512,
+      cost: { input: 0.012, output: 0.00618, cacheRead: 0.01053, cacheWrite: 0, total: 0.02871 },
+    },
+    stopReason: 'stop',
+    ...overrides,
+  };
+}
+
+/** A manifest's `usage` once the Anthropic response above was reported. */
+export function manifestUsage(overrides: Partial<ManifestUsage> = {}): ManifestUsage {
+  return {
+    provider: 'anthropic',
+    model: 'claude-sonnet-4-5',
+    input: 4000,
+    output: 412,
+    cacheRead: 35100,
+    cacheWrite: 0,
+    stopReason: 'stop',
+    cacheShare: 0.8977,
+    reportedAt: '2026-11-30T10:27:19.204Z',
+    ...overrides,
+  };
+}
+
+/** A calibrated profile whose estimates run low, with a drift warning. */
+export function calibration(overrides: Partial<Calibration> = {}): Calibration {
+  return {
+    provider: 'anthropic',
+    model: 'claude-sonnet-4-5',
+    ratio: 1.31,
+    calibrated: true,
+    samples: 6,
+    accepted: 5,
+    outliers: 1,
+    warnings: [
+      {
+        code: 'persistent-underestimate',
+        severity: 'warning',
+        message: 'the estimate is 31% below what anthropic/claude-sonnet-4-5 reports (ratio 1.310 >= 1.25)',
+      },
+    ],
+    ...overrides,
+  };
+}
+
+/** A profile of `ds4.health`'s `calibration`. */
+export function healthCalibration(overrides: Partial<HealthCalibration> = {}): HealthCalibration {
+  return {
+    ...calibration(),
+    estimatorVersion: 'chars-v2',
+    cacheShare: 0.8351,
+    lastReportedAt: '2026-11-30T10:27:19.204Z',
+    ...overrides,
+  };
 }

@@ -49,13 +49,38 @@ vim.lsp.log.set_level('info')
 local REQUEST = 'which selector files did we port to the theme system?'
 local results = {}
 
+--- Raised by `skip(reason)`: the case is reported skipped (pytest.skip) with `reason`.
+local SKIP = {}
+
+--- Stop the current case and report it skipped, saying why.
+local function skip(reason)
+  error(setmetatable({ reason = reason }, SKIP))
+end
+
 local function test(name, fn)
   local started = vim.uv.hrtime()
-  local ok, err = xpcall(fn, debug.traceback)
+  local skipped
+  local ok, err = xpcall(fn, function(e)
+    if getmetatable(e) == SKIP then
+      skipped = e.reason
+      return e
+    end
+    return debug.traceback(e)
+  end)
+  if skipped then
+    ok, err = true, nil
+  end
   local elapsed_ms = (vim.uv.hrtime() - started) / 1e6
-  results[#results + 1] =
-    { name = name, ok = ok, error = (not ok) and tostring(err) or nil, elapsed_ms = elapsed_ms }
-  io.stderr:write(('%s %s (%.0f ms)\n'):format(ok and 'PASS' or 'FAIL', name, elapsed_ms))
+  results[#results + 1] = {
+    name = name,
+    ok = ok,
+    error = (not ok) and tostring(err) or nil,
+    skipped = skipped,
+    elapsed_ms = elapsed_ms,
+  }
+  io.stderr:write(
+    ('%s %s (%.0f ms)\n'):format(skipped and 'SKIP' or (ok and 'PASS' or 'FAIL'), name, elapsed_ms)
+  )
   if not ok then
     io.stderr:write(tostring(err) .. '\n')
   end
@@ -1118,6 +1143,345 @@ test('a_remote_plan_withholds_local_only_text', function()
   assert(health:find('privacy      on · ', 1, true), health)
 end)
 
+--- A calibrated profile whose estimates run low, with the other `fields` given.
+local function fake_calibration(fields)
+  return vim.tbl_extend('force', {
+    provider = 'anthropic',
+    model = 'claude-sonnet-4-5',
+    ratio = 1.31,
+    calibrated = true,
+    samples = 6,
+    accepted = 5,
+    outliers = 1,
+    warnings = {
+      {
+        code = 'persistent-underestimate',
+        severity = 'warning',
+        message = 'the estimate is 31% below what anthropic/claude-sonnet-4-5 reports',
+      },
+    },
+  }, fields or {})
+end
+
+--- A manifest's model awareness once an Anthropic response was reported: 39,100 input tokens
+--- (4,000 uncached + 35,100 cache reads) against a 36,349 estimate, a calibrated profile whose
+--- estimates run low.
+local function reported_manifest(fields)
+  return fake_manifest({}, vim.tbl_extend('force', {
+    estimatedTokens = 36349,
+    actualTokens = 39100,
+    usage = {
+      provider = 'anthropic',
+      model = 'claude-sonnet-4-5',
+      input = 4000,
+      output = 412,
+      cacheRead = 35100,
+      cacheWrite = 0,
+      stopReason = 'stop',
+      cacheShare = 0.8977,
+      reportedAt = '2026-11-30T10:27:19.204Z',
+    },
+    modelAwareness = {
+      estimatorVersion = 'chars-v2',
+      calibration = fake_calibration(),
+      modelSwitch = vim.NIL,
+    },
+    continuation = vim.NIL,
+  }, fields or {}))
+end
+
+test('report_usage_checks_params_before_sending', function()
+  local usage = require('ds4.usage')
+  local good = {
+    manifestId = 'm-1',
+    provider = 'anthropic',
+    model = 'claude-sonnet-4-5',
+    -- Pi's Usage as is: totalTokens and cost are ignored by the server.
+    usage = { input = 10, output = 2, cacheRead = 0, cacheWrite = 0, totalTokens = 12, cost = {} },
+    stopReason = 'stop',
+  }
+  eq(#usage.problems(good), 0, 'problems of good params')
+  eq(
+    table.concat(usage.problems({ manifestId = 'm-1', provider = 'p', model = 'x' }), ' | '),
+    'params.usage must be a table with integer token counts ({ input, output?, cacheRead?, '
+      .. 'cacheWrite? }), got nothing',
+    'missing usage'
+  )
+  eq(
+    table.concat(
+      usage.problems(vim.tbl_extend('force', good, {
+        provider = '',
+        usage = { input = -1, output = 1.5, cacheRead = '3', cacheWrite = vim.NIL },
+        hasResponseId = 'no',
+        outputItemHashes = { 1 },
+      })),
+      ' | '
+    ),
+    table.concat({
+      'params.provider must be a non-empty string of at most 256 characters, got ""',
+      'params.usage.input must be an integer >= 0, got -1',
+      'params.usage.output must be an integer >= 0 when given, got 1.5',
+      'params.usage.cacheRead must be an integer >= 0 when given, got "3"',
+      'params.usage.cacheWrite must be an integer >= 0 when given, got null',
+      'params.outputItemHashes must be a list of strings when given, got [1]',
+      'params.hasResponseId must be true or false when given, got "no"',
+    }, ' | '),
+    'every bad field named'
+  )
+  eq(usage.problems('x')[1], 'params must be a table, got "x"', 'not a table')
+  eq(
+    table.concat(
+      usage.problems(vim.tbl_extend('force', good, { model = ('m'):rep(257), stopReason = '' })),
+      ' | '
+    ),
+    'params.model must be a non-empty string of at most 256 characters, got "'
+      .. ('m'):rep(38)
+      .. '… | params.stopReason must be Pi\'s stop reason (1..64 characters) when given, got ""',
+    'the server bounds'
+  )
+
+  -- Through the API: the callback gets the error and nothing is sent.
+  local sent = {}
+  local real_notify = client_mod.notify
+  client_mod.notify = function(method, params, cb)
+    sent[#sent + 1] = { method = method, params = params }
+    if cb then
+      cb(nil)
+    end
+  end
+  local ok, problem = pcall(function()
+    local got_err
+    local was_sent, message = ds4.report_usage(
+      vim.tbl_extend('force', good, { usage = { input = -5 } }),
+      { cb = function(e)
+        got_err = e
+      end }
+    )
+    eq(was_sent, false, 'sent with a bad field')
+    eq(message, 'ds4/usage: params.usage.input must be an integer >= 0, got -5', 'returned problem')
+    eq(got_err and got_err.message, message, 'the callback got the problem')
+    -- Without a callback: shown with vim.notify at ERROR level.
+    local count = #notified
+    ds4.report_usage({ manifestId = 'm-1' })
+    eq(notified[count + 1] and notified[count + 1].level, vim.log.levels.ERROR, 'notify level')
+    assert(notified[count + 1].msg:find('params.provider must be', 1, true), notified[count + 1].msg)
+    eq(#sent, 0, 'nothing sent for bad params')
+    eq(ds4.report_usage(good), true, 'good params are sent')
+    eq(sent[1] and sent[1].method, 'ds4/usage', 'method')
+    eq(sent[1].params, good, 'params unchanged')
+    -- ds4/continuationFailed: the same checks (session.file required).
+    local failed, failed_message = ds4.continuation_failed({ session = {}, provider = 5 }, {
+      cb = function() end,
+    })
+    eq(failed, false, 'continuation_failed sent with a bad field')
+    eq(
+      failed_message,
+      'ds4/continuationFailed: params.session.file must be a non-empty string (the plan\'s '
+        .. 'session file), got nothing; params.provider must be a string when given, got 5',
+      'continuation_failed problem'
+    )
+    eq(#sent, 1, 'nothing more sent')
+    local params = { session = { file = cfg.session }, provider = 'openai', model = 'gpt-5' }
+    eq(ds4.continuation_failed(params), true, 'continuation_failed sent')
+    eq(sent[2] and sent[2].method, 'ds4/continuationFailed', 'continuation_failed method')
+  end)
+  client_mod.notify = real_notify
+  assert(ok, problem)
+end)
+
+test('manifest_renders_usage_calibration_switch_and_continuation', function()
+  local render = require('ds4.render')
+  -- Before a report: the provider has not reported usage.
+  local waiting = render.manifest(fake_manifest({}, {
+    estimatedTokens = 36349,
+    actualTokens = vim.NIL,
+    usage = vim.NIL,
+    modelAwareness = { estimatorVersion = 'chars-v2', calibration = vim.NIL, modelSwitch = vim.NIL },
+  }))
+  local text = table.concat(waiting, '\n')
+  assert(text:find('  actual       not reported (the provider has not reported usage)', 1, true), text)
+  assert(text:find('## Model awareness', 1, true), text)
+  assert(text:find('  calibration  none for this model', 1, true), text)
+  -- A server without model awareness: no section.
+  text = table.concat(render.manifest(fake_manifest({}, { actualTokens = vim.NIL })), '\n')
+  assert(not text:find('Model awareness', 1, true), text)
+  assert(text:find('the provider has not reported usage', 1, true), text)
+
+  text = table.concat(render.manifest(reported_manifest()), '\n')
+  for _, expected in ipairs({
+    '  actual       39,100 (+7.6% vs the estimate 36,349) · cache share 89.8%',
+    '  usage        reported by anthropic/claude-sonnet-4-5 at 2026-11-30T10:27:19.204Z · stop reason stop',
+    '  input        actual 39,100 (+7.6% vs the estimate 36,349)',
+    '  cache        share 89.8% · read 35,100 · write 0 · uncached input 4,000',
+    '  output       412 tokens',
+    '  calibration  anthropic/claude-sonnet-4-5 · ratio 1.310 · calibrated from 5 accepted samples '
+      .. '(6 in the window, 1 outlier) · estimator chars-v2',
+    '    warning persistent-underestimate: the estimate is 31% below',
+  }) do
+    assert(text:find(expected, 1, true), expected .. ' not in:\n' .. text)
+  end
+
+  local switched = reported_manifest({
+    modelAwareness = {
+      estimatorVersion = 'chars-v2',
+      calibration = fake_calibration({
+        provider = 'openai',
+        model = 'gpt-5',
+        ratio = 1,
+        calibrated = false,
+        samples = 2,
+        accepted = 1,
+        warnings = {
+          { code = 'calibration-outliers', severity = 'critical', message = 'too many outliers' },
+        },
+      }),
+      modelSwitch = { from = 'anthropic/claude-sonnet-4-5', to = 'openai/gpt-5' },
+    },
+    continuation = {
+      strategy = 'openai-previous-response-v1',
+      mode = 'full',
+      deltaStart = 0,
+      reason = 'state-expired',
+    },
+  })
+  text = table.concat(render.manifest(switched), '\n')
+  for _, expected in ipairs({
+    '  switch       switched from anthropic/claude-sonnet-4-5 to openai/gpt-5',
+    'ratio 1.000 · not calibrated: 1 of 2 samples accepted',
+    '    critical calibration-outliers: too many outliers',
+    '  continuation full: send the whole request · reason state-expired (openai-previous-response-v1)',
+  }) do
+    assert(text:find(expected, 1, true), expected .. ' not in:\n' .. text)
+  end
+
+  -- A plan with a delta decision.
+  local plan_text = table.concat(
+    render.plan({
+      mode = 'managed',
+      manifestId = 'm-0123456789abcdef',
+      stats = {},
+      messages = {},
+      continuation = {
+        strategy = 'openai-previous-response-v1',
+        mode = 'delta',
+        deltaStart = 12,
+        reason = vim.NIL,
+      },
+    }, reported_manifest()),
+    '\n'
+  )
+  assert(
+    plan_text:find(
+      '  continue  delta: send the messages from index 12 on (openai-previous-response-v1)',
+      1,
+      true
+    ),
+    plan_text
+  )
+  assert(plan_text:find('## Model awareness', 1, true), plan_text)
+
+  -- :Ds4Health's calibration lines.
+  local health = table.concat(
+    render.health({
+      status = 'ok',
+      server = {},
+      calibration = {
+        fake_calibration({
+          estimatorVersion = 'chars-v2',
+          cacheShare = 0.8351,
+          lastReportedAt = '2026-11-30T10:27:19.204Z',
+          warnings = {
+            { code = 'persistent-underestimate', severity = 'warning', message = 'runs low' },
+          },
+        }),
+      },
+    }),
+    '\n'
+  )
+  assert(
+    health:find(
+      '  calibration  anthropic/claude-sonnet-4-5 (chars-v2): ratio 1.310 · calibrated from 5 '
+        .. 'accepted samples (6 in the window, 1 outlier) · cache share 83.5% · last report '
+        .. '2026-11-30T10:27:19.204Z',
+      1,
+      true
+    ),
+    health
+  )
+  assert(health:find('warning persistent-underestimate: runs low', 1, true), health)
+  health = table.concat(render.health({ status = 'ok', server = {}, calibration = {} }), '\n')
+  assert(health:find('  calibration  no usage reported yet', 1, true), health)
+end)
+
+test('report_usage_shows_actual_tokens_in_the_manifest', function()
+  local result, manifest = plan_with_manifest(REQUEST)
+  -- Refused before sending: the callback names the field.
+  local err = await(function(cb)
+    ds4.report_usage({
+      manifestId = result.manifestId,
+      provider = 'anthropic',
+      model = 'claude-sonnet-4-5',
+      usage = { input = -1 },
+    }, { cb = cb })
+  end)
+  assert(err and err.message:find('params.usage.input must be an integer >= 0', 1, true), vim.inspect(err))
+  if manifest.usage == nil then
+    skip('this ds4-lsp has no model awareness yet (no `usage` in the manifest): ds4/usage is not served')
+  end
+  eq(manifest.actualTokens, vim.NIL, 'actualTokens before a report')
+  -- What Anthropic reported, in Pi's Usage shape.
+  local input = math.floor(result.estimatedTokens * 0.3)
+  local cache_read = math.floor(result.estimatedTokens * 0.8)
+  err = await(function(cb)
+    ds4.report_usage({
+      manifestId = result.manifestId,
+      provider = 'anthropic',
+      model = 'claude-sonnet-4-5',
+      usage = { input = input, output = 300, cacheRead = cache_read, cacheWrite = 64, totalTokens = 1 },
+      stopReason = 'stop',
+    }, { bufnr = trusted_buf, cb = cb })
+  end)
+  assert(not err, vim.inspect(err))
+  local actual = input + cache_read + 64
+  -- ds4/usage is a notification: the server may still be storing it.
+  local reported
+  for _ = 1, 100 do
+    local e, m = await(function(cb)
+      ds4.manifest({ id = result.manifestId, view = 'full' }, cb)
+    end)
+    assert(not e, vim.inspect(e))
+    if m.actualTokens ~= vim.NIL then
+      reported = m
+      break
+    end
+    vim.wait(50)
+  end
+  assert(reported, 'actualTokens stayed null after ds4/usage')
+  eq(reported.actualTokens, actual, 'actualTokens')
+  eq(reported.usage.cacheRead, cache_read, 'usage.cacheRead')
+  eq(reported.usage.stopReason, 'stop', 'usage.stopReason')
+  local text = table.concat(require('ds4.render').manifest(reported), '\n')
+  local render = require('ds4.render')
+  assert(text:find('  actual       ' .. render.num(actual) .. ' (', 1, true), text)
+  assert(text:find('  cache        share %d+%.%d%% · read ' .. render.num(cache_read)), text)
+
+  -- :Ds4Usage reports for the last plan and shows its manifest.
+  vim.api.nvim_set_current_buf(trusted_buf)
+  local _, shown = run_command('Ds4Usage --input=100 --cache-read=900 --output=5', 'manifest')
+  assert(shown:find('# ds4 manifest ' .. ds4.last_manifest_id, 1, true), shown)
+  local count = #notified
+  vim.cmd('Ds4Usage --output=5')
+  assert((notified[count + 1] or {}).msg:find('give --input=N', 1, true), vim.inspect(notified[count + 1]))
+
+  -- :Ds4Health and :checkhealth show the profile's calibration.
+  local _, health = run_command('Ds4Health', 'health')
+  assert(health:find('  calibration  anthropic/claude-sonnet-4-5 (', 1, true), health)
+  vim.cmd('checkhealth ds4')
+  local check = buffer_text(0)
+  vim.cmd('bwipeout')
+  assert(check:find('calibration anthropic/claude-sonnet-4-5: ratio ', 1, true), check)
+end)
+
 test('tool_executed_sends_ds4_tool_executed', function()
   local path = cfg.roots.trusted .. '/pricing.py'
   vim.fn.writefile({ 'def apply_voucher_discount(total, voucher):', '    return total - voucher' }, path)
@@ -1229,6 +1593,10 @@ test('the_help_file_has_valid_tags_and_links', function()
     ':Ds4Privacy',
     'ds4.privacy()',
     'ds4-privacy',
+    'ds4.report_usage()',
+    'ds4.continuation_failed()',
+    ':Ds4Usage',
+    'ds4-usage',
   }) do
     assert(tags[tag], 'missing help tag ' .. tag)
   end

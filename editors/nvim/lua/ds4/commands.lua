@@ -1,12 +1,12 @@
 --- User commands: :Ds4Plan, :Ds4Retrieve, :Ds4Manifest, :Ds4Health, :Ds4Rebuild, :Ds4Trust,
---- :Ds4Compact, :Ds4Summaries, :Ds4Privacy.
+--- :Ds4Compact, :Ds4Summaries, :Ds4Privacy, :Ds4Usage.
 --- :Ds4Retrieve --scope=history,project,git searches the session, the trusted workspace's files
 --- and/or its Git history (commits).
 ---
 --- Flags are `--name=value` (quote values with spaces: `--session="a b.jsonl"`). For :Ds4Plan,
 --- :Ds4Retrieve, :Ds4Compact and :Ds4Summaries they come first and `--` ends them; the rest of
 --- the line is the request, query, reason (and focus) or format, taken verbatim. :Ds4Manifest
---- takes them anywhere.
+--- takes them anywhere; :Ds4Usage takes only flags.
 
 local M = {}
 
@@ -16,6 +16,15 @@ local FLAGS = {
   Ds4Manifest = { 'session', 'view' },
   Ds4Compact = { 'session', 'leaf', 'first-kept', 'model' },
   Ds4Summaries = { 'session', 'leaf' },
+  Ds4Usage = {
+    'manifest',
+    'model',
+    'input',
+    'output',
+    'cache-read',
+    'cache-write',
+    'stop-reason',
+  },
 }
 
 local REASONS = { manual = true, threshold = true, overflow = true }
@@ -432,6 +441,82 @@ function M.privacy(opts)
   end)
 end
 
+--- :Ds4Usage [--manifest=ID] [--model=PROVIDER/ID] --input=N [--output=N] [--cache-read=N]
+--- [--cache-write=N] [--stop-reason=R]: report a provider's usage for a plan (`ds4/usage`;
+--- default: the last plan made here and its model), then show that manifest.
+function M.usage(opts)
+  local flags, rest = M.parse('Ds4Usage', opts.args)
+  if not flags then
+    return notify_error(rest)
+  end
+  if rest ~= '' then
+    return notify_error(('Ds4Usage: takes only flags (--input=N ...), got %q'):format(rest))
+  end
+  local ds4 = require('ds4')
+  local manifest_id = flags.manifest or ds4.last_manifest_id
+  if not manifest_id then
+    return notify_error('Ds4Usage: give --manifest=ID (no plan was made here yet to default to)')
+  end
+  local model = model_flag('Ds4Usage', flags.model or ds4.last_model)
+  if model == false then
+    return
+  end
+  if not model then
+    return notify_error('Ds4Usage: give --model=PROVIDER/ID (the model that answered)')
+  end
+  if not flags.input then
+    return notify_error('Ds4Usage: give --input=N (the input tokens the provider reported)')
+  end
+  local usage = {}
+  for flag, key in pairs({
+    input = 'input',
+    output = 'output',
+    ['cache-read'] = 'cacheRead',
+    ['cache-write'] = 'cacheWrite',
+  }) do
+    local n = integer_flag('Ds4Usage', flag, flags[flag])
+    if n == false then
+      return
+    end
+    usage[key] = n
+  end
+  local params = {
+    manifestId = manifest_id,
+    provider = model.provider,
+    model = model.id,
+    usage = usage,
+    stopReason = flags['stop-reason'],
+  }
+  -- Bad values come back through the callback, naming the field.
+  ds4.report_usage(params, {
+    cb = function(err)
+      if err then
+        return notify_error(err.message)
+      end
+      M.show_reported(manifest_id, 5)
+    end,
+  })
+end
+
+--- Show the manifest `id` once it has the usage just reported: `ds4/usage` is a notification
+--- the server may still be storing, so a manifest without `actualTokens` is asked for again,
+--- `tries` more times 100 ms apart (then shown as it is).
+---@param id string
+---@param tries integer
+function M.show_reported(id, tries)
+  require('ds4').manifest({ id = id, view = 'summary' }, function(err, result)
+    if err then
+      return notify_error('ds4/manifest: ' .. err.message)
+    end
+    if result.actualTokens == vim.NIL and tries > 0 then
+      return vim.defer_fn(function()
+        M.show_reported(id, tries - 1)
+      end, 100)
+    end
+    require('ds4.ui').show('manifest', require('ds4.render').manifest(result), 'ds4 manifest')
+  end)
+end
+
 local function complete_flags(command)
   return function(arg_lead)
     local out = {}
@@ -516,6 +601,12 @@ function M.create()
       end, models)
     end,
     desc = 'ds4: what a destination model may see under the privacy policy ([PROVIDER/MODEL])',
+  })
+  create('Ds4Usage', M.usage, {
+    nargs = '+',
+    complete = complete_flags('Ds4Usage'),
+    desc = "ds4: report a provider's usage for the last plan (--input=N [--output=N] "
+      .. '[--cache-read=N] [--cache-write=N] [--manifest=ID] [--model=PROVIDER/ID])',
   })
   create('Ds4Health', M.health, { nargs = 0, desc = 'ds4: server and index health' })
   create(

@@ -20,6 +20,40 @@ local function server_version(cmd)
   return vim.trim(done.stdout or ''), nil
 end
 
+--- The calibration of each provider/model profile (`ds4.health`'s `calibration`): ok when
+--- it has no warning, else warn (a `critical` one too) with its warnings as advice.
+--- Nothing for a server without model awareness.
+---@param profiles any
+function M.report_calibration(profiles)
+  if type(profiles) ~= 'table' then
+    return
+  end
+  if #profiles == 0 then
+    health.info('calibration: no usage reported yet (ds4.report_usage() after each response)')
+    return
+  end
+  local usage = require('ds4.usage')
+  for _, p in ipairs(profiles) do
+    local line = ('calibration %s/%s: %s · cache share %s'):format(
+      tostring(p.provider),
+      tostring(p.model),
+      usage.calibration_line(p),
+      usage.share(p.cacheShare)
+    )
+    local advice = {}
+    for _, w in ipairs(type(p.warnings) == 'table' and p.warnings or {}) do
+      advice[#advice + 1] =
+        ('%s %s: %s'):format(tostring(w.severity), tostring(w.code), tostring(w.message))
+    end
+    -- A critical drift is the model's estimate, not a broken install: a warning either way.
+    if usage.severity(p) then
+      health.warn(line, advice)
+    else
+      health.ok(line)
+    end
+  end
+end
+
 function M.check()
   health.start('ds4: Neovim')
   if vim.fn.has('nvim-0.11') == 1 then
@@ -154,6 +188,7 @@ function M.check()
         else
           health.ok('project: ' .. line)
         end
+        M.report_calibration(r.calibration)
         for _, notice in ipairs(r.notices or {}) do
           health.warn('notice: ' .. notice)
         end

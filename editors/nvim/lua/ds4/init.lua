@@ -111,6 +111,61 @@ function M.tool_executed(tool, paths, opts)
   client.notify('ds4/toolExecuted', { tool = tool, paths = paths or {} }, opts.cb, opts)
 end
 
+--- Send the notification `method` with `params` when `problems` (a `ds4.usage` check's) is
+--- empty; else send nothing and report them, prefixed by `method`, to `opts.cb(err)` (or with
+--- vim.notify at ERROR level without a callback).
+---@return boolean sent
+---@return string? problem
+local function checked_notify(method, params, problems, opts)
+  opts = opts or {}
+  if #problems > 0 then
+    local message = method .. ': ' .. table.concat(problems, '; ')
+    if opts.cb then
+      opts.cb({ message = message })
+    else
+      vim.notify(message, vim.log.levels.ERROR)
+    end
+    return false, message
+  end
+  client.notify(method, params, opts.cb, opts)
+  return true, nil
+end
+
+--- `ds4/usage`: report what the provider said the response to a planned request cost, after
+--- each response. Params: `{ manifestId, provider, model, usage = { input, output?, cacheRead?,
+--- cacheWrite? }, stopReason? }` (Pi's `Usage` table can be passed as `usage` as is: its
+--- `totalTokens` and `cost` are ignored; continuation clients add `outputItems` or
+--- `outputItemHashes`, and `hasResponseId`). The manifest then has `actualTokens` (input +
+--- cacheRead + cacheWrite) and `usage` with the cache share, and the server calibrates that
+--- model's budgets (docs/model-awareness.md).
+---
+--- The params are checked first: on a bad field nothing is sent, `opts.cb(err)` gets
+--- `{ message = 'ds4/usage: params.usage.input must be an integer >= 0, got -1' }` (without a
+--- callback the message is shown with vim.notify at ERROR level), and this returns
+--- `false, message`. Otherwise it sends the notification and returns `true`; `opts.cb(err)`
+--- is called once sent (err when there is no server).
+---@param params table
+---@param opts {bufnr: integer?, cb: fun(err: table?)?}?
+---@return boolean sent
+---@return string? problem
+function M.report_usage(params, opts)
+  return checked_notify('ds4/usage', params, require('ds4.usage').problems(params), opts)
+end
+
+--- `ds4/continuationFailed`: the provider rejected the `previous_response_id` of a plan whose
+--- `continuation.mode` was `delta` (a stale handle). The server drops the session's
+--- continuation state (of `provider`/`model` when given), so the next plan is `full`.
+--- Params: `{ session = { file }, provider?, model?, reason? }`. Checked first, reported and
+--- returned like |ds4.report_usage()|.
+---@param params table
+---@param opts {bufnr: integer?, cb: fun(err: table?)?}?
+---@return boolean sent
+---@return string? problem
+function M.continuation_failed(params, opts)
+  local problems = require('ds4.usage').continuation_failed_problems(params)
+  return checked_notify('ds4/continuationFailed', params, problems, opts)
+end
+
 --- `ds4/compact`: summarize the older part of a session's active branch (docs/compaction.md).
 --- Params: `{ session = { file, leafId? }, reason?, firstKeptEntryId?, previousSummaryId?,
 --- customInstructions? }`. The server asks the `summarize` setup function for the text when

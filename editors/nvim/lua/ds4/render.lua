@@ -1,5 +1,6 @@
 --- Results as readable lines (no JSON dumps): plan, retrieve, manifest, health, rebuild,
---- compaction, summaries. The privacy parts are in `ds4.privacy`.
+--- compaction, summaries. The privacy parts are in `ds4.privacy`, the model awareness parts
+--- (usage, calibration, continuation) in `ds4.usage`.
 --- Every function takes the server's result table and returns a list of lines.
 
 local M = {}
@@ -493,6 +494,13 @@ function M.plan(result, manifest)
   if #tokens > 0 then
     lines[#lines + 1] = '  tokens    ' .. table.concat(tokens, ' · ')
   end
+  local continuation = require('ds4.usage').continuation_line(result.continuation)
+  if continuation then
+    lines[#lines + 1] = '  continue  ' .. continuation
+  end
+  if manifest then
+    append(lines, require('ds4.usage').section(manifest))
+  end
 
   if not manifest then
     lines[#lines + 1] = ''
@@ -792,7 +800,7 @@ function M.manifest(manifest, list_items)
     { 'hard limit', M.num(manifest.hardInputLimit) },
     { 'target', M.num(manifest.targetInputTokens) },
     { 'estimated', M.num(manifest.estimatedTokens) },
-    { 'actual', M.num(manifest.actualTokens) },
+    { 'actual', require('ds4.usage').actual(manifest) },
     { 'fixed', M.num(manifest.fixedTokens) },
     { 'prompt hash', manifest.promptHash },
     {
@@ -815,6 +823,7 @@ function M.manifest(manifest, list_items)
     end
     lines[#lines + 1] = '  counts       ' .. table.concat(parts, ' · ')
   end
+  append(lines, require('ds4.usage').section(manifest))
 
   local retrieved = val(manifest.retrieved) or {}
   lines[#lines + 1] = ''
@@ -968,6 +977,7 @@ function M.health(result, client_info)
   if privacy_line then
     lines[#lines + 1] = '  privacy      ' .. privacy_line
   end
+  append(lines, require('ds4.usage').health_lines(result.calibration))
   for _, n in ipairs(val(result.notices) or {}) do
     lines[#lines + 1] = '  notice: ' .. n
   end

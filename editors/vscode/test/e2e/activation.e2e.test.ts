@@ -147,6 +147,38 @@ describe('the extension, activated without VS Code', { timeout: 120_000 }, () =>
     assert.ok(vscode.webviewHtml()?.includes(plan.manifestId), 'Show Manifest shows the last plan');
   });
 
+  it('reports usage through the API: bad params are refused naming the field, and the open manifest view shows the actual tokens', async (t) => {
+    const plan = plans.at(-1);
+    assert.ok(plan);
+    await assert.rejects(
+      api.reportUsage({ manifestId: plan.manifestId, provider: 'anthropic', model: '', usage: { input: 10 } }),
+      /^Ds4InvalidParamsError: ds4\/usage: params\.model must be a non-empty string of at most 256 characters, got ""$/,
+    );
+    const before = await api.manifest({ id: plan.manifestId });
+    if (before.usage === undefined) {
+      t.skip('this ds4-lsp has no model awareness yet (no `usage` in the manifest): ds4/usage is not served');
+      return;
+    }
+    assert.equal(before.actualTokens, null);
+    await vscode.commands.get('ds4.client.showManifest')?.();
+    assert.match(vscode.webviewHtml() ?? '', /the provider has not reported usage/);
+    await api.reportUsage({
+      manifestId: plan.manifestId,
+      provider: plan.model.provider,
+      model: plan.model.id,
+      usage: { input: 900, output: 210, cacheRead: 30_000, cacheWrite: 0 },
+      stopReason: 'stop',
+    });
+    // The open view of that plan is refreshed in the background.
+    const html = await waitUntil(() => {
+      const shown = vscode.webviewHtml() ?? '';
+      return shown.includes('<div class="value">30,900 tokens</div>') ? shown : undefined;
+    });
+    assert.match(html, /<tr><td>Cache share<\/td><td class="num">97\.1%<\/td>/);
+    assert.match(html, /<tr><td>Stop reason<\/td><td class="num">stop<\/td>/);
+    assert.equal((await api.manifest({ id: plan.manifestId })).actualTokens, 30_900);
+  });
+
   it('answers chat agents through the history tool, asking first in an untrusted workspace', async () => {
     const tool = vscode.tools.get('ds4_retrieve_history') as HistoryTool;
     const prepared = tool.prepareInvocation({ input: { query: 'DynamicBorder theme' } });
@@ -344,4 +376,16 @@ async function waitFor(condition: () => boolean): Promise<void> {
   while (!condition()) {
     await new Promise((resolveSoon) => setTimeout(resolveSoon, 20));
   }
+}
+
+/** `find()`'s first defined answer, polling every 20 ms for at most 10 s. */
+async function waitUntil<T>(find: () => T | undefined): Promise<T> {
+  for (let waited = 0; waited < 10_000; waited += 20) {
+    const found = find();
+    if (found !== undefined) {
+      return found;
+    }
+    await new Promise((resolveSoon) => setTimeout(resolveSoon, 20));
+  }
+  throw new Error('timed out after 10 s');
 }

@@ -41,8 +41,8 @@ import {
 
 import { formatHistoryForModel } from '../../src/historyTool';
 import { messageCount, renderManifestHtml } from '../../src/manifestView';
-import { DS4_INDEX_UPDATED, DS4_RETRIEVE, type IndexUpdatedParams, isIndexUpdated } from '../../src/protocol';
-import { Ds4Requests, type WorkDoneProgressValue } from '../../src/requests';
+import { DS4_INDEX_UPDATED, DS4_RETRIEVE, DS4_USAGE, type IndexUpdatedParams, isIndexUpdated } from '../../src/protocol';
+import { Ds4InvalidParamsError, Ds4Requests, type WorkDoneProgressValue } from '../../src/requests';
 import { buildConfigurationChange, buildInitializationOptions, resolveServerLaunch } from '../../src/settings';
 import { applyProgress, presentStatus, type StatusState } from '../../src/status';
 import { reader } from '../fixtures';
@@ -63,7 +63,8 @@ const USER_SETTINGS = {
   'retrieval.maxResults': 5,
   'diagnostics.storeContextManifest': true,
   'diagnostics.logLevel': 'warn',
-  'modelAwareness.overrides': { 'anthropic/*': { contextWindow: 200000 } },
+  'modelAwareness.overrides': { 'anthropic/*': { contextWindow: 200000, autoTune: false } },
+  'modelAwareness.minimumCalibrationSamples': 3,
   'storage.busyTimeoutMs': 4000,
   'project.maxCommits': 5000,
   'privacy.enabled': true,
@@ -130,6 +131,9 @@ describe('ds4-lsp end to end, through the extension’s client code', { timeout:
   /** Progress on tokens the server created, by token, as the status bar would see it. */
   const serverProgress = new Map<ProgressToken, WorkDoneProgressValue[]>();
   let stderr = '';
+  /** The manifest of the first plan (usage is reported for it). */
+  let plannedManifestId = '';
+  let plannedEstimate = 0;
 
   before(async () => {
     assert.ok(
@@ -268,6 +272,62 @@ describe('ds4-lsp end to end, through the extension’s client code', { timeout:
     );
     assert.equal(latest.id, plan.manifestId);
     assert.deepEqual(latest.itemCounts, { included: plan.stats.counts.included, excluded: plan.stats.counts.excluded });
+    plannedManifestId = plan.manifestId;
+    plannedEstimate = plan.estimatedTokens;
+  });
+
+  it('records the usage a provider reported: the manifest shows actual vs estimated tokens and the cache share', async (t) => {
+    assert.ok(plannedManifestId !== '', 'the plan test ran first');
+    // Refused locally, naming the field: nothing is sent.
+    await assert.rejects(
+      requests.usage({ manifestId: plannedManifestId, provider: 'anthropic', model: 'claude-sonnet-4-5', usage: { input: -1 } }),
+      (error: unknown) => error instanceof Ds4InvalidParamsError && error.message.includes('params.usage.input must be an integer >= 0'),
+    );
+    // Sent anyway (another client): the server logs it and keeps serving.
+    await connection.sendNotification(DS4_USAGE, { manifestId: plannedManifestId, usage: { input: 'many' } });
+    const health = await withTimeout(requests.health(), 'ds4.health after a malformed ds4/usage');
+    if (health.calibration === undefined) {
+      t.skip('this ds4-lsp has no model awareness yet (ds4.health has no `calibration`): ds4/usage is not served');
+      return;
+    }
+    const before = await withTimeout(requests.manifest({ id: plannedManifestId }), 'ds4/manifest');
+    assert.equal(before.actualTokens, null, 'the malformed report changed nothing');
+
+    // What Anthropic reported for the call, in Pi's Usage shape (totalTokens and cost ignored).
+    const cacheRead = Math.round(plannedEstimate * 0.8);
+    const input = Math.round(plannedEstimate * 0.3);
+    const cacheWrite = 120;
+    await requests.usage({
+      manifestId: plannedManifestId,
+      provider: 'anthropic',
+      model: 'claude-sonnet-4-5',
+      usage: { input, output: 512, cacheRead, cacheWrite, totalTokens: input + 512 + cacheRead + cacheWrite, cost: { total: 0.05 } },
+      stopReason: 'stop',
+    });
+    const manifest = await withTimeout(
+      waitFor(async () => {
+        const answer = await requests.manifest({ id: plannedManifestId, view: 'full' });
+        return answer.actualTokens === null ? undefined : answer;
+      }),
+      'the manifest with actualTokens',
+    );
+    const actual = input + cacheRead + cacheWrite;
+    assert.equal(manifest.actualTokens, actual);
+    assert.equal(manifest.usage?.cacheRead, cacheRead);
+    assert.equal(manifest.usage.output, 512);
+    assert.equal(manifest.usage.stopReason, 'stop');
+    assert.equal(manifest.usage.cacheShare, Math.round((10_000 * cacheRead) / actual) / 10_000);
+    assert.equal(manifest.modelAwareness?.calibration?.provider, 'anthropic');
+
+    const html = renderManifestHtml(manifest, { nonce: 'e2eNonce0123456789abcdef' });
+    const formatted = actual.toLocaleString('en-US');
+    assert.match(html, new RegExp(`<div class="value">${formatted} tokens</div><div class="detail">[+−±][\\d.]+% vs the [\\d,]+-token estimate; cache share `));
+    assert.match(html, /<tr><td>Cache share<\/td><td class="num">\d+\.\d%<\/td>/);
+
+    const after = await withTimeout(requests.health(), 'ds4.health');
+    const profile = after.calibration?.find((entry) => entry.provider === 'anthropic' && entry.model === 'claude-sonnet-4-5');
+    assert.ok(profile, JSON.stringify(after.calibration));
+    assert.ok(profile.samples >= 1, JSON.stringify(profile));
   });
 
   it('retrieves history with the maxResults the settings set', async () => {

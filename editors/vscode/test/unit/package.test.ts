@@ -32,6 +32,7 @@ const PURE_MODULES = [
   'summarize',
   'compactionView',
   'privacyView',
+  'usageView',
   'html',
 ];
 

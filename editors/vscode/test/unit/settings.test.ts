@@ -71,7 +71,14 @@ describe('settings mapping', () => {
       maxRequestInputTokens: 64000,
       summarizeTimeoutMs: 120000,
     });
-    assert.deepEqual(settings.modelAwareness, { enabled: true, overrides: {} });
+    assert.deepEqual(settings.modelAwareness, {
+      enabled: true,
+      overrides: {},
+      calibrationWindow: 24,
+      minimumCalibrationSamples: 3,
+      calibrationRatioLowerBound: 0.5,
+      calibrationRatioUpperBound: 2,
+    });
     assert.deepEqual(settings.diagnostics, { storeContextManifest: true, logLevel: 'info' });
     assert.deepEqual(settings.storage, { busyTimeoutMs: 5000 });
     assert.deepEqual(settings.privacy, {
