@@ -118,6 +118,29 @@ describe('settings mapping', () => {
     }
   });
 
+  it('forwards the native continuation settings, nested under nativeContinuation', () => {
+    const values = {
+      'nativeContinuation.enabled': true,
+      'nativeContinuation.allowProviderStorage': true,
+      'nativeContinuation.profiles': ['openai/gpt-5'],
+      'nativeContinuation.maxStateAgeMs': 60000,
+      'nativeContinuation.retryManagedReplay': false,
+    };
+    assert.deepEqual(readServerSettings(reader(values)), {
+      nativeContinuation: {
+        enabled: true,
+        allowProviderStorage: true,
+        profiles: ['openai/gpt-5'],
+        maxStateAgeMs: 60000,
+        retryManagedReplay: false,
+      },
+    });
+    for (const key of Object.keys(values)) {
+      assert.ok(SERVER_SETTING_KEYS.includes(key), key);
+      assert.ok(properties[`ds4.${key}`], `package.json contributes ds4.${key}`);
+    }
+  });
+
   it('forwards the privacy settings a user changes, nested under privacy, at start and on change', () => {
     const remoteProviders = Object.freeze({ 'azure-openai': ['normal', 'internal', 'sensitive'] });
     const values = {
