@@ -110,8 +110,8 @@ def settings_of(config: Config) -> CalibrationSettings:
 @dataclass(frozen=True)
 class Calibration:
     """A profile's calibration: `ratio` is what budgets are divided by (1.0 until
-    `calibrated`); `samples` counts the window's samples, `accepted` and `outliers` split them;
-    `median` is the accepted ratios' median before clamping (None without any); `cache_share`
+    `calibrated`); `samples` counts the window's samples, `accepted` and `outliers` split them,
+    and `minimum` accepted ones are needed to calibrate (`minimumCalibrationSamples`); `cache_share`
     is cacheRead over actual input across the window (None when nothing was read);
     `max_actual` the largest accepted actual input (tokens, 0 without any)."""
 
@@ -123,14 +123,14 @@ class Calibration:
     samples: int = 0
     accepted: int = 0
     outliers: int = 0
-    median: float | None = None
+    minimum: int = 3
     cache_share: float | None = None
     max_actual: int = 0
     warnings: tuple[DriftWarning, ...] = ()
 
     def to_wire(self) -> dict[str, Any]:
         """`{provider, model, estimatorVersion, ratio, calibrated, samples, accepted, outliers,
-        cacheShare, warnings[]}` (docs/protocol.md, manifest `modelAwareness.calibration`)."""
+        minimumSamples, cacheShare, warnings[]}` (docs/protocol.md, manifest `modelAwareness.calibration`)."""
         return {
             "provider": self.provider,
             "model": self.model,
@@ -140,6 +140,7 @@ class Calibration:
             "samples": self.samples,
             "accepted": self.accepted,
             "outliers": self.outliers,
+            "minimumSamples": self.minimum,
             "cacheShare": self.cache_share,
             "warnings": [warning.to_wire() for warning in self.warnings],
         }
@@ -190,7 +191,7 @@ def calibrate(
         samples=len(window),
         accepted=len(accepted),
         outliers=outliers,
-        median=median,
+        minimum=settings.minimum,
         cache_share=cache_share(sum(s.cache_read for s in window), actual),
         max_actual=max((s.actual for s in accepted), default=0),
         warnings=_warnings(ratio if calibrated else None, outliers, len(window), settings),

@@ -2,7 +2,8 @@
 calibration sample (docs/model-awareness.md; the engine's `record_usage`).
 
 A notification: nothing is answered. A bad field is logged with its name and the report is
-dropped; the server keeps serving.
+dropped; the server keeps serving. The response's output (native continuation) is taken on the
+event loop as the notification arrives, so a plan the client sends next always sees it.
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ import logging
 
 from pygls.exceptions import JsonRpcException
 
+from ds4_core.json_bounds import echo
+from ds4_core.requests import RequestError
 from ds4_lsp.methods import DS4_USAGE
 from ds4_lsp.params import UsageParams
 from ds4_lsp.server import Ds4Server
@@ -19,12 +22,21 @@ log = logging.getLogger(__name__)
 
 
 async def usage(ls: Ds4Server, params: UsageParams) -> None:
-    """`ds4/usage`: record the report off the event loop and log one line (ids, counts and
-    the calibrated ratio; never the response's items)."""
+    """`ds4/usage`: give the response to native continuation at once, on the event loop (in
+    memory: the client's next `ds4/plan`, sent after this, must see it whatever the worker
+    threads do), then record the report off the loop and log one line (ids, counts and the
+    calibrated ratio; never the response's items)."""
+    report = params.to_core()
     try:
-        result = await ls.run_engine(ls.engine.record_usage, params.to_core(), method=DS4_USAGE)
+        ls.engine.note_response(report)
+    except RequestError as exc:
+        log.info("%s: rejected input (field %s)", DS4_USAGE, exc.field)
+        log.warning("%s: ignored for manifest %s", DS4_USAGE, echo(params.manifest_id))
+        return
+    try:
+        result = await ls.run_engine(ls.engine.record_usage, report, method=DS4_USAGE)
     except JsonRpcException:  # run_engine logged the field or the exception type
-        log.warning("%s: ignored for manifest %.40s", DS4_USAGE, params.manifest_id)
+        log.warning("%s: ignored for manifest %s", DS4_USAGE, echo(params.manifest_id))
         return
     calibration = result.calibration
     ls.log_request(

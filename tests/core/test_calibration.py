@@ -21,6 +21,7 @@ from ds4_core.calibration import (
 from ds4_core.config import DEFAULT_CONFIG
 from ds4_core.engine.profiles import profile_and_budget
 from ds4_core.requests import ModelSpec
+from ds4_core.results import PlanResult, UsageResult
 from ds4_core.store import calibration as repo
 from ds4_core.store import open_store
 
@@ -200,3 +201,41 @@ def test_samples_are_kept_per_profile_newest_first_and_a_report_replaces_its_own
         ]
     with pytest.raises(ValueError, match="estimated > 0"), open_store(tmp_path / "d.db") as store:
         repo.save_sample(store, repo.StoredSample("x", "p", "m", "v", Sample(0, 1), 0, ""))
+
+
+def test_a_calibration_read_while_a_report_lands_is_not_kept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A plan reading the samples on one thread while a report writes one on another: the
+    older read is answered but not kept, so the next plan sees the report (issue 14 review)."""
+    from ds4_core.engine import ContextEngine
+    from ds4_core.engine import usage as usage_module
+    from ds4_core.requests import PlanRequest, UsageCounts, UsageReport
+
+    engine = ContextEngine(
+        database_path=tmp_path / "r.db", settings={"modelAwareness.minimumCalibrationSamples": 1}
+    )
+    messages = [{"role": "user", "content": "hello there", "timestamp": 1}]
+
+    def plan_for(provider: str, model: str) -> PlanResult:
+        spec = ModelSpec(provider, model, 100_000)
+        return engine.plan(PlanRequest(messages=messages, model=spec))
+
+    reported = plan_for("q", "n")  # its usage will be reported as answered by p/m
+    report = UsageReport(reported.manifest_id, "p", "m", UsageCounts(reported.estimated_tokens * 2))
+    read = usage_module.calibration_repo.recent_samples
+    landed: list[UsageResult] = []
+    started: list[bool] = []
+
+    def read_then_report(*args: object, **kwargs: object) -> list[Sample]:
+        samples = read(*args, **kwargs)  # type: ignore[arg-type]
+        if not started:  # the report lands between this read and the keeping of its result
+            started.append(True)
+            landed.append(engine.record_usage(report))
+        return samples
+
+    monkeypatch.setattr(usage_module.calibration_repo, "recent_samples", read_then_report)
+    assert plan_for("p", "m").budget.calibration_ratio == 1.0  # read before the report
+    assert landed and landed[0].calibration["ratio"] == 2.0
+    assert plan_for("p", "m").budget.calibration_ratio == 2.0  # not the older read, kept
+    engine.close()

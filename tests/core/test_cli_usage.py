@@ -46,7 +46,7 @@ def test_reports_calibrate_and_the_reports_say_so(
     for _ in range(2):  # the same manifest reported again replaces its sample
         code, out, _ = ds4(db, "usage", "--manifest", planned, "--input", "10", "--cache-read", "4")
         assert code == 0 and "calibration sample: recorded" in out
-    assert "0 accepted of 1 samples" in out  # 14 of ~30,000 estimated: out of bounds
+    assert "0 accepted of the 3 needed, 1 reported" in out  # 14 of ~30,000: out of bounds
     for n in range(3):  # three plans, each reported at 1.3 times its estimate
         code, out, _ = ds4(
             db, "plan", "--session", str(pi_sessions_dir / SESSION), "--model",
@@ -87,8 +87,10 @@ def test_a_failed_call_is_recorded_without_a_sample(tmp_path: Path, planned: str
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (["--input", "-1"], "--input: expected an integer >= 0 (tokens)"),
-        (["--input", "1", "--cache-write", "-5"], "--cache-write: expected an integer >= 0"),
+        (["--input", "-1"], "--input: expected an integer in 0..9,007,199,254,740,991 (tokens)"),
+        (["--input", "1", "--cache-write", "-5"], "--cache-write: expected an integer in 0.."),
+        (["--input", "99999999999999999999"], "--input: expected an integer in 0.."),
+        (["--input", "1", "--stop-reason", "stop\n"], "--stop-reason: expected Pi's stop reason"),
         (["--input", "1", "--model", "nobody"], "--model: expected PROVIDER/ID"),
         (["--input", "x"], "argument --input: invalid int value: 'x'"),
     ],

@@ -215,6 +215,16 @@ BAD_REPORTS = [
         "usage.input",
     ),
     ({"manifestId": "{id}", "provider": "", "model": "m", "usage": {"input": 1}}, "provider"),
+    ({"manifestId": "{id}", "provider": "a\nb", "model": "m", "usage": {"input": 1}}, "provider"),
+    (
+        {
+            "manifestId": "{id}",
+            "provider": "a",
+            "model": "m",
+            "usage": {"input": 2**52, "cacheRead": 2**52, "cacheWrite": 2**52},
+        },
+        "usage",
+    ),
     (
         {
             "manifestId": "{id}",

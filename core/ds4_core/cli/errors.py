@@ -42,6 +42,8 @@ _OPTION_OF_FIELD: dict[str, dict[str, str]] = {
         "usage.cacheWrite": "--cache-write",
         "provider": "--model",
         "model": "--model",
+        "stopReason": "--stop-reason",
+        "usage": "--input",
     },
     "summaries": {
         "file": "--session",

@@ -68,7 +68,7 @@ from .planning import Planner
 from .project import ProjectService
 from .retrieving import Retriever
 from .sessions import SessionCache
-from .usage import UsageReports
+from .usage import UsageReports, check_report
 
 log = logging.getLogger("ds4_core.engine")
 
@@ -319,14 +319,26 @@ class ContextEngine:
         docs/model-awareness.md): on its manifest (`actualTokens`, `usage`) and, when the call
         completed with input counted, as a calibration sample of the reporting provider/model,
         whose later budgets are divided by the calibrated ratio. Returns the recorded usage and
-        the profile's calibration after it. The report's `output_items` / `output_item_hashes`
-        and `has_response_id` then go to native continuation (`continuation_response`).
+        the profile's calibration after it. The report's response output is not looked at
+        here: `note_response` gives it to native continuation.
 
         Raises:
             RequestError: a bad field (named), or a `manifestId` no manifest has.
             sqlite3.Error: the database failed.
         """
-        result = self._usage.record(report)
+        return self._usage.record(report)
+
+    def note_response(self, report: UsageReport) -> None:
+        """Give the response of a usage report (`output_items` / `output_item_hashes`,
+        `has_response_id`) to native continuation (`continuation_response`). In memory only,
+        no I/O: the LSP layer calls it on its event loop as `ds4/usage` arrives, before the
+        report is recorded on a worker thread, so the client's next `ds4/plan`, sent after the
+        report, always sees it.
+
+        Raises:
+            RequestError: a bad field of the report (`engine.usage.check_report`).
+        """
+        check_report(report)
         self.continuation_response(
             report.manifest_id,
             report.provider,
@@ -335,7 +347,6 @@ class ContextEngine:
             report.output_item_hashes,
             report.has_response_id,
         )
-        return result
 
     # ----------------------------------------------------------------- compacting (compacting.py)
 

@@ -101,8 +101,8 @@ def profile_and_budget(
         return profile, calculate_budget(profile, config), None
     calibration = calibration_of(profile.provider, profile.model_id)
     budget = calculate_budget(profile, config, calibration.ratio)
-    if auto_tune_enabled(config, profile.provider, profile.model_id) and auto_tune_applies(
-        calibration, budget.target_input_tokens
-    ):
-        budget = calculate_budget(profile, config, calibration.ratio, auto_tune=True)
+    if auto_tune_enabled(config, profile.provider, profile.model_id):
+        nominal = calculate_budget(profile, config)  # the gate compares with the nominal target
+        if auto_tune_applies(calibration, nominal.target_input_tokens):
+            budget = calculate_budget(profile, config, calibration.ratio, auto_tune=True)
     return profile, budget, calibration

@@ -8,17 +8,19 @@ provider counted input (input + cacheRead + cacheWrite > 0) and the manifest has
 of the current estimator. A report that cannot calibrate is still recorded on the manifest; a
 repeated report for one manifest replaces the earlier one (its sample too).
 
-Calibrations are kept in memory per (provider, model, estimator, settings) and dropped when a
-sample of that profile is written; a database failure reads as uncalibrated (ratio 1.0,
-fail open) and is logged.
+The manifest's usage and its sample are written in one transaction. Calibrations are kept in
+memory per (provider, model, estimator, settings) and all dropped when a sample is written; a
+calibration read while a sample was being written is answered but not kept (a generation
+count), so a plan running beside a report never keeps the older ratio. A database failure
+reads as uncalibrated (ratio 1.0, fail open) and is logged.
 """
 
 from __future__ import annotations
 
 import logging
+import re
 import threading
 from collections import OrderedDict
-from collections.abc import Callable
 from typing import Any
 
 from ..calibration import (
@@ -29,7 +31,7 @@ from ..calibration import (
     calibrate,
     settings_of,
 )
-from ..json_bounds import echo
+from ..json_bounds import MAX_SAFE_INTEGER, echo
 from ..logs import describe_failure
 from ..requests import RequestError, UsageCounts, UsageReport
 from ..results import UsageResult
@@ -47,6 +49,14 @@ FAILED_STOPS = frozenset({"error", "aborted"})
 MAX_NAME_CHARS = 256
 """Longest provider or model id accepted in a report (characters)."""
 
+MAX_TOKENS = MAX_SAFE_INTEGER
+"""Largest token count accepted (2^53 - 1, what every JSON client represents exactly;
+docs/reference.md §3.5 asks for safe integers)."""
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+"""Control characters (C0, DEL, C1): never part of a provider, model or stop reason, and a line
+break in one would break every view that shows it."""
+
 MAX_STOP_REASON_CHARS = 64
 """Longest stop reason accepted (Pi's are single words: `stop`, `toolUse`, ...)."""
 
@@ -58,20 +68,25 @@ def check_report(report: UsageReport) -> None:
     """Reject a report the caller can fix, naming the field.
 
     Raises:
-        RequestError: an empty `manifestId`, an empty or over-long (`MAX_NAME_CHARS`)
-            `provider` or `model`, an empty or over-long (`MAX_STOP_REASON_CHARS`)
-            `stopReason`, or a usage count that is not an integer >= 0.
+        RequestError: an empty `manifestId`; an empty or over-long (`MAX_NAME_CHARS`)
+            `provider` or `model`, or an empty or over-long (`MAX_STOP_REASON_CHARS`)
+            `stopReason`, or one holding a control character; a usage count that is not an
+            integer in 0..`MAX_TOKENS`, or counts whose input sum exceeds it.
     """
     if not report.manifest_id:
         raise RequestError("manifestId: expected the id of a planned call's manifest", "manifestId")
     for value, name in ((report.provider, "provider"), (report.model, "model")):
-        if not value.strip() or len(value) > MAX_NAME_CHARS:
+        if not value.strip() or len(value) > MAX_NAME_CHARS or _CONTROL.search(value):
             raise RequestError(
-                f"{name}: expected a non-empty id of at most {MAX_NAME_CHARS} characters", name
+                f"{name}: expected a non-empty id of at most {MAX_NAME_CHARS} characters "
+                "without control characters",
+                name,
             )
-    if report.stop_reason is not None and not 0 < len(report.stop_reason) <= MAX_STOP_REASON_CHARS:
+    stop = report.stop_reason
+    if stop is not None and (not 0 < len(stop) <= MAX_STOP_REASON_CHARS or _CONTROL.search(stop)):
         raise RequestError(
-            f"stopReason: expected Pi's stop reason, 1..{MAX_STOP_REASON_CHARS} characters",
+            f"stopReason: expected Pi's stop reason, 1..{MAX_STOP_REASON_CHARS} characters "
+            "without control characters",
             "stopReason",
         )
     counts = report.usage
@@ -81,8 +96,14 @@ def check_report(report: UsageReport) -> None:
         (counts.cache_read, "usage.cacheRead"),
         (counts.cache_write, "usage.cacheWrite"),
     ):
-        if isinstance(count, bool) or not isinstance(count, int) or count < 0:
-            raise RequestError(f"{field_name}: expected an integer >= 0 (tokens)", field_name)
+        if isinstance(count, bool) or not isinstance(count, int) or not 0 <= count <= MAX_TOKENS:
+            raise RequestError(
+                f"{field_name}: expected an integer in 0..{MAX_TOKENS:,} (tokens)", field_name
+            )
+    if counts.actual_input > MAX_SAFE_INTEGER:
+        raise RequestError(
+            f"usage: input + cacheRead + cacheWrite must not exceed {MAX_SAFE_INTEGER:,}", "usage"
+        )
 
 
 def usage_json(report: UsageReport, reported_at: str) -> dict[str, Any]:
@@ -117,19 +138,15 @@ def why_no_sample(report: UsageReport, estimated: Any, estimator_version: Any) -
 class UsageReports:
     """Usage reports and calibrations of one engine (see the module docstring)."""
 
-    def __init__(
-        self,
-        context: EngineContext,
-        manifests: Manifests,
-        on_response: Callable[[UsageReport], None] | None = None,
-    ) -> None:
+    def __init__(self, context: EngineContext, manifests: Manifests) -> None:
         self._context = context
         self._manifests = manifests
-        self._on_response = on_response
         self._lock = threading.Lock()
         self._kept: OrderedDict[tuple[str, str, str, CalibrationSettings], Calibration] = (
             OrderedDict()
         )
+        self._generation = 0
+        """Bumped whenever a sample changes: a calibration read before a bump is not kept."""
 
     def calibration(self, provider: str, model: str) -> Calibration:
         """The calibration of `provider/model` for the current estimator and settings; ratio
@@ -141,18 +158,20 @@ class UsageReports:
             if found is not None:
                 self._kept.move_to_end(key)
                 return found
+            generation = self._generation
         try:
             samples = calibration_repo.recent_samples(
                 self._context.store(), provider, model, ESTIMATOR_VERSION, settings.window
             )
         except Exception as exc:  # fail open: an uncalibrated budget is the safe default
             log.warning("calibration not read: error=%s", describe_failure(exc))
-            return Calibration(provider, model, ESTIMATOR_VERSION)
+            return Calibration(provider, model, ESTIMATOR_VERSION, minimum=settings.minimum)
         found = calibrate(provider, model, ESTIMATOR_VERSION, samples, settings)
         with self._lock:
-            self._kept[key] = found
-            while len(self._kept) > KEPT_CALIBRATIONS:
-                self._kept.popitem(last=False)
+            if generation == self._generation:  # no sample changed while this one was read
+                self._kept[key] = found
+                while len(self._kept) > KEPT_CALIBRATIONS:
+                    self._kept.popitem(last=False)
         return found
 
     def record(self, report: UsageReport) -> UsageResult:
@@ -172,19 +191,19 @@ class UsageReports:
             manifest["actualTokens"] = counts.actual_input
             manifest["usage"] = usage
 
-        manifest = self._manifests.update_usage(report.manifest_id, change, counts)
-        if manifest is None:
-            raise RequestError(
-                f"manifestId: no manifest with id {echo(report.manifest_id)} (never planned by "
-                "this server's database, or evicted: the latest 128 stored and 64 in-memory "
-                "manifests are kept)",
-                "manifestId",
-            )
-        estimated = manifest.get("estimatedTokens")
-        why_not = why_no_sample(report, estimated, manifest.get("estimatorVersion"))
-        self._save_sample(report, estimated, why_not, reported_at)
-        if self._on_response is not None:
-            self._on_response(report)
+        with self._context.store().write():  # the manifest's usage and its sample, together
+            manifest = self._manifests.update_usage(report.manifest_id, change, counts)
+            if manifest is None:
+                raise RequestError(
+                    f"manifestId: no manifest with id {echo(report.manifest_id)} (never planned "
+                    "by this server's database, or evicted: the latest 128 stored and 64 "
+                    "in-memory manifests are kept)",
+                    "manifestId",
+                )
+            estimated = manifest.get("estimatedTokens")
+            why_not = why_no_sample(report, estimated, manifest.get("estimatorVersion"))
+            self._save_sample(report, estimated, why_not, reported_at)
+        self._forget()
         calibration = self.calibration(report.provider, report.model)
         log.info(
             "usage: manifest=%s profile=%s/%s actual=%d sample=%s ratio=%.6f samples=%d",
@@ -211,8 +230,7 @@ class UsageReports:
     def _save_sample(
         self, report: UsageReport, estimated: Any, why_not: str | None, reported_at: str
     ) -> None:
-        """Write (or, for a report that cannot calibrate, delete) the manifest's sample and
-        drop the kept calibration of its profile."""
+        """Write (or, for a report that cannot calibrate, delete) the manifest's sample."""
         store = self._context.store()
         if why_not is None:
             counts: UsageCounts = report.usage
@@ -236,13 +254,13 @@ class UsageReports:
             )
         else:
             calibration_repo.delete_sample(store, report.manifest_id)
-        self._forget()
 
     def _forget(self) -> None:
         """Drop every kept calibration (a sample changed; a replaced report may move a sample
         from one profile to another, so all of them)."""
         with self._lock:
             self._kept.clear()
+            self._generation += 1
 
     def profiles(self) -> list[dict[str, Any]]:
         """Each profile with samples, the most recently reported first: its calibration

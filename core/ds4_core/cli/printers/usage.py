@@ -21,10 +21,12 @@ def calibration_text(profile: Mapping[str, Any]) -> str:
     samples), cache share S; warnings`."""
     name = terminal_text(f"{profile.get('provider')}/{profile.get('model')}")
     accepted, samples = profile.get("accepted", 0), profile.get("samples", 0)
+    minimum = profile.get("minimumSamples")
+    needed = f" of the {minimum} needed" if isinstance(minimum, int) else ""
     state = (
         f"calibrated from {accepted} of {samples} samples"
         if profile.get("calibrated")
-        else f"not calibrated yet: {accepted} accepted of {samples} samples"
+        else f"not calibrated yet: {accepted} accepted{needed}, {samples} reported"
     )
     line = f"{name} ratio {profile.get('ratio')} ({state}), cache share "
     line += share_text(profile.get("cacheShare"))

@@ -1,0 +1,40 @@
+"""A `ds4/usage` report and the `ds4/plan` a client sends right after it, without waiting
+(notifications have no answer): the plan must see the reported response (issue 14's review).
+The server takes the response on its event loop as the notification arrives; recording the
+usage (SQLite) runs on a worker thread beside the plan."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from lsp_helpers import Servers, request
+from session_files import SessionWriter, responses_reply
+
+SETTINGS = {"settings": {"nativeContinuation": {"enabled": True, "allowProviderStorage": True}}}
+GPT = {"provider": "openai", "id": "gpt-x", "contextWindow": 200000, "api": "openai-responses"}
+
+
+async def test_a_plan_sent_right_after_a_report_continues_from_it(
+    servers: Servers, tmp_path: Path
+) -> None:
+    writer = SessionWriter.with_turns(tmp_path / "s.jsonl", 2)
+    client = await servers.start(initialization_options=SETTINGS)
+    params = {"session": {"file": str(writer.path)}, "model": GPT}
+    planned = await request(client, "ds4/plan", {**params, "request": "Step 0."})
+    for step in range(1, 6):
+        writer.user(f"Step {step - 1}.")
+        writer.assistant(f"Done {step - 1}.")
+        client.protocol.notify(
+            "ds4/usage",
+            {
+                "manifestId": planned["manifestId"],
+                "provider": "openai",
+                "model": "gpt-x",
+                "usage": {"input": 900, "output": 12, "cacheRead": 512},
+                "outputItems": [responses_reply(f"Done {step - 1}.", "resp_x")],
+            },
+        )  # and at once, without waiting for the report to be recorded:
+        following = await request(client, "ds4/plan", {**params, "request": f"Step {step}."})
+        assert following["continuation"]["mode"] == "delta", (step, following["continuation"])
+        assert following["continuation"]["deltaStart"] == len(planned["messages"]) + 1
+        planned = following
