@@ -300,12 +300,13 @@ class ContinuationFailedParams:
     """`ds4/continuationFailed` params (a notification): the provider rejected the
     `previous_response_id` of a native-continuation call (a stale handle). The session's
     continuation states (of `provider`/`model` when given) are dropped, so the next plan is
-    `full`. `reason` (the client's words) is never stored or logged."""
+    `full`. `reason` (the client's words, or the provider's error object: any JSON) is
+    never read, stored or logged, so no shape of it can make the notification fail."""
 
     session: ContinuationSessionParams
     provider: str | None = None
     model: str | None = None
-    reason: str | None = None
+    reason: Any = None
 
 
 @attrs.define

@@ -1,4 +1,5 @@
-"""A `ds4/usage` report and the `ds4/plan` a client sends right after it, without waiting
+"""Notifications that feed native continuation, end to end: a `ds4/usage` report and the
+`ds4/plan` a client sends right after it, without waiting
 (notifications have no answer): the plan must see the reported response (issue 14's review).
 The server takes the response on its event loop as the notification arrives; recording the
 usage (SQLite) runs on a worker thread beside the plan."""
@@ -7,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from lsp_helpers import Servers, request
+from lsp_helpers import Servers, notify_and_wait, request
 from session_files import SessionWriter, responses_reply
 
 SETTINGS = {"settings": {"nativeContinuation": {"enabled": True, "allowProviderStorage": True}}}
@@ -38,3 +39,21 @@ async def test_a_plan_sent_right_after_a_report_continues_from_it(
         assert following["continuation"]["mode"] == "delta", (step, following["continuation"])
         assert following["continuation"]["deltaStart"] == len(planned["messages"]) + 1
         planned = following
+
+
+async def test_a_continuation_failure_with_the_providers_error_object_is_taken(
+    servers: Servers, tmp_path: Path
+) -> None:
+    """`reason` may be the provider's whole error object: the notification still drops the
+    state (it was a string field, and an object made the whole notification fail)."""
+    writer = SessionWriter.with_turns(tmp_path / "s.jsonl", 2)
+    client = await servers.start(initialization_options=SETTINGS)
+    params = {"session": {"file": str(writer.path)}, "model": GPT, "request": "Step 0."}
+    await request(client, "ds4/plan", params)
+    error = {"type": "invalid_request_error", "code": "previous_response_not_found", "param": None}
+    line = await notify_and_wait(
+        client, "ds4/continuationFailed", {"session": {"file": str(writer.path)}, "reason": error}
+    )
+    assert line == "ds4/continuationFailed: dropped=1"
+    again = await request(client, "ds4/plan", params)
+    assert again["continuation"]["reason"] == "continuation-handle-rejected"
