@@ -1,8 +1,8 @@
 """Notifications that feed native continuation, end to end: a `ds4/usage` report and the
-`ds4/plan` a client sends right after it, without waiting
-(notifications have no answer): the plan must see the reported response (issue 14's review).
-The server takes the response on its event loop as the notification arrives; recording the
-usage (SQLite) runs on a worker thread beside the plan."""
+`ds4/plan` a client sends right after it without waiting (notifications have no answer), which
+must see the reported response (the server takes it on its event loop as the notification
+arrives; recording the usage in SQLite runs on a worker thread beside the plan); and a
+`ds4/continuationFailed` whose `reason` is the provider's whole error object."""
 
 from __future__ import annotations
 
