@@ -218,8 +218,9 @@ def _warnings(
             DriftWarning(
                 "persistent-overestimate",
                 severity,
-                f"the provider counts only {ratio:.2f}x the estimated input tokens; budgets are "
-                "not raised above nominal (set autoTune in modelAwareness.overrides to use more)",
+                f"the provider counts only {ratio:.2f}x the estimated input tokens; budgets stay "
+                "at nominal (calibration never raises them; autoTune in modelAwareness.overrides "
+                "adds up to 12.5% for a model whose calls stay small)",
             )
         )
     if settings.enabled and outliers >= settings.minimum:
@@ -227,8 +228,9 @@ def _warnings(
             DriftWarning(
                 "calibration-outliers",
                 "warning",
-                f"{outliers} of the last {samples} usage reports were far from the others "
-                "(reports for another model, or estimates of a different request?)",
+                f"{outliers} of the last {samples} usage reports were outside the ratio bounds "
+                f"[{settings.lower:g}, {settings.upper:g}] or far from the others (reports for "
+                "another model or request, or bounds that exclude this model's real ratio?)",
             )
         )
     return tuple(found)

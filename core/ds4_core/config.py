@@ -146,7 +146,7 @@ def _overrides(value: Any) -> str | None:
     if not isinstance(value, dict):
         return "expected an object mapping '*', 'provider/*' or 'provider/model' to limits"
     for key, limits in value.items():
-        if not isinstance(key, str) or not (key == "*" or key.count("/") >= 1 and key[0] != "/"):
+        if not isinstance(key, str) or not (key == "*" or _is_model_key(key)):
             return f"key {echo(key)} must be '*', 'provider/*' or 'provider/model'"
         if not isinstance(limits, dict):
             return f"{echo(key)}: expected an object of limits"
@@ -167,6 +167,19 @@ def _overrides(value: Any) -> str | None:
     return None
 
 
+_SPACE_OR_STAR = re.compile(r"[\s*]")
+
+
+def _is_model_key(key: str) -> bool:
+    """`provider/model` or `provider/*`: a provider without `/`, `*` or white space, then a
+    model that is `*` or has neither `*` nor white space (it may hold `/` and `:`, as
+    `openrouter/anthropic/claude-sonnet-4` and `ollama/qwen3:8b` do)."""
+    provider, slash, model = key.partition("/")
+    if not slash or not provider or _SPACE_OR_STAR.search(provider):
+        return False
+    return model == "*" or bool(model) and not _SPACE_OR_STAR.search(model)
+
+
 def _continuation_profiles(value: Any) -> str | None:
     """`nativeContinuation.profiles`: a non-empty list of `provider/model` or `provider/*`, no
     global `*`, no duplicates (docs/configuration.md)."""
@@ -174,8 +187,7 @@ def _continuation_profiles(value: Any) -> str | None:
         return "expected a non-empty list of 'provider/model' or 'provider/*'"
     seen: set[str] = set()
     for item in value:
-        provider, slash, model = item.partition("/") if isinstance(item, str) else ("", "", "")
-        if not slash or not provider.strip() or not model.strip() or item != item.strip():
+        if not isinstance(item, str) or not _is_model_key(item):
             return f"{echo(item)}: expected 'provider/model' or 'provider/*' (no global '*')"
         if item in seen:
             return f"{echo(item)} is listed twice"

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from lsp_helpers import Servers, notify_and_wait, request
 from session_files import SessionWriter, responses_reply
 
@@ -57,3 +58,31 @@ async def test_a_continuation_failure_with_the_providers_error_object_is_taken(
     assert line == "ds4/continuationFailed: dropped=1"
     again = await request(client, "ds4/plan", params)
     assert again["continuation"]["reason"] == "continuation-handle-rejected"
+
+
+async def test_a_plan_sent_right_after_reports_uses_their_calibration(
+    servers: Servers, tmp_path: Path
+) -> None:
+    """Three reports at 1.5 times the estimate, each sent without waiting, then a plan at
+    once: it is divided by 1.5 (the plan waits for the reports its model has pending)."""
+    writer = SessionWriter.with_turns(tmp_path / "s.jsonl", 2)
+    client = await servers.start()
+    for model in ("m1", "m2", "m3"):  # three fresh profiles: three chances to overtake
+        params = {
+            "session": {"file": str(writer.path)},
+            "request": "Next step.",
+            "model": {"provider": "acme", "id": model, "contextWindow": 100000},
+        }
+        for _ in range(3):
+            planned = await request(client, "ds4/plan", params)
+            client.protocol.notify(
+                "ds4/usage",
+                {
+                    "manifestId": planned["manifestId"],
+                    "provider": "acme",
+                    "model": model,
+                    "usage": {"input": round(planned["estimatedTokens"] * 1.5)},
+                },
+            )
+        following = await request(client, "ds4/plan", params)
+        assert following["budget"]["calibrationRatio"] == pytest.approx(1.5, abs=0.01), model

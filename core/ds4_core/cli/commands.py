@@ -164,6 +164,8 @@ def usage(engine: ContextEngine, args: argparse.Namespace, out: TextIO, err: Tex
             without --model, or an unknown ID (the message names the database in use); the
             field is the wire name, which `errors.usage_message` turns into the option.
     """
+    if not args.manifest:
+        raise RequestError("manifestId: expected the manifest id `ds4 plan` printed", "manifestId")
     provider, model = parse_model(args.model)
     if provider is None or model is None:
         try:

@@ -314,39 +314,47 @@ class ContextEngine:
 
     # ----------------------------------------------------------------- usage (usage.py)
 
-    def record_usage(self, report: UsageReport) -> UsageResult:
+    def record_usage(self, report: UsageReport, *, noted: bool = False) -> UsageResult:
         """Record a provider's usage of a planned call (`ds4/usage`, `ds4 usage`;
         docs/model-awareness.md): on its manifest (`actualTokens`, `usage`) and, when the call
         completed with input counted, as a calibration sample of the reporting provider/model,
         whose later budgets are divided by the calibrated ratio. Returns the recorded usage and
-        the profile's calibration after it. The report's response output is not looked at
-        here: `note_response` gives it to native continuation.
+        the profile's calibration after it. `noted`: `note_response(report)` was called first
+        (the LSP layer does); the response's output is not looked at here.
 
         Raises:
             RequestError: a bad field (named), or a `manifestId` no manifest has.
             sqlite3.Error: the database failed.
         """
-        return self._usage.record(report)
+        return self._usage.record(report, expected=noted)
 
     def note_response(self, report: UsageReport) -> None:
-        """Give the response of a usage report (`output_items` / `output_item_hashes`,
-        `has_response_id`) to native continuation (`continuation_response`). In memory only,
-        no I/O: the LSP layer calls it on its event loop as `ds4/usage` arrives, before the
-        report is recorded on a worker thread, so the client's next `ds4/plan`, sent after the
-        report, always sees it.
+        """Take note of a usage report as it arrives, before `record_usage(report, noted=True)`
+        records it on a worker thread: plans of its provider/model wait for that record (at
+        most `engine.usage.PENDING_WAIT_S`), and its response (`output_items` /
+        `output_item_hashes`, `has_response_id`) goes to native continuation at once. In
+        memory only, no I/O: the LSP layer calls it on its event loop as `ds4/usage` arrives,
+        so the `ds4/plan` a client sends after its report always sees the report.
 
         Raises:
-            RequestError: a bad field of the report (`engine.usage.check_report`).
+            RequestError: a bad field of the report (`engine.usage.check_report`); nothing
+                is noted then, and `record_usage` must not be called with `noted=True`.
         """
         check_report(report)
-        self.continuation_response(
-            report.manifest_id,
-            report.provider,
-            report.model,
-            report.output_items,
-            report.output_item_hashes,
-            report.has_response_id,
-        )
+        self._usage.expect(report)
+        if (
+            report.output_items is not None
+            or report.output_item_hashes is not None
+            or report.has_response_id is not None
+        ):
+            self.continuation_response(
+                report.manifest_id,
+                report.provider,
+                report.model,
+                report.output_items,
+                report.output_item_hashes,
+                report.has_response_id,
+            )
 
     # ----------------------------------------------------------------- compacting (compacting.py)
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Sequence
+from pathlib import Path
 
 from .. import __version__
 from ..results import HealthResult, ProjectStatus
@@ -35,7 +36,8 @@ def check_health(
     `status` is `warning` when there are database `notices`, settings warnings, project
     snippets sent to the model that changed since (`project.stale_snippets`), or session files
     sharing one session id (named in `warnings`), or a profile's calibration has a critical
-    drift warning (named too); else `ok`. `privacy` is the active policy
+    drift warning (named too), or the database file was deleted under the running engine;
+    else `ok`. `privacy` is the active policy
     (`privacy.policy.policy_summary`); `calibration` each profile's calibration
     (`engine.usage.UsageReports.profiles`).
 
@@ -43,6 +45,15 @@ def check_health(
         sqlite3.Error: the database cannot be read.
     """
     counts = session_repo.counts(store)
+    gone = (
+        []
+        if database_path == ":memory:" or Path(database_path).exists()
+        else [
+            f"the database file '{database_path}' no longer exists (deleted while running?): "
+            "what is written now is lost when this process ends; restart the server to start "
+            "a new one"
+        ]
+    )
     critical = [
         f"calibration of {profile['provider']}/{profile['model']}: {warning['message']}"
         for profile in calibration
@@ -57,7 +68,9 @@ def check_health(
         for sid, indexed, others in sessions_with_copies(store)
     ]
     return HealthResult(
-        status="warning" if notices or config_warnings or stale or copies or critical else "ok",
+        status=(
+            "warning" if notices or config_warnings or stale or copies or critical or gone else "ok"
+        ),
         version=__version__,
         schema_version=store.schema_version,
         database_path=database_path,
@@ -77,6 +90,7 @@ def check_health(
             ([f"{stale} project snippet(s) sent to the model have changed since"] if stale else [])
             + copies
             + critical
+            + gone
         ),
         calibration=tuple(calibration),
     )

@@ -8,11 +8,12 @@ provider counted input (input + cacheRead + cacheWrite > 0) and the manifest has
 of the current estimator. A report that cannot calibrate is still recorded on the manifest; a
 repeated report for one manifest replaces the earlier one (its sample too).
 
-The manifest's usage and its sample are written in one transaction. Calibrations are kept in
-memory per (provider, model, estimator, settings) and all dropped when a sample is written; a
-calibration read while a sample was being written is answered but not kept (a generation
-count), so a plan running beside a report never keeps the older ratio. A database failure
-reads as uncalibrated (ratio 1.0, fail open) and is logged.
+The manifest's usage and its sample are written in one transaction. A calibration is read from
+the database each time (one indexed query of at most `calibrationWindow` rows, ~0.2 ms), so a
+sample written by another process (`ds4 usage`, another editor window) counts at once; a report
+announced with `expect` (the LSP layer does, as `ds4/usage` arrives) is waited for, so the plan
+a client sends right after its report uses it. A database failure reads as uncalibrated (ratio
+1.0, fail open) and is logged.
 """
 
 from __future__ import annotations
@@ -20,12 +21,11 @@ from __future__ import annotations
 import logging
 import re
 import threading
-from collections import OrderedDict
+from collections import Counter
 from typing import Any
 
 from ..calibration import (
     Calibration,
-    CalibrationSettings,
     Sample,
     cache_share,
     calibrate,
@@ -60,8 +60,9 @@ break in one would break every view that shows it."""
 MAX_STOP_REASON_CHARS = 64
 """Longest stop reason accepted (Pi's are single words: `stop`, `toolUse`, ...)."""
 
-KEPT_CALIBRATIONS = 256
-"""Profiles whose calibration is kept in memory (least recently used dropped first)."""
+PENDING_WAIT_S = 2.0
+"""Longest a calibration waits for announced reports of its profile (seconds); then it reads
+what is written (a report stuck behind a long write must not stall plans)."""
 
 
 def check_report(report: UsageReport) -> None:
@@ -141,24 +142,37 @@ class UsageReports:
     def __init__(self, context: EngineContext, manifests: Manifests) -> None:
         self._context = context
         self._manifests = manifests
-        self._lock = threading.Lock()
-        self._kept: OrderedDict[tuple[str, str, str, CalibrationSettings], Calibration] = (
-            OrderedDict()
-        )
-        self._generation = 0
-        """Bumped whenever a sample changes: a calibration read before a bump is not kept."""
+        self._settled = threading.Condition()
+        self._pending: Counter[tuple[str, str]] = Counter()
+        """Reports announced (`expect`) and not yet recorded, per (provider, model)."""
+
+    def expect(self, report: UsageReport) -> None:
+        """Announce a report that `record(report, expected=True)` will record on another
+        thread: until then, `calibration` of its provider/model waits for it (at most
+        `PENDING_WAIT_S`), so a plan the client sends after the report uses it."""
+        with self._settled:
+            self._pending[(report.provider, report.model)] += 1
+
+    def _settle(self, report: UsageReport) -> None:
+        key = (report.provider, report.model)
+        with self._settled:
+            self._pending[key] -= 1
+            if self._pending[key] <= 0:
+                del self._pending[key]
+            self._settled.notify_all()
 
     def calibration(self, provider: str, model: str) -> Calibration:
-        """The calibration of `provider/model` for the current estimator and settings; ratio
-        1.0 (uncalibrated) when the database cannot be read. Never raises."""
+        """The calibration of `provider/model` for the current estimator and settings, read
+        from the database (one indexed query of at most `calibrationWindow` rows, so a report
+        written by another process, `ds4 usage`, counts at once); after the reports announced
+        for it (`expect`) are recorded. Ratio 1.0 (uncalibrated) when the database cannot be
+        read. Never raises."""
         settings = settings_of(self._context.config())
-        key = (provider, model, ESTIMATOR_VERSION, settings)
-        with self._lock:
-            found = self._kept.get(key)
-            if found is not None:
-                self._kept.move_to_end(key)
-                return found
-            generation = self._generation
+        with self._settled:
+            if not self._settled.wait_for(
+                lambda: (provider, model) not in self._pending, timeout=PENDING_WAIT_S
+            ):
+                log.info("calibration: a usage report still pending after %.0f s", PENDING_WAIT_S)
         try:
             samples = calibration_repo.recent_samples(
                 self._context.store(), provider, model, ESTIMATOR_VERSION, settings.window
@@ -166,45 +180,25 @@ class UsageReports:
         except Exception as exc:  # fail open: an uncalibrated budget is the safe default
             log.warning("calibration not read: error=%s", describe_failure(exc))
             return Calibration(provider, model, ESTIMATOR_VERSION, minimum=settings.minimum)
-        found = calibrate(provider, model, ESTIMATOR_VERSION, samples, settings)
-        with self._lock:
-            if generation == self._generation:  # no sample changed while this one was read
-                self._kept[key] = found
-                while len(self._kept) > KEPT_CALIBRATIONS:
-                    self._kept.popitem(last=False)
-        return found
+        return calibrate(provider, model, ESTIMATOR_VERSION, samples, settings)
 
-    def record(self, report: UsageReport) -> UsageResult:
+    def record(self, report: UsageReport, *, expected: bool = False) -> UsageResult:
         """Record `report` on its manifest and, when it can calibrate, as a sample of the
-        reporting profile (`ContextEngine.record_usage`).
+        reporting profile (`ContextEngine.record_usage`); `expected`: it was announced with
+        `expect`, and is settled once written (or failed), before its profile's calibration
+        is read for the answer.
 
         Raises:
             RequestError: a field the caller can fix (`check_report`), or a `manifestId` no
                 manifest has (never planned here, or evicted).
         """
-        check_report(report)
-        reported_at = utc_now_iso()
-        counts = report.usage
-        usage = usage_json(report, reported_at)
-
-        def change(manifest: dict[str, Any]) -> None:
-            manifest["actualTokens"] = counts.actual_input
-            manifest["usage"] = usage
-
-        with self._context.store().write():  # the manifest's usage and its sample, together
-            manifest = self._manifests.update_usage(report.manifest_id, change, counts)
-            if manifest is None:
-                raise RequestError(
-                    f"manifestId: no manifest with id {echo(report.manifest_id)} (never planned "
-                    "by this server's database, or evicted: the latest 128 stored and 64 "
-                    "in-memory manifests are kept)",
-                    "manifestId",
-                )
-            estimated = manifest.get("estimatedTokens")
-            why_not = why_no_sample(report, estimated, manifest.get("estimatorVersion"))
-            self._save_sample(report, estimated, why_not, reported_at)
-        self._forget()
+        try:
+            estimated, why_not, usage = self._write(report)
+        finally:
+            if expected:
+                self._settle(report)
         calibration = self.calibration(report.provider, report.model)
+        counts = report.usage
         log.info(
             "usage: manifest=%s profile=%s/%s actual=%d sample=%s ratio=%.6f samples=%d",
             report.manifest_id,
@@ -226,6 +220,32 @@ class UsageReports:
             why_not=why_not,
             calibration=calibration.to_wire(),
         )
+
+    def _write(self, report: UsageReport) -> tuple[Any, str | None, dict[str, Any]]:
+        """Check `report`, then write the manifest's usage and its sample in one transaction.
+        Returns (the manifest's estimate, why no sample or None, the manifest's `usage`)."""
+        check_report(report)
+        reported_at = utc_now_iso()
+        counts = report.usage
+        usage = usage_json(report, reported_at)
+
+        def change(manifest: dict[str, Any]) -> None:
+            manifest["actualTokens"] = counts.actual_input
+            manifest["usage"] = usage
+
+        with self._context.store().write():
+            manifest = self._manifests.update_usage(report.manifest_id, change, counts)
+            if manifest is None:
+                raise RequestError(
+                    f"manifestId: no manifest with id {echo(report.manifest_id)} (never planned "
+                    "by this server's database, or evicted: the latest 128 stored and 64 "
+                    "in-memory manifests are kept)",
+                    "manifestId",
+                )
+            estimated = manifest.get("estimatedTokens")
+            why_not = why_no_sample(report, estimated, manifest.get("estimatorVersion"))
+            self._save_sample(report, estimated, why_not, reported_at)
+        return estimated, why_not, usage
 
     def _save_sample(
         self, report: UsageReport, estimated: Any, why_not: str | None, reported_at: str
@@ -254,13 +274,6 @@ class UsageReports:
             )
         else:
             calibration_repo.delete_sample(store, report.manifest_id)
-
-    def _forget(self) -> None:
-        """Drop every kept calibration (a sample changed; a replaced report may move a sample
-        from one profile to another, so all of them)."""
-        with self._lock:
-            self._kept.clear()
-            self._generation += 1
 
     def profiles(self) -> list[dict[str, Any]]:
         """Each profile with samples, the most recently reported first: its calibration

@@ -120,7 +120,13 @@ def print_plan(
         f"hard {fmt(budget.hard_input_limit)}"
         f" · target {fmt(budget.target_input_tokens)}"
         f" · output reserve {fmt(budget.output_reserve)}"
-        f" · safety margin {fmt(budget.safety_margin)}",
+        f" · safety margin {fmt(budget.safety_margin)}"
+        + (
+            f" · divided by the calibrated ratio {budget.calibration_ratio:g}"
+            if budget.calibration_ratio > 1
+            else ""
+        )
+        + (" · raised 12.5% by autoTune" if budget.auto_tuned else ""),
         "  budget    ",
         field,
     )
