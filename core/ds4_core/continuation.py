@@ -113,7 +113,8 @@ REASONS = (
 """Every reason a decision may give (docs/model-awareness.md lists what each means)."""
 
 MAX_STATES = 1024
-"""States kept (least recently planned dropped first): one per session and model in use."""
+"""States kept (least recently planned or reported dropped first): one per session and model
+in use."""
 
 MAX_ITEMS = 10_000
 """Most item hashes of a planned request (a longer plan is `full`, `continuation-state-too-large`,

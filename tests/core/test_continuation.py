@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import sys
 import threading
+from pathlib import Path
 
 import pytest
 from hypothesis import given
@@ -414,6 +415,12 @@ def test_hostile_plan_inputs_are_rejected_naming_the_field(
         check_plan_inputs(api, options)
     assert caught.value.field == field and str(caught.value).startswith(field)
     check_plan_inputs("openai-responses", {"model": "gpt-x"})
+
+
+@pytest.mark.parametrize("doc", ["docs/model-awareness.md", "docs/protocol.md"])
+def test_every_reason_is_documented(doc: str) -> None:
+    text = (Path(__file__).resolve().parents[2] / doc).read_text(encoding="utf-8")
+    assert [r for r in REASONS if f"`{r}`" not in text] == []
 
 
 def test_settings_validate_profiles_and_warn_when_storage_is_not_allowed() -> None:
