@@ -20,6 +20,9 @@ continuation section, docs/reference.md):
 - **State** (`ContinuationStates`): in memory only, per (session id, provider, model): the item
   hashes of the previous planned request, the output item hashes of its response once the
   client reports them (`ds4/usage`), the options hash and the time. Never a response id.
+  Bounded: at most `MAX_STATES` states, `MAX_ITEMS` hashes in a request or an output (a larger
+  plan is not kept: `continuation-state-too-large`) and `MAX_HASHES` hashes over all states
+  (least recently used states dropped first).
 - **Decision** (`ContinuationStates.plan`): `delta` at `deltaStart = len(previous request) +
   len(previous output)` when the current item hashes start with the previous request's hashes
   followed by the previous output's, the remainder is not empty, the state is younger than
@@ -75,6 +78,8 @@ DELTA_EMPTY = "delta-empty"
 RESPONSE_ID_MISSING = "provider-response-id-missing"
 # ... and ours
 OUTPUT_MISSING = "provider-output-missing"
+CALL_FAILED = "provider-call-failed"
+TOO_LARGE = "continuation-state-too-large"
 BRANCH_CHANGED = "session-branch-changed"
 COMPACTED = "session-compacted"
 HANDLE_REJECTED = "continuation-handle-rejected"
@@ -94,6 +99,8 @@ REASONS = (
     DELTA_EMPTY,
     RESPONSE_ID_MISSING,
     OUTPUT_MISSING,
+    CALL_FAILED,
+    TOO_LARGE,
     BRANCH_CHANGED,
     COMPACTED,
     HANDLE_REJECTED,
@@ -106,10 +113,19 @@ REASONS = (
 """Every reason a decision may give (docs/model-awareness.md lists what each means)."""
 
 MAX_STATES = 1024
-"""States kept (least recently planned dropped first): one per session and model in use."""
+"""States kept (least recently planned or reported dropped first): one per session and model
+in use."""
 
-MAX_ITEMS = 100_000
-"""Most item hashes a state or a reported output holds (longer reports are ignored)."""
+MAX_ITEMS = 10_000
+"""Most item hashes of a planned request (a longer plan is `full`, `continuation-state-too-large`,
+and not kept) or of a reported output (a longer report is ignored)."""
+
+MAX_HASHES = 1_000_000
+"""Most item hashes kept over all states (requests and outputs; about 120 MB of 64-character
+strings): beyond it the least recently used states are dropped."""
+
+HASH_CACHE_CHARS = 32 * 1024 * 1024
+"""Most characters of stable JSON (`ItemHashCache`) whose messages the item hash cache holds."""
 
 MAX_API_CHARS = 100
 """Longest `model.api` accepted (Pi's API names are a few words)."""
@@ -151,12 +167,19 @@ def item_hash(message: Any) -> str:
     """The continuation hash of one Pi message (see the module docstring): hex SHA-256 of the
     stable JSON of the message without `BOOKKEEPING_KEYS`, a string `content` as one text block.
     A value that is not an object hashes as its stable JSON. Never raises."""
+    return _hash_and_size(message)[0]
+
+
+def _hash_and_size(message: Any) -> tuple[str, int]:
+    """`item_hash(message)` and the length of the stable JSON it hashed (characters)."""
     if isinstance(message, Mapping):
         facing = {k: v for k, v in message.items() if k not in BOOKKEEPING_KEYS}
         if isinstance(facing.get("content"), str):
             facing["content"] = [{"type": "text", "text": facing["content"]}]
-        return sha256_hex(stable_json(facing))
-    return sha256_hex(stable_json(message))
+        text = stable_json(facing)
+    else:
+        text = stable_json(message)
+    return sha256_hex(text), len(text)
 
 
 def item_hashes(messages: Iterable[Any]) -> tuple[str, ...]:
@@ -169,34 +192,59 @@ class ItemHashCache:
     messages again and again as the same objects (the session cache's, or the privacy
     cache's written copies, `engine/privacy_cache.py`), so only new messages are hashed.
 
-    Keyed by object identity; each entry holds its message, so an id is never reused while
-    its entry exists. Messages are treated as immutable (as every engine cache does). At most
-    `capacity` entries (least recently used dropped): as many as the privacy cache keeps
-    (`engine/privacy_cache.py`), mostly the same objects, which the session cache holds
-    anyway. Thread-safe."""
+    Keyed by object identity; each entry holds its message (a Python dict cannot be weakly
+    referenced), so an id is never reused while its entry exists. Messages are treated as
+    immutable (as every engine cache does). Bounded twice, least recently used dropped first:
+    at most `capacity` entries (as many as the privacy cache keeps, `engine/privacy_cache.py`:
+    mostly the same objects, which the session cache holds anyway) and at most `max_chars`
+    characters of the messages' stable JSON (what their size is measured by; a message larger
+    than that alone is hashed and not kept). Thread-safe."""
 
-    def __init__(self, capacity: int = 4096) -> None:
+    def __init__(self, capacity: int = 4096, max_chars: int = HASH_CACHE_CHARS) -> None:
         self._capacity = capacity
-        self._kept: OrderedDict[int, tuple[Any, str]] = OrderedDict()
+        self._max_chars = max_chars
+        self._kept: OrderedDict[int, tuple[Any, str, int]] = OrderedDict()
+        """id(message) -> (message, its item hash, its stable JSON's length)"""
+        self._chars = 0
         self._lock = threading.Lock()
 
     def hashes(self, messages: Sequence[Any]) -> tuple[str, ...]:
         """`item_hashes(messages)`, from the kept hashes where the object was hashed before."""
-        out: list[str] = []
         with self._lock:
             found = [self._kept.get(id(m)) for m in messages]
             for m, held in zip(messages, found, strict=True):
                 if held is not None and held[0] is m:
                     self._kept.move_to_end(id(m))
-        for m, held in zip(messages, found, strict=True):
-            out.append(held[1] if held is not None and held[0] is m else item_hash(m))
+        fresh = [
+            None if held is not None and held[0] is m else _hash_and_size(m)
+            for m, held in zip(messages, found, strict=True)
+        ]
         with self._lock:
-            for m, held, digest in zip(messages, found, out, strict=True):
-                if held is None or held[0] is not m:
-                    self._kept[id(m)] = (m, digest)
-            while len(self._kept) > self._capacity:
-                self._kept.popitem(last=False)
-        return tuple(out)
+            for m, made in zip(messages, fresh, strict=True):
+                if made is not None and made[1] <= self._max_chars:
+                    self._put(id(m), (m, *made))
+        return tuple(
+            made[0] if made is not None else held[1]  # type: ignore[index]
+            for held, made in zip(found, fresh, strict=True)
+        )
+
+    def kept_chars(self) -> int:
+        """The characters of stable JSON of the messages kept (at most `max_chars`)."""
+        with self._lock:
+            return self._chars
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._kept)
+
+    def _put(self, key: int, entry: tuple[Any, str, int]) -> None:
+        old = self._kept.pop(key, None)
+        if old is not None:
+            self._chars -= old[2]
+        self._kept[key] = entry
+        self._chars += entry[2]
+        while len(self._kept) > self._capacity or self._chars > self._max_chars:
+            self._chars -= self._kept.popitem(last=False)[1][2]
 
 
 def options_hash(options: Mapping[str, Any] | None) -> str:
@@ -280,6 +328,12 @@ class _State:
     session_file: str | None
     output: tuple[str, ...] | None = None
     response_id_missing: bool = False
+    call_failed: bool = False
+
+    @property
+    def size(self) -> int:
+        """The item hashes kept: request and output."""
+        return len(self.request) + len(self.output or ())
 
 
 def decide(
@@ -292,11 +346,14 @@ def decide(
 ) -> Decision:
     """The decision for `current` item hashes against the previous `state` (None: `cold-start`).
 
-    In order: a response without an id, a previous leaf off the current branch, an expired
-    state, changed options, an output never reported, a changed prefix, an empty delta; else
-    `delta` at the end of the previous request plus output."""
+    In order: a failed call (`stopReason` `error` or `aborted`), a response without an id, a
+    previous leaf off the current branch, an expired state, changed options, an output never
+    reported, a changed prefix, an empty delta; else `delta` at the end of the previous
+    request plus output."""
     if state is None:
         return full(COLD_START)
+    if state.call_failed:
+        return full(CALL_FAILED)
     if state.response_id_missing:
         return full(RESPONSE_ID_MISSING)
     if not leaf_on_branch:
@@ -317,11 +374,15 @@ def decide(
 
 class ContinuationStates:
     """The in-memory continuation states of one engine (see the module docstring). Bounded
-    (`MAX_STATES`, least recently planned dropped), thread-safe. An invalidation removes a
-    state and remembers why, so the next plan of that key says so instead of `cold-start`."""
+    (`capacity` states, `max_hashes` item hashes over all of them; the least recently planned
+    or reported dropped first), thread-safe. An invalidation removes a state and remembers
+    why, so the next plan of that key says so instead of `cold-start`."""
 
-    def __init__(self, capacity: int = MAX_STATES) -> None:
+    def __init__(self, capacity: int = MAX_STATES, max_hashes: int = MAX_HASHES) -> None:
         self._capacity = capacity
+        self._max_hashes = max_hashes
+        self._hashes = 0
+        """the item hashes of every state (`_State.size` summed)"""
         self._states: OrderedDict[StateKey, _State] = OrderedDict()
         self._why: OrderedDict[StateKey, str] = OrderedDict()
         """key -> the reason its state was dropped (until the key's next plan)"""
@@ -346,14 +407,17 @@ class ContinuationStates:
         A state of the same session under another provider or model is a model switch: every
         state of the session is dropped and the decision is `continuation-identity-changed`.
         The previous plan's leaf missing from `branch` (the entry ids of the current branch)
-        is a tree navigation: `session-branch-changed`."""
+        is a tree navigation: `session-branch-changed`. More than `MAX_ITEMS` items: `full`
+        (`continuation-state-too-large`), every state of the session dropped and none kept."""
         session = key[0]
         with self._lock:
-            state = self._states.pop(key, None)
+            state = self._remove(key)
             why = self._why.pop(key, None)
             others = [k for k in self._states if k[0] == session]
             for other in others:
-                del self._states[other]
+                self._remove(other)
+            if len(items) > MAX_ITEMS:
+                return full(TOO_LARGE)
             if others:
                 decision = full(IDENTITY_CHANGED)
             elif why is not None:
@@ -361,11 +425,10 @@ class ContinuationStates:
             else:
                 on_branch = state is None or state.leaf_id is None or state.leaf_id in branch
                 decision = decide(state, items, options, now_ms, max_age_ms, on_branch)
-            self._states[key] = _State(
-                manifest_id, tuple(items), options, now_ms, leaf_id, session_file
-            )
-            while len(self._states) > self._capacity:
-                self._states.popitem(last=False)
+            kept = _State(manifest_id, tuple(items), options, now_ms, leaf_id, session_file)
+            self._states[key] = kept
+            self._hashes += kept.size
+            self._evict()
         return decision
 
     def report_output(
@@ -375,11 +438,14 @@ class ContinuationStates:
         model: str,
         output: Sequence[str] | None,
         has_response_id: bool | None,
+        call_failed: bool = False,
     ) -> bool:
         """Attach the output item hashes of the response to the plan `manifest_id` (the latest
         plan of its key, answered by `provider`/`model`); `has_response_id` False marks the
-        state unusable (`provider-response-id-missing`). Returns whether a state took it
-        (False: unknown or superseded manifest, another model, or more than `MAX_ITEMS`)."""
+        state unusable (`provider-response-id-missing`), and so does `call_failed` (the call
+        ended with `stopReason` `error` or `aborted`: `provider-call-failed`). Returns whether
+        a state took it (False: unknown or superseded manifest, another model, or an output of
+        more than `MAX_ITEMS` hashes)."""
         if output is not None and len(output) > MAX_ITEMS:
             return False
         with self._lock:
@@ -390,8 +456,14 @@ class ContinuationStates:
                     return False
                 if has_response_id is False:
                     state.response_id_missing = True
+                if call_failed:
+                    state.call_failed = True
                 if output is not None:
+                    self._hashes -= state.size
                     state.output = tuple(output)
+                    self._hashes += state.size
+                self._states.move_to_end(key)
+                self._evict()
                 return True
         return False
 
@@ -421,7 +493,7 @@ class ContinuationStates:
         client sends that call in full, so the provider's chain is broken)."""
         with self._lock:
             for key in [k for k in self._states if k[0] == session_id]:
-                del self._states[key]
+                self._remove(key)
             for key in [k for k in self._why if k[0] == session_id]:
                 del self._why[key]
 
@@ -430,14 +502,34 @@ class ContinuationStates:
         with self._lock:
             self._states.clear()
             self._why.clear()
+            self._hashes = 0
 
     def __len__(self) -> int:
         with self._lock:
             return len(self._states)
 
+    def kept_hashes(self) -> int:
+        """The item hashes kept over all states (at most `max_hashes`)."""
+        with self._lock:
+            return self._hashes
+
+    def _remove(self, key: StateKey) -> _State | None:
+        state = self._states.pop(key, None)
+        if state is not None:
+            self._hashes -= state.size
+        return state
+
+    def _evict(self) -> None:
+        """Drop the least recently used states beyond `capacity` or `max_hashes` (never the
+        last one: a single state holds at most 2 * `MAX_ITEMS` hashes)."""
+        while len(self._states) > self._capacity or (
+            self._hashes > self._max_hashes and len(self._states) > 1
+        ):
+            self._hashes -= self._states.popitem(last=False)[1].size
+
     def _drop(self, keys: Sequence[StateKey], reason: str) -> int:
         for key in keys:
-            del self._states[key]
+            self._remove(key)
             self._why[key] = reason
             self._why.move_to_end(key)
         while len(self._why) > self._capacity:

@@ -3,7 +3,10 @@ delta-or-full decision (every reason) and the in-memory states."""
 
 from __future__ import annotations
 
+import dataclasses
+import sys
 import threading
+from pathlib import Path
 
 import pytest
 from hypothesis import given
@@ -13,12 +16,15 @@ from ds4_core.config import DEFAULT_CONFIG
 from ds4_core.continuation import (
     API_NOT_CONTINUED,
     BRANCH_CHANGED,
+    CALL_FAILED,
     COLD_START,
     COMPACTED,
     DELTA_EMPTY,
     FAILED,
     HANDLE_REJECTED,
     IDENTITY_CHANGED,
+    MAX_HASHES,
+    MAX_ITEMS,
     NO_SESSION,
     NOT_MANAGED,
     OPTIONS_CHANGED,
@@ -28,6 +34,7 @@ from ds4_core.continuation import (
     REASONS,
     RESPONSE_ID_MISSING,
     STATE_EXPIRED,
+    TOO_LARGE,
     ContinuationStates,
     Decision,
     ItemHashCache,
@@ -161,7 +168,7 @@ def reached(states: ContinuationStates, reason: str) -> Decision:
     plan(states, ["a", "b"], manifest="m1")
     has_id = reason != RESPONSE_ID_MISSING
     if reason != OUTPUT_MISSING:
-        states.report_output("m1", "openai", "gpt-x", ["x"], has_id)
+        states.report_output("m1", "openai", "gpt-x", ["x"], has_id, reason == CALL_FAILED)
     grown = ["a", "b", "x", "c"]
     if reason == STATE_EXPIRED:
         return plan(states, grown, now=AGE + 1)
@@ -184,9 +191,12 @@ def reached(states: ContinuationStates, reason: str) -> Decision:
     return plan(states, grown)
 
 
-STATE_REASONS = [r for r in REASONS if not r.startswith("ineligible-") and r != FAILED]
+STATE_REASONS = [
+    r for r in REASONS if not r.startswith("ineligible-") and r not in (FAILED, TOO_LARGE)
+]
 """The reasons of the states (`ineligible-*` and `continuation-failed` come from the engine:
-tests/core/test_engine_continuation.py)."""
+tests/core/test_engine_continuation.py; `continuation-state-too-large` keeps no state:
+test_a_plan_of_more_than_max_items_is_full_and_not_kept)."""
 
 
 @pytest.mark.parametrize("reason", STATE_REASONS)
@@ -242,35 +252,108 @@ def test_states_are_bounded_and_an_ineligible_plan_forgets_the_session() -> None
 
 
 def test_states_keep_hashes_and_times_only() -> None:
+    """Every value a state keeps is an id the plan gave, a hash, a time or a flag: never a
+    message, its text or a response id."""
+    secret = "the user's private words"
+    messages = [{"role": "user", "content": secret}]
+    reply = {"role": "assistant", "content": "ok", "responseId": "resp_" + "abc123"}
     states = ContinuationStates()
-    plan(states, ["a"], manifest="m1")
-    states.report_output("m1", "openai", "gpt-x", ["x"], False)
+    plan(states, list(item_hashes(messages)), manifest="m1", options=options_hash({"a": 1}))
+    states.report_output("m1", "openai", "gpt-x", item_hashes([reply]), False, True)
     kept = states._states[KEY]  # noqa: SLF001
-    assert set(kept.__slots__) == {  # type: ignore[attr-defined]
-        "manifest_id",
-        "request",
-        "options",
-        "planned_ms",
-        "leaf_id",
-        "session_file",
-        "output",
-        "response_id_missing",
+    values = {f.name: getattr(kept, f.name) for f in dataclasses.fields(kept)}
+    assert values == {
+        "manifest_id": "m1",
+        "request": item_hashes(messages),
+        "options": options_hash({"a": 1}),
+        "planned_ms": 0.0,
+        "leaf_id": "leaf",
+        "session_file": "/s.jsonl",
+        "output": (item_hash(reply),),
+        "response_id_missing": True,
+        "call_failed": True,
     }
+    for digest in (*values["request"], *values["output"], values["options"]):
+        assert isinstance(digest, str) and len(digest) == 64
+        assert int(digest, 16) >= 0
+    assert secret not in repr(values) and "resp_" not in repr(values)
 
 
-def test_concurrent_plans_of_many_sessions_keep_one_state_each() -> None:
-    states = ContinuationStates()
+def test_concurrent_plans_reports_and_invalidations_keep_the_states_consistent() -> None:
+    """Eight threads plan, report and invalidate the same few keys at once (switching often):
+    no error (without the lock: KeyError, "mutated during iteration" on every run), and the
+    hash count, the bounds and the key of each kept plan stay exact."""
+    states = ContinuationStates(capacity=6, max_hashes=60)
+    errors: list[BaseException] = []
 
     def work(number: int) -> None:
-        for step in range(50):
-            plan(states, ["a"] * step, key=(f"s{number}", "openai", "gpt-x"), manifest=f"{step}")
+        key = (f"s{number % 3}", "openai", f"gpt-{number % 2}")
+        try:
+            for step in range(1000):
+                manifest = f"{number}-{step}"
+                plan(states, ["a"] * (step % 9), key=key, manifest=manifest, leaf=None)
+                states.report_output(manifest, "openai", key[2], ["x"], True)
+                states.invalidate_file("/s.jsonl", None, None, COMPACTED)
+        except BaseException as exc:  # noqa: BLE001
+            errors.append(exc)
 
-    threads = [threading.Thread(target=work, args=(n,)) for n in range(8)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    assert len(states) == 8
+    switch = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        threads = [threading.Thread(target=work, args=(n,)) for n in range(8)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    finally:
+        sys.setswitchinterval(switch)
+    assert errors == []
+    kept = states._states  # noqa: SLF001
+    assert states.kept_hashes() == sum(s.size for s in kept.values()) <= 60
+    assert len(states) <= 6
+    for key, state in kept.items():
+        number = int(state.manifest_id.split("-")[0])
+        assert key == (f"s{number % 3}", "openai", f"gpt-{number % 2}")
+
+
+def test_a_plan_of_more_than_max_items_is_full_and_not_kept() -> None:
+    assert MAX_ITEMS == 10_000
+    states = ContinuationStates()
+    plan(states, ["a"], manifest="m1")
+    assert plan(states, ["a"] * (MAX_ITEMS + 1), manifest="m2") == Decision("full", 0, TOO_LARGE)
+    assert len(states) == 0 and states.kept_hashes() == 0
+    assert plan(states, ["a"] * MAX_ITEMS, manifest="m3") == Decision("full", 0, COLD_START)
+    assert not states.report_output("m3", "openai", "gpt-x", ["x"] * (MAX_ITEMS + 1), True)
+    assert states.kept_hashes() == MAX_ITEMS
+
+
+def test_the_hashes_of_all_states_are_bounded_least_recently_used_dropped() -> None:
+    states = ContinuationStates(max_hashes=10)
+    for number in range(3):
+        plan(states, ["a"] * 4, key=(f"s{number}", "openai", "gpt-x"), manifest=f"m{number}")
+    assert len(states) == 2 and states.kept_hashes() == 8  # s0 dropped
+    assert states.report_output("m1", "openai", "gpt-x", ["x", "y"], True)  # s1 used last
+    plan(states, ["a"], key=("s3", "openai", "gpt-x"))
+    assert states.kept_hashes() == 7
+    assert {k[0] for k in states._states} == {"s1", "s3"}  # noqa: SLF001
+    states.forget_session("s1")
+    assert states.kept_hashes() == 1
+    # the default: a hostile client planning many large sessions
+    many = ContinuationStates()
+    items = ["a"] * MAX_ITEMS
+    for number in range(MAX_HASHES // MAX_ITEMS + 5):
+        plan(many, items, key=(f"s{number}", "openai", "gpt-x"))
+    assert many.kept_hashes() <= MAX_HASHES
+    assert len(many) == MAX_HASHES // MAX_ITEMS
+
+
+def test_a_failed_call_output_is_not_continued() -> None:
+    states = ContinuationStates()
+    plan(states, ["a"], manifest="m1")
+    assert states.report_output("m1", "openai", "gpt-x", ["x"], True, call_failed=True)
+    assert plan(states, ["a", "x", "b"], manifest="m2") == Decision("full", 0, CALL_FAILED)
+    states.report_output("m2", "openai", "gpt-x", ["y"], True)
+    assert plan(states, ["a", "x", "b", "y", "c"], manifest="m3") == Decision("delta", 4, None)
 
 
 hashes = st.lists(st.sampled_from("abcdef"), max_size=12)
@@ -334,6 +417,12 @@ def test_hostile_plan_inputs_are_rejected_naming_the_field(
     check_plan_inputs("openai-responses", {"model": "gpt-x"})
 
 
+@pytest.mark.parametrize("doc", ["docs/model-awareness.md", "docs/protocol.md"])
+def test_every_reason_is_documented(doc: str) -> None:
+    text = (Path(__file__).resolve().parents[2] / doc).read_text(encoding="utf-8")
+    assert [r for r in REASONS if f"`{r}`" not in text] == []
+
+
 def test_settings_validate_profiles_and_warn_when_storage_is_not_allowed() -> None:
     config, warnings = DEFAULT_CONFIG.with_settings({"nativeContinuation": {"enabled": True}})
     assert config.native_continuation.enabled and not config.native_continuation.active
@@ -349,6 +438,17 @@ def test_settings_validate_profiles_and_warn_when_storage_is_not_allowed() -> No
     for age in (9_999, 86_400_001, True):
         _, warnings = DEFAULT_CONFIG.with_settings({"nativeContinuation.maxStateAgeMs": age})
         assert "nativeContinuation.maxStateAgeMs" in warnings[0]
+
+
+def test_the_item_hash_cache_is_bounded_by_the_size_of_the_messages_it_holds() -> None:
+    small = [{"role": "user", "content": str(n)} for n in range(10)]  # 54 characters each
+    cache = ItemHashCache(max_chars=110)
+    assert cache.hashes(small) == item_hashes(small)
+    assert len(cache) == 2 and cache.kept_chars() == 108
+    huge = {"role": "user", "content": "x" * 200}
+    assert cache.hashes([huge]) == item_hashes([huge])
+    assert len(cache) == 2  # larger than the bound alone: hashed, not kept
+    assert cache.hashes(small[-2:]) == item_hashes(small[-2:])  # served from the kept entries
 
 
 def test_kept_item_hashes_equal_fresh_ones_and_follow_new_objects() -> None:

@@ -116,6 +116,8 @@ def test_output_reported_as_hashes_continues_like_the_items(
         ("close", "cold-start"),
         ("no-output", "provider-output-missing"),
         ("no-id", "provider-response-id-missing"),
+        ("error", "provider-call-failed"),
+        ("aborted", "provider-call-failed"),
         ("edited", "managed-context-prefix-changed"),
     ],
 )
@@ -129,6 +131,13 @@ def test_each_invalidation_gives_full_with_its_reason(
     elif change == "no-id":
         answer(engine, writer, first, "Added.")
         engine.continuation_response(first.manifest_id, "openai", "gpt-x", None, None, False)
+    elif change in ("error", "aborted"):  # the output of a failed call is not continued
+        writer.user("Step 3: add a test.")
+        writer.assistant("Added.")
+        received = responses_reply("Added.", RESPONSE_ID)
+        engine.continuation_response(
+            first.manifest_id, "openai", "gpt-x", [received], None, True, stop_reason=change
+        )
     else:
         answer(engine, writer, first, "Added.")
     model, options = GPT, {"store": True}
@@ -200,6 +209,20 @@ def test_hostile_inputs_name_their_field(engine: ContextEngine, writer: SessionW
     with pytest.raises(RequestError) as caught:
         engine.continuation_failed(SessionRef(str(writer.path) + ".missing"))
     assert caught.value.field == "session.file"
+
+
+@pytest.mark.parametrize("stop", [None, "stop", "toolUse", "length"])
+def test_a_completed_call_output_is_continued(
+    engine: ContextEngine, writer: SessionWriter, stop: str | None
+) -> None:
+    first = plan(engine, writer, "Step 3: add a test.")
+    writer.user("Step 3: add a test.")
+    writer.assistant("Added.")
+    received = responses_reply("Added.", RESPONSE_ID)
+    engine.continuation_response(
+        first.manifest_id, "openai", "gpt-x", [received], None, True, stop_reason=stop
+    )
+    assert plan(engine, writer, "Step 4.").continuation["mode"] == "delta"  # type: ignore[index]
 
 
 def test_a_failing_decision_fails_open_to_a_full_replay(

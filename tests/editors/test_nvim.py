@@ -68,6 +68,7 @@ CASES = [
     "a_remote_plan_withholds_local_only_text",
     "report_usage_checks_params_before_sending",
     "manifest_renders_usage_calibration_switch_and_continuation",
+    "model_awareness_server_strings_stay_on_one_line",
     "report_usage_shows_actual_tokens_in_the_manifest",
     "tool_executed_sends_ds4_tool_executed",
     "setup_expands_tilde_in_cmd",

@@ -19,7 +19,6 @@ from ..continuation import (
     COMPACTED,
     FAILED,
     HANDLE_REJECTED,
-    MAX_ITEMS,
     ContinuationStates,
     Decision,
     ItemHashCache,
@@ -35,6 +34,7 @@ from ..requests import PlanRequest, SessionRef
 from .context import EngineContext
 from .preparing import Prepared
 from .sessions import resolve_session_path
+from .usage import FAILED_STOPS
 
 log = logging.getLogger("ds4_core.engine")
 
@@ -78,11 +78,12 @@ class Continuations:
                 api=request.model.api,
                 profiles=settings.profiles,
             )
-            if why is not None or session_id is None:
+            if why is not None:
                 if session_id is not None:
                     self.states.forget_session(session_id)
-                decision = full(why or "ineligible-no-session")
+                decision = full(why)
             else:
+                assert session_id is not None  # ineligible_reason: ineligible-no-session
                 decision = self.states.plan(
                     (session_id, provider, model),
                     manifest_id=manifest_id,
@@ -116,26 +117,24 @@ class Continuations:
         output_items: Sequence[Mapping[str, Any]] | None,
         output_item_hashes: Sequence[str] | None,
         has_response_id: bool | None,
+        stop_reason: str | None = None,
     ) -> bool:
         """Attach the response to the plan `manifest_id` (`ContextEngine.continuation_response`):
         its output as Pi messages (`output_items`, hashed here; preferred) or their item hashes
         (`output_item_hashes`, each 64 lower-case hex digits: a report holding another value is
-        ignored). Returns whether a state took it."""
+        ignored); a `stop_reason` of a failed call (`usage.FAILED_STOPS`: `error`, `aborted`)
+        makes the next plan `full` (`provider-call-failed`). Returns whether a state took it
+        (the output's length is bounded by `ContinuationStates.report_output`)."""
+        output: tuple[str, ...] | None = None
         if output_items is not None:
-            output: tuple[str, ...] | None = (
-                item_hashes(output_items) if len(output_items) <= MAX_ITEMS else None
-            )
-            if output is None:
-                return False
+            output = item_hashes(output_items)
         elif output_item_hashes is not None:
-            if len(output_item_hashes) > MAX_ITEMS or not all(
-                is_item_hash(h) for h in output_item_hashes
-            ):
+            if not all(is_item_hash(h) for h in output_item_hashes):
                 return False
             output = tuple(output_item_hashes)
-        else:
-            output = None
-        return self.states.report_output(manifest_id, provider, model, output, has_response_id)
+        return self.states.report_output(
+            manifest_id, provider, model, output, has_response_id, stop_reason in FAILED_STOPS
+        )
 
     def failed(self, session: SessionRef, provider: str | None, model: str | None) -> int:
         """`ds4/continuationFailed`: the client's previous response id was rejected; drop the

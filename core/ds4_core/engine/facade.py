@@ -253,6 +253,7 @@ class ContextEngine:
         output_items: Sequence[Mapping[str, Any]] | None,
         output_item_hashes: Sequence[str] | None,
         has_response_id: bool | None,
+        stop_reason: str | None = None,
     ) -> None:
         """Attach a provider response to the native-continuation state of the plan
         `manifest_id` (from `ds4/usage`; docs/model-awareness.md "Native continuation").
@@ -260,12 +261,19 @@ class ContextEngine:
         `output_items`: the response's output as Pi messages (hashed here; preferred over
         `output_item_hashes`, their item hashes: 64 lower-case hex digits each);
         `has_response_id` False: the provider gave no response id, so the next plan is `full`
-        (`provider-response-id-missing`). Ignored (logged by count) when the manifest is not
+        (`provider-response-id-missing`); `stop_reason` `error` or `aborted` (Pi's, of a call
+        that did not complete): the next plan is `full` (`provider-call-failed`). Ignored (logged by count) when the manifest is not
         its key's latest plan, was answered by another `provider`/`model`, or the hashes are
         malformed. Never raises on the report's content; nothing is stored on disk.
         """
         taken = self._continuations.report_output(
-            manifest_id, provider, model, output_items, output_item_hashes, has_response_id
+            manifest_id,
+            provider,
+            model,
+            output_items,
+            output_item_hashes,
+            has_response_id,
+            stop_reason,
         )
         if not taken:
             log.info("continuation: response for manifest=%.40s not attached", manifest_id)

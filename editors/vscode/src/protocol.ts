@@ -574,7 +574,10 @@ export interface Calibration {
 export interface ModelAwareness {
   /** e.g. `chars-v2`. */
   estimatorVersion: string;
-  /** `null`: none for this model yet; absent: not looked up for this plan. */
+  /**
+   * `null`: not looked up (the plan's provider is unknown); a model with no reports yet comes
+   * as a calibration with `samples: 0`; absent: a server before calibration.
+   */
   calibration?: Calibration | null;
   /** The session's previous plan was for another model (`provider/model` each). */
   modelSwitch?: { from: string; to: string } | null;

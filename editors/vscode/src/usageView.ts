@@ -108,13 +108,14 @@ function renderUsage(manifest: Manifest): string {
 }
 
 function renderCalibration(awareness: ModelAwareness | null): string {
-  // `null`: looked up, none yet; absent: not looked up for this plan.
+  // `null`: not looked up (the plan's provider is unknown); no reports yet is a calibration
+  // with `samples: 0`; absent: a server before calibration.
   const calibration = awareness?.calibration;
   if (calibration === undefined) {
     return '';
   }
   if (calibration === null) {
-    return '<p class="muted">Calibration: none for this model.</p>';
+    return '<p class="muted">Calibration: not looked up (the plan\'s provider is unknown).</p>';
   }
   const warnings = Array.isArray(calibration.warnings) ? calibration.warnings : [];
   const list =
@@ -137,20 +138,24 @@ ${list}`;
 
 /**
  * One profile's calibration in words: `ratio 1.080 · calibrated from 5 accepted samples
- * (7 in the window, 2 outliers)`, or `ratio 1.000 · not calibrated: 1 of 3 samples` (the
- * minimum when the server gives it, else accepted of all samples).
+ * (7 in the window, 2 outliers)`, `ratio 1.000 · not calibrated: 1 of 3 accepted samples` (of
+ * the `minimumSamples` the server gives, else `1 of 2 samples accepted`), or `ratio 1.000 ·
+ * not calibrated: no usage reported yet (needs 3 accepted samples)` when `samples` is 0.
  */
 export function calibrationLine(calibration: Partial<Calibration>): string {
   const ratio = typeof calibration.ratio === 'number' ? calibration.ratio.toFixed(3) : '-';
   const accepted = count(calibration.accepted);
   const samples = count(calibration.samples);
   const outliers = count(calibration.outliers);
+  const minimum = typeof calibration.minimumSamples === 'number' ? calibration.minimumSamples : undefined;
   const state =
     calibration.calibrated === true
       ? `calibrated from ${formatInt(accepted)} accepted samples (${formatInt(samples)} in the window, ${formatInt(outliers)} outlier${outliers === 1 ? '' : 's'})`
-      : typeof calibration.minimumSamples === 'number'
-        ? `not calibrated: ${formatInt(accepted)} of ${formatInt(calibration.minimumSamples)} samples`
-        : `not calibrated: ${formatInt(accepted)} of ${formatInt(samples)} samples accepted`;
+      : samples === 0
+        ? `not calibrated: no usage reported yet${minimum === undefined ? '' : ` (needs ${formatInt(minimum)} accepted samples)`}`
+        : minimum !== undefined
+          ? `not calibrated: ${formatInt(accepted)} of ${formatInt(minimum)} accepted samples`
+          : `not calibrated: ${formatInt(accepted)} of ${formatInt(samples)} samples accepted`;
   return `ratio ${ratio} · ${state}`;
 }
 
@@ -181,7 +186,8 @@ function renderContinuation(continuation: Continuation | null): string {
 /**
  * The profiles of `ds4.health`'s `calibration` as one sentence for the Health message:
  * `calibration: anthropic/claude-sonnet-4-5 ratio 1.080, calibrated (5 samples), cache share
- * 83.5%; openai/gpt-5 ratio 1.000, 1 of 3 samples, 1 warning`. `undefined` for a server
+ * 83.5%; openai/gpt-5 ratio 1.000, 1 of 3 accepted samples, 1 warning` (of the server's
+ * `minimumSamples`). `undefined` for a server
  * without model awareness; `calibration: no usage reported yet` for an empty list.
  */
 export function calibrationHealthSummary(profiles: HealthCalibration[] | undefined): string | undefined {
@@ -197,7 +203,7 @@ export function calibrationHealthSummary(profiles: HealthCalibration[] | undefin
       profile.calibrated
         ? `calibrated (${formatInt(count(profile.accepted))} samples)`
         : typeof profile.minimumSamples === 'number'
-          ? `${formatInt(count(profile.accepted))} of ${formatInt(profile.minimumSamples)} samples`
+          ? `${formatInt(count(profile.accepted))} of ${formatInt(profile.minimumSamples)} accepted samples`
           : `not calibrated (${formatInt(count(profile.accepted))} of ${formatInt(count(profile.samples))} samples accepted)`;
     return [
       `${text(profile.provider)}/${text(profile.model)} ratio ${typeof profile.ratio === 'number' ? profile.ratio.toFixed(3) : '-'}`,

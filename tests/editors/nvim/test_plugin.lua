@@ -1301,7 +1301,38 @@ test('manifest_renders_usage_calibration_switch_and_continuation', function()
   local text = table.concat(waiting, '\n')
   assert(text:find('  actual       not reported (the provider has not reported usage)', 1, true), text)
   assert(text:find('## Model awareness', 1, true), text)
-  assert(text:find('  calibration  none for this model', 1, true), text)
+  -- null: the server did not look calibration up (the plan's provider is unknown).
+  assert(text:find("  calibration  not looked up (the plan's provider is unknown)", 1, true), text)
+  -- Looked up, nothing reported yet: a calibration with samples 0 and the minimum.
+  text = table.concat(
+    render.manifest(fake_manifest({}, {
+      actualTokens = vim.NIL,
+      usage = vim.NIL,
+      modelAwareness = {
+        estimatorVersion = 'chars-v2',
+        calibration = fake_calibration({
+          ratio = 1,
+          calibrated = false,
+          samples = 0,
+          accepted = 0,
+          outliers = 0,
+          minimumSamples = 3,
+          warnings = {},
+        }),
+        modelSwitch = vim.NIL,
+      },
+    })),
+    '\n'
+  )
+  assert(
+    text:find(
+      'ratio 1.000 · not calibrated: no usage reported yet (needs 3 accepted samples)',
+      1,
+      true
+    ),
+    text
+  )
+  assert(not text:find('not looked up', 1, true), text)
   -- A server without model awareness: no section.
   text = table.concat(render.manifest(fake_manifest({}, { actualTokens = vim.NIL })), '\n')
   assert(not text:find('Model awareness', 1, true), text)
@@ -1353,6 +1384,18 @@ test('manifest_renders_usage_calibration_switch_and_continuation', function()
   }) do
     assert(text:find(expected, 1, true), expected .. ' not in:\n' .. text)
   end
+  -- The server's minimum: accepted samples of the minimumSamples it needs.
+  local usage = require('ds4.usage')
+  local line = usage.calibration_line(
+    fake_calibration({
+      ratio = 1,
+      calibrated = false,
+      samples = 2,
+      accepted = 1,
+      minimumSamples = 3,
+    })
+  )
+  assert(line == 'ratio 1.000 · not calibrated: 1 of 3 accepted samples', line)
 
   -- A plan with a delta decision.
   local plan_text = table.concat(
@@ -1411,6 +1454,57 @@ test('manifest_renders_usage_calibration_switch_and_continuation', function()
   assert(health:find('warning persistent-underestimate: runs low', 1, true), health)
   health = table.concat(render.health({ status = 'ok', server = {}, calibration = {} }), '\n')
   assert(health:find('  calibration  no usage reported yet', 1, true), health)
+end)
+
+test('model_awareness_server_strings_stay_on_one_line', function()
+  -- A hostile or broken server: newlines and control characters in every string shown.
+  local render = require('ds4.render')
+  local bad = 'open\nai\r\x01\x1b[31m'
+  local manifest = reported_manifest({
+    usage = {
+      provider = bad,
+      model = bad,
+      input = 4000,
+      stopReason = bad,
+      reportedAt = bad,
+    },
+    modelAwareness = {
+      estimatorVersion = bad,
+      calibration = fake_calibration({
+        provider = bad,
+        model = bad,
+        warnings = { { code = bad, severity = bad, message = bad } },
+      }),
+      modelSwitch = { from = bad, to = bad },
+    },
+    continuation = { strategy = bad, mode = bad, deltaStart = 0, reason = bad },
+  })
+  local health = render.health({
+    status = 'ok',
+    server = {},
+    calibration = {
+      fake_calibration({
+        provider = bad,
+        model = bad,
+        estimatorVersion = bad,
+        lastReportedAt = bad,
+        warnings = { { code = bad, severity = bad, message = bad } },
+      }),
+    },
+  })
+  for _, lines in ipairs({ render.manifest(manifest), health }) do
+    local text = table.concat(lines, '\n')
+    assert(text:find('open ai \\x01\\x1b[31m', 1, true), text)
+    for _, line in ipairs(lines) do
+      assert(not line:find('[%c]'), ('a control character in %q'):format(line))
+    end
+    -- What the views do with them: one buffer line each.
+    local buf = vim.api.nvim_create_buf(false, true)
+    vim.api.nvim_buf_set_lines(buf, 0, -1, false, lines)
+    assert(vim.api.nvim_buf_line_count(buf) == #lines)
+    vim.api.nvim_buf_delete(buf, { force = true })
+  end
+  assert(render.one_line('a\0b', 10) == 'a\\x00b', render.one_line('a\0b', 10))
 end)
 
 test('report_usage_shows_actual_tokens_in_the_manifest', function()

@@ -35,15 +35,18 @@ function M.report_calibration(profiles)
   local usage = require('ds4.usage')
   for _, p in ipairs(profiles) do
     local line = ('calibration %s/%s: %s · cache share %s'):format(
-      tostring(p.provider),
-      tostring(p.model),
+      usage.text(p.provider),
+      usage.text(p.model),
       usage.calibration_line(p),
       usage.share(p.cacheShare)
     )
     local advice = {}
     for _, w in ipairs(type(p.warnings) == 'table' and p.warnings or {}) do
-      advice[#advice + 1] =
-        ('%s %s: %s'):format(tostring(w.severity), tostring(w.code), tostring(w.message))
+      advice[#advice + 1] = ('%s %s: %s'):format(
+        usage.text(w.severity),
+        usage.text(w.code),
+        usage.text(w.message)
+      )
     end
     -- A critical drift is the model's estimate, not a broken install: a warning either way.
     if usage.severity(p) then

@@ -31,7 +31,9 @@ function M.num(n)
   return sign .. digits
 end
 
---- `text` on one line (whitespace collapsed), cut to `limit` characters with '…'.
+--- `text` on one line (whitespace, newlines included, collapsed to one space; any other
+--- control character written as `\xNN`), cut to `limit` characters with '…'. What every
+--- server string shown in a buffer goes through: `nvim_buf_set_lines` refuses a newline.
 ---@param text string?
 ---@param limit integer
 ---@return string
@@ -40,7 +42,9 @@ function M.one_line(text, limit)
   if type(text) ~= 'string' then
     return ''
   end
-  local flat = vim.trim(text:gsub('%s+', ' '))
+  local flat = vim.trim((text:gsub('%s+', ' '))):gsub('%c', function(c)
+    return ('\\x%02x'):format(c:byte())
+  end)
   if vim.fn.strchars(flat) <= limit then
     return flat
   end

@@ -150,12 +150,15 @@ local function count(v)
   return (type(v) == 'number' and v > 0) and v or 0
 end
 
+--- A server string on one line (`render.one_line`: no newline or control character can reach
+--- the buffer), at most 120 characters; '-' when missing, empty or not a string.
 ---@param v any
 ---@return string
 local function text(v)
-  v = val(v)
-  return (type(v) == 'string' and v ~= '') and v or '-'
+  local flat = render.one_line(v, 120)
+  return flat ~= '' and flat or '-'
 end
+M.text = text
 
 --- `89.8%` of a share in 0..1; '-' for nil or null.
 ---@param share any
@@ -214,8 +217,9 @@ function M.actual(manifest)
 end
 
 --- One profile's calibration: `ratio 1.310 · calibrated from 5 accepted samples (6 in the
---- window, 1 outlier)`, or `ratio 1.000 · not calibrated: 1 of 3 samples` (of the minimum
---- when the server gives it, else accepted of all samples).
+--- window, 1 outlier)`, `ratio 1.000 · not calibrated: 1 of 3 accepted samples` (of the
+--- `minimumSamples` the server gives, else `1 of 2 samples accepted`), or `ratio 1.000 · not
+--- calibrated: no usage reported yet (needs 3 accepted samples)` when `samples` is 0.
 ---@param calibration table
 ---@return string
 function M.calibration_line(calibration)
@@ -229,8 +233,15 @@ function M.calibration_line(calibration)
       render.num(outliers),
       outliers == 1 and '' or 's'
     )
+  elseif count(calibration.samples) == 0 then
+    local minimum = val(calibration.minimumSamples)
+    state = 'not calibrated: no usage reported yet'
+      .. (
+        type(minimum) == 'number' and (' (needs %s accepted samples)'):format(render.num(minimum))
+        or ''
+      )
   elseif type(val(calibration.minimumSamples)) == 'number' then
-    state = ('not calibrated: %s of %s samples'):format(
+    state = ('not calibrated: %s of %s accepted samples'):format(
       render.num(count(calibration.accepted)),
       render.num(calibration.minimumSamples)
     )
@@ -279,7 +290,7 @@ function M.continuation_line(continuation)
     or (mode .. ': send the whole request')
   return ('%s%s (%s)'):format(
     what,
-    type(reason) == 'string' and reason ~= '' and (' · reason ' .. reason) or '',
+    type(reason) == 'string' and reason ~= '' and (' · reason ' .. text(reason)) or '',
     text(continuation.strategy)
   )
 end
@@ -339,8 +350,9 @@ function M.section(manifest)
     )
     vim.list_extend(lines, warning_lines(calibration.warnings, '    '))
   elseif awareness and awareness.calibration == vim.NIL then
-    -- null: looked up, none yet; absent: not looked up for this plan.
-    lines[#lines + 1] = '  calibration  none for this model'
+    -- null: not looked up (the plan's provider is unknown); a model without reports yet comes
+    -- as a calibration with `samples` 0; absent: a server before calibration.
+    lines[#lines + 1] = "  calibration  not looked up (the plan's provider is unknown)"
   end
   local continuation = M.continuation_line(manifest.continuation)
   if continuation then

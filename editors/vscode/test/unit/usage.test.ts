@@ -59,11 +59,29 @@ describe('manifest view: model awareness', () => {
     assert.match(html, /<div class="label">Actual input<\/div><div class="value">not reported<\/div><div class="detail">the provider has not reported usage<\/div>/);
     assert.match(html, /<h2>Model awareness/);
     assert.match(html, /the provider has not reported usage for this plan/);
-    assert.match(html, /Calibration: none for this model/);
-    // Not looked up for this plan: nothing said about calibration.
-    const unknown = body(renderManifestHtml(manifest({ usage: null, modelAwareness: { estimatorVersion: 'chars-v2' } }), { nonce: NONCE }));
-    assert.match(unknown, /<h2>Model awareness/);
-    assert.doesNotMatch(unknown, /<h3>Calibration|Calibration: none/);
+    // null: the server did not look calibration up (the plan's provider is unknown).
+    assert.match(html, /Calibration: not looked up \(the plan's provider is unknown\)/);
+    assert.doesNotMatch(html, /none for this model/);
+    // Looked up, nothing reported yet: a calibration with samples 0 (and the server's minimum).
+    const none = body(
+      renderManifestHtml(
+        manifest({
+          usage: null,
+          modelAwareness: {
+            estimatorVersion: 'chars-v2',
+            calibration: calibration({ ratio: 1, calibrated: false, samples: 0, accepted: 0, outliers: 0, minimumSamples: 3, warnings: [] }),
+            modelSwitch: null,
+          },
+        }),
+        { nonce: NONCE },
+      ),
+    );
+    assert.match(none, /ratio 1\.000 · not calibrated: no usage reported yet \(needs 3 accepted samples\)/);
+    assert.doesNotMatch(none, /not looked up/);
+    // A server before calibration (no `calibration` key): nothing said about calibration.
+    const older = body(renderManifestHtml(manifest({ usage: null, modelAwareness: { estimatorVersion: 'chars-v2' } }), { nonce: NONCE }));
+    assert.match(older, /<h2>Model awareness/);
+    assert.doesNotMatch(older, /<h3>Calibration|Calibration: not looked up/);
   });
 
   it('leaves the section out for a server without model awareness', () => {
@@ -141,7 +159,7 @@ describe('manifest view: model awareness', () => {
         modelSwitch: null,
       },
     });
-    assert.match(body(renderManifestHtml(withMinimum, { nonce: NONCE })), /ratio 1\.000 · not calibrated: 2 of 3 samples/);
+    assert.match(body(renderManifestHtml(withMinimum, { nonce: NONCE })), /ratio 1\.000 · not calibrated: 2 of 3 accepted samples/);
   });
 
   it('shows a model switch', () => {
@@ -308,6 +326,11 @@ describe('DS4: Health: calibration', () => {
       ]),
       'calibration: anthropic/claude-sonnet-4-5 ratio 1.310, calibrated (5 samples), cache share 83.5%, 1 warning; ' +
         'openai/gpt-5 ratio 1.000, not calibrated (1 of 1 samples accepted), cache share -',
+    );
+    // The server's minimum (`minimumSamples`, on every calibration it sends).
+    assert.equal(
+      calibrationHealthSummary([healthCalibration({ ratio: 1, calibrated: false, samples: 2, accepted: 1, minimumSamples: 3, warnings: [] })]),
+      'calibration: anthropic/claude-sonnet-4-5 ratio 1.000, 1 of 3 accepted samples, cache share 83.5%',
     );
   });
 
