@@ -30,6 +30,7 @@ import peewee
 
 from ..compaction.nodes import SummaryNode
 from ..config import DEFAULT_CONFIG, Config
+from ..json_bounds import echo
 from ..privacy.levels import LEVELS
 from ..privacy.policy import destination, explain, policy_summary
 from ..requests import (
@@ -68,7 +69,7 @@ from .planning import Planner
 from .project import ProjectService
 from .retrieving import Retriever
 from .sessions import SessionCache
-from .usage import UsageReports, check_report
+from .usage import FAILED_STOPS, UsageReports, check_report
 
 log = logging.getLogger("ds4_core.engine")
 
@@ -262,9 +263,10 @@ class ContextEngine:
         `output_item_hashes`, their item hashes: 64 lower-case hex digits each);
         `has_response_id` False: the provider gave no response id, so the next plan is `full`
         (`provider-response-id-missing`); `stop_reason` `error` or `aborted` (Pi's, of a call
-        that did not complete): the next plan is `full` (`provider-call-failed`). Ignored (logged by count) when the manifest is not
-        its key's latest plan, was answered by another `provider`/`model`, or the hashes are
-        malformed. Never raises on the report's content; nothing is stored on disk.
+        that did not complete): the next plan is `full` (`provider-call-failed`). Ignored
+        (logged by count) when the manifest is not its key's latest plan, was answered by
+        another `provider`/`model`, or the hashes are malformed. Never raises on the report's
+        content; nothing is stored on disk. Memory only: safe on the LSP event loop.
         """
         taken = self._continuations.report_output(
             manifest_id,
@@ -276,7 +278,7 @@ class ContextEngine:
             stop_reason,
         )
         if not taken:
-            log.info("continuation: response for manifest=%.40s not attached", manifest_id)
+            log.info("continuation: response for manifest %s not attached", echo(manifest_id))
 
     def continuation_failed(
         self, session: SessionRef, provider: str | None = None, model: str | None = None
@@ -354,6 +356,7 @@ class ContextEngine:
             report.output_items is not None
             or report.output_item_hashes is not None
             or report.has_response_id is not None
+            or report.stop_reason in FAILED_STOPS
         ):
             self.continuation_response(
                 report.manifest_id,
@@ -362,6 +365,7 @@ class ContextEngine:
                 report.output_items,
                 report.output_item_hashes,
                 report.has_response_id,
+                stop_reason=report.stop_reason,
             )
 
     # ----------------------------------------------------------------- compacting (compacting.py)

@@ -31,6 +31,7 @@ from ..calibration import (
     calibrate,
     settings_of,
 )
+from ..continuation import is_item_hash
 from ..json_bounds import MAX_SAFE_INTEGER, echo
 from ..logs import describe_failure
 from ..requests import RequestError, UsageCounts, UsageReport
@@ -72,7 +73,8 @@ def check_report(report: UsageReport) -> None:
         RequestError: an empty `manifestId`; an empty or over-long (`MAX_NAME_CHARS`)
             `provider` or `model`, or an empty or over-long (`MAX_STOP_REASON_CHARS`)
             `stopReason`, or one holding a control character; a usage count that is not an
-            integer in 0..`MAX_TOKENS`, or counts whose input sum exceeds it.
+            integer in 0..`MAX_TOKENS`, or counts whose input sum exceeds it; an
+            `outputItemHashes` element that is not an item hash.
     """
     if not report.manifest_id:
         raise RequestError("manifestId: expected the id of a planned call's manifest", "manifestId")
@@ -100,6 +102,14 @@ def check_report(report: UsageReport) -> None:
         if isinstance(count, bool) or not isinstance(count, int) or not 0 <= count <= MAX_TOKENS:
             raise RequestError(
                 f"{field_name}: expected an integer in 0..{MAX_TOKENS:,} (tokens)", field_name
+            )
+    for index, value in enumerate(report.output_item_hashes or ()):
+        if not is_item_hash(value):
+            name = f"outputItemHashes[{index}]"
+            raise RequestError(
+                f"{name}: expected an item hash, 64 lower-case hex digits "
+                "(docs/model-awareness.md, the item hash rule)",
+                name,
             )
     if counts.actual_input > MAX_SAFE_INTEGER:
         raise RequestError(
