@@ -5,11 +5,11 @@ measures, on the real pi-mono session (`examples/`), per round:
 
 - **usage applied**: from sending the `ds4/usage` notification to the server's log line saying
   it was recorded (manifest updated, sample stored, the profile's calibration recomputed);
-- **plan after a report**: the next `ds4/plan` round trip, which reads the profile's
-  calibration again from SQLite (a report drops the kept calibrations);
+- **plan after a report**: the next `ds4/plan` round trip, which waits for the report it
+  follows to be recorded and reads the profile's calibration from SQLite;
 
 beside two same-run baselines: a `ds4/manifest` by id round trip (a small read of the same
-manifest table) and a `ds4/plan` round trip with no report before it (calibration kept).
+manifest table) and a `ds4/plan` round trip with no report before it.
 
     .venv/bin/python bench/usage.py [--rounds N]
 """
@@ -75,7 +75,7 @@ def main() -> None:
         applied, after, plain, manifest = [], [], [], []
         for _ in range(args.rounds):
             elapsed, planned = timed(client, "ds4/plan", params)
-            plain.append(elapsed)  # the calibration is kept: no report since the last plan
+            plain.append(elapsed)  # no report since the last plan
             elapsed, _ = timed(client, "ds4/plan", params)
             plain.append(elapsed)
             applied.append(usage_applied(client, planned["manifestId"], planned["estimatedTokens"]))
