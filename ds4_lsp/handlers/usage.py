@@ -2,14 +2,14 @@
 calibration sample (docs/model-awareness.md; the engine's `record_usage`).
 
 A notification: nothing is answered. A bad field is logged with its name and the report is
-dropped; the server keeps serving. The report is noted on the event loop as the notification arrives
-(`note_response`: its response goes to native continuation, and plans of its model wait for it
-to be recorded), so a plan the client sends next always sees it.
+dropped; the server keeps serving. The response is taken on the event loop as the notification arrives
+(`note_response`: native continuation), and the report is queued for the engine's threads
+before any later request (a plan of its model waits while it is written), so a plan the client
+sends next always sees it.
 """
 
 from __future__ import annotations
 
-import functools
 import logging
 
 from pygls.exceptions import JsonRpcException
@@ -24,10 +24,10 @@ log = logging.getLogger(__name__)
 
 
 async def usage(ls: Ds4Server, params: UsageParams) -> None:
-    """`ds4/usage`: note the report at once, on the event loop (in memory: the client's next
-    `ds4/plan`, sent after this, must see it whatever the worker threads do), then record it
-    off the loop and log one line (ids, counts and the calibrated ratio; never the response's
-    items)."""
+    """`ds4/usage`: give the response to continuation at once, on the event loop (in memory,
+    bounded: the client's next `ds4/plan`, sent after this, must see it), then record the
+    report off the loop and log one line (ids, counts and the calibrated ratio; never the
+    response's items)."""
     report = params.to_core()
     try:
         ls.engine.note_response(report)
@@ -36,9 +36,7 @@ async def usage(ls: Ds4Server, params: UsageParams) -> None:
         log.warning("%s: ignored for manifest %s", DS4_USAGE, echo(params.manifest_id))
         return
     try:
-        result = await ls.run_engine(
-            functools.partial(ls.engine.record_usage, report, noted=True), method=DS4_USAGE
-        )
+        result = await ls.run_engine(ls.engine.record_usage, report, method=DS4_USAGE)
     except JsonRpcException:  # run_engine logged the field or the exception type
         log.warning("%s: ignored for manifest %s", DS4_USAGE, echo(params.manifest_id))
         return

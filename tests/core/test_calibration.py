@@ -239,3 +239,36 @@ def test_a_calibration_read_while_a_report_lands_is_not_kept(
     assert landed and landed[0].calibration["ratio"] == 2.0
     assert plan_for("p", "m").budget.calibration_ratio == 2.0  # not the older read, kept
     engine.close()
+
+
+def test_reports_and_plans_on_a_small_pool_never_wait_for_queued_work(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A plan waits for reports of its model being written, never for one still queued: a
+    burst of reports, or plans submitted before a report, on a 4-thread pool (the server's)
+    finish without anyone waiting out `PENDING_WAIT_S` (set to 60 s here: a wait for queued
+    work would time the futures out). Issue 14's second review found 2 s stalls."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from ds4_core.engine import ContextEngine
+    from ds4_core.engine import usage as usage_module
+    from ds4_core.requests import PlanRequest, UsageCounts, UsageReport
+
+    monkeypatch.setattr(usage_module, "PENDING_WAIT_S", 60.0)
+    engine = ContextEngine(database_path=tmp_path / "p.db")
+    spec = ModelSpec("acme", "m", 100_000)
+    messages = [{"role": "user", "content": "hello there", "timestamp": 1}]
+
+    def plan() -> PlanResult:
+        return engine.plan(PlanRequest(messages=messages, model=spec))
+
+    reports = [UsageReport(plan().manifest_id, "acme", "m", UsageCounts(1_000)) for _ in range(8)]
+    with ThreadPoolExecutor(4) as pool:
+        for future in [pool.submit(engine.record_usage, report) for report in reports]:
+            assert future.result(timeout=20).sample
+        plans = [pool.submit(plan) for _ in range(4)]
+        reported = pool.submit(engine.record_usage, reports[0])
+        for future in plans:
+            future.result(timeout=20)
+        assert reported.result(timeout=20).calibration["samples"] == 8
+    engine.close()

@@ -231,6 +231,16 @@ BAD_REPORTS = [
             "manifestId": "{id}",
             "provider": "a",
             "model": "m",
+            "usage": {"input": 1},
+            "outputItems": [{}] * 10_001,
+        },
+        "outputItems",
+    ),
+    (
+        {
+            "manifestId": "{id}",
+            "provider": "a",
+            "model": "m",
             "usage": {"input": 2**52, "cacheRead": 2**52, "cacheWrite": 2**52},
         },
         "usage",

@@ -31,6 +31,7 @@ import peewee
 from ..compaction.nodes import SummaryNode
 from ..config import DEFAULT_CONFIG, Config
 from ..json_bounds import echo
+from ..logs import describe_failure
 from ..privacy.levels import LEVELS
 from ..privacy.policy import destination, explain, policy_summary
 from ..requests import (
@@ -324,40 +325,40 @@ class ContextEngine:
 
     # ----------------------------------------------------------------- usage (usage.py)
 
-    def record_usage(self, report: UsageReport, *, noted: bool = False) -> UsageResult:
+    def record_usage(self, report: UsageReport) -> UsageResult:
         """Record a provider's usage of a planned call (`ds4/usage`, `ds4 usage`;
         docs/model-awareness.md): on its manifest (`actualTokens`, `usage`) and, when the call
         completed with input counted, as a calibration sample of the reporting provider/model,
         whose later budgets are divided by the calibrated ratio. Returns the recorded usage and
-        the profile's calibration after it. `noted`: `note_response(report)` was called first
-        (the LSP layer does); the response's output is not looked at here.
+        the profile's calibration after it. The response's output is not looked at here:
+        `note_response` gives it to native continuation.
 
         Raises:
             RequestError: a bad field (named), or a `manifestId` no manifest has.
             sqlite3.Error: the database failed.
         """
-        return self._usage.record(report, expected=noted)
+        return self._usage.record(report)
 
     def note_response(self, report: UsageReport) -> None:
-        """Take note of a usage report as it arrives, before `record_usage(report, noted=True)`
-        records it on a worker thread: plans of its provider/model wait for that record (at
-        most `engine.usage.PENDING_WAIT_S`), and its response (`output_items` /
-        `output_item_hashes`, `has_response_id`) goes to native continuation at once. In
-        memory only, no I/O: the LSP layer calls it on its event loop as `ds4/usage` arrives,
-        so the `ds4/plan` a client sends after its report always sees the report.
+        """Give the response of a usage report (`output_items` / `output_item_hashes`,
+        `has_response_id`, a failed call's `stop_reason`) to native continuation at once. In
+        memory only, no I/O, bounded (`continuation.MAX_ITEMS` items): the LSP layer calls it
+        on its event loop as `ds4/usage` arrives, before recording the report on a worker
+        thread, so the `ds4/plan` a client sends after its report always sees the response.
+        A failure inside continuation is logged and ignored (a `full` call is always right).
 
         Raises:
-            RequestError: a bad field of the report (`engine.usage.check_report`); nothing
-                is noted then, and `record_usage` must not be called with `noted=True`.
+            RequestError: a bad field of the report (`engine.usage.check_report`).
         """
         check_report(report)
-        self._usage.expect(report)
         if (
-            report.output_items is not None
-            or report.output_item_hashes is not None
-            or report.has_response_id is not None
-            or report.stop_reason in FAILED_STOPS
+            report.output_items is None
+            and report.output_item_hashes is None
+            and report.has_response_id is None
+            and report.stop_reason not in FAILED_STOPS
         ):
+            return
+        try:
             self.continuation_response(
                 report.manifest_id,
                 report.provider,
@@ -367,6 +368,8 @@ class ContextEngine:
                 report.has_response_id,
                 stop_reason=report.stop_reason,
             )
+        except Exception as exc:  # fail open: the next plan is `full`, which is always right
+            log.warning("continuation: response not taken: error=%s", describe_failure(exc))
 
     # ----------------------------------------------------------------- compacting (compacting.py)
 

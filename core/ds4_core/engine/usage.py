@@ -8,12 +8,14 @@ provider counted input (input + cacheRead + cacheWrite > 0) and the manifest has
 of the current estimator. A report that cannot calibrate is still recorded on the manifest; a
 repeated report for one manifest replaces the earlier one (its sample too).
 
-The manifest's usage and its sample are written in one transaction. A calibration is read from
-the database each time (one indexed query of at most `calibrationWindow` rows, ~0.2 ms), so a
-sample written by another process (`ds4 usage`, another editor window) counts at once; a report
-announced with `expect` (the LSP layer does, as `ds4/usage` arrives) is waited for, so the plan
-a client sends right after its report uses it. A database failure reads as uncalibrated (ratio
-1.0, fail open) and is logged.
+A stored manifest's usage and its sample are written in one transaction (an in-memory
+manifest is changed first, then the sample written). A calibration is read from the database
+each time (one indexed query of at most `calibrationWindow` rows, ~0.2 ms), so a sample written
+by another process (`ds4 usage`, another editor window) counts at once. A plan waits for the
+reports of its model being written when it gets there; the engine's threads take work in
+order, so that includes every report the client sent before the plan, and the plan a client
+sends right after its report uses it. A database failure reads as uncalibrated (ratio 1.0,
+fail open) and is logged.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from ..calibration import (
     calibrate,
     settings_of,
 )
-from ..continuation import is_item_hash
+from ..continuation import MAX_ITEMS, is_item_hash
 from ..json_bounds import MAX_SAFE_INTEGER, echo
 from ..logs import describe_failure
 from ..requests import RequestError, UsageCounts, UsageReport
@@ -54,16 +56,17 @@ MAX_TOKENS = MAX_SAFE_INTEGER
 """Largest token count accepted (2^53 - 1, what every JSON client represents exactly;
 docs/reference.md §3.5 asks for safe integers)."""
 
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
-"""Control characters (C0, DEL, C1): never part of a provider, model or stop reason, and a line
-break in one would break every view that shows it."""
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+"""Control characters (C0, DEL, C1), the line and paragraph separators and the bidi controls:
+never part of a provider, model or stop reason; a line break in one would break every view
+that shows it, a bidi control would make it display as another name."""
 
 MAX_STOP_REASON_CHARS = 64
 """Longest stop reason accepted (Pi's are single words: `stop`, `toolUse`, ...)."""
 
 PENDING_WAIT_S = 2.0
-"""Longest a calibration waits for announced reports of its profile (seconds); then it reads
-what is written (a report stuck behind a long write must not stall plans)."""
+"""Longest a calibration waits for reports of its model being written (seconds); then it reads
+what is there (a report stuck behind a long write must not stall plans)."""
 
 
 def check_report(report: UsageReport) -> None:
@@ -102,6 +105,15 @@ def check_report(report: UsageReport) -> None:
         if isinstance(count, bool) or not isinstance(count, int) or not 0 <= count <= MAX_TOKENS:
             raise RequestError(
                 f"{field_name}: expected an integer in 0..{MAX_TOKENS:,} (tokens)", field_name
+            )
+    for items, name in (
+        (report.output_items, "outputItems"),
+        (report.output_item_hashes, "outputItemHashes"),
+    ):
+        if items is not None and len(items) > MAX_ITEMS:
+            raise RequestError(
+                f"{name}: at most {MAX_ITEMS:,} items (a response's output), got {len(items):,}",
+                name,
             )
     for index, value in enumerate(report.output_item_hashes or ()):
         if not is_item_hash(value):
@@ -153,36 +165,27 @@ class UsageReports:
         self._context = context
         self._manifests = manifests
         self._settled = threading.Condition()
-        self._pending: Counter[tuple[str, str]] = Counter()
-        """Reports announced (`expect`) and not yet recorded, per (provider, model)."""
+        self._running: Counter[tuple[str, str]] = Counter()
+        """Reports being written right now, per (provider, model)."""
 
-    def expect(self, report: UsageReport) -> None:
-        """Announce a report that `record(report, expected=True)` will record on another
-        thread: until then, `calibration` of its provider/model waits for it (at most
-        `PENDING_WAIT_S`), so a plan the client sends after the report uses it."""
-        with self._settled:
-            self._pending[(report.provider, report.model)] += 1
-
-    def _settle(self, report: UsageReport) -> None:
-        key = (report.provider, report.model)
-        with self._settled:
-            self._pending[key] -= 1
-            if self._pending[key] <= 0:
-                del self._pending[key]
-            self._settled.notify_all()
-
-    def calibration(self, provider: str, model: str) -> Calibration:
+    def calibration(self, provider: str, model: str, *, wait: bool = True) -> Calibration:
         """The calibration of `provider/model` for the current estimator and settings, read
         from the database (one indexed query of at most `calibrationWindow` rows, so a report
-        written by another process, `ds4 usage`, counts at once); after the reports announced
-        for it (`expect`) are recorded. Ratio 1.0 (uncalibrated) when the database cannot be
-        read. Never raises."""
+        written by another process, `ds4 usage`, counts at once). With `wait`, after the
+        reports of that model being written right now (at most `PENDING_WAIT_S`): the engine's
+        thread pool takes work first in, first out, so a report the client sent before a plan
+        is being written, or written, when the plan gets here; never a report still queued,
+        so no thread waits for work that needs a thread. Ratio 1.0 (uncalibrated) when the
+        database cannot be read. Never raises."""
         settings = settings_of(self._context.config())
-        with self._settled:
-            if not self._settled.wait_for(
-                lambda: (provider, model) not in self._pending, timeout=PENDING_WAIT_S
-            ):
-                log.info("calibration: a usage report still pending after %.0f s", PENDING_WAIT_S)
+        if wait:
+            with self._settled:
+                if not self._settled.wait_for(
+                    lambda: (provider, model) not in self._running, timeout=PENDING_WAIT_S
+                ):
+                    log.info(
+                        "calibration: a usage report still writing after %.0f s", PENDING_WAIT_S
+                    )
         try:
             samples = calibration_repo.recent_samples(
                 self._context.store(), provider, model, ESTIMATOR_VERSION, settings.window
@@ -192,22 +195,27 @@ class UsageReports:
             return Calibration(provider, model, ESTIMATOR_VERSION, minimum=settings.minimum)
         return calibrate(provider, model, ESTIMATOR_VERSION, samples, settings)
 
-    def record(self, report: UsageReport, *, expected: bool = False) -> UsageResult:
+    def record(self, report: UsageReport) -> UsageResult:
         """Record `report` on its manifest and, when it can calibrate, as a sample of the
-        reporting profile (`ContextEngine.record_usage`); `expected`: it was announced with
-        `expect`, and is settled once written (or failed), before its profile's calibration
-        is read for the answer.
+        reporting profile (`ContextEngine.record_usage`). While it is written, calibrations of
+        its model wait for it (`calibration`); its own answer does not wait for others.
 
         Raises:
             RequestError: a field the caller can fix (`check_report`), or a `manifestId` no
                 manifest has (never planned here, or evicted).
         """
+        key = (report.provider, report.model)
+        with self._settled:
+            self._running[key] += 1
         try:
             estimated, why_not, usage = self._write(report)
         finally:
-            if expected:
-                self._settle(report)
-        calibration = self.calibration(report.provider, report.model)
+            with self._settled:
+                self._running[key] -= 1
+                if self._running[key] <= 0:
+                    del self._running[key]
+                self._settled.notify_all()
+        calibration = self.calibration(report.provider, report.model, wait=False)
         counts = report.usage
         log.info(
             "usage: manifest=%s profile=%s/%s actual=%d sample=%s ratio=%.6f samples=%d",
@@ -295,7 +303,7 @@ class UsageReports:
         rows = calibration_repo.profiles(self._context.store())
         return [
             {
-                **self.calibration(row.provider, row.model).to_wire(),
+                **self.calibration(row.provider, row.model, wait=False).to_wire(),
                 "lastReportedAt": row.last_reported_at,
             }
             for row in rows

@@ -213,8 +213,8 @@ export interface ContinuationFailedParams {
   /** The model whose state to drop; absent: every model of the session. */
   provider?: string;
   model?: string;
-  /** The provider's error code, for the client's own logs (never stored or logged by the server). */
-  reason?: string;
+  /** The provider's error code or error object, any JSON (never read, stored or logged by the server). */
+  reason?: unknown;
 }
 
 // ----------------------------------------------------------------------------- privacy
@@ -1192,7 +1192,7 @@ export function continuationFailedProblems(value: unknown): string[] {
     isObject(session) && nonEmpty(session.file)
       ? []
       : [`params.session.file must be a non-empty string (the plan's session file), got ${shown(isObject(session) ? session.file : session)}`];
-  for (const key of ['provider', 'model', 'reason']) {
+  for (const key of ['provider', 'model']) {
     if (!optional(str)(value[key])) {
       problems.push(`params.${key} must be a string when given, got ${shown(value[key])}`);
     }

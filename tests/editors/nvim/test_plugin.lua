@@ -1281,7 +1281,13 @@ test('report_usage_checks_params_before_sending', function()
       'continuation_failed problem'
     )
     eq(#sent, 1, 'nothing more sent')
-    local params = { session = { file = cfg.session }, provider = 'openai', model = 'gpt-5' }
+    -- `reason` may be the provider's whole error object: the server never reads it.
+    local params = {
+      session = { file = cfg.session },
+      provider = 'openai',
+      model = 'gpt-5',
+      reason = { code = 'previous_response_not_found', status = 400 },
+    }
     eq(ds4.continuation_failed(params), true, 'continuation_failed sent')
     eq(sent[2] and sent[2].method, 'ds4/continuationFailed', 'continuation_failed method')
   end)

@@ -45,7 +45,7 @@ function M.report_calibration(profiles)
       advice[#advice + 1] = ('%s %s: %s'):format(
         usage.text(w.severity),
         usage.text(w.code),
-        usage.text(w.message)
+        usage.message(w.message)
       )
     end
     -- A critical drift is the model's estimate, not a broken install: a warning either way.

@@ -134,7 +134,8 @@ function M.continuation_failed_problems(params)
     problems[1] = "params.session.file must be a non-empty string (the plan's session file), got "
       .. shown(file)
   end
-  for _, key in ipairs({ 'provider', 'model', 'reason' }) do
+  -- `reason` may be any JSON (the provider's error object): the server never reads it.
+  for _, key in ipairs({ 'provider', 'model' }) do
     local v = params[key]
     if v ~= nil and type(v) ~= 'string' then
       problems[#problems + 1] = ('params.%s must be a string when given, got %s'):format(key, shown(v))
@@ -159,6 +160,15 @@ local function text(v)
   return flat ~= '' and flat or '-'
 end
 M.text = text
+
+--- A server sentence (a warning's message) on one line, longer than `text` allows: the advice
+--- at the end of a drift warning must survive (messages are up to ~210 characters).
+---@param v any
+---@return string
+function M.message(v)
+  local flat = render.one_line(v, 400)
+  return flat ~= '' and flat or '-'
+end
 
 --- `89.8%` of a share in 0..1; '-' for nil or null.
 ---@param share any
@@ -266,7 +276,7 @@ local function warning_lines(warnings, indent)
         indent,
         text(w.severity),
         text(w.code),
-        render.one_line(val(w.message), 200)
+        render.one_line(val(w.message), 400)
       )
     end
   end

@@ -301,6 +301,8 @@ describe('ds4/usage params', () => {
 describe('ds4/continuationFailed params', () => {
   it('need the session file, and name each bad field; nothing is sent then', async () => {
     assert.deepEqual(continuationFailedProblems({ session: { file: '/s.jsonl' }, provider: 'openai', model: 'gpt-5', reason: 'previous_response_not_found' }), []);
+    // `reason` may be the provider's whole error object: the server never reads it.
+    assert.deepEqual(continuationFailedProblems({ session: { file: '/s.jsonl' }, reason: { code: 'previous_response_not_found', status: 400 } }), []);
     assert.deepEqual(continuationFailedProblems({ session: { file: '' }, provider: 5 }), [
       'params.session.file must be a non-empty string (the plan\'s session file), got ""',
       'params.provider must be a string when given, got 5',
