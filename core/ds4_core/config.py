@@ -692,23 +692,7 @@ class Config:
                 continue
             accepted[key] = value
         trial = {**merged, **accepted}
-        ratio_keys = ("context.targetFillRatio", "context.softLimitRatio", "context.hardLimitRatio")
-        if not trial[ratio_keys[0]] <= trial[ratio_keys[1]] <= trial[ratio_keys[2]]:
-            for key in ratio_keys:
-                if accepted.pop(key, None) is not None:
-                    warnings.append(
-                        f"setting {key!r} was ignored: targetFillRatio <= softLimitRatio <= hardLimitRatio must hold"
-                    )
-        reserve_keys = ("context.minimumOutputReserve", "context.preferredOutputReserve")
-        trial = {**merged, **accepted}
-        if trial[reserve_keys[1]] < trial[reserve_keys[0]]:
-            for key in reserve_keys:
-                if accepted.pop(key, None) is not None:
-                    warnings.append(
-                        f"setting {key!r} was ignored: preferredOutputReserve must be >= minimumOutputReserve"
-                    )
-        trial = {**merged, **accepted}
-        for keys, holds, rule in _MODEL_AWARENESS_RULES:
+        for keys, holds, rule in _CROSS_FIELD_RULES:
             if not holds(*(trial[key] for key in keys)):
                 for key in keys:
                     if accepted.pop(key, None) is not None:
@@ -742,7 +726,17 @@ class Config:
         return Config(merged, frozenset(still)), warnings
 
 
-_MODEL_AWARENESS_RULES: tuple[tuple[tuple[str, ...], Callable[..., bool], str], ...] = (
+_CROSS_FIELD_RULES: tuple[tuple[tuple[str, ...], Callable[..., bool], str], ...] = (
+    (
+        ("context.targetFillRatio", "context.softLimitRatio", "context.hardLimitRatio"),
+        lambda target, soft, hard: target <= soft <= hard,
+        "targetFillRatio <= softLimitRatio <= hardLimitRatio must hold",
+    ),
+    (
+        ("context.minimumOutputReserve", "context.preferredOutputReserve"),
+        lambda minimum, preferred: preferred >= minimum,
+        "preferredOutputReserve must be >= minimumOutputReserve",
+    ),
     (
         ("modelAwareness.minimumCalibrationSamples", "modelAwareness.calibrationWindow"),
         lambda minimum, window: minimum <= window,
@@ -754,6 +748,8 @@ _MODEL_AWARENESS_RULES: tuple[tuple[tuple[str, ...], Callable[..., bool], str], 
         "calibrationRatioLowerBound must be < calibrationRatioUpperBound",
     ),
 )
-"""Cross-field rules of `modelAwareness.*` (docs/reference.md §2): the keys, the rule, its text."""
+"""Cross-field rules (docs/reference.md §2): the keys, whether their values hold together, and
+the rule's text. A rule that fails rejects the keys of the new settings among them, keeping the
+earlier values."""
 
 DEFAULT_CONFIG = Config()

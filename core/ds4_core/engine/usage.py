@@ -21,7 +21,6 @@ fail open) and is logged.
 from __future__ import annotations
 
 import logging
-import re
 import threading
 from collections import Counter
 from typing import Any
@@ -36,6 +35,7 @@ from ..calibration import (
 from ..continuation import MAX_ITEMS, is_item_hash
 from ..json_bounds import MAX_SAFE_INTEGER, echo
 from ..logs import describe_failure
+from ..quoting import UNSAFE_CHARACTERS
 from ..requests import RequestError, UsageCounts, UsageReport
 from ..results import UsageResult
 from ..store import calibration as calibration_repo
@@ -56,11 +56,6 @@ MAX_TOKENS = MAX_SAFE_INTEGER
 """Largest token count accepted (2^53 - 1, what every JSON client represents exactly;
 docs/reference.md §3.5 asks for safe integers)."""
 
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
-"""Control characters (C0, DEL, C1), the line and paragraph separators and the bidi controls:
-never part of a provider, model or stop reason; a line break in one would break every view
-that shows it, a bidi control would make it display as another name."""
-
 MAX_STOP_REASON_CHARS = 64
 """Longest stop reason accepted (Pi's are single words: `stop`, `toolUse`, ...)."""
 
@@ -75,21 +70,24 @@ def check_report(report: UsageReport) -> None:
     Raises:
         RequestError: an empty `manifestId`; an empty or over-long (`MAX_NAME_CHARS`)
             `provider` or `model`, or an empty or over-long (`MAX_STOP_REASON_CHARS`)
-            `stopReason`, or one holding a control character; a usage count that is not an
+            `stopReason`, or one holding a character quoted text never holds raw
+            (`quoting.UNSAFE_CHARACTERS`: controls, line separators, bidi controls, ...); a usage count that is not an
             integer in 0..`MAX_TOKENS`, or counts whose input sum exceeds it; an
             `outputItemHashes` element that is not an item hash.
     """
     if not report.manifest_id:
         raise RequestError("manifestId: expected the id of a planned call's manifest", "manifestId")
     for value, name in ((report.provider, "provider"), (report.model, "model")):
-        if not value.strip() or len(value) > MAX_NAME_CHARS or _CONTROL.search(value):
+        if not value.strip() or len(value) > MAX_NAME_CHARS or UNSAFE_CHARACTERS.search(value):
             raise RequestError(
                 f"{name}: expected a non-empty id of at most {MAX_NAME_CHARS} characters "
                 "without control characters",
                 name,
             )
     stop = report.stop_reason
-    if stop is not None and (not 0 < len(stop) <= MAX_STOP_REASON_CHARS or _CONTROL.search(stop)):
+    if stop is not None and (
+        not 0 < len(stop) <= MAX_STOP_REASON_CHARS or UNSAFE_CHARACTERS.search(stop)
+    ):
         raise RequestError(
             f"stopReason: expected Pi's stop reason, 1..{MAX_STOP_REASON_CHARS} characters "
             "without control characters",

@@ -138,18 +138,24 @@ def get_manifest(store: Store, manifest_id: str) -> dict[str, Any] | None:
     return _decode(row)
 
 
-def latest_manifest(store: Store, session_id: str) -> dict[str, Any] | None:
-    """The most recent stored manifest of `session_id` (by `created_at`, then insertion)."""
-    row = (
+def _latest_row(store: Store, session_id: str, columns: str) -> tuple[Any, ...] | None:
+    """`columns` of the most recent stored manifest of `session_id` (by `created_at`, then
+    insertion), or None."""
+    row: tuple[Any, ...] | None = (
         store.connection()
         .execute(
-            "SELECT manifest_json FROM context_manifests WHERE session_id = ? "
+            f"SELECT {columns} FROM context_manifests WHERE session_id = ? "
             "ORDER BY created_at DESC, rowid DESC LIMIT 1",
             (session_id,),
         )
         .fetchone()
     )
-    return _decode(row)
+    return row
+
+
+def latest_manifest(store: Store, session_id: str) -> dict[str, Any] | None:
+    """The most recent stored manifest of `session_id` (by `created_at`, then insertion)."""
+    return _decode(_latest_row(store, session_id, "manifest_json"))
 
 
 def count_manifests(store: Store) -> int:
@@ -196,15 +202,7 @@ def update_usage(
 def latest_model(store: Store, session_id: str) -> tuple[str, str] | None:
     """`(provider, model)` of the most recent stored manifest of `session_id`, or None (no
     manifest, or one without both)."""
-    row = (
-        store.connection()
-        .execute(
-            "SELECT provider, model FROM context_manifests WHERE session_id = ? "
-            "ORDER BY created_at DESC, rowid DESC LIMIT 1",
-            (session_id,),
-        )
-        .fetchone()
-    )
+    row = _latest_row(store, session_id, "provider, model")
     if row is None or not isinstance(row[0], str) or not isinstance(row[1], str):
         return None
     return (row[0], row[1])
