@@ -150,8 +150,9 @@ def condense_tool_result(
     head_window = _head_window(text, head_budget)
     head = redact_secrets(head_window)
     head_json, head_chars = _fit(head.text, head_budget, lambda k: head.text[:k])
-    rest = text[len(head_window) if head.count else head_chars :]  # the tail never repeats it
-    tail_window = _tail_window(rest, tail_budget)
+    # the tail never repeats the head: it starts after what the head shows (after the whole
+    # head window when redaction changed the head's length)
+    tail_window = _tail_window(text, tail_budget, len(head_window) if head.count else head_chars)
     tail = redact_secrets(tail_window)
     tail_json, tail_chars = _fit_suffix(tail.text, tail_budget)
     redactions += head.count + tail.count
@@ -209,11 +210,12 @@ def _head_window(text: str, budget: int) -> str:
     return text[: line_end if line_end >= 0 else min(len(text), end + _LINE_REACH)]
 
 
-def _tail_window(text: str, budget: int) -> str:
-    """The end of `text` redaction reads, from a line start before the excerpt's reach."""
-    start = max(0, len(text) - budget - _REDACTION_MARGIN)
-    line_start = text.rfind("\n", max(0, start - _LINE_REACH), start)
-    return text[line_start + 1 if line_start >= 0 else max(0, start - _LINE_REACH) :]
+def _tail_window(text: str, budget: int, after: int) -> str:
+    """The end of `text` redaction reads, from a line start before the excerpt's reach, never
+    before index `after`."""
+    start = max(after, len(text) - budget - _REDACTION_MARGIN)
+    line_start = text.rfind("\n", max(after, start - _LINE_REACH), start)
+    return text[line_start + 1 if line_start >= 0 else max(after, start - _LINE_REACH) :]
 
 
 def _fit_prefix(text: str, budget: int) -> str:
