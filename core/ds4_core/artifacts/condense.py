@@ -104,12 +104,29 @@ def tool_result_text(message: Mapping[str, Any]) -> str:
     )
 
 
+def tool_result_chars(message: Mapping[str, Any]) -> int:
+    """`len(tool_result_text(message))` without building the text."""
+    content = message.get("content")
+    if isinstance(content, str):
+        return len(content)
+    if not isinstance(content, list):
+        return 0
+    lengths = [
+        len(part["text"])
+        for part in content
+        if isinstance(part, Mapping)
+        and part.get("type") == "text"
+        and isinstance(part.get("text"), str)
+    ]
+    return sum(lengths) + max(0, len(lengths) - 1)
+
+
 def is_large_tool_result(message: Mapping[str, Any], max_inline_chars: int) -> bool:
     """Whether `message` is a `toolResult` whose text is longer than `max_inline_chars`."""
     return (
         isinstance(message, Mapping)
         and message.get("role") == "toolResult"
-        and len(tool_result_text(message)) > max_inline_chars
+        and tool_result_chars(message) > max_inline_chars
     )
 
 

@@ -1,0 +1,141 @@
+"""Artifacts in `ds4/plan` (core/ds4_core/engine/artifacts.py): a managed session plan sends a
+large tool result condensed and stores it beside the database; the session file, observer mode
+and ephemeral plans are left alone; the manifest names the artifact, never its text."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ds4_core.artifacts.condense import END_LINE, tool_result_text
+from ds4_core.artifacts.store import ArtifactStore
+from ds4_core.engine import ContextEngine
+from ds4_core.requests import ManifestRequest, ModelSpec, PlanRequest, SessionRef
+
+BIG = "".join(f"src/app/mod{i % 9}.py:{i}: warning: unused import zqxbig{i}\n" for i in range(3000))
+
+
+def line(entry_id: str, parent: str | None, message: dict[str, Any]) -> str:
+    stamp = "2026-01-01T00:00:0" + entry_id[-1] + ".000Z"
+    entry = {"type": "message", "id": entry_id, "parentId": parent, "timestamp": stamp}
+    return json.dumps({**entry, "message": message})
+
+
+def write_session(path: Path) -> bytes:
+    header = {
+        "type": "session",
+        "version": 3,
+        "id": "art-session",
+        "timestamp": "2026-01-01T00:00:00.000Z",
+        "cwd": "/w",
+    }
+    call = {"type": "toolCall", "id": "call-1", "name": "bash", "arguments": {"command": "make"}}
+    lines = [
+        json.dumps(header),
+        line("e1", None, {"role": "user", "content": "build it", "timestamp": 1}),
+        line(
+            "e2",
+            "e1",
+            {"role": "assistant", "content": [call], "stopReason": "toolUse", "timestamp": 2},
+        ),
+        line(
+            "e3",
+            "e2",
+            {
+                "role": "toolResult",
+                "toolCallId": "call-1",
+                "toolName": "bash",
+                "content": [{"type": "text", "text": BIG}],
+                "isError": False,
+                "timestamp": 3,
+            },
+        ),
+        line(
+            "e4",
+            "e3",
+            {"role": "assistant", "content": [{"type": "text", "text": "built"}], "timestamp": 4},
+        ),
+    ]
+    data = ("\n".join(lines) + "\n").encode()
+    path.write_bytes(data)
+    return data
+
+
+def plan(engine: ContextEngine, session: Path | None, mode: str | None = None) -> dict[str, Any]:
+    request = PlanRequest(
+        session=SessionRef(file=str(session)) if session else None,
+        messages=None if session else [{"role": "user", "content": "hi"}, big_result()],
+        request="what failed?",
+        model=ModelSpec(provider="acme", id="alpha", context_window=200000),
+        mode=mode,  # type: ignore[arg-type]
+    )
+    return engine.plan(request).to_wire()
+
+
+def big_result() -> dict[str, Any]:
+    return {
+        "role": "toolResult",
+        "toolCallId": "call-1",
+        "toolName": "bash",
+        "content": [{"type": "text", "text": BIG}],
+        "isError": False,
+    }
+
+
+def tool_results(result: dict[str, Any]) -> list[str]:
+    return [tool_result_text(m) for m in result["messages"] if m.get("role") == "toolResult"]
+
+
+@pytest.fixture
+def engine(tmp_path: Path) -> Any:
+    engine = ContextEngine(database_path=tmp_path / "db" / "context.db")
+    yield engine
+    engine.close()
+
+
+def test_a_managed_plan_sends_the_large_result_condensed_and_stores_it(
+    engine: ContextEngine, tmp_path: Path
+) -> None:
+    session = tmp_path / "s.jsonl"
+    before = write_session(session)
+    result = plan(engine, session)
+    assert result["mode"] == "managed"
+    [sent] = tool_results(result)
+    assert sent.endswith(END_LINE) and len(sent) < 12000 + 4000
+    artifact_id = hashlib.sha256(BIG.encode()).hexdigest()
+    assert f"Artifact ID: {artifact_id}" in sent
+    store = ArtifactStore(tmp_path / "db" / "artifacts")
+    assert store.read(artifact_id).decode() == BIG
+    assert session.read_bytes() == before  # the session file is never changed
+    manifest = engine.manifest(ManifestRequest(id=result["manifestId"], view="full")).to_wire()
+    assert manifest["artifacts"] == [
+        {
+            "artifactId": artifact_id,
+            "sourceId": "e3",
+            "originalChars": len(BIG),
+            "sizeBytes": len(BIG.encode()),
+            "notStored": None,
+        }
+    ]
+    assert "zqxbig1500" not in json.dumps(manifest)  # ids and sizes, never the text
+    again = plan(engine, session)
+    assert tool_results(again) == [sent]
+
+
+@pytest.mark.parametrize("case", ["observer", "ephemeral", "disabled"])
+def test_observer_ephemeral_and_disabled_plans_never_offload(
+    engine: ContextEngine, tmp_path: Path, case: str
+) -> None:
+    session = tmp_path / "s.jsonl"
+    write_session(session)
+    if case == "disabled":
+        engine.update_settings({"artifacts": {"enabled": False}})
+    result = plan(
+        engine, None if case == "ephemeral" else session, "observer" if case == "observer" else None
+    )
+    assert tool_results(result) == [BIG]
+    assert not (tmp_path / "db" / "artifacts").exists()
