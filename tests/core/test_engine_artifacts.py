@@ -139,3 +139,27 @@ def test_observer_ephemeral_and_disabled_plans_never_offload(
     )
     assert tool_results(result) == [BIG]
     assert not (tmp_path / "db" / "artifacts").exists()
+
+
+def test_a_grown_session_plans_as_a_fresh_engine_does(
+    engine: ContextEngine, tmp_path: Path
+) -> None:
+    """The condensed copy kept with the session context gives the plan a fresh engine makes,
+    before and after the session grows."""
+    session = tmp_path / "s.jsonl"
+    write_session(session)
+    plan(engine, session)
+    with session.open("a") as handle:
+        handle.write(
+            line("e5", "e4", {"role": "user", "content": "and now?", "timestamp": 5}) + "\n"
+        )
+    grown = plan(engine, session)
+    fresh_engine = ContextEngine(database_path=tmp_path / "db2" / "context.db")
+    try:
+        fresh = plan(fresh_engine, session)
+    finally:
+        fresh_engine.close()
+    strip = [{k: v for k, v in m.items() if k != "timestamp"} for m in grown["messages"]]
+    assert strip == [{k: v for k, v in m.items() if k != "timestamp"} for m in fresh["messages"]]
+    assert grown["estimatedTokens"] == fresh["estimatedTokens"]
+    assert sum(END_LINE in text for text in tool_results(grown)) == 1

@@ -15,7 +15,7 @@ import logging
 import threading
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ..artifacts.condense import tool_result_chars
@@ -24,6 +24,7 @@ from ..artifacts.store import ArtifactStore, artifact_root
 from ..config import ArtifactSettings, Config
 from ..logs import describe_failure
 from ..planner import ContextPlan
+from ..planner.structure import MessageStructure, StructureError, build_structure
 from ..tokens import estimate_message_tokens
 from .context import EngineContext
 from .preparing import Prepared
@@ -32,6 +33,24 @@ log = logging.getLogger("ds4_core.engine")
 
 KEPT = 64
 """Condensed copies kept per process (least recently used dropped first)."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Base:
+    """A session context's own messages with their large tool results condensed."""
+
+    messages: list[dict[str, Any]]
+    tokens: list[int]
+    structure: MessageStructure | None
+    done: tuple[Offloaded, ...]
+    verbatim: dict[Any, tuple[bool, frozenset[str]]]
+    """Dry-plan results over these messages (as `BuiltContext.verbatim` for the originals)."""
+
+
+_NOTHING = object()
+"""Memo value: no message of the context is large."""
+_NOT_KEPT = object()
+"""`_condensed_base` result: a write failed; nothing is kept, so the next plan tries again."""
 
 
 class ArtifactOffloads:
@@ -46,36 +65,109 @@ class ArtifactOffloads:
 
     def apply(self, prepared: Prepared, config: Config) -> tuple[Prepared, list[Offloaded]]:
         """`prepared` with its large tool results replaced by their condensed copies (their
-        tokens estimated again; the kept planner structure dropped, as its sizes changed),
-        and what was offloaded in message order. `prepared` itself is not changed."""
+        tokens estimated again, the planner structure of the copy used), and what was
+        offloaded in message order. `prepared` itself is not changed.
+
+        For a session's own messages the condensed copy, its tokens, structure and dry-plan
+        results are kept with the session context (`Prepared.revision_memo`), so a plan of an
+        unchanged session only appends the request to them."""
         settings = config.artifacts
         if not settings.enabled:
             return prepared, []
-        large = [
-            i
-            for i, message in enumerate(prepared.messages)
-            if message.get("role") == "toolResult"
-            and tool_result_chars(message) > settings.max_inline_tool_result_chars
-        ]
-        if not large:
+        base, memo = prepared.base_structure, prepared.revision_memo
+        if base is None or memo is None or base.n > len(prepared.messages):
+            return self._apply_all(prepared, settings)
+        with self._lock:
+            kept = memo.get(settings)
+        if kept is None:
+            kept = self._condensed_base(prepared, base.n, settings)
+            if kept is not _NOT_KEPT:
+                with self._lock:
+                    kept = memo.setdefault(settings, kept)
+        if kept is _NOTHING:
             return prepared, []
-        store = self._store()
-        messages = list(prepared.messages)
-        tokens = list(prepared.message_tokens)
-        done: list[Offloaded] = []
-        for position in large:
-            offloaded = self._offload(messages[position], position, store, settings)
-            if offloaded is None:
-                continue
-            messages[position] = offloaded.message
-            tokens[position] = estimate_message_tokens(offloaded.message)
-            done.append(offloaded)
+        if not isinstance(kept, _Base):  # a write failed: offloaded again, not kept
+            return self._apply_all(prepared, settings)
+        n = base.n
+        messages = [*kept.messages, *prepared.messages[n:]]
+        tokens = [*kept.tokens, *prepared.message_tokens[n:]]
+        structure = kept.structure
+        if structure is not None:
+            try:  # the request: one more group, as `Preparer.prepare` appends it
+                for i in range(structure.n, len(messages)):
+                    structure = structure.appended(messages[i], tokens[i], prepared.source_ids[i])
+            except StructureError:
+                structure = None
+        return (
+            replace(
+                prepared,
+                messages=messages,
+                message_tokens=tokens,
+                structure=structure,
+                verbatim=kept.verbatim if structure is not None else None,
+            ),
+            list(kept.done),
+        )
+
+    def _apply_all(
+        self, prepared: Prepared, settings: ArtifactSettings
+    ) -> tuple[Prepared, list[Offloaded]]:
+        """Every message looked at, nothing kept with the context (caller messages)."""
+        messages, tokens, done = self._offload_all(
+            prepared.messages, prepared.message_tokens, settings
+        )
+        if not done:
+            return prepared, []
         return (
             replace(
                 prepared, messages=messages, message_tokens=tokens, structure=None, verbatim=None
             ),
             done,
         )
+
+    def _condensed_base(self, prepared: Prepared, n: int, settings: ArtifactSettings) -> object:
+        """The condensed copy of the first `n` messages (the session's own) as a `_Base`;
+        `_NOTHING` when none is large; `_NOT_KEPT` when a write failed (try again next plan)."""
+        messages, tokens, done = self._offload_all(
+            prepared.messages[:n], prepared.message_tokens[:n], settings
+        )
+        if not done:
+            return _NOTHING
+        if any(item.not_stored in ("no-store", "write-failed") for item in done):
+            return _NOT_KEPT
+        try:
+            structure: MessageStructure | None = build_structure(
+                messages, tokens, prepared.source_ids[:n]
+            )
+        except StructureError:
+            structure = None
+        return _Base(messages, tokens, structure, tuple(done), {})
+
+    def _offload_all(
+        self,
+        messages: Sequence[dict[str, Any]],
+        tokens: Sequence[int],
+        settings: ArtifactSettings,
+    ) -> tuple[list[dict[str, Any]], list[int], list[Offloaded]]:
+        large = [
+            i
+            for i, message in enumerate(messages)
+            if message.get("role") == "toolResult"
+            and tool_result_chars(message) > settings.max_inline_tool_result_chars
+        ]
+        if not large:
+            return list(messages), list(tokens), []
+        store = self._store()
+        out, counts = list(messages), list(tokens)
+        done: list[Offloaded] = []
+        for position in large:
+            offloaded = self._offload(out[position], position, store, settings)
+            if offloaded is None:
+                continue
+            out[position] = offloaded.message
+            counts[position] = estimate_message_tokens(offloaded.message)
+            done.append(offloaded)
+        return out, counts, done
 
     def _store(self) -> ArtifactStore | None:
         """The store beside the database; None when the database cannot be opened (the
