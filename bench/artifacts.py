@@ -20,16 +20,18 @@ from __future__ import annotations
 import argparse
 import hashlib
 import statistics
+import sys
 import tempfile
 import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
-from ds4_core.artifacts.condense import condense_tool_result
-from ds4_core.artifacts.offload import offload_tool_result
-from ds4_core.artifacts.store import ArtifactStore
-from ds4_core.config import DEFAULT_CONFIG
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from continuation import timed  # noqa: E402  (bench/continuation.py, next to this file)
+
+from ds4_core.artifacts.condense import condense_tool_result  # noqa: E402
+from ds4_core.artifacts.offload import offload_tool_result  # noqa: E402
+from ds4_core.artifacts.store import ArtifactStore  # noqa: E402
+from ds4_core.config import DEFAULT_CONFIG  # noqa: E402
 
 
 def build_log(megabytes: float) -> str:
@@ -46,17 +48,6 @@ def build_log(megabytes: float) -> str:
         size += len(line) + 1
         i += 1
     return "\n".join(lines)
-
-
-def timed(fn: Callable[[], Any], runs: int) -> list[float]:
-    """ms of each of `runs` calls of `fn()` after one warm-up call."""
-    fn()
-    out = []
-    for _ in range(runs):
-        started = time.perf_counter()
-        fn()
-        out.append((time.perf_counter() - started) * 1000)
-    return out
 
 
 def summary(name: str, samples: list[float], baseline: float | None) -> str:

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from test_planner import result
 
 from ds4_core.artifacts.condense import tool_result_text
 from ds4_core.artifacts.offload import offload_messages
@@ -19,21 +20,11 @@ from ds4_core.config import DEFAULT_CONFIG
 SETTINGS = DEFAULT_CONFIG.artifacts
 
 
-def result(text: str, call: str = "toolu_01") -> dict[str, Any]:
-    return {
-        "role": "toolResult",
-        "toolCallId": call,
-        "toolName": "bash",
-        "content": [{"type": "text", "text": text}],
-        "isError": False,
-    }
-
-
 def conversation(big: str) -> list[dict[str, Any]]:
     return [
         {"role": "user", "content": "x" * 20000},
-        result("small output"),
-        result(big, "toolu_02"),
+        result("toolu_01", "small output"),
+        result("toolu_02", big),
         {"role": "assistant", "content": [{"type": "text", "text": "done"}]},
     ]
 

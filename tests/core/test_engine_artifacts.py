@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from test_planner import result
 
 from ds4_core.artifacts.condense import END_LINE, tool_result_text
 from ds4_core.artifacts.store import ArtifactStore
@@ -68,22 +69,12 @@ def write_session(path: Path) -> bytes:
 def plan(engine: ContextEngine, session: Path | None, mode: str | None = None) -> dict[str, Any]:
     request = PlanRequest(
         session=SessionRef(file=str(session)) if session else None,
-        messages=None if session else [{"role": "user", "content": "hi"}, big_result()],
+        messages=None if session else [{"role": "user", "content": "hi"}, result("call-1", BIG)],
         request="what failed?",
         model=ModelSpec(provider="acme", id="alpha", context_window=200000),
         mode=mode,  # type: ignore[arg-type]
     )
     return engine.plan(request).to_wire()
-
-
-def big_result() -> dict[str, Any]:
-    return {
-        "role": "toolResult",
-        "toolCallId": "call-1",
-        "toolName": "bash",
-        "content": [{"type": "text", "text": BIG}],
-        "isError": False,
-    }
 
 
 def tool_results(result: dict[str, Any]) -> list[str]:
