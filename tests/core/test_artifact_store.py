@@ -126,3 +126,19 @@ def test_a_process_killed_before_the_rename_leaves_no_object(tmp_path: Path) -> 
 def test_ids_that_are_not_sha256_hex_are_refused(tmp_path: Path, bad: str) -> None:
     with pytest.raises(ValueError, match="not an artifact id"):
         ArtifactStore(tmp_path).read(bad)
+
+
+def test_stats_count_objects_and_quarantine_not_temporaries(tmp_path: Path) -> None:
+    store = ArtifactStore(tmp_path)
+    assert store.stats() == {"objects": 0, "bytes": 0, "quarantined": 0, "quarantinedBytes": 0}
+    first = store.put(DATA).artifact_id
+    store.put(b"second")
+    store.path_for(first).write_bytes(b"bad")
+    store.put(DATA)  # quarantines the corrupt copy, writes DATA again
+    (store.path_for(first).parent / (TEMPORARY_PREFIX + "x")).write_bytes(b"partial")
+    assert store.stats() == {
+        "objects": 2,
+        "bytes": len(DATA) + len(b"second"),
+        "quarantined": 1,
+        "quarantinedBytes": 3,
+    }

@@ -115,6 +115,12 @@ def test_a_managed_plan_sends_the_large_result_condensed_and_stores_it(
     assert "zqxbig1500" not in json.dumps(manifest)  # ids and sizes, never the text
     again = plan(engine, session)
     assert tool_results(again) == [sent]
+    assert engine.health().artifacts == {
+        "objects": 1,
+        "bytes": len(BIG.encode()),
+        "quarantined": 0,
+        "quarantinedBytes": 0,
+    }
 
 
 @pytest.mark.parametrize("case", ["observer", "ephemeral", "disabled"])

@@ -160,6 +160,33 @@ class ArtifactStore:
             ]
         return sorted(found)
 
+    def stats(self) -> dict[str, int]:
+        """What the store holds, for `ds4.health`: `{objects, bytes, quarantined,
+        quarantinedBytes}` (sizes in bytes; an object removed while counting is skipped).
+        Objects are counted, not re-hashed."""
+        objects = total = 0
+        for artifact_id in self.artifact_ids():
+            try:
+                total += self.path_for(artifact_id).stat().st_size
+                objects += 1
+            except FileNotFoundError:
+                continue
+        quarantined = quarantined_bytes = 0
+        folder = self.root / "quarantine"
+        if folder.is_dir():
+            for path in folder.iterdir():
+                try:
+                    quarantined_bytes += path.stat().st_size
+                    quarantined += 1
+                except FileNotFoundError:
+                    continue
+        return {
+            "objects": objects,
+            "bytes": total,
+            "quarantined": quarantined,
+            "quarantinedBytes": quarantined_bytes,
+        }
+
     def sweep_temporaries(self, older_than_s: float = 3600.0) -> int:
         """Remove temporary files of writes that crashed, older than `older_than_s` seconds
         (a younger one may belong to a write in progress). Returns how many were removed."""
