@@ -160,3 +160,25 @@ def test_a_grown_session_plans_as_a_fresh_engine_does(
     assert strip == [{k: v for k, v in m.items() if k != "timestamp"} for m in fresh["messages"]]
     assert grown["estimatedTokens"] == fresh["estimatedTokens"]
     assert sum(END_LINE in text for text in tool_results(grown)) == 1
+
+
+@pytest.mark.parametrize("where", ["whole", "cut"])
+def test_privacy_markers_in_an_excerpt_still_withhold(
+    engine: ContextEngine, tmp_path: Path, where: str
+) -> None:
+    """A local-only block in the head excerpt is withheld from a remote provider, whole or
+    cut by the excerpt's end (a broken block raises the whole message)."""
+    secret = "zqxlocalonly"
+    close = "[/ds4:local-only]" if where == "whole" else ""
+    text = f"[ds4:local-only]{secret}{close}\n" + BIG
+    if where == "cut":
+        text = text + "[/ds4:local-only]"
+    session = tmp_path / "s.jsonl"
+    write_session(session)
+    lines = session.read_text().splitlines()
+    lines[3] = lines[3].replace(json.dumps(BIG)[1:-1], json.dumps(text)[1:-1], 1)
+    session.write_text("\n".join(lines) + "\n")
+    result = plan(engine, session)
+    assert result["mode"] == "managed"
+    assert secret not in json.dumps(result["messages"])
+    assert "content excluded by privacy policy" in json.dumps(result["messages"])
