@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -182,3 +183,18 @@ def test_privacy_markers_in_an_excerpt_still_withhold(
     assert result["mode"] == "managed"
     assert secret not in json.dumps(result["messages"])
     assert "content excluded by privacy policy" in json.dumps(result["messages"])
+
+
+def test_the_first_offload_sweeps_temporaries_a_crashed_writer_left(
+    engine: ContextEngine, tmp_path: Path
+) -> None:
+    shard = tmp_path / "db" / "artifacts" / "ab"
+    shard.mkdir(parents=True)
+    stale, young = shard / ".tmp-ab-old", shard / ".tmp-ab-new"
+    stale.write_bytes(b"partial")
+    young.write_bytes(b"in progress")
+    os.utime(stale, (1, 1))
+    session = tmp_path / "s.jsonl"
+    write_session(session)
+    plan(engine, session)
+    assert not stale.exists() and young.exists()

@@ -59,6 +59,7 @@ class ArtifactOffloads:
     def __init__(self, context: EngineContext) -> None:
         self._context = context
         self._lock = threading.Lock()
+        self._swept = False
         self._kept: OrderedDict[int, tuple[Mapping[str, Any], ArtifactSettings, Offloaded]] = (
             OrderedDict()
         )
@@ -173,10 +174,18 @@ class ArtifactOffloads:
         """The store beside the database; None when the database cannot be opened (the
         blocks then say the output was not stored)."""
         try:
-            return ArtifactStore(artifact_root(self._context.store().path))
+            store = ArtifactStore(artifact_root(self._context.store().path))
         except Exception as exc:  # fail open: condensed without an artifact
             log.warning("artifact store unavailable: error=%s", describe_failure(exc))
             return None
+        with self._lock:
+            swept, self._swept = self._swept, True
+        if not swept:  # once per engine: temporaries of writers that crashed (over an hour old)
+            try:
+                store.sweep_temporaries()
+            except OSError as exc:
+                log.warning("artifact sweep failed: error=%s", describe_failure(exc))
+        return store
 
     def _offload(
         self,
