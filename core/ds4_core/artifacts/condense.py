@@ -61,6 +61,8 @@ PATH_SCAN_CHARS = 16384
 """Paths are looked for in this many characters at the start and at the end of the output."""
 ERROR_CHARS = 1000
 """Most characters of the quoted error line (taken from the shared excerpt budget)."""
+LINE_SNAP_CHARS = 200
+"""An excerpt cut within this many characters of a line break is cut at the break instead."""
 FIXED_CHARS = 4000
 """Bound on the characters of a block outside its three excerpts (labels, names, counts,
 paths, ids, line breaks)."""
@@ -166,12 +168,12 @@ def condense_tool_result(
 
     head_window = _head_window(text, head_budget)
     head = redact_secrets(head_window)
-    head_json, head_chars = _fit(head.text, head_budget, lambda k: head.text[:k])
+    head_json, head_chars = _whole_lines_head(head.text, head_budget)
     # the tail never repeats the head: it starts after what the head shows (after the whole
     # head window when redaction changed the head's length)
     tail_window = _tail_window(text, tail_budget, len(head_window) if head.count else head_chars)
     tail = redact_secrets(tail_window)
-    tail_json, tail_chars = _fit_suffix(tail.text, tail_budget)
+    tail_json, tail_chars = _whole_lines_tail(tail.text, tail_budget)
     redactions += head.count + tail.count
 
     paths_json, path_redactions = _paths_json(text)
@@ -245,6 +247,27 @@ def _fit_suffix(text: str, budget: int) -> tuple[str, int]:
     """`json_string` of the longest suffix of `text` whose literal fits `budget` characters,
     and the suffix's length."""
     return _fit(text, budget, lambda k: text[len(text) - k :])
+
+
+def _whole_lines_head(text: str, budget: int) -> tuple[str, int]:
+    """`_fit` of a prefix, ending after a line break when one is within `LINE_SNAP_CHARS`
+    of the cut (a head excerpt then ends with a whole line)."""
+    quoted, k = _fit(text, budget, lambda n: text[:n])
+    cut = text.rfind("\n", max(0, k - LINE_SNAP_CHARS), k)
+    if k < len(text) and cut >= 0:
+        return json_string(text[: cut + 1]), cut + 1
+    return quoted, k
+
+
+def _whole_lines_tail(text: str, budget: int) -> tuple[str, int]:
+    """`_fit_suffix`, starting after a line break when one is within `LINE_SNAP_CHARS` of
+    the cut (a tail excerpt then starts with a whole line)."""
+    quoted, k = _fit_suffix(text, budget)
+    start = len(text) - k
+    at = text.find("\n", start, start + LINE_SNAP_CHARS)
+    if k < len(text) and at >= 0 and at + 1 < len(text):
+        return json_string(text[at + 1 :]), len(text) - at - 1
+    return quoted, k
 
 
 def _fit(text: str, budget: int, piece: Callable[[int], str]) -> tuple[str, int]:
