@@ -198,3 +198,18 @@ def test_the_first_offload_sweeps_temporaries_a_crashed_writer_left(
     write_session(session)
     plan(engine, session)
     assert not stale.exists() and young.exists()
+
+
+def test_kept_copies_are_bounded_by_the_characters_they_hold(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from ds4_core.engine import artifacts as engine_artifacts
+
+    monkeypatch.setattr(engine_artifacts, "KEPT_CHARS", 2 * len(BIG))
+    offloads = engine_artifacts.ArtifactOffloads(None)  # type: ignore[arg-type]
+    store = ArtifactStore(tmp_path)
+    messages = [result(f"call-{i}", BIG + str(i)) for i in range(5)]
+    settings = engine_artifacts.Config().artifacts
+    for message in messages:
+        offloads._offload(message, 0, store, settings)
+    assert len(offloads._kept) == 1 and offloads._kept_chars == len(BIG) + 1

@@ -33,6 +33,9 @@ log = logging.getLogger("ds4_core.engine")
 
 KEPT = 64
 """Condensed copies kept per process (least recently used dropped first)."""
+KEPT_CHARS = 64_000_000
+"""Most characters of original tool results the kept copies may hold on to (each keeps its
+message alive, to know it again by identity), least recently used dropped first."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +63,7 @@ class ArtifactOffloads:
         self._context = context
         self._lock = threading.Lock()
         self._swept = False
+        self._kept_chars = 0
         self._kept: OrderedDict[int, tuple[Mapping[str, Any], ArtifactSettings, Offloaded]] = (
             OrderedDict()
         )
@@ -202,9 +206,16 @@ class ArtifactOffloads:
         offloaded = offload_tool_result(message, store, settings, position)
         if offloaded is not None and offloaded.not_stored in (None, "too-large"):
             with self._lock:
+                replaced = self._kept.pop(id(message), None)
+                if replaced is not None:
+                    self._kept_chars -= replaced[2].original_chars
                 self._kept[id(message)] = (message, settings, offloaded)
-                while len(self._kept) > KEPT:
-                    self._kept.popitem(last=False)
+                self._kept_chars += offloaded.original_chars
+                while len(self._kept) > KEPT or (
+                    self._kept_chars > KEPT_CHARS and len(self._kept) > 1
+                ):
+                    _, (_, _, dropped) = self._kept.popitem(last=False)
+                    self._kept_chars -= dropped.original_chars
         return offloaded
 
 
