@@ -346,6 +346,23 @@ SETTINGS: dict[str, SettingSpec] = {
     "nativeContinuation.retryManagedReplay": SettingSpec(
         True, _bool, "A client retries once with a full replay after a stale-handle error."
     ),
+    # artifacts.* (docs/artifacts.md): large tool results stored aside, condensed for the model.
+    "artifacts.enabled": SettingSpec(True, _bool, "Offload large tool results to artifacts."),
+    "artifacts.maxInlineToolResultChars": SettingSpec(
+        12000, _int_range(1000), "Largest tool result sent whole (characters)."
+    ),
+    "artifacts.excerptChars": SettingSpec(
+        6000, _int_range(0), "Head and tail excerpt budget of a condensed result (characters)."
+    ),
+    "artifacts.maxArtifactBytes": SettingSpec(
+        100_000_000, _int_range(1), "Largest tool result stored as an artifact (bytes)."
+    ),
+    "artifacts.maxSearchBytes": SettingSpec(
+        50_000_000, _int_range(1), "Largest artifact searched (bytes)."
+    ),
+    "artifacts.maxSearchMatches": SettingSpec(
+        12, _int_range(1, 100), "Most matches an artifact search returns."
+    ),
 }
 
 
@@ -556,6 +573,27 @@ class NativeContinuationSettings:
         return self.enabled and self.allow_provider_storage
 
 
+@dataclass(frozen=True, slots=True)
+class ArtifactSettings:
+    """`artifacts.*`: large tool results kept in the artifact store and condensed in the
+    provider-facing copy of a plan (docs/artifacts.md)."""
+
+    enabled: bool
+    """Offload tool results longer than `max_inline_tool_result_chars` (managed plans only)."""
+    max_inline_tool_result_chars: int
+    """Largest combined tool-result text sent whole, in characters (>= 1000)."""
+    excerpt_chars: int
+    """Characters of head and tail excerpts together in a condensed block
+    (<= `max_inline_tool_result_chars`)."""
+    max_artifact_bytes: int
+    """Largest tool result stored, in UTF-8 bytes; a larger one is condensed without a stored
+    object."""
+    max_search_bytes: int
+    """Largest artifact searched, in bytes (<= `max_artifact_bytes`)."""
+    max_search_matches: int
+    """Most matches one artifact search returns (1..100)."""
+
+
 SECTIONS: dict[str, type] = {
     "context": ContextSettings,
     "retrieval": RetrievalSettings,
@@ -567,6 +605,7 @@ SECTIONS: dict[str, type] = {
     "storage": StorageSettings,
     "server": ServerSettings,
     "nativeContinuation": NativeContinuationSettings,
+    "artifacts": ArtifactSettings,
 }
 """Section prefix of the dotted keys -> its typed dataclass (attribute `snake_name(prefix)`)."""
 
@@ -633,7 +672,7 @@ class Config:
     Read them through the typed sections: `config.enabled`, `config.context`,
     `config.retrieval`, `config.project`, `config.compaction`, `config.model_awareness`,
     `config.privacy`, `config.diagnostics`, `config.storage`, `config.server`,
-    `config.native_continuation` (e.g.
+    `config.native_continuation`, `config.artifacts` (e.g.
     `config.context.recent_tail_tokens`), built once in `__post_init__`. `values` (and
     `config["context.recentTailTokens"]`) is the flat dotted-key mapping of the validation
     layer in this module; code elsewhere uses the sections. `values` must hold every key of
@@ -658,6 +697,7 @@ class Config:
     storage: StorageSettings = field(init=False, repr=False, compare=False)
     server: ServerSettings = field(init=False, repr=False, compare=False)
     native_continuation: NativeContinuationSettings = field(init=False, repr=False, compare=False)
+    artifacts: ArtifactSettings = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         for name, value in _build_sections(self.values).items():
@@ -671,8 +711,8 @@ class Config:
         """A new Config with `raw` applied on top of this one, plus warnings for ignored values.
 
         Cross-field rules of docs/reference.md §2 (target <= soft <= hard ratios, preferred output
-        reserve >= minimum, minimum calibration samples <= window, ratio bounds lower < upper)
-        reject the offending keys of `raw`, keeping the earlier values.
+        reserve >= minimum, minimum calibration samples <= window, ratio bounds lower < upper,
+        artifact excerpts <= the inline limit and search bytes <= artifact bytes) reject the offending keys of `raw`, keeping the earlier values.
         """
         if raw is None:
             return self, []
@@ -746,6 +786,16 @@ _CROSS_FIELD_RULES: tuple[tuple[tuple[str, ...], Callable[..., bool], str], ...]
         ("modelAwareness.calibrationRatioLowerBound", "modelAwareness.calibrationRatioUpperBound"),
         lambda lower, upper: lower < upper,
         "calibrationRatioLowerBound must be < calibrationRatioUpperBound",
+    ),
+    (
+        ("artifacts.excerptChars", "artifacts.maxInlineToolResultChars"),
+        lambda excerpt, inline: excerpt <= inline,
+        "excerptChars must be <= maxInlineToolResultChars",
+    ),
+    (
+        ("artifacts.maxSearchBytes", "artifacts.maxArtifactBytes"),
+        lambda search, artifact: search <= artifact,
+        "maxSearchBytes must be <= maxArtifactBytes",
     ),
 )
 """Cross-field rules (docs/reference.md §2): the keys, whether their values hold together, and

@@ -600,6 +600,9 @@ class HealthResult(WireResult):
     warnings: tuple[str, ...] = field(default=())
     privacy: JsonObject = field(default_factory=dict)
     calibration: tuple[JsonObject, ...] = field(default=())
+    artifacts: JsonObject = field(default_factory=dict)
+    """The artifact store beside the database (docs/artifacts.md): `{objects, bytes,
+    quarantined, quarantinedBytes}`."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -70,6 +70,12 @@ NON_DEFAULT: dict[str, Any] = {
     "nativeContinuation.profiles": ["openai/gpt-x", "azure/*"],
     "nativeContinuation.maxStateAgeMs": 10_000,
     "nativeContinuation.retryManagedReplay": False,
+    "artifacts.enabled": False,
+    "artifacts.maxInlineToolResultChars": 1000,
+    "artifacts.excerptChars": 1000,
+    "artifacts.maxArtifactBytes": 2000,
+    "artifacts.maxSearchBytes": 2000,
+    "artifacts.maxSearchMatches": 100,
 }
 """A valid value other than the default for every setting (when there is one)."""
 

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from .. import __version__
+from ..artifacts.store import ArtifactStore, artifact_root
 from ..results import HealthResult, ProjectStatus
 from ..sessions.sync import sessions_with_copies
 from ..store import Store
@@ -93,4 +94,17 @@ def check_health(
             + gone
         ),
         calibration=tuple(calibration),
+        artifacts=artifact_stats(database_path),
     )
+
+
+def artifact_stats(database_path: str) -> JsonObject:
+    """`ArtifactStore.stats` of the store beside `database_path` (zeros for `:memory:` or
+    when the directory cannot be read)."""
+    empty: JsonObject = {"objects": 0, "bytes": 0, "quarantined": 0, "quarantinedBytes": 0}
+    if database_path == ":memory:":
+        return empty
+    try:
+        return dict(ArtifactStore(artifact_root(database_path)).stats())
+    except OSError:
+        return empty

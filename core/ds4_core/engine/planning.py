@@ -18,6 +18,7 @@ from collections.abc import Set as AbstractSet
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from ..artifacts.offload import Offloaded
 from ..config import Config
 from ..continuation import check_plan_inputs
 from ..logs import describe_failure
@@ -47,6 +48,7 @@ from ..retrieval.floor import BelowFloor
 from ..store.database import utc_now_iso
 from ..tokens import ESTIMATOR_VERSION, estimate_message_tokens
 from ..wire import camel_case
+from .artifacts import ArtifactOffloads, manifest_artifacts
 from .context import EngineContext
 from .continuing import Continuations
 from .convert import from_attributes
@@ -103,6 +105,7 @@ class Planner:
         self._project = project
         self._manifests = manifests
         self._switches = ModelSwitches(context)
+        self._artifacts = ArtifactOffloads(context)
 
     # ----------------------------------------------------------------- plan
 
@@ -144,6 +147,18 @@ class Planner:
                 None, request.messages, request.request, request.model, config
             )
             failure = f"internal error while reading the session ({type(exc).__name__})"
+        original = prepared
+        offloaded: list[Offloaded] = []
+        if (
+            failure is None
+            and enabled
+            and prepared.session_id is not None  # ephemeral plans never offload
+            and config.context.mode == "managed"  # observer mode sends the messages as they are
+        ):
+            try:
+                prepared, offloaded = self._artifacts.apply(prepared, config)
+            except Exception as exc:  # fail open: the plan without offloading
+                log.warning("artifact offload failed: error=%s", describe_failure(exc))
         retrieval: HistoryRetrieval | None = None
         project: ValidatedSearch | None = None
         target = plan_destination(config, prepared.profile)
@@ -170,7 +185,7 @@ class Planner:
         warnings = list(prepared.warnings)  # after planning: project search adds its failure
         if failure is not None:
             plan = fallback_plan(
-                prepared.messages,
+                original.messages,
                 failure,
                 fixed_tokens=request.fixed_tokens,
                 message_source_ids=prepared.source_ids,
@@ -223,6 +238,7 @@ class Planner:
             model_awareness=self._model_awareness(prepared),
         )
         manifest["continuation"] = continuation.to_wire() if continuation else None
+        manifest["artifacts"] = manifest_artifacts(offloaded, prepared.source_ids, plan)
         manifest["summaryIds"] = [
             prepared.summary_ids.get(source_id, source_id) for source_id in manifest["summaryIds"]
         ]

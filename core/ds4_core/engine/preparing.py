@@ -59,6 +59,11 @@ class Prepared:
     """The session's entry with an id (`CachedSession.entry`); None without a session."""
     calibration: Calibration | None = None
     """The profile's calibration the budget used (`engine/usage.py`); None: not looked up."""
+    base_structure: MessageStructure | None = None
+    """The kept structure of the session's messages before the request was appended; None for
+    caller messages."""
+    revision_memo: dict[Any, Any] | None = None
+    """The session context's memo of condensed messages (`BuiltContext.artifacts`)."""
 
     def summary_indices(self) -> list[int] | None:
         """Indices of the summary messages (from the structure), or None without one."""
@@ -130,6 +135,8 @@ class Preparer:
         native: AbstractSet[int] = frozenset()
         verbatim: dict[Any, tuple[bool, frozenset[str]]] | None = None
         entry_of: Callable[[str], SessionEntry | None] | None = None
+        base: MessageStructure | None = None
+        memo: dict[Any, Any] | None = None
         if session is not None:
             cached, kept, path = self._sessions.built_context(session)
             parsed = cached.file
@@ -167,7 +174,8 @@ class Preparer:
                 built = list(context.messages)
                 source_ids: list[str | None] = list(context.message_entry_ids)
                 tokens = list(context_tokens)
-                structure = kept.structure()
+                structure = base = kept.structure()
+                memo = kept.artifacts
                 native = kept.native_ids()
                 verbatim = kept.verbatim
             else:
@@ -210,6 +218,8 @@ class Preparer:
             verbatim if structure is not None else None,
             entry_of,
             calibration,
+            base if structure is not None else None,
+            memo if structure is not None else None,
         )
 
     def _context_summary_ids(

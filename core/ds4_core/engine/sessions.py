@@ -131,6 +131,9 @@ class BuiltContext:
     verbatim: dict[Any, tuple[bool, frozenset[str]]] = field(default_factory=dict)
     """What dry plans of this context kept verbatim, by plan inputs
     (`planning.Planner.kept_verbatim`): (fell back?, source ids of the kept messages)."""
+    artifacts: dict[Any, Any] = field(default_factory=dict)
+    """This context with its large tool results condensed, by artifact settings
+    (`artifacts.ArtifactOffloads`)."""
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def extended(self, path: list[SessionEntry], thinking_level: str) -> BuiltContext | None:

@@ -1,0 +1,121 @@
+"""Literal search inside one stored artifact (docs/artifacts.md "Search"; docs/reference.md
+§3.14): case-insensitive, the object re-hashed before it is read, at most `max_matches`
+excerpts, each bounded and redacted. The request that scopes it to the artifacts of a session's
+active branch (`ds4/artifactSearch`) is not written yet; this is its core.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from ..privacy.redaction import redact_secrets
+from .store import ArtifactError, ArtifactStore
+
+MAX_QUERY_CHARS = 1000
+"""Longest query accepted."""
+EXCERPT_CHARS = 240
+"""Characters of the line shown around each match (before redaction markers)."""
+_REDACTION_MARGIN = 256
+"""Characters redacted beyond each side of an excerpt, so a secret crossing its edge is seen."""
+
+
+class ArtifactTooLargeError(ArtifactError):
+    """The object is larger than the search limit (`artifacts.maxSearchBytes`)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ArtifactMatch:
+    """One match: where it is and the redacted text around it."""
+
+    line: int
+    """1-based line of the match (lines end at "\\n")."""
+    column: int
+    """0-based character offset of the match in its line."""
+    excerpt: str
+    """At most `EXCERPT_CHARS` characters of the line around the match, redacted (plus the
+    length of any redaction marker); `...` marks a cut line."""
+
+
+@dataclass(frozen=True, slots=True)
+class ArtifactSearch:
+    """The result of `search_artifact`."""
+
+    artifact_id: str
+    matches: tuple[ArtifactMatch, ...]
+    truncated: bool
+    """More matches exist than `max_matches`."""
+    redactions: int
+    """Secrets replaced in the excerpts."""
+
+
+def search_artifact(
+    store: ArtifactStore,
+    artifact_id: str,
+    query: str,
+    *,
+    max_matches: int,
+    max_search_bytes: int,
+) -> ArtifactSearch:
+    """The first `max_matches` case-insensitive literal matches of `query` in the artifact.
+
+    Raises:
+        ValueError: `query` is empty, longer than `MAX_QUERY_CHARS`, or not a string;
+            `artifact_id` is not 64 hex digits; `max_matches < 1`.
+        ArtifactTooLargeError: the object is larger than `max_search_bytes` (not read).
+        ArtifactMissingError, ArtifactCorruptError: from `ArtifactStore.read` (re-hashed).
+    """
+    if not isinstance(query, str) or not query or len(query) > MAX_QUERY_CHARS:
+        raise ValueError(
+            f"query: expected a non-empty string of at most {MAX_QUERY_CHARS} characters"
+        )
+    if max_matches < 1:
+        raise ValueError(f"max_matches must be >= 1, got {max_matches}")
+    path = store.path_for(artifact_id)
+    try:
+        size = path.stat().st_size
+    except FileNotFoundError:
+        size = 0  # `read` raises the missing-artifact error
+    if size > max_search_bytes:
+        raise ArtifactTooLargeError(
+            f"artifact {artifact_id} holds {size} bytes, more than artifacts.maxSearchBytes "
+            f"({max_search_bytes}); raise the setting to search it"
+        )
+    text = store.read(artifact_id).decode("utf-8", "surrogatepass")
+    pattern = re.compile(re.escape(query), re.IGNORECASE)
+    matches: list[ArtifactMatch] = []
+    redactions = 0
+    line, scanned = 1, 0
+    truncated = False
+    for found in pattern.finditer(text):
+        if len(matches) == max_matches:
+            truncated = True
+            break
+        at = found.start()
+        line += text.count("\n", scanned, at)
+        scanned = at
+        line_start = text.rfind("\n", 0, at) + 1
+        line_end = text.find("\n", at)
+        line_end = len(text) if line_end < 0 else line_end
+        excerpt, count = _excerpt(text, line_start, line_end, at, found.end())
+        redactions += count
+        matches.append(ArtifactMatch(line, at - line_start, excerpt))
+    return ArtifactSearch(artifact_id, tuple(matches), truncated, redactions)
+
+
+def _excerpt(text: str, line_start: int, line_end: int, start: int, end: int) -> tuple[str, int]:
+    """The redacted part of the line [line_start, line_end) around [start, end)."""
+    half = max(0, (EXCERPT_CHARS - (end - start)) // 2)
+    left = max(line_start, start - half)
+    right = min(line_end, max(end, left + EXCERPT_CHARS))
+    window_left = max(line_start, left - _REDACTION_MARGIN)
+    window_right = min(line_end, right + _REDACTION_MARGIN)
+    window = text[window_left:window_right]
+    redacted = redact_secrets(window)
+    if redacted.count == 0:
+        shown = text[left:right]
+    else:  # cut the redacted window at the same distances from its edges
+        shown = redacted.text[left - window_left : len(redacted.text) - (window_right - right)]
+    prefix = "..." if left > line_start else ""
+    suffix = "..." if right < line_end else ""
+    return prefix + shown + suffix, redacted.count

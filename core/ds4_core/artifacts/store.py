@@ -1,0 +1,277 @@
+"""The content-addressed artifact store (docs/artifacts.md; docs/reference.md §3.14).
+
+An object is the bytes of one large tool result, named by their SHA-256:
+`<root>/<first 2 hex>/<64 hex>`, where `<root>` is the `artifacts` directory beside the
+database file (`artifact_root`). Directories are 0700 and objects 0600, like the database.
+
+Writing is crash-safe: the bytes go to a temporary file in the object's directory, opened with
+exclusive create (`O_CREAT | O_EXCL`, never an existing file), fsynced, then renamed over the
+object's name (`os.replace`, atomic on POSIX) and the directory fsynced. A crash before the
+rename leaves at most a temporary file, whose name (`.tmp-...`) is never an object name; so a
+reader sees a whole object or none. `sweep_temporaries` removes temporaries a crashed writer
+left. An object already present is re-hashed before it is trusted (dedup); a corrupt one is
+moved to `<root>/quarantine/` and written again. Every read re-hashes too: a corrupt object is
+quarantined and `ArtifactCorruptError` raised, never wrong bytes returned.
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import os
+import re
+import secrets
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ARTIFACT_ID = re.compile(r"[0-9a-f]{64}")
+"""An artifact id: the lower-case hex SHA-256 of the object's bytes."""
+
+URI_PREFIX = "artifact://sha256/"
+"""`artifact_uri(id)` is this prefix and the id (the reference's `artifact://sha256/...`)."""
+
+TEMPORARY_PREFIX = ".tmp-"
+"""Temporary files of writes in progress start with this; object names never do."""
+
+_DIR_MODE = 0o700
+_FILE_MODE = 0o600
+_CHUNK_BYTES = 1 << 20
+
+
+class ArtifactError(Exception):
+    """An artifact cannot be read; the message names the artifact and what to do."""
+
+
+class ArtifactMissingError(ArtifactError):
+    """No object has this id (never stored, or removed)."""
+
+
+class ArtifactCorruptError(ArtifactError):
+    """The object's bytes no longer hash to its id; it was moved to quarantine."""
+
+
+@dataclass(frozen=True, slots=True)
+class StoredArtifact:
+    """The outcome of `ArtifactStore.put`."""
+
+    artifact_id: str
+    """SHA-256 hex of the bytes."""
+    size_bytes: int
+    """Length of the bytes stored."""
+    deduplicated: bool
+    """An intact object with this id was already there; nothing was written."""
+    quarantined: Path | None
+    """Where a corrupt object with this id was moved before the new one was written."""
+
+
+def artifact_uri(artifact_id: str) -> str:
+    """`artifact://sha256/<id>`. Raises ValueError when `artifact_id` is not 64 hex digits."""
+    _check_id(artifact_id)
+    return URI_PREFIX + artifact_id
+
+
+def artifact_root(database_path: str | os.PathLike[str]) -> Path:
+    """The artifact directory for a database file: `artifacts` beside it (the data directory
+    of docs/configuration.md "Database location")."""
+    return Path(database_path).parent / "artifacts"
+
+
+def _check_id(artifact_id: str) -> None:
+    if not isinstance(artifact_id, str) or not ARTIFACT_ID.fullmatch(artifact_id):
+        raise ValueError(f"not an artifact id (64 lower-case hex digits): {artifact_id!r:.80}")
+
+
+class ArtifactStore:
+    """Objects under `root` (created on the first write, 0700). Safe for several threads and
+    processes writing at once: each writes its own temporary file, and two renames of the same
+    content leave the same bytes."""
+
+    def __init__(self, root: str | os.PathLike[str]) -> None:
+        self.root = Path(root)
+
+    def path_for(self, artifact_id: str) -> Path:
+        """The object's path. Raises ValueError for an id that is not 64 hex digits."""
+        _check_id(artifact_id)
+        return self.root / artifact_id[:2] / artifact_id
+
+    def put(self, data: bytes) -> StoredArtifact:
+        """Store `data` under its SHA-256 and return the id.
+
+        An existing object is re-hashed: intact -> `deduplicated`, nothing written; corrupt
+        -> moved to quarantine (`quarantined`) and written again.
+
+        Raises:
+            OSError: the directory or file cannot be written (disk full, permissions); no
+                partial object is left, and the temporary file is removed when possible.
+        """
+        artifact_id = hashlib.sha256(data).hexdigest()
+        path = self.path_for(artifact_id)
+        quarantined: Path | None = None
+        if path.exists():
+            if _file_sha256(path) == artifact_id:
+                return StoredArtifact(artifact_id, len(data), True, None)
+            quarantined = self._quarantine(path)
+        _make_directory(self.root)
+        _make_directory(path.parent)
+        self._write_atomically(path, data)
+        return StoredArtifact(artifact_id, len(data), False, quarantined)
+
+    def read(self, artifact_id: str) -> bytes:
+        """The object's bytes, re-hashed before they are returned.
+
+        Raises:
+            ValueError: `artifact_id` is not 64 hex digits.
+            ArtifactMissingError: no such object.
+            ArtifactCorruptError: the bytes do not hash to the id (the object is quarantined).
+            OSError: the object cannot be read.
+        """
+        path = self.path_for(artifact_id)
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:
+            raise ArtifactMissingError(
+                f"artifact {artifact_id} is not in the store '{self.root}'"
+            ) from None
+        if hashlib.sha256(data).hexdigest() != artifact_id:
+            moved = self._quarantine(path)
+            raise ArtifactCorruptError(
+                f"artifact {artifact_id} is corrupt (its bytes hash differently); it was moved "
+                f"to '{moved}'"
+            )
+        return data
+
+    def contains(self, artifact_id: str) -> bool:
+        """Whether an object file with this id exists (not re-hashed: `read` checks)."""
+        return self.path_for(artifact_id).is_file()
+
+    def artifact_ids(self) -> list[str]:
+        """Ids of the objects present, sorted; temporaries and quarantine are not objects."""
+        if not self.root.is_dir():
+            return []
+        found: list[str] = []
+        for shard in self.root.iterdir():
+            if len(shard.name) != 2 or not shard.is_dir():
+                continue
+            found += [
+                p.name
+                for p in shard.iterdir()
+                if ARTIFACT_ID.fullmatch(p.name) and p.name[:2] == shard.name
+            ]
+        return sorted(found)
+
+    def stats(self) -> dict[str, int]:
+        """What the store holds, for `ds4.health`: `{objects, bytes, quarantined,
+        quarantinedBytes}` (sizes in bytes; an object removed while counting is skipped).
+        Objects are counted, not re-hashed."""
+        objects = total = 0
+        for artifact_id in self.artifact_ids():
+            try:
+                total += self.path_for(artifact_id).stat().st_size
+                objects += 1
+            except FileNotFoundError:
+                continue
+        quarantined = quarantined_bytes = 0
+        folder = self.root / "quarantine"
+        if folder.is_dir():
+            for path in folder.iterdir():
+                try:
+                    quarantined_bytes += path.stat().st_size
+                    quarantined += 1
+                except FileNotFoundError:
+                    continue
+        return {
+            "objects": objects,
+            "bytes": total,
+            "quarantined": quarantined,
+            "quarantinedBytes": quarantined_bytes,
+        }
+
+    def sweep_temporaries(self, older_than_s: float = 3600.0) -> int:
+        """Remove temporary files of writes that crashed, older than `older_than_s` seconds
+        (a younger one may belong to a write in progress). Returns how many were removed."""
+        if not self.root.is_dir():
+            return 0
+        removed = 0
+        cutoff = time.time() - older_than_s
+        for shard in self.root.iterdir():
+            if len(shard.name) != 2 or not shard.is_dir():
+                continue
+            for path in shard.glob(TEMPORARY_PREFIX + "*"):
+                try:
+                    if path.stat().st_mtime <= cutoff:
+                        path.unlink()
+                        removed += 1
+                except FileNotFoundError:
+                    continue
+        return removed
+
+    def _write_atomically(self, path: Path, data: bytes) -> None:
+        temporary = path.with_name(f"{TEMPORARY_PREFIX}{path.name[:16]}-{secrets.token_hex(8)}")
+        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, _FILE_MODE)
+        renamed = False
+        try:
+            with os.fdopen(fd, "wb") as handle:
+                view = memoryview(data)
+                for start in range(0, len(view), _CHUNK_BYTES):
+                    handle.write(view[start : start + _CHUNK_BYTES])
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.replace(temporary, path)
+            renamed = True
+            _fsync_directory(path.parent)
+        finally:
+            if not renamed:
+                try:
+                    temporary.unlink()
+                except FileNotFoundError:
+                    pass
+
+    def _quarantine(self, path: Path) -> Path:
+        """Move a corrupt object to `<root>/quarantine/<id>.<UTC stamp>[-n]`."""
+        folder = self.root / "quarantine"
+        _make_directory(folder)
+        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+        target = folder / f"{path.name}.{stamp}"
+        counter = 1
+        while target.exists():
+            target = folder / f"{path.name}.{stamp}-{counter}"
+            counter += 1
+        os.replace(path, target)
+        return target
+
+
+def _file_sha256(path: Path) -> str | None:
+    """SHA-256 hex of a file read in chunks; None when it vanished meanwhile."""
+    digest = hashlib.sha256()
+    try:
+        with path.open("rb") as handle:
+            while chunk := handle.read(_CHUNK_BYTES):
+                digest.update(chunk)
+    except FileNotFoundError:
+        return None
+    return digest.hexdigest()
+
+
+def _make_directory(directory: Path) -> None:
+    """Create `directory` (0700, parents too); an existing one is left as it is."""
+    if directory.is_dir():
+        return
+    directory.mkdir(mode=_DIR_MODE, parents=True, exist_ok=True)
+    os.chmod(directory, _DIR_MODE)  # mkdir's mode is filtered by the umask
+
+
+def _fsync_directory(directory: Path) -> None:
+    """Make a rename in `directory` durable; file systems that cannot fsync a directory
+    (EINVAL, EBADF on some platforms) are skipped."""
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError as exc:
+        if exc.errno not in (errno.EINVAL, errno.EBADF, errno.ENOTSUP):
+            raise
+    finally:
+        os.close(fd)

@@ -1,0 +1,246 @@
+"""Artifacts in plans: the large tool results of a managed session plan stored and condensed
+before the planner sizes them (docs/artifacts.md).
+
+Only the provider-facing copy changes: `Prepared.messages` gets new message objects in the
+offloaded positions, the session's cached messages and the file stay as they are. Observer
+mode, ephemeral plans (no session) and `artifacts.enabled` false never offload; the caller
+(`planning.Planner.plan`) checks the first two. The condensed copy of a session message is
+kept per process (`KEPT` of them, by message object), so the next plan of the same session
+neither hashes the output again nor re-reads the object.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from ..artifacts.condense import tool_result_chars
+from ..artifacts.offload import Offloaded, offload_tool_result
+from ..artifacts.store import ArtifactStore, artifact_root
+from ..config import ArtifactSettings, Config
+from ..logs import describe_failure
+from ..planner import ContextPlan
+from ..planner.structure import MessageStructure, StructureError, build_structure
+from ..tokens import estimate_message_tokens
+from .context import EngineContext
+from .preparing import Prepared
+
+log = logging.getLogger("ds4_core.engine")
+
+KEPT = 64
+"""Condensed copies kept per process (least recently used dropped first)."""
+KEPT_CHARS = 64_000_000
+"""Most characters of original tool results the kept copies may hold on to (each keeps its
+message alive, to know it again by identity), least recently used dropped first."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Base:
+    """A session context's own messages with their large tool results condensed."""
+
+    messages: list[dict[str, Any]]
+    tokens: list[int]
+    structure: MessageStructure | None
+    done: tuple[Offloaded, ...]
+    verbatim: dict[Any, tuple[bool, frozenset[str]]]
+    """Dry-plan results over these messages (as `BuiltContext.verbatim` for the originals)."""
+
+
+_NOTHING = object()
+"""Memo value: no message of the context is large."""
+_NOT_KEPT = object()
+"""`_condensed_base` result: a write failed; nothing is kept, so the next plan tries again."""
+
+
+class ArtifactOffloads:
+    """The offloading of one engine's plans (see the module docstring). Thread-safe."""
+
+    def __init__(self, context: EngineContext) -> None:
+        self._context = context
+        self._lock = threading.Lock()
+        self._swept = False
+        self._kept_chars = 0
+        self._kept: OrderedDict[int, tuple[Mapping[str, Any], ArtifactSettings, Offloaded]] = (
+            OrderedDict()
+        )
+
+    def apply(self, prepared: Prepared, config: Config) -> tuple[Prepared, list[Offloaded]]:
+        """`prepared` with its large tool results replaced by their condensed copies (their
+        tokens estimated again, the planner structure of the copy used), and what was
+        offloaded in message order. `prepared` itself is not changed.
+
+        For a session's own messages the condensed copy, its tokens, structure and dry-plan
+        results are kept with the session context (`Prepared.revision_memo`), so a plan of an
+        unchanged session only appends the request to them."""
+        settings = config.artifacts
+        if not settings.enabled:
+            return prepared, []
+        base, memo = prepared.base_structure, prepared.revision_memo
+        if base is None or memo is None or base.n > len(prepared.messages):
+            return self._apply_all(prepared, settings)
+        with self._lock:
+            kept = memo.get(settings)
+        if kept is None:
+            kept = self._condensed_base(prepared, base.n, settings)
+            if kept is not _NOT_KEPT:
+                with self._lock:
+                    kept = memo.setdefault(settings, kept)
+        if kept is _NOTHING:
+            return prepared, []
+        if not isinstance(kept, _Base):  # a write failed: offloaded again, not kept
+            return self._apply_all(prepared, settings)
+        n = base.n
+        messages = [*kept.messages, *prepared.messages[n:]]
+        tokens = [*kept.tokens, *prepared.message_tokens[n:]]
+        structure = kept.structure
+        if structure is not None:
+            try:  # the request: one more group, as `Preparer.prepare` appends it
+                for i in range(structure.n, len(messages)):
+                    structure = structure.appended(messages[i], tokens[i], prepared.source_ids[i])
+            except StructureError:
+                structure = None
+        return (
+            replace(
+                prepared,
+                messages=messages,
+                message_tokens=tokens,
+                structure=structure,
+                verbatim=kept.verbatim if structure is not None else None,
+            ),
+            list(kept.done),
+        )
+
+    def _apply_all(
+        self, prepared: Prepared, settings: ArtifactSettings
+    ) -> tuple[Prepared, list[Offloaded]]:
+        """Every message looked at, nothing kept with the context (caller messages)."""
+        messages, tokens, done = self._offload_all(
+            prepared.messages, prepared.message_tokens, settings
+        )
+        if not done:
+            return prepared, []
+        return (
+            replace(
+                prepared, messages=messages, message_tokens=tokens, structure=None, verbatim=None
+            ),
+            done,
+        )
+
+    def _condensed_base(self, prepared: Prepared, n: int, settings: ArtifactSettings) -> object:
+        """The condensed copy of the first `n` messages (the session's own) as a `_Base`;
+        `_NOTHING` when none is large; `_NOT_KEPT` when a write failed (try again next plan)."""
+        messages, tokens, done = self._offload_all(
+            prepared.messages[:n], prepared.message_tokens[:n], settings
+        )
+        if not done:
+            return _NOTHING
+        if any(item.not_stored in ("no-store", "write-failed") for item in done):
+            return _NOT_KEPT
+        try:
+            structure: MessageStructure | None = build_structure(
+                messages, tokens, prepared.source_ids[:n]
+            )
+        except StructureError:
+            structure = None
+        return _Base(messages, tokens, structure, tuple(done), {})
+
+    def _offload_all(
+        self,
+        messages: Sequence[dict[str, Any]],
+        tokens: Sequence[int],
+        settings: ArtifactSettings,
+    ) -> tuple[list[dict[str, Any]], list[int], list[Offloaded]]:
+        large = [
+            i
+            for i, message in enumerate(messages)
+            if message.get("role") == "toolResult"
+            and tool_result_chars(message) > settings.max_inline_tool_result_chars
+        ]
+        if not large:
+            return list(messages), list(tokens), []
+        store = self._store()
+        out, counts = list(messages), list(tokens)
+        done: list[Offloaded] = []
+        for position in large:
+            offloaded = self._offload(out[position], position, store, settings)
+            if offloaded is None:
+                continue
+            out[position] = offloaded.message
+            counts[position] = estimate_message_tokens(offloaded.message)
+            done.append(offloaded)
+        return out, counts, done
+
+    def _store(self) -> ArtifactStore | None:
+        """The store beside the database; None when the database cannot be opened (the
+        blocks then say the output was not stored)."""
+        try:
+            store = ArtifactStore(artifact_root(self._context.store().path))
+        except Exception as exc:  # fail open: condensed without an artifact
+            log.warning("artifact store unavailable: error=%s", describe_failure(exc))
+            return None
+        with self._lock:
+            swept, self._swept = self._swept, True
+        if not swept:  # once per engine: temporaries of writers that crashed (over an hour old)
+            try:
+                store.sweep_temporaries()
+            except OSError as exc:
+                log.warning("artifact sweep failed: error=%s", describe_failure(exc))
+        return store
+
+    def _offload(
+        self,
+        message: Mapping[str, Any],
+        position: int,
+        store: ArtifactStore | None,
+        settings: ArtifactSettings,
+    ) -> Offloaded | None:
+        with self._lock:
+            kept = self._kept.get(id(message))
+            if kept is not None and kept[0] is message and kept[1] == settings:
+                self._kept.move_to_end(id(message))
+                return replace(kept[2], position=position)
+        offloaded = offload_tool_result(message, store, settings, position)
+        if offloaded is not None and offloaded.not_stored in (None, "too-large"):
+            with self._lock:
+                replaced = self._kept.pop(id(message), None)
+                if replaced is not None:
+                    self._kept_chars -= replaced[2].original_chars
+                self._kept[id(message)] = (message, settings, offloaded)
+                self._kept_chars += offloaded.original_chars
+                while len(self._kept) > KEPT or (
+                    self._kept_chars > KEPT_CHARS and len(self._kept) > 1
+                ):
+                    _, (_, _, dropped) = self._kept.popitem(last=False)
+                    self._kept_chars -= dropped.original_chars
+        return offloaded
+
+
+def manifest_artifacts(
+    offloaded: Sequence[Offloaded], source_ids: Sequence[str | None], plan: ContextPlan
+) -> list[dict[str, Any]]:
+    """The manifest's `artifacts`: one entry per offloaded tool result the plan sends (ids and
+    sizes, never text): `artifactId` (None: not stored), `sourceId` (the session entry),
+    `originalChars`, `sizeBytes`, `notStored` (None, `too-large`, `no-store`,
+    `write-failed`)."""
+    if plan.mode != "managed":  # observer and fallback plans send the messages as they were
+        return []
+    sent = {item.source_id for item in plan.included}
+    out = []
+    for item in offloaded:
+        source_id = source_ids[item.position] or f"message:{item.position}"
+        if source_id not in sent:
+            continue
+        out.append(
+            {
+                "artifactId": item.artifact_id,
+                "sourceId": source_id,
+                "originalChars": item.original_chars,
+                "sizeBytes": item.size_bytes,
+                "notStored": item.not_stored,
+            }
+        )
+    return out

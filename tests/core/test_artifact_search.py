@@ -1,0 +1,75 @@
+"""Literal search in a stored artifact (core/ds4_core/artifacts/search.py): case-insensitive,
+bounded, redacted, re-hashed before reading, refused above the size limit."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ds4_core.artifacts.search import (
+    EXCERPT_CHARS,
+    ArtifactTooLargeError,
+    search_artifact,
+)
+from ds4_core.artifacts.store import ArtifactCorruptError, ArtifactStore
+
+KEY = "sk-" + "proj" + "A1b2C3d4E5f6G7h8I9j0K1l2"
+LOG = (
+    "".join(
+        f"line {i}: {'Error: disk FULL on /dev/sda ' + KEY if i % 100 == 7 else 'ok'}\n"
+        for i in range(1000)
+    )
+    + "x" * 5000
+    + " error at the end of a long line "
+    + "y" * 5000
+)
+
+
+def stored(tmp_path: Path, data: bytes = LOG.encode()) -> tuple[ArtifactStore, str]:
+    store = ArtifactStore(tmp_path)
+    return store, store.put(data).artifact_id
+
+
+def test_matches_are_literal_case_insensitive_with_their_lines(tmp_path: Path) -> None:
+    store, artifact_id = stored(tmp_path)
+    found = search_artifact(
+        store, artifact_id, "DISK full", max_matches=100, max_search_bytes=10**6
+    )
+    assert [m.line for m in found.matches] == [i + 1 for i in range(1000) if i % 100 == 7]
+    assert not found.truncated
+    first = found.matches[0]
+    assert first.column == len("line 7: Error: ") and first.excerpt.startswith(
+        "line 7: Error: disk"
+    )
+    dots = search_artifact(store, artifact_id, "d.sk", max_matches=5, max_search_bytes=10**6)
+    assert dots.matches == ()  # literal: `.` is not a wildcard
+
+
+def test_matches_are_bounded_and_excerpts_redacted(tmp_path: Path) -> None:
+    store, artifact_id = stored(tmp_path)
+    found = search_artifact(store, artifact_id, "error", max_matches=3, max_search_bytes=10**6)
+    assert len(found.matches) == 3 and found.truncated
+    assert all(KEY not in m.excerpt for m in found.matches) and found.redactions == 3
+    last = search_artifact(
+        store, artifact_id, "END OF A LONG", max_matches=3, max_search_bytes=10**6
+    )
+    [match] = last.matches
+    assert match.line == 1001 and match.excerpt.startswith("...") and match.excerpt.endswith("...")
+    assert len(match.excerpt) <= EXCERPT_CHARS + 6 and "end of a long line" in match.excerpt
+
+
+def test_a_corrupt_or_too_large_artifact_is_not_searched(tmp_path: Path) -> None:
+    store, artifact_id = stored(tmp_path)
+    with pytest.raises(ArtifactTooLargeError, match="maxSearchBytes"):
+        search_artifact(store, artifact_id, "error", max_matches=3, max_search_bytes=100)
+    store.path_for(artifact_id).write_bytes(LOG.encode().replace(b"disk", b"DISK"))
+    with pytest.raises(ArtifactCorruptError):
+        search_artifact(store, artifact_id, "disk", max_matches=3, max_search_bytes=10**6)
+
+
+@pytest.mark.parametrize("query", ["", "q" * 1001])
+def test_a_bad_query_is_refused_naming_it(tmp_path: Path, query: str) -> None:
+    store, artifact_id = stored(tmp_path)
+    with pytest.raises(ValueError, match="query"):
+        search_artifact(store, artifact_id, query, max_matches=3, max_search_bytes=10**6)

@@ -1,0 +1,144 @@
+"""The content-addressed artifact store (core/ds4_core/artifacts/store.py) on real files:
+dedup, corruption quarantined, crash safety of a write, modes."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import signal
+import stat
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from ds4_core.artifacts.store import (
+    TEMPORARY_PREFIX,
+    ArtifactCorruptError,
+    ArtifactMissingError,
+    ArtifactStore,
+    artifact_root,
+    artifact_uri,
+)
+
+DATA = b"error: build failed\n" * 5000
+
+
+def entries(root: Path) -> list[str]:
+    """Every file under `root`, relative, sorted."""
+    return sorted(p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file())
+
+
+def test_an_object_lives_under_its_hash_and_reads_back(tmp_path: Path) -> None:
+    store = ArtifactStore(artifact_root(tmp_path / "context.db"))
+    stored = store.put(DATA)
+    digest = hashlib.sha256(DATA).hexdigest()
+    assert stored.artifact_id == digest and stored.size_bytes == len(DATA)
+    assert not stored.deduplicated and stored.quarantined is None
+    assert entries(tmp_path / "artifacts") == [f"{digest[:2]}/{digest}"]
+    assert store.read(digest) == DATA
+    assert store.artifact_ids() == [digest]
+    assert artifact_uri(digest) == f"artifact://sha256/{digest}"
+    assert stat.S_IMODE(store.path_for(digest).stat().st_mode) == 0o600
+    assert stat.S_IMODE(store.path_for(digest).parent.stat().st_mode) == 0o700
+    assert stat.S_IMODE((tmp_path / "artifacts").stat().st_mode) == 0o700
+
+
+def test_the_same_bytes_twice_are_stored_once(tmp_path: Path) -> None:
+    store = ArtifactStore(tmp_path)
+    first = store.put(DATA)
+    mtime_ns = store.path_for(first.artifact_id).stat().st_mtime_ns
+    again = store.put(DATA)
+    assert again.artifact_id == first.artifact_id and again.deduplicated
+    assert store.path_for(first.artifact_id).stat().st_mtime_ns == mtime_ns
+    assert len(store.artifact_ids()) == 1
+
+
+def test_a_corrupt_object_is_quarantined_and_written_again_on_dedup(tmp_path: Path) -> None:
+    store = ArtifactStore(tmp_path)
+    artifact_id = store.put(DATA).artifact_id
+    path = store.path_for(artifact_id)
+    path.write_bytes(b"flipped bits")
+    again = store.put(DATA)
+    assert not again.deduplicated and again.quarantined is not None
+    assert again.quarantined.parent == tmp_path / "quarantine"
+    assert again.quarantined.read_bytes() == b"flipped bits"
+    assert store.read(artifact_id) == DATA
+
+
+def test_a_corrupt_object_is_never_returned_by_a_read(tmp_path: Path) -> None:
+    store = ArtifactStore(tmp_path)
+    artifact_id = store.put(DATA).artifact_id
+    store.path_for(artifact_id).write_bytes(DATA[:-1])
+    with pytest.raises(ArtifactCorruptError, match="moved to"):
+        store.read(artifact_id)
+    assert not store.contains(artifact_id)
+    assert [p.read_bytes() for p in (tmp_path / "quarantine").iterdir()] == [DATA[:-1]]
+    with pytest.raises(ArtifactMissingError, match=artifact_id):
+        store.read(artifact_id)
+
+
+def test_a_failed_rename_leaves_no_object_and_no_temporary(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = ArtifactStore(tmp_path)
+
+    def crash(*args: object) -> None:
+        raise OSError("simulated crash between write and rename")
+
+    monkeypatch.setattr(os, "replace", crash)
+    with pytest.raises(OSError, match="simulated"):
+        store.put(DATA)
+    monkeypatch.undo()
+    assert store.artifact_ids() == [] and entries(tmp_path) == []
+    assert store.put(DATA).artifact_id == hashlib.sha256(DATA).hexdigest()
+
+
+def test_a_process_killed_before_the_rename_leaves_no_object(tmp_path: Path) -> None:
+    """SIGKILL between fsync and rename: only a temporary file remains, never listed or read
+    as an object, and swept later."""
+    script = textwrap.dedent(
+        f"""
+        import os, signal
+        from ds4_core.artifacts.store import ArtifactStore
+        os.replace = lambda *a: os.kill(os.getpid(), signal.SIGKILL)
+        ArtifactStore({str(tmp_path)!r}).put({DATA!r})
+        """
+    )
+    done = subprocess.run([sys.executable, "-c", script], check=False, timeout=60)
+    assert done.returncode == -signal.SIGKILL
+    store = ArtifactStore(tmp_path)
+    left = entries(tmp_path)
+    assert len(left) == 1 and left[0].split("/")[1].startswith(TEMPORARY_PREFIX)
+    assert store.artifact_ids() == []
+    artifact_id = hashlib.sha256(DATA).hexdigest()
+    assert not store.contains(artifact_id)
+    with pytest.raises(ArtifactMissingError):
+        store.read(artifact_id)
+    assert store.sweep_temporaries(older_than_s=3600) == 0  # may be a write in progress
+    assert store.sweep_temporaries(older_than_s=-1) == 1
+    assert entries(tmp_path) == []
+
+
+@pytest.mark.parametrize("bad", ["", "ABC", "g" * 64, "A" * 64, "../" + "a" * 61])
+def test_ids_that_are_not_sha256_hex_are_refused(tmp_path: Path, bad: str) -> None:
+    with pytest.raises(ValueError, match="not an artifact id"):
+        ArtifactStore(tmp_path).read(bad)
+
+
+def test_stats_count_objects_and_quarantine_not_temporaries(tmp_path: Path) -> None:
+    store = ArtifactStore(tmp_path)
+    assert store.stats() == {"objects": 0, "bytes": 0, "quarantined": 0, "quarantinedBytes": 0}
+    first = store.put(DATA).artifact_id
+    store.put(b"second")
+    store.path_for(first).write_bytes(b"bad")
+    store.put(DATA)  # quarantines the corrupt copy, writes DATA again
+    (store.path_for(first).parent / (TEMPORARY_PREFIX + "x")).write_bytes(b"partial")
+    assert store.stats() == {
+        "objects": 2,
+        "bytes": len(DATA) + len(b"second"),
+        "quarantined": 1,
+        "quarantinedBytes": 3,
+    }

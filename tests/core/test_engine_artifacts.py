@@ -1,0 +1,215 @@
+"""Artifacts in `ds4/plan` (core/ds4_core/engine/artifacts.py): a managed session plan sends a
+large tool result condensed and stores it beside the database; the session file, observer mode
+and ephemeral plans are left alone; the manifest names the artifact, never its text."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+from test_planner import result
+
+from ds4_core.artifacts.condense import END_LINE, tool_result_text
+from ds4_core.artifacts.store import ArtifactStore
+from ds4_core.engine import ContextEngine
+from ds4_core.requests import ManifestRequest, ModelSpec, PlanRequest, SessionRef
+
+BIG = "".join(f"src/app/mod{i % 9}.py:{i}: warning: unused import zqxbig{i}\n" for i in range(3000))
+
+
+def line(entry_id: str, parent: str | None, message: dict[str, Any]) -> str:
+    stamp = "2026-01-01T00:00:0" + entry_id[-1] + ".000Z"
+    entry = {"type": "message", "id": entry_id, "parentId": parent, "timestamp": stamp}
+    return json.dumps({**entry, "message": message})
+
+
+def write_session(path: Path) -> bytes:
+    header = {
+        "type": "session",
+        "version": 3,
+        "id": "art-session",
+        "timestamp": "2026-01-01T00:00:00.000Z",
+        "cwd": "/w",
+    }
+    call = {"type": "toolCall", "id": "call-1", "name": "bash", "arguments": {"command": "make"}}
+    lines = [
+        json.dumps(header),
+        line("e1", None, {"role": "user", "content": "build it", "timestamp": 1}),
+        line(
+            "e2",
+            "e1",
+            {"role": "assistant", "content": [call], "stopReason": "toolUse", "timestamp": 2},
+        ),
+        line(
+            "e3",
+            "e2",
+            {
+                "role": "toolResult",
+                "toolCallId": "call-1",
+                "toolName": "bash",
+                "content": [{"type": "text", "text": BIG}],
+                "isError": False,
+                "timestamp": 3,
+            },
+        ),
+        line(
+            "e4",
+            "e3",
+            {"role": "assistant", "content": [{"type": "text", "text": "built"}], "timestamp": 4},
+        ),
+    ]
+    data = ("\n".join(lines) + "\n").encode()
+    path.write_bytes(data)
+    return data
+
+
+def plan(engine: ContextEngine, session: Path | None, mode: str | None = None) -> dict[str, Any]:
+    request = PlanRequest(
+        session=SessionRef(file=str(session)) if session else None,
+        messages=None if session else [{"role": "user", "content": "hi"}, result("call-1", BIG)],
+        request="what failed?",
+        model=ModelSpec(provider="acme", id="alpha", context_window=200000),
+        mode=mode,  # type: ignore[arg-type]
+    )
+    return engine.plan(request).to_wire()
+
+
+def tool_results(result: dict[str, Any]) -> list[str]:
+    return [tool_result_text(m) for m in result["messages"] if m.get("role") == "toolResult"]
+
+
+@pytest.fixture
+def engine(tmp_path: Path) -> Any:
+    engine = ContextEngine(database_path=tmp_path / "db" / "context.db")
+    yield engine
+    engine.close()
+
+
+def test_a_managed_plan_sends_the_large_result_condensed_and_stores_it(
+    engine: ContextEngine, tmp_path: Path
+) -> None:
+    session = tmp_path / "s.jsonl"
+    before = write_session(session)
+    result = plan(engine, session)
+    assert result["mode"] == "managed"
+    [sent] = tool_results(result)
+    assert sent.endswith(END_LINE) and len(sent) < 12000 + 4000
+    artifact_id = hashlib.sha256(BIG.encode()).hexdigest()
+    assert f"Artifact ID: {artifact_id}" in sent
+    store = ArtifactStore(tmp_path / "db" / "artifacts")
+    assert store.read(artifact_id).decode() == BIG
+    assert session.read_bytes() == before  # the session file is never changed
+    manifest = engine.manifest(ManifestRequest(id=result["manifestId"], view="full")).to_wire()
+    assert manifest["artifacts"] == [
+        {
+            "artifactId": artifact_id,
+            "sourceId": "e3",
+            "originalChars": len(BIG),
+            "sizeBytes": len(BIG.encode()),
+            "notStored": None,
+        }
+    ]
+    assert "zqxbig1500" not in json.dumps(manifest)  # ids and sizes, never the text
+    again = plan(engine, session)
+    assert tool_results(again) == [sent]
+    assert engine.health().artifacts == {
+        "objects": 1,
+        "bytes": len(BIG.encode()),
+        "quarantined": 0,
+        "quarantinedBytes": 0,
+    }
+
+
+@pytest.mark.parametrize("case", ["observer", "ephemeral", "disabled"])
+def test_observer_ephemeral_and_disabled_plans_never_offload(
+    engine: ContextEngine, tmp_path: Path, case: str
+) -> None:
+    session = tmp_path / "s.jsonl"
+    write_session(session)
+    if case == "disabled":
+        engine.update_settings({"artifacts": {"enabled": False}})
+    result = plan(
+        engine, None if case == "ephemeral" else session, "observer" if case == "observer" else None
+    )
+    assert tool_results(result) == [BIG]
+    assert not (tmp_path / "db" / "artifacts").exists()
+
+
+def test_a_grown_session_plans_as_a_fresh_engine_does(
+    engine: ContextEngine, tmp_path: Path
+) -> None:
+    """The condensed copy kept with the session context gives the plan a fresh engine makes,
+    before and after the session grows."""
+    session = tmp_path / "s.jsonl"
+    write_session(session)
+    plan(engine, session)
+    with session.open("a") as handle:
+        handle.write(
+            line("e5", "e4", {"role": "user", "content": "and now?", "timestamp": 5}) + "\n"
+        )
+    grown = plan(engine, session)
+    fresh_engine = ContextEngine(database_path=tmp_path / "db2" / "context.db")
+    try:
+        fresh = plan(fresh_engine, session)
+    finally:
+        fresh_engine.close()
+    strip = [{k: v for k, v in m.items() if k != "timestamp"} for m in grown["messages"]]
+    assert strip == [{k: v for k, v in m.items() if k != "timestamp"} for m in fresh["messages"]]
+    assert grown["estimatedTokens"] == fresh["estimatedTokens"]
+    assert sum(END_LINE in text for text in tool_results(grown)) == 1
+
+
+@pytest.mark.parametrize("where", ["whole", "cut"])
+def test_privacy_markers_in_an_excerpt_still_withhold(
+    engine: ContextEngine, tmp_path: Path, where: str
+) -> None:
+    """A local-only block in the head excerpt is withheld from a remote provider, whole or
+    cut by the excerpt's end (a broken block raises the whole message)."""
+    secret = "zqxlocalonly"
+    close = "[/ds4:local-only]" if where == "whole" else ""
+    text = f"[ds4:local-only]{secret}{close}\n" + BIG
+    if where == "cut":
+        text = text + "[/ds4:local-only]"
+    session = tmp_path / "s.jsonl"
+    write_session(session)
+    lines = session.read_text().splitlines()
+    lines[3] = lines[3].replace(json.dumps(BIG)[1:-1], json.dumps(text)[1:-1], 1)
+    session.write_text("\n".join(lines) + "\n")
+    result = plan(engine, session)
+    assert result["mode"] == "managed"
+    assert secret not in json.dumps(result["messages"])
+    assert "content excluded by privacy policy" in json.dumps(result["messages"])
+
+
+def test_the_first_offload_sweeps_temporaries_a_crashed_writer_left(
+    engine: ContextEngine, tmp_path: Path
+) -> None:
+    shard = tmp_path / "db" / "artifacts" / "ab"
+    shard.mkdir(parents=True)
+    stale, young = shard / ".tmp-ab-old", shard / ".tmp-ab-new"
+    stale.write_bytes(b"partial")
+    young.write_bytes(b"in progress")
+    os.utime(stale, (1, 1))
+    session = tmp_path / "s.jsonl"
+    write_session(session)
+    plan(engine, session)
+    assert not stale.exists() and young.exists()
+
+
+def test_kept_copies_are_bounded_by_the_characters_they_hold(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from ds4_core.engine import artifacts as engine_artifacts
+
+    monkeypatch.setattr(engine_artifacts, "KEPT_CHARS", 2 * len(BIG))
+    offloads = engine_artifacts.ArtifactOffloads(None)  # type: ignore[arg-type]
+    store = ArtifactStore(tmp_path)
+    messages = [result(f"call-{i}", BIG + str(i)) for i in range(5)]
+    settings = engine_artifacts.Config().artifacts
+    for message in messages:
+        offloads._offload(message, 0, store, settings)
+    assert len(offloads._kept) == 1 and offloads._kept_chars == len(BIG) + 1
