@@ -256,6 +256,10 @@ def _object(value: Any, field: str) -> Mapping[str, Any]:
 
 def _memory_item(value: Any) -> MemoryItem:
     obj = _object(value, "item")
+    item_id = _required_text(obj, "id", "item.", MAX_ID_CHARS)
+    scope = _choice(obj, "scope", "item.", MEMORY_SCOPES)
+    claim = _required_text(obj, "claim", "item.", MAX_TEXT_CHARS)
+    created_at_ms = _time_ms(obj, "createdAt", "item.")
     sources = obj.get("sourceEntryIds")
     if not isinstance(sources, list):
         raise _fail("item.sourceEntryIds", f"must be an array, got {describe_type(sources)}")
@@ -264,10 +268,10 @@ def _memory_item(value: Any) -> MemoryItem:
     wrapped = {f"sourceEntryIds[{i}]": source for i, source in enumerate(sources)}
     ids = tuple(_required_text(wrapped, name, "item.", MAX_ID_CHARS) for name in wrapped)
     return MemoryItem(
-        item_id=_required_text(obj, "id", "item.", MAX_ID_CHARS),
-        scope=_choice(obj, "scope", "item.", MEMORY_SCOPES),  # type: ignore[arg-type]
-        claim=_required_text(obj, "claim", "item.", MAX_TEXT_CHARS),
-        created_at_ms=_time_ms(obj, "createdAt", "item."),
+        item_id=item_id,
+        scope=scope,  # type: ignore[arg-type]
+        claim=claim,
+        created_at_ms=created_at_ms,
         source_entry_ids=ids,
         project_path=_text(obj, "projectPath", "item.", MAX_TEXT_CHARS, required=False),
         key=_text(obj, "key", "item.", MAX_ID_CHARS, required=False),

@@ -1,0 +1,134 @@
+"""Memory and pins projected from session files: filled by the sync, rebuilt from JSONL alone."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from session_files import SessionWriter
+
+from ds4_core.engine import ContextEngine
+from ds4_core.memory.events import MEMORY_CUSTOM_TYPE, PIN_CUSTOM_TYPE
+from ds4_core.store import memory as memory_repo
+
+
+def memory_entry(
+    writer: SessionWriter, mutation_id: str, at: int, operation: str = "add", **fields: Any
+) -> str:
+    data = {"schemaVersion": 1, "mutationId": mutation_id, "createdAt": at, "operation": operation}
+    return writer.append("custom", customType=MEMORY_CUSTOM_TYPE, data={**data, **fields})
+
+
+def memory_item(item_id: str, claim: str, at: int, sources: list[str]) -> dict[str, Any]:
+    return {
+        "id": item_id,
+        "scope": "project",
+        "projectPath": "/home/me/demo",
+        "claim": claim,
+        "createdAt": at,
+        "sourceEntryIds": sources,
+    }
+
+
+def pin_entry(writer: SessionWriter, mutation_id: str, at: int, **fields: Any) -> str:
+    data = {"schemaVersion": 1, "mutationId": mutation_id, "createdAt": at, **fields}
+    return writer.append("custom", customType=PIN_CUSTOM_TYPE, data=data)
+
+
+def snapshot(engine: ContextEngine) -> tuple[Any, ...]:
+    store = engine.store
+    return (
+        memory_repo.list_memory(store, include_inactive=True),
+        memory_repo.list_pins(store, include_inactive=True),
+        memory_repo.counts(store),
+        store.connection()
+        .execute("SELECT mutation_key, error, rejected_reason FROM context_mutations ORDER BY 1")
+        .fetchall(),
+    )
+
+
+@pytest.fixture
+def sessions(tmp_path: Path) -> tuple[SessionWriter, SessionWriter]:
+    first = SessionWriter(tmp_path / "a.jsonl", session_id="sess-a")
+    source = first.user("retries default to 3 in the client")
+    memory_entry(first, "mu1", 100, item=memory_item("m1", "retries defaults to 3", 100, [source]))
+    pin_entry(
+        first, "pu1", 100, operation="add",
+        item={"id": "p1", "scope": "session", "content": "Never touch the v1 API", "createdAt": 100},
+    )  # fmt: skip
+    first.user("more work")
+    memory_entry(first, "bad", 150, item={"id": "m9", "scope": "galaxy"})  # invalid: skipped
+    second = SessionWriter(tmp_path / "b.jsonl", session_id="sess-b")
+    second.user("we changed the default")
+    # Same createdAt as the conflicting add below: the session id decides the order.
+    memory_entry(second, "mu2", 200, item=memory_item("m2", "retries defaults to 5", 200, []))
+    memory_entry(
+        first, "mu3", 200, operation="supersede", previousId="m1",
+        item=memory_item("m3", "retries defaults to 5", 200, []),
+    )  # fmt: skip
+    pin_entry(first, "pu2", 300, operation="status", pinId="p1", status="deleted", reason="done")
+    return first, second
+
+
+def test_deleting_the_database_loses_no_memory_or_pins(
+    tmp_path: Path, sessions: tuple[SessionWriter, SessionWriter]
+) -> None:
+    first, second = sessions
+    database = tmp_path / "db" / "ds4.db"
+    engine = ContextEngine(database_path=database)
+    engine.index_session(first.path)
+    engine.index_session(second.path)
+    before = snapshot(engine)
+    engine.close()
+    for leftover in database.parent.iterdir():
+        leftover.unlink()
+    again = ContextEngine(database_path=database)
+    again.index_session(second.path)  # the other order: replay order does not depend on it
+    again.index_session(first.path)
+    assert snapshot(again) == before
+    again.close()
+
+    memory, pins, counts, _rows = before
+    assert [(m["memory_id"], m["status"]) for m in memory] == [
+        ("m1", "superseded"),
+        ("m3", "active"),
+    ]
+    assert memory[0]["superseded_by"] == "m3" and memory[0]["memory_key"] == "retries"
+    # sess-a sorts before sess-b at createdAt 200: the supersede wins, the add conflicts.
+    assert counts.rejected == 1 and counts.invalid == 1 and counts.applied == 4
+    assert pins[0]["status"] == "deleted" and pins[0]["status_reason"] == "done"
+
+
+def test_the_projection_follows_appends_and_reports_bad_entries(
+    tmp_path: Path, sessions: tuple[SessionWriter, SessionWriter]
+) -> None:
+    first, _second = sessions
+    engine = ContextEngine(database_path=tmp_path / "db" / "ds4.db")
+    engine.index_session(first.path)
+    store = engine.store
+    assert [m["memory_id"] for m in memory_repo.list_memory(store)] == ["m3"]
+    memory_entry(first, "mu4", 400, operation="status", memoryId="m3", status="expired")
+    assert engine.index_session(first.path).outcome == "incremental"
+    assert memory_repo.list_memory(store) == []
+    error = (
+        store.connection()
+        .execute("SELECT error FROM context_mutations WHERE error IS NOT NULL")
+        .fetchone()[0]
+    )
+    assert error.startswith("item.scope")
+    engine.close()
+
+
+def test_a_rewritten_session_replaces_its_mutations(tmp_path: Path) -> None:
+    writer = SessionWriter(tmp_path / "a.jsonl", session_id="sess-a")
+    memory_entry(writer, "mu1", 1, item=memory_item("m1", "the cache is redis", 1, []))
+    engine = ContextEngine(database_path=tmp_path / "db" / "ds4.db")
+    engine.index_session(writer.path)
+    assert len(memory_repo.list_memory(engine.store)) == 1
+    header = writer.path.read_text(encoding="utf-8").splitlines()[0]
+    writer.path.write_text(header + "\n", encoding="utf-8")
+    writer.user("no memory any more")
+    assert engine.index_session(writer.path).outcome == "rebuild"
+    assert memory_repo.list_memory(engine.store, include_inactive=True) == []
+    engine.close()
