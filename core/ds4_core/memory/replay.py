@@ -92,10 +92,45 @@ class Replay:
     items: dict[str, CurrentItem] = field(default_factory=dict)
     rejected: list[Rejection] = field(default_factory=list)
     _shapes: dict[str, ClaimShape] = field(default_factory=dict)
+    _order: dict[str, int] = field(default_factory=dict)
+    _places: dict[tuple[str, str | None], _Place] = field(default_factory=dict)
 
     def active(self) -> list[CurrentItem]:
         """The active items, in creation order."""
         return [item for item in self.items.values() if item.status == "active"]
+
+
+@dataclass(slots=True)
+class _Place:
+    """The active items of one place, indexed by what a clash can share with them (normalised
+    text, key, polarity subject), so a clash check costs O(items sharing one), not O(items)."""
+
+    by_text: dict[str, set[str]] = field(default_factory=dict)
+    by_key: dict[str, set[str]] = field(default_factory=dict)
+    by_subject: dict[str, set[str]] = field(default_factory=dict)
+
+    def _slots(self, shape: ClaimShape) -> list[tuple[dict[str, set[str]], str]]:
+        slots = [(self.by_text, shape.text)]
+        if shape.key is not None:
+            slots.append((self.by_key, shape.key))
+        if shape.polarity is not None:
+            slots.append((self.by_subject, shape.subject))
+        return slots
+
+    def add(self, item_id: str, shape: ClaimShape) -> None:
+        for index, value in self._slots(shape):
+            index.setdefault(value, set()).add(item_id)
+
+    def remove(self, item_id: str, shape: ClaimShape) -> None:
+        for index, value in self._slots(shape):
+            index.get(value, set()).discard(item_id)
+
+    def candidates(self, shape: ClaimShape) -> set[str]:
+        """The active items that may clash with `shape`."""
+        found: set[str] = set()
+        for index, value in self._slots(shape):
+            found |= index.get(value, set())
+        return found
 
 
 def _place(item: MemoryItem | PinItem, session_id: str) -> tuple[str, str | None]:
@@ -109,14 +144,13 @@ def _clash(
     state: Replay, mutation: Mutation, item: MemoryItem | PinItem, ignore: str | None
 ) -> str | None:
     """Why `item` cannot become active next to the active items of its place, or None."""
-    place = _place(item, mutation.session_id)
+    place = state._places.get(_place(item, mutation.session_id))
+    if place is None:
+        return None
     new_shape = _shape(item)
-    for other in state.items.values():
-        if other.status != "active" or other.item_id == ignore or other.kind != mutation.kind:
-            continue
-        if _place(other.item, other.origin_session_id) != place:
-            continue
-        old_shape = state._shapes[other.item_id]
+    for other_id in sorted(place.candidates(new_shape) - {ignore}, key=state._order.__getitem__):
+        other = state.items[other_id]
+        old_shape = state._shapes[other_id]
         if new_shape.text == old_shape.text:
             return f"duplicate of active item '{other.item_id}'"
         if mutation.kind == "memory":
@@ -132,6 +166,12 @@ def _shape(item: MemoryItem | PinItem) -> ClaimShape:
     return shape_claim(item.content)
 
 
+def _deactivate(state: Replay, current: CurrentItem) -> None:
+    """Take an item that stops being active out of its place's index."""
+    place = state._places[_place(current.item, current.origin_session_id)]
+    place.remove(current.item_id, state._shapes[current.item_id])
+
+
 def _apply(state: Replay, mutation: Mutation) -> str | None:
     """Apply one mutation to `state`; the rejection reason, or None when applied."""
     items = state.items
@@ -142,6 +182,7 @@ def _apply(state: Replay, mutation: Mutation) -> str | None:
             return f"unknown {mutation.kind} '{mutation.item_id}'"
         if target.status != "active":
             return f"{mutation.kind} '{mutation.item_id}' is {target.status}, not active"
+        _deactivate(state, target)
         items[target.item_id] = replace(
             target,
             status=mutation.status or "",
@@ -165,6 +206,7 @@ def _apply(state: Replay, mutation: Mutation) -> str | None:
     if clash is not None:
         return clash
     if previous is not None:
+        _deactivate(state, previous)
         items[previous.item_id] = replace(
             previous,
             status="superseded",
@@ -174,6 +216,8 @@ def _apply(state: Replay, mutation: Mutation) -> str | None:
         )
     shape = _shape(item)
     state._shapes[item.item_id] = shape
+    state._order[item.item_id] = len(state._order)
+    state._places.setdefault(_place(item, mutation.session_id), _Place()).add(item.item_id, shape)
     items[item.item_id] = CurrentItem(
         kind=mutation.kind,
         item=item,

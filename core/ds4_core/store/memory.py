@@ -255,3 +255,27 @@ def list_pins(store: Store, *, include_inactive: bool = False) -> list[dict[str,
     column -> value dicts."""
     where = "" if include_inactive else "WHERE status = 'active' "
     return _rows(store, f"SELECT {_PIN_COLUMNS} FROM pins {where}ORDER BY position", ())
+
+
+MAX_PROBLEMS = 100
+"""Most rejected or invalid mutation entries `list_problems` returns (the newest)."""
+
+
+def list_problems(store: Store, limit: int = MAX_PROBLEMS) -> list[dict[str, Any]]:
+    """The stored mutation entries the replay did not apply, newest first (at most `limit`):
+    `{mutationKey, sessionId, entryId, kind, problem}` with `problem` the rejection reason or
+    the validation error (`field: problem`)."""
+    rows = (
+        store.connection()
+        .execute(
+            "SELECT mutation_key, session_id, entry_id, kind, COALESCE(error, rejected_reason) "
+            "FROM context_mutations WHERE error IS NOT NULL OR rejected_reason IS NOT NULL "
+            "ORDER BY created_at_ms DESC, session_id, entry_order DESC LIMIT ?",
+            (limit,),
+        )
+        .fetchall()
+    )
+    return [
+        {"mutationKey": key, "sessionId": session, "entryId": entry, "kind": kind, "problem": text}
+        for key, session, entry, kind, text in rows
+    ]
