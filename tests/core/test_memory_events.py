@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from ds4_core.memory.events import (
     MEMORY_CUSTOM_TYPE,
     PIN_CUSTOM_TYPE,
+    Kind,
     MutationError,
     mutation_data,
     mutation_from_entry,
@@ -105,20 +106,20 @@ def test_a_bad_memory_item_field_is_named(change: dict[str, Any], field: str) ->
     assert str(caught.value).startswith(field)
 
 
-def test_status_needs_the_kind_s_target_and_status() -> None:
-    status = {"schemaVersion": 1, "mutationId": "m", "createdAt": 5, "operation": "status"}
+@pytest.mark.parametrize(("kind", "field"), [("memory", "memoryId"), ("pin", "status")])
+def test_status_needs_the_kind_s_target_and_status(kind: Kind, field: str) -> None:
+    """A memory status names `memoryId`; a pin status may only be `deleted`."""
+    data = {
+        "schemaVersion": 1,
+        "mutationId": "m",
+        "createdAt": 5,
+        "operation": "status",
+        "pinId": "p",
+        "status": "invalid",
+    }
     with pytest.raises(MutationError) as caught:
-        parse_mutation(
-            "memory", {**status, "pinId": "p", "status": "invalid"}, session_id="s",
-            entry_id="e", entry_order=0,
-        )  # fmt: skip
-    assert caught.value.field == "memoryId"
-    with pytest.raises(MutationError) as caught:
-        parse_mutation(
-            "pin", {**status, "pinId": "p", "status": "invalid"}, session_id="s",
-            entry_id="e", entry_order=0,
-        )  # fmt: skip
-    assert caught.value.field == "status"
+        parse_mutation(kind, data, session_id="s", entry_id="e", entry_order=0)
+    assert caught.value.field == field
 
 
 def test_supersede_cannot_replace_itself() -> None:

@@ -6,34 +6,20 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from session_files import SessionWriter
+from session_files import SessionWriter, memory_item
 
 from ds4_core.engine import ContextEngine
-from ds4_core.memory.events import MEMORY_CUSTOM_TYPE, PIN_CUSTOM_TYPE
 from ds4_core.store import memory as memory_repo
 
 
 def memory_entry(
     writer: SessionWriter, mutation_id: str, at: int, operation: str = "add", **fields: Any
 ) -> str:
-    data = {"schemaVersion": 1, "mutationId": mutation_id, "createdAt": at, "operation": operation}
-    return writer.append("custom", customType=MEMORY_CUSTOM_TYPE, data={**data, **fields})
-
-
-def memory_item(item_id: str, claim: str, at: int, sources: list[str]) -> dict[str, Any]:
-    return {
-        "id": item_id,
-        "scope": "project",
-        "projectPath": "/home/me/demo",
-        "claim": claim,
-        "createdAt": at,
-        "sourceEntryIds": sources,
-    }
+    return writer.mutation("memory", mutation_id, at, operation=operation, **fields)
 
 
 def pin_entry(writer: SessionWriter, mutation_id: str, at: int, **fields: Any) -> str:
-    data = {"schemaVersion": 1, "mutationId": mutation_id, "createdAt": at, **fields}
-    return writer.append("custom", customType=PIN_CUSTOM_TYPE, data=data)
+    return writer.mutation("pin", mutation_id, at, **fields)
 
 
 def snapshot(engine: ContextEngine) -> tuple[Any, ...]:

@@ -8,25 +8,13 @@ from typing import Any
 
 from lsp_helpers import request, request_error
 from pytest_lsp import LanguageClient
-from session_files import SessionWriter
+from session_files import SessionWriter, memory_item
 
 INVALID_PARAMS = -32602
 
 
 def remember(writer: SessionWriter, mutation_id: str, at: int, **fields: Any) -> str:
-    data = {"schemaVersion": 1, "mutationId": mutation_id, "createdAt": at, **fields}
-    return writer.append("custom", customType="ds4-context-memory-v1", data=data)
-
-
-def claim(item_id: str, text: str, at: int, sources: list[str]) -> dict[str, Any]:
-    return {
-        "id": item_id,
-        "scope": "project",
-        "projectPath": "/home/me/demo",
-        "claim": text,
-        "createdAt": at,
-        "sourceEntryIds": sources,
-    }
+    return writer.mutation("memory", mutation_id, at, **fields)
 
 
 async def test_memory_lists_appended_claims_with_provenance(
@@ -35,15 +23,15 @@ async def test_memory_lists_appended_claims_with_provenance(
     writer = SessionWriter(tmp_path / "s.jsonl", session_id="sess-mem")
     source = writer.user("the cache is redis now")
     entry = remember(
-        writer, "mu1", 10, operation="add", item=claim("m1", "the cache is redis", 10, [source])
+        writer,
+        "mu1",
+        10,
+        operation="add",
+        item=memory_item("m1", "the cache is redis", 10, [source]),
     )
-    writer.append(
-        "custom",
-        customType="ds4-context-pin-v1",
-        data={
-            "schemaVersion": 1, "mutationId": "pu1", "createdAt": 11, "operation": "add",
-            "item": {"id": "p1", "scope": "session", "content": "Keep the v1 API", "createdAt": 11},
-        },
+    writer.mutation(
+        "pin", "pu1", 11, operation="add",
+        item={"id": "p1", "scope": "session", "content": "Keep the v1 API", "createdAt": 11},
     )  # fmt: skip
     result = await request(client, "ds4/memory", {"session": {"file": str(writer.path)}})
     assert result["sessionId"] == "sess-mem"
@@ -54,7 +42,9 @@ async def test_memory_lists_appended_claims_with_provenance(
     assert [pin["content"] for pin in result["pins"]] == ["Keep the v1 API"]
 
     # A contradicting add appended later is rejected and reported; the first claim stands.
-    remember(writer, "mu2", 20, operation="add", item=claim("m2", "the cache is memcached", 20, []))
+    remember(
+        writer, "mu2", 20, operation="add", item=memory_item("m2", "the cache is memcached", 20, [])
+    )
     result = await request(client, "ds4/memory", {"session": {"file": str(writer.path)}})
     assert [m["id"] for m in result["memory"]] == ["m1"]
     assert result["counts"] == {"applied": 2, "rejected": 1, "invalid": 0}

@@ -23,14 +23,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ds4_core.memory.events import (
-    MemoryItem,
-    Mutation,
-    MutationError,
-    PinItem,
-    kind_of,
-    parse_mutation,
-)
+from ds4_core.memory.events import MemoryItem, Mutation, MutationError, kind_of, parse_mutation
 from ds4_core.memory.replay import CurrentItem, Replay, replay
 from ds4_core.store.database import Store
 
@@ -132,42 +125,21 @@ def load_mutations(store: Store) -> list[Mutation]:
     ]
 
 
-def _memory_row(position: int, current: CurrentItem) -> tuple[Any, ...]:
+def _item_row(position: int, current: CurrentItem) -> tuple[Any, ...]:
+    """The `memory_items` or `pins` row of an item (the columns of `memory_schema`, in order)."""
     item = current.item
-    assert isinstance(item, MemoryItem)
+    own: tuple[Any, ...]
+    if isinstance(item, MemoryItem):
+        own = (current.key, item.claim, _compact(list(item.source_entry_ids)))
+    else:
+        own = (item.branch_leaf_id, item.content, item.source_entry_id, item.source_file)
     return (
         item.item_id,
         item.scope,
         current.origin_session_id,
         item.project_path,
-        current.key,
         item.classification,
-        item.claim,
-        current.status,
-        item.created_at_ms,
-        current.updated_at_ms,
-        current.superseded_by,
-        current.status_reason,
-        current.origin_mutation_key,
-        _compact(list(item.source_entry_ids)),
-        _compact(list(current.mutation_keys)),
-        position,
-    )
-
-
-def _pin_row(position: int, current: CurrentItem) -> tuple[Any, ...]:
-    item = current.item
-    assert isinstance(item, PinItem)
-    return (
-        item.item_id,
-        item.scope,
-        current.origin_session_id,
-        item.project_path,
-        item.branch_leaf_id,
-        item.classification,
-        item.content,
-        item.source_entry_id,
-        item.source_file,
+        *own,
         current.status,
         item.created_at_ms,
         current.updated_at_ms,
@@ -194,11 +166,11 @@ def project(store: Store) -> tuple[Replay, Replay]:
         conn.execute("DELETE FROM pins")
         conn.executemany(
             f"INSERT INTO memory_items VALUES ({', '.join('?' * 16)})",
-            [_memory_row(i, item) for i, item in enumerate(memory.items.values())],
+            [_item_row(i, item) for i, item in enumerate(memory.items.values())],
         )
         conn.executemany(
             f"INSERT INTO pins VALUES ({', '.join('?' * 17)})",
-            [_pin_row(i, item) for i, item in enumerate(pins.items.values())],
+            [_item_row(i, item) for i, item in enumerate(pins.items.values())],
         )
         conn.execute("UPDATE context_mutations SET rejected_reason = NULL")
         conn.executemany(

@@ -7,7 +7,16 @@ Everything here is derived from session files and rebuilt from them alone: a ses
 `memory_items` and `pins` are replaced whole by each replay (`store/memory.py`).
 """
 
-MEMORY_SQL = """
+_LIFECYCLE = """    created_at_ms INTEGER NOT NULL,
+    updated_at_ms INTEGER NOT NULL,
+    superseded_by TEXT,
+    status_reason TEXT,
+    origin_mutation_key TEXT NOT NULL,
+    mutation_keys_json TEXT NOT NULL,
+    position INTEGER NOT NULL"""
+"""The lifecycle and provenance columns both item tables end with (`store.memory._item_row`)."""
+
+MEMORY_SQL = f"""
 CREATE TABLE context_mutations (
     mutation_key TEXT PRIMARY KEY,
     session_id TEXT NOT NULL,
@@ -29,18 +38,12 @@ CREATE TABLE memory_items (
     scope TEXT NOT NULL CHECK (scope IN ('session', 'project')),
     session_id TEXT NOT NULL,
     project_path TEXT,
-    memory_key TEXT,
     classification TEXT,
+    memory_key TEXT,
     claim TEXT NOT NULL,
-    status TEXT NOT NULL CHECK (status IN ('active', 'superseded', 'invalid', 'expired')),
-    created_at_ms INTEGER NOT NULL,
-    updated_at_ms INTEGER NOT NULL,
-    superseded_by TEXT,
-    status_reason TEXT,
-    origin_mutation_key TEXT NOT NULL,
     source_entry_ids_json TEXT NOT NULL,
-    mutation_keys_json TEXT NOT NULL,
-    position INTEGER NOT NULL
+    status TEXT NOT NULL CHECK (status IN ('active', 'superseded', 'invalid', 'expired')),
+{_LIFECYCLE}
 ) STRICT;
 
 CREATE INDEX memory_items_status ON memory_items (status, scope);
@@ -50,25 +53,21 @@ CREATE TABLE pins (
     scope TEXT NOT NULL CHECK (scope IN ('session', 'branch', 'project')),
     session_id TEXT NOT NULL,
     project_path TEXT,
-    branch_leaf_id TEXT,
     classification TEXT,
+    branch_leaf_id TEXT,
     content TEXT NOT NULL,
     source_entry_id TEXT,
     source_file TEXT,
     status TEXT NOT NULL CHECK (status IN ('active', 'superseded', 'deleted')),
-    created_at_ms INTEGER NOT NULL,
-    updated_at_ms INTEGER NOT NULL,
-    superseded_by TEXT,
-    status_reason TEXT,
-    origin_mutation_key TEXT NOT NULL,
-    mutation_keys_json TEXT NOT NULL,
-    position INTEGER NOT NULL
+{_LIFECYCLE}
 ) STRICT;
 
 CREATE INDEX pins_status ON pins (status, scope);
 """
 """The SQL of migration 11 (docs/reference.md §3.11 v9 in our shape: one mutation table with a
 `kind`, invalid entries kept with their `error`, rejected ones with `rejected_reason`; times in
-ms since the epoch as the entries write them; `position` is the replay's creation order)."""
+ms since the epoch as the entries write them; `position` is the replay's creation order). Both
+item tables have the same leading columns (id, scope, origin session, project path,
+classification) and the same lifecycle columns after their own."""
 
 __all__ = ["MEMORY_SQL"]
