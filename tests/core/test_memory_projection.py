@@ -118,3 +118,15 @@ def test_a_rewritten_session_replaces_its_mutations(tmp_path: Path) -> None:
     assert engine.index_session(writer.path).outcome == "rebuild"
     assert memory_repo.list_memory(engine.store, include_inactive=True) == []
     engine.close()
+
+
+def test_an_emptied_session_file_drops_its_memory(tmp_path: Path) -> None:
+    writer = SessionWriter(tmp_path / "a.jsonl", session_id="sess-a")
+    memory_entry(writer, "mu1", 1, item=memory_item("m1", "the cache is redis", 1, []))
+    engine = ContextEngine(database_path=tmp_path / "db" / "ds4.db")
+    engine.index_session(writer.path)
+    writer.path.write_bytes(b"")
+    assert engine.index_session(writer.path).outcome == "skipped"
+    assert memory_repo.list_memory(engine.store, include_inactive=True) == []
+    assert memory_repo.counts(engine.store).applied == 0
+    engine.close()

@@ -603,9 +603,16 @@ def _rewrite_warnings(path: str, rewritten_at: int | None) -> tuple[str, ...]:
     return (message,)
 
 
-def _skip_empty(store: Store, path: str, prior: IndexState | None, started: float) -> SyncResult:
+def _skip_empty(
+    store: Store, path: str, prior: IndexState | None, started: float, hooks: _Hooks
+) -> SyncResult:
+    """The result of an empty file; an earlier index of it is removed, and the custom hook
+    is told the session now has no custom entries."""
     if prior is not None:
-        repo.delete_session(store, prior.session_id)
+        with store.write():
+            repo.delete_session(store, prior.session_id)
+            if hooks.custom is not None:
+                hooks.custom(prior.session_id, [], True)
     return SyncResult(None, path, "skipped", REASON_EMPTY, 0, 0, 0, 0, _elapsed_ms(started))
 
 
@@ -703,7 +710,7 @@ def _rebuild(
     first = next(entries, None)  # the header is parsed before the first entry is yielded
     header = reader.header
     if header is None:
-        return _skip_empty(store, path, prior, started)
+        return _skip_empty(store, path, prior, started, hooks)
     session_id = header.session_id
     known = repo.get_index_state(store, session_id)  # under this file or another one
     if reason is None:
@@ -817,7 +824,7 @@ def _sync_once(
     size, _mtime_ms = _stat(path)
     prior = repo.index_state_for_file(store, path)
     if size == 0:
-        return _skip_empty(store, path, prior, started)
+        return _skip_empty(store, path, prior, started, hooks)
     if force:
         return _rebuild(store, path, REASON_FORCED, prior, size, progress, started, hooks)
     if prior is None:
