@@ -6,6 +6,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from session_files import SessionWriter, memory_item
 
 from ds4_core.engine import ContextEngine
@@ -130,3 +132,61 @@ def test_an_emptied_session_file_drops_its_memory(tmp_path: Path) -> None:
     assert memory_repo.list_memory(engine.store, include_inactive=True) == []
     assert memory_repo.counts(engine.store).applied == 0
     engine.close()
+
+
+_CLAIMS = [
+    "retries defaults to 3",
+    "retries defaults to 5",
+    "enable telemetry",
+    "disable telemetry",
+]
+
+
+@settings(
+    max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    steps=st.lists(
+        st.tuples(
+            st.sampled_from(["a", "b"]),
+            st.sampled_from(["add", "supersede", "status"]),
+            st.integers(min_value=0, max_value=3),
+            st.integers(min_value=0, max_value=2),
+        ),
+        min_size=1,
+        max_size=10,
+    ),
+    sync_every=st.integers(min_value=1, max_value=4),
+)
+def test_syncing_as_the_files_grow_equals_one_rebuild(
+    tmp_path_factory: pytest.TempPathFactory,
+    steps: list[tuple[str, str, int, int]],
+    sync_every: int,
+) -> None:
+    """Two sessions appending mutations (equal timestamps included), synced incrementally
+    every few appends, end with the projection a fresh database rebuilds from the files."""
+    root = tmp_path_factory.mktemp("grow")
+    writers = {
+        name: SessionWriter(root / f"{name}.jsonl", session_id=f"sess-{name}") for name in "ab"
+    }
+    growing = ContextEngine(database_path=root / "grow.db")
+    for index, (name, operation, choice, at) in enumerate(steps):
+        writer = writers[name]
+        target = f"m{max(0, index - 1 - choice % max(1, index))}"
+        if operation == "status":
+            memory_entry(writer, f"x{index}", at, "status", memoryId=target, status="invalid")
+        else:
+            item = memory_item(f"m{index}", _CLAIMS[choice], at, [])
+            extra = {"previousId": target} if operation == "supersede" and index else {}
+            kind = "supersede" if extra else "add"
+            memory_entry(writer, f"x{index}", at, kind, item=item, **extra)
+        if index % sync_every == 0:
+            growing.index_session(writer.path)
+    for writer in writers.values():
+        growing.index_session(writer.path)
+    fresh = ContextEngine(database_path=root / "fresh.db")
+    for writer in reversed(list(writers.values())):
+        fresh.index_session(writer.path)
+    assert snapshot(growing) == snapshot(fresh)
+    growing.close()
+    fresh.close()
