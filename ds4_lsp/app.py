@@ -20,6 +20,7 @@ from ds4_lsp.handlers import (
     hover,
     lifecycle,
     manifest,
+    memory,
     plan,
     project,
     retrieve,
@@ -32,6 +33,7 @@ from ds4_lsp.methods import (
     DS4_COMPACT_FAILED,
     DS4_CONTINUATION_FAILED,
     DS4_MANIFEST,
+    DS4_MEMORY,
     DS4_PLAN,
     DS4_RETRIEVE,
     DS4_TOOL_EXECUTED,
@@ -76,6 +78,8 @@ def create_server() -> Ds4Server:
     server.feature(DS4_RETRIEVE)(retrieve.retrieve)
     server.feature(DS4_MANIFEST)(manifest.manifest)
     server.feature(DS4_TOOL_EXECUTED)(project.tool_executed)
+    # memory and pins (read-only; docs/memory.md)
+    server.feature(DS4_MEMORY)(memory.memory)
     # compaction; the server asks the client with ds4/summarize (handlers.compaction)
     server.feature(DS4_COMPACT)(compaction.compact)
     server.feature(DS4_COMPACT_COMMITTED)(compaction.compact_committed)

@@ -18,6 +18,7 @@ from ds4_lsp.methods import (
     DS4_COMPACT_FAILED,
     DS4_CONTINUATION_FAILED,
     DS4_MANIFEST,
+    DS4_MEMORY,
     DS4_PLAN,
     DS4_RETRIEVE,
     DS4_SUMMARIZE,
@@ -30,6 +31,7 @@ from ds4_lsp.params import (
     CompactParams,
     ContinuationFailedParams,
     ManifestParams,
+    MemoryParams,
     MsgId,
     PlanParams,
     RetrieveParams,
@@ -105,6 +107,7 @@ MESSAGE_TYPES: dict[str, tuple[type, type | None]] = {
     DS4_RETRIEVE: envelope(DS4_RETRIEVE, RetrieveParams, params_optional=True),
     DS4_MANIFEST: envelope(DS4_MANIFEST, ManifestParams, params_optional=True),
     DS4_TOOL_EXECUTED: envelope(DS4_TOOL_EXECUTED, ToolExecutedParams, notification=True),
+    DS4_MEMORY: envelope(DS4_MEMORY, MemoryParams, params_optional=True),
     DS4_COMPACT: envelope(DS4_COMPACT, CompactParams),
     # The client's answer is kept as raw JSON and checked by `converter.summarize_answer`, so
     # a wrong shape becomes an offline fallback with a reason instead of a message pygls cannot

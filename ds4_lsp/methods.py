@@ -14,6 +14,8 @@ DS4_COMPACT_COMMITTED = "ds4/compactCommitted"
 DS4_COMPACT_FAILED = "ds4/compactFailed"
 DS4_USAGE = "ds4/usage"
 """Client to server notification: a provider's usage of a planned call (`handlers.usage`)."""
+DS4_MEMORY = "ds4/memory"
+"""Client to server request: the memory items and pins with provenance (`handlers.memory`)."""
 DS4_CONTINUATION_FAILED = "ds4/continuationFailed"
 """Client to server notification: a native-continuation handle was rejected."""
 

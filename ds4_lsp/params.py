@@ -166,6 +166,15 @@ class ManifestParams:
 
 
 @attrs.define
+class MemoryParams:
+    """`ds4/memory` params: list the items that apply to `session` (synced first), or all of
+    them without it; `includeInactive` adds superseded, invalid, expired and deleted ones."""
+
+    session: SessionParams | None = None
+    include_inactive: bool = False
+
+
+@attrs.define
 class ToolExecutedParams:
     """`ds4/toolExecuted` params (a notification): an agent tool ran.
 

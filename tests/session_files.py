@@ -147,6 +147,24 @@ class SessionWriter:
             fromHook=True,
         )
 
+    def mutation(self, kind: str, mutation_id: str, created_at_ms: int, **fields: Any) -> str:
+        """Append a memory (`kind` "memory") or pin ("pin") mutation entry as DS4's Pi
+        extension writes it (docs/memory.md); `fields` are `operation`, `item`, ..."""
+        data = {"schemaVersion": 1, "mutationId": mutation_id, "createdAt": created_at_ms}
+        return self.append("custom", customType=f"ds4-context-{kind}-v1", data={**data, **fields})
+
+
+def memory_item(item_id: str, claim: str, created_at_ms: int, sources: list[str]) -> dict[str, Any]:
+    """A project memory item of the writer's default working directory (docs/memory.md)."""
+    return {
+        "id": item_id,
+        "scope": "project",
+        "projectPath": "/home/me/demo",
+        "claim": claim,
+        "createdAt": created_at_ms,
+        "sourceEntryIds": sources,
+    }
+
 
 def responses_reply(text: str, response_id: str) -> dict[str, Any]:
     """The assistant message a client gets back from an OpenAI Responses call (Pi's shape,

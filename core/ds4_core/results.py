@@ -373,6 +373,24 @@ class SummariesResult(WireResult):
     dot: str | None = omit_if_none()
 
 
+# --------------------------------------------------------------------------- memory
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryResult(WireResult):
+    """`ds4/memory`: the memory items and pins (docs/memory.md), each with its provenance
+    (origin session, mutation keys, source entries); times in ms since the epoch. `session_id`
+    is the session they were filtered for (None: all of them). `counts` are the stored
+    mutation entries by fate (`applied`, `rejected`, `invalid`), `problems` the newest of the
+    rejected and invalid ones with the reason."""
+
+    session_id: str | None
+    memory: tuple[JsonObject, ...]
+    pins: tuple[JsonObject, ...]
+    counts: JsonObject
+    problems: tuple[JsonObject, ...]
+
+
 # --------------------------------------------------------------------------- index
 
 

@@ -206,6 +206,7 @@ def test_migrations_are_recorded_with_their_checksums(tmp_path: Path) -> None:
         "project-commits",
         "entries-subwords",
         "model-calibration",
+        "memory-and-pins",
     ]
 
 

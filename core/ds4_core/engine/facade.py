@@ -49,6 +49,7 @@ from ..results import (
     HealthResult,
     LifecycleResult,
     ManifestResult,
+    MemoryResult,
     PlanResult,
     PrivacyResult,
     RebuildResult,
@@ -66,6 +67,7 @@ from .continuing import Continuations
 from .health import check_health
 from .indexing import Indexer
 from .manifests import Manifests
+from .memories import Memories
 from .planning import Planner
 from .project import ProjectService
 from .retrieving import Retriever
@@ -123,6 +125,7 @@ class ContextEngine:
         )
         self._retriever = Retriever(context, self._planner, self.project)
         self._compactor = Compactor(context, self._sessions, self._indexer)
+        self._memories = Memories(context, self._indexer)
 
     # ----------------------------------------------------------------- lifecycle
 
@@ -437,6 +440,18 @@ class ContextEngine:
             RequestError: a missing or unreadable session file, or an unknown leaf.
         """
         return self._compactor.summaries(session, dot=dot)
+
+    # ----------------------------------------------------------------- memory (memories.py)
+
+    def memory(self, session: SessionRef | None, *, include_inactive: bool = False) -> MemoryResult:
+        """The memory items and pins with their provenance (`ds4/memory`, docs/memory.md): all
+        of them, or those that apply to `session` (synced first); active ones only unless
+        `include_inactive`.
+
+        Raises:
+            RequestError: naming `session.file`, for a missing, unreadable or non-Pi file.
+        """
+        return self._memories.list(session, include_inactive=include_inactive)
 
     # ----------------------------------------------------------------- health (health.py)
 

@@ -5,7 +5,8 @@ and importing the summary nodes that sessions' compaction entries carry into the
 The sync itself (incremental append, rewrite detection, FTS) is `ds4_core.sessions.sync`; this
 module adds the engine's rules around it: session-file errors become `RequestError`
 (`sessions.session_file_errors`), logs carry counts and ids only, and one odd compaction entry
-never fails a sync.
+never fails a sync. Memory and pin custom entries are stored and replayed into their
+projection in the same write transaction (`store.memory`; docs/memory.md).
 """
 
 from __future__ import annotations
@@ -19,10 +20,12 @@ from pathlib import Path
 from ..compaction.nodes import SummaryNode
 from ..compaction.records import nodes_from_compaction_entry, unverified_nodes
 from ..logs import describe_failure
+from ..memory.events import MutationError
 from ..requests import RequestError
 from ..results import ProjectSyncResult, RebuildFailure, RebuildResult, SyncReport
 from ..sessions.reader import SessionEntry
 from ..sessions.sync import SyncResult, sync_session
+from ..store import memory as memory_repo
 from ..store import sessions as session_repo
 from ..store import summaries as summary_repo
 from .context import EngineContext, ProgressCallback
@@ -152,6 +155,7 @@ class Indexer:
                 force=force,
                 progress=bytes_progress if progress else None,
                 on_compactions=self._import_compactions,
+                on_custom=self._import_mutations,
             )
         log.info(
             "sync: session=%s outcome=%s added=%d total=%d malformed=%d duration_ms=%.1f",
@@ -184,6 +188,32 @@ class Indexer:
                     entry.entry_id,
                     describe_failure(exc),
                 )
+
+    def _import_mutations(self, session_id: str, entries: list[SessionEntry], whole: bool) -> None:
+        """Sync hook: store the memory and pin mutations among the session's custom entries and
+        replay them all into the projection (docs/memory.md). An invalid entry is stored with
+        its error and counted, never applied; it never fails the sync."""
+        store = self._context.store()
+        changed, invalid = memory_repo.record_mutations(store, session_id, entries, whole=whole)
+        if invalid:
+            log.warning(
+                "memory entries skipped: session=%s invalid=%d (ds4/memory lists them)",
+                session_id,
+                invalid,
+            )
+        if changed:
+            try:
+                memory, pins = memory_repo.project(store)
+            except MutationError as exc:  # a row written by another version: rebuild rewrites it
+                log.warning("memory replay failed: session=%s field=%s", session_id, exc.field)
+                return
+            log.info(
+                "memory replay: session=%s memory=%d pins=%d rejected=%d",
+                session_id,
+                len(memory.items),
+                len(pins.items),
+                len(memory.rejected) + len(pins.rejected),
+            )
 
     def import_entry(self, session_id: str, entry: SessionEntry) -> SummaryNode | None:
         """Store the nodes compaction `entry` carries; returns its root node (None for an

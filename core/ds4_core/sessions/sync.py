@@ -190,6 +190,38 @@ CompactionHook = Callable[[str, list[SessionEntry]], None]
 `compaction` entries this sync indexed (all of them on a rebuild, the new ones otherwise), so a
 derived record of them (the summary graph) commits or rolls back with the entries."""
 
+CustomHook = Callable[[str, list[SessionEntry], bool], None]
+"""Called as `hook(session_id, custom_entries, whole)` inside the sync's write transaction with
+the `custom` entries this sync indexed: on a rebuild all of them (possibly none) and
+`whole=True` (a derived record of the session is replaced), otherwise the new ones and
+`whole=False` (not called when there are none). Memory and pin mutations use it."""
+
+
+@dataclass(frozen=True)
+class _Hooks:
+    """The sync's hooks over the entries it indexed (`CompactionHook`, `CustomHook`)."""
+
+    compactions: CompactionHook | None = None
+    custom: CustomHook | None = None
+
+    def wanted(self, entry: SessionEntry) -> bool:
+        """Whether a hook takes `entry` (the rebuild keeps only those while streaming)."""
+        return entry.entry_type in ("compaction", "custom")
+
+    def run(self, session_id: str, entries: list[SessionEntry], *, whole: bool) -> None:
+        """Call each hook with its entries among `entries` (see the hook types)."""
+        if self.compactions is not None:
+            compactions = [e for e in entries if e.entry_type == "compaction"]
+            if compactions:
+                self.compactions(session_id, compactions)
+        if self.custom is not None:
+            custom = [e for e in entries if e.entry_type == "custom"]
+            if custom or whole:
+                self.custom(session_id, custom, whole)
+
+
+_NO_HOOKS = _Hooks()
+
 
 class _StateRaced(Exception):
     """Another writer changed this session's state between our read and our write."""
@@ -460,7 +492,7 @@ def _incremental(
     size: int,
     progress: ProgressCallback | None,
     started: float,
-    on_compactions: CompactionHook | None = None,
+    hooks: _Hooks = _NO_HOOKS,
     prefix_cursor: int = 0,
 ) -> SyncResult | str:
     """Append what follows the checkpoint; returns the result, or a reason to rebuild.
@@ -538,9 +570,7 @@ def _incremental(
                 indexed_at=prior.indexed_at,
             )
             added = repo.append_entries(store, session_id, rows, state, reposition=reposition)
-            compactions = [e for e in new.values() if e.entry_type == "compaction"]
-            if on_compactions is not None and compactions:
-                on_compactions(session_id, compactions)
+            hooks.run(session_id, list(new.values()), whole=False)
     except _EntryChanged:
         return REASON_ENTRY_CHANGED
     if progress is not None:
@@ -573,9 +603,16 @@ def _rewrite_warnings(path: str, rewritten_at: int | None) -> tuple[str, ...]:
     return (message,)
 
 
-def _skip_empty(store: Store, path: str, prior: IndexState | None, started: float) -> SyncResult:
+def _skip_empty(
+    store: Store, path: str, prior: IndexState | None, started: float, hooks: _Hooks
+) -> SyncResult:
+    """The result of an empty file; an earlier index of it is removed, and the custom hook
+    is told the session now has no custom entries."""
     if prior is not None:
-        repo.delete_session(store, prior.session_id)
+        with store.write():
+            repo.delete_session(store, prior.session_id)
+            if hooks.custom is not None:
+                hooks.custom(prior.session_id, [], True)
     return SyncResult(None, path, "skipped", REASON_EMPTY, 0, 0, 0, 0, _elapsed_ms(started))
 
 
@@ -659,7 +696,7 @@ def _rebuild(
     size: int,
     progress: ProgressCallback | None,
     started: float,
-    on_compactions: CompactionHook | None = None,
+    hooks: _Hooks = _NO_HOOKS,
     rewritten_at: int | None = None,
 ) -> SyncResult:
     """Read the whole file and replace the session's rows; `reason=None` means "decide".
@@ -673,7 +710,7 @@ def _rebuild(
     first = next(entries, None)  # the header is parsed before the first entry is yielded
     header = reader.header
     if header is None:
-        return _skip_empty(store, path, prior, started)
+        return _skip_empty(store, path, prior, started, hooks)
     session_id = header.session_id
     known = repo.get_index_state(store, session_id)  # under this file or another one
     if reason is None:
@@ -684,15 +721,15 @@ def _rebuild(
         candidates = [known.session_file, *(known_resume.other_files if known_resume else ())]
     others = _live_copies(session_id, path, candidates)
     last: list[SessionEntry | None] = [first]
-    compactions: list[SessionEntry] = []
+    derived: list[SessionEntry] = []  # the entries a hook takes
 
     def rows() -> Iterator[IndexedEntry]:
         if first is None:
             return
         for entry in itertools.chain((first,), entries):
             last[0] = entry
-            if entry.entry_type == "compaction":
-                compactions.append(entry)
+            if hooks.wanted(entry):
+                derived.append(entry)
             yield _to_row(session_id, entry)
 
     def final_state() -> IndexState:
@@ -740,8 +777,7 @@ def _rebuild(
                 entries=stream,
                 state=final_state,
             )
-            if on_compactions is not None and compactions:
-                on_compactions(session_id, compactions)
+            hooks.run(session_id, derived, whole=True)
         return total
 
     if size >= THREADED_REBUILD_BYTES and not store.in_write():
@@ -783,16 +819,16 @@ def _sync_once(
     force: bool,
     progress: ProgressCallback | None,
     started: float,
-    on_compactions: CompactionHook | None,
+    hooks: _Hooks,
 ) -> SyncResult:
     size, _mtime_ms = _stat(path)
     prior = repo.index_state_for_file(store, path)
     if size == 0:
-        return _skip_empty(store, path, prior, started)
+        return _skip_empty(store, path, prior, started, hooks)
     if force:
-        return _rebuild(store, path, REASON_FORCED, prior, size, progress, started, on_compactions)
+        return _rebuild(store, path, REASON_FORCED, prior, size, progress, started, hooks)
     if prior is None:
-        return _rebuild(store, path, None, None, size, progress, started, on_compactions)
+        return _rebuild(store, path, None, None, size, progress, started, hooks)
     resume = _Resume.from_json(prior.resume_json)
     reason, rewritten_at, verdict = _rebuild_reason(path, prior, resume, size)
     if reason is None and size == prior.file_size:
@@ -813,15 +849,11 @@ def _sync_once(
         )
     if reason is None and resume is not None:
         cursor = verdict.cursor if verdict is not None else 0
-        outcome = _incremental(
-            store, path, prior, resume, size, progress, started, on_compactions, cursor
-        )
+        outcome = _incremental(store, path, prior, resume, size, progress, started, hooks, cursor)
         if isinstance(outcome, SyncResult):
             return outcome
         reason = outcome
-    return _rebuild(
-        store, path, reason, prior, size, progress, started, on_compactions, rewritten_at
-    )
+    return _rebuild(store, path, reason, prior, size, progress, started, hooks, rewritten_at)
 
 
 def sync_session(
@@ -831,6 +863,7 @@ def sync_session(
     force: bool = False,
     progress: ProgressCallback | None = None,
     on_compactions: CompactionHook | None = None,
+    on_custom: CustomHook | None = None,
 ) -> SyncResult:
     """Bring the index of the Pi session file at `path` up to date (docs/reference.md §3.12).
 
@@ -847,6 +880,7 @@ def sync_session(
         progress: called with `(bytes_done, bytes_total)` of this read about every MiB and
             once at the end, on the calling thread.
         on_compactions: see `CompactionHook`; an exception from it rolls the sync back.
+        on_custom: see `CustomHook`; an exception from it rolls the sync back.
 
     Raises:
         SessionFormatError: the file is not a Pi session (`NotAPiSessionError`) or its format
@@ -855,9 +889,10 @@ def sync_session(
     """
     started = time.perf_counter()
     file_key = canonical_session_file(path)
+    hooks = _Hooks(on_compactions, on_custom)
     for _attempt in range(_RACE_RETRIES):
         try:
-            return _sync_once(store, file_key, force, progress, started, on_compactions)
+            return _sync_once(store, file_key, force, progress, started, hooks)
         except _StateRaced:
             continue
     raise RuntimeError(

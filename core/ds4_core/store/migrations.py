@@ -25,6 +25,8 @@ The schema itself (column lists from docs/architecture.md "store"):
 * `summaries`, `summary_sources`, `summary_edges` (migration 7: the summary graph,
   docs/compaction.md "Storage").
 * `entries_subwords` (migration 9: sub-words of history entries, `sessions.subwords`).
+* `context_mutations`, `memory_items`, `pins` (migration 11: memory and pins,
+  `store.memory_schema`, docs/memory.md "Storage").
 
 FTS5 external content caveats (SQLite documentation, "External Content Tables"): the index is
 keyed by `entries.rowid`, and `entries` has a TEXT primary key, so its rowids are implicit. Never
@@ -49,6 +51,7 @@ from ds4_core.tokens import sha256_hex
 
 from .calibration_schema import CALIBRATION_SQL
 from .commit_schema import PROJECT_COMMITS_SQL
+from .memory_schema import MEMORY_SQL
 from .subword_schema import ENTRIES_SUBWORDS_SQL
 
 MIGRATIONS_TABLE_SQL = """CREATE TABLE IF NOT EXISTS schema_migrations (
@@ -417,6 +420,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(8, "project-commits", PROJECT_COMMITS_SQL),
     Migration(9, "entries-subwords", ENTRIES_SUBWORDS_SQL),
     Migration(10, "model-calibration", CALIBRATION_SQL),
+    Migration(11, "memory-and-pins", MEMORY_SQL),
 )
 """All migrations in version order. Never edit an entry once released: add a new one."""
 

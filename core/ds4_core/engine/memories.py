@@ -1,0 +1,116 @@
+"""Memories: the current memory items and pins with their provenance (`ds4/memory`,
+docs/memory.md). Read-only: the projection is filled by the session sync
+(`engine/indexing.py`, `store/memory.py`); a named session is synced first, so an entry the
+client has just appended is listed.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from ..requests import SessionRef
+from ..results import MemoryResult
+from ..store import memory as memory_repo
+from ..store import sessions as session_repo
+from .context import EngineContext
+from .indexing import Indexer
+from .sessions import SESSION_FILE, resolve_session_path
+
+
+def _provenance(row: dict[str, Any], **extra: Any) -> dict[str, Any]:
+    return {
+        "sessionId": row["session_id"],
+        "mutationKey": row["origin_mutation_key"],
+        "mutationKeys": json.loads(row["mutation_keys_json"]),
+        **extra,
+    }
+
+
+def _common(row: dict[str, Any], id_column: str) -> dict[str, Any]:
+    return {
+        "id": row[id_column],
+        "scope": row["scope"],
+        "status": row["status"],
+        "projectPath": row["project_path"],
+        "classification": row["classification"],
+        "createdAt": row["created_at_ms"],
+        "updatedAt": row["updated_at_ms"],
+        "supersededBy": row["superseded_by"],
+        "statusReason": row["status_reason"],
+    }
+
+
+def memory_wire(row: dict[str, Any]) -> dict[str, Any]:
+    """A `memory_items` row as the wire item of `ds4/memory` (times in ms since the epoch)."""
+    return {
+        **_common(row, "memory_id"),
+        "key": row["memory_key"],
+        "claim": row["claim"],
+        "provenance": _provenance(row, sourceEntryIds=json.loads(row["source_entry_ids_json"])),
+    }
+
+
+def pin_wire(row: dict[str, Any]) -> dict[str, Any]:
+    """A `pins` row as the wire item of `ds4/memory` (times in ms since the epoch)."""
+    return {
+        **_common(row, "pin_id"),
+        "content": row["content"],
+        "provenance": _provenance(
+            row,
+            branchLeafId=row["branch_leaf_id"],
+            sourceEntryId=row["source_entry_id"],
+            sourceFile=row["source_file"],
+        ),
+    }
+
+
+def _applies(row: dict[str, Any], session_id: str, project_path: str | None) -> bool:
+    """Whether an item applies to the session: session and branch items of that session,
+    project items of its working directory (or of no project path)."""
+    if row["scope"] == "project":
+        return row["project_path"] is None or row["project_path"] == project_path
+    return bool(row["session_id"] == session_id)
+
+
+class Memories:
+    """`ds4/memory` over the engine's store."""
+
+    def __init__(self, context: EngineContext, indexer: Indexer) -> None:
+        self._context = context
+        self._indexer = indexer
+
+    def list(self, session: SessionRef | None, *, include_inactive: bool = False) -> MemoryResult:
+        """The memory items and pins (`ContextEngine.memory`): all of them, or those that
+        apply to `session` (synced first); active ones only unless `include_inactive`.
+        `session.leafId` is not used yet (branch pins are listed for the whole session).
+
+        Raises:
+            RequestError: naming `session.file`, for a missing, unreadable or non-Pi file.
+        """
+        store = self._context.store()
+        session_id: str | None = None
+        project_path: str | None = None
+        if session is not None:
+            path = resolve_session_path(session.file, SESSION_FILE)
+            session_id = self._indexer.sync(path, force=False, progress=None).session_id
+            header = session_repo.session_header(store, session_id) if session_id else None
+            cwd = header.get("cwd") if header else None
+            project_path = cwd if isinstance(cwd, str) and cwd else None
+        memory = memory_repo.list_memory(store, include_inactive=include_inactive)
+        pins = memory_repo.list_pins(store, include_inactive=include_inactive)
+        if session is not None:
+            memory = [row for row in memory if _applies(row, session_id or "", project_path)]
+            pins = [row for row in pins if _applies(row, session_id or "", project_path)]
+        counts = memory_repo.counts(store)
+        return MemoryResult(
+            session_id=session_id,
+            memory=tuple(memory_wire(row) for row in memory),
+            pins=tuple(pin_wire(row) for row in pins),
+            counts={
+                "applied": counts.applied,
+                "rejected": counts.rejected,
+                "invalid": counts.invalid,
+            },
+            problems=tuple(memory_repo.list_problems(store)),
+        )

@@ -1,0 +1,256 @@
+"""Replay of memory and pin mutations into the current items (docs/memory.md "Replay";
+docs/reference.md §3.16).
+
+Pure and deterministic: the same mutations, in any input order, give the same items. Order
+(the reference's): `createdAt`, then the source session id, the entry's position in its file,
+`mutationId`, and the mutation key (`session:entry`). Rules:
+
+* `add`: a new item, `active`. Rejected when its id exists already, when an active item of
+  the same kind, scope and place (session, or project path) says the same thing (duplicate),
+  or, for memory, when it contradicts one (`claims.conflict_reason`): a contradiction needs an
+  explicit `supersede`.
+* `supersede`: the active item `previousId` becomes `superseded` (its `superseded_by` the new
+  id) and the new item is `active`. Rejected when `previousId` is unknown or not active, when
+  the new id exists, or when the new memory claim contradicts an active item other than the
+  one it replaces.
+* `status`: an active item becomes `invalid` / `expired` (memory) or `deleted` (pin), with the
+  reason. Rejected when the item is unknown or not active.
+
+A rejected mutation changes nothing and is listed with its reason (a writer that raced another
+one, or a hand-edited file, is visible, never silently applied).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field, replace
+
+from .claims import ClaimShape, conflict_reason, shape_claim
+from .events import Kind, MemoryItem, Mutation, PinItem
+
+Status = str
+"""`active`, `superseded`, `invalid`, `expired` (memory) or `deleted` (pins)."""
+
+
+def replay_order(mutation: Mutation) -> tuple[int, str, int, str, str]:
+    """The sort key of the replay (docs/reference.md §3.16)."""
+    return (
+        mutation.created_at_ms,
+        mutation.session_id,
+        mutation.entry_order,
+        mutation.mutation_id,
+        mutation.mutation_key,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class CurrentItem:
+    """One item after replay, with its provenance.
+
+    Attributes:
+        kind: `memory` or `pin`.
+        item: the item as its creating mutation wrote it.
+        status: see `Status`.
+        origin_session_id: the session whose file holds the creating mutation.
+        origin_mutation_key: `session:entry` of the creating mutation.
+        updated_at_ms: `createdAt` of the last mutation that changed it.
+        superseded_by: the id that replaced it, or None.
+        status_reason: the reason of its `status` mutation, or None.
+        mutation_keys: every mutation that touched it, in replay order.
+        key: the memory key (explicit, or automatic from the claim), or None.
+    """
+
+    kind: Kind
+    item: MemoryItem | PinItem
+    status: Status
+    origin_session_id: str
+    origin_mutation_key: str
+    updated_at_ms: int
+    superseded_by: str | None = None
+    status_reason: str | None = None
+    mutation_keys: tuple[str, ...] = ()
+    key: str | None = None
+
+    @property
+    def item_id(self) -> str:
+        """The item's id."""
+        return self.item.item_id
+
+
+@dataclass(frozen=True, slots=True)
+class Rejection:
+    """A mutation the replay did not apply, and why."""
+
+    mutation: Mutation
+    reason: str
+
+
+@dataclass(slots=True)
+class Replay:
+    """The result of `replay`: items by id in creation order, and the rejected mutations."""
+
+    items: dict[str, CurrentItem] = field(default_factory=dict)
+    rejected: list[Rejection] = field(default_factory=list)
+    _shapes: dict[str, ClaimShape] = field(default_factory=dict)
+    _order: dict[str, int] = field(default_factory=dict)
+    _places: dict[tuple[str, str | None], _Place] = field(default_factory=dict)
+
+    def active(self) -> list[CurrentItem]:
+        """The active items, in creation order."""
+        return [item for item in self.items.values() if item.status == "active"]
+
+
+@dataclass(slots=True)
+class _Place:
+    """The active items of one place, indexed by what a clash can share with them (normalised
+    text, key, polarity subject), so a clash check costs O(items sharing one), not O(items)."""
+
+    by_text: dict[str, set[str]] = field(default_factory=dict)
+    by_key: dict[str, set[str]] = field(default_factory=dict)
+    by_subject: dict[str, set[str]] = field(default_factory=dict)
+
+    def _slots(self, shape: ClaimShape) -> list[tuple[dict[str, set[str]], str]]:
+        slots = [(self.by_text, shape.text)]
+        if shape.key is not None:
+            slots.append((self.by_key, shape.key))
+        if shape.polarity is not None:
+            slots.append((self.by_subject, shape.subject))
+        return slots
+
+    def add(self, item_id: str, shape: ClaimShape) -> None:
+        for index, value in self._slots(shape):
+            index.setdefault(value, set()).add(item_id)
+
+    def remove(self, item_id: str, shape: ClaimShape) -> None:
+        for index, value in self._slots(shape):
+            index.get(value, set()).discard(item_id)
+
+    def candidates(self, shape: ClaimShape) -> set[str]:
+        """The active items that may clash with `shape`."""
+        found: set[str] = set()
+        for index, value in self._slots(shape):
+            found |= index.get(value, set())
+        return found
+
+
+def _place(item: MemoryItem | PinItem, session_id: str) -> tuple[str, str | None]:
+    """Where an item applies: its scope and session (session/branch) or project path."""
+    if item.scope == "project":
+        return ("project", item.project_path)
+    return (item.scope, session_id)
+
+
+def _clash(
+    state: Replay, mutation: Mutation, item: MemoryItem | PinItem, ignore: str | None
+) -> str | None:
+    """Why `item` cannot become active next to the active items of its place, or None."""
+    place = state._places.get(_place(item, mutation.session_id))
+    if place is None:
+        return None
+    new_shape = _shape(item)
+    for other_id in sorted(place.candidates(new_shape) - {ignore}, key=state._order.__getitem__):
+        other = state.items[other_id]
+        old_shape = state._shapes[other_id]
+        if new_shape.text == old_shape.text:
+            return f"duplicate of active item '{other.item_id}'"
+        if mutation.kind == "memory":
+            reason = conflict_reason(new_shape, old_shape)
+            if reason is not None:
+                return f"conflicts with active item '{other.item_id}' ({reason}); supersede it"
+    return None
+
+
+def _shape(item: MemoryItem | PinItem) -> ClaimShape:
+    if isinstance(item, MemoryItem):
+        return shape_claim(item.claim, item.key)
+    return shape_claim(item.content)
+
+
+def _deactivate(state: Replay, current: CurrentItem) -> None:
+    """Take an item that stops being active out of its place's index."""
+    place = state._places[_place(current.item, current.origin_session_id)]
+    place.remove(current.item_id, state._shapes[current.item_id])
+
+
+def _apply(state: Replay, mutation: Mutation) -> str | None:
+    """Apply one mutation to `state`; the rejection reason, or None when applied."""
+    items = state.items
+    key = mutation.mutation_key
+    if mutation.operation == "status":
+        target = items.get(mutation.item_id)
+        if target is None or target.kind != mutation.kind:
+            return f"unknown {mutation.kind} '{mutation.item_id}'"
+        if target.status != "active":
+            return f"{mutation.kind} '{mutation.item_id}' is {target.status}, not active"
+        _deactivate(state, target)
+        items[target.item_id] = replace(
+            target,
+            status=mutation.status or "",
+            status_reason=mutation.reason,
+            updated_at_ms=mutation.created_at_ms,
+            mutation_keys=(*target.mutation_keys, key),
+        )
+        return None
+    item = mutation.item
+    assert item is not None
+    if item.item_id in items:
+        return f"{mutation.kind} id '{item.item_id}' exists already"
+    previous = None
+    if mutation.operation == "supersede":
+        previous = items.get(mutation.previous_id or "")
+        if previous is None or previous.kind != mutation.kind:
+            return f"unknown {mutation.kind} '{mutation.previous_id}' to supersede"
+        if previous.status != "active":
+            return f"{mutation.kind} '{previous.item_id}' is {previous.status}, not active"
+    clash = _clash(state, mutation, item, previous.item_id if previous else None)
+    if clash is not None:
+        return clash
+    if previous is not None:
+        _deactivate(state, previous)
+        items[previous.item_id] = replace(
+            previous,
+            status="superseded",
+            superseded_by=item.item_id,
+            updated_at_ms=mutation.created_at_ms,
+            mutation_keys=(*previous.mutation_keys, key),
+        )
+    shape = _shape(item)
+    state._shapes[item.item_id] = shape
+    state._order[item.item_id] = len(state._order)
+    state._places.setdefault(_place(item, mutation.session_id), _Place()).add(item.item_id, shape)
+    items[item.item_id] = CurrentItem(
+        kind=mutation.kind,
+        item=item,
+        status="active",
+        origin_session_id=mutation.session_id,
+        origin_mutation_key=key,
+        updated_at_ms=mutation.created_at_ms,
+        mutation_keys=(key,),
+        key=shape.key if mutation.kind == "memory" else None,
+    )
+    return None
+
+
+def replay(mutations: Iterable[Mutation]) -> Replay:
+    """The current items of one kind's mutations (memory and pins have separate id spaces, so
+    each kind is replayed on its own).
+
+    Mutations are sorted by `replay_order` first, so the input order does not matter. Two
+    mutations with the same mutation key (the same entry read twice) count once.
+
+    Raises:
+        ValueError: the mutations are of both kinds.
+    """
+    ordered = sorted(mutations, key=replay_order)
+    if len({mutation.kind for mutation in ordered}) > 1:
+        raise ValueError("replay memory and pin mutations separately (their ids are separate)")
+    state = Replay()
+    seen: set[str] = set()
+    for mutation in ordered:
+        if mutation.mutation_key in seen:
+            continue
+        seen.add(mutation.mutation_key)
+        reason = _apply(state, mutation)
+        if reason is not None:
+            state.rejected.append(Rejection(mutation, reason))
+    return state
