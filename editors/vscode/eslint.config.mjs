@@ -35,6 +35,8 @@ export default defineConfig(
       'src/privacyView.ts',
       'src/usageView.ts',
       'src/html.ts',
+      'src/memoryView.ts',
+      'src/ownedSession.ts',
     ],
     rules: {
       '@typescript-eslint/no-restricted-imports': [

@@ -16,24 +16,44 @@
 import type { Event } from 'vscode';
 
 import type {
+  ArtifactSearchParams,
+  ArtifactSearchResult,
   CompactParams,
   CompactResult,
+  ContextMutationResult,
   ContinuationFailedParams,
+  ForgetParams,
   Manifest,
   ManifestParams,
+  MemoryParams,
+  MemoryResult,
+  PinParams,
   PlanParams,
   PlanResult,
   PrivacyAnswer,
   PrivacyParams,
+  RememberParams,
   RetrieveParams,
   RetrieveResult,
   SummariesParams,
+  SessionAppendParams,
+  SessionAppendResult,
+  SessionOpenParams,
+  SessionOpenResult,
+  SessionRef,
   SummariesResult,
   ToolExecutedParams,
+  UnpinParams,
   UsageParams,
 } from './protocol';
 
 export type * from './protocol';
+
+/**
+ * Params whose `session` may be left out: the extension then uses the last Pi session used in
+ * this window, else the workspace's server-owned session (`sessionOpen()`).
+ */
+export type WithDefaultSession<T extends { session: SessionRef }> = Omit<T, 'session'> & { session?: SessionRef };
 
 export interface Ds4Api {
   /** `ds4/plan`: plan the messages of the next model call within the model's budget. */
@@ -102,6 +122,47 @@ export interface Ds4Api {
    * bad params (`session.file` is required).
    */
   continuationFailed(params: ContinuationFailedParams): Promise<void>;
+  /**
+   * `ds4/pin`: pin text (a rule, a selection) so every plan of the session carries it
+   * (docs/memory.md). Every write below returns the Pi custom entry that records it: for a
+   * session the server owns it is already appended (`appended: true`, `entryId`); for a Pi
+   * session append `{type: 'custom', customType, data}` yourself (Pi:
+   * `pi.appendEntry(result.customType, result.data)`): the server imports it when the session
+   * grows. A refused write (a repeat, an unknown or inactive id) rejects with the server's
+   * `RequestFailed` (-32803) `ResponseError`, whose message says what to do.
+   */
+  pin(params: WithDefaultSession<PinParams>): Promise<ContextMutationResult>;
+  /** `ds4/unpin`: mark the active pin `pinId` deleted. */
+  unpin(params: WithDefaultSession<UnpinParams>): Promise<ContextMutationResult>;
+  /**
+   * `ds4/remember`: record a claim (`scope` default `project`). A claim that conflicts with an
+   * active item (same key, another value; opposite polarity) rejects with `RequestFailed` and
+   * `error.data.conflictsWith`; pass that id as `supersedes` to replace it.
+   */
+  remember(params: WithDefaultSession<RememberParams>): Promise<ContextMutationResult>;
+  /** `ds4/forget`: mark the active memory item `memoryId` invalid (default) or expired. */
+  forget(params: WithDefaultSession<ForgetParams>): Promise<ContextMutationResult>;
+  /** `ds4/memory`: the pins and memory items (of `params.session`, else all) with provenance. */
+  memory(params?: MemoryParams): Promise<MemoryResult>;
+  /**
+   * `ds4/artifactSearch`: find literal text (case-insensitive) in stored tool outputs, of one
+   * artifact (`artifactId`) or of those a session's active branch references (`session`);
+   * excerpts are bounded and secrets redacted.
+   */
+  artifactSearch(params: ArtifactSearchParams): Promise<ArtifactSearchResult>;
+  /**
+   * `ds4/sessionOpen`. Without params: the workspace's server-owned session, opened once per
+   * workspace (its id kept in workspaceState, reopened by id after a reload); this is the
+   * session the API and the `#ds4History` tool use when no Pi session was used in this window.
+   * With params: the request as given (`cwd`, `title`, or `sessionId` to reopen).
+   */
+  sessionOpen(params?: SessionOpenParams): Promise<SessionOpenResult>;
+  /**
+   * `ds4/sessionAppend`: append Pi messages (user, assistant with tool calls, toolResult) to a
+   * session the server owns (default: the workspace's, `sessionOpen()`); their entry ids. Plan,
+   * retrieve, compact, pin and remember with `{file: result.file}` afterwards.
+   */
+  sessionAppend(params: WithDefaultSession<SessionAppendParams>): Promise<SessionAppendResult>;
   /** Fires after every successful plan made through this API or the "DS4: Plan Request" command. */
   readonly onDidPlan: Event<PlanResult>;
 }

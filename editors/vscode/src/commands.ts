@@ -5,7 +5,9 @@
  *
  * Their ids are `ds4.client.*`: vscode-languageclient registers the server's own commands
  * (`ds4.rebuildIndex`, `ds4.health`, `ds4.summaries`, `ds4.privacy`) with VS Code itself, and
- * an id can be registered once.
+ * an id can be registered once. The durable-context commands (`memoryCommands.ts`) have the
+ * ids `ds4.pinSelection`, `ds4.remember`, `ds4.showMemory`, `ds4.searchArtifacts`, which no
+ * server command takes.
  */
 
 import { homedir } from 'node:os';
@@ -364,7 +366,8 @@ async function pickSessionFile(
   return file;
 }
 
-function reportError(context: CommandContext, error: unknown): void {
+/** Log `error` and show it, offering the output (every command's failure path). */
+export function reportError(context: Pick<CommandContext, 'output'>, error: unknown): void {
   const text = error instanceof Error ? error.message : String(error);
   context.output.error(text);
   void vscode.window.showErrorMessage(text.startsWith('DS4') ? text : `DS4: ${text}`, 'Show Output').then((choice) => {

@@ -11,7 +11,10 @@ import type { Ds4Api } from './api';
 import { lastSessionFile, registerCommands, rememberSessionFile } from './commands';
 import { formatHistoryForModel, HISTORY_TOOL_NAME, type HistoryToolInput, historyToolParams, toolInvocationMessage, toolScopes } from './historyTool';
 import { ManifestPanel } from './manifestPanel';
-import type { CompactParams, CompactResult, Manifest, PlanParams, PlanResult, UsageParams } from './protocol';
+import { registerMemoryCommands } from './memoryCommands';
+import { MemoryPanel } from './memoryPanel';
+import { OwnedSession } from './ownedSession';
+import type { CompactParams, CompactResult, Manifest, PlanParams, PlanResult, SessionRef, UsageParams } from './protocol';
 import { ReadOnlyDocuments } from './readOnlyDocuments';
 import { ServerClient } from './serverClient';
 import { compactionDestination, historyToolDestination } from './settings';
@@ -28,6 +31,17 @@ export function activate(context: vscode.ExtensionContext): Ds4Api {
   let lastPlan: PlanResult | undefined;
   let lastCompaction: CompactResult | undefined;
   const running = server;
+  const memoryPanel = new MemoryPanel();
+  const owned = new OwnedSession(context.workspaceState, async (params) => (await running.requests()).sessionOpen(params));
+  /** The last Pi session used in this window, else the workspace's server-owned session. */
+  const defaultSession = async (): Promise<{ session: SessionRef; owned: boolean }> => {
+    const last = lastSessionFile(context.workspaceState);
+    if (last !== undefined) {
+      return { session: { file: last }, owned: last === owned.stored?.file };
+    }
+    return { session: { file: (await owned.ensure()).file }, owned: true };
+  };
+  const sessionOf = async (session: SessionRef | undefined): Promise<SessionRef> => session ?? (await defaultSession()).session;
 
   const api: Ds4Api = {
     async plan(params: PlanParams): Promise<PlanResult> {
@@ -101,6 +115,34 @@ export function activate(context: vscode.ExtensionContext): Ds4Api {
     async continuationFailed(params) {
       await (await running.requests()).continuationFailed(params);
     },
+    async pin(params) {
+      return (await running.requests()).pin({ ...params, session: await sessionOf(params.session) });
+    },
+    async unpin(params) {
+      return (await running.requests()).unpin({ ...params, session: await sessionOf(params.session) });
+    },
+    async remember(params) {
+      return (await running.requests()).remember({ ...params, session: await sessionOf(params.session) });
+    },
+    async forget(params) {
+      return (await running.requests()).forget({ ...params, session: await sessionOf(params.session) });
+    },
+    async memory(params = {}) {
+      return (await running.requests()).memory(params);
+    },
+    async artifactSearch(params) {
+      return (await running.requests()).artifactSearch(params);
+    },
+    async sessionOpen(params) {
+      if (params === undefined || Object.keys(params).length === 0) {
+        return owned.ensure();
+      }
+      return (await running.requests()).sessionOpen(params);
+    },
+    async sessionAppend(params) {
+      const session = params.session ?? { file: (await owned.ensure()).file };
+      return (await running.requests()).sessionAppend({ ...params, session });
+    },
     onDidPlan: planEmitter.event,
   };
 
@@ -150,7 +192,9 @@ export function activate(context: vscode.ExtensionContext): Ds4Api {
         output.error(`DS4: applying workspace trust: ${String(error)}`);
       });
     }),
-    registerHistoryTool(running, context.workspaceState),
+    memoryPanel,
+    ...registerMemoryCommands({ server: running, output, documents, panel: memoryPanel, defaultSession }),
+    registerHistoryTool(running, context.workspaceState, owned),
   );
 
   void running.start();
@@ -176,8 +220,12 @@ async function refreshedManifest(fetch: () => Promise<Manifest>): Promise<Manife
   return manifest;
 }
 
-/** The `ds4_retrieve_history` tool: `ds4/retrieve` for chat agents. */
-function registerHistoryTool(running: ServerClient, workspaceState: vscode.Memento): vscode.Disposable {
+/**
+ * The `ds4_retrieve_history` tool: `ds4/retrieve` for chat agents. Without a `sessionFile`
+ * input it searches the last Pi session used in this window, else the workspace's
+ * server-owned session (opened if needed; none when the server cannot open one).
+ */
+function registerHistoryTool(running: ServerClient, workspaceState: vscode.Memento, owned: OwnedSession): vscode.Disposable {
   return vscode.lm.registerTool<HistoryToolInput>(HISTORY_TOOL_NAME, {
     prepareInvocation(options) {
       const query = typeof options.input.query === 'string' ? options.input.query : '';
@@ -188,7 +236,7 @@ function registerHistoryTool(running: ServerClient, workspaceState: vscode.Memen
         ...(!vscode.workspace.isTrusted && {
           confirmationMessages: {
             title: 'Search DS4 session history?',
-            message: `Query: "${query}"\nSession: ${options.input.sessionFile ?? lastSessionFile(workspaceState) ?? '(none)'}`,
+            message: `Query: "${query}"\nSession: ${options.input.sessionFile ?? lastSessionFile(workspaceState) ?? owned.stored?.file ?? '(the DS4-owned session)'}`,
           },
         }),
       };
@@ -197,7 +245,7 @@ function registerHistoryTool(running: ServerClient, workspaceState: vscode.Memen
       // The answer goes to a chat model: name it as the destination, so the server sanitizes
       // the hits for it (remote unless ds4.privacy.historyToolProvider is a local provider).
       const destination = historyToolDestination(vscode.workspace.getConfiguration('ds4'));
-      const parsed = historyToolParams(options.input, lastSessionFile(workspaceState), destination);
+      const parsed = historyToolParams(options.input, await historyDefaultSession(workspaceState, owned), destination);
       if ('error' in parsed) {
         throw new Error(parsed.error);
       }
@@ -209,4 +257,18 @@ function registerHistoryTool(running: ServerClient, workspaceState: vscode.Memen
       ]);
     },
   });
+}
+
+/** The session the history tool searches by default: the last Pi session, else the owned one (if the server opens it). */
+async function historyDefaultSession(workspaceState: vscode.Memento, owned: OwnedSession): Promise<string | undefined> {
+  const last = lastSessionFile(workspaceState);
+  if (last !== undefined) {
+    return last;
+  }
+  try {
+    return (await owned.ensure()).file;
+  } catch {
+    // A server without ds4/sessionOpen: the tool says there is no session.
+    return undefined;
+  }
 }

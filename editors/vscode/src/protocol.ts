@@ -1,6 +1,8 @@
 /**
  * The ds4-lsp wire contract in TypeScript: params and results of `ds4/plan`, `ds4/retrieve`,
- * `ds4/manifest`, `ds4/compact` (and the server-to-client `ds4/summarize`), `ds4/usage`, the
+ * `ds4/manifest`, `ds4/compact` (and the server-to-client `ds4/summarize`), `ds4/usage`, pins and
+ * memory (`ds4/pin`, `ds4/unpin`, `ds4/remember`, `ds4/forget`, `ds4/memory`),
+ * `ds4/artifactSearch`, owned sessions (`ds4/sessionOpen`, `ds4/sessionAppend`), the
  * `ds4.rebuildIndex`, `ds4.health`, `ds4.summaries` and `ds4.privacy` commands, and `initializationOptions`. Field names and meanings follow docs/protocol.md; every key is
  * camelCase. Token counts are `chars-v1` estimates (integers), durations are milliseconds,
  * timestamps are ISO-8601 UTC strings.
@@ -39,6 +41,20 @@ export const PRIVACY = 'ds4.privacy';
 export const DS4_USAGE = 'ds4/usage';
 /** Notification, client to server: the provider rejected a native continuation's `previous_response_id`. */
 export const DS4_CONTINUATION_FAILED = 'ds4/continuationFailed';
+/** Requests, client to server: pins and memory (docs/memory.md); each returns the custom entry to append. */
+export const DS4_PIN = 'ds4/pin';
+export const DS4_UNPIN = 'ds4/unpin';
+export const DS4_REMEMBER = 'ds4/remember';
+export const DS4_FORGET = 'ds4/forget';
+/** Request: the current pins and memory items with their provenance (read-only). */
+export const DS4_MEMORY = 'ds4/memory';
+/** Request: literal search in stored tool-output artifacts (docs/artifacts.md). */
+export const DS4_ARTIFACT_SEARCH = 'ds4/artifactSearch';
+/** Requests: sessions the server owns and writes (for clients that do not write Pi sessions). */
+export const DS4_SESSION_OPEN = 'ds4/sessionOpen';
+export const DS4_SESSION_APPEND = 'ds4/sessionAppend';
+/** JSON-RPC `RequestFailed`: a write the server refused (a conflict, an unknown or inactive id). */
+export const REQUEST_FAILED = -32803;
 
 /** A Pi message object exactly as in a session file (`role` plus role-specific fields). */
 export type AgentMessage = { role: string } & Record<string, unknown>;
@@ -767,6 +783,9 @@ export interface CompactResult {
   /** `{summary, limit}`: the root's size and the limit, tokens. */
   tokens?: { summary: number; limit: number };
   warnings: string[];
+  /** Servers with owned sessions: `true` when the server appended the entry itself (`entryId`). */
+  appended?: boolean;
+  entryId?: string | null;
 }
 
 /** `ds4/summarize` params: the server asks the client for one summary. */
@@ -846,6 +865,204 @@ export interface SummariesResult {
   tree: string;
   /** Graphviz DOT; present with `format: 'dot'`. */
   dot?: string;
+}
+
+// ----------------------------------------------------------------------------- memory and pins
+
+export type PinScope = 'session' | 'branch' | 'project';
+export type MemoryScope = 'session' | 'project';
+export const PIN_SCOPES: readonly PinScope[] = ['session', 'branch', 'project'];
+export const MEMORY_SCOPES: readonly MemoryScope[] = ['session', 'project'];
+
+/** `ds4/pin`: text every plan of the session must carry (within `context.maxPinnedTokens`). */
+export interface PinParams {
+  session: SessionRef;
+  content: string;
+  /** Default `session`. */
+  scope?: PinScope;
+  classification?: PrivacyLevel;
+  sourceEntryId?: string;
+  /** The file the text was taken from. */
+  sourceFile?: string;
+  /** The active pin this one replaces. */
+  supersedes?: string;
+}
+
+/** `ds4/unpin`: mark an active pin `deleted`. */
+export interface UnpinParams {
+  session: SessionRef;
+  pinId: string;
+  reason?: string;
+}
+
+/** `ds4/remember`: a short claim about the project or the session. */
+export interface RememberParams {
+  session: SessionRef;
+  claim: string;
+  /** Default `project`. */
+  scope?: MemoryScope;
+  /** The conflict key; default: the claim's automatic key ("X is Y" -> X). */
+  key?: string;
+  classification?: PrivacyLevel;
+  sourceEntryIds?: string[];
+  /** The active memory item this claim replaces (what a conflict error asks for). */
+  supersedes?: string;
+}
+
+/** `ds4/forget`: mark an active memory item `invalid` (default) or `expired`. */
+export interface ForgetParams {
+  session: SessionRef;
+  memoryId: string;
+  status?: 'invalid' | 'expired';
+  reason?: string;
+}
+
+export type ContextCustomType = 'ds4-context-pin-v1' | 'ds4-context-memory-v1';
+
+/**
+ * What every pin/memory write returns: the Pi custom entry that records it. With `appended`
+ * the server wrote it itself (a session it owns; `entryId` is the new entry); otherwise the
+ * client appends `{type: 'custom', customType, data}` (Pi: `pi.appendEntry(customType, data)`).
+ */
+export interface ContextMutationResult {
+  customType: ContextCustomType;
+  data: { schemaVersion: 1; mutationId: string; createdAt: number; operation: string } & Record<string, unknown>;
+  /** The pin or memory id the write created or changed. */
+  itemId: string;
+  appended: boolean;
+  entryId: string | null;
+}
+
+/** `ds4/memory` params. */
+export interface MemoryParams {
+  /** List what applies to this session (and sync it first); default every item. */
+  session?: SessionRef;
+  /** Also superseded, invalid, expired and deleted items. */
+  includeInactive?: boolean;
+}
+
+export interface MemoryItem {
+  id: string;
+  scope: MemoryScope;
+  /** `active`, `superseded`, `invalid`, `expired`. */
+  status: string;
+  key: string | null;
+  claim: string;
+  projectPath: string | null;
+  classification: string | null;
+  /** ms since the epoch. */
+  createdAt: number;
+  updatedAt: number;
+  supersededBy: string | null;
+  statusReason: string | null;
+  provenance: { sessionId: string; mutationKey: string; mutationKeys: string[]; sourceEntryIds: string[] };
+}
+
+export interface PinItem {
+  id: string;
+  scope: PinScope;
+  /** `active`, `superseded`, `deleted`. */
+  status: string;
+  content: string;
+  projectPath: string | null;
+  classification: string | null;
+  createdAt: number;
+  updatedAt: number;
+  supersededBy: string | null;
+  statusReason: string | null;
+  provenance: {
+    sessionId: string;
+    mutationKey: string;
+    mutationKeys: string[];
+    branchLeafId: string | null;
+    sourceEntryId: string | null;
+    sourceFile: string | null;
+  };
+}
+
+/** A stored mutation entry that was rejected or invalid. */
+export interface MemoryProblem {
+  mutationKey: string;
+  sessionId: string;
+  entryId: string;
+  kind: string;
+  problem: string;
+}
+
+export interface MemoryResult {
+  sessionId: string | null;
+  memory: MemoryItem[];
+  pins: PinItem[];
+  counts: { applied: number; rejected: number; invalid: number };
+  problems: MemoryProblem[];
+}
+
+// ----------------------------------------------------------------------------- artifacts
+
+/** `ds4/artifactSearch`: `artifactId` or `session` is required. */
+export interface ArtifactSearchParams {
+  /** 1..1000 characters; literal, case-insensitive. */
+  query: string;
+  /** 64 lower-case hex: search this artifact only. */
+  artifactId?: string;
+  /** Search the artifacts referenced on the session's active branch. */
+  session?: SessionRef;
+  /** 1..100; default `artifacts.maxSearchMatches`. */
+  maxMatches?: number;
+}
+
+export interface ArtifactMatch {
+  artifactId: string;
+  /** The session entry that referenced the artifact, or `null`. */
+  sourceId: string | null;
+  /** 1-based. */
+  line: number;
+  /** 1-based, UTF-16 code units. */
+  column: number;
+  /** Bounded, secrets redacted. */
+  excerpt: string;
+}
+
+export interface ArtifactSearchResult {
+  query: string;
+  matches: ArtifactMatch[];
+  searched: { artifactId: string; status: 'ok' | 'missing' | 'corrupt' | 'too-large' }[];
+  truncated: boolean;
+}
+
+// ----------------------------------------------------------------------------- owned sessions
+
+/** `ds4/sessionOpen`: create (or, with `sessionId`, reopen) a session file the server owns. */
+export interface SessionOpenParams {
+  /** Default: the workspace root, else the server's cwd. */
+  cwd?: string;
+  /** At most 200 characters (Pi's `session_info` name). */
+  title?: string;
+  /** Reopen this owned session. */
+  sessionId?: string;
+}
+
+export interface SessionOpenResult {
+  sessionId: string;
+  file: string;
+  leafId: string | null;
+  created: boolean;
+}
+
+/** `ds4/sessionAppend`: append Pi messages (user, assistant, toolResult) to an owned session. */
+export interface SessionAppendParams {
+  session: SessionRef;
+  /** 1..1000 messages in Pi's shapes. */
+  messages: AgentMessage[];
+  /** Default: the current leaf. */
+  parentId?: string;
+}
+
+export interface SessionAppendResult {
+  sessionId: string;
+  file: string;
+  entryIds: string[];
+  leafId: string;
 }
 
 // ----------------------------------------------------------------------------- initialize
@@ -1109,6 +1326,50 @@ const SUMMARIZE_PARAMS: Shape = {
   readFiles: arrayOf(str),
   modifiedFiles: arrayOf(str),
 };
+
+const CONTEXT_MUTATION_RESULT: Shape = {
+  customType: oneOf('ds4-context-pin-v1', 'ds4-context-memory-v1'),
+  data: shaped({ schemaVersion: int, mutationId: str, createdAt: num, operation: str }),
+  itemId: str,
+  appended: bool,
+  entryId: nullable(str),
+};
+
+const MEMORY_ITEM: Shape = { id: str, scope: str, status: str, claim: str, createdAt: num, provenance: obj };
+const PIN_ITEM: Shape = { id: str, scope: str, status: str, content: str, createdAt: num, provenance: obj };
+
+const MEMORY_RESULT: Shape = {
+  sessionId: nullable(str),
+  memory: arrayOf(shaped(MEMORY_ITEM)),
+  pins: arrayOf(shaped(PIN_ITEM)),
+  counts: countsRecord,
+  problems: arrayOf(obj),
+};
+
+const ARTIFACT_SEARCH_RESULT: Shape = {
+  query: str,
+  matches: arrayOf(shaped({ artifactId: str, sourceId: nullable(str), line: int, column: int, excerpt: str })),
+  searched: arrayOf(shaped({ artifactId: str, status: str })),
+  truncated: bool,
+};
+
+const SESSION_OPEN_RESULT: Shape = { sessionId: str, file: str, leafId: nullable(str), created: bool };
+const SESSION_APPEND_RESULT: Shape = { sessionId: str, file: str, entryIds: arrayOf(str), leafId: str };
+
+/** Fields of a `ds4/pin`, `ds4/unpin`, `ds4/remember` or `ds4/forget` result that do not fit the contract. */
+export const checkContextMutationResult = (value: unknown): string[] =>
+  checkShape(value, CONTEXT_MUTATION_RESULT, 'result');
+/** Fields of a `ds4/memory` result that do not fit the contract. */
+export const checkMemoryResult = (value: unknown): string[] => checkShape(value, MEMORY_RESULT, 'result');
+/** Fields of a `ds4/artifactSearch` result that do not fit the contract. */
+export const checkArtifactSearchResult = (value: unknown): string[] =>
+  checkShape(value, ARTIFACT_SEARCH_RESULT, 'result');
+/** Fields of a `ds4/sessionOpen` result that do not fit the contract. */
+export const checkSessionOpenResult = (value: unknown): string[] =>
+  checkShape(value, SESSION_OPEN_RESULT, 'result');
+/** Fields of a `ds4/sessionAppend` result that do not fit the contract. */
+export const checkSessionAppendResult = (value: unknown): string[] =>
+  checkShape(value, SESSION_APPEND_RESULT, 'result');
 
 /** Fields of a `ds4/plan` result that do not fit the contract (paths from `result`). */
 export const checkPlanResult = (value: unknown): string[] =>

@@ -18,7 +18,33 @@ import {
 } from 'vscode-languageserver-protocol';
 
 import {
+  type ArtifactSearchParams,
+  type ArtifactSearchResult,
+  checkArtifactSearchResult,
   checkCompactResult,
+  checkContextMutationResult,
+  checkMemoryResult,
+  checkSessionAppendResult,
+  checkSessionOpenResult,
+  type ContextMutationResult,
+  DS4_ARTIFACT_SEARCH,
+  DS4_FORGET,
+  DS4_MEMORY,
+  DS4_PIN,
+  DS4_REMEMBER,
+  DS4_SESSION_APPEND,
+  DS4_SESSION_OPEN,
+  DS4_UNPIN,
+  type ForgetParams,
+  type MemoryParams,
+  type MemoryResult,
+  type PinParams,
+  type RememberParams,
+  type SessionAppendParams,
+  type SessionAppendResult,
+  type SessionOpenParams,
+  type SessionOpenResult,
+  type UnpinParams,
   checkHealthResult,
   checkManifest,
   checkPlanResult,
@@ -189,6 +215,55 @@ export class Ds4Requests {
       summaryId,
       ...(reason !== undefined && { reason }),
     });
+  }
+
+  /**
+   * `ds4/pin`: pin text to the session (its branch, or the project). The result is the
+   * `ds4-context-pin-v1` entry: appended by the server for a session it owns (`appended`),
+   * else for the agent (Pi) to append. A refused write (a repeat, an unknown `supersedes`)
+   * rejects with the server's `RequestFailed` error (see `conflictOf`).
+   */
+  pin(params: PinParams): Promise<ContextMutationResult> {
+    return this.request(DS4_PIN, params, checkContextMutationResult);
+  }
+
+  /** `ds4/unpin`: mark the active pin `params.pinId` deleted (an entry, like `pin`). */
+  unpin(params: UnpinParams): Promise<ContextMutationResult> {
+    return this.request(DS4_UNPIN, params, checkContextMutationResult);
+  }
+
+  /**
+   * `ds4/remember`: record a claim (an entry, like `pin`). A claim that conflicts with an
+   * active item rejects with `RequestFailed` and `data.conflictsWith`: ask again with
+   * `supersedes` set to that id to replace it.
+   */
+  remember(params: RememberParams): Promise<ContextMutationResult> {
+    return this.request(DS4_REMEMBER, params, checkContextMutationResult);
+  }
+
+  /** `ds4/forget`: mark the active memory item `params.memoryId` invalid or expired (an entry, like `pin`). */
+  forget(params: ForgetParams): Promise<ContextMutationResult> {
+    return this.request(DS4_FORGET, params, checkContextMutationResult);
+  }
+
+  /** `ds4/memory`: the pins and memory items (of a session, when given) with their provenance. */
+  memory(params: MemoryParams = {}): Promise<MemoryResult> {
+    return this.request(DS4_MEMORY, params, checkMemoryResult);
+  }
+
+  /** `ds4/artifactSearch`: literal, case-insensitive search in stored tool outputs (redacted excerpts). */
+  artifactSearch(params: ArtifactSearchParams): Promise<ArtifactSearchResult> {
+    return this.request(DS4_ARTIFACT_SEARCH, params, checkArtifactSearchResult);
+  }
+
+  /** `ds4/sessionOpen`: create a session file the server owns, or reopen one by `sessionId`. */
+  sessionOpen(params: SessionOpenParams = {}): Promise<SessionOpenResult> {
+    return this.request(DS4_SESSION_OPEN, params, checkSessionOpenResult);
+  }
+
+  /** `ds4/sessionAppend`: append Pi messages to a session the server owns; their entry ids. */
+  sessionAppend(params: SessionAppendParams): Promise<SessionAppendResult> {
+    return this.request(DS4_SESSION_APPEND, params, checkSessionAppendResult);
   }
 
   /** `ds4.summaries`: the session's summary graph (with `format: 'dot'` also Graphviz DOT). */

@@ -55,6 +55,10 @@ export const COMMANDS = {
   summaries: 'ds4.client.summaries',
   copyCompactionEntry: 'ds4.client.copyCompactionEntry',
   privacy: 'ds4.client.privacy',
+  pinSelection: 'ds4.pinSelection',
+  remember: 'ds4.remember',
+  showMemory: 'ds4.showMemory',
+  searchArtifacts: 'ds4.searchArtifacts',
 } as const;
 
 /** VS Code's own command that opens the workspace trust editor. */

@@ -1,7 +1,12 @@
 /** Wire objects shaped like docs/protocol.md's examples, for unit tests. */
 
 import type {
+  ArtifactSearchResult,
   Calibration,
+  ContextMutationResult,
+  MemoryItem,
+  MemoryResult,
+  PinItem,
   CommitHit,
   CompactResult,
   HealthCalibration,
@@ -449,6 +454,99 @@ export function healthCalibration(overrides: Partial<HealthCalibration> = {}): H
     estimatorVersion: 'chars-v2',
     cacheShare: 0.8351,
     lastReportedAt: '2026-11-30T10:27:19.204Z',
+    ...overrides,
+  };
+}
+
+/** A `ds4/remember` result for a Pi session: the entry for the client to append. */
+export function mutationResult(overrides: Partial<ContextMutationResult> = {}): ContextMutationResult {
+  return {
+    customType: 'ds4-context-memory-v1',
+    data: {
+      schemaVersion: 1,
+      mutationId: 'mu-0123456789abcdef',
+      createdAt: 1764666120000,
+      operation: 'add',
+      item: { id: 'mem-0123456789abcdef', scope: 'project', claim: 'retries defaults to 3', createdAt: 1764666120000 },
+    },
+    itemId: 'mem-0123456789abcdef',
+    appended: false,
+    entryId: null,
+    ...overrides,
+  };
+}
+
+export function memoryItem(overrides: Partial<MemoryItem> = {}): MemoryItem {
+  return {
+    id: 'm1',
+    scope: 'project',
+    status: 'active',
+    key: 'the cache',
+    claim: 'the cache is redis',
+    projectPath: '/home/me/demo',
+    classification: null,
+    createdAt: 10,
+    updatedAt: 10,
+    supersededBy: null,
+    statusReason: null,
+    provenance: { sessionId: 'sess-mem', mutationKey: 'sess-mem:00000002', mutationKeys: ['sess-mem:00000002'], sourceEntryIds: ['00000001'] },
+    ...overrides,
+  };
+}
+
+export function pinItem(overrides: Partial<PinItem> = {}): PinItem {
+  return {
+    id: 'p1',
+    scope: 'session',
+    status: 'active',
+    content: 'Never change the public API of parser.py',
+    projectPath: null,
+    classification: null,
+    createdAt: 20,
+    updatedAt: 20,
+    supersededBy: null,
+    statusReason: null,
+    provenance: {
+      sessionId: 'sess-mem',
+      mutationKey: 'sess-mem:00000003',
+      mutationKeys: ['sess-mem:00000003'],
+      branchLeafId: null,
+      sourceEntryId: null,
+      sourceFile: '/home/me/demo/parser.py',
+    },
+    ...overrides,
+  };
+}
+
+/** The `ds4/memory` example of docs/protocol.md, with a pin. */
+export function memoryResult(overrides: Partial<MemoryResult> = {}): MemoryResult {
+  return {
+    sessionId: 'sess-mem',
+    memory: [memoryItem()],
+    pins: [pinItem()],
+    counts: { applied: 2, rejected: 0, invalid: 0 },
+    problems: [],
+    ...overrides,
+  };
+}
+
+export function artifactSearchResult(overrides: Partial<ArtifactSearchResult> = {}): ArtifactSearchResult {
+  return {
+    query: 'AssertionError',
+    matches: [
+      {
+        artifactId: 'a'.repeat(64),
+        sourceId: '0000002a',
+        line: 412,
+        column: 9,
+        excerpt: 'E   AssertionError: expected 3 retries\nE   got 5',
+      },
+    ],
+    searched: [
+      { artifactId: 'a'.repeat(64), status: 'ok' },
+      { artifactId: 'b'.repeat(64), status: 'missing' },
+    ],
+    truncated: false,
     ...overrides,
   };
 }

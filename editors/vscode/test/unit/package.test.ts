@@ -34,6 +34,8 @@ const PURE_MODULES = [
   'privacyView',
   'usageView',
   'html',
+  'memoryView',
+  'ownedSession',
 ];
 
 describe('extension manifest', () => {
@@ -48,6 +50,10 @@ describe('extension manifest', () => {
       'DS4: Show Summary Graph',
       'DS4: Copy Compaction Entry',
       'DS4: Privacy Policy',
+      'DS4: Pin Selection',
+      'DS4: Remember...',
+      'DS4: Show Memory',
+      'DS4: Search Artifacts',
     ]) {
       assert.ok(titles.includes(title), title);
     }
