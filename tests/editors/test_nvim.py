@@ -83,6 +83,12 @@ CASES = [
     "ds4compact_renders_the_result_and_the_note",
     "ds4summaries_shows_the_tree_after_a_compaction",
     "without_summarize_the_capability_is_not_declared",
+    "memory_lines_and_entries_render_without_a_server",
+    "ds4memory_lists_pins_and_memory_with_provenance_and_actions",
+    "remember_conflict_offers_supersede_and_shows_the_entry_to_append",
+    "ds4pin_pins_the_range_and_shows_the_entry_to_append",
+    "session_open_and_append_own_a_session_the_server_writes",
+    "ds4artifactsearch_finds_text_in_a_stored_tool_output",
 ]
 
 
@@ -215,6 +221,50 @@ def lua_results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str,
             if name == "plain" and n == 3:
                 plain_first_kept = first
         compact_sessions[name] = str(writer.path)
+    # A Pi session of the trusted workspace holding one memory item and one pin, as DS4's Pi
+    # extension writes them (docs/memory.md); and one with a tool output large enough to be
+    # stored as an artifact (docs/artifacts.md: over 12,000 characters).
+    memory_writer = SessionWriter(
+        base / "sessions" / "memory.jsonl", session_id="nvim-memory-sess", cwd=roots["trusted"]
+    )
+    source = memory_writer.user("How many retries does the client make?")
+    memory_writer.mutation(
+        "memory",
+        "mu-nvim-1",
+        1764666120000,
+        operation="add",
+        item={
+            "id": "mem-nvim-1",
+            "scope": "project",
+            "projectPath": roots["trusted"],
+            "claim": "retries defaults to 3",
+            "createdAt": 1764666120000,
+            "sourceEntryIds": [source],
+        },
+    )
+    memory_writer.mutation(
+        "pin",
+        "mu-nvim-2",
+        1764666180000,
+        operation="add",
+        item={
+            "id": "pin-nvim-1",
+            "scope": "session",
+            "content": "Keep the public API of shipping.py stable.\nNo new dependencies.",
+            "createdAt": 1764666180000,
+            "sourceFile": str(Path(roots["trusted"]) / "shipping.py"),
+        },
+    )
+    artifact_writer = SessionWriter(
+        base / "sessions" / "artifact.jsonl", session_id="nvim-artifact-sess", cwd=roots["trusted"]
+    )
+    artifact_writer.user("Run the whole test suite.")
+    artifact_writer.assistant("Running.", [("b1", "bash", {"command": "pytest -q"})])
+    log = "".join(f"tests/test_case_{n}.py::test_{n} PASSED\n" for n in range(600))
+    artifact_writer.tool_result(
+        "b1", "bash", log + "E   ZebraRetryError: expected 3 retries, got 5\n" + log
+    )
+    artifact_writer.assistant("One failure: ZebraRetryError.")
     doc_dir = base / "helpdoc" / "doc"
     doc_dir.mkdir(parents=True)
     shutil.copyfile(PLUGIN_DIR / "doc" / "ds4.txt", doc_dir / "ds4.txt")
@@ -231,6 +281,8 @@ def lua_results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str,
         "git": has_git,
         "compact_sessions": compact_sessions,
         "plain_first_kept": plain_first_kept,
+        "memory_session": str(memory_writer.path),
+        "artifact_session": str(artifact_writer.path),
     }
     config_path = base / "config.json"
     config_path.write_text(json.dumps(config))

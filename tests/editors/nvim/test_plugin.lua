@@ -2016,6 +2016,354 @@ test('without_summarize_the_capability_is_not_declared', function()
   eq(result.compaction.firstKeptEntryId, cfg.plain_first_kept, 'firstKeptEntryId')
 end)
 
+-- Durable context: pins, memory, artifacts and server-owned sessions (docs/memory.md,
+-- docs/artifacts.md). Requests the server does not have yet are skipped, not failed.
+
+local memory_mod = require('ds4.memory')
+
+--- Whether `err` says the server has no such method (a server before that request).
+local function missing(err)
+  return err ~= nil and err.code == -32601
+end
+
+local function in_order(text, needles)
+  local at = 1
+  for _, needle in ipairs(needles) do
+    local found = text:find(needle, at, true)
+    assert(found, ('%q not found after position %d in:\n%s'):format(needle, at, text))
+    at = found + #needle
+  end
+end
+
+test('memory_lines_and_entries_render_without_a_server', function()
+  local hostile = 'line one\27[31m red\nline two\r'
+  local lines, items = memory_mod.render_list({
+    sessionId = 's',
+    memory = {
+      {
+        id = 'm1',
+        scope = 'project',
+        status = 'active',
+        key = 'retries',
+        claim = hostile,
+        projectPath = vim.NIL,
+        classification = vim.NIL,
+        createdAt = 1764666120000,
+        updatedAt = 1764666120000,
+        supersededBy = vim.NIL,
+        statusReason = vim.NIL,
+        provenance = { sessionId = 's', mutationKey = 's:00000002', sourceEntryIds = { '00000001' } },
+      },
+      {
+        id = 'm0',
+        scope = 'project',
+        status = 'superseded',
+        key = vim.NIL,
+        claim = 'retries defaults to 2',
+        createdAt = 1,
+        updatedAt = 2,
+        supersededBy = 'm1',
+        statusReason = vim.NIL,
+        provenance = { mutationKey = 's:00000001', sourceEntryIds = {} },
+      },
+    },
+    pins = {},
+    counts = { applied = 2, rejected = 1, invalid = 0 },
+    problems = { { mutationKey = 's:00000009', kind = 'memory', problem = 'conflicts\nwith m1' } },
+  }, '/s.jsonl')
+  for _, line in ipairs(lines) do
+    assert(not line:find('[%c]'), 'a control character in ' .. vim.inspect(line))
+  end
+  local text = table.concat(lines, '\n')
+  in_order(text, {
+    '# ds4 memory: 0 pins, 2 memory items',
+    '  session  /s.jsonl',
+    '## Pins',
+    'none (:Ds4Pin on a selection)',
+    '## Memory',
+    '* m1  project  active',
+    '    │ line one\\x1b[31m red',
+    '    │ line two',
+    'key retries · from s:00000002 · source entries 00000001 · created 2025-12-02T09:02:00Z',
+    '- m0  project  superseded',
+    'superseded by m1',
+    '1 rejected',
+    's:00000009 (memory): conflicts with m1',
+  })
+  -- Every line of an item's block maps to it (the buffer actions read the cursor's line).
+  local mapped = {}
+  for line, entry in pairs(items) do
+    mapped[entry.item.id] = (mapped[entry.item.id] or 0) + 1
+    assert(lines[line] ~= '', 'an empty line is mapped')
+  end
+  eq(mapped.m1, 4, 'lines of m1')
+  eq(mapped.m0, 3, 'lines of m0')
+
+  -- A write for a Pi session: the entry to append, one JSON line, and who appends it.
+  local result = {
+    customType = 'ds4-context-memory-v1',
+    data = { schemaVersion = 1, mutationId = 'mu-1', createdAt = 5, operation = 'add' },
+    itemId = 'mem-1',
+    appended = false,
+    entryId = vim.NIL,
+  }
+  local entry = memory_mod.write_lines(result, 'memory')
+  in_order(table.concat(entry, '\n'), {
+    '# ds4 memory mem-1: the entry to append',
+    'the Pi extension appends this entry',
+    'pi.appendEntry("ds4-context-memory-v1", data)',
+  })
+  local decoded = vim.json.decode(entry[#entry])
+  eq(decoded.type, 'custom', 'entry type')
+  eq(decoded.customType, 'ds4-context-memory-v1', 'customType')
+  eq(decoded.data.mutationId, 'mu-1', 'data')
+  result.appended, result.entryId = true, '0000000a'
+  eq(
+    memory_mod.write_lines(result, 'memory')[1],
+    'ds4: memory mem-1 recorded (entry 0000000a appended to the DS4-owned session)',
+    'owned'
+  )
+
+  -- RequestFailed with a conflict, without one, and other errors.
+  local refused = memory_mod.refused({ code = -32803, message = 'conflicts', data = { conflictsWith = 'm1' } })
+  eq(refused.conflicts_with, 'm1', 'conflicts_with')
+  eq(memory_mod.refused({ code = -32803, message = 'unknown pin', data = vim.NIL }).conflicts_with, nil, 'no conflict')
+  eq(memory_mod.refused({ code = -32602, message = 'bad' }), nil, 'InvalidParams')
+
+  local found = memory_mod.render_artifacts({
+    query = 'retry',
+    matches = {
+      { artifactId = ('a'):rep(64), sourceId = '0000002a', line = 412, column = 9, excerpt = 'E  Retry\nE  got 5' },
+    },
+    searched = { { artifactId = ('a'):rep(64), status = 'ok' }, { artifactId = ('b'):rep(64), status = 'corrupt' } },
+    truncated = true,
+  })
+  in_order(table.concat(found, '\n'), {
+    '# ds4 artifact search: 1 matches in 2 artifacts (truncated: narrow the query)',
+    '  query    retry',
+    'artifact://sha256/' .. ('a'):rep(64) .. ' 412:9 (entry 0000002a)',
+    '    E  Retry',
+    '    E  got 5',
+    'not searched: ' .. ('b'):rep(64) .. ' (corrupt)',
+  })
+end)
+
+test('ds4memory_lists_pins_and_memory_with_provenance_and_actions', function()
+  assert(trusted_buf, 'needs attaches_to_a_file_in_a_workspace')
+  vim.api.nvim_set_current_buf(trusted_buf)
+  local err, result = await(function(cb)
+    ds4.memory({ session = { file = cfg.memory_session } }, cb, { bufnr = trusted_buf })
+  end)
+  assert(not err, vim.inspect(err))
+  eq(#result.memory, 1, 'memory items')
+  eq(result.memory[1].id, 'mem-nvim-1', 'memory id')
+  eq(result.memory[1].key, 'retries', 'automatic key')
+  eq(#result.pins, 1, 'pins')
+  eq(result.pins[1].provenance.sourceFile, cfg.roots.trusted .. '/shipping.py', 'pin source file')
+
+  local buf, text = run_command(
+    'Ds4Memory --session=' .. vim.fn.fnameescape(cfg.memory_session),
+    'memory'
+  )
+  in_order(text, {
+    '# ds4 memory: 1 pins, 1 memory items',
+    '  session  ' .. cfg.memory_session,
+    '## Pins',
+    '* pin-nvim-1  session  active',
+    '    │ Keep the public API of shipping.py stable.',
+    '    │ No new dependencies.',
+    'file ' .. cfg.roots.trusted .. '/shipping.py',
+    '## Memory',
+    '* mem-nvim-1  project  active',
+    '    │ retries defaults to 3',
+    'key retries · from nvim-memory-sess:',
+  })
+  local keys = {}
+  for _, map in ipairs(vim.api.nvim_buf_get_keymap(buf, 'n')) do
+    keys[map.lhs] = true
+  end
+  assert(keys.d and keys.s and keys.r and keys.q, vim.inspect(keys))
+  -- The item under the cursor is what `d` and `s` act on.
+  local line = vim.fn.search('mem-nvim-1', 'nw')
+  eq(memory_mod.shown[buf].items[line].item.id, 'mem-nvim-1', 'the item on its line')
+  eq(memory_mod.shown[buf].session.file, cfg.memory_session, 'the session acted on')
+end)
+
+test('remember_conflict_offers_supersede_and_shows_the_entry_to_append', function()
+  assert(trusted_buf, 'needs attaches_to_a_file_in_a_workspace')
+  vim.api.nvim_set_current_buf(trusted_buf)
+  local session = { file = cfg.memory_session }
+  local err, result = await(function(cb)
+    ds4.remember({ session = session, claim = 'the timeout is 30 seconds' }, cb, { bufnr = trusted_buf })
+  end)
+  if missing(err) then
+    skip('this ds4-lsp has no ds4/remember yet')
+  end
+  assert(not err, vim.inspect(err))
+  eq(result.customType, 'ds4-context-memory-v1', 'customType')
+  eq(result.appended, false, 'a Pi session: not appended by the server')
+  eq(result.entryId, vim.NIL, 'entryId')
+  eq(result.data.operation, 'add', 'operation')
+  assert(result.itemId:match('^mem%-%x+$'), result.itemId)
+
+  -- The session holds "retries defaults to 3" (mem-nvim-1): another value conflicts.
+  err = await(function(cb)
+    ds4.remember({ session = session, claim = 'retries defaults to 5' }, cb, { bufnr = trusted_buf })
+  end)
+  assert(err, 'a conflicting claim is refused')
+  eq(err.code, -32803, 'RequestFailed')
+  eq(err.data.conflictsWith, 'mem-nvim-1', 'conflictsWith')
+  assert(err.message:find('mem-nvim-1', 1, true), err.message)
+
+  -- :Ds4Remember offers to supersede; answered, it shows the entry for Pi to append.
+  local prompt_count = #prompts
+  select_answer = 'Supersede'
+  local ok, problem = pcall(function()
+    local _, text = run_command(
+      'Ds4Remember --session=' .. vim.fn.fnameescape(cfg.memory_session) .. ' retries defaults to 5',
+      'entry'
+    )
+    assert(prompts[prompt_count + 1]:find('mem-nvim-1', 1, true), vim.inspect(prompts))
+    in_order(text, { 'the Pi extension appends this entry', 'ds4-context-memory-v1' })
+    local lines = vim.split(text, '\n')
+    local entry = vim.json.decode(lines[#lines])
+    eq(entry.data.operation, 'supersede', 'operation')
+    eq(entry.data.previousId, 'mem-nvim-1', 'previousId')
+  end)
+  select_answer = 'Trust'
+  assert(ok, problem)
+end)
+
+test('ds4pin_pins_the_range_and_shows_the_entry_to_append', function()
+  assert(trusted_buf, 'needs attaches_to_a_file_in_a_workspace')
+  vim.api.nvim_set_current_buf(trusted_buf)
+  local err = await(function(cb)
+    ds4.pin({ session = { file = cfg.memory_session }, content = 'probe', scope = 'galaxy' }, cb, {
+      bufnr = trusted_buf,
+    })
+  end)
+  if missing(err) then
+    skip('this ds4-lsp has no ds4/pin yet')
+  end
+  eq(err.code, -32602, 'a bad scope is InvalidParams')
+  assert(err.message:find('params.scope', 1, true), err.message)
+  local _, text = run_command(
+    '1,1Ds4Pin --scope=branch --session=' .. vim.fn.fnameescape(cfg.memory_session),
+    'entry'
+  )
+  in_order(text, { '# ds4 pin pin-', 'the Pi extension appends this entry', 'ds4-context-pin-v1' })
+  local lines = vim.split(text, '\n')
+  local entry = vim.json.decode(lines[#lines])
+  eq(entry.data.operation, 'add', 'operation')
+  eq(entry.data.item.content, 'trusted', 'the range')
+  eq(entry.data.item.scope, 'branch', 'scope')
+  eq(entry.data.item.sourceFile, vim.api.nvim_buf_get_name(trusted_buf), 'sourceFile')
+end)
+
+test('session_open_and_append_own_a_session_the_server_writes', function()
+  assert(trusted_buf, 'needs attaches_to_a_file_in_a_workspace')
+  local opts = { bufnr = trusted_buf }
+  local err, opened = await(function(cb)
+    ds4.session_open(nil, cb, opts)
+  end)
+  if missing(err) then
+    skip('this ds4-lsp has no ds4/sessionOpen yet')
+  end
+  assert(not err, vim.inspect(err))
+  eq(opened.created, true, 'created')
+  eq(opened.leafId, vim.NIL, 'an empty session')
+  eq(memory_mod.stored(ds4.root(trusted_buf)).file, opened.file, 'remembered for the root')
+  -- Asked again: the same session, reopened by its id.
+  local err2, again = await(function(cb)
+    ds4.session_open({}, cb, opts)
+  end)
+  assert(not err2, vim.inspect(err2))
+  eq(again.file, opened.file, 'the same file')
+  eq(again.sessionId, opened.sessionId, 'the same id')
+  eq(again.created, false, 'reopened')
+
+  local err3, appended = await(function(cb)
+    ds4.session_append({
+      messages = {
+        { role = 'user', content = 'What is the retry budget?', timestamp = 1764666120000 },
+        {
+          role = 'assistant',
+          content = { { type = 'text', text = 'Four retries.' } },
+          provider = 'anthropic',
+          model = 'claude-sonnet-4-5',
+          stopReason = 'stop',
+          timestamp = 1764666121000,
+        },
+      },
+    }, cb, opts)
+  end)
+  assert(not err3, vim.inspect(err3))
+  eq(#appended.entryIds, 2, 'entry ids')
+  eq(appended.leafId, appended.entryIds[2], 'the new leaf')
+  local lines = vim.fn.readfile(opened.file)
+  local header = vim.json.decode(lines[1])
+  eq(header.type, 'session', 'header')
+  eq(header.version, 3, 'version')
+  local last = vim.json.decode(lines[#lines])
+  eq(last.id, appended.leafId, 'the last line is the leaf')
+  eq(last.message.role, 'assistant', 'role')
+
+  -- A bad message is named.
+  local err4 = await(function(cb)
+    ds4.session_append({ messages = { { role = 'wizard', content = 'x' } } }, cb, opts)
+  end)
+  eq(err4 and err4.code, -32602, 'InvalidParams')
+  assert(err4.message:find('params.messages[', 1, true), err4.message)
+
+  -- A memory write to an owned session is appended by the server.
+  local err5, remembered = await(function(cb)
+    ds4.remember({ session = { file = opened.file }, claim = 'the retry budget is 4' }, cb, opts)
+  end)
+  if missing(err5) then
+    skip('this ds4-lsp owns sessions but has no ds4/remember yet')
+  end
+  assert(not err5, vim.inspect(err5))
+  eq(remembered.appended, true, 'appended by the server')
+  assert(type(remembered.entryId) == 'string', vim.inspect(remembered.entryId))
+  local tail = vim.json.decode(vim.fn.readfile(opened.file)[#vim.fn.readfile(opened.file)])
+  eq(tail.id, remembered.entryId, 'the entry in the file')
+  eq(tail.customType, 'ds4-context-memory-v1', 'customType')
+end)
+
+test('ds4artifactsearch_finds_text_in_a_stored_tool_output', function()
+  assert(trusted_buf, 'needs attaches_to_a_file_in_a_workspace')
+  vim.api.nvim_set_current_buf(trusted_buf)
+  local opts = { bufnr = trusted_buf }
+  local session = { file = cfg.artifact_session }
+  local err = await(function(cb)
+    ds4.artifact_search({ query = 'zebraretryerror' }, cb, opts)
+  end)
+  if missing(err) then
+    skip('this ds4-lsp has no ds4/artifactSearch yet')
+  end
+  eq(err and err.code, -32602, 'neither artifactId nor session')
+  assert(err.message:find('params.artifactId', 1, true), err.message)
+  -- A managed plan stores the large tool output as an artifact.
+  local perr = await(function(cb)
+    ds4.plan({
+      session = session,
+      request = 'why did the suite fail?',
+      model = { provider = 'anthropic', id = 'claude-sonnet-4-5', contextWindow = 200000 },
+    }, cb, opts)
+  end)
+  assert(not perr, vim.inspect(perr))
+  local _, text = run_command(
+    'Ds4ArtifactSearch --session=' .. vim.fn.fnameescape(cfg.artifact_session) .. ' zebraretryerror',
+    'artifacts'
+  )
+  in_order(text, {
+    '# ds4 artifact search: 1 matches in 1 artifacts',
+    '  query    zebraretryerror',
+    'artifact://sha256/',
+    'E   ZebraRetryError: expected 3 retries, got 5',
+  })
+end)
+
 -- Results, then stop every server before exiting.
 local file = assert(io.open(cfg.results, 'w'))
 file:write(vim.json.encode({ tests = results, notified = notified }))

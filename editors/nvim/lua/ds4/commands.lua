@@ -1,5 +1,6 @@
 --- User commands: :Ds4Plan, :Ds4Retrieve, :Ds4Manifest, :Ds4Health, :Ds4Rebuild, :Ds4Trust,
---- :Ds4Compact, :Ds4Summaries, :Ds4Privacy, :Ds4Usage.
+--- :Ds4Compact, :Ds4Summaries, :Ds4Privacy, :Ds4Usage, and for durable context :Ds4Pin,
+--- :Ds4Remember, :Ds4Memory, :Ds4ArtifactSearch (`ds4.memory`).
 --- :Ds4Retrieve --scope=history,project,git searches the session, the trusted workspace's files
 --- and/or its Git history (commits).
 ---
@@ -16,6 +17,10 @@ local FLAGS = {
   Ds4Manifest = { 'session', 'view' },
   Ds4Compact = { 'session', 'leaf', 'first-kept', 'model' },
   Ds4Summaries = { 'session', 'leaf' },
+  Ds4Pin = { 'session', 'scope' },
+  Ds4Remember = { 'session', 'scope', 'key' },
+  Ds4Memory = { 'session' },
+  Ds4ArtifactSearch = { 'session', 'artifact', 'max' },
   Ds4Usage = {
     'manifest',
     'model',
@@ -517,6 +522,122 @@ function M.show_reported(id, tries)
   end)
 end
 
+local PIN_SCOPES = { session = true, branch = true, project = true }
+local MEMORY_SCOPES = { session = true, project = true }
+
+--- :[range]Ds4Pin [--session=PATH] [--scope=session|branch|project]: pin the lines of the
+--- range (default: the cursor's line) of the current buffer.
+function M.pin(opts)
+  local flags, rest = M.parse('Ds4Pin', opts.args)
+  if not flags then
+    return notify_error(rest)
+  end
+  if rest ~= '' then
+    return notify_error(('Ds4Pin: takes only flags and a range, got %q'):format(rest))
+  end
+  if flags.scope and not PIN_SCOPES[flags.scope] then
+    return notify_error(
+      ('Ds4Pin: --scope must be session, branch or project, got %q'):format(flags.scope)
+    )
+  end
+  local lines = vim.api.nvim_buf_get_lines(0, opts.line1 - 1, opts.line2, false)
+  local content = table.concat(lines, '\n')
+  if vim.trim(content) == '' then
+    return notify_error('Ds4Pin: the lines are empty; select the text to pin')
+  end
+  local name = vim.api.nvim_buf_get_name(0)
+  local source = (name ~= '' and vim.bo.buftype == '') and name or nil
+  local memory = require('ds4.memory')
+  memory.default_session(flags.session, function(err, session)
+    if err then
+      return notify_error('Ds4Pin: ' .. err.message)
+    end
+    memory.write(
+      'ds4/pin',
+      { session = session, content = content, scope = flags.scope, sourceFile = source },
+      'pin'
+    )
+  end)
+end
+
+--- :Ds4Remember [--session=PATH] [--scope=project|session] [--key=KEY] CLAIM
+function M.remember(opts)
+  local flags, rest = M.parse('Ds4Remember', opts.args)
+  if not flags then
+    return notify_error(rest)
+  end
+  if rest == '' then
+    return notify_error('Ds4Remember: give the claim, e.g. :Ds4Remember retries defaults to 3')
+  end
+  if flags.scope and not MEMORY_SCOPES[flags.scope] then
+    return notify_error(
+      ('Ds4Remember: --scope must be project or session, got %q'):format(flags.scope)
+    )
+  end
+  local memory = require('ds4.memory')
+  memory.default_session(flags.session, function(err, session)
+    if err then
+      return notify_error('Ds4Remember: ' .. err.message)
+    end
+    memory.write(
+      'ds4/remember',
+      { session = session, claim = rest, scope = flags.scope, key = flags.key },
+      'memory'
+    )
+  end)
+end
+
+--- :Ds4Memory [--session=PATH]: the session's pins and memory, with actions.
+function M.memory(opts)
+  local flags, rest = M.parse('Ds4Memory', opts.args)
+  if not flags then
+    return notify_error(rest)
+  end
+  if rest ~= '' then
+    return notify_error(('Ds4Memory: takes only --session=PATH, got %q'):format(rest))
+  end
+  local memory = require('ds4.memory')
+  memory.default_session(flags.session, function(err, session, owned)
+    if err then
+      return notify_error('Ds4Memory: ' .. err.message)
+    end
+    memory.show_list(session, owned == true)
+  end)
+end
+
+--- :Ds4ArtifactSearch [--session=PATH] [--artifact=ID] [--max=N] QUERY
+function M.artifact_search(opts)
+  local flags, rest = M.parse('Ds4ArtifactSearch', opts.args)
+  if not flags then
+    return notify_error(rest)
+  end
+  if rest == '' then
+    return notify_error('Ds4ArtifactSearch: give the text to find, e.g. :Ds4ArtifactSearch AssertionError')
+  end
+  local max = integer_flag('Ds4ArtifactSearch', 'max', flags.max)
+  if max == false then
+    return
+  end
+  local memory = require('ds4.memory')
+  local function search(params)
+    require('ds4').artifact_search(params, function(err, result)
+      if err then
+        return notify_error('ds4/artifactSearch: ' .. err.message)
+      end
+      require('ds4.ui').show('artifacts', memory.render_artifacts(result), 'ds4 artifact search')
+    end)
+  end
+  if flags.artifact then
+    return search({ query = rest, artifactId = flags.artifact, maxMatches = max })
+  end
+  memory.default_session(flags.session, function(err, session)
+    if err then
+      return notify_error('Ds4ArtifactSearch: ' .. err.message)
+    end
+    search({ query = rest, session = session, maxMatches = max })
+  end)
+end
+
 local function complete_flags(command)
   return function(arg_lead)
     local out = {}
@@ -537,7 +658,7 @@ local function complete_flags(command)
       end
     elseif vim.startswith(arg_lead, '--mode=') then
       out = { '--mode=managed', '--mode=observer' }
-    elseif vim.startswith(arg_lead, '--scope=') then
+    elseif vim.startswith(arg_lead, '--scope=') and command == 'Ds4Retrieve' then
       out = {
         '--scope=history',
         '--scope=project',
@@ -547,6 +668,10 @@ local function complete_flags(command)
         '--scope=project,git',
         '--scope=history,project,git',
       }
+    elseif vim.startswith(arg_lead, '--scope=') and command == 'Ds4Pin' then
+      out = { '--scope=session', '--scope=branch', '--scope=project' }
+    elseif vim.startswith(arg_lead, '--scope=') and command == 'Ds4Remember' then
+      out = { '--scope=project', '--scope=session' }
     elseif command == 'Ds4Compact' then
       vim.list_extend(out, { 'manual', 'threshold', 'overflow' })
     elseif command == 'Ds4Summaries' then
@@ -607,6 +732,30 @@ function M.create()
     complete = complete_flags('Ds4Usage'),
     desc = "ds4: report a provider's usage for the last plan (--input=N [--output=N] "
       .. '[--cache-read=N] [--cache-write=N] [--manifest=ID] [--model=PROVIDER/ID])',
+  })
+  create('Ds4Pin', M.pin, {
+    nargs = '*',
+    range = true,
+    complete = complete_flags('Ds4Pin'),
+    desc = 'ds4: pin the selected lines so every plan carries them '
+      .. '([--session=PATH] [--scope=session|branch|project])',
+  })
+  create('Ds4Remember', M.remember, {
+    nargs = '+',
+    complete = complete_flags('Ds4Remember'),
+    desc = 'ds4: remember a claim about the project '
+      .. '([--session=PATH] [--scope=project|session] [--key=KEY] CLAIM)',
+  })
+  create('Ds4Memory', M.memory, {
+    nargs = '*',
+    complete = complete_flags('Ds4Memory'),
+    desc = "ds4: the session's pins and memory, to forget, unpin or supersede ([--session=PATH])",
+  })
+  create('Ds4ArtifactSearch', M.artifact_search, {
+    nargs = '+',
+    complete = complete_flags('Ds4ArtifactSearch'),
+    desc = "ds4: find text in the session's stored tool outputs "
+      .. '([--session=PATH] [--artifact=ID] [--max=N] QUERY)',
   })
   create('Ds4Health', M.health, { nargs = 0, desc = 'ds4: server and index health' })
   create(

@@ -241,6 +241,123 @@ function M.compact_failed(summary_id, reason, opts)
   client.notify('ds4/compactFailed', { summaryId = summary_id, reason = reason }, opts.cb, opts)
 end
 
+--- `ds4/pin`: pin text so every plan of the session carries it (docs/memory.md). Params:
+--- `{ session?, content, scope? = 'session'|'branch'|'project', classification?,
+--- sourceEntryId?, sourceFile?, supersedes? }`. Without `session`: the session file
+--- (|ds4.session_file()|), else the workspace's server-owned session (|ds4.session_open()|).
+--- Every write returns the Pi custom entry that records it, `{ customType, data, itemId,
+--- appended, entryId }`: appended by the server for a session it owns (`appended = true`),
+--- else for the Pi extension to append (`pi.appendEntry(customType, data)`). A refused write
+--- (a repeat, an unknown or inactive id, a conflicting claim) is `err.code == -32803` with the
+--- server's message, and for a conflict `err.data.conflictsWith`: pass it as `supersedes`.
+---@param params table
+---@param cb fun(err: table?, result: table?)
+---@param opts {bufnr: integer?}?
+function M.pin(params, cb, opts)
+  vim.validate('params', params, 'table')
+  vim.validate('cb', cb, 'function')
+  require('ds4.memory').with_session(params, cb, opts, function(p)
+    client.request('ds4/pin', p, cb, opts)
+  end)
+end
+
+--- `ds4/unpin`: `{ session?, pinId, reason? }` marks the active pin deleted (see |ds4.pin()|).
+---@param params table
+---@param cb fun(err: table?, result: table?)
+---@param opts {bufnr: integer?}?
+function M.unpin(params, cb, opts)
+  vim.validate('params', params, 'table')
+  vim.validate('cb', cb, 'function')
+  require('ds4.memory').with_session(params, cb, opts, function(p)
+    client.request('ds4/unpin', p, cb, opts)
+  end)
+end
+
+--- `ds4/remember`: `{ session?, claim, scope? = 'project'|'session', key?, classification?,
+--- sourceEntryIds?, supersedes? }` records a claim (see |ds4.pin()| for the result and errors).
+---@param params table
+---@param cb fun(err: table?, result: table?)
+---@param opts {bufnr: integer?}?
+function M.remember(params, cb, opts)
+  vim.validate('params', params, 'table')
+  vim.validate('cb', cb, 'function')
+  require('ds4.memory').with_session(params, cb, opts, function(p)
+    client.request('ds4/remember', p, cb, opts)
+  end)
+end
+
+--- `ds4/forget`: `{ session?, memoryId, status? = 'invalid'|'expired', reason? }` (see
+--- |ds4.pin()|).
+---@param params table
+---@param cb fun(err: table?, result: table?)
+---@param opts {bufnr: integer?}?
+function M.forget(params, cb, opts)
+  vim.validate('params', params, 'table')
+  vim.validate('cb', cb, 'function')
+  require('ds4.memory').with_session(params, cb, opts, function(p)
+    client.request('ds4/forget', p, cb, opts)
+  end)
+end
+
+--- `ds4/memory`: `{ session?, includeInactive? }` lists pins and memory items with their
+--- provenance: `{ sessionId, memory, pins, counts, problems }` (docs/protocol.md).
+---@param params table?
+---@param cb fun(err: table?, result: table?)
+---@param opts {bufnr: integer?}?
+function M.memory(params, cb, opts)
+  vim.validate('cb', cb, 'function')
+  client.request('ds4/memory', params, cb, opts)
+end
+
+--- `ds4/artifactSearch`: `{ query, artifactId? | session?, maxMatches? }` finds literal text
+--- (case-insensitive) in stored tool outputs: `{ query, matches = { { artifactId, sourceId,
+--- line, column, excerpt } }, searched, truncated }`; excerpts are bounded, secrets redacted.
+---@param params table
+---@param cb fun(err: table?, result: table?)
+---@param opts {bufnr: integer?}?
+function M.artifact_search(params, cb, opts)
+  vim.validate('params', params, 'table')
+  vim.validate('cb', cb, 'function')
+  client.request('ds4/artifactSearch', params, cb, opts)
+end
+
+--- `ds4/sessionOpen`. Without params (nil or `{}`): the workspace's server-owned session,
+--- opened once per workspace root and reopened by its remembered id (|ds4-owned-session|).
+--- With params `{ cwd?, title?, sessionId? }`: the request as given. The result:
+--- `{ sessionId, file, leafId, created }`.
+---@param params table?
+---@param cb fun(err: table?, result: table?)
+---@param opts {bufnr: integer?}?
+function M.session_open(params, cb, opts)
+  vim.validate('params', params, 'table', true)
+  vim.validate('cb', cb, 'function')
+  if params == nil or next(params) == nil then
+    return require('ds4.memory').owned_session(cb, opts)
+  end
+  client.request('ds4/sessionOpen', params, cb, opts)
+end
+
+--- `ds4/sessionAppend`: `{ session?, messages, parentId? }` appends Pi messages (user,
+--- assistant, toolResult tables) to a session the server owns (default: the workspace's,
+--- |ds4.session_open()|). The result: `{ sessionId, file, entryIds, leafId }`.
+---@param params table
+---@param cb fun(err: table?, result: table?)
+---@param opts {bufnr: integer?}?
+function M.session_append(params, cb, opts)
+  vim.validate('params', params, 'table')
+  vim.validate('cb', cb, 'function')
+  if params.session ~= nil then
+    return client.request('ds4/sessionAppend', params, cb, opts)
+  end
+  require('ds4.memory').owned_session(function(err, owned)
+    if err then
+      return cb(err, nil)
+    end
+    local p = vim.tbl_extend('force', params, { session = { file = owned.file } })
+    client.request('ds4/sessionAppend', p, cb, opts)
+  end, opts)
+end
+
 --- `ds4.rebuildIndex` (workspace/executeCommand), with `$/progress`.
 ---@param cb fun(err: table?, result: table?)
 ---@param opts {bufnr: integer?}?
