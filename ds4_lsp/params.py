@@ -17,11 +17,11 @@ from typing import Any, Literal, Union
 import attrs
 
 from ds4_core.requests import (
-    MemoryWriteRequest,
     CompactionReason,
     CompactRequest,
     ManifestRequest,
     ManifestView,
+    MemoryWriteRequest,
     ModelSpec,
     PlanRequest,
     PlanRequestMode,
