@@ -55,6 +55,30 @@ async def test_written_entries_appended_by_the_client_are_listed(
     assert item["provenance"]["sourceEntryIds"] == [source]
     assert [p["id"] for p in listed["pins"]] == [pinned["itemId"]]
 
+    # The next plan quotes the pin, then the claim, before the request; the manifest names
+    # them by id only.
+    planned = await request(
+        client,
+        "ds4/plan",
+        {
+            "session": session,
+            "request": "how many retries?",
+            "model": {"provider": "anthropic", "id": "claude-sonnet-4-5"},
+        },
+    )
+    texts = [
+        m["content"] if isinstance(m["content"], str) else m["content"][0]["text"]
+        for m in planned["messages"]
+        if m["role"] == "user"
+    ]
+    assert texts[-1] == "how many retries?"
+    assert texts[-3].startswith("[DS4 PINNED CONTEXT") and "Keep the v1 API" in texts[-3]
+    assert texts[-2].startswith("[DS4 DURABLE MEMORY") and "retries defaults to 3" in texts[-2]
+    manifest = await request(client, "ds4/manifest", {"id": planned["manifestId"], "view": "full"})
+    kinds = {item["sourceId"]: item["kind"] for item in manifest["included"]}
+    assert kinds[pinned["itemId"]] == "pin" and kinds[memory_id] == "memory"
+    assert "Keep the v1 API" not in str(manifest)
+
     # A conflicting claim is refused, naming the item and what to do; nothing to append.
     error = await request_error(
         client, "ds4/remember", {"session": session, "claim": "Retries defaults to 5"}
