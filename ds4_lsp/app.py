@@ -32,11 +32,15 @@ from ds4_lsp.methods import (
     DS4_COMPACT_COMMITTED,
     DS4_COMPACT_FAILED,
     DS4_CONTINUATION_FAILED,
+    DS4_FORGET,
     DS4_MANIFEST,
     DS4_MEMORY,
+    DS4_PIN,
     DS4_PLAN,
+    DS4_REMEMBER,
     DS4_RETRIEVE,
     DS4_TOOL_EXECUTED,
+    DS4_UNPIN,
     DS4_USAGE,
     HEALTH,
     PRIVACY,
@@ -80,6 +84,10 @@ def create_server() -> Ds4Server:
     server.feature(DS4_TOOL_EXECUTED)(project.tool_executed)
     # memory and pins (read-only; docs/memory.md)
     server.feature(DS4_MEMORY)(memory.memory)
+    server.feature(DS4_PIN)(memory.pin)
+    server.feature(DS4_UNPIN)(memory.unpin)
+    server.feature(DS4_REMEMBER)(memory.remember)
+    server.feature(DS4_FORGET)(memory.forget)
     # compaction; the server asks the client with ds4/summarize (handlers.compaction)
     server.feature(DS4_COMPACT)(compaction.compact)
     server.feature(DS4_COMPACT_COMMITTED)(compaction.compact_committed)

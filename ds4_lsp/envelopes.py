@@ -17,12 +17,16 @@ from ds4_lsp.methods import (
     DS4_COMPACT_COMMITTED,
     DS4_COMPACT_FAILED,
     DS4_CONTINUATION_FAILED,
+    DS4_FORGET,
     DS4_MANIFEST,
     DS4_MEMORY,
+    DS4_PIN,
     DS4_PLAN,
+    DS4_REMEMBER,
     DS4_RETRIEVE,
     DS4_SUMMARIZE,
     DS4_TOOL_EXECUTED,
+    DS4_UNPIN,
     DS4_USAGE,
 )
 from ds4_lsp.params import (
@@ -30,13 +34,17 @@ from ds4_lsp.params import (
     CompactFailedParams,
     CompactParams,
     ContinuationFailedParams,
+    ForgetParams,
     ManifestParams,
     MemoryParams,
     MsgId,
+    PinParams,
     PlanParams,
+    RememberParams,
     RetrieveParams,
     SummarizeParams,
     ToolExecutedParams,
+    UnpinParams,
     UsageParams,
 )
 
@@ -108,6 +116,10 @@ MESSAGE_TYPES: dict[str, tuple[type, type | None]] = {
     DS4_MANIFEST: envelope(DS4_MANIFEST, ManifestParams, params_optional=True),
     DS4_TOOL_EXECUTED: envelope(DS4_TOOL_EXECUTED, ToolExecutedParams, notification=True),
     DS4_MEMORY: envelope(DS4_MEMORY, MemoryParams, params_optional=True),
+    DS4_PIN: envelope(DS4_PIN, PinParams),
+    DS4_UNPIN: envelope(DS4_UNPIN, UnpinParams),
+    DS4_REMEMBER: envelope(DS4_REMEMBER, RememberParams),
+    DS4_FORGET: envelope(DS4_FORGET, ForgetParams),
     DS4_COMPACT: envelope(DS4_COMPACT, CompactParams),
     # The client's answer is kept as raw JSON and checked by `converter.summarize_answer`, so
     # a wrong shape becomes an offline fallback with a reason instead of a message pygls cannot

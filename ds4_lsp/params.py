@@ -21,6 +21,7 @@ from ds4_core.requests import (
     CompactRequest,
     ManifestRequest,
     ManifestView,
+    MemoryWriteRequest,
     ModelSpec,
     PlanRequest,
     PlanRequestMode,
@@ -172,6 +173,101 @@ class MemoryParams:
 
     session: SessionParams | None = None
     include_inactive: bool = False
+
+
+@attrs.define
+class PinParams:
+    """`ds4/pin` params: pin `content` (at most `memory.maxPinChars` characters) to the session
+    (`scope` `session`, the default), its active branch (`branch`: through the leaf) or its
+    project (`project`: the session's working directory); `supersedes` replaces an active pin."""
+
+    session: SessionParams
+    content: str
+    scope: str | None = None
+    classification: str | None = None
+    source_entry_id: str | None = None
+    source_file: str | None = None
+    supersedes: str | None = None
+
+    def to_core(self) -> MemoryWriteRequest:
+        """The core `MemoryWriteRequest`."""
+        return MemoryWriteRequest(
+            session=self.session.to_core(),
+            operation="pin",
+            text=self.content,
+            scope=self.scope,
+            classification=self.classification,
+            source_entry_id=self.source_entry_id,
+            source_file=self.source_file,
+            supersedes=self.supersedes,
+        )
+
+
+@attrs.define
+class UnpinParams:
+    """`ds4/unpin` params: delete the active pin `pinId`, with an optional `reason`."""
+
+    session: SessionParams
+    pin_id: str
+    reason: str | None = None
+
+    def to_core(self) -> MemoryWriteRequest:
+        """The core `MemoryWriteRequest`."""
+        return MemoryWriteRequest(
+            session=self.session.to_core(),
+            operation="unpin",
+            target_id=self.pin_id,
+            reason=self.reason,
+        )
+
+
+@attrs.define
+class RememberParams:
+    """`ds4/remember` params: remember `claim` (at most `memory.maxClaimChars` characters) for
+    the project (`scope` `project`, the default) or the session; `key` replaces the automatic
+    key; `supersedes` replaces an active memory item."""
+
+    session: SessionParams
+    claim: str
+    scope: str | None = None
+    key: str | None = None
+    classification: str | None = None
+    source_entry_ids: list[str] = attrs.Factory(list)
+    supersedes: str | None = None
+
+    def to_core(self) -> MemoryWriteRequest:
+        """The core `MemoryWriteRequest`."""
+        return MemoryWriteRequest(
+            session=self.session.to_core(),
+            operation="remember",
+            text=self.claim,
+            scope=self.scope,
+            key=self.key,
+            classification=self.classification,
+            source_entry_ids=tuple(self.source_entry_ids),
+            supersedes=self.supersedes,
+        )
+
+
+@attrs.define
+class ForgetParams:
+    """`ds4/forget` params: mark the active memory item `memoryId` `invalid` (the default) or
+    `expired`, with an optional `reason`."""
+
+    session: SessionParams
+    memory_id: str
+    status: str | None = None
+    reason: str | None = None
+
+    def to_core(self) -> MemoryWriteRequest:
+        """The core `MemoryWriteRequest`."""
+        return MemoryWriteRequest(
+            session=self.session.to_core(),
+            operation="forget",
+            target_id=self.memory_id,
+            status=self.status,
+            reason=self.reason,
+        )
 
 
 @attrs.define

@@ -203,7 +203,9 @@ class Ds4Server(LanguageServer):
             return await asyncio.wrap_future(running)
         except RequestFailedError as exc:
             log.info("%s: request failed (state, not input)", label)
-            raise JsonRpcRequestFailed(message=request_error_message(label, exc)) from None
+            raise JsonRpcRequestFailed(
+                message=request_error_message(label, exc), data=exc.data
+            ) from None
         except RequestError as exc:
             log.info("%s: rejected input (field %s)", label, exc.field)
             raise JsonRpcInvalidParams(

@@ -363,6 +363,17 @@ SETTINGS: dict[str, SettingSpec] = {
     "artifacts.maxSearchMatches": SettingSpec(
         12, _int_range(1, 100), "Most matches an artifact search returns."
     ),
+    # memory.* (docs/memory.md): pins and memory written, planned and rendered.
+    "memory.enabled": SettingSpec(True, _bool, "Plan pins and memory items into managed plans."),
+    "memory.maxPinChars": SettingSpec(
+        4000, _int_range(1, 20000), "Longest pin ds4/pin accepts (characters)."
+    ),
+    "memory.maxClaimChars": SettingSpec(
+        2000, _int_range(1, 20000), "Longest claim ds4/remember accepts (characters)."
+    ),
+    "memory.maxResults": SettingSpec(
+        12, _int_range(1, 100), "Most memory items one plan includes."
+    ),
 }
 
 
@@ -594,6 +605,20 @@ class ArtifactSettings:
     """Most matches one artifact search returns (1..100)."""
 
 
+@dataclass(frozen=True, slots=True)
+class MemorySettings:
+    """`memory.*`: pins and memory items (docs/memory.md)."""
+
+    enabled: bool
+    """Plan active pins and memory items into managed session plans."""
+    max_pin_chars: int
+    """Longest pin content `ds4/pin` accepts, in characters (1..20000)."""
+    max_claim_chars: int
+    """Longest claim `ds4/remember` accepts, in characters (1..20000)."""
+    max_results: int
+    """Most memory items one plan includes (1..100); pins are not counted."""
+
+
 SECTIONS: dict[str, type] = {
     "context": ContextSettings,
     "retrieval": RetrievalSettings,
@@ -606,6 +631,7 @@ SECTIONS: dict[str, type] = {
     "server": ServerSettings,
     "nativeContinuation": NativeContinuationSettings,
     "artifacts": ArtifactSettings,
+    "memory": MemorySettings,
 }
 """Section prefix of the dotted keys -> its typed dataclass (attribute `snake_name(prefix)`)."""
 
@@ -672,7 +698,7 @@ class Config:
     Read them through the typed sections: `config.enabled`, `config.context`,
     `config.retrieval`, `config.project`, `config.compaction`, `config.model_awareness`,
     `config.privacy`, `config.diagnostics`, `config.storage`, `config.server`,
-    `config.native_continuation`, `config.artifacts` (e.g.
+    `config.native_continuation`, `config.artifacts`, `config.memory` (e.g.
     `config.context.recent_tail_tokens`), built once in `__post_init__`. `values` (and
     `config["context.recentTailTokens"]`) is the flat dotted-key mapping of the validation
     layer in this module; code elsewhere uses the sections. `values` must hold every key of
@@ -698,6 +724,7 @@ class Config:
     server: ServerSettings = field(init=False, repr=False, compare=False)
     native_continuation: NativeContinuationSettings = field(init=False, repr=False, compare=False)
     artifacts: ArtifactSettings = field(init=False, repr=False, compare=False)
+    memory: MemorySettings = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         for name, value in _build_sections(self.values).items():

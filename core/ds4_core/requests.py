@@ -36,8 +36,19 @@ class RequestError(ValueError):
 
 class RequestFailedError(RequestError):
     """Well-formed input the engine cannot serve in the current state (nothing to compact,
-    compaction turned off). The LSP answers RequestFailed (-32803, LSP 3.17 "ErrorCodes")
-    rather than InvalidParams; the CLI treats it like any `RequestError`."""
+    compaction turned off, a memory write the current items refuse). The LSP answers
+    RequestFailed (-32803, LSP 3.17 "ErrorCodes") rather than InvalidParams, with `data` (a
+    JSON object, e.g. `{"conflictsWith": "m1"}`) when given; the CLI treats it like any
+    `RequestError`."""
+
+    def __init__(
+        self,
+        message: str,
+        field: str | None = None,
+        data: Mapping[str, Any] | None = None,
+    ) -> None:
+        super().__init__(message, field)
+        self.data = dict(data) if data is not None else None
 
 
 @dataclass(frozen=True)
@@ -229,3 +240,31 @@ class DatabaseUnavailableError(RuntimeError):
 Summarizer = Callable[[SummarizeCall], SummarizeAnswer]
 """Obtains a summary (e.g. the editor's model over `ds4/summarize`). Raises
 `SummarizerUnavailable` (or anything else) to make the engine fall back to the offline summary."""
+
+
+MemoryOperation = Literal["pin", "unpin", "remember", "forget"]
+"""The memory and pin writes (`ds4/pin`, `ds4/unpin`, `ds4/remember`, `ds4/forget`)."""
+
+
+@dataclass(frozen=True)
+class MemoryWriteRequest:
+    """One memory or pin write (docs/memory.md "Writes"; the params of docs/protocol.md).
+
+    `text` is the pin's `content` or the claim; `target_id` the `pinId` (unpin) or `memoryId`
+    (forget); `status` the new memory status (forget: `invalid` or `expired`); `supersedes`
+    the active item a pin or claim replaces. `scope` None means the operation's default
+    (`session` for a pin, `project` for a claim)."""
+
+    session: SessionRef
+    operation: MemoryOperation
+    text: str | None = None
+    scope: str | None = None
+    classification: str | None = None
+    key: str | None = None
+    source_entry_ids: tuple[str, ...] = ()
+    source_entry_id: str | None = None
+    source_file: str | None = None
+    supersedes: str | None = None
+    target_id: str | None = None
+    status: str | None = None
+    reason: str | None = None

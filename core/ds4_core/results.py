@@ -391,6 +391,20 @@ class MemoryResult(WireResult):
     problems: tuple[JsonObject, ...]
 
 
+@dataclass(frozen=True, slots=True)
+class MemoryWriteResult(WireResult):
+    """`ds4/pin`, `ds4/unpin`, `ds4/remember`, `ds4/forget`: the custom entry of the write
+    (`custom_type`, `data`) for the session's writer to append, the item it creates or
+    changes, and whether the server appended it itself (`appended`, with the new `entry_id`:
+    only for a session the server owns; else False and None)."""
+
+    custom_type: str
+    data: JsonObject
+    item_id: str
+    appended: bool
+    entry_id: str | None
+
+
 # --------------------------------------------------------------------------- index
 
 

@@ -76,6 +76,10 @@ NON_DEFAULT: dict[str, Any] = {
     "artifacts.maxArtifactBytes": 2000,
     "artifacts.maxSearchBytes": 2000,
     "artifacts.maxSearchMatches": 100,
+    "memory.enabled": False,
+    "memory.maxPinChars": 20000,
+    "memory.maxClaimChars": 1,
+    "memory.maxResults": 100,
 }
 """A valid value other than the default for every setting (when there is one)."""
 

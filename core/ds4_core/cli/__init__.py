@@ -18,6 +18,10 @@ fit move under their row as `header: value`.
     ds4 [GLOBAL] compact --session FILE [--leaf ID] [--reason manual|threshold|overflow]
                          [--first-kept ID] [--json | --entry]
     ds4 [GLOBAL] summaries --session FILE [--leaf ID] [--json | --dot] [--output PATH]
+    ds4 [GLOBAL] memory [--session FILE] [--all] [--json]
+    ds4 [GLOBAL] (pin | remember) --session FILE [--leaf ID] [--scope S] [--supersedes ID] ... TEXT
+    ds4 [GLOBAL] unpin --session FILE [--reason R] PIN_ID
+    ds4 [GLOBAL] forget --session FILE [--status invalid|expired] [--reason R] MEMORY_ID
     ds4 [GLOBAL] health [--json]
     ds4 [GLOBAL] rebuild [--json]
 
@@ -29,7 +33,8 @@ GLOBAL options, before the command: `--db PATH`, `--settings-file FILE`, `--set 
 engine result's `to_wire()` (`ds4_core.wire`), so the two are equal by construction:
 `plan` the `ds4/plan` result, `retrieve` the `ds4/retrieve` result, `manifest` the
 `ds4/manifest` result, `usage` what the `ds4/usage` notification recorded (`UsageResult`:
-the notification has no answer), `health` the `ds4.health` result without `server`, `rebuild` the
+the notification has no answer), `memory` the `ds4/memory` result (`--all`: `includeInactive`),
+`health` the `ds4.health` result without `server`, `rebuild` the
 `ds4.rebuildIndex` result (failures in its `failed`). `index` has no LSP request: it prints a
 list with one object per FILE (a DIR: per `.jsonl` file directly in it, by name), in order: the file's sync result (`sessionId`,
 `sessionFile`, `outcome`, `reason`, `entriesAdded`, `entriesTotal`, `malformedLines`,

@@ -59,12 +59,13 @@ _TEXT_ARGUMENTS = (
     ("model", "--model"),
     ("first_kept", "--first-kept"),
     ("id", "ID"),
+    ("text", "TEXT"),
 )
 """Arguments that are text, not paths (attribute, name in messages): they must be UTF-8."""
 
 
 def read_text_arguments(args: argparse.Namespace, stdin: TextIO) -> None:
-    """Replace a REQUEST or QUERY of `-` by the text of `stdin` (`read_argument_from`), and
+    """Replace a REQUEST, QUERY or TEXT (a pin or claim) of `-` by the text of `stdin` (`read_argument_from`), and
     refuse a text argument (`_TEXT_ARGUMENTS`) whose bytes are not UTF-8, which Python hands
     over as lone surrogates (PEP 383 `surrogateescape`), as standard input would be refused.
     Paths (`--session`, `--db`, FILE...) may be any bytes the file system takes.
@@ -75,7 +76,7 @@ def read_text_arguments(args: argparse.Namespace, stdin: TextIO) -> None:
     """
     for attribute, name in _TEXT_ARGUMENTS:
         value = getattr(args, attribute, None)
-        if value == STDIN_ARGUMENT and attribute in ("request", "query"):
+        if value == STDIN_ARGUMENT and attribute in ("request", "query", "text"):
             setattr(args, attribute, read_argument_from(stdin, name))
         elif isinstance(value, str):
             try:

@@ -22,6 +22,7 @@ from ..quoting import terminal_text
 from ..requests import (
     CompactRequest,
     ManifestRequest,
+    MemoryWriteRequest,
     ModelSpec,
     PlanRequest,
     RequestError,
@@ -40,6 +41,7 @@ from .printers import (
     print_health,
     print_index,
     print_manifest,
+    print_memory,
     print_plan,
     print_privacy,
     print_rebuild,
@@ -316,6 +318,70 @@ def summaries(engine: ContextEngine, args: argparse.Namespace, out: TextIO, err:
     write_output(
         text.getvalue(), args.output, out, err, "the JSON view" if args.json else "the report"
     )
+    return EXIT_OK
+
+
+def memory(engine: ContextEngine, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    """`ds4 memory [--session FILE] [--all]`: the memory items and pins (the `ds4/memory`
+    result), those that apply to the session (synced first) or all of them.
+
+    Raises:
+        RequestError: a missing or unreadable session file (`--session`).
+    """
+    session = SessionRef(args.session) if args.session else None
+    result = engine.memory(session, include_inactive=args.all)
+    if args.json:
+        emit_json(result.to_wire(), out)
+    else:
+        print_memory(result, out)
+    return EXIT_OK
+
+
+MEMORY_WRITE_NOTE = (
+    "ds4 does not write this session file: append the entry above through Pi "
+    "(pi.appendEntry(customType, data)) or your agent; the next sync imports it."
+)
+"""What `ds4 pin`, `unpin`, `remember`, `forget` say about the entry they print."""
+
+
+def memory_write(engine: ContextEngine, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    """`ds4 pin|unpin|remember|forget --session FILE ...`: one write checked against the
+    session's current items (docs/memory.md "Writes"): the `ds4/pin` ... result (`--json`), or
+    the entry `{type, customType, data}` as one JSON line with a note on stderr saying who
+    appends it (a session the server owns gets it appended: the note then names its id).
+
+    Raises:
+        RequestError: a bad argument or session file; RequestFailedError when the current
+            items refuse the write (a repeat, a conflict, an unknown or inactive id).
+    """
+    operation = args.operation
+    text = args.text if operation in ("pin", "remember") else None
+    target = args.text if operation in ("unpin", "forget") else None
+    result = engine.write_memory(
+        MemoryWriteRequest(
+            session=SessionRef(args.session, args.leaf),
+            operation=operation,
+            text=text,
+            scope=getattr(args, "scope", None),
+            classification=getattr(args, "classification", None),
+            key=getattr(args, "key", None),
+            source_entry_ids=tuple(getattr(args, "source_entry", ())),
+            source_file=getattr(args, "source_file", None),
+            supersedes=getattr(args, "supersedes", None),
+            target_id=target,
+            status=getattr(args, "status", None),
+            reason=getattr(args, "reason", None),
+        )
+    )
+    if args.json:
+        emit_json(result.to_wire(), out)
+        return EXIT_OK
+    entry = {"type": "custom", "customType": result.custom_type, "data": result.data}
+    out.write(json_text(entry, one_line=True))
+    if result.appended:
+        err.write(f"ds4: appended as entry {result.entry_id} of the session\n")
+    else:
+        err.write(f"ds4: {MEMORY_WRITE_NOTE}\n")
     return EXIT_OK
 
 

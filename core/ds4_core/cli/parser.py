@@ -4,7 +4,7 @@ function (`set_defaults(func=...)`, see `commands`)."""
 from __future__ import annotations
 
 import argparse
-from typing import get_args
+from typing import Any, get_args
 
 from .. import __version__
 from ..requests import COMPACTION_REASONS, ManifestView, Scope
@@ -17,6 +17,44 @@ def _session_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--leaf", metavar="ID", help="leaf entry id of the active branch (default: last entry)"
     )
+
+
+def _memory_write_parsers(sub: Any) -> None:
+    """`ds4 pin`, `unpin`, `remember`, `forget`: one memory or pin write each (docs/memory.md
+    "Writes"), answered as the entry to append."""
+    levels = ("normal", "internal", "sensitive", "local-only")
+    writes = (
+        ("pin", "TEXT", "pin TEXT (- reads stdin) to the session, its branch or its project"),
+        ("unpin", "PIN_ID", "delete an active pin"),
+        ("remember", "TEXT", "remember a claim TEXT (- reads stdin) for the project or session"),
+        ("forget", "MEMORY_ID", "mark an active memory item invalid or expired"),
+    )
+    for name, value, text in writes:
+        w = sub.add_parser(name, help=text + " (prints the entry to append)")
+        _session_arguments(w)
+        w.add_argument("text", metavar=value)
+        if name in ("pin", "remember"):
+            scopes = ("session", "branch", "project") if name == "pin" else ("session", "project")
+            w.add_argument("--scope", choices=scopes, help="default: session (pin), project")
+            w.add_argument("--classification", choices=levels, help="the privacy level")
+            w.add_argument("--supersedes", metavar="ID", help="the active item this replaces")
+        if name == "pin":
+            w.add_argument("--source-file", metavar="PATH", help="where the pinned text is from")
+        if name == "remember":
+            w.add_argument("--key", help="the claim's key (default: from 'X is Y' shapes)")
+            w.add_argument(
+                "--source-entry",
+                action="append",
+                default=[],
+                metavar="ID",
+                help="a session entry the claim comes from (repeatable)",
+            )
+        if name == "forget":
+            w.add_argument("--status", choices=("invalid", "expired"), default="invalid")
+        if name in ("unpin", "forget"):
+            w.add_argument("--reason", help="why (kept with the item)")
+        w.add_argument("--json", action="store_true", help=f"print the ds4/{name} result")
+        w.set_defaults(func=commands.memory_write, operation=name)
 
 
 def _workspace_arguments(parser: argparse.ArgumentParser) -> None:
@@ -234,6 +272,22 @@ def build_parser() -> argparse.ArgumentParser:
     )
     s.add_argument("--output", metavar="PATH", help="write to PATH instead of stdout")
     s.set_defaults(func=commands.summaries)
+
+    y = sub.add_parser("memory", help="list the memory items and pins (with provenance)")
+    y.add_argument(
+        "--session",
+        metavar="FILE",
+        help="sync this Pi session first and list what applies to it (default: everything)",
+    )
+    y.add_argument(
+        "--all",
+        action="store_true",
+        help="also list superseded, invalid, expired and deleted items",
+    )
+    y.add_argument("--json", action="store_true", help="print the ds4/memory result as JSON")
+    y.set_defaults(func=commands.memory)
+
+    _memory_write_parsers(sub)
 
     v = sub.add_parser("privacy", help="what a model's provider may see under the privacy settings")
     v.add_argument(

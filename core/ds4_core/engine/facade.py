@@ -38,6 +38,7 @@ from ..requests import (
     CompactRequest,
     DatabaseUnavailableError,
     ManifestRequest,
+    MemoryWriteRequest,
     PlanRequest,
     RetrieveRequest,
     SessionRef,
@@ -50,6 +51,7 @@ from ..results import (
     LifecycleResult,
     ManifestResult,
     MemoryResult,
+    MemoryWriteResult,
     PlanResult,
     PrivacyResult,
     RebuildResult,
@@ -68,6 +70,7 @@ from .health import check_health
 from .indexing import Indexer
 from .manifests import Manifests
 from .memories import Memories
+from .memory_writes import MemoryWriter
 from .planning import Planner
 from .project import ProjectService
 from .retrieving import Retriever
@@ -126,6 +129,7 @@ class ContextEngine:
         self._retriever = Retriever(context, self._planner, self.project)
         self._compactor = Compactor(context, self._sessions, self._indexer)
         self._memories = Memories(context, self._indexer)
+        self._memory_writer = MemoryWriter(context, self._indexer)
 
     # ----------------------------------------------------------------- lifecycle
 
@@ -452,6 +456,18 @@ class ContextEngine:
             RequestError: naming `session.file`, for a missing, unreadable or non-Pi file.
         """
         return self._memories.list(session, include_inactive=include_inactive)
+
+    def write_memory(self, request: MemoryWriteRequest) -> MemoryWriteResult:
+        """The custom entry of one memory or pin write (`ds4/pin`, `ds4/unpin`,
+        `ds4/remember`, `ds4/forget`; docs/memory.md "Writes"), checked against the current
+        items of the synced session, for its writer to append.
+
+        Raises:
+            RequestError: a missing or unreadable session file, an unknown leaf, a param out
+                of range (named).
+            RequestFailedError: the current items refuse the write (message says what to do).
+        """
+        return self._memory_writer.write(request)
 
     # ----------------------------------------------------------------- health (health.py)
 

@@ -65,7 +65,7 @@ def pin_wire(row: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _applies(row: dict[str, Any], session_id: str, project_path: str | None) -> bool:
+def applies(row: dict[str, Any], session_id: str, project_path: str | None) -> bool:
     """Whether an item applies to the session: session and branch items of that session,
     project items of its working directory (or of no project path)."""
     if row["scope"] == "project":
@@ -100,8 +100,8 @@ class Memories:
         memory = memory_repo.list_memory(store, include_inactive=include_inactive)
         pins = memory_repo.list_pins(store, include_inactive=include_inactive)
         if session is not None:
-            memory = [row for row in memory if _applies(row, session_id or "", project_path)]
-            pins = [row for row in pins if _applies(row, session_id or "", project_path)]
+            memory = [row for row in memory if applies(row, session_id or "", project_path)]
+            pins = [row for row in pins if applies(row, session_id or "", project_path)]
         counts = memory_repo.counts(store)
         return MemoryResult(
             session_id=session_id,

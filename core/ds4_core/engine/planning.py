@@ -54,6 +54,7 @@ from .continuing import Continuations
 from .convert import from_attributes
 from .indexing import Indexer
 from .manifests import Manifests
+from .memory_plan import memory_supplements
 from .model_switch import ModelSwitches
 from .preparing import Prepared, Preparer
 from .privacy_cache import SANITIZED
@@ -325,9 +326,10 @@ class Planner:
         target: Destination | None = None,
         screened: Screened | None = None,
     ) -> tuple[ContextPlan, HistoryRetrieval | None, ValidatedSearch | None]:
-        """A dry plan without supplements, then the plan with the history evidence the dry
-        plan leaves out (for a session) and live-validated project snippets (for a trusted
-        workspace). May raise; `plan` turns that into a fallback.
+        """A dry plan without supplements, then the plan with the session's pins and memory
+        (`memory_plan`), the history evidence the dry plan leaves out (for a session) and
+        live-validated project snippets (for a trusted workspace). May raise; `plan` turns
+        that into a fallback.
 
         With a destination `target`, summaries and supplements holding content it may not see
         are left out whole, and the kept supplements are written for it (recorded in
@@ -340,11 +342,12 @@ class Planner:
         fell_back, in_context = self.kept_verbatim(prepared, fixed_tokens, config, withheld)
         if fell_back:
             return prepared.plan(fixed_tokens, config, withheld=withheld), None, None
-        supplements: list[Supplement] = []
         retrieval = None
         # what the request says that its destination may see: withheld words never pick (and
         # so never get named in the reasons of) the evidence sent with it
         request = visible_text(target, last_user_text(prepared.messages) or "")
+        remembered = memory_supplements(self._context.store(), prepared, request, config, target)
+        supplements: list[Supplement] = list(remembered.supplements)
         if prepared.session_id is not None:
             retrieval = self.history_evidence(prepared, in_context, config, query=request)
         project = self._project_search(prepared, config, prepared.warnings, request)
@@ -373,6 +376,7 @@ class Planner:
             ]
         if target is not None and target.enabled and supplements:
             floors = source_levels(retrieval.hits) if retrieval is not None else {}
+            floors.update(remembered.floors)
             if project is not None and workspace is not None:
                 floors.update(
                     SNIPPET_LEVELS.levels(

@@ -79,10 +79,12 @@ class CurrentItem:
 
 @dataclass(frozen=True, slots=True)
 class Rejection:
-    """A mutation the replay did not apply, and why."""
+    """A mutation the replay did not apply, and why; `conflicts_with` is the active item it
+    repeats or contradicts (None for other reasons)."""
 
     mutation: Mutation
     reason: str
+    conflicts_with: str | None = None
 
 
 @dataclass(slots=True)
@@ -142,8 +144,9 @@ def _place(item: MemoryItem | PinItem, session_id: str) -> tuple[str, str | None
 
 def _clash(
     state: Replay, mutation: Mutation, item: MemoryItem | PinItem, ignore: str | None
-) -> str | None:
-    """Why `item` cannot become active next to the active items of its place, or None."""
+) -> tuple[str, str] | None:
+    """(why, the other item's id) when `item` cannot become active next to the active items
+    of its place, or None."""
     place = state._places.get(_place(item, mutation.session_id))
     if place is None:
         return None
@@ -152,11 +155,14 @@ def _clash(
         other = state.items[other_id]
         old_shape = state._shapes[other_id]
         if new_shape.text == old_shape.text:
-            return f"duplicate of active item '{other.item_id}'"
+            return f"duplicate of active item '{other.item_id}'", other.item_id
         if mutation.kind == "memory":
             reason = conflict_reason(new_shape, old_shape)
             if reason is not None:
-                return f"conflicts with active item '{other.item_id}' ({reason}); supersede it"
+                return (
+                    f"conflicts with active item '{other.item_id}' ({reason}); supersede it",
+                    other.item_id,
+                )
     return None
 
 
@@ -172,8 +178,9 @@ def _deactivate(state: Replay, current: CurrentItem) -> None:
     place.remove(current.item_id, state._shapes[current.item_id])
 
 
-def _apply(state: Replay, mutation: Mutation) -> str | None:
-    """Apply one mutation to `state`; the rejection reason, or None when applied."""
+def _apply(state: Replay, mutation: Mutation) -> str | tuple[str, str] | None:
+    """Apply one mutation to `state`; the rejection reason (with the clashing item's id for a
+    repeat or a conflict), or None when applied."""
     items = state.items
     key = mutation.mutation_key
     if mutation.operation == "status":
@@ -250,7 +257,9 @@ def replay(mutations: Iterable[Mutation]) -> Replay:
         if mutation.mutation_key in seen:
             continue
         seen.add(mutation.mutation_key)
-        reason = _apply(state, mutation)
-        if reason is not None:
-            state.rejected.append(Rejection(mutation, reason))
+        refused = _apply(state, mutation)
+        if isinstance(refused, tuple):
+            state.rejected.append(Rejection(mutation, *refused))
+        elif refused is not None:
+            state.rejected.append(Rejection(mutation, refused))
     return state

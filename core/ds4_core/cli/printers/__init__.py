@@ -6,6 +6,7 @@ from __future__ import annotations
 from .compaction import COMMIT_NOTE, compaction_entry, print_compact, print_summaries
 from .maintenance import print_health, print_index, print_rebuild
 from .manifest import print_manifest
+from .memory import print_memory
 from .plan import print_plan
 from .privacy import print_privacy
 from .retrieve import print_retrieve
@@ -18,6 +19,7 @@ __all__ = [
     "print_health",
     "print_index",
     "print_manifest",
+    "print_memory",
     "print_plan",
     "print_privacy",
     "print_rebuild",

@@ -1,0 +1,234 @@
+"""Memory and pin writes: `ds4/pin`, `ds4/unpin`, `ds4/remember`, `ds4/forget` (docs/memory.md
+"Writes").
+
+A write syncs the session, checks the would-be mutation against the current items with the
+replay's rules (`memory.writes.check_write`) and answers the custom entry for the session's
+writer to append, as `ds4/compact` answers its compaction entry: the server never writes a
+session file it does not own. `append_owned` is the one place where a session the server owns
+would get the entry appended by the server itself; owned sessions do not exist yet, so it
+appends nothing (`appended: false`).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+from typing import Any
+
+from ..memory.events import (
+    MAX_ID_CHARS,
+    MAX_REASON_CHARS,
+    MAX_SOURCE_ENTRY_IDS,
+    MAX_TEXT_CHARS,
+    MEMORY_SCOPES,
+    MEMORY_STATUSES,
+    PIN_SCOPES,
+    Kind,
+    MutationError,
+)
+from ..memory.writes import Write, WriteRefused, add_write, check_write, status_write
+from ..privacy.levels import RANK
+from ..requests import MemoryWriteRequest, RequestError, RequestFailedError
+from ..results import MemoryWriteResult
+from ..store import memory as memory_repo
+from ..store import sessions as session_repo
+from .context import EngineContext
+from .indexing import Indexer
+from .sessions import SESSION_FILE, resolve_session_path
+
+log = logging.getLogger("ds4_core.engine")
+
+_TEXT_FIELD = {"pin": "content", "remember": "claim"}
+_TARGET_FIELD = {"unpin": "pinId", "forget": "memoryId"}
+_KIND: dict[str, Kind] = {"pin": "pin", "unpin": "pin", "remember": "memory", "forget": "memory"}
+
+
+def append_owned(path: Path, entry: dict[str, Any], parent_id: str | None) -> str | None:
+    """The seam for sessions the server owns (docs/memory.md "Writes"): append `entry` to
+    `path` and return its new entry id when the server owns the file; None otherwise, the
+    client then appends it. No session is owned yet, so this always returns None."""
+    del path, entry, parent_id
+    return None
+
+
+def _text(
+    value: str | None, field: str, limit: int, *, required: bool, setting: str | None = None
+) -> str | None:
+    """`value` checked: a string, non-blank when `required`, at most `limit` characters."""
+    if value is None:
+        if required:
+            raise RequestError(f"{field}: is required", field)
+        return None
+    if not isinstance(value, str):
+        raise RequestError(f"{field}: expected a string", field)
+    if required and not value.strip():
+        raise RequestError(f"{field}: must not be empty", field)
+    if len(value) > limit:
+        where = f" ({setting})" if setting else ""
+        raise RequestError(f"{field}: longer than {limit} characters{where}", field)
+    return value
+
+
+def _choice(value: str | None, field: str, allowed: tuple[str, ...], default: str) -> str:
+    if value is None:
+        return default
+    if value not in allowed:
+        raise RequestError(f"{field}: must be one of {', '.join(allowed)}, got {value!r}", field)
+    return value
+
+
+def _classification(value: str | None) -> str | None:
+    if value is not None and value not in RANK:
+        raise RequestError(
+            "classification: must be one of normal, internal, sensitive, local-only, "
+            f"got {value!r}",
+            "classification",
+        )
+    return value
+
+
+def _field_of(error: MutationError, request: MemoryWriteRequest) -> str:
+    """The request param an invalid entry field comes from (`item.claim` -> `claim`)."""
+    name = error.field.removeprefix("item.")
+    if name == "previousId":
+        return "supersedes"
+    if name in ("content", "claim") or error.field == "item":
+        return _TEXT_FIELD.get(request.operation, name)
+    return name.split("[")[0]
+
+
+class MemoryWriter:
+    """The memory and pin writes of one engine (see the module docstring)."""
+
+    def __init__(self, context: EngineContext, indexer: Indexer) -> None:
+        self._context = context
+        self._indexer = indexer
+
+    def write(self, request: MemoryWriteRequest) -> MemoryWriteResult:
+        """The custom entry of one write (`ContextEngine.write_memory`).
+
+        The session is synced first, so the write is checked against every entry appended so
+        far (docs/memory.md "Writes").
+
+        Raises:
+            RequestError: a missing or unreadable session file (`session.file`), an unknown
+                `session.leafId`, or a param out of range (named: `content`, `claim`,
+                `scope`, `classification`, `sourceEntryIds`, ...).
+            RequestFailedError: the current items refuse it (a repeat or a conflict, with
+                `data.conflictsWith`; an unknown or inactive `pinId`, `memoryId` or
+                `supersedes`; a branch pin on a session without entries).
+        """
+        config = self._context.config()
+        path = resolve_session_path(request.session.file, SESSION_FILE)
+        store = self._context.store()
+        session_id = self._indexer.sync(path, force=False, progress=None).session_id
+        if session_id is None:
+            raise RequestFailedError(
+                f"'{request.session.file}' holds no session yet; append a message first",
+                SESSION_FILE,
+            )
+        header = session_repo.session_header(store, session_id) or {}
+        cwd = header.get("cwd")
+        project_path = cwd if isinstance(cwd, str) and cwd else None
+        branch = session_repo.branch_entry_ids(store, session_id, request.session.leaf_id)
+        if request.session.leaf_id is not None and not branch:
+            raise RequestError(
+                f"session.leafId: no entry '{request.session.leaf_id}' in the session",
+                "session.leafId",
+            )
+        leaf_id = branch[-1] if branch else None
+        made = self._made(request, config.memory, project_path, leaf_id)
+        stored = [m for m in memory_repo.load_mutations(store) if m.kind == made.kind]
+        try:
+            check_write(made, stored, session_id)
+        except MutationError as exc:
+            field = _field_of(exc, request)
+            raise RequestError(f"{field}: {exc.problem}", field) from None
+        except WriteRefused as exc:
+            data = {"conflictsWith": exc.conflicts_with} if exc.conflicts_with else None
+            raise RequestFailedError(str(exc), data=data) from None
+        entry_id = append_owned(path, made.entry(), leaf_id)
+        log.info(
+            "memory write: session=%s operation=%s item=%s appended=%s",
+            session_id,
+            request.operation,
+            made.item_id,
+            entry_id is not None,
+        )
+        return MemoryWriteResult(
+            custom_type=made.custom_type,
+            data=made.data,
+            item_id=made.item_id,
+            appended=entry_id is not None,
+            entry_id=entry_id,
+        )
+
+    def _made(
+        self,
+        request: MemoryWriteRequest,
+        settings: Any,
+        project_path: str | None,
+        leaf_id: str | None,
+    ) -> Write:
+        """The `Write` of `request` with its params checked (RequestError naming the param)."""
+        operation = request.operation
+        kind = _KIND[operation]
+        now_ms = int(time.time() * 1000)
+        if operation in ("unpin", "forget"):
+            field = _TARGET_FIELD[operation]
+            target = _text(request.target_id, field, MAX_ID_CHARS, required=True)
+            reason = _text(request.reason, "reason", MAX_REASON_CHARS, required=False)
+            status = (
+                "deleted"
+                if operation == "unpin"
+                else _choice(request.status, "status", MEMORY_STATUSES, "invalid")
+            )
+            assert target is not None
+            return status_write(kind, target, status, now_ms, reason)
+        supersedes = _text(request.supersedes, "supersedes", MAX_ID_CHARS, required=False)
+        classification = _classification(request.classification)
+        if operation == "pin":
+            limit = min(settings.max_pin_chars, MAX_TEXT_CHARS)
+            content = _text(
+                request.text, "content", limit, required=True, setting="memory.maxPinChars"
+            )
+            scope = _choice(request.scope, "scope", PIN_SCOPES, "session")
+            if scope == "branch" and leaf_id is None:
+                raise RequestFailedError(
+                    "a branch pin needs an entry on the branch, and the session has none yet; "
+                    'append a message first, or pass params.scope: "session"'
+                )
+            item: dict[str, Any] = {
+                "scope": scope,
+                "projectPath": project_path if scope == "project" else None,
+                "branchLeafId": leaf_id if scope == "branch" else None,
+                "classification": classification,
+                "content": content,
+                "sourceEntryId": _text(
+                    request.source_entry_id, "sourceEntryId", MAX_ID_CHARS, required=False
+                ),
+                "sourceFile": _text(
+                    request.source_file, "sourceFile", MAX_TEXT_CHARS, required=False
+                ),
+            }
+            return add_write("pin", item, now_ms, supersedes)
+        limit = min(settings.max_claim_chars, MAX_TEXT_CHARS)
+        claim = _text(request.text, "claim", limit, required=True, setting="memory.maxClaimChars")
+        scope = _choice(request.scope, "scope", MEMORY_SCOPES, "project")
+        sources = request.source_entry_ids
+        if len(sources) > MAX_SOURCE_ENTRY_IDS:
+            raise RequestError(
+                f"sourceEntryIds: more than {MAX_SOURCE_ENTRY_IDS} ids", "sourceEntryIds"
+            )
+        for index, source in enumerate(sources):
+            _text(source, f"sourceEntryIds[{index}]", MAX_ID_CHARS, required=True)
+        item = {
+            "scope": scope,
+            "projectPath": project_path if scope == "project" else None,
+            "key": _text(request.key, "key", MAX_ID_CHARS, required=False),
+            "classification": classification,
+            "claim": claim,
+            "sourceEntryIds": list(sources),
+        }
+        return add_write("memory", item, now_ms, supersedes)

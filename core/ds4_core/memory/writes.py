@@ -1,0 +1,199 @@
+"""Memory and pin writes (`ds4/pin`, `ds4/unpin`, `ds4/remember`, `ds4/forget`; docs/memory.md
+"Writes"): the entry `data` one write makes, and its check against the current items.
+
+Pure: no store, no I/O. A write never changes anything itself: it makes the `data` of one
+custom entry (`ds4-context-pin-v1` / `ds4-context-memory-v1`) for the session's writer to
+append. Before that, `check_write` replays the stored mutations with the new one in its
+place (the replay order of `memory.replay`: the new entry goes last in its session, at its
+`createdAt`), so a write is refused by exactly the rules that would reject its entry later:
+a repeat or a conflict, an unknown or inactive `pinId` / `memoryId` / `supersedes`.
+
+Ids: items `pin-` / `mem-` + 16 lower-case hex, mutations `mu-` + 16 hex (random, 64 bits).
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ..json_bounds import MAX_SAFE_INTEGER
+from .events import (
+    MEMORY_CUSTOM_TYPE,
+    PIN_CUSTOM_TYPE,
+    SCHEMA_VERSION,
+    Kind,
+    Mutation,
+    parse_mutation,
+)
+from .replay import Rejection, Replay, replay
+
+PENDING_ENTRY_ID = "pending"
+"""The entry id a write is checked under (its real id is known once it is appended)."""
+
+_PREFIX: dict[Kind, str] = {"pin": "pin-", "memory": "mem-"}
+_TARGET: dict[Kind, str] = {"pin": "pinId", "memory": "memoryId"}
+
+
+def new_id(prefix: str) -> str:
+    """`prefix` followed by 16 random lower-case hex digits (`pin-`, `mem-`, `mu-`)."""
+    return prefix + secrets.token_hex(8)
+
+
+def custom_type(kind: Kind) -> str:
+    """The `customType` of a `kind` mutation entry."""
+    return PIN_CUSTOM_TYPE if kind == "pin" else MEMORY_CUSTOM_TYPE
+
+
+class WriteRefused(ValueError):
+    """A write the current items refuse. The message names the item and says what to do;
+    `conflicts_with` is the active item a new one repeats or contradicts (else None)."""
+
+    def __init__(self, message: str, conflicts_with: str | None = None) -> None:
+        super().__init__(message)
+        self.conflicts_with = conflicts_with
+
+
+@dataclass(frozen=True, slots=True)
+class Write:
+    """One write: the entry to append and the item it creates or changes.
+
+    Attributes:
+        kind: `pin` or `memory`.
+        data: the entry's `data` (`memory.events` reads it back as the same mutation).
+        item_id: the new item's id (add, supersede) or the changed one's (status).
+    """
+
+    kind: Kind
+    data: dict[str, Any]
+    item_id: str
+
+    @property
+    def custom_type(self) -> str:
+        """`ds4-context-pin-v1` or `ds4-context-memory-v1`."""
+        return custom_type(self.kind)
+
+    def entry(self) -> dict[str, Any]:
+        """The Pi entry body a client appends: `{type: "custom", customType, data}` (Pi's
+        `appendEntry` adds `id`, `parentId` and `timestamp`)."""
+        return {"type": "custom", "customType": self.custom_type, "data": self.data}
+
+
+def add_write(
+    kind: Kind, item: Mapping[str, Any], created_at_ms: int, supersedes: str | None = None
+) -> Write:
+    """An `add` (or, with `supersedes`, a `supersede` of that item) of a new item.
+
+    `item` holds the item's fields in wire spelling without `id` and `createdAt` (a memory
+    item: `scope`, `claim`, `sourceEntryIds`, optional `projectPath`, `key`,
+    `classification`; a pin: `scope`, `content`, optional ...); None values are left out.
+    """
+    item_id = new_id(_PREFIX[kind])
+    fields = {"id": item_id, **{k: v for k, v in item.items() if v is not None}}
+    fields["createdAt"] = created_at_ms
+    data: dict[str, Any] = {
+        "schemaVersion": SCHEMA_VERSION,
+        "mutationId": new_id("mu-"),
+        "createdAt": created_at_ms,
+        "operation": "supersede" if supersedes is not None else "add",
+    }
+    if supersedes is not None:
+        data["previousId"] = supersedes
+    data["item"] = fields
+    return Write(kind, data, item_id)
+
+
+def status_write(
+    kind: Kind, target_id: str, status: str, created_at_ms: int, reason: str | None = None
+) -> Write:
+    """A `status` change of `target_id`: `deleted` for a pin, `invalid` / `expired` for memory."""
+    data: dict[str, Any] = {
+        "schemaVersion": SCHEMA_VERSION,
+        "mutationId": new_id("mu-"),
+        "createdAt": created_at_ms,
+        "operation": "status",
+        _TARGET[kind]: target_id,
+        "status": status,
+    }
+    if reason is not None:
+        data["reason"] = reason
+    return Write(kind, data, target_id)
+
+
+def as_mutation(write: Write, session_id: str, entry_order: int = MAX_SAFE_INTEGER) -> Mutation:
+    """The mutation `write` becomes once appended to `session_id` (checked as its last entry).
+
+    Raises:
+        MutationError: the data is invalid (`field` names it in the entry's spelling,
+            `item.claim`, ...).
+    """
+    return parse_mutation(
+        write.kind,
+        write.data,
+        session_id=session_id,
+        entry_id=PENDING_ENTRY_ID,
+        entry_order=entry_order,
+    )
+
+
+def check_write(write: Write, stored: Iterable[Mutation], session_id: str) -> Replay:
+    """Replay `stored` (the mutations of `write.kind`) with `write` appended to `session_id`,
+    and return the replay when the write applies.
+
+    Raises:
+        MutationError: the write's data is invalid.
+        WriteRefused: the replay rejects it (message in `refusal`'s words).
+    """
+    mutation = as_mutation(write, session_id)
+    state = replay([*stored, mutation])
+    for rejection in state.rejected:
+        if rejection.mutation.mutation_key == mutation.mutation_key:
+            raise refusal(rejection, state)
+    return state
+
+
+def refusal(rejection: Rejection, state: Replay) -> WriteRefused:
+    """The `WriteRefused` of a write the replay rejected: the item named, the param to change
+    and what to do (`conflicts with active memory 'm1' (same key 'retries' with another
+    value); pass params.supersedes: "m1" to replace it`)."""
+    mutation = rejection.mutation
+    noun = mutation.kind
+    other = rejection.conflicts_with
+    if other is not None:
+        replaced = mutation.previous_id
+        if rejection.reason.startswith("duplicate"):
+            return WriteRefused(
+                f"repeats active {noun} '{other}' (the same text); nothing to add", other
+            )
+        detail = rejection.reason.removeprefix(f"conflicts with active item '{other}' (")
+        detail = detail.removesuffix("); supersede it")
+        if replaced is None:
+            advice = f'pass params.supersedes: "{other}" to replace it'
+        else:
+            advice = f"forget '{other}' first (ds4/forget), or supersede it instead of '{replaced}'"
+        return WriteRefused(f"conflicts with active {noun} '{other}' ({detail}); {advice}", other)
+    if mutation.operation == "status":
+        field = f"params.{_TARGET[noun]}"
+        target = state.items.get(mutation.item_id)
+    else:
+        field = "params.supersedes"
+        target = state.items.get(mutation.previous_id or "")
+    if target is None or target.kind != noun:
+        name = mutation.item_id if mutation.operation == "status" else mutation.previous_id
+        return WriteRefused(
+            f"unknown {noun} '{name}' ({field}); ds4/memory lists the current items and their ids"
+        )
+    if target.status != "active":
+        now = (
+            f"superseded by '{target.superseded_by}'"
+            if target.superseded_by is not None
+            else target.status
+        )
+        advice = (
+            f"use '{target.superseded_by}'"
+            if target.superseded_by is not None
+            else "nothing to change"
+        )
+        return WriteRefused(f"{noun} '{target.item_id}' is {now}, not active ({field}); {advice}")
+    return WriteRefused(f"{noun} write refused: {rejection.reason}")

@@ -1,0 +1,71 @@
+"""`ds4 memory`: the report and `--json` (equal to the `ds4/memory` result)."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import pytest
+from session_files import SessionWriter, memory_item
+
+from ds4_core import cli
+from ds4_core.engine import ContextEngine
+from ds4_core.requests import SessionRef
+
+
+def run(*argv: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    code = cli.run(list(argv), out, err)
+    return code, out.getvalue(), err.getvalue()
+
+
+def test_memory_lists_items_and_json_equals_the_engine_result(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("DS4_DB", raising=False)
+    monkeypatch.setenv("COLUMNS", "100")
+    db = str(tmp_path / "state" / "context.db")
+    writer = SessionWriter(tmp_path / "s.jsonl", session_id="sess-cli")
+    source = writer.user("note it")
+    writer.mutation(
+        "memory", "mu1", 10, operation="add",
+        item=memory_item("m1", "retries defaults to 3", 10, [source]),
+    )  # fmt: skip
+    writer.mutation(
+        "memory", "mu2", 11, operation="status", memoryId="m1", status="expired", reason="old"
+    )
+    writer.mutation(
+        "pin", "pu1", 12, operation="add",
+        item={"id": "p1", "scope": "session", "content": "Keep the v1\x1b[31m API", "createdAt": 12},
+    )  # fmt: skip
+    code, text, _ = run("--db", db, "memory", "--session", str(writer.path))
+    assert code == 0
+    assert "memory (0)" in text and "pins (1)" in text and "p1 · session" in text
+    assert "\x1b" not in text  # escaped for the terminal
+    code, text, _ = run("--db", db, "memory", "--all")
+    assert "m1 · project · expired · key retries" in text and "retries defaults to 3" in text
+    code, printed, _ = run("--db", db, "memory", "--session", str(writer.path), "--all", "--json")
+    engine = ContextEngine(database_path=db)
+    expected = engine.memory(SessionRef(str(writer.path)), include_inactive=True).to_wire()
+    engine.close()
+    assert json.loads(printed) == expected
+
+
+def test_write_commands_print_the_entry_to_append_and_refuse_conflicts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("DS4_DB", raising=False)
+    db = str(tmp_path / "state" / "context.db")
+    writer = SessionWriter(tmp_path / "s.jsonl", session_id="sess-cli-w")
+    writer.user("note it")
+    session = str(writer.path)
+    code, printed, note = run("--db", db, "remember", "--session", session, "retries is 3")
+    assert code == 0 and "does not write this session file" in note
+    entry = json.loads(printed)
+    assert entry["type"] == "custom" and entry["customType"] == "ds4-context-memory-v1"
+    writer.append("custom", customType=entry["customType"], data=entry["data"])
+    code, _, message = run("--db", db, "remember", "--session", session, "retries is 4")
+    assert code == 2 and f"conflicts with active memory '{entry['data']['item']['id']}'" in message
+    code, printed, _ = run("--db", db, "pin", "--session", session, "--json", "use tabs")
+    assert code == 0 and json.loads(printed)["appended"] is False
