@@ -88,6 +88,7 @@ CASES = [
     "remember_conflict_offers_supersede_and_shows_the_entry_to_append",
     "ds4pin_pins_the_range_and_shows_the_entry_to_append",
     "session_open_and_append_own_a_session_the_server_writes",
+    "a_write_to_an_owned_session_is_appended_by_the_server",
     "ds4artifactsearch_finds_text_in_a_stored_tool_output",
 ]
 
