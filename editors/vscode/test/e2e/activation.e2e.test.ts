@@ -106,6 +106,7 @@ describe('the extension, activated without VS Code', { timeout: 120_000 }, () =>
       'ds4.client.compact',
       'ds4.client.copyCompactionEntry',
       'ds4.client.health',
+      'ds4.client.memoryAction',
       'ds4.client.plan',
       'ds4.client.privacy',
       'ds4.client.rebuildIndex',
@@ -113,6 +114,10 @@ describe('the extension, activated without VS Code', { timeout: 120_000 }, () =>
       'ds4.client.showManifest',
       'ds4.client.showOutput',
       'ds4.client.summaries',
+      'ds4.pinSelection',
+      'ds4.remember',
+      'ds4.searchArtifacts',
+      'ds4.showMemory',
     ]);
     assert.deepEqual([...vscode.tools.keys()], ['ds4_retrieve_history']);
     await api.retrieve({ query: 'warm-up' }); // waits for the server
@@ -353,6 +358,63 @@ describe('the extension, activated without VS Code', { timeout: 120_000 }, () =>
     vscode.inputBoxAnswer = 'ollama/qwen3-coder';
     await vscode.commands.get('ds4.client.privacy')?.();
     assert.match(vscode.messages.at(-1)?.text ?? '', /^DS4 privacy: ollama\/qwen3-coder is local; may see normal, internal, sensitive, local-only; withheld: none; secrets not redacted\.$/);
+    vscode.inputBoxAnswer = '';
+  });
+
+  it('"DS4: Remember..." gives the entry for Pi, offers Supersede on a conflict; "DS4: Pin Selection" and "DS4: Show Memory"', async (t) => {
+    const writer = new SessionWriter(join(workDir, 'sessions', 'memory.jsonl'), '0a1b2c3d-e2e-memory');
+    writer.turn(1);
+    await api.plan({ session: { file: writer.path }, request: 'how many retries?' }); // the session used last
+    vscode.inputBoxAnswer = 'retries defaults to 3';
+    vscode.quickPick = (items) => items[0]; // project
+    vscode.nextMessageChoice = 'Copy Entry';
+    const before = vscode.messages.length;
+    await vscode.commands.get('ds4.remember')?.();
+    const said = vscode.messages.slice(before);
+    if (said.some((message) => message.kind === 'error' && /not found/i.test(message.text))) {
+      t.skip('this ds4-lsp has no ds4/remember yet');
+      return;
+    }
+    assert.match(said[0]?.text ?? '', /^DS4: memory mem-[0-9a-f]{16} prepared\. The Pi extension appends it/);
+    const entry = JSON.parse(vscode.clipboard.at(-1) ?? '{}') as { type: string; customType: string; data: { operation: string } };
+    assert.equal(entry.type, 'custom');
+    assert.equal(entry.data.operation, 'add');
+    // Pi appends it; the server imports it with the session.
+    writer.append('custom', { customType: entry.customType, data: entry.data });
+
+    vscode.inputBoxAnswer = 'retries defaults to 5';
+    vscode.nextMessageChoice = 'Supersede';
+    const conflictAt = vscode.messages.length;
+    await vscode.commands.get('ds4.remember')?.();
+    const answered = vscode.messages.slice(conflictAt);
+    assert.equal(answered[0]?.kind, 'warning');
+    assert.match(answered[0].text, /conflicts with active memory 'mem-[0-9a-f]{16}'/);
+    assert.match(answered[1]?.text ?? '', /prepared\. The Pi extension appends it/);
+
+    vscode.activeEditor = {
+      selection: { isEmpty: false, active: { line: 0 } },
+      document: {
+        getText: () => 'Keep the public API of api.py stable.',
+        lineAt: () => ({ text: '' }),
+        uri: { scheme: 'file', fsPath: join(workDir, 'api.py') },
+      },
+    };
+    vscode.nextMessageChoice = 'Copy Entry';
+    await vscode.commands.get('ds4.pinSelection')?.();
+    const pin = JSON.parse(vscode.clipboard.at(-1) ?? '{}') as { customType: string; data: { item: { content: string; scope: string; sourceFile: string } } };
+    assert.equal(pin.customType, 'ds4-context-pin-v1');
+    assert.equal(pin.data.item.content, 'Keep the public API of api.py stable.');
+    assert.equal(pin.data.item.scope, 'session');
+    assert.equal(pin.data.item.sourceFile, join(workDir, 'api.py'));
+    vscode.activeEditor = undefined;
+
+    vscode.clearWebview();
+    await vscode.commands.get('ds4.showMemory')?.();
+    const html = vscode.webviewHtml() ?? '';
+    assert.match(html, /<p class="claim">retries defaults to 3<\/p>/);
+    assert.match(html, /href="command:ds4\.client\.memoryAction\?/);
+    assert.doesNotMatch(html, /<script/);
+    assert.deepEqual((vscode.webviewOptions as { enableCommandUris: unknown }).enableCommandUris, ['ds4.client.memoryAction']);
     vscode.inputBoxAnswer = '';
   });
 

@@ -121,6 +121,8 @@ export class StubVscode {
   nextMessageChoice: string | undefined;
   quickPick: (items: QuickPickAnswer[]) => QuickPickAnswer | undefined = (items) => items[0];
   openDialogAnswer: string | undefined;
+  /** `window.activeTextEditor` (a test builds the parts the extension reads). */
+  activeEditor: unknown;
   /** The chat models `vscode.lm.selectChatModels` returns (any family). */
   chatModels: StubChatModel[] = [];
   /** The selectors `vscode.lm.selectChatModels` was called with. */
@@ -230,6 +232,9 @@ export class StubVscode {
         constructor(readonly value: string) {}
       },
       window: withDefaults('window', {
+        get activeTextEditor() {
+          return stub.activeEditor;
+        },
         createOutputChannel: () => outputChannel,
         createStatusBarItem: () => statusItem,
         showInformationMessage: record('info'),
