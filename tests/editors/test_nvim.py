@@ -86,6 +86,7 @@ CASES = [
     "memory_lines_and_entries_render_without_a_server",
     "ds4memory_lists_pins_and_memory_with_provenance_and_actions",
     "remember_conflict_offers_supersede_and_shows_the_entry_to_append",
+    "ds4memory_mappings_forget_unpin_and_supersede_the_item_under_the_cursor",
     "ds4pin_pins_the_range_and_shows_the_entry_to_append",
     "session_open_and_append_own_a_session_the_server_writes",
     "a_write_to_an_owned_session_is_appended_by_the_server",

@@ -14,7 +14,7 @@
  * Pure module: no `vscode` import.
  */
 
-import { escapeHtml } from './html';
+import { checkNonce, escapeHtml, htmlPage } from './html';
 import { renderPrivacy } from './privacyView';
 import { type Manifest, type ManifestItem, type PlanResult, type ProjectSnippet, RETRIEVE_SCOPES } from './protocol';
 import { formatInt } from './status';
@@ -72,9 +72,7 @@ const BUDGET_LABELS: Record<string, string> = {
 
 /** The whole HTML document for `manifest`. */
 export function renderManifestHtml(manifest: Manifest, options: RenderOptions): string {
-  if (!/^[A-Za-z0-9+/=]{16,}$/.test(options.nonce)) {
-    throw new Error('renderManifestHtml: the nonce must be 16 or more base64 characters');
-  }
+  checkNonce(options.nonce, 'renderManifestHtml');
   const page = new Page(options.maxRows ?? 500);
   const body = [
     renderHeader(manifest, options.plan),
@@ -92,25 +90,15 @@ export function renderManifestHtml(manifest: Manifest, options: RenderOptions): 
     renderBudgets(manifest),
     renderFooter(manifest),
   ].join('\n');
-  const nonce = escapeHtml(options.nonce);
-  return `<!DOCTYPE html>
-<html lang="en">
-<head>
-<meta charset="UTF-8">
-<meta http-equiv="Content-Security-Policy" content="default-src 'none'; style-src 'nonce-${nonce}';">
-<meta name="viewport" content="width=device-width, initial-scale=1.0">
-<title>DS4 manifest ${escapeHtml(manifest.id)}</title>
-<style nonce="${nonce}">
-${STYLE}
+  return htmlPage({
+    who: 'renderManifestHtml',
+    nonce: options.nonce,
+    title: `DS4 manifest ${manifest.id}`,
+    style: `${STYLE}
 ${MODEL_AWARENESS_STYLE}
-${page.rules()}
-</style>
-</head>
-<body>
-${body}
-</body>
-</html>
-`;
+${page.rules()}`,
+    body,
+  });
 }
 
 /** Collects the width and position classes a page uses, as CSS rules for its style block. */

@@ -174,34 +174,24 @@ async function memoryAction(context: MemoryCommandContext, argument: unknown): P
 async function runAction(context: MemoryCommandContext, session: SessionRef, action: MemoryAction): Promise<boolean> {
   const requests = await context.server.requests();
   if (action.action === 'supersede') {
-    if (action.kind === 'memory') {
-      const item = context.panel.item('memory', action.id);
-      const claim = await vscode.window.showInputBox({
-        title: `DS4: supersede memory ${action.id}`,
-        prompt: 'The claim that replaces it',
-        value: item?.claim ?? '',
-        validateInput: (value) => (value.trim() === '' ? 'Write the new claim.' : undefined),
-        ignoreFocusOut: true,
-      });
-      if (claim === undefined || claim.trim() === '') {
-        return false;
-      }
-      const scope = item?.scope ?? 'project';
-      return write(context, 'memory', () => requests.remember({ session, claim: claim.trim(), scope, supersedes: action.id }));
-    }
-    const item = context.panel.item('pin', action.id);
-    const content = await vscode.window.showInputBox({
-      title: `DS4: supersede pin ${action.id}`,
-      prompt: 'The text that replaces it',
-      value: item?.content ?? '',
+    const item = action.kind === 'memory' ? context.panel.item('memory', action.id) : context.panel.item('pin', action.id);
+    const current = item === undefined ? '' : 'claim' in item ? item.claim : item.content;
+    const text = await vscode.window.showInputBox({
+      title: `DS4: supersede ${action.kind} ${action.id}`,
+      prompt: action.kind === 'memory' ? 'The claim that replaces it' : 'The text that replaces it',
+      value: current,
       validateInput: (value) => (value.trim() === '' ? 'Write the new text.' : undefined),
       ignoreFocusOut: true,
     });
-    if (content === undefined || content.trim() === '') {
+    if (text === undefined || text.trim() === '') {
       return false;
     }
-    const scope = item?.scope ?? 'session';
-    return write(context, 'pin', () => requests.pin({ session, content, scope, supersedes: action.id }));
+    if (action.kind === 'memory') {
+      const scope = context.panel.item('memory', action.id)?.scope ?? 'project';
+      return write(context, 'memory', () => requests.remember({ session, claim: text.trim(), scope, supersedes: action.id }));
+    }
+    const scope = context.panel.item('pin', action.id)?.scope ?? 'session';
+    return write(context, 'pin', () => requests.pin({ session, content: text, scope, supersedes: action.id }));
   }
   const reason = await vscode.window.showInputBox({
     title: action.action === 'forget' ? `DS4: forget memory ${action.id}` : `DS4: unpin ${action.id}`,

@@ -12,7 +12,7 @@
  * Pure module: no `vscode` import.
  */
 
-import { escapeHtml } from './html';
+import { escapeHtml, htmlPage } from './html';
 import {
   type ArtifactSearchResult,
   type ContextMutationResult,
@@ -121,10 +121,6 @@ export interface MemoryPageOptions {
  * rejected or invalid entries. No script; the CSP allows only the nonce'd style block.
  */
 export function renderMemoryHtml(result: MemoryResult, options: MemoryPageOptions): string {
-  if (!/^[A-Za-z0-9+/=]{16,}$/.test(options.nonce)) {
-    throw new Error('renderMemoryHtml: the nonce must be 16 or more base64 characters');
-  }
-  const nonce = escapeHtml(options.nonce);
   const where =
     options.sessionFile === undefined
       ? 'every indexed session'
@@ -138,26 +134,20 @@ export function renderMemoryHtml(result: MemoryResult, options: MemoryPageOption
         `<li><code>${escapeHtml(problem.mutationKey)}</code> (${escapeHtml(problem.kind)}): ${escapeHtml(problem.problem)}</li>`,
     )
     .join('');
-  return `<!DOCTYPE html>
-<html lang="en">
-<head>
-<meta charset="UTF-8">
-<meta http-equiv="Content-Security-Policy" content="default-src 'none'; style-src 'nonce-${nonce}';">
-<meta name="viewport" content="width=device-width, initial-scale=1.0">
-<style nonce="${nonce}">${STYLE}</style>
-<title>DS4 Memory</title>
-</head>
-<body>
-<h1>DS4 Memory <span class="sub">${where}</span></h1>
+  return htmlPage({
+    who: 'renderMemoryHtml',
+    nonce: options.nonce,
+    title: 'DS4 Memory',
+    style: STYLE,
+    body: `<h1>DS4 Memory <span class="sub">${where}</span></h1>
 <p class="muted">Pins go into every plan of the session; memory items when they match the request. Item text is shown as stored and never sent anywhere from this page.</p>
 <h2>Pins <span class="sub">${String(result.pins.length)}</span></h2>
 ${result.pins.length > 0 ? `<div class="items">${pins}</div>` : '<p class="muted">No pins. Select text and run <strong>DS4: Pin Selection</strong>.</p>'}
 <h2>Memory <span class="sub">${String(result.memory.length)}</span></h2>
 ${result.memory.length > 0 ? `<div class="items">${memory}</div>` : '<p class="muted">No memory. Run <strong>DS4: Remember...</strong>.</p>'}
 <p class="muted">Mutation entries: ${String(counts.applied)} applied, ${String(counts.rejected)} rejected, ${String(counts.invalid)} invalid.</p>
-${problems === '' ? '' : `<h2>Rejected or invalid entries</h2><ul class="problems">${problems}</ul>`}
-</body>
-</html>`;
+${problems === '' ? '' : `<h2>Rejected or invalid entries</h2><ul class="problems">${problems}</ul>`}`,
+  });
 }
 
 function pinRow(pin: PinItem): string {

@@ -2234,6 +2234,67 @@ test('remember_conflict_offers_supersede_and_shows_the_entry_to_append', functio
   assert(ok, problem)
 end)
 
+test('ds4memory_mappings_forget_unpin_and_supersede_the_item_under_the_cursor', function()
+  assert(trusted_buf, 'needs attaches_to_a_file_in_a_workspace')
+  vim.api.nvim_set_current_buf(trusted_buf)
+  local probe = await(function(cb)
+    ds4.unpin({ session = { file = cfg.memory_session }, pinId = 'pin-none' }, cb, { bufnr = trusted_buf })
+  end)
+  if missing(probe) then
+    skip('this ds4-lsp has no ds4/unpin yet')
+  end
+  eq(probe and probe.code, -32803, 'an unknown pin is RequestFailed')
+  local buf = run_command('Ds4Memory --session=' .. vim.fn.fnameescape(cfg.memory_session), 'memory')
+  local answers = {}
+  local input = vim.ui.input
+  vim.ui.input = function(opts, on_confirm)
+    answers[#answers + 1] = opts.prompt
+    vim.schedule(function()
+      on_confirm(opts.default and (opts.default .. ' (v2)') or 'obsolete')
+    end)
+  end
+  local ok, problem = pcall(function()
+    local function act_on(id, action)
+      vim.api.nvim_set_current_buf(buf)
+      vim.api.nvim_win_set_cursor(0, { vim.fn.search(id, 'nw'), 0 })
+      local entry_buf = ui.buffer('entry')
+      if entry_buf then
+        vim.bo[entry_buf].modifiable = true
+        vim.api.nvim_buf_set_lines(entry_buf, 0, -1, false, {})
+      end
+      local tick = vim.api.nvim_buf_get_changedtick(buf)
+      memory_mod.act(buf, action)
+      wait_for('the entry of ' .. action, function()
+        return ui.buffer('entry') ~= nil and buffer_text(ui.buffer('entry')) ~= ''
+      end)
+      -- ... and the list refreshed after it (asynchronously: wait, so it lands here).
+      wait_for('the memory list refreshed', function()
+        return vim.api.nvim_buf_get_changedtick(buf) > tick
+      end)
+      local lines = vim.api.nvim_buf_get_lines(ui.buffer('entry'), 0, -1, false)
+      return vim.json.decode(lines[#lines])
+    end
+    local forgot = act_on('mem-nvim-1', 'remove')
+    eq(forgot.customType, 'ds4-context-memory-v1', 'forget: customType')
+    eq(forgot.data.operation, 'status', 'forget: operation')
+    eq(forgot.data.memoryId, 'mem-nvim-1', 'forget: memoryId')
+    eq(forgot.data.reason, 'obsolete', 'forget: reason')
+    local unpinned = act_on('pin-nvim-1', 'remove')
+    eq(unpinned.data.pinId, 'pin-nvim-1', 'unpin: pinId')
+    local superseded = act_on('pin-nvim-1', 'supersede')
+    eq(superseded.data.operation, 'supersede', 'supersede: operation')
+    eq(superseded.data.previousId, 'pin-nvim-1', 'supersede: previousId')
+    eq(
+      superseded.data.item.content,
+      'Keep the public API of shipping.py stable.\nNo new dependencies. (v2)',
+      'supersede: the edited text'
+    )
+    assert(answers[1]:find('forget mem-nvim-1', 1, true), vim.inspect(answers))
+  end)
+  vim.ui.input = input
+  assert(ok, problem)
+end)
+
 test('ds4pin_pins_the_range_and_shows_the_entry_to_append', function()
   assert(trusted_buf, 'needs attaches_to_a_file_in_a_workspace')
   vim.api.nvim_set_current_buf(trusted_buf)

@@ -241,6 +241,15 @@ function M.compact_failed(summary_id, reason, opts)
   client.notify('ds4/compactFailed', { summaryId = summary_id, reason = reason }, opts.cb, opts)
 end
 
+--- Send the pin/memory write `method` with `params`, its `session` defaulted (|ds4-memory|).
+local function write_request(method, params, cb, opts)
+  vim.validate('params', params, 'table')
+  vim.validate('cb', cb, 'function')
+  require('ds4.memory').with_session(params, cb, opts, function(p)
+    client.request(method, p, cb, opts)
+  end)
+end
+
 --- `ds4/pin`: pin text so every plan of the session carries it (docs/memory.md). Params:
 --- `{ session?, content, scope? = 'session'|'branch'|'project', classification?,
 --- sourceEntryId?, sourceFile?, supersedes? }`. Without `session`: the session file
@@ -254,11 +263,7 @@ end
 ---@param cb fun(err: table?, result: table?)
 ---@param opts {bufnr: integer?}?
 function M.pin(params, cb, opts)
-  vim.validate('params', params, 'table')
-  vim.validate('cb', cb, 'function')
-  require('ds4.memory').with_session(params, cb, opts, function(p)
-    client.request('ds4/pin', p, cb, opts)
-  end)
+  write_request('ds4/pin', params, cb, opts)
 end
 
 --- `ds4/unpin`: `{ session?, pinId, reason? }` marks the active pin deleted (see |ds4.pin()|).
@@ -266,11 +271,7 @@ end
 ---@param cb fun(err: table?, result: table?)
 ---@param opts {bufnr: integer?}?
 function M.unpin(params, cb, opts)
-  vim.validate('params', params, 'table')
-  vim.validate('cb', cb, 'function')
-  require('ds4.memory').with_session(params, cb, opts, function(p)
-    client.request('ds4/unpin', p, cb, opts)
-  end)
+  write_request('ds4/unpin', params, cb, opts)
 end
 
 --- `ds4/remember`: `{ session?, claim, scope? = 'project'|'session', key?, classification?,
@@ -279,11 +280,7 @@ end
 ---@param cb fun(err: table?, result: table?)
 ---@param opts {bufnr: integer?}?
 function M.remember(params, cb, opts)
-  vim.validate('params', params, 'table')
-  vim.validate('cb', cb, 'function')
-  require('ds4.memory').with_session(params, cb, opts, function(p)
-    client.request('ds4/remember', p, cb, opts)
-  end)
+  write_request('ds4/remember', params, cb, opts)
 end
 
 --- `ds4/forget`: `{ session?, memoryId, status? = 'invalid'|'expired', reason? }` (see
@@ -292,11 +289,7 @@ end
 ---@param cb fun(err: table?, result: table?)
 ---@param opts {bufnr: integer?}?
 function M.forget(params, cb, opts)
-  vim.validate('params', params, 'table')
-  vim.validate('cb', cb, 'function')
-  require('ds4.memory').with_session(params, cb, opts, function(p)
-    client.request('ds4/forget', p, cb, opts)
-  end)
+  write_request('ds4/forget', params, cb, opts)
 end
 
 --- `ds4/memory`: `{ session?, includeInactive? }` lists pins and memory items with their

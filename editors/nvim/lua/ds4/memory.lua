@@ -25,7 +25,8 @@ end
 
 -- ------------------------------------------------------------------ the owned session
 
---- The file keeping each root's owned session: `{ roots = { [root] = { sessionId, file } } }`.
+--- The file keeping each root's owned session: `{ version = 1, roots = { [root] = { sessionId,
+--- file } } }`.
 ---@return string
 function M.store_path()
   return vim.fs.joinpath(vim.fn.stdpath('state'), 'ds4', 'sessions.json')
@@ -33,25 +34,11 @@ end
 
 ---@return table<string, {sessionId: string, file: string}>
 local function read_store()
-  local file = io.open(M.store_path(), 'r')
-  if not file then
-    return {}
-  end
-  local text = file:read('*a')
-  file:close()
-  local ok, decoded = pcall(vim.json.decode, text)
-  if not ok or type(decoded) ~= 'table' or type(decoded.roots) ~= 'table' then
-    return {}
-  end
-  return decoded.roots
+  return require('ds4.trust').read_roots(M.store_path())
 end
 
 local function write_store(roots)
-  local path = M.store_path()
-  vim.fn.mkdir(vim.fs.dirname(path), 'p')
-  local file = assert(io.open(path, 'w'))
-  file:write(vim.json.encode({ roots = roots }))
-  file:close()
+  require('ds4.trust').write_roots(M.store_path(), roots)
 end
 
 --- The owned session remembered for `root` (may be stale: the server is not asked).
@@ -422,23 +409,19 @@ function M.act(buf, action)
   local function refresh()
     M.show_list(shown.session, shown.owned)
   end
+  local session = shown.session
   if action == 'remove' then
     local verb = kind == 'pin' and 'unpin' or 'forget'
     return vim.ui.input({ prompt = ('%s %s, reason (optional): '):format(verb, item.id) }, function(reason)
       if reason == nil then
         return
       end
-      reason = vim.trim(reason) ~= '' and vim.trim(reason) or nil
+      local why = vim.trim(reason) ~= '' and vim.trim(reason) or nil
+      local method, id_field = 'ds4/forget', 'memoryId'
       if kind == 'pin' then
-        M.write('ds4/unpin', { session = shown.session, pinId = item.id, reason = reason }, 'pin', refresh)
-      else
-        M.write(
-          'ds4/forget',
-          { session = shown.session, memoryId = item.id, reason = reason },
-          'memory',
-          refresh
-        )
+        method, id_field = 'ds4/unpin', 'pinId'
       end
+      M.write(method, { session = session, [id_field] = item.id, reason = why }, kind, refresh)
     end)
   end
   local current = kind == 'pin' and val(item.content) or val(item.claim)
@@ -448,20 +431,13 @@ function M.act(buf, action)
       if text == nil or vim.trim(text) == '' then
         return
       end
+      local params = { session = session, scope = val(item.scope), supersedes = item.id }
       if kind == 'pin' then
-        M.write('ds4/pin', {
-          session = shown.session,
-          content = text,
-          scope = val(item.scope),
-          supersedes = item.id,
-        }, 'pin', refresh)
+        params.content = text
+        M.write('ds4/pin', params, 'pin', refresh)
       else
-        M.write('ds4/remember', {
-          session = shown.session,
-          claim = vim.trim(text),
-          scope = val(item.scope),
-          supersedes = item.id,
-        }, 'memory', refresh)
+        params.claim = vim.trim(text)
+        M.write('ds4/remember', params, 'memory', refresh)
       end
     end
   )

@@ -45,10 +45,13 @@ function M.store_path()
   return vim.fs.joinpath(vim.fn.stdpath('state'), 'ds4', 'trust.json')
 end
 
---- The remembered decisions: `{ [realpath] = 'allow'|'deny' }`.
----@return table<string, 'allow'|'deny'>
-function M.read()
-  local file = io.open(M.store_path(), 'r')
+--- The `roots` table of a state file `{ version = 1, roots = { [root] = value } }` (also the
+--- owned sessions of `ds4.memory`); `{}` when the file is missing or not such JSON. The values
+--- are not checked: the caller does.
+---@param path string
+---@return table<string, any>
+function M.read_roots(path)
+  local file = io.open(path, 'r')
   if not file then
     return {}
   end
@@ -58,8 +61,24 @@ function M.read()
   if not ok or type(decoded) ~= 'table' or type(decoded.roots) ~= 'table' then
     return {}
   end
+  return decoded.roots
+end
+
+--- Write `roots` as the state file `path` (its directory created, private to the user).
+---@param path string
+---@param roots table<string, any>
+function M.write_roots(path, roots)
+  vim.fn.mkdir(vim.fs.dirname(path), 'p', tonumber('700', 8))
+  local file = assert(io.open(path, 'w'))
+  file:write(vim.json.encode({ version = 1, roots = next(roots) and roots or vim.empty_dict() }))
+  file:close()
+end
+
+--- The remembered decisions: `{ [realpath] = 'allow'|'deny' }`.
+---@return table<string, 'allow'|'deny'>
+function M.read()
   local roots = {}
-  for path, decision in pairs(decoded.roots) do
+  for path, decision in pairs(M.read_roots(M.store_path())) do
     if type(path) == 'string' and (decision == 'allow' or decision == 'deny') then
       roots[path] = decision
     end
@@ -69,11 +88,7 @@ end
 
 ---@param roots table<string, 'allow'|'deny'>
 local function write(roots)
-  local path = M.store_path()
-  vim.fn.mkdir(vim.fs.dirname(path), 'p', tonumber('700', 8))
-  local file = assert(io.open(path, 'w'))
-  file:write(vim.json.encode({ version = 1, roots = next(roots) and roots or vim.empty_dict() }))
-  file:close()
+  M.write_roots(M.store_path(), roots)
 end
 
 --- Remember a decision for `root`: 'allow', 'deny', or 'remove' (forget it).
