@@ -18,8 +18,7 @@ export interface SettingsReader {
  * The `ds4.*` settings that are server settings, by their server key (`ds4.context.mode` is
  * the server's `context.mode`). The defaults are in package.json and equal the server's
  * (a unit test compares package.json with docs/configuration.md). Left out on purpose:
- * `retrieval.semantic` (only `false` is accepted in this version), `context.maxPinnedTokens`
- * and `context.maxMemoryTokens` (their features are not built yet), and
+ * `retrieval.semantic` (only `false` is accepted in this version) and
  * `storage.databasePath` (the client sends `ds4.databasePath` as `databasePath`).
  */
 export const SERVER_SETTING_KEYS: readonly string[] = [
@@ -35,6 +34,8 @@ export const SERVER_SETTING_KEYS: readonly string[] = [
   'context.maxRetrievedHistoryTokens',
   'context.maxProjectTokens',
   'context.maxSummaryTokens',
+  'context.maxPinnedTokens',
+  'context.maxMemoryTokens',
   'retrieval.exact',
   'retrieval.fts',
   'retrieval.maxResults',
@@ -44,6 +45,16 @@ export const SERVER_SETTING_KEYS: readonly string[] = [
   'project.maxTotalBytes',
   'project.maxResults',
   'project.maxCommits',
+  'artifacts.enabled',
+  'artifacts.maxInlineToolResultChars',
+  'artifacts.excerptChars',
+  'artifacts.maxArtifactBytes',
+  'artifacts.maxSearchBytes',
+  'artifacts.maxSearchMatches',
+  'memory.enabled',
+  'memory.maxPinChars',
+  'memory.maxClaimChars',
+  'memory.maxResults',
   'compaction.enabled',
   'compaction.keepRecentTokens',
   'compaction.summaryTokenLimit',

@@ -54,8 +54,19 @@ describe('settings mapping', () => {
       maxRetrievedHistoryTokens: 16000,
       maxProjectTokens: 20000,
       maxSummaryTokens: 12000,
+      maxPinnedTokens: 16000,
+      maxMemoryTokens: 8000,
     });
     assert.deepEqual(settings.retrieval, { exact: true, fts: true, maxResults: 12 });
+    assert.deepEqual(settings.artifacts, {
+      enabled: true,
+      maxInlineToolResultChars: 12000,
+      excerptChars: 6000,
+      maxArtifactBytes: 100000000,
+      maxSearchBytes: 50000000,
+      maxSearchMatches: 12,
+    });
+    assert.deepEqual(settings.memory, { enabled: true, maxPinChars: 4000, maxClaimChars: 2000, maxResults: 12 });
     assert.deepEqual(settings.project, {
       enabled: true,
       maxFiles: 10000,
