@@ -245,7 +245,15 @@ function registerHistoryTool(running: ServerClient, workspaceState: vscode.Memen
       // The answer goes to a chat model: name it as the destination, so the server sanitizes
       // the hits for it (remote unless ds4.privacy.historyToolProvider is a local provider).
       const destination = historyToolDestination(vscode.workspace.getConfiguration('ds4'));
-      const parsed = historyToolParams(options.input, await historyDefaultSession(workspaceState, owned), destination);
+      const last = lastSessionFile(workspaceState);
+      let parsed = historyToolParams(options.input, last, destination);
+      if ('error' in parsed && last === undefined) {
+        // No Pi session used here: the workspace's owned session, if the server opens one.
+        const ownedFile = await ownedSessionFile(owned);
+        if (ownedFile !== undefined) {
+          parsed = historyToolParams(options.input, ownedFile, destination);
+        }
+      }
       if ('error' in parsed) {
         throw new Error(parsed.error);
       }
@@ -259,12 +267,8 @@ function registerHistoryTool(running: ServerClient, workspaceState: vscode.Memen
   });
 }
 
-/** The session the history tool searches by default: the last Pi session, else the owned one (if the server opens it). */
-async function historyDefaultSession(workspaceState: vscode.Memento, owned: OwnedSession): Promise<string | undefined> {
-  const last = lastSessionFile(workspaceState);
-  if (last !== undefined) {
-    return last;
-  }
+/** The file of the workspace's owned session; `undefined` when the server cannot open one. */
+async function ownedSessionFile(owned: OwnedSession): Promise<string | undefined> {
   try {
     return (await owned.ensure()).file;
   } catch {
