@@ -64,7 +64,8 @@ local function open_window(buf, view, title)
 end
 
 --- Show `lines` in the `ds://<kind>` buffer and focus its window.
----@param kind string plan|retrieve|manifest|health|rebuild|compaction|summaries|summaries.dot
+---@param kind string plan|retrieve|manifest|health|rebuild|compaction|summaries|summaries.dot|
+---   memory|entry|artifacts
 ---@param lines string[]
 ---@param title string?
 ---@param opts {filetype: string?}? filetype of the buffer (default `ds4`)
