@@ -229,6 +229,25 @@ def list_pins(store: Store, *, include_inactive: bool = False) -> list[dict[str,
     return _rows(store, f"SELECT {_PIN_COLUMNS} FROM pins {where}ORDER BY position", ())
 
 
+def active_for_planning(store: Store) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+    """The active pins and memory items as tuples, for planning (cheaper than `list_pins` /
+    `list_memory` on every plan), in creation order:
+    pins `(pin_id, scope, session_id, project_path, branch_leaf_id, classification, content,
+    source_file, created_at_ms, updated_at_ms)`; memory `(memory_id, scope, session_id,
+    project_path, memory_key, classification, claim, created_at_ms, updated_at_ms)`."""
+    connection = store.connection()
+    pins = connection.execute(
+        "SELECT pin_id, scope, session_id, project_path, branch_leaf_id, classification, "
+        "content, source_file, created_at_ms, updated_at_ms FROM pins WHERE status = 'active' "
+        "ORDER BY position"
+    ).fetchall()
+    memory = connection.execute(
+        "SELECT memory_id, scope, session_id, project_path, memory_key, classification, claim, "
+        "created_at_ms, updated_at_ms FROM memory_items WHERE status = 'active' ORDER BY position"
+    ).fetchall()
+    return pins, memory
+
+
 MAX_PROBLEMS = 100
 """Most rejected or invalid mutation entries `list_problems` returns (the newest)."""
 
