@@ -153,8 +153,9 @@ def in_process(items: int, runs: int, session: Path, memory_file: Path, base: Pa
     plans: dict[str, list[float]] = {name: [] for name in engines}
     for engine in engines.values():
         engine.plan(request)
-    for _ in range(runs):
-        for name, engine in engines.items():
+    for run in range(runs):
+        order = list(engines.items())
+        for name, engine in order if run % 2 else order[::-1]:
             started = time.perf_counter()
             engine.plan(request)
             plans[name].append((time.perf_counter() - started) * 1000)
@@ -197,8 +198,9 @@ def main() -> None:
         for client in servers.values():
             client.request("ds4/plan", params)  # index and warm
         times: dict[str, list[float]] = {name: [] for name in servers}
-        for _ in range(args.runs):
-            for name, client in servers.items():
+        for run in range(args.runs):
+            order = list(servers.items())
+            for name, client in order if run % 2 else order[::-1]:  # each goes first in turn
                 elapsed, planned = timed(client, "ds4/plan", params)
                 times[name].append(elapsed)
                 if name == "memory":
