@@ -24,6 +24,7 @@ from ds4_lsp.handlers import (
     plan,
     project,
     retrieve,
+    sessions,
     settings,
     usage,
 )
@@ -36,6 +37,8 @@ from ds4_lsp.methods import (
     DS4_MEMORY,
     DS4_PLAN,
     DS4_RETRIEVE,
+    DS4_SESSION_APPEND,
+    DS4_SESSION_OPEN,
     DS4_TOOL_EXECUTED,
     DS4_USAGE,
     HEALTH,
@@ -80,6 +83,9 @@ def create_server() -> Ds4Server:
     server.feature(DS4_TOOL_EXECUTED)(project.tool_executed)
     # memory and pins (read-only; docs/memory.md)
     server.feature(DS4_MEMORY)(memory.memory)
+    # server-owned sessions (docs/sessions.md)
+    server.feature(DS4_SESSION_OPEN)(sessions.session_open)
+    server.feature(DS4_SESSION_APPEND)(sessions.session_append)
     # compaction; the server asks the client with ds4/summarize (handlers.compaction)
     server.feature(DS4_COMPACT)(compaction.compact)
     server.feature(DS4_COMPACT_COMMITTED)(compaction.compact_committed)

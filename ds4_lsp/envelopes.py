@@ -21,6 +21,8 @@ from ds4_lsp.methods import (
     DS4_MEMORY,
     DS4_PLAN,
     DS4_RETRIEVE,
+    DS4_SESSION_APPEND,
+    DS4_SESSION_OPEN,
     DS4_SUMMARIZE,
     DS4_TOOL_EXECUTED,
     DS4_USAGE,
@@ -35,6 +37,8 @@ from ds4_lsp.params import (
     MsgId,
     PlanParams,
     RetrieveParams,
+    SessionAppendParams,
+    SessionOpenParams,
     SummarizeParams,
     ToolExecutedParams,
     UsageParams,
@@ -109,6 +113,8 @@ MESSAGE_TYPES: dict[str, tuple[type, type | None]] = {
     DS4_TOOL_EXECUTED: envelope(DS4_TOOL_EXECUTED, ToolExecutedParams, notification=True),
     DS4_MEMORY: envelope(DS4_MEMORY, MemoryParams, params_optional=True),
     DS4_COMPACT: envelope(DS4_COMPACT, CompactParams),
+    DS4_SESSION_OPEN: envelope(DS4_SESSION_OPEN, SessionOpenParams, params_optional=True),
+    DS4_SESSION_APPEND: envelope(DS4_SESSION_APPEND, SessionAppendParams),
     # The client's answer is kept as raw JSON and checked by `converter.summarize_answer`, so
     # a wrong shape becomes an offline fallback with a reason instead of a message pygls cannot
     # structure (which would look like no answer at all).

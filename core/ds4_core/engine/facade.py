@@ -40,6 +40,8 @@ from ..requests import (
     ManifestRequest,
     PlanRequest,
     RetrieveRequest,
+    SessionAppendRequest,
+    SessionOpenRequest,
     SessionRef,
     Summarizer,
     UsageReport,
@@ -54,6 +56,8 @@ from ..results import (
     PrivacyResult,
     RebuildResult,
     RetrieveResult,
+    SessionAppendResult,
+    SessionOpenResult,
     SummariesResult,
     SyncReport,
     UsageResult,
@@ -68,6 +72,7 @@ from .health import check_health
 from .indexing import Indexer
 from .manifests import Manifests
 from .memories import Memories
+from .owning import OwnedSessions
 from .planning import Planner
 from .project import ProjectService
 from .retrieving import Retriever
@@ -126,6 +131,7 @@ class ContextEngine:
         self._retriever = Retriever(context, self._planner, self.project)
         self._compactor = Compactor(context, self._sessions, self._indexer)
         self._memories = Memories(context, self._indexer)
+        self._owned = OwnedSessions(context)
 
     # ----------------------------------------------------------------- lifecycle
 
@@ -452,6 +458,29 @@ class ContextEngine:
             RequestError: naming `session.file`, for a missing, unreadable or non-Pi file.
         """
         return self._memories.list(session, include_inactive=include_inactive)
+
+    # ----------------------------------------------------------------- owned sessions (owning.py)
+
+    def session_open(self, request: SessionOpenRequest) -> SessionOpenResult:
+        """Create a server-owned session file, or reopen one by id (`ds4/sessionOpen`;
+        docs/sessions.md).
+
+        Raises:
+            RequestError: a bad `title` or `sessionId` (named).
+            RequestFailedError: no data directory (in-memory database) or an unusable one.
+        """
+        return self._owned.open(request)
+
+    def session_append(self, request: SessionAppendRequest) -> SessionAppendResult:
+        """Append Pi messages to a server-owned session (`ds4/sessionAppend`;
+        docs/sessions.md): checked, chained, written in one locked, fsynced write.
+
+        Raises:
+            RequestError: not an owned session (`session.file`), a bad count or message
+                (`messages[i]...`), an unknown `parentId` / `session.leafId`.
+            RequestFailedError: the file cannot be written.
+        """
+        return self._owned.append(request)
 
     # ----------------------------------------------------------------- health (health.py)
 

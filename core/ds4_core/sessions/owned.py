@@ -308,6 +308,18 @@ def current_leaf(file: str | os.PathLike[str]) -> str | None:
     return _state_of(Path(file)).leaf_id
 
 
+def session_id_of(file: str | os.PathLike[str]) -> str:
+    """The header id of an owned session file (read under its lock; cached).
+
+    Raises:
+        OwnedSessionError: the file is not a regular file or has no session header.
+        OSError: the file cannot be read.
+    """
+    session_id = _state_of(Path(file)).session_id
+    assert session_id is not None  # _scan raises for a file without a header
+    return session_id
+
+
 # --------------------------------------------------------------------------------------------
 # Reading under the lock
 
