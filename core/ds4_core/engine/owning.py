@@ -91,10 +91,8 @@ class OwnedSessions:
             session = owned.open_session(data_dir, cwd, request.title, request.session_id)
         except ValueError as exc:
             text = str(exc)
-            field = next(
-                (name for name in ("title", "sessionId", "cwd") if text.startswith(name)),
-                None,
-            )
+            name = text.partition(":")[0]
+            field = name if name in ("title", "sessionId", "cwd") else None
             raise RequestError(text, field) from None
         except (owned.OwnedSessionError, OSError) as exc:
             reason = getattr(exc, "strerror", None) or str(exc)

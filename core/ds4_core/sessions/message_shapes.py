@@ -144,7 +144,7 @@ def _check_tool_result(message: dict[str, Any], field: str) -> None:
 
 
 def _check_blocks(content: Any, kinds: tuple[str, ...], field: str, expected: str) -> list[Any]:
-    """`content`, checked as content blocks (docs/reference.md §P5.1) of the kinds allowed for
+    """`content`, checked as content blocks (docs/reference.md §P5) of the kinds allowed for
     the role; `expected` says what `content` may be, for the error."""
     if not isinstance(content, list):
         raise MessageShapeError(f"expected {expected}, got {describe_type(content)}", field)

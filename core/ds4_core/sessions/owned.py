@@ -63,6 +63,9 @@ ENTRY_ID = re.compile(r"[0-9a-f]{8}")
 MAX_TITLE_CHARS = 200
 """Longest session title (`session_info` name) accepted."""
 
+MAX_CWD_CHARS = 4096
+"""Longest working directory recorded in a header (PATH_MAX on Linux)."""
+
 _DIR_MODE = 0o700
 _FILE_MODE = 0o600
 _READ_BYTES = 1 << 20
@@ -175,15 +178,17 @@ def open_session(
             with this id is not a session file.
         OSError: the directory or file cannot be written.
     """
-    if not isinstance(cwd, str) or "\x00" in cwd:
-        raise ValueError("cwd must be a string without NUL characters")
+    if not isinstance(cwd, str) or "\x00" in cwd or len(cwd) > MAX_CWD_CHARS:
+        raise ValueError(
+            f"cwd: expected a path of at most {MAX_CWD_CHARS} characters without NUL characters"
+        )
     name = _check_title(title)
     if session_id is not None and (
         not isinstance(session_id, str) or not SESSION_ID.fullmatch(session_id)
     ):
         raise ValueError(
-            "sessionId must be 1..128 letters, digits, '.', '_' or '-', starting and ending "
-            "with a letter or digit"
+            "sessionId: expected 1 to 128 letters, digits, '.', '_' or '-', starting and "
+            "ending with a letter or digit (Pi's rule for session ids)"
         )
     root = _ensure_directory(sessions_directory(data_dir))
     with _locked(root / LOCK_SUFFIX):  # one creator of a given id at a time
@@ -518,7 +523,7 @@ def _check_title(title: str | None) -> str | None:
     if title is None:
         return None
     if not isinstance(title, str) or len(title) > MAX_TITLE_CHARS or "\x00" in title:
-        raise ValueError(f"title must be a string of at most {MAX_TITLE_CHARS} characters")
+        raise ValueError(f"title: expected a string of at most {MAX_TITLE_CHARS} characters")
     name = " ".join(title.splitlines()).strip()
     return name or None
 
