@@ -19,6 +19,7 @@ sync's write transaction they become a savepoint). Reads work from any thread.
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -158,12 +159,11 @@ def project(store: Store) -> tuple[Replay, Replay]:
     Raises:
         MutationError: see `load_mutations`.
     """
-    global _projections
-    _projections += 1  # before and after: a reader of this thread reads again either way
+    _count_projection()  # before and after: a reader of this thread reads again either way
     try:
         return _project(store)
     finally:
-        _projections += 1
+        _count_projection()
 
 
 def _project(store: Store) -> tuple[Replay, Replay]:
@@ -239,7 +239,14 @@ def list_pins(store: Store, *, include_inactive: bool = False) -> list[dict[str,
 
 
 _projections = 0
-"""How many times this process has replaced the projection (`project`)."""
+"""How many times this process has begun or ended replacing the projection (`project`)."""
+_projections_lock = threading.Lock()
+
+
+def _count_projection() -> None:
+    global _projections
+    with _projections_lock:
+        _projections += 1
 
 
 def active_for_planning(store: Store) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
