@@ -15,6 +15,7 @@ import logging
 import time
 from typing import Any
 
+from ..json_bounds import echo
 from ..memory.events import (
     MAX_ID_CHARS,
     MAX_REASON_CHARS,
@@ -66,7 +67,9 @@ def _choice(value: str | None, field: str, allowed: tuple[str, ...], default: st
     if value is None:
         return default
     if value not in allowed:
-        raise RequestError(f"{field}: must be one of {', '.join(allowed)}, got {value!r}", field)
+        raise RequestError(
+            f"{field}: must be one of {', '.join(allowed)}, got {echo(value)}", field
+        )
     return value
 
 
@@ -74,7 +77,7 @@ def _classification(value: str | None) -> str | None:
     if value is not None and value not in RANK:
         raise RequestError(
             "classification: must be one of normal, internal, sensitive, local-only, "
-            f"got {value!r}",
+            f"got {echo(value)}",
             "classification",
         )
     return value
@@ -118,7 +121,7 @@ class MemoryWriter:
         session_id = self._indexer.sync(path, force=False, progress=None).session_id
         if session_id is None:
             raise RequestFailedError(
-                f"'{request.session.file}' holds no session yet; append a message first",
+                f"{echo(request.session.file)} holds no session yet; append a message first",
                 SESSION_FILE,
             )
         header = session_repo.session_header(store, session_id) or {}
@@ -127,7 +130,7 @@ class MemoryWriter:
         branch = session_repo.branch_entry_ids(store, session_id, request.session.leaf_id)
         if request.session.leaf_id is not None and not branch:
             raise RequestError(
-                f"session.leafId: no entry '{request.session.leaf_id}' in the session",
+                f"session.leafId: no entry {echo(request.session.leaf_id)} in the session",
                 "session.leafId",
             )
         leaf_id = branch[-1] if branch else None
