@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from session_files import SessionWriter
+from session_files import turn_messages
 
 from ds4_core import cli
 from ds4_core.sessions import build_session_context, read_all
@@ -31,9 +31,7 @@ def test_open_append_and_compact_an_owned_session(tmp_path: Path) -> None:
     opened = json.loads(out)
     assert opened["created"] and Path(opened["file"]).parent == tmp_path / "data" / "sessions"
 
-    writer = SessionWriter.with_turns(tmp_path / "pi.jsonl", 3)
-    lines = writer.path.read_text(encoding="utf-8").splitlines()[1:]
-    messages = [json.loads(line)["message"] for line in lines]
+    messages = turn_messages(tmp_path, 3)
     source = tmp_path / "messages.jsonl"
     source.write_text(jsonl(messages[:5]), encoding="utf-8")
     code, out, err = ds4(db, "session", "append", opened["file"], "--messages", str(source))
