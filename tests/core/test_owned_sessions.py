@@ -14,31 +14,19 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from session_files import assistant_message, tool_result_message
 
 from ds4_core.sessions import build_session_context, owned, read_all
 
 USER = {"role": "user", "content": "read a.py \u2028 please", "timestamp": 1767225601000}
-ASSISTANT = {
-    "role": "assistant",
-    "content": [
-        {"type": "text", "text": "Reading it."},
-        {"type": "toolCall", "id": "call_1", "name": "read", "arguments": {"path": "a.py"}},
-    ],
-    "api": "openai-completions",
-    "provider": "openai",
-    "model": "gpt-4o",
-    "usage": {"input": 1, "output": 2, "cacheRead": 0, "cacheWrite": 0, "totalTokens": 3},
-    "stopReason": "toolUse",
-    "timestamp": 1767225602000,
-}
-RESULT = {
-    "role": "toolResult",
-    "toolCallId": "call_1",
-    "toolName": "read",
-    "content": [{"type": "text", "text": "print('hi')\n"}],
-    "isError": False,
-    "timestamp": 1767225603000,
-}
+ASSISTANT = assistant_message(
+    "Reading it.",
+    [("call_1", "read", {"path": "a.py"})],
+    api="openai-completions",
+    usage={"input": 1, "output": 2, "cacheRead": 0, "cacheWrite": 0, "totalTokens": 3},
+    timestamp=1767225602000,
+)
+RESULT = tool_result_message("call_1", "read", "print('hi')\n", timestamp=1767225603000)
 
 
 def _messages(*messages: dict[str, Any]) -> list[dict[str, Any]]:

@@ -11,18 +11,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from lsp_helpers import INVALID_PARAMS, Servers, execute, request, request_error
+from lsp_helpers import INVALID_PARAMS, Servers, execute, plan_params, request, request_error
 from pytest_lsp import LanguageClient
-from session_files import SessionWriter
+from session_files import SessionWriter, turn_messages
 
 from ds4_core.sessions import build_session_context, read_all
-
-
-def turn_messages(tmp_path: Path, turns: int) -> list[dict[str, Any]]:
-    """The Pi messages of `turns` realistic turns (SessionWriter's), as a client holds them."""
-    writer = SessionWriter.with_turns(tmp_path / "pi-shaped.jsonl", turns)
-    lines = writer.path.read_text(encoding="utf-8").splitlines()[1:]
-    return [json.loads(line)["message"] for line in lines]
 
 
 def complete(message: dict[str, Any]) -> dict[str, Any]:
@@ -58,15 +51,7 @@ async def test_appended_messages_read_back_and_serve_plan_retrieve_and_compact(
     assert context.message_entry_ids == entry_ids
     assert context.path_entry_ids == [opened["leafId"], *entry_ids]
 
-    plan = await request(
-        client,
-        "ds4/plan",
-        {
-            "session": {"file": str(file)},
-            "request": "what did we change in parser_1?",
-            "model": {"provider": "anthropic", "id": "claude-sonnet-4-5", "contextWindow": 200000},
-        },
-    )
+    plan = await request(client, "ds4/plan", plan_params(file, "what changed in parser_1?"))
     assert plan["mode"] == "managed" and plan["session"]["id"] == opened["sessionId"]
     found = await request(
         client, "ds4/retrieve", {"session": {"file": str(file)}, "query": "parser_2 strip"}

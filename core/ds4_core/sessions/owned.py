@@ -280,8 +280,7 @@ def append_entries(
             for entry_type, body in prepared:
                 entry_id = _new_id(known, batch_ids)
                 batch_ids.add(entry_id)
-                head = {"type": entry_type, "id": entry_id, "parentId": parent, "timestamp": stamp}
-                chunks.append(_record_line(head, body))
+                chunks.append(_record_line(entry_type, entry_id, parent, stamp, body))
                 new_ids.append(entry_id)
                 parent = entry_id
             data = b"".join(chunks)
@@ -528,8 +527,9 @@ def _check_title(title: str | None) -> str | None:
     return name or None
 
 
-def _check_entry(index: int, entry: Mapping[str, Any]) -> tuple[str, bytes]:
-    """(type, the entry's other keys as a JSON object's bytes) of a valid entry."""
+def _check_entry(index: int, entry: Mapping[str, Any]) -> tuple[bytes, bytes]:
+    """(the type as a JSON string, the entry's other keys as a JSON object), as bytes, of a
+    valid entry."""
     if not isinstance(entry, Mapping) or not isinstance(entry.get("type"), str):
         raise ValueError(f"entries[{index}] must be an object with a string type")
     if entry["type"] == "session":
@@ -541,15 +541,25 @@ def _check_entry(index: int, entry: Mapping[str, Any]) -> tuple[str, bytes]:
         body = _json_bytes({k: v for k, v in entry.items() if k != "type"})
     except (TypeError, ValueError) as exc:
         raise ValueError(f"entries[{index}] is not JSON: {exc}") from None
-    return entry["type"], body
+    return _json_bytes(entry["type"]), body
 
 
-def _record_line(head: dict[str, Any], body: bytes) -> bytes:
-    """One JSONL line: `head`'s keys first, then the body object's keys, ending in `\\n`."""
-    first = _json_bytes(head)
+def _record_line(
+    entry_type: bytes, entry_id: str, parent: str | None, stamp: str, body: bytes
+) -> bytes:
+    """One JSONL line: `type`, `id`, `parentId`, `timestamp` first, then the body object's
+    keys, ending in `\\n`. `entry_type` is already JSON (`_check_entry`); `entry_id` and
+    `stamp` need no escaping (hex digits, an ISO time); `parent` may be any id of the file."""
+    parent_json = b"null" if parent is None else _json_bytes(parent)
+    head = b'{"type":%b,"id":"%b","parentId":%b,"timestamp":"%b"' % (
+        entry_type,
+        entry_id.encode("ascii"),
+        parent_json,
+        stamp.encode("ascii"),
+    )
     if body == b"{}":
-        return first + b"\n"
-    return first[:-1] + b"," + body[1:] + b"\n"
+        return head + b"}\n"
+    return head + b"," + body[1:] + b"\n"
 
 
 def _line(obj: Mapping[str, Any]) -> bytes:
@@ -557,7 +567,7 @@ def _line(obj: Mapping[str, Any]) -> bytes:
     return _json_bytes(obj) + b"\n"
 
 
-def _json_bytes(obj: Mapping[str, Any]) -> bytes:
+def _json_bytes(obj: Any) -> bytes:
     """Compact JSON as UTF-8; a lone surrogate (valid JSON, not UTF-8) is written escaped."""
     text = json.dumps(obj, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
     try:
