@@ -24,6 +24,7 @@ from ds4_lsp.handlers import (
     plan,
     project,
     retrieve,
+    sessions,
     settings,
     usage,
 )
@@ -39,6 +40,8 @@ from ds4_lsp.methods import (
     DS4_PLAN,
     DS4_REMEMBER,
     DS4_RETRIEVE,
+    DS4_SESSION_APPEND,
+    DS4_SESSION_OPEN,
     DS4_TOOL_EXECUTED,
     DS4_UNPIN,
     DS4_USAGE,
@@ -88,6 +91,9 @@ def create_server() -> Ds4Server:
     server.feature(DS4_UNPIN)(memory.unpin)
     server.feature(DS4_REMEMBER)(memory.remember)
     server.feature(DS4_FORGET)(memory.forget)
+    # server-owned sessions (docs/sessions.md)
+    server.feature(DS4_SESSION_OPEN)(sessions.session_open)
+    server.feature(DS4_SESSION_APPEND)(sessions.session_append)
     # compaction; the server asks the client with ds4/summarize (handlers.compaction)
     server.feature(DS4_COMPACT)(compaction.compact)
     server.feature(DS4_COMPACT_COMMITTED)(compaction.compact_committed)

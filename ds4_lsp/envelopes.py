@@ -24,6 +24,8 @@ from ds4_lsp.methods import (
     DS4_PLAN,
     DS4_REMEMBER,
     DS4_RETRIEVE,
+    DS4_SESSION_APPEND,
+    DS4_SESSION_OPEN,
     DS4_SUMMARIZE,
     DS4_TOOL_EXECUTED,
     DS4_UNPIN,
@@ -42,6 +44,8 @@ from ds4_lsp.params import (
     PlanParams,
     RememberParams,
     RetrieveParams,
+    SessionAppendParams,
+    SessionOpenParams,
     SummarizeParams,
     ToolExecutedParams,
     UnpinParams,
@@ -121,6 +125,8 @@ MESSAGE_TYPES: dict[str, tuple[type, type | None]] = {
     DS4_REMEMBER: envelope(DS4_REMEMBER, RememberParams),
     DS4_FORGET: envelope(DS4_FORGET, ForgetParams),
     DS4_COMPACT: envelope(DS4_COMPACT, CompactParams),
+    DS4_SESSION_OPEN: envelope(DS4_SESSION_OPEN, SessionOpenParams, params_optional=True),
+    DS4_SESSION_APPEND: envelope(DS4_SESSION_APPEND, SessionAppendParams),
     # The client's answer is kept as raw JSON and checked by `converter.summarize_answer`, so
     # a wrong shape becomes an offline fallback with a reason instead of a message pygls cannot
     # structure (which would look like no answer at all).

@@ -27,6 +27,8 @@ from ds4_core.requests import (
     PlanRequestMode,
     RetrieveRequest,
     Scope,
+    SessionAppendRequest,
+    SessionOpenRequest,
     SessionRef,
     SummarizeAnswer,
     SummarizeCall,
@@ -267,6 +269,43 @@ class ForgetParams:
             target_id=self.memory_id,
             status=self.status,
             reason=self.reason,
+        )
+
+
+@attrs.define
+class SessionOpenParams:
+    """`ds4/sessionOpen` params: create a server-owned session, or reopen one by `sessionId`
+    (docs/sessions.md). `cwd` is recorded in the header (default: the first workspace folder,
+    else the server's working directory); `title` (<= 200 characters) is its Pi
+    `session_info` name."""
+
+    cwd: str | None = None
+    title: str | None = None
+    session_id: str | None = None
+
+    def to_core(self, default_cwd: str | None) -> SessionOpenRequest:
+        """The core `SessionOpenRequest` (`cwd` absent: `default_cwd`)."""
+        return SessionOpenRequest(
+            cwd=self.cwd if self.cwd is not None else default_cwd,
+            title=self.title,
+            session_id=self.session_id,
+        )
+
+
+@attrs.define
+class SessionAppendParams:
+    """`ds4/sessionAppend` params: append Pi messages (user, assistant, toolResult; 1..1000,
+    each checked by the engine) to the server-owned session `session.file`, the first as a
+    child of `parentId`, else of `session.leafId`, else of the file's last entry."""
+
+    session: SessionParams
+    messages: list[JsonObject]
+    parent_id: str | None = None
+
+    def to_core(self) -> SessionAppendRequest:
+        """The core `SessionAppendRequest`."""
+        return SessionAppendRequest(
+            session=self.session.to_core(), messages=self.messages, parent_id=self.parent_id
         )
 
 

@@ -75,35 +75,10 @@ class SessionWriter:
         self, text: str = "", calls: list[tuple[str, str, dict[str, Any]]] | None = None
     ) -> str:
         """An assistant message with text and `(call_id, tool_name, arguments)` tool calls."""
-        content: list[dict[str, Any]] = [{"type": "text", "text": text}] if text else []
-        for call_id, name, arguments in calls or []:
-            content.append(
-                {"type": "toolCall", "id": call_id, "name": name, "arguments": arguments}
-            )
-        return self.append(
-            "message",
-            message={
-                "role": "assistant",
-                "content": content,
-                "provider": "anthropic",
-                "model": "claude-sonnet-4-5",
-                "stopReason": "toolUse" if calls else "stop",
-                "timestamp": 2,
-            },
-        )
+        return self.append("message", message=assistant_message(text, calls))
 
     def tool_result(self, call_id: str, name: str, text: str, is_error: bool = False) -> str:
-        return self.append(
-            "message",
-            message={
-                "role": "toolResult",
-                "toolCallId": call_id,
-                "toolName": name,
-                "content": [{"type": "text", "text": text}],
-                "isError": is_error,
-                "timestamp": 3,
-            },
-        )
+        return self.append("message", message=tool_result_message(call_id, name, text, is_error))
 
     def turn(self, n: int, topic: str = "parser") -> str:
         """A realistic turn: a user request, a read, an edit, a bash test run, a reply.
@@ -152,6 +127,47 @@ class SessionWriter:
         extension writes it (docs/memory.md); `fields` are `operation`, `item`, ..."""
         data = {"schemaVersion": 1, "mutationId": mutation_id, "createdAt": created_at_ms}
         return self.append("custom", customType=f"ds4-context-{kind}-v1", data={**data, **fields})
+
+
+def assistant_message(
+    text: str = "", calls: list[tuple[str, str, dict[str, Any]]] | None = None, **fields: Any
+) -> dict[str, Any]:
+    """A Pi assistant message: `text`, then `(call_id, tool_name, arguments)` tool calls;
+    `fields` add to or replace the defaults (anthropic, claude-sonnet-4-5, timestamp 2)."""
+    content: list[dict[str, Any]] = [{"type": "text", "text": text}] if text else []
+    for call_id, name, arguments in calls or []:
+        content.append({"type": "toolCall", "id": call_id, "name": name, "arguments": arguments})
+    return {
+        "role": "assistant",
+        "content": content,
+        "provider": "anthropic",
+        "model": "claude-sonnet-4-5",
+        "stopReason": "toolUse" if calls else "stop",
+        "timestamp": 2,
+        **fields,
+    }
+
+
+def tool_result_message(
+    call_id: str, name: str, text: str, is_error: bool = False, timestamp: int = 3
+) -> dict[str, Any]:
+    """A Pi toolResult message with one text block."""
+    return {
+        "role": "toolResult",
+        "toolCallId": call_id,
+        "toolName": name,
+        "content": [{"type": "text", "text": text}],
+        "isError": is_error,
+        "timestamp": timestamp,
+    }
+
+
+def turn_messages(directory: Path, turns: int) -> list[dict[str, Any]]:
+    """The Pi messages of `turns` realistic turns (`SessionWriter.turn`), as a client that
+    writes no session holds them (a scratch session file is written in `directory`)."""
+    writer = SessionWriter.with_turns(directory / "turn-messages.jsonl", turns)
+    lines = writer.path.read_text(encoding="utf-8").splitlines()[1:]
+    return [json.loads(line)["message"] for line in lines]
 
 
 def memory_item(item_id: str, claim: str, created_at_ms: int, sources: list[str]) -> dict[str, Any]:

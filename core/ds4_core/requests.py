@@ -192,6 +192,29 @@ class CompactRequest:
 
 
 @dataclass(frozen=True)
+class SessionOpenRequest:
+    """Inputs of `ContextEngine.session_open` (`ds4/sessionOpen`; docs/sessions.md): the
+    working directory for the header (None: the server's), an optional title (a Pi
+    `session_info` name, <= 200 characters) and the id of an owned session to reopen."""
+
+    cwd: str | None = None
+    title: str | None = None
+    session_id: str | None = None
+
+
+@dataclass(frozen=True)
+class SessionAppendRequest:
+    """Inputs of `ContextEngine.session_append` (`ds4/sessionAppend`; docs/sessions.md): Pi
+    messages (roles user, assistant, toolResult; 1..1000) appended in order to the owned
+    session `session.file`, the first as a child of `parent_id`, else of `session.leaf_id`,
+    else of the file's last entry."""
+
+    session: SessionRef
+    messages: list[Any]
+    parent_id: str | None = None
+
+
+@dataclass(frozen=True)
 class SummarizeCall:
     """What the engine asks a summarizer for: the `ds4/summarize` params (server to client).
 

@@ -299,7 +299,10 @@ class SummaryTokens(WireResult):
 class CompactResult(WireResult):
     """`ds4/compact` and `ds4 compact`: the new root `summary_id` (its text is
     `compaction.summary`), the new segment, and who wrote it (`summarizer`: `client` or
-    `offline`, with `fallback_reason` when offline was a fallback; None otherwise)."""
+    `offline`, with `fallback_reason` when offline was a fallback; None otherwise).
+    `appended`: the session is server-owned and the server appended the compaction entry
+    itself (its id `entry_id`) and committed it; false (and None) for a Pi session, whose
+    client appends `compaction`."""
 
     compaction: CompactionEntry
     summary_id: str
@@ -315,6 +318,8 @@ class CompactResult(WireResult):
     warnings: tuple[str, ...]
     session: SessionInfo
     duration_ms: float
+    appended: bool = False
+    entry_id: str | None = None
 
     def log_summary(self) -> str:
         """One log line: ids and counts only."""
@@ -403,6 +408,35 @@ class MemoryWriteResult(WireResult):
     item_id: str
     appended: bool
     entry_id: str | None
+
+
+# --------------------------------------------------------------------------- owned sessions
+
+
+@dataclass(frozen=True, slots=True)
+class SessionOpenResult(WireResult):
+    """`ds4/sessionOpen`: the owned session's id, its file (absolute), the id of its last
+    entry (None while it has none) and whether this call `created` it (docs/sessions.md)."""
+
+    session_id: str
+    file: str
+    leaf_id: str | None
+    created: bool
+
+
+@dataclass(frozen=True, slots=True)
+class SessionAppendResult(WireResult):
+    """`ds4/sessionAppend`: the new entries' ids in the order of the messages, and the new
+    leaf (the last of them)."""
+
+    session_id: str
+    file: str
+    entry_ids: tuple[str, ...]
+    leaf_id: str
+
+    def log_summary(self) -> str:
+        """One log line: ids and counts only."""
+        return f"session={self.session_id} appended={len(self.entry_ids)} leaf={self.leaf_id}"
 
 
 # --------------------------------------------------------------------------- index

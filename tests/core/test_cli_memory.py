@@ -69,3 +69,22 @@ def test_write_commands_print_the_entry_to_append_and_refuse_conflicts(
     assert code == 2 and f"conflicts with active memory '{entry['data']['item']['id']}'" in message
     code, printed, _ = run("--db", db, "pin", "--session", session, "--json", "use tabs")
     assert code == 0 and json.loads(printed)["appended"] is False
+
+
+def test_a_write_to_an_owned_session_is_appended_by_ds4(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("DS4_DB", raising=False)
+    db = str(tmp_path / "state" / "context.db")
+    code, printed, _ = run("--db", db, "session", "open", "--cwd", str(tmp_path), "--json")
+    assert code == 0
+    file = json.loads(printed)["file"]
+    code, printed, note = run("--db", db, "remember", "--session", file, "--json", "x is 1")
+    result = json.loads(printed)
+    assert code == 0 and result["appended"] is True and result["entryId"]
+    code, printed, note = run("--db", db, "pin", "--session", file, "keep it short")
+    assert code == 0 and note.startswith("ds4: appended as entry ")
+    code, printed, _ = run("--db", db, "memory", "--session", file, "--json")
+    listed = json.loads(printed)
+    assert [m["claim"] for m in listed["memory"]] == ["x is 1"]
+    assert [p["content"] for p in listed["pins"]] == ["keep it short"]

@@ -158,3 +158,22 @@ def test_selection_ranks_identifiers_over_keywords_and_caps_the_count() -> None:
     chosen = select_memory(items, "fix parse_config in the parser", max_results=5)
     assert chosen[0].item.item_id == "mid" and len(chosen) == 5
     assert "identifiers parse_config" in chosen[0].reason
+
+
+def test_a_plan_sees_items_written_since_the_last_plan_by_any_connection(tmp_path: Path) -> None:
+    database = tmp_path / "db" / "context.db"
+    engine = ContextEngine(database_path=database)
+    writer = SessionWriter(tmp_path / "s.jsonl", session_id="sess-fresh")
+    writer.user("hello")
+    assert not any(t.startswith(PIN_BEGIN) for t in texts(plan(engine, writer, "next")))
+    pin(writer, "p1", "first pin", 10)  # imported by this engine's own sync
+    assert any("first pin" in t for t in texts(plan(engine, writer, "next")))
+    other = ContextEngine(database_path=database)  # another connection (another process)
+    second = SessionWriter(tmp_path / "t.jsonl", session_id="sess-other")
+    second.user("elsewhere")
+    claim(second, "m-other", "the theme loader reads themes.json", 20)
+    other.memory(SessionRef(str(second.path)))
+    other.close()
+    assert any("themes.json" in t for t in texts(plan(engine, writer, "theme loader")))
+    writer.mutation("pin", "mu-x", 30, operation="status", pinId="p1", status="deleted")
+    assert not any("first pin" in t for t in texts(plan(engine, writer, "next")))

@@ -4,6 +4,7 @@ to do and append nothing; bad params name the field and the server keeps serving
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -149,3 +150,40 @@ async def test_refused_and_bad_writes_name_the_problem(
         error = await request_error(client, method, params)
         assert error.code == INVALID_PARAMS and field in error.message, (method, error.message)
     assert (await request(client, "ds4/memory", {"session": session}))["pins"]  # still serving
+
+
+async def test_writes_to_an_owned_session_are_appended_by_the_server(
+    client: LanguageClient,
+) -> None:
+    opened = await request(client, "ds4/sessionOpen", {"title": "memory"})
+    session = {"file": opened["file"]}
+    appended = await request(
+        client,
+        "ds4/sessionAppend",
+        {"session": session, "messages": [{"role": "user", "content": "hi", "timestamp": 1}]},
+    )
+    remembered = await request(
+        client, "ds4/remember", {"session": session, "claim": "the cache is redis"}
+    )
+    assert remembered["appended"] is True
+    assert remembered["entryId"] not in (None, *appended["entryIds"])
+    pinned = await request(
+        client, "ds4/pin", {"session": session, "content": "Keep it short", "scope": "branch"}
+    )
+    assert pinned["appended"] is True
+    assert pinned["data"]["item"]["branchLeafId"] == remembered["entryId"]
+
+    listed = await request(client, "ds4/memory", {"session": session})  # no client append
+    (item,) = listed["memory"]
+    assert item["id"] == remembered["itemId"]
+    assert item["provenance"]["mutationKey"] == f"{opened['sessionId']}:{remembered['entryId']}"
+    assert [p["id"] for p in listed["pins"]] == [pinned["itemId"]]
+    lines = [json.loads(line) for line in Path(opened["file"]).read_text().splitlines()]
+    assert lines[-1]["parentId"] == remembered["entryId"]
+    assert lines[-1]["customType"] == "ds4-context-pin-v1"
+
+    error = await request_error(
+        client, "ds4/remember", {"session": session, "claim": "the cache is memcached"}
+    )
+    assert error.code == REQUEST_FAILED and error.data == {"conflictsWith": remembered["itemId"]}
+    assert len(Path(opened["file"]).read_text().splitlines()) == len(lines)  # nothing appended

@@ -22,6 +22,8 @@ fit move under their row as `header: value`.
     ds4 [GLOBAL] (pin | remember) --session FILE [--leaf ID] [--scope S] [--supersedes ID] ... TEXT
     ds4 [GLOBAL] unpin --session FILE [--reason R] PIN_ID
     ds4 [GLOBAL] forget --session FILE [--status invalid|expired] [--reason R] MEMORY_ID
+    ds4 [GLOBAL] session open [--cwd DIR] [--title TITLE] [--id ID] [--json]
+    ds4 [GLOBAL] session append FILE [--messages PATH|-] [--parent ID] [--json]
     ds4 [GLOBAL] health [--json]
     ds4 [GLOBAL] rebuild [--json]
 
@@ -45,9 +47,17 @@ by `error`). JSON output is ASCII (`json_text`: non-ASCII characters and lone su
 
 `compact` prepares one compaction with the offline summarizer (the CLI has no model): `--json`
 prints the `ds4/compact` result, `--entry` the Pi compaction entry to append (one JSON line).
-ds4 never writes the session file: the batch stays `prepared` until the session contains
+ds4 never writes a Pi session file: the batch stays `prepared` until the session contains
 that entry; the next sync then marks it `committed`. `summaries` shows the session's summary graph:
-`--json` prints the `ds4.summaries` view, `--dot` Graphviz DOT.
+`--json` prints the `ds4.summaries` view, `--dot` Graphviz DOT. `memory` lists the memory
+items and pins (`--json`: the `ds4/memory` result). `pin`, `unpin`, `remember` and `forget`
+check one write against the current items (a refusal exits 2 saying what to do) and print the
+custom entry to append as one JSON line (`--json`: the `ds4/pin` ... result); ds4 appends it
+itself only to a session it owns (`session open`), and says which on stderr. On a server-owned session
+(docs/sessions.md) `compact` appends the entry itself and commits it. `session open` creates
+a server-owned session in the data directory (or reopens `--id`) and `session append` appends
+the Pi messages of a JSON Lines input to one (`--json`: the `ds4/sessionOpen` and
+`ds4/sessionAppend` results; more than 1000 messages go in chained batches).
 
 Exit codes: 0 success; 1 unexpected internal error; 2 bad usage or input you can fix (the
 message says what to do), including a database that cannot be opened or stays locked by

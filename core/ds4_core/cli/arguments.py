@@ -60,8 +60,28 @@ _TEXT_ARGUMENTS = (
     ("first_kept", "--first-kept"),
     ("id", "ID"),
     ("text", "TEXT"),
+    ("title", "--title"),
+    ("session_id", "--id"),
+    ("parent", "--parent"),
 )
 """Arguments that are text, not paths (attribute, name in messages): they must be UTF-8."""
+
+
+def read_messages_text(source: str, stdin: TextIO) -> str:
+    """The JSON Lines text of `ds4 session append --messages SOURCE`: standard input for `-`,
+    else the file SOURCE, as UTF-8.
+
+    Raises:
+        RequestError: the input cannot be read, is not UTF-8, or is empty.
+    """
+    if source == STDIN_ARGUMENT:
+        return read_argument_from(stdin, "--messages")
+    try:
+        with open(source, "rb") as handle:
+            raw = handle.read()
+    except OSError as exc:
+        raise RequestError(f"--messages: cannot read '{source}': {exc.strerror}") from None
+    return _utf8_text(raw, f"--messages: '{source}'")
 
 
 def read_text_arguments(args: argparse.Namespace, stdin: TextIO) -> None:
@@ -74,6 +94,8 @@ def read_text_arguments(args: argparse.Namespace, stdin: TextIO) -> None:
         RequestError: standard input or an argument is not UTF-8 (see `_utf8_text`), or
             standard input is empty.
     """
+    if getattr(args, "messages_from", None) is not None:  # `ds4 session append`
+        args.messages_text = read_messages_text(args.messages_from, stdin)
     for attribute, name in _TEXT_ARGUMENTS:
         value = getattr(args, attribute, None)
         if value == STDIN_ARGUMENT and attribute in ("request", "query", "text"):

@@ -1,5 +1,5 @@
 """One function per `ds4` command: `plan`, `retrieve`, `manifest`, `index`, `compact`,
-`summaries`, `health`, `rebuild`.
+`summaries`, `session open`, `session append`, `health`, `rebuild`.
 
 Each takes `(engine, args, out, err)`: an open `ContextEngine`, the parsed arguments, the
 stream for results and the stream for messages; it returns the exit code (`errors.EXIT_*`).
@@ -12,8 +12,11 @@ from __future__ import annotations
 
 import argparse
 import io
+import json
 import os
+import re
 from collections.abc import Callable
+from dataclasses import replace
 from typing import TextIO
 
 from ..engine import ContextEngine
@@ -27,6 +30,8 @@ from ..requests import (
     PlanRequest,
     RequestError,
     RetrieveRequest,
+    SessionAppendRequest,
+    SessionOpenRequest,
     SessionRef,
     UsageCounts,
     UsageReport,
@@ -260,7 +265,8 @@ def _index_failure(engine: ContextEngine, exc: Exception) -> str | None:
 def compact(engine: ContextEngine, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     """`ds4 compact --session FILE`: prepare one compaction with the offline summarizer; print
     the `ds4/compact` result (`--json`), the Pi entry to append (`--entry`, one JSON line) or
-    the report. The session file is never written.
+    the report. A Pi session file is never written; a server-owned one (docs/sessions.md)
+    gets the entry appended by the engine, which is said on `err`.
 
     Raises:
         RequestError: the engine refused the request (its "pass firstKeptEntryId" hint is
@@ -284,6 +290,11 @@ def compact(engine: ContextEngine, args: argparse.Namespace, out: TextIO, err: T
                 "pass --first-kept ID (or lower --set compaction.keepRecentTokens=N)",
             )
         ) from exc
+    if result.appended:
+        err.write(
+            f"ds4 compact: this session is server-owned; the entry was appended as "
+            f"{terminal_text(result.entry_id)} and committed (do not append it again)\n"
+        )
     if args.entry:
         # `--entry >> FILE` must not glue the entry to an unterminated last line.
         lead = "" if ends_with_newline(args.session) else "\n"
@@ -394,6 +405,78 @@ def privacy(engine: ContextEngine, args: argparse.Namespace, out: TextIO, err: T
         emit_json(result.to_wire(), out)
     else:
         print_privacy(result, out)
+    return EXIT_OK
+
+
+def session_open(engine: ContextEngine, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    """`ds4 session open [--cwd DIR] [--title T] [--id ID]`: create a server-owned session (or
+    reopen `--id`); print the `ds4/sessionOpen` result (`--json`) or its file and id."""
+    cwd = absolute(args.cwd) if args.cwd is not None else os.getcwd()
+    result = engine.session_open(
+        SessionOpenRequest(cwd=cwd, title=args.title, session_id=args.session_id)
+    )
+    if args.json:
+        emit_json(result.to_wire(), out)
+    else:
+        state = "created" if result.created else "reopened"
+        out.write(
+            f"ds4 session open: {state} {terminal_text(result.session_id)}"
+            f" (leaf {terminal_text(result.leaf_id)})\n{terminal_text(result.file)}\n"
+        )
+    return EXIT_OK
+
+
+APPEND_BATCH = 1000
+"""Messages `ds4 session append` sends per engine call (the `ds4/sessionAppend` limit)."""
+
+
+def session_append(
+    engine: ContextEngine, args: argparse.Namespace, out: TextIO, err: TextIO
+) -> int:
+    """`ds4 session append FILE [--messages PATH] [--parent ID]`: append the Pi messages of a
+    JSON Lines input (one message per line; blank lines skipped) to the owned session FILE, in
+    batches of 1000 chained one after the other; print the `ds4/sessionAppend` result of all
+    of them (`--json`) or the new entry ids.
+
+    Raises:
+        RequestError: a line that is not JSON, or what `session_append` refuses (not an
+            owned session; a bad message, named by its input line and field path).
+    """
+    messages = []
+    for number, line in enumerate(args.messages_text.split("\n"), start=1):
+        if line.strip():
+            try:
+                messages.append((number, json.loads(line)))
+            except ValueError:
+                raise RequestError(f"--messages: line {number} is not JSON") from None
+    if not messages:
+        raise RequestError("--messages: no message to append")
+    entry_ids: list[str] = []
+    parent = args.parent
+    result = None
+    for start in range(0, len(messages), APPEND_BATCH):
+        batch = messages[start : start + APPEND_BATCH]
+        try:
+            result = engine.session_append(
+                SessionAppendRequest(SessionRef(args.file), [m for _, m in batch], parent)
+            )
+        except RequestError as exc:
+            index = re.match(r"messages\[(\d+)\]", exc.field or "")
+            if index is not None:  # name the input line, keep the field path
+                line = batch[int(index.group(1))][0]
+                raise RequestError(f"--messages: line {line}: {exc}") from None
+            raise
+        entry_ids += result.entry_ids
+        parent = None  # the next batch follows this one (the new leaf)
+    assert result is not None
+    result = replace(result, entry_ids=tuple(entry_ids))
+    if args.json:
+        emit_json(result.to_wire(), out)
+    else:
+        out.write(
+            f"ds4 session append: {len(entry_ids)} message(s) appended to"
+            f" {terminal_text(result.session_id)}; leaf {terminal_text(result.leaf_id)}\n"
+        )
     return EXIT_OK
 
 

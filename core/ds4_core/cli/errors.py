@@ -45,6 +45,15 @@ _OPTION_OF_FIELD: dict[str, dict[str, str]] = {
         "stopReason": "--stop-reason",
         "usage": "--input",
     },
+    "session": {
+        "session.file": "FILE",
+        "session.leafId": "--parent",
+        "parentId": "--parent",
+        "messages": "--messages",
+        "title": "--title",
+        "sessionId": "--id",
+        "cwd": "--cwd",
+    },
     "summaries": {
         "file": "--session",
         "session.file": "--session",

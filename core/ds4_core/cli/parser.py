@@ -288,6 +288,33 @@ def build_parser() -> argparse.ArgumentParser:
     y.set_defaults(func=commands.memory)
 
     _memory_write_parsers(sub)
+    o = sub.add_parser("session", help="server-owned sessions: open one, append messages")
+    session_sub = o.add_subparsers(dest="session_command", metavar="(open | append)")
+    session_sub.required = True
+    so = session_sub.add_parser(
+        "open", help="create a session ds4 owns (in the data directory), or reopen one by --id"
+    )
+    so.add_argument(
+        "--cwd", help="working directory recorded in the header (default: the current one)"
+    )
+    so.add_argument("--title", help="the session's name (a Pi session_info entry)")
+    so.add_argument("--id", dest="session_id", metavar="ID", help="reopen (or create) this id")
+    so.add_argument("--json", action="store_true", help="print the ds4/sessionOpen result")
+    so.set_defaults(func=commands.session_open)
+    sa = session_sub.add_parser(
+        "append", help="append Pi messages (JSON Lines, one message per line) to an owned session"
+    )
+    sa.add_argument("file", metavar="FILE", help="the owned session file (from `session open`)")
+    sa.add_argument(
+        "--messages",
+        dest="messages_from",
+        metavar="PATH",
+        default="-",
+        help="JSON Lines file of messages (default -: standard input)",
+    )
+    sa.add_argument("--parent", metavar="ID", help="parent of the first message (default: leaf)")
+    sa.add_argument("--json", action="store_true", help="print the ds4/sessionAppend result")
+    sa.set_defaults(func=commands.session_append)
 
     v = sub.add_parser("privacy", help="what a model's provider may see under the privacy settings")
     v.add_argument(

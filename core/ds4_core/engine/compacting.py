@@ -1,5 +1,6 @@
 """Compacting: `ds4/compact` and `ds4 compact` (prepare one compaction of a session's active
-branch), the lifecycle notifications `ds4/compactCommitted` / `ds4/compactFailed`, and the
+branch; on a server-owned session also append its entry and commit it), the lifecycle
+notifications `ds4/compactCommitted` / `ds4/compactFailed`, and the
 summary graph seen from a leaf (`ds4.summaries`, `ds4 summaries`); docs/compaction.md.
 
 The span, summary, validation and the prepared batch are `ds4_core.compaction`; this module
@@ -35,6 +36,7 @@ from ..store import Store
 from ..store import summaries as summary_repo
 from .context import EngineContext
 from .indexing import Indexer
+from .owning import append_owned, owned_file
 from .sanitizing import summary_privacy
 from .sessions import SESSION_FILE, SessionCache, read_session_header, resolve_session_path
 
@@ -121,10 +123,11 @@ class Compactor:
             privacy_level=privacy.level,
             client_level=privacy.client_level,
         )
+        result = prepared.result(SessionInfo(session_id, str(path), context.leaf_id), 0.0)
+        if owned_file(self._context, path):
+            result = self._append_to_owned(result, path, request.session.leaf_id)
         duration_ms = (time.perf_counter() - started) * 1000
-        result = prepared.result(
-            SessionInfo(session_id, str(path), context.leaf_id), round(duration_ms, 3)
-        )
+        result = replace(result, duration_ms=round(duration_ms, 3))
         log.info(
             "compact: session=%s summary=%s kind=%s level=%d messages=%d summarizer=%s "
             "duration_ms=%.1f",
@@ -137,6 +140,29 @@ class Compactor:
             duration_ms,
         )
         return result
+
+    def _append_to_owned(
+        self, result: CompactResult, path: Path, leaf_id: str | None
+    ) -> CompactResult:
+        """Append the compaction entry to the server-owned session `path` and commit it
+        (docs/sessions.md): as a child of the requested `leaf_id`, else of the file's last
+        entry (so messages appended meanwhile stay on the branch). A failed append marks the
+        operation failed.
+
+        Raises:
+            RequestFailedError: the entry could not be appended.
+        """
+        entry = {"type": "compaction", **result.compaction.to_wire()}
+        ref = SessionRef(str(path))
+        try:
+            (entry_id,) = append_owned(path, [entry], leaf_id, SESSION_FILE)
+        except RequestError as exc:
+            self.compact_failed(result.summary_id, "the server could not append the entry", ref)
+            raise RequestFailedError(
+                f"the compaction entry could not be appended to the owned session: {exc}"
+            ) from None
+        self.compact_committed(result.summary_id, entry_id, ref)
+        return replace(result, appended=True, entry_id=entry_id)
 
     def compact_committed(
         self, summary_id: str, entry_id: str | None = None, session: SessionRef | None = None

@@ -41,6 +41,8 @@ from ..requests import (
     MemoryWriteRequest,
     PlanRequest,
     RetrieveRequest,
+    SessionAppendRequest,
+    SessionOpenRequest,
     SessionRef,
     Summarizer,
     UsageReport,
@@ -56,6 +58,8 @@ from ..results import (
     PrivacyResult,
     RebuildResult,
     RetrieveResult,
+    SessionAppendResult,
+    SessionOpenResult,
     SummariesResult,
     SyncReport,
     UsageResult,
@@ -71,6 +75,7 @@ from .indexing import Indexer
 from .manifests import Manifests
 from .memories import Memories
 from .memory_writes import MemoryWriter
+from .owning import OwnedSessions
 from .planning import Planner
 from .project import ProjectService
 from .retrieving import Retriever
@@ -130,6 +135,7 @@ class ContextEngine:
         self._compactor = Compactor(context, self._sessions, self._indexer)
         self._memories = Memories(context, self._indexer)
         self._memory_writer = MemoryWriter(context, self._indexer)
+        self._owned = OwnedSessions(context)
 
     # ----------------------------------------------------------------- lifecycle
 
@@ -468,6 +474,29 @@ class ContextEngine:
             RequestFailedError: the current items refuse the write (message says what to do).
         """
         return self._memory_writer.write(request)
+
+    # ----------------------------------------------------------------- owned sessions (owning.py)
+
+    def session_open(self, request: SessionOpenRequest) -> SessionOpenResult:
+        """Create a server-owned session file, or reopen one by id (`ds4/sessionOpen`;
+        docs/sessions.md).
+
+        Raises:
+            RequestError: a bad `title` or `sessionId` (named).
+            RequestFailedError: no data directory (in-memory database) or an unusable one.
+        """
+        return self._owned.open(request)
+
+    def session_append(self, request: SessionAppendRequest) -> SessionAppendResult:
+        """Append Pi messages to a server-owned session (`ds4/sessionAppend`;
+        docs/sessions.md): checked, chained, written in one locked, fsynced write.
+
+        Raises:
+            RequestError: not an owned session (`session.file`), a bad count or message
+                (`messages[i]...`), an unknown `parentId` / `session.leafId`.
+            RequestFailedError: the file cannot be written.
+        """
+        return self._owned.append(request)
 
     # ----------------------------------------------------------------- health (health.py)
 

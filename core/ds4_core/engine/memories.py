@@ -65,12 +65,23 @@ def pin_wire(row: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def applies_to(
+    scope: str, origin: str, item_project: str | None, session_id: str, project_path: str | None
+) -> bool:
+    """Whether an item (`scope`, the session `origin` whose file holds it, its project path)
+    applies to the session `session_id` of working directory `project_path`: session and
+    branch items of that session, project items of its working directory (or of no project
+    path)."""
+    if scope == "project":
+        return item_project is None or item_project == project_path
+    return origin == session_id
+
+
 def applies(row: dict[str, Any], session_id: str, project_path: str | None) -> bool:
-    """Whether an item applies to the session: session and branch items of that session,
-    project items of its working directory (or of no project path)."""
-    if row["scope"] == "project":
-        return row["project_path"] is None or row["project_path"] == project_path
-    return bool(row["session_id"] == session_id)
+    """`applies_to` for a `memory_items` or `pins` row."""
+    return applies_to(
+        row["scope"], row["session_id"], row["project_path"], session_id, project_path
+    )
 
 
 class Memories:

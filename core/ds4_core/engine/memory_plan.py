@@ -15,16 +15,15 @@ screens the blocks like every other supplement (`sanitizing.screen_supplements`)
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..config import Config
 from ..memory.selection import (
+    MemoryIndex,
     PlannedItem,
     memory_text,
     pin_text,
-    select_memory,
 )
 from ..planner import Supplement
 from ..planner.planner import PRIORITIES
@@ -36,7 +35,7 @@ from ..store import Store
 from ..store import memory as memory_repo
 from ..store import sessions as session_repo
 from ..tokens import estimate_message_tokens
-from .memories import applies
+from .memories import applies_to
 from .preparing import Prepared
 
 
@@ -46,19 +45,6 @@ class MemorySupplements:
 
     supplements: list[Supplement] = field(default_factory=list)
     floors: dict[str, str] = field(default_factory=dict)
-
-
-def _planned(row: Mapping[str, Any], id_column: str, text_column: str) -> PlannedItem:
-    return PlannedItem(
-        item_id=row[id_column],
-        text=row[text_column],
-        scope=row["scope"],
-        created_at_ms=row["created_at_ms"],
-        updated_at_ms=row["updated_at_ms"],
-        key=row.get("memory_key"),
-        classification=row["classification"],
-        source_file=row.get("source_file"),
-    )
 
 
 def _screened(item: PlannedItem, target: Destination | None) -> tuple[PlannedItem, str]:
@@ -75,6 +61,32 @@ def _screened(item: PlannedItem, target: Destination | None) -> tuple[PlannedIte
     return item, level
 
 
+_last_index: tuple[tuple[Any, ...], MemoryIndex] | None = None
+"""The last `MemoryIndex` built, with what it was built from (rows, session, project path)."""
+
+
+def _memory_index(
+    rows: list[tuple[Any, ...]], session_id: str, project_path: str | None
+) -> MemoryIndex:
+    """The `MemoryIndex` of the memory rows that apply to the session: the previous plan's
+    when the rows and the session are the same (compared in full: a cheap equality), else
+    built anew."""
+    global _last_index
+    basis = (session_id, project_path, rows)
+    last = _last_index
+    if last is not None and last[0] == basis:
+        return last[1]
+    index = MemoryIndex(
+        [
+            PlannedItem(memory_id, claim, scope, created, updated, key, level)
+            for (memory_id, scope, origin, project, key, level, claim, created, updated) in rows
+            if applies_to(scope, origin, project, session_id, project_path)
+        ]
+    )
+    _last_index = (basis, index)
+    return index
+
+
 def memory_supplements(
     store: Store,
     prepared: Prepared,
@@ -89,25 +101,32 @@ def memory_supplements(
     session_id = prepared.session_id
     if session_id is None or not config.memory.enabled:
         return found
-    pin_rows = memory_repo.list_pins(store)
-    memory_rows = memory_repo.list_memory(store)
+    pin_rows, memory_rows = memory_repo.active_for_planning(store)
     if not pin_rows and not memory_rows:
         return found
     header = session_repo.session_header(store, session_id) or {}
     cwd = header.get("cwd")
     project_path = cwd if isinstance(cwd, str) and cwd else None
+
     branch = prepared.branch_entry_ids
     pins = [
-        _planned(row, "pin_id", "content")
-        for row in pin_rows
-        if applies(row, session_id, project_path)
-        and (row["scope"] != "branch" or row["branch_leaf_id"] in branch)
+        PlannedItem(pin_id, content, scope, created, updated, None, level, source_file)
+        for (
+            pin_id,
+            scope,
+            origin,
+            project,
+            leaf,
+            level,
+            content,
+            source_file,
+            created,
+            updated,
+        ) in pin_rows
+        if applies_to(scope, origin, project, session_id, project_path)
+        and (scope != "branch" or leaf in branch)
     ]
-    memory = [
-        _planned(row, "memory_id", "claim")
-        for row in memory_rows
-        if applies(row, session_id, project_path)
-    ]
+    memory = _memory_index(memory_rows, session_id, project_path)
     for planned in pins:
         pin, found.floors[planned.item_id] = _screened(planned, target)
         message = evidence_message(pin_text(pin))
@@ -120,7 +139,7 @@ def memory_supplements(
                 score=PRIORITIES["pin"],
             )
         )
-    for selected in select_memory(memory, request, config.memory.max_results):
+    for selected in memory.select(request, config.memory.max_results):
         item, found.floors[selected.item.item_id] = _screened(selected.item, target)
         message = evidence_message(memory_text(replace(selected, item=item)))
         found.supplements.append(

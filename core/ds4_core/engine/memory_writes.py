@@ -4,18 +4,18 @@
 A write syncs the session, checks the would-be mutation against the current items with the
 replay's rules (`memory.writes.check_write`) and answers the custom entry for the session's
 writer to append, as `ds4/compact` answers its compaction entry: the server never writes a
-session file it does not own. `append_owned` is the one place where a session the server owns
-would get the entry appended by the server itself; owned sessions do not exist yet, so it
-appends nothing (`appended: false`).
+session file it does not own. On a session it owns (docs/sessions.md) the server appends the
+entry itself (`owning.append_owned`, under the file's lock) and syncs it, so the answer says
+`appended: true` with the new entry's id and `ds4/memory` lists the item at once.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from pathlib import Path
 from typing import Any
 
+from ..json_bounds import echo
 from ..memory.events import (
     MAX_ID_CHARS,
     MAX_REASON_CHARS,
@@ -35,6 +35,7 @@ from ..store import memory as memory_repo
 from ..store import sessions as session_repo
 from .context import EngineContext
 from .indexing import Indexer
+from .owning import append_owned, owned_file
 from .sessions import SESSION_FILE, resolve_session_path
 
 log = logging.getLogger("ds4_core.engine")
@@ -42,14 +43,6 @@ log = logging.getLogger("ds4_core.engine")
 _TEXT_FIELD = {"pin": "content", "remember": "claim"}
 _TARGET_FIELD = {"unpin": "pinId", "forget": "memoryId"}
 _KIND: dict[str, Kind] = {"pin": "pin", "unpin": "pin", "remember": "memory", "forget": "memory"}
-
-
-def append_owned(path: Path, entry: dict[str, Any], parent_id: str | None) -> str | None:
-    """The seam for sessions the server owns (docs/memory.md "Writes"): append `entry` to
-    `path` and return its new entry id when the server owns the file; None otherwise, the
-    client then appends it. No session is owned yet, so this always returns None."""
-    del path, entry, parent_id
-    return None
 
 
 def _text(
@@ -74,7 +67,9 @@ def _choice(value: str | None, field: str, allowed: tuple[str, ...], default: st
     if value is None:
         return default
     if value not in allowed:
-        raise RequestError(f"{field}: must be one of {', '.join(allowed)}, got {value!r}", field)
+        raise RequestError(
+            f"{field}: must be one of {', '.join(allowed)}, got {echo(value)}", field
+        )
     return value
 
 
@@ -82,7 +77,7 @@ def _classification(value: str | None) -> str | None:
     if value is not None and value not in RANK:
         raise RequestError(
             "classification: must be one of normal, internal, sensitive, local-only, "
-            f"got {value!r}",
+            f"got {echo(value)}",
             "classification",
         )
     return value
@@ -117,7 +112,8 @@ class MemoryWriter:
                 `scope`, `classification`, `sourceEntryIds`, ...).
             RequestFailedError: the current items refuse it (a repeat or a conflict, with
                 `data.conflictsWith`; an unknown or inactive `pinId`, `memoryId` or
-                `supersedes`; a branch pin on a session without entries).
+                `supersedes`; a branch pin on a session without entries), or an owned
+                session's file cannot be written.
         """
         config = self._context.config()
         path = resolve_session_path(request.session.file, SESSION_FILE)
@@ -125,7 +121,7 @@ class MemoryWriter:
         session_id = self._indexer.sync(path, force=False, progress=None).session_id
         if session_id is None:
             raise RequestFailedError(
-                f"'{request.session.file}' holds no session yet; append a message first",
+                f"{echo(request.session.file)} holds no session yet; append a message first",
                 SESSION_FILE,
             )
         header = session_repo.session_header(store, session_id) or {}
@@ -134,7 +130,7 @@ class MemoryWriter:
         branch = session_repo.branch_entry_ids(store, session_id, request.session.leaf_id)
         if request.session.leaf_id is not None and not branch:
             raise RequestError(
-                f"session.leafId: no entry '{request.session.leaf_id}' in the session",
+                f"session.leafId: no entry {echo(request.session.leaf_id)} in the session",
                 "session.leafId",
             )
         leaf_id = branch[-1] if branch else None
@@ -148,7 +144,11 @@ class MemoryWriter:
         except WriteRefused as exc:
             data = {"conflictsWith": exc.conflicts_with} if exc.conflicts_with else None
             raise RequestFailedError(str(exc), data=data) from None
-        entry_id = append_owned(path, made.entry(), leaf_id)
+        entry_id = None
+        if owned_file(self._context, path):
+            # as a child of the requested leaf, else of the file's last entry at append time
+            (entry_id,) = append_owned(path, [made.entry()], request.session.leaf_id)
+            self._indexer.sync(path, force=False, progress=None)
         log.info(
             "memory write: session=%s operation=%s item=%s appended=%s",
             session_id,

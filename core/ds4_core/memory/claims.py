@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 
 MAX_KEY_CHARS = 120
 """A left-hand side longer than this is prose, not a key: such a claim gets no key."""
@@ -76,9 +77,30 @@ def claim_key(claim: str) -> tuple[str, str] | None:
     return None
 
 
+SHAPES_KEPT = 8192
+"""Claim shapes kept between replays (`shape_claim`): every sync that meets a mutation entry,
+and every memory write, replays all stored claims again."""
+
+CACHED_CLAIM_CHARS = 2000
+"""Longest claim whose shape is kept (the default `memory.maxClaimChars`): the cache holds at
+most `SHAPES_KEPT` x this many characters."""
+
+
 def shape_claim(claim: str, explicit_key: str | None = None) -> ClaimShape:
     """The `ClaimShape` of `claim`; `explicit_key` (an item's `key`) replaces the automatic
-    key, the value then being the automatic value or else the whole normalised claim."""
+    key, the value then being the automatic value or else the whole normalised claim. Pure;
+    the shapes of claims up to `CACHED_CLAIM_CHARS` are kept (`SHAPES_KEPT` of them)."""
+    if len(claim) <= CACHED_CLAIM_CHARS:
+        return _kept_shape(claim, explicit_key)
+    return _shape_claim(claim, explicit_key)
+
+
+@lru_cache(maxsize=SHAPES_KEPT)
+def _kept_shape(claim: str, explicit_key: str | None) -> ClaimShape:
+    return _shape_claim(claim, explicit_key)
+
+
+def _shape_claim(claim: str, explicit_key: str | None) -> ClaimShape:
     text = normalize(claim)
     parsed = claim_key(claim)
     key, value = parsed if parsed else (None, None)

@@ -13,12 +13,13 @@ Ids: items `pin-` / `mem-` + 16 lower-case hex, mutations `mu-` + 16 hex (random
 
 from __future__ import annotations
 
+import json
 import secrets
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..json_bounds import MAX_SAFE_INTEGER
+from ..json_bounds import MAX_SAFE_INTEGER, echo
 from .events import (
     MEMORY_CUSTOM_TYPE,
     PIN_CUSTOM_TYPE,
@@ -154,9 +155,10 @@ def check_write(write: Write, stored: Iterable[Mutation], session_id: str) -> Re
 
 
 def refusal(rejection: Rejection, state: Replay) -> WriteRefused:
-    """The `WriteRefused` of a write the replay rejected: the item named, the param to change
-    and what to do (`conflicts with active memory 'm1' (same key 'retries' with another
-    value); pass params.supersedes: "m1" to replace it`)."""
+    """The `WriteRefused` of a write the replay rejected: the item named (quoted as
+    `json_bounds.echo` quotes a client's value), the param to change and what to do
+    (`conflicts with active memory 'm1' (same key 'retries' with another value); pass
+    params.supersedes: "m1" to replace it`)."""
     mutation = rejection.mutation
     noun = mutation.kind
     other = rejection.conflicts_with
@@ -164,36 +166,35 @@ def refusal(rejection: Rejection, state: Replay) -> WriteRefused:
         replaced = mutation.previous_id
         if rejection.reason.startswith("duplicate"):
             return WriteRefused(
-                f"repeats active {noun} '{other}' (the same text); nothing to add", other
+                f"repeats active {noun} {echo(other)} (the same text); nothing to add", other
             )
         detail = rejection.reason.removeprefix(f"conflicts with active item '{other}' (")
         detail = detail.removesuffix("); supersede it")
         if replaced is None:
-            advice = f'pass params.supersedes: "{other}" to replace it'
+            advice = f"pass params.supersedes: {json.dumps(other)} to replace it"
         else:
-            advice = f"forget '{other}' first (ds4/forget), or supersede it instead of '{replaced}'"
-        return WriteRefused(f"conflicts with active {noun} '{other}' ({detail}); {advice}", other)
+            advice = (
+                f"forget {echo(other)} first (ds4/forget), or supersede it instead of "
+                f"{echo(replaced)}"
+            )
+        return WriteRefused(
+            f"conflicts with active {noun} {echo(other)} ({detail}); {advice}", other
+        )
     if mutation.operation == "status":
         field = f"params.{_TARGET[noun]}"
-        target = state.items.get(mutation.item_id)
+        name = mutation.item_id
     else:
         field = "params.supersedes"
-        target = state.items.get(mutation.previous_id or "")
+        name = mutation.previous_id or ""
+    target = state.items.get(name)
     if target is None or target.kind != noun:
-        name = mutation.item_id if mutation.operation == "status" else mutation.previous_id
         return WriteRefused(
-            f"unknown {noun} '{name}' ({field}); ds4/memory lists the current items and their ids"
+            f"unknown {noun} {echo(name)} ({field}); ds4/memory lists the current items and "
+            "their ids"
         )
     if target.status != "active":
-        now = (
-            f"superseded by '{target.superseded_by}'"
-            if target.superseded_by is not None
-            else target.status
-        )
-        advice = (
-            f"use '{target.superseded_by}'"
-            if target.superseded_by is not None
-            else "nothing to change"
-        )
-        return WriteRefused(f"{noun} '{target.item_id}' is {now}, not active ({field}); {advice}")
+        successor = target.superseded_by
+        now = f"superseded by {echo(successor)}" if successor is not None else target.status
+        advice = f"use {echo(successor)}" if successor is not None else "nothing to change"
+        return WriteRefused(f"{noun} {echo(name)} is {now}, not active ({field}); {advice}")
     return WriteRefused(f"{noun} write refused: {rejection.reason}")

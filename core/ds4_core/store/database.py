@@ -194,6 +194,8 @@ class Store:
         notices: messages for the user about what happened while opening (e.g. a database that
             was moved aside), in order; empty when nothing noteworthy happened.
         busy_timeout_ms: the SQLite busy timeout of every connection (ms).
+        thread_cache: per-thread values a repository keeps between calls on the calling
+            thread's connection (`threading.local`; e.g. `store.memory` planning rows).
     """
 
     def __init__(
@@ -205,6 +207,7 @@ class Store:
         self.busy_timeout_ms = busy_timeout_ms
         self._write_lock = _write_lock_for(path)
         self._local = threading.local()
+        self.thread_cache = threading.local()
 
     @cached_property
     def models(self) -> StoreModels:

@@ -19,6 +19,7 @@ sync's write transaction they become a savepoint). Reads work from any thread.
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -158,6 +159,14 @@ def project(store: Store) -> tuple[Replay, Replay]:
     Raises:
         MutationError: see `load_mutations`.
     """
+    _count_projection()  # before and after: a reader of this thread reads again either way
+    try:
+        return _project(store)
+    finally:
+        _count_projection()
+
+
+def _project(store: Store) -> tuple[Replay, Replay]:
     with store.write() as conn:
         mutations = load_mutations(store)
         memory = replay(m for m in mutations if m.kind == "memory")
@@ -227,6 +236,47 @@ def list_pins(store: Store, *, include_inactive: bool = False) -> list[dict[str,
     column -> value dicts."""
     where = "" if include_inactive else "WHERE status = 'active' "
     return _rows(store, f"SELECT {_PIN_COLUMNS} FROM pins {where}ORDER BY position", ())
+
+
+_projections = 0
+"""How many times this process has begun or ended replacing the projection (`project`)."""
+_projections_lock = threading.Lock()
+
+
+def _count_projection() -> None:
+    global _projections
+    with _projections_lock:
+        _projections += 1
+
+
+def active_for_planning(store: Store) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+    """The active pins and memory items as tuples, for planning, in creation order:
+    pins `(pin_id, scope, session_id, project_path, branch_leaf_id, classification, content,
+    source_file, created_at_ms, updated_at_ms)`; memory `(memory_id, scope, session_id,
+    project_path, memory_key, classification, claim, created_at_ms, updated_at_ms)`.
+
+    Read again only when the projection may have changed: each thread keeps the rows it read
+    with the stamp (`PRAGMA data_version` of its connection, which moves when another
+    connection commits; the count of this process's `project` calls, for its own writes).
+    The same lists are returned while the stamp holds (callers must not change them)."""
+    connection = store.connection()
+    (version,) = connection.execute("PRAGMA data_version").fetchone()
+    stamp = (version, _projections)
+    cache = store.thread_cache
+    kept = getattr(cache, "memory_planning", None)
+    if kept is not None and kept[0] == stamp:
+        return kept[1]
+    pins = connection.execute(
+        "SELECT pin_id, scope, session_id, project_path, branch_leaf_id, classification, "
+        "content, source_file, created_at_ms, updated_at_ms FROM pins WHERE status = 'active' "
+        "ORDER BY position"
+    ).fetchall()
+    memory = connection.execute(
+        "SELECT memory_id, scope, session_id, project_path, memory_key, classification, claim, "
+        "created_at_ms, updated_at_ms FROM memory_items WHERE status = 'active' ORDER BY position"
+    ).fetchall()
+    cache.memory_planning = (stamp, (pins, memory))
+    return pins, memory
 
 
 MAX_PROBLEMS = 100

@@ -101,6 +101,12 @@ def print_compact(result: CompactResult, out: TextIO, session_arg: str) -> None:
     out.write(f"\nSummary {result.summary_id} (the text the model sees instead of the span):\n")
     for line in split_lines(result.compaction.summary):
         out.write(f"  {terminal_text(line)}".rstrip() + "\n")
+    if result.appended:
+        out.write(
+            f"\nAppended as entry {terminal_text(result.entry_id)} of this server-owned session"
+            " and committed (docs/sessions.md).\n"
+        )
+        return
     out.write(
         "\n"
         + wrap(

@@ -1,0 +1,163 @@
+"""OwnedSessions: `ds4/sessionOpen` and `ds4/sessionAppend`, sessions the server owns and is
+the only writer of (docs/sessions.md); `owned_file` tells compaction and memory writes when
+they append their entry themselves.
+
+The files and their locking are `ds4_core.sessions.owned`; this module finds the data
+directory (the database file's directory, as for artifacts), checks ownership and the
+messages, and turns every failure into a `RequestError` naming the field.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from ..json_bounds import echo
+from ..requests import RequestError, RequestFailedError, SessionAppendRequest, SessionOpenRequest
+from ..results import SessionAppendResult, SessionOpenResult
+from ..sessions import owned
+from ..sessions.message_shapes import MessageShapeError, checked_message
+from .context import EngineContext
+
+log = logging.getLogger("ds4_core.engine")
+
+MAX_APPEND_MESSAGES = 1000
+"""Messages one `ds4/sessionAppend` may carry (the frame limit bounds their bytes)."""
+
+NOT_OWNED = (
+    "not a session this server owns; ds4/sessionAppend writes only the files ds4/sessionOpen "
+    "made (in '{root}'); a Pi session is appended to by Pi"
+)
+
+
+def data_directory(context: EngineContext) -> Path | None:
+    """The data directory (the database file's directory), or None for an in-memory database."""
+    path = context.store().path
+    if os.fspath(path) == ":memory:" or Path(path).name == ":memory:":
+        return None
+    return owned.data_directory(path)
+
+
+def owned_file(context: EngineContext, path: str | os.PathLike[str]) -> bool:
+    """Whether `path` is a session file this server owns (`owned.is_owned` under the data
+    directory); False with an in-memory database."""
+    data_dir = data_directory(context)
+    return data_dir is not None and owned.is_owned(data_dir, path)
+
+
+def append_owned(
+    path: str | os.PathLike[str],
+    entries: Sequence[Mapping[str, Any]],
+    parent_id: str | None,
+    field: str = "session.file",
+) -> list[str]:
+    """`owned.append_entries` with its failures as `RequestError`s: an unknown `parent_id`
+    names `parentId`, a file that is not a usable session names `field`; other I/O failures
+    are `RequestFailedError`s (nothing or a torn line was written, which the next append
+    repairs)."""
+    try:
+        return owned.append_entries(path, entries, parent_id)
+    except owned.UnknownParentError as exc:
+        raise RequestError(f"parentId: {exc}", "parentId") from None
+    except owned.OwnedSessionError as exc:
+        raise RequestError(f"{field}: {exc}", field) from None
+    except OSError as exc:
+        raise RequestFailedError(
+            f"cannot append to the owned session {echo(os.fspath(path))}: "
+            f"{exc.strerror or type(exc).__name__}"
+        ) from None
+
+
+class OwnedSessions:
+    """Opening and appending to owned sessions (see the module docstring)."""
+
+    def __init__(self, context: EngineContext) -> None:
+        self._context = context
+
+    def open(self, request: SessionOpenRequest) -> SessionOpenResult:
+        """Create an owned session, or reopen `request.session_id` (`ContextEngine.session_open`).
+
+        Raises:
+            RequestError: a bad `title` or `sessionId` (named).
+            RequestFailedError: the database is in memory (no data directory), or the
+                sessions directory cannot be used (the message says why).
+        """
+        data_dir = self._data_dir()
+        cwd = request.cwd if request.cwd is not None else os.getcwd()
+        try:
+            session = owned.open_session(data_dir, cwd, request.title, request.session_id)
+        except ValueError as exc:
+            text = str(exc)
+            name = text.partition(":")[0]
+            field = name if name in ("title", "sessionId", "cwd") else None
+            raise RequestError(text, field) from None
+        except (owned.OwnedSessionError, OSError) as exc:
+            reason = getattr(exc, "strerror", None) or str(exc)
+            raise RequestFailedError(f"cannot open an owned session: {reason}") from None
+        log.info("session open: session=%s created=%s", session.session_id, session.created)
+        return SessionOpenResult(
+            session_id=session.session_id,
+            file=str(session.file),
+            leaf_id=session.leaf_id,
+            created=session.created,
+        )
+
+    def append(self, request: SessionAppendRequest) -> SessionAppendResult:
+        """Append Pi messages to an owned session (`ContextEngine.session_append`).
+
+        Raises:
+            RequestError: `session.file` is not an owned session, `messages` is empty or
+                holds more than `MAX_APPEND_MESSAGES`, a message is not one of Pi's shapes
+                (`messages[3].role`, ...), or `parentId` / `session.leafId` names no entry.
+            RequestFailedError: the file cannot be written.
+        """
+        data_dir = self._data_dir()
+        file = request.session.file
+        if not file or not owned.is_owned(data_dir, file):
+            root = owned.sessions_directory(data_dir)
+            raise RequestError(
+                f"session.file: {echo(file)} is " + NOT_OWNED.format(root=root), "session.file"
+            )
+        messages = request.messages
+        if not messages or len(messages) > MAX_APPEND_MESSAGES:
+            raise RequestError(
+                f"messages: expected 1 to {MAX_APPEND_MESSAGES} messages, got {len(messages)}",
+                "messages",
+            )
+        entries = []
+        for index, message in enumerate(messages):
+            try:
+                checked = checked_message(message, f"messages[{index}]")
+            except MessageShapeError as exc:
+                raise RequestError(str(exc), exc.field) from None
+            entries.append({"type": "message", "message": checked})
+        parent_id = request.parent_id
+        field = "parentId"
+        if parent_id is None and request.session.leaf_id is not None:
+            parent_id, field = request.session.leaf_id, "session.leafId"
+        try:
+            entry_ids = append_owned(file, entries, parent_id)
+        except RequestError as exc:
+            if exc.field == "parentId" and field != "parentId":
+                raise RequestError(str(exc).replace("parentId", field, 1), field) from None
+            raise
+        result = SessionAppendResult(
+            session_id=owned.session_id_of(file),
+            file=str(Path(file).resolve()),
+            entry_ids=tuple(entry_ids),
+            leaf_id=entry_ids[-1],
+        )
+        log.info("session append: %s", result.log_summary())
+        return result
+
+    def _data_dir(self) -> Path:
+        data_dir = data_directory(self._context)
+        if data_dir is None:
+            raise RequestFailedError(
+                "owned sessions need a database file (their directory is the database's); "
+                "this server runs on an in-memory database"
+            )
+        return data_dir
