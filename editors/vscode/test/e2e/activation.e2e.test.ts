@@ -39,6 +39,8 @@ describe('the extension, activated without VS Code', { timeout: 120_000 }, () =>
   let sessionFile: string;
   let extension: Extension;
   let api: Ds4Api;
+  /** The extension's workspaceState. */
+  const state = new Map<string, unknown>();
   const plans: PlanResult[] = [];
   let compactSession: SessionWriter;
   /** Prompts the stub chat model received. */
@@ -80,7 +82,6 @@ describe('the extension, activated without VS Code', { timeout: 120_000 }, () =>
     }
     vscode.install();
     extension = await import('../../src/extension.js');
-    const state = new Map<string, unknown>();
     api = extension.activate({
       subscriptions: [],
       workspaceState: {
@@ -416,6 +417,29 @@ describe('the extension, activated without VS Code', { timeout: 120_000 }, () =>
     assert.doesNotMatch(html, /<script/);
     assert.deepEqual((vscode.webviewOptions as { enableCommandUris: unknown }).enableCommandUris, ['ds4.client.memoryAction']);
     vscode.inputBoxAnswer = '';
+  });
+
+  it('gives API callers without a Pi session a server-owned session, kept in workspaceState, where writes are appended', async (t) => {
+    let opened;
+    try {
+      opened = await api.sessionOpen();
+    } catch (error: unknown) {
+      if (/not found/i.test(String(error))) {
+        t.skip('this ds4-lsp has no ds4/sessionOpen yet');
+        return;
+      }
+      throw error;
+    }
+    assert.deepEqual(state.get('ds4.ownedSession'), { sessionId: opened.sessionId, file: opened.file });
+    assert.equal((await api.sessionOpen()).file, opened.file);
+    const appended = await api.sessionAppend({ messages: [{ role: 'user', content: 'How many retries does the client make?', timestamp: 1764666120000 }] });
+    assert.equal(appended.file, opened.file);
+    assert.equal(appended.entryIds.length, 1);
+    const remembered = await api.remember({ session: { file: opened.file }, claim: 'the retry budget is 4' });
+    assert.equal(remembered.appended, true);
+    assert.equal(typeof remembered.entryId, 'string');
+    const listed = await api.memory({ session: { file: opened.file } });
+    assert.ok(listed.memory.some((item) => item.id === remembered.itemId), JSON.stringify(listed));
   });
 
   it('restarts the server when a launch setting changes, and reports a command it cannot start', async () => {
