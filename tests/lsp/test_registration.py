@@ -20,6 +20,8 @@ def test_every_method_and_command_is_registered_on_a_fresh_server() -> None:
             "ds4/manifest",
             "ds4/toolExecuted",
             "ds4/continuationFailed",
+            "ds4/sessionOpen",
+            "ds4/sessionAppend",
         } <= set(server.protocol.fm.features)
         assert {
             types.INITIALIZE,
