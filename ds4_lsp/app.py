@@ -13,6 +13,7 @@ from lsprotocol import types
 from ds4_lsp import __version__
 from ds4_lsp.converter import server_converter
 from ds4_lsp.handlers import (
+    artifacts,
     commands,
     compaction,
     continuation,
@@ -28,6 +29,7 @@ from ds4_lsp.handlers import (
     usage,
 )
 from ds4_lsp.methods import (
+    DS4_ARTIFACT_SEARCH,
     DS4_COMPACT,
     DS4_COMPACT_COMMITTED,
     DS4_COMPACT_FAILED,
@@ -38,6 +40,7 @@ from ds4_lsp.methods import (
     DS4_RETRIEVE,
     DS4_TOOL_EXECUTED,
     DS4_USAGE,
+    GC_ARTIFACTS,
     HEALTH,
     PRIVACY,
     PROJECT_STATUS,
@@ -80,6 +83,9 @@ def create_server() -> Ds4Server:
     server.feature(DS4_TOOL_EXECUTED)(project.tool_executed)
     # memory and pins (read-only; docs/memory.md)
     server.feature(DS4_MEMORY)(memory.memory)
+    # artifacts: large tool results kept aside (docs/artifacts.md)
+    server.feature(DS4_ARTIFACT_SEARCH)(artifacts.artifact_search)
+    server.command(GC_ARTIFACTS)(artifacts.gc_artifacts)
     # compaction; the server asks the client with ds4/summarize (handlers.compaction)
     server.feature(DS4_COMPACT)(compaction.compact)
     server.feature(DS4_COMPACT_COMMITTED)(compaction.compact_committed)

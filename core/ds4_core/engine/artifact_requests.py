@@ -89,9 +89,7 @@ class ArtifactRequests:
         if max_matches is None:
             max_matches = self._context.config().artifacts.max_search_matches
         elif not 1 <= max_matches <= MAX_MATCHES:
-            raise RequestError(
-                f"maxMatches: expected an integer in 1..{MAX_MATCHES}", "maxMatches"
-            )
+            raise RequestError(f"maxMatches: expected an integer in 1..{MAX_MATCHES}", "maxMatches")
         targets: list[tuple[str, str | None]]  # (artifact id, source entry id)
         if request.session is None:
             targets = [(artifact_id or "", None)]
