@@ -59,6 +59,7 @@ _TEXT_ARGUMENTS = (
     ("model", "--model"),
     ("first_kept", "--first-kept"),
     ("id", "ID"),
+    ("artifact", "--artifact"),
 )
 """Arguments that are text, not paths (attribute, name in messages): they must be UTF-8."""
 

@@ -45,6 +45,13 @@ _OPTION_OF_FIELD: dict[str, dict[str, str]] = {
         "stopReason": "--stop-reason",
         "usage": "--input",
     },
+    "artifacts": {
+        "artifactId": "--artifact",
+        "session.file": "--session",
+        "session.leafId": "--leaf",
+        "maxMatches": "--max-matches",
+        "query": "QUERY",
+    },
     "summaries": {
         "file": "--session",
         "session.file": "--session",
