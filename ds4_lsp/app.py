@@ -85,7 +85,7 @@ def create_server() -> Ds4Server:
     server.feature(DS4_MEMORY)(memory.memory)
     # artifacts: large tool results kept aside (docs/artifacts.md)
     server.feature(DS4_ARTIFACT_SEARCH)(artifacts.artifact_search)
-    server.command(GC_ARTIFACTS)(artifacts.gc_artifacts)
+    server.command(GC_ARTIFACTS)(commands.gc_artifacts)
     # compaction; the server asks the client with ds4/summarize (handlers.compaction)
     server.feature(DS4_COMPACT)(compaction.compact)
     server.feature(DS4_COMPACT_COMMITTED)(compaction.compact_committed)
