@@ -12,13 +12,22 @@ redact) is:
 3. **baseline**: `hashlib.sha256` of the same 5 MB (already encoded), the least any
    content-addressed store must do.
 
-Usage: python bench/artifacts.py [--runs 30] [--megabytes 5]
+Then **search** (issue 15, second increment): the same 5 MB as a stored artifact, searched
+with `ds4/artifactSearch` over a real `ds4-lsp` process (stdio, the client of bench/plan.py):
+by `artifactId` for a query found nowhere (the whole object read, re-hashed, decoded and
+scanned), for one found every 500 lines (stops after the default 12 matches, with their
+excerpts), and by `session` (a session whose tool result is those 5 MB; the session synced,
+its branch's references read, then the same scan). Same-run baseline: a plain Python scan of
+the same bytes in this process, `data.decode().lower().find(query)`, without hashing.
+
+Usage: python bench/artifacts.py [--runs 30] [--megabytes 5] [--search-runs 20]
 """
 
 from __future__ import annotations
 
 import argparse
 import hashlib
+import json
 import statistics
 import sys
 import tempfile
@@ -27,6 +36,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from continuation import timed  # noqa: E402  (bench/continuation.py, next to this file)
+from plan import RawClient  # noqa: E402  (bench/plan.py, next to this file)
 
 from ds4_core.artifacts.condense import condense_tool_result  # noqa: E402
 from ds4_core.artifacts.offload import offload_tool_result  # noqa: E402
@@ -58,10 +68,75 @@ def summary(name: str, samples: list[float], baseline: float | None) -> str:
     return f"| {name} | {mean:.2f} ms | {p99:.2f} ms | {ratio} |"
 
 
+NOWHERE = "zqx-found-nowhere"
+EVERY_500 = "E0308"
+
+
+def search_over_lsp(text: str, data: bytes, runs: int) -> None:
+    """`ds4/artifactSearch` round trips on a real server beside the plain-scan baseline."""
+    with tempfile.TemporaryDirectory() as folder:
+        root = Path(folder)
+        artifact_id = ArtifactStore(root / "artifacts").put(data).artifact_id
+        session = root / "s.jsonl"
+        header = {
+            "type": "session",
+            "version": 3,
+            "id": "bench",
+            "timestamp": "2026-01-01T00:00:00Z",
+        }
+        result = {
+            "role": "toolResult",
+            "toolCallId": "c1",
+            "toolName": "bash",
+            "content": [{"type": "text", "text": text}],
+            "isError": True,
+            "timestamp": 1,
+        }
+        entry = {
+            "type": "message",
+            "id": "e1",
+            "parentId": None,
+            "timestamp": "2026-01-01T00:00:01Z",
+        }
+        session.write_text(
+            json.dumps(header) + "\n" + json.dumps({**entry, "message": result}) + "\n"
+        )
+        client = RawClient(root / "context.db")
+        client.request("initialize", {"processId": None, "rootUri": None, "capabilities": {}})
+        client.send("initialized", {}, notify=True)
+        by_id = {"query": NOWHERE, "artifactId": artifact_id}
+        by_session = {"query": NOWHERE, "session": {"file": str(session)}}
+        found = client.request("ds4/artifactSearch", by_session)  # sync the session once
+        assert found["searched"] == [{"artifactId": artifact_id, "status": "ok"}], found
+        few = client.request("ds4/artifactSearch", {**by_id, "query": EVERY_500})
+        assert len(few["matches"]) == 12 and few["truncated"], few
+
+        def round_trip(params: dict[str, object]) -> None:
+            client.request("ds4/artifactSearch", params)
+
+        baseline = timed(lambda: data.decode().lower().find(NOWHERE), runs)
+        rows = [
+            ("baseline: decode + lower + find (no hash, in process)", baseline),
+            ("by id, found nowhere (whole object)", timed(lambda: round_trip(by_id), runs)),
+            (
+                "by id, found every 500 lines (12 matches)",
+                timed(lambda: round_trip({**by_id, "query": EVERY_500}), runs),
+            ),
+            ("by session, found nowhere", timed(lambda: round_trip(by_session), runs)),
+        ]
+        client.close()
+    base = statistics.fmean(baseline)
+    print(f"\nds4/artifactSearch over ds4-lsp, {len(data):,} bytes, {runs} runs")
+    print("| measurement | mean | p99 | vs baseline |\n|---|---|---|---|")
+    for name, samples in rows:
+        print(summary(name, samples, base))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--runs", type=int, default=30)
     parser.add_argument("--megabytes", type=float, default=5.0)
+    parser.add_argument("--search-runs", type=int, default=20)
     args = parser.parse_args()
     text = build_log(args.megabytes)
     data = text.encode("utf-8")
@@ -94,6 +169,8 @@ def main() -> None:
     print(summary("condense (DS4: 15.97 ms mean, 20.13 ms p99)", condensed, base))
     print(summary("offload (encode, sha256, dedup re-hash, condense)", offloaded, base))
     print(f"first store write (temp file, fsync, rename): {first_ms:.2f} ms")
+    if args.search_runs > 0:
+        search_over_lsp(text, data, args.search_runs)
 
 
 if __name__ == "__main__":

@@ -3,6 +3,7 @@ bounded, redacted, re-hashed before reading, refused above the size limit."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -82,3 +83,24 @@ def test_columns_count_utf16_code_units_from_one(tmp_path: Path) -> None:
     found = search_artifact(store, artifact_id, "NEEDLE", max_matches=10, max_search_bytes=10**6)
     # the emoji is 2 UTF-16 units, the accented e one
     assert [(m.line, m.column) for m in found.matches] == [(1, 6), (1, 15), (2, 1)]
+
+
+@pytest.mark.parametrize(
+    ("text", "query"),
+    [
+        ("aaaa AAAA aAaA", "aa"),
+        ("Error error ERROR\nerr", "ERROR"),
+        ("caf\u00e9 CAF\u00c9 cafe", "caf\u00e9"),
+        ("Stra\u00dfe STRASSE", "strasse"),
+    ],
+)
+def test_the_ascii_fast_path_finds_what_the_regex_finds(
+    tmp_path: Path, text: str, query: str
+) -> None:
+    store = ArtifactStore(tmp_path)
+    artifact_id = store.put(text.encode()).artifact_id
+    found = search_artifact(store, artifact_id, query, max_matches=100, max_search_bytes=10**6)
+    expected = [m.start() for m in re.finditer(re.escape(query), text, re.IGNORECASE)]
+    assert [m.column - 1 for m in found.matches if m.line == 1] == [
+        at for at in expected if "\n" not in text[:at]
+    ]

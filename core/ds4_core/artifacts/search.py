@@ -7,6 +7,7 @@ to the artifacts of a session's active branch (`ds4/artifactSearch`).
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from ..privacy.redaction import redact_secrets
@@ -83,17 +84,15 @@ def search_artifact(
             f"({max_search_bytes}); raise the setting to search it"
         )
     text = store.read(artifact_id).decode("utf-8", "surrogatepass")
-    pattern = re.compile(re.escape(query), re.IGNORECASE)
     matches: list[ArtifactMatch] = []
     redactions = 0
     line, scanned = 1, 0
     units_line, units_at, units = -1, 0, 0  # UTF-16 units of the current line up to units_at
     truncated = False
-    for found in pattern.finditer(text):
+    for at, end in _occurrences(text, query):
         if len(matches) == max_matches:
             truncated = True
             break
-        at = found.start()
         line += text.count("\n", scanned, at)
         scanned = at
         line_start = text.rfind("\n", 0, at) + 1
@@ -103,10 +102,26 @@ def search_artifact(
             units_line, units_at, units = line_start, line_start, 0
         units += _utf16_units(text[units_at:at])
         units_at = at
-        excerpt, count = _excerpt(text, line_start, line_end, at, found.end())
+        excerpt, count = _excerpt(text, line_start, line_end, at, end)
         redactions += count
         matches.append(ArtifactMatch(line, units + 1, excerpt))
     return ArtifactSearch(artifact_id, tuple(matches), truncated, redactions)
+
+
+def _occurrences(text: str, query: str) -> Iterator[tuple[int, int]]:
+    """(start, end) of each non-overlapping match of `query` in `text`, literally and
+    ignoring case, in order. ASCII text and query: `str.lower` and `str.find` (lowering keeps
+    every offset, and is several times faster than a regex); otherwise `re.IGNORECASE` over
+    `re.escape(query)` (per-character case folding, offsets of `text` itself)."""
+    if text.isascii() and query.isascii():
+        haystack, needle = text.lower(), query.lower()
+        at = haystack.find(needle)
+        while at >= 0:
+            yield at, at + len(needle)
+            at = haystack.find(needle, at + len(needle))
+        return
+    for found in re.finditer(re.escape(query), text, re.IGNORECASE):
+        yield found.start(), found.end()
 
 
 def _utf16_units(text: str) -> int:
