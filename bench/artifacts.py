@@ -72,8 +72,9 @@ NOWHERE = "zqx-found-nowhere"
 EVERY_500 = "E0308"
 
 
-def search_over_lsp(text: str, data: bytes, runs: int) -> None:
-    """`ds4/artifactSearch` round trips on a real server beside the plain-scan baseline."""
+def search_over_lsp(message: dict[str, object], data: bytes, runs: int) -> None:
+    """`ds4/artifactSearch` round trips on a real server beside the plain-scan baseline;
+    `message` is the toolResult holding `data` as text."""
     with tempfile.TemporaryDirectory() as folder:
         root = Path(folder)
         artifact_id = ArtifactStore(root / "artifacts").put(data).artifact_id
@@ -84,14 +85,6 @@ def search_over_lsp(text: str, data: bytes, runs: int) -> None:
             "id": "bench",
             "timestamp": "2026-01-01T00:00:00Z",
         }
-        result = {
-            "role": "toolResult",
-            "toolCallId": "c1",
-            "toolName": "bash",
-            "content": [{"type": "text", "text": text}],
-            "isError": True,
-            "timestamp": 1,
-        }
         entry = {
             "type": "message",
             "id": "e1",
@@ -99,7 +92,7 @@ def search_over_lsp(text: str, data: bytes, runs: int) -> None:
             "timestamp": "2026-01-01T00:00:01Z",
         }
         session.write_text(
-            json.dumps(header) + "\n" + json.dumps({**entry, "message": result}) + "\n"
+            json.dumps(header) + "\n" + json.dumps({**entry, "message": message}) + "\n"
         )
         client = RawClient(root / "context.db")
         client.request("initialize", {"processId": None, "rootUri": None, "capabilities": {}})
@@ -170,7 +163,7 @@ def main() -> None:
     print(summary("offload (encode, sha256, dedup re-hash, condense)", offloaded, base))
     print(f"first store write (temp file, fsync, rename): {first_ms:.2f} ms")
     if args.search_runs > 0:
-        search_over_lsp(text, data, args.search_runs)
+        search_over_lsp(message, data, args.search_runs)
 
 
 if __name__ == "__main__":

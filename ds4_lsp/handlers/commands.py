@@ -14,14 +14,7 @@ from pygls.exceptions import JsonRpcInvalidParams
 
 from ds4_core.json_bounds import describe_type
 from ds4_lsp.converter import ARGUMENT_ROOT, command_argument
-from ds4_lsp.methods import (
-    GC_ARTIFACTS,
-    HEALTH,
-    PRIVACY,
-    PROJECT_STATUS,
-    REBUILD_INDEX,
-    SUMMARIES,
-)
+from ds4_lsp.methods import GC_ARTIFACTS, HEALTH, PRIVACY, PROJECT_STATUS, REBUILD_INDEX, SUMMARIES
 from ds4_lsp.params import GcArtifactsArguments, PrivacyArguments, SummariesArguments
 from ds4_lsp.server import Ds4Server, with_wire
 from ds4_lsp.services.diagnostics import publish_stale_snippets

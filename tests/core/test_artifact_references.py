@@ -11,10 +11,10 @@ import json
 import os
 import time
 from pathlib import Path
-from typing import Any
 
 import pytest
 from test_engine_artifacts import BIG, line, plan, write_session
+from test_engine_artifacts import engine as engine  # the fixture
 
 from ds4_core.artifacts.gc import collect_garbage, last_gc
 from ds4_core.artifacts.store import ArtifactStore, artifact_root
@@ -62,13 +62,6 @@ def refs(engine: ContextEngine) -> list[tuple[str, str, int, int]]:
 def age(path: Path, seconds: float) -> None:
     then = time.time() - seconds
     os.utime(path, (then, then))
-
-
-@pytest.fixture
-def engine(tmp_path: Path) -> Any:
-    engine = ContextEngine(database_path=tmp_path / "db" / "context.db")
-    yield engine
-    engine.close()
 
 
 def test_the_sync_records_each_large_tool_result_and_a_rebuild_finds_the_same(

@@ -14,23 +14,13 @@ from typing import Any
 import pytest
 from lsp_helpers import Servers, execute, request, request_error
 from pygls.exceptions import JsonRpcException
-from session_files import SessionWriter
+from test_artifacts_lsp import BIG, MODEL, session_with_big_result
 
 from ds4_core.artifacts.store import ArtifactStore
 
 SECRET = "sk-" + "proj-" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6"
-BIG = "".join(f"case_{i} FAILED zqxsearch{i}\n" for i in range(2000)) + f"token={SECRET}\n"
 BIG_ID = hashlib.sha256(BIG.encode()).hexdigest()
-MODEL = {"provider": "acme", "id": "alpha", "contextWindow": 128000}
 INVALID_PARAMS = -32602
-
-
-def session_with_big_result(path: Path) -> SessionWriter:
-    writer = SessionWriter.with_turns(path, 1)
-    writer.user("Run the tests.")
-    writer.assistant("Running.", [("t1", "bash", {"command": "pytest"})])
-    writer.tool_result("t1", "bash", BIG, is_error=True)
-    return writer
 
 
 async def test_search_finds_the_planned_artifact_and_gc_keeps_it(
@@ -41,16 +31,23 @@ async def test_search_finds_the_planned_artifact_and_gc_keeps_it(
     session = {"file": str(writer.path)}
     await request(client, "ds4/plan", {"session": session, "request": "why?", "model": MODEL})
     found = await request(
-        client, "ds4/artifactSearch", {"query": "ZQXSEARCH1999", "session": session}
+        client, "ds4/artifactSearch", {"query": "ZQXLSP49999", "session": session}
     )
     assert found["searched"] == [{"artifactId": BIG_ID, "status": "ok"}]
     (match,) = found["matches"]
-    assert (match["line"], match["column"]) == (2000, len("case_1999 FAILED ") + 1)
-    assert match["sourceId"] and match["excerpt"] == "case_1999 FAILED zqxsearch1999"
-    secret = await request(
-        client, "ds4/artifactSearch", {"query": "token=", "artifactId": BIG_ID, "maxMatches": 1}
+    assert (match["line"], match["column"]) == (
+        50000,
+        len("tests/test_49.py::case_49999 FAILED ") + 1,
     )
-    assert secret["matches"][0]["sourceId"] is None
+    assert (
+        match["sourceId"] and match["excerpt"] == "tests/test_49.py::case_49999 FAILED zqxlsp49999"
+    )
+    store = ArtifactStore(database_path.parent / "artifacts")
+    keyed = store.put(f"line one\ntoken={SECRET}\n".encode()).artifact_id
+    secret = await request(
+        client, "ds4/artifactSearch", {"query": "token=", "artifactId": keyed, "maxMatches": 1}
+    )
+    assert secret["matches"][0]["sourceId"] is None and secret["matches"][0]["line"] == 2
     excerpt = secret["matches"][0]["excerpt"]
     assert SECRET not in excerpt and "REDACTED" in excerpt
     many = await request(
@@ -58,18 +55,17 @@ async def test_search_finds_the_planned_artifact_and_gc_keeps_it(
     )
     assert len(many["matches"]) == 5 and many["truncated"] is True
 
-    store = ArtifactStore(database_path.parent / "artifacts")
     orphan = store.put(b"an output no session refers to").artifact_id
     old = time.time() - 7200
-    for artifact_id in (BIG_ID, orphan):
+    for artifact_id in (BIG_ID, orphan, keyed):
         os.utime(store.path_for(artifact_id), (old, old))
     dry = await execute(client, "ds4.gcArtifacts", [{"dryRun": True}])
-    assert (dry["removed"], dry["kept"], dry["dryRun"]) == (1, 1, True)
+    assert (dry["removed"], dry["kept"], dry["dryRun"]) == (2, 1, True)
     done = await execute(client, "ds4.gcArtifacts")
-    assert (done["removed"], done["kept"], done["dryRun"]) == (1, 1, False)
+    assert (done["removed"], done["kept"], done["dryRun"]) == (2, 1, False)
     assert store.artifact_ids() == [BIG_ID]
     health = await execute(client, "ds4.health")
-    assert health["artifacts"]["objects"] == 1 and health["artifacts"]["lastGc"]["removed"] == 1
+    assert health["artifacts"]["objects"] == 1 and health["artifacts"]["lastGc"]["removed"] == 2
 
 
 @pytest.mark.parametrize(

@@ -31,6 +31,7 @@ from ..requests import ArtifactSearchRequest, RequestError
 from ..results import ArtifactGcResult, ArtifactSearchResult
 from ..store import artifacts as artifact_repo
 from .context import EngineContext
+from .convert import from_attributes
 from .indexing import Indexer
 from .sessions import SessionCache
 
@@ -196,11 +197,4 @@ class ArtifactRequests:
             outcome.young,
             dry_run,
         )
-        return ArtifactGcResult(
-            removed=outcome.removed,
-            removed_bytes=outcome.removed_bytes,
-            kept=outcome.kept,
-            kept_bytes=outcome.kept_bytes,
-            dry_run=dry_run,
-            young=outcome.young,
-        )
+        return from_attributes(ArtifactGcResult, outcome)
