@@ -18,7 +18,8 @@ by `artifactId` for a query found nowhere (the whole object read, re-hashed, dec
 scanned), for one found every 500 lines (stops after the default 12 matches, with their
 excerpts), and by `session` (a session whose tool result is those 5 MB; the session synced,
 its branch's references read, then the same scan). Same-run baseline: a plain Python scan of
-the same bytes in this process, `data.decode().lower().find(query)`, without hashing.
+the same bytes in this process, `data.decode().lower().find(query)`, without hashing. The four
+are interleaved, one of each per round, so a change of load on a shared machine hits all.
 
 Usage: python bench/artifacts.py [--runs 30] [--megabytes 5] [--search-runs 20]
 """
@@ -107,22 +108,38 @@ def search_over_lsp(message: dict[str, object], data: bytes, runs: int) -> None:
         def round_trip(params: dict[str, object]) -> None:
             client.request("ds4/artifactSearch", params)
 
-        baseline = timed(lambda: data.decode().lower().find(NOWHERE), runs)
-        rows = [
-            ("baseline: decode + lower + find (no hash, in process)", baseline),
-            ("by id, found nowhere (whole object)", timed(lambda: round_trip(by_id), runs)),
+        cases = [
+            (
+                "baseline: decode + lower + find (no hash, in process)",
+                lambda: data.decode().lower().find(NOWHERE),
+            ),
+            ("by id, found nowhere (whole object)", lambda: round_trip(by_id)),
             (
                 "by id, found every 500 lines (12 matches)",
-                timed(lambda: round_trip({**by_id, "query": EVERY_500}), runs),
+                lambda: round_trip({**by_id, "query": EVERY_500}),
             ),
-            ("by session, found nowhere", timed(lambda: round_trip(by_session), runs)),
+            ("by session, found nowhere", lambda: round_trip(by_session)),
         ]
+        samples: list[list[float]] = [[] for _ in cases]
+        for _ in range(runs):  # interleaved: each round sees the same load on the machine
+            for k, (_, call) in enumerate(cases):
+                started = time.perf_counter()
+                call()
+                samples[k].append((time.perf_counter() - started) * 1000)
+        rows = [(name, samples[k]) for k, (name, _) in enumerate(cases)]
+        baseline = samples[0]
         client.close()
-    base = statistics.fmean(baseline)
-    print(f"\nds4/artifactSearch over ds4-lsp, {len(data):,} bytes, {runs} runs")
-    print("| measurement | mean | p99 | vs baseline |\n|---|---|---|---|")
-    for name, samples in rows:
-        print(summary(name, samples, base))
+    base = statistics.median(baseline)
+    print(f"\nds4/artifactSearch over ds4-lsp, {len(data):,} bytes, {runs} interleaved rounds")
+    print("| measurement | p50 | mean | p99 | p50 vs baseline |\n|---|---|---|---|---|")
+    for name, values in rows:
+        ordered = sorted(values)
+        p99 = ordered[min(len(ordered) - 1, round(0.99 * (len(ordered) - 1)))]
+        p50 = statistics.median(values)
+        print(
+            f"| {name} | {p50:.2f} ms | {statistics.fmean(values):.2f} ms | {p99:.2f} ms "
+            f"| {p50 / base:.2f}x |"
+        )
 
 
 def main() -> None:
