@@ -73,6 +73,7 @@ def test_search_and_gc_from_the_command_line(
         (["search", "--artifact", "a" * 64, "--max-matches", "0", "x"], "--max-matches:"),
         (["search", "--session", "/no/such.jsonl", "x"], "--session:"),
         (["search", "--artifact", "a" * 64, "q" * 1001], "QUERY: expected a string"),
+        (["search", "--artifact", "a" * 64, "--leaf", "e1", "x"], "--leaf: names a branch"),
     ],
 )
 def test_bad_arguments_are_usage_errors_naming_the_option(

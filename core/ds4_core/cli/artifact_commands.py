@@ -9,7 +9,7 @@ import argparse
 from typing import Any, TextIO
 
 from ..engine import ContextEngine
-from ..requests import ArtifactSearchRequest, SessionRef
+from ..requests import ArtifactSearchRequest, RequestError, SessionRef
 from .errors import EXIT_OK
 from .printers.artifacts import print_artifact_gc, print_artifact_search
 from .terminal import emit_json
@@ -45,8 +45,14 @@ def search(engine: ContextEngine, args: argparse.Namespace, out: TextIO, err: Te
     redacted excerpts (`ds4/artifactSearch`).
 
     Raises:
-        RequestError: a bad argument (named by its option, `errors.usage_message`).
+        RequestError: a bad argument (named by its option, `errors.usage_message`), or
+            `--leaf` without `--session`.
     """
+    if args.leaf is not None and not args.session:
+        raise RequestError(
+            "session.leafId: names a branch of --session; give --session FILE too",
+            "session.leafId",
+        )
     result = engine.artifact_search(
         ArtifactSearchRequest(
             query=args.query,
