@@ -284,3 +284,22 @@ def test_references_are_listed_per_artifact(tmp_path: Path, engine: ContextEngin
     engine.index_session(session)
     assert artifact_repo.sessions_referencing(engine.store, BIG_ID) == [("art-session", "e3")]
     assert artifact_repo.referenced_ids(engine.store) == {BIG_ID}
+
+
+def test_references_of_a_session_no_longer_indexed_do_not_keep_objects(
+    tmp_path: Path, engine: ContextEngine
+) -> None:
+    session = tmp_path / "s.jsonl"
+    write_session(session)
+    plan(engine, session)
+    store = ArtifactStore(artifact_root(engine.store.path))
+    age(store.path_for(BIG_ID), 7200)
+    # the file now holds another session (a new header id): the old one leaves the index
+    session.write_text(session.read_text().replace('"id": "art-session"', '"id": "other"', 1))
+    engine.index_session(session)
+    kept = engine.gc_artifacts(dry_run=True).to_wire()
+    assert (kept["removed"], kept["kept"]) == (0, 1)  # the new session references the same
+    with engine.store.write() as conn:
+        conn.execute("DELETE FROM artifact_refs WHERE session_id = 'other'")
+    assert artifact_repo.referenced_ids(engine.store) == set()  # art-session's rows are stale
+    assert engine.gc_artifacts().to_wire()["removed"] == 1

@@ -87,8 +87,17 @@ def session_references(store: Store, session_id: str) -> list[ArtifactReference]
 
 
 def referenced_ids(store: Store) -> set[str]:
-    """Every artifact id some indexed session references."""
-    rows = store.connection().execute("SELECT DISTINCT artifact_id FROM artifact_refs").fetchall()
+    """Every artifact id some indexed session references. Rows of a session the index no
+    longer holds (its file now holds another session: `sessions.replace_session` removed it)
+    do not count."""
+    rows = (
+        store.connection()
+        .execute(
+            "SELECT DISTINCT artifact_id FROM artifact_refs "
+            "WHERE session_id IN (SELECT session_id FROM sessions)"
+        )
+        .fetchall()
+    )
     return {row[0] for row in rows}
 
 
