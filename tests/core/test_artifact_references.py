@@ -303,3 +303,22 @@ def test_references_of_a_session_no_longer_indexed_do_not_keep_objects(
         conn.execute("DELETE FROM artifact_refs WHERE session_id = 'other'")
     assert artifact_repo.referenced_ids(engine.store) == set()  # art-session's rows are stale
     assert engine.gc_artifacts().to_wire()["removed"] == 1
+
+
+def test_the_row_hook_is_told_each_sync_s_rows(tmp_path: Path, engine: ContextEngine) -> None:
+    calls: list[tuple[str, list[str], bool]] = []
+    hook = sync_module.RowHook(
+        take=lambda entry: entry.entry_id if entry.entry_type == "message" else None,
+        record=lambda session_id, rows, whole: calls.append((session_id, rows, whole)),
+    )
+    session = tmp_path / "s.jsonl"
+    write_session(session)
+    sync_module.sync_session(engine.store, session, on_rows=hook)
+    sync_module.sync_session(engine.store, session, on_rows=hook)  # noop: not called
+    with session.open("a") as handle:
+        handle.write(line("e5", "e4", {"role": "user", "content": "more", "timestamp": 5}) + "\n")
+    sync_module.sync_session(engine.store, session, on_rows=hook)
+    assert calls == [
+        ("art-session", ["e1", "e2", "e3", "e4"], True),
+        ("art-session", ["e5"], False),
+    ]
