@@ -222,13 +222,18 @@ def test_bad_search_params_name_their_field(
     assert caught.value.field == field
 
 
-def test_gc_keeps_referenced_and_young_objects_and_old_quarantine_goes(
-    tmp_path: Path, engine: ContextEngine
-) -> None:
+def planned(tmp_path: Path, engine: ContextEngine) -> tuple[Path, ArtifactStore]:
+    """`write_session` planned once (BIG stored), and the engine's artifact store."""
     session = tmp_path / "s.jsonl"
     write_session(session)
     plan(engine, session)
-    store = ArtifactStore(artifact_root(engine.store.path))
+    return session, ArtifactStore(artifact_root(engine.store.path))
+
+
+def test_gc_keeps_referenced_and_young_objects_and_old_quarantine_goes(
+    tmp_path: Path, engine: ContextEngine
+) -> None:
+    _, store = planned(tmp_path, engine)
     orphan = store.put(b"nobody refers to me").artifact_id
     young = store.put(b"just written by a plan in flight").artifact_id
     for artifact_id in (BIG_ID, orphan):
@@ -289,10 +294,7 @@ def test_references_are_listed_per_artifact(tmp_path: Path, engine: ContextEngin
 def test_references_of_a_session_no_longer_indexed_do_not_keep_objects(
     tmp_path: Path, engine: ContextEngine
 ) -> None:
-    session = tmp_path / "s.jsonl"
-    write_session(session)
-    plan(engine, session)
-    store = ArtifactStore(artifact_root(engine.store.path))
+    session, store = planned(tmp_path, engine)
     age(store.path_for(BIG_ID), 7200)
     # the file now holds another session (a new header id): the old one leaves the index
     session.write_text(session.read_text().replace('"id": "art-session"', '"id": "other"', 1))
