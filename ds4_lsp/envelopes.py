@@ -13,6 +13,7 @@ from typing import Any
 import attrs
 
 from ds4_lsp.methods import (
+    DS4_ARTIFACT_SEARCH,
     DS4_COMPACT,
     DS4_COMPACT_COMMITTED,
     DS4_COMPACT_FAILED,
@@ -28,6 +29,7 @@ from ds4_lsp.methods import (
     DS4_USAGE,
 )
 from ds4_lsp.params import (
+    ArtifactSearchParams,
     CompactCommittedParams,
     CompactFailedParams,
     CompactParams,
@@ -112,6 +114,7 @@ MESSAGE_TYPES: dict[str, tuple[type, type | None]] = {
     DS4_MANIFEST: envelope(DS4_MANIFEST, ManifestParams, params_optional=True),
     DS4_TOOL_EXECUTED: envelope(DS4_TOOL_EXECUTED, ToolExecutedParams, notification=True),
     DS4_MEMORY: envelope(DS4_MEMORY, MemoryParams, params_optional=True),
+    DS4_ARTIFACT_SEARCH: envelope(DS4_ARTIFACT_SEARCH, ArtifactSearchParams),
     DS4_COMPACT: envelope(DS4_COMPACT, CompactParams),
     DS4_SESSION_OPEN: envelope(DS4_SESSION_OPEN, SessionOpenParams, params_optional=True),
     DS4_SESSION_APPEND: envelope(DS4_SESSION_APPEND, SessionAppendParams),

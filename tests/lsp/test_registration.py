@@ -22,6 +22,7 @@ def test_every_method_and_command_is_registered_on_a_fresh_server() -> None:
             "ds4/continuationFailed",
             "ds4/sessionOpen",
             "ds4/sessionAppend",
+            "ds4/artifactSearch",
         } <= set(server.protocol.fm.features)
         assert {
             types.INITIALIZE,
@@ -41,4 +42,5 @@ def test_every_method_and_command_is_registered_on_a_fresh_server() -> None:
             "ds4.projectStatus",
             "ds4.summaries",
             "ds4.privacy",
+            "ds4.gcArtifacts",
         }
