@@ -9,6 +9,7 @@ from typing import Any, get_args
 from .. import __version__
 from ..requests import COMPACTION_REASONS, ManifestView, Scope
 from . import commands
+from .artifact_commands import add_artifact_parser
 
 
 def _session_arguments(parser: argparse.ArgumentParser) -> None:
@@ -332,4 +333,6 @@ def build_parser() -> argparse.ArgumentParser:
     b = sub.add_parser("rebuild", help="rebuild the index of every known session from its JSONL")
     b.add_argument("--json", action="store_true")
     b.set_defaults(func=commands.rebuild)
+
+    add_artifact_parser(sub)
     return parser
