@@ -275,16 +275,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(func=commands.summaries)
 
     y = sub.add_parser("memory", help="list the memory items and pins (with provenance)")
-    y.add_argument(
-        "--session",
-        metavar="FILE",
-        help="sync this Pi session first and list what applies to it (default: everything)",
-    )
-    y.add_argument(
-        "--all",
-        action="store_true",
-        help="also list superseded, invalid, expired and deleted items",
-    )
+    y.add_argument("--session", metavar="FILE", help="sync this session; list what applies to it")
+    y.add_argument("--all", action="store_true", help="also superseded, invalid, expired, deleted")
     y.add_argument("--json", action="store_true", help="print the ds4/memory result as JSON")
     y.set_defaults(func=commands.memory)
 
