@@ -13,6 +13,7 @@ from lsprotocol import types
 from ds4_lsp import __version__
 from ds4_lsp.converter import server_converter
 from ds4_lsp.handlers import (
+    artifacts,
     commands,
     compaction,
     continuation,
@@ -29,6 +30,7 @@ from ds4_lsp.handlers import (
     usage,
 )
 from ds4_lsp.methods import (
+    DS4_ARTIFACT_SEARCH,
     DS4_COMPACT,
     DS4_COMPACT_COMMITTED,
     DS4_COMPACT_FAILED,
@@ -45,6 +47,7 @@ from ds4_lsp.methods import (
     DS4_TOOL_EXECUTED,
     DS4_UNPIN,
     DS4_USAGE,
+    GC_ARTIFACTS,
     HEALTH,
     PRIVACY,
     PROJECT_STATUS,
@@ -94,6 +97,9 @@ def create_server() -> Ds4Server:
     # server-owned sessions (docs/sessions.md)
     server.feature(DS4_SESSION_OPEN)(sessions.session_open)
     server.feature(DS4_SESSION_APPEND)(sessions.session_append)
+    # artifacts: large tool results kept aside (docs/artifacts.md)
+    server.feature(DS4_ARTIFACT_SEARCH)(artifacts.artifact_search)
+    server.command(GC_ARTIFACTS)(commands.gc_artifacts)
     # compaction; the server asks the client with ds4/summarize (handlers.compaction)
     server.feature(DS4_COMPACT)(compaction.compact)
     server.feature(DS4_COMPACT_COMMITTED)(compaction.compact_committed)

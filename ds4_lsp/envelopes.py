@@ -13,6 +13,7 @@ from typing import Any
 import attrs
 
 from ds4_lsp.methods import (
+    DS4_ARTIFACT_SEARCH,
     DS4_COMPACT,
     DS4_COMPACT_COMMITTED,
     DS4_COMPACT_FAILED,
@@ -32,6 +33,7 @@ from ds4_lsp.methods import (
     DS4_USAGE,
 )
 from ds4_lsp.params import (
+    ArtifactSearchParams,
     CompactCommittedParams,
     CompactFailedParams,
     CompactParams,
@@ -124,6 +126,7 @@ MESSAGE_TYPES: dict[str, tuple[type, type | None]] = {
     DS4_UNPIN: envelope(DS4_UNPIN, UnpinParams),
     DS4_REMEMBER: envelope(DS4_REMEMBER, RememberParams),
     DS4_FORGET: envelope(DS4_FORGET, ForgetParams),
+    DS4_ARTIFACT_SEARCH: envelope(DS4_ARTIFACT_SEARCH, ArtifactSearchParams),
     DS4_COMPACT: envelope(DS4_COMPACT, CompactParams),
     DS4_SESSION_OPEN: envelope(DS4_SESSION_OPEN, SessionOpenParams, params_optional=True),
     DS4_SESSION_APPEND: envelope(DS4_SESSION_APPEND, SessionAppendParams),

@@ -17,6 +17,7 @@ from typing import Any, Literal, Union
 import attrs
 
 from ds4_core.requests import (
+    ArtifactSearchRequest,
     CompactionReason,
     CompactRequest,
     ManifestRequest,
@@ -310,6 +311,28 @@ class SessionAppendParams:
 
 
 @attrs.define
+class ArtifactSearchParams:
+    """`ds4/artifactSearch` params: a literal, case-insensitive `query` (1..1000 characters)
+    in the artifact `artifactId` (64 lower-case hex digits) or in the artifacts referenced on
+    `session`'s active branch; `maxMatches` 1..100 (default `artifacts.maxSearchMatches`).
+    One of `artifactId` and `session` is required (the engine checks the ranges)."""
+
+    query: str
+    artifact_id: str | None = None
+    session: SessionParams | None = None
+    max_matches: int | None = None
+
+    def to_core(self) -> ArtifactSearchRequest:
+        """The core `ArtifactSearchRequest`."""
+        return ArtifactSearchRequest(
+            query=self.query,
+            artifact_id=self.artifact_id,
+            session=self.session.to_core() if self.session else None,
+            max_matches=self.max_matches,
+        )
+
+
+@attrs.define
 class ToolExecutedParams:
     """`ds4/toolExecuted` params (a notification): an agent tool ran.
 
@@ -460,6 +483,14 @@ class SummariesArguments:
 
     session: SessionParams
     format: SummariesFormat = "json"
+
+
+@attrs.define
+class GcArtifactsArguments:
+    """The optional argument object of the `ds4.gcArtifacts` command: `dryRun` counts what
+    would be removed and removes nothing."""
+
+    dry_run: bool = False
 
 
 @attrs.define

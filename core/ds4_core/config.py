@@ -365,15 +365,9 @@ SETTINGS: dict[str, SettingSpec] = {
     ),
     # memory.* (docs/memory.md): pins and memory written, planned and rendered.
     "memory.enabled": SettingSpec(True, _bool, "Plan pins and memory items into managed plans."),
-    "memory.maxPinChars": SettingSpec(
-        4000, _int_range(1, 20000), "Longest pin ds4/pin accepts (characters)."
-    ),
-    "memory.maxClaimChars": SettingSpec(
-        2000, _int_range(1, 20000), "Longest claim ds4/remember accepts (characters)."
-    ),
-    "memory.maxResults": SettingSpec(
-        12, _int_range(1, 100), "Most memory items one plan includes."
-    ),
+    "memory.maxPinChars": SettingSpec(4000, _int_range(1, 20000), "Longest pin (characters)."),
+    "memory.maxClaimChars": SettingSpec(2000, _int_range(1, 20000), "Longest claim (characters)."),
+    "memory.maxResults": SettingSpec(12, _int_range(1, 100), "Most memory items in one plan."),
 }
 
 

@@ -247,6 +247,20 @@ class SummarizeAnswer:
     model: str | None = None
 
 
+@dataclass(frozen=True)
+class ArtifactSearchRequest:
+    """`ds4/artifactSearch`: a literal, case-insensitive `query` (1..1000 characters) in one
+    artifact (`artifact_id`, 64 lower-case hex digits) or in the artifacts referenced on
+    `session`'s active branch; at most `max_matches` (1..100; None: the
+    `artifacts.maxSearchMatches` setting) matches. One of `artifact_id` and `session` is
+    required (docs/artifacts.md "Search")."""
+
+    query: str
+    artifact_id: str | None = None
+    session: SessionRef | None = None
+    max_matches: int | None = None
+
+
 class SummarizerUnavailable(RuntimeError):
     """The summarizer could not answer (not offered, failed, timed out, bad shape). The message
     becomes the compaction's `fallbackReason`, and the offline summarizer is used instead."""

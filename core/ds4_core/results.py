@@ -439,6 +439,39 @@ class SessionAppendResult(WireResult):
         return f"session={self.session_id} appended={len(self.entry_ids)} leaf={self.leaf_id}"
 
 
+# --------------------------------------------------------------------------- artifacts
+
+
+@dataclass(frozen=True, slots=True)
+class ArtifactSearchResult(WireResult):
+    """`ds4/artifactSearch` and `ds4 artifacts search --json` (docs/artifacts.md "Search"):
+    `matches` are `{artifactId, sourceId, line, column, excerpt}` (1-based line; 1-based
+    column in UTF-16 code units; a redacted excerpt of at most 240 characters of the line,
+    plus `...` marks and redaction markers), in artifact order then text order; `searched`
+    is `{artifactId, status}` for each artifact looked at (`ok`, `missing`, `corrupt`,
+    `too-large`); `truncated` says more matches may exist."""
+
+    query: str
+    matches: tuple[JsonObject, ...]
+    searched: tuple[JsonObject, ...]
+    truncated: bool
+
+
+@dataclass(frozen=True, slots=True)
+class ArtifactGcResult(WireResult):
+    """`ds4.gcArtifacts` and `ds4 artifacts gc --json` (docs/artifacts.md "Garbage
+    collection"): objects and quarantined files removed (or, with `dry_run`, that would be)
+    and the objects kept, with their bytes; `young` the unreferenced objects kept because they
+    were written within the last hour."""
+
+    removed: int
+    removed_bytes: int
+    kept: int
+    kept_bytes: int
+    dry_run: bool
+    young: int
+
+
 # --------------------------------------------------------------------------- index
 
 
@@ -668,7 +701,8 @@ class HealthResult(WireResult):
     calibration: tuple[JsonObject, ...] = field(default=())
     artifacts: JsonObject = field(default_factory=dict)
     """The artifact store beside the database (docs/artifacts.md): `{objects, bytes,
-    quarantined, quarantinedBytes}`."""
+    quarantined, quarantinedBytes, lastGc}` (`lastGc`: `{at, removed, removedBytes}` of the
+    last garbage collection, `at` in ms since the epoch; null when none ran)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,8 +1,8 @@
 """Workspace commands (`workspace/executeCommand`): `ds4.rebuildIndex`, `ds4.health`,
-`ds4.projectStatus`, `ds4.summaries`, `ds4.privacy`.
+`ds4.projectStatus`, `ds4.summaries`, `ds4.privacy`, `ds4.gcArtifacts`.
 
-All return JSON. `ds4.summaries` takes one argument object, `ds4.privacy` one or none; the
-others take none.
+All return JSON. `ds4.summaries` takes one argument object, `ds4.privacy` and
+`ds4.gcArtifacts` one or none; the others take none.
 `ds4.rebuildIndex` and `ds4.health` report `$/progress` (see `ds4_lsp.services.progress`).
 """
 
@@ -14,8 +14,8 @@ from pygls.exceptions import JsonRpcInvalidParams
 
 from ds4_core.json_bounds import describe_type
 from ds4_lsp.converter import ARGUMENT_ROOT, command_argument
-from ds4_lsp.methods import HEALTH, PRIVACY, PROJECT_STATUS, REBUILD_INDEX, SUMMARIES
-from ds4_lsp.params import PrivacyArguments, SummariesArguments
+from ds4_lsp.methods import GC_ARTIFACTS, HEALTH, PRIVACY, PROJECT_STATUS, REBUILD_INDEX, SUMMARIES
+from ds4_lsp.params import GcArtifactsArguments, PrivacyArguments, SummariesArguments
 from ds4_lsp.server import Ds4Server, with_wire
 from ds4_lsp.services.diagnostics import publish_stale_snippets
 from ds4_lsp.services.progress import WorkDoneProgress
@@ -137,6 +137,32 @@ async def privacy(ls: Ds4Server, *arguments: Any) -> dict[str, Any]:
         lambda: with_wire(ls.engine.privacy(provider)), method=PRIVACY
     )
     ls.log_request(PRIVACY, f"kind={result.kind} enabled={result.enabled}")
+    return answer
+
+
+async def gc_artifacts(ls: Ds4Server, *arguments: Any) -> dict[str, Any]:
+    """`ds4.gcArtifacts`: remove the artifact objects no indexed session references (written
+    over an hour ago) and quarantined files over 7 days old.
+
+    Takes no argument or one `{dryRun?: bool}` (count only). Returns {removed, removedBytes,
+    kept, keptBytes, dryRun, young}. Errors: InvalidParams naming the field
+    (`params.arguments[0].dryRun`).
+    """
+    if not arguments or arguments[0] is None or arguments[0] == {}:
+        expect_no_arguments(GC_ARTIFACTS, arguments)
+        dry_run = False
+    else:
+        dry_run = command_argument(GC_ARTIFACTS, arguments, GcArtifactsArguments).dry_run
+    result, answer = await ls.run_engine(
+        lambda: with_wire(ls.engine.gc_artifacts(dry_run=dry_run)),
+        method=GC_ARTIFACTS,
+        field_root=ARGUMENT_ROOT,
+    )
+    ls.log_request(
+        GC_ARTIFACTS,
+        f"removed={result.removed} removed_bytes={result.removed_bytes} kept={result.kept} "
+        f"dry_run={result.dry_run}",
+    )
     return answer
 
 

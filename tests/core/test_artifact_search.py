@@ -3,6 +3,7 @@ bounded, redacted, re-hashed before reading, refused above the size limit."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -39,7 +40,7 @@ def test_matches_are_literal_case_insensitive_with_their_lines(tmp_path: Path) -
     assert [m.line for m in found.matches] == [i + 1 for i in range(1000) if i % 100 == 7]
     assert not found.truncated
     first = found.matches[0]
-    assert first.column == len("line 7: Error: ") and first.excerpt.startswith(
+    assert first.column == len("line 7: Error: ") + 1 and first.excerpt.startswith(
         "line 7: Error: disk"
     )
     dots = search_artifact(store, artifact_id, "d.sk", max_matches=5, max_search_bytes=10**6)
@@ -73,3 +74,33 @@ def test_a_bad_query_is_refused_naming_it(tmp_path: Path, query: str) -> None:
     store, artifact_id = stored(tmp_path)
     with pytest.raises(ValueError, match="query"):
         search_artifact(store, artifact_id, query, max_matches=3, max_search_bytes=10**6)
+
+
+def test_columns_count_utf16_code_units_from_one(tmp_path: Path) -> None:
+    store = ArtifactStore(tmp_path)
+    text = "\U0001f600 a needle \u00e9 needle\nneedle"
+    artifact_id = store.put(text.encode()).artifact_id
+    found = search_artifact(store, artifact_id, "NEEDLE", max_matches=10, max_search_bytes=10**6)
+    # the emoji is 2 UTF-16 units, the accented e one
+    assert [(m.line, m.column) for m in found.matches] == [(1, 6), (1, 15), (2, 1)]
+
+
+@pytest.mark.parametrize(
+    ("text", "query"),
+    [
+        ("aaaa AAAA aAaA", "aa"),
+        ("Error error ERROR\nerr", "ERROR"),
+        ("caf\u00e9 CAF\u00c9 cafe", "caf\u00e9"),
+        ("Stra\u00dfe STRASSE", "strasse"),
+    ],
+)
+def test_the_ascii_fast_path_finds_what_the_regex_finds(
+    tmp_path: Path, text: str, query: str
+) -> None:
+    store = ArtifactStore(tmp_path)
+    artifact_id = store.put(text.encode()).artifact_id
+    found = search_artifact(store, artifact_id, query, max_matches=100, max_search_bytes=10**6)
+    expected = [m.start() for m in re.finditer(re.escape(query), text, re.IGNORECASE)]
+    assert [m.column - 1 for m in found.matches if m.line == 1] == [
+        at for at in expected if "\n" not in text[:at]
+    ]

@@ -121,6 +121,7 @@ def test_a_managed_plan_sends_the_large_result_condensed_and_stores_it(
         "bytes": len(BIG.encode()),
         "quarantined": 0,
         "quarantinedBytes": 0,
+        "lastGc": None,
     }
 
 

@@ -10,6 +10,7 @@ import stat
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 from typing import Any
 
@@ -297,3 +298,37 @@ def test_concurrent_processes_and_threads_lose_no_entry(tmp_path: Path) -> None:
         assert record["parentId"] in seen
         seen.add(record["id"])
     assert len(seen) == 2001
+
+
+def test_a_writer_killed_at_any_moment_leaves_a_file_the_next_append_repairs(
+    tmp_path: Path,
+) -> None:
+    """A real appender (1 MB batches) killed with SIGKILL while it writes: every entry the
+    reader finds is whole, and the next append leaves a valid file whose new entry follows
+    the last whole one."""
+    session = owned.open_session(tmp_path, "/proj")
+    script = textwrap.dedent(
+        f"""
+        import sys
+        from ds4_core.sessions import owned
+        entry = {{"type": "custom", "customType": "t", "data": "x" * 1000}}
+        print("ready", flush=True)
+        while True:
+            owned.append_entries({str(session.file)!r}, [entry] * 1000)
+        """
+    )
+    writer = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE)
+    assert writer.stdout is not None and writer.stdout.readline() == b"ready\n"
+    deadline = time.monotonic() + 30
+    while session.file.stat().st_size < 5_000_000 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    writer.kill()
+    writer.wait(10)
+    before = read_all(session.file)
+    assert all(e.data.get("data") == "x" * 1000 for e in before.entries)
+    (after,) = owned.append_entries(session.file, _messages(USER))
+    parsed = read_all(session.file)
+    assert parsed.malformed_lines <= 1 and not parsed.torn_tail
+    assert parsed.entries[-1].entry_id == after
+    assert parsed.entries[-1].parent_id == parsed.entries[-2].entry_id
+    assert session.file.read_bytes().endswith(b"\n")

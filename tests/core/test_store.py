@@ -207,6 +207,7 @@ def test_migrations_are_recorded_with_their_checksums(tmp_path: Path) -> None:
         "entries-subwords",
         "model-calibration",
         "memory-and-pins",
+        "artifact-references",
     ]
 
 

@@ -20,6 +20,9 @@ def test_every_method_and_command_is_registered_on_a_fresh_server() -> None:
             "ds4/manifest",
             "ds4/toolExecuted",
             "ds4/continuationFailed",
+            "ds4/sessionOpen",
+            "ds4/sessionAppend",
+            "ds4/artifactSearch",
         } <= set(server.protocol.fm.features)
         assert {
             types.INITIALIZE,
@@ -39,4 +42,5 @@ def test_every_method_and_command_is_registered_on_a_fresh_server() -> None:
             "ds4.projectStatus",
             "ds4.summaries",
             "ds4.privacy",
+            "ds4.gcArtifacts",
         }

@@ -1,12 +1,13 @@
 """Literal search inside one stored artifact (docs/artifacts.md "Search"; docs/reference.md
 §3.14): case-insensitive, the object re-hashed before it is read, at most `max_matches`
-excerpts, each bounded and redacted. The request that scopes it to the artifacts of a session's
-active branch (`ds4/artifactSearch`) is not written yet; this is its core.
+excerpts, each bounded and redacted. `engine/artifact_requests.py` scopes it to one artifact or
+to the artifacts of a session's active branch (`ds4/artifactSearch`).
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from ..privacy.redaction import redact_secrets
@@ -31,7 +32,8 @@ class ArtifactMatch:
     line: int
     """1-based line of the match (lines end at "\\n")."""
     column: int
-    """0-based character offset of the match in its line."""
+    """1-based column of the match in its line, in UTF-16 code units (an LSP position's
+    default unit: a character beyond U+FFFF counts 2)."""
     excerpt: str
     """At most `EXCERPT_CHARS` characters of the line around the match, redacted (plus the
     length of any redaction marker); `...` marks a cut line."""
@@ -82,25 +84,51 @@ def search_artifact(
             f"({max_search_bytes}); raise the setting to search it"
         )
     text = store.read(artifact_id).decode("utf-8", "surrogatepass")
-    pattern = re.compile(re.escape(query), re.IGNORECASE)
     matches: list[ArtifactMatch] = []
     redactions = 0
     line, scanned = 1, 0
+    units_line, units_at, units = -1, 0, 0  # UTF-16 units of the current line up to units_at
     truncated = False
-    for found in pattern.finditer(text):
+    for at, end in _occurrences(text, query):
         if len(matches) == max_matches:
             truncated = True
             break
-        at = found.start()
         line += text.count("\n", scanned, at)
         scanned = at
         line_start = text.rfind("\n", 0, at) + 1
         line_end = text.find("\n", at)
         line_end = len(text) if line_end < 0 else line_end
-        excerpt, count = _excerpt(text, line_start, line_end, at, found.end())
+        if units_line != line_start:  # counted on from the previous match of the same line
+            units_line, units_at, units = line_start, line_start, 0
+        units += _utf16_units(text[units_at:at])
+        units_at = at
+        excerpt, count = _excerpt(text, line_start, line_end, at, end)
         redactions += count
-        matches.append(ArtifactMatch(line, at - line_start, excerpt))
+        matches.append(ArtifactMatch(line, units + 1, excerpt))
     return ArtifactSearch(artifact_id, tuple(matches), truncated, redactions)
+
+
+def _occurrences(text: str, query: str) -> Iterator[tuple[int, int]]:
+    """(start, end) of each non-overlapping match of `query` in `text`, literally and
+    ignoring case, in order. ASCII text and query: `str.lower` and `str.find` (lowering keeps
+    every offset, and is several times faster than a regex); otherwise `re.IGNORECASE` over
+    `re.escape(query)` (per-character case folding, offsets of `text` itself)."""
+    if text.isascii() and query.isascii():
+        haystack, needle = text.lower(), query.lower()
+        at = haystack.find(needle)
+        while at >= 0:
+            yield at, at + len(needle)
+            at = haystack.find(needle, at + len(needle))
+        return
+    for found in re.finditer(re.escape(query), text, re.IGNORECASE):
+        yield found.start(), found.end()
+
+
+def _utf16_units(text: str) -> int:
+    """Length of `text` in UTF-16 code units (a lone surrogate counts 1)."""
+    if text.isascii():
+        return len(text)
+    return len(text.encode("utf-16-le", "surrogatepass")) // 2
 
 
 def _excerpt(text: str, line_start: int, line_end: int, start: int, end: int) -> tuple[str, int]:

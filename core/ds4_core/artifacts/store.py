@@ -98,7 +98,8 @@ class ArtifactStore:
     def put(self, data: bytes) -> StoredArtifact:
         """Store `data` under its SHA-256 and return the id.
 
-        An existing object is re-hashed: intact -> `deduplicated`, nothing written; corrupt
+        An existing object is re-hashed: intact -> `deduplicated`, nothing written (its
+        modification time set to now, for garbage collection's grace period); corrupt
         -> moved to quarantine (`quarantined`) and written again.
 
         Raises:
@@ -110,6 +111,7 @@ class ArtifactStore:
         quarantined: Path | None = None
         if path.exists():
             if _file_sha256(path) == artifact_id:
+                _touch(path)  # young again: garbage collection spares it while a plan refers to it
                 return StoredArtifact(artifact_id, len(data), True, None)
             quarantined = self._quarantine(path)
         _make_directory(self.root)
@@ -251,6 +253,15 @@ def _file_sha256(path: Path) -> str | None:
     except FileNotFoundError:
         return None
     return digest.hexdigest()
+
+
+def _touch(path: Path) -> None:
+    """Set the object's modification time to now (`collect_garbage` never removes an object
+    modified within its grace period); a vanished or read-only object is left as it is."""
+    try:
+        os.utime(path)
+    except OSError:
+        pass
 
 
 def _make_directory(directory: Path) -> None:

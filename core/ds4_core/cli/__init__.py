@@ -26,6 +26,9 @@ fit move under their row as `header: value`.
     ds4 [GLOBAL] session append FILE [--messages PATH|-] [--parent ID] [--json]
     ds4 [GLOBAL] health [--json]
     ds4 [GLOBAL] rebuild [--json]
+    ds4 [GLOBAL] artifacts search (--artifact ID | --session FILE [--leaf ID])
+                                  [--max-matches N] [--json] QUERY
+    ds4 [GLOBAL] artifacts gc [--dry-run] [--json]
 
 GLOBAL options, before the command: `--db PATH`, `--settings-file FILE`, `--set KEY=VALUE`
 (repeatable; settings of docs/configuration.md), `-v` (counts and timings on stderr),
@@ -37,7 +40,8 @@ engine result's `to_wire()` (`ds4_core.wire`), so the two are equal by construct
 `ds4/manifest` result, `usage` what the `ds4/usage` notification recorded (`UsageResult`:
 the notification has no answer), `memory` the `ds4/memory` result (`--all`: `includeInactive`),
 `health` the `ds4.health` result without `server`, `rebuild` the
-`ds4.rebuildIndex` result (failures in its `failed`). `index` has no LSP request: it prints a
+`ds4.rebuildIndex` result (failures in its `failed`), `artifacts search` the `ds4/artifactSearch`
+result, `artifacts gc` the `ds4.gcArtifacts` result. `index` has no LSP request: it prints a
 list with one object per FILE (a DIR: per `.jsonl` file directly in it, by name), in order: the file's sync result (`sessionId`,
 `sessionFile`, `outcome`, `reason`, `entriesAdded`, `entriesTotal`, `malformedLines`,
 `bytesRead`, `durationMs`, as in `ds4.rebuildIndex` `results`), or `{sessionFile, error}` for a
@@ -68,7 +72,7 @@ is not valid UTF-8, or one that met a locked database); 130 interrupted (Ctrl-C)
 
 The package: `runner` (`run`, `main`: parse, open the engine, errors to exit codes), `parser`
 (argparse; each subcommand's `func` is its function in `commands`), `commands` (one function
-per command), `printers/` (the text reports, one module per command group, reading the typed
+per command; `artifact_commands` those of `ds4 artifacts` with their parser), `printers/` (the text reports, one module per command group, reading the typed
 results of `ds4_core.results`), `arguments` (text arguments, standard input, settings, index
 paths), `terminal` (width, progress bar, JSON text, `--output`), `layout` (wrapped lines and
 tables), `errors` (exit codes, engine messages in CLI terms).

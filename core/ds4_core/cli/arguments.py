@@ -63,6 +63,7 @@ _TEXT_ARGUMENTS = (
     ("title", "--title"),
     ("session_id", "--id"),
     ("parent", "--parent"),
+    ("artifact", "--artifact"),
 )
 """Arguments that are text, not paths (attribute, name in messages): they must be UTF-8."""
 

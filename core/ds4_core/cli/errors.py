@@ -54,6 +54,13 @@ _OPTION_OF_FIELD: dict[str, dict[str, str]] = {
         "sessionId": "--id",
         "cwd": "--cwd",
     },
+    "artifacts": {
+        "artifactId": "--artifact",
+        "session.file": "--session",
+        "session.leafId": "--leaf",
+        "maxMatches": "--max-matches",
+        "query": "QUERY",
+    },
     "summaries": {
         "file": "--session",
         "session.file": "--session",

@@ -9,6 +9,7 @@ from typing import Any, get_args
 from .. import __version__
 from ..requests import COMPACTION_REASONS, ManifestView, Scope
 from . import commands
+from .artifact_commands import add_artifact_parser
 
 
 def _session_arguments(parser: argparse.ArgumentParser) -> None:
@@ -274,16 +275,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(func=commands.summaries)
 
     y = sub.add_parser("memory", help="list the memory items and pins (with provenance)")
-    y.add_argument(
-        "--session",
-        metavar="FILE",
-        help="sync this Pi session first and list what applies to it (default: everything)",
-    )
-    y.add_argument(
-        "--all",
-        action="store_true",
-        help="also list superseded, invalid, expired and deleted items",
-    )
+    y.add_argument("--session", metavar="FILE", help="sync this session; list what applies to it")
+    y.add_argument("--all", action="store_true", help="also superseded, invalid, expired, deleted")
     y.add_argument("--json", action="store_true", help="print the ds4/memory result as JSON")
     y.set_defaults(func=commands.memory)
 
@@ -332,4 +325,6 @@ def build_parser() -> argparse.ArgumentParser:
     b = sub.add_parser("rebuild", help="rebuild the index of every known session from its JSONL")
     b.add_argument("--json", action="store_true")
     b.set_defaults(func=commands.rebuild)
+
+    add_artifact_parser(sub)
     return parser

@@ -20,11 +20,13 @@ from typing import Any
 
 from ..artifacts.condense import tool_result_chars
 from ..artifacts.offload import Offloaded, offload_tool_result
+from ..artifacts.references import ArtifactReference
 from ..artifacts.store import ArtifactStore, artifact_root
 from ..config import ArtifactSettings, Config
 from ..logs import describe_failure
 from ..planner import ContextPlan
 from ..planner.structure import MessageStructure, StructureError, build_structure
+from ..store import artifacts as artifact_repo
 from ..tokens import estimate_message_tokens
 from .context import EngineContext
 from .preparing import Prepared
@@ -140,6 +142,7 @@ class ArtifactOffloads:
             return _NOTHING
         if any(item.not_stored in ("no-store", "write-failed") for item in done):
             return _NOT_KEPT
+        self._reference(prepared, done)
         try:
             structure: MessageStructure | None = build_structure(
                 messages, tokens, prepared.source_ids[:n]
@@ -147,6 +150,33 @@ class ArtifactOffloads:
         except StructureError:
             structure = None
         return _Base(messages, tokens, structure, tuple(done), {})
+
+    def _reference(self, prepared: Prepared, done: Sequence[Offloaded]) -> None:
+        """Record the stored artifacts of a session's messages the sync did not (the
+        threshold changed since the entry was indexed; docs/artifacts.md "References"), so
+        garbage collection keeps them and `ds4/artifactSearch` finds them. Logged, never
+        raised: the plan stands without the rows."""
+        entry_of = prepared.entry_of
+        if prepared.session_id is None or entry_of is None:
+            return
+        references = []
+        for item in done:
+            source_id = prepared.source_ids[item.position]
+            entry = entry_of(source_id) if item.artifact_id and source_id else None
+            if entry is not None and item.artifact_id is not None and source_id is not None:
+                references.append(
+                    ArtifactReference(
+                        source_id,
+                        entry.seq,
+                        item.artifact_id,
+                        item.original_chars,
+                        item.size_bytes,
+                    )
+                )
+        try:
+            artifact_repo.add_references(self._context.store(), prepared.session_id, references)
+        except Exception as exc:  # fail open: the sync records them on the next rebuild
+            log.warning("artifact references not recorded: error=%s", describe_failure(exc))
 
     def _offload_all(
         self,

@@ -35,6 +35,7 @@ from ..logs import describe_failure
 from ..privacy.levels import LEVELS
 from ..privacy.policy import destination, explain, policy_summary
 from ..requests import (
+    ArtifactSearchRequest,
     CompactRequest,
     DatabaseUnavailableError,
     ManifestRequest,
@@ -48,6 +49,8 @@ from ..requests import (
     UsageReport,
 )
 from ..results import (
+    ArtifactGcResult,
+    ArtifactSearchResult,
     CompactResult,
     HealthResult,
     LifecycleResult,
@@ -67,6 +70,7 @@ from ..results import (
 from ..store import Store, open_store, resolve_database_path
 from ..store import summaries as summary_repo
 from ..store.database import ForeignDatabaseError, database_locked_message, is_database_locked
+from .artifact_requests import ArtifactRequests
 from .compacting import Compactor
 from .context import EngineContext, ProgressCallback
 from .continuing import Continuations
@@ -136,6 +140,7 @@ class ContextEngine:
         self._memories = Memories(context, self._indexer)
         self._memory_writer = MemoryWriter(context, self._indexer)
         self._owned = OwnedSessions(context)
+        self._artifacts = ArtifactRequests(context, self._sessions, self._indexer)
 
     # ----------------------------------------------------------------- lifecycle
 
@@ -497,6 +502,28 @@ class ContextEngine:
             RequestFailedError: the file cannot be written.
         """
         return self._owned.append(request)
+
+    # ----------------------------------------------------------------- artifacts
+
+    def artifact_search(self, request: ArtifactSearchRequest) -> ArtifactSearchResult:
+        """Search one artifact or the artifacts of a session's active branch
+        (`ds4/artifactSearch`, docs/artifacts.md "Search"); an artifact that cannot be read
+        is reported in `searched` with its status.
+
+        Raises:
+            RequestError: naming the bad field (`artifact_requests.ArtifactRequests.search`).
+        """
+        return self._artifacts.search(request)
+
+    def gc_artifacts(self, *, dry_run: bool = False) -> ArtifactGcResult:
+        """Remove the artifact objects no indexed session references, written over an hour
+        ago, and quarantined files over 7 days old (`ds4.gcArtifacts`, `ds4 artifacts gc`);
+        `dry_run` only counts them.
+
+        Raises:
+            OSError: a file cannot be listed or removed.
+        """
+        return self._artifacts.gc(dry_run=dry_run)
 
     # ----------------------------------------------------------------- health (health.py)
 

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from .. import __version__
+from ..artifacts.gc import last_gc
 from ..artifacts.store import ArtifactStore, artifact_root
 from ..results import HealthResult, ProjectStatus
 from ..sessions.sync import sessions_with_copies
@@ -99,12 +100,19 @@ def check_health(
 
 
 def artifact_stats(database_path: str) -> JsonObject:
-    """`ArtifactStore.stats` of the store beside `database_path` (zeros for `:memory:` or
-    when the directory cannot be read)."""
-    empty: JsonObject = {"objects": 0, "bytes": 0, "quarantined": 0, "quarantinedBytes": 0}
+    """`ArtifactStore.stats` of the store beside `database_path` and its `lastGc`
+    (`gc.last_gc`); zeros for `:memory:` or when the directory cannot be read."""
+    empty: JsonObject = {
+        "objects": 0,
+        "bytes": 0,
+        "quarantined": 0,
+        "quarantinedBytes": 0,
+        "lastGc": None,
+    }
     if database_path == ":memory:":
         return empty
+    root = artifact_root(database_path)
     try:
-        return dict(ArtifactStore(artifact_root(database_path)).stats())
+        return {**ArtifactStore(root).stats(), "lastGc": last_gc(root)}
     except OSError:
         return empty

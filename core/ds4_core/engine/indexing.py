@@ -6,7 +6,8 @@ The sync itself (incremental append, rewrite detection, FTS) is `ds4_core.sessio
 module adds the engine's rules around it: session-file errors become `RequestError`
 (`sessions.session_file_errors`), logs carry counts and ids only, and one odd compaction entry
 never fails a sync. Memory and pin custom entries are stored and replayed into their
-projection in the same write transaction (`store.memory`; docs/memory.md).
+projection in the same write transaction (`store.memory`; docs/memory.md), and so are the
+artifact references of large tool results (`store.artifacts`; docs/artifacts.md).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import sqlite3
 import time
 from pathlib import Path
 
+from ..artifacts.references import ArtifactReference, reference_of
 from ..compaction.nodes import SummaryNode
 from ..compaction.records import nodes_from_compaction_entry, unverified_nodes
 from ..logs import describe_failure
@@ -24,7 +26,8 @@ from ..memory.events import MutationError
 from ..requests import RequestError
 from ..results import ProjectSyncResult, RebuildFailure, RebuildResult, SyncReport
 from ..sessions.reader import SessionEntry
-from ..sessions.sync import SyncResult, sync_session
+from ..sessions.sync import RowHook, SyncResult, sync_session
+from ..store import artifacts as artifact_repo
 from ..store import memory as memory_repo
 from ..store import sessions as session_repo
 from ..store import summaries as summary_repo
@@ -156,6 +159,7 @@ class Indexer:
                 progress=bytes_progress if progress else None,
                 on_compactions=self._import_compactions,
                 on_custom=self._import_mutations,
+                on_rows=self._reference_hook(),
             )
         log.info(
             "sync: session=%s outcome=%s added=%d total=%d malformed=%d duration_ms=%.1f",
@@ -173,6 +177,21 @@ class Indexer:
                 len(result.warnings),
             )
         return result
+
+    def _reference_hook(self) -> RowHook:
+        """Sync hook: the artifact reference of each large tool result (docs/artifacts.md
+        "References"), by the settings at the start of the sync. The id is the hash of the
+        text, so the rows are the same whether or not a plan stored the object yet."""
+        settings = self._context.config().artifacts
+        max_inline, max_bytes = settings.max_inline_tool_result_chars, settings.max_artifact_bytes
+
+        def take(entry: SessionEntry) -> ArtifactReference | None:
+            return reference_of(entry, max_inline_chars=max_inline, max_artifact_bytes=max_bytes)
+
+        def record(session_id: str, rows: list[ArtifactReference], whole: bool) -> None:
+            artifact_repo.record_references(self._context.store(), session_id, rows, whole=whole)
+
+        return RowHook(take, record)
 
     def _import_compactions(self, session_id: str, entries: list[SessionEntry]) -> None:
         """Sync hook: record the summary nodes the session's compaction entries carry (ours

@@ -60,8 +60,10 @@ def append_owned(
     repairs)."""
     try:
         return owned.append_entries(path, entries, parent_id)
-    except owned.UnknownParentError as exc:
-        raise RequestError(f"parentId: {exc}", "parentId") from None
+    except owned.UnknownParentError:
+        raise RequestError(
+            f"parentId: {echo(parent_id)} names no entry of this session", "parentId"
+        ) from None
     except owned.OwnedSessionError as exc:
         raise RequestError(f"{field}: {exc}", field) from None
     except OSError as exc:

@@ -268,9 +268,7 @@ def append_entries(
         try:
             state = _refresh(fd)
             if parent_id is not None and parent_id not in state.ids:
-                raise UnknownParentError(
-                    f"parentId '{parent_id:.80}' names no entry of this session"
-                )
+                raise UnknownParentError("parentId names no entry of this session")
             parent = parent_id if parent_id is not None else state.leaf_id
             stamp = _iso(datetime.now(UTC))
             known = state.ids

@@ -198,18 +198,50 @@ the `custom` entries this sync indexed: on a rebuild all of them (possibly none)
 
 
 @dataclass(frozen=True)
+class RowHook:
+    """A derived record taken from single entries as they stream by (nothing else is kept
+    of them): `take(entry)` returns a small row or None; `record(session_id, rows, whole)` is
+    called inside the sync's write transaction with the rows of the entries this sync indexed,
+    `whole` as for `CustomHook` (on a rebuild, and for an emptied file, possibly no rows).
+    Artifact references use it (`store/artifacts.py`)."""
+
+    take: Callable[[SessionEntry], Any | None]
+    record: Callable[[str, list[Any], bool], None]
+
+
+@dataclass(frozen=True)
 class _Hooks:
-    """The sync's hooks over the entries it indexed (`CompactionHook`, `CustomHook`)."""
+    """The sync's hooks over the entries it indexed (`CompactionHook`, `CustomHook`,
+    `RowHook`)."""
 
     compactions: CompactionHook | None = None
     custom: CustomHook | None = None
+    rows: RowHook | None = None
 
     def wanted(self, entry: SessionEntry) -> bool:
         """Whether a hook takes `entry` (the rebuild keeps only those while streaming)."""
         return entry.entry_type in ("compaction", "custom")
 
-    def run(self, session_id: str, entries: list[SessionEntry], *, whole: bool) -> None:
-        """Call each hook with its entries among `entries` (see the hook types)."""
+    def taken(self, entries: Iterable[SessionEntry]) -> list[Any]:
+        """The `RowHook` rows of `entries` (none without the hook)."""
+        if self.rows is None:
+            return []
+        return [row for row in map(self.rows.take, entries) if row is not None]
+
+    def run(
+        self,
+        session_id: str,
+        entries: list[SessionEntry],
+        *,
+        whole: bool,
+        rows: list[Any] | None = None,
+    ) -> None:
+        """Call each hook with its entries among `entries`, the row hook with `rows` (taken
+        from `entries` when None; see the hook types)."""
+        if self.rows is not None:
+            taken = self.taken(entries) if rows is None else rows
+            if taken or whole:
+                self.rows.record(session_id, taken, whole)
         if self.compactions is not None:
             compactions = [e for e in entries if e.entry_type == "compaction"]
             if compactions:
@@ -613,6 +645,8 @@ def _skip_empty(
             repo.delete_session(store, prior.session_id)
             if hooks.custom is not None:
                 hooks.custom(prior.session_id, [], True)
+            if hooks.rows is not None:
+                hooks.rows.record(prior.session_id, [], True)
     return SyncResult(None, path, "skipped", REASON_EMPTY, 0, 0, 0, 0, _elapsed_ms(started))
 
 
@@ -722,14 +756,18 @@ def _rebuild(
     others = _live_copies(session_id, path, candidates)
     last: list[SessionEntry | None] = [first]
     derived: list[SessionEntry] = []  # the entries a hook takes
+    taken: list[Any] = []  # the row hook's rows
 
     def rows() -> Iterator[IndexedEntry]:
         if first is None:
             return
+        take = hooks.rows.take if hooks.rows is not None else None
         for entry in itertools.chain((first,), entries):
             last[0] = entry
             if hooks.wanted(entry):
                 derived.append(entry)
+            if take is not None and (row := take(entry)) is not None:
+                taken.append(row)
             yield _to_row(session_id, entry)
 
     def final_state() -> IndexState:
@@ -777,7 +815,7 @@ def _rebuild(
                 entries=stream,
                 state=final_state,
             )
-            hooks.run(session_id, derived, whole=True)
+            hooks.run(session_id, derived, whole=True, rows=taken)
         return total
 
     if size >= THREADED_REBUILD_BYTES and not store.in_write():
@@ -864,6 +902,7 @@ def sync_session(
     progress: ProgressCallback | None = None,
     on_compactions: CompactionHook | None = None,
     on_custom: CustomHook | None = None,
+    on_rows: RowHook | None = None,
 ) -> SyncResult:
     """Bring the index of the Pi session file at `path` up to date (docs/reference.md §3.12).
 
@@ -881,6 +920,7 @@ def sync_session(
             once at the end, on the calling thread.
         on_compactions: see `CompactionHook`; an exception from it rolls the sync back.
         on_custom: see `CustomHook`; an exception from it rolls the sync back.
+        on_rows: see `RowHook`; an exception from it rolls the sync back.
 
     Raises:
         SessionFormatError: the file is not a Pi session (`NotAPiSessionError`) or its format
@@ -889,7 +929,7 @@ def sync_session(
     """
     started = time.perf_counter()
     file_key = canonical_session_file(path)
-    hooks = _Hooks(on_compactions, on_custom)
+    hooks = _Hooks(on_compactions, on_custom, on_rows)
     for _attempt in range(_RACE_RETRIES):
         try:
             return _sync_once(store, file_key, force, progress, started, hooks)

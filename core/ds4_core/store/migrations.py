@@ -27,6 +27,8 @@ The schema itself (column lists from docs/architecture.md "store"):
 * `entries_subwords` (migration 9: sub-words of history entries, `sessions.subwords`).
 * `context_mutations`, `memory_items`, `pins` (migration 11: memory and pins,
   `store.memory_schema`, docs/memory.md "Storage").
+* `artifact_refs` (migration 12: the artifact of each large tool result of an indexed session,
+  `store.artifact_schema`, docs/artifacts.md "References").
 
 FTS5 external content caveats (SQLite documentation, "External Content Tables"): the index is
 keyed by `entries.rowid`, and `entries` has a TEXT primary key, so its rowids are implicit. Never
@@ -49,6 +51,7 @@ from datetime import UTC, datetime
 
 from ds4_core.tokens import sha256_hex
 
+from .artifact_schema import ARTIFACT_REFS_SQL
 from .calibration_schema import CALIBRATION_SQL
 from .commit_schema import PROJECT_COMMITS_SQL
 from .memory_schema import MEMORY_SQL
@@ -421,6 +424,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(9, "entries-subwords", ENTRIES_SUBWORDS_SQL),
     Migration(10, "model-calibration", CALIBRATION_SQL),
     Migration(11, "memory-and-pins", MEMORY_SQL),
+    Migration(12, "artifact-references", ARTIFACT_REFS_SQL),
 )
 """All migrations in version order. Never edit an entry once released: add a new one."""
 
