@@ -5,9 +5,9 @@
  *
  * Their ids are `ds4.client.*`: vscode-languageclient registers the server's own commands
  * (`ds4.rebuildIndex`, `ds4.health`, `ds4.summaries`, `ds4.privacy`) with VS Code itself, and
- * an id can be registered once. The durable-context commands (`memoryCommands.ts`) have the
- * ids `ds4.pinSelection`, `ds4.remember`, `ds4.showMemory`, `ds4.searchArtifacts`, which no
- * server command takes.
+ * an id can be registered once. The durable-context commands (`memoryCommands.ts`:
+ * `ds4.client.pinSelection`, `ds4.client.remember`, `ds4.client.showMemory`,
+ * `ds4.client.searchArtifacts`) follow the same rule.
  */
 
 import { homedir } from 'node:os';

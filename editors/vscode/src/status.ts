@@ -55,10 +55,10 @@ export const COMMANDS = {
   summaries: 'ds4.client.summaries',
   copyCompactionEntry: 'ds4.client.copyCompactionEntry',
   privacy: 'ds4.client.privacy',
-  pinSelection: 'ds4.pinSelection',
-  remember: 'ds4.remember',
-  showMemory: 'ds4.showMemory',
-  searchArtifacts: 'ds4.searchArtifacts',
+  pinSelection: 'ds4.client.pinSelection',
+  remember: 'ds4.client.remember',
+  showMemory: 'ds4.client.showMemory',
+  searchArtifacts: 'ds4.client.searchArtifacts',
 } as const;
 
 /** VS Code's own command that opens the workspace trust editor. */

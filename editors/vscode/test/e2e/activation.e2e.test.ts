@@ -108,17 +108,17 @@ describe('the extension, activated without VS Code', { timeout: 120_000 }, () =>
       'ds4.client.copyCompactionEntry',
       'ds4.client.health',
       'ds4.client.memoryAction',
+      'ds4.client.pinSelection',
       'ds4.client.plan',
       'ds4.client.privacy',
       'ds4.client.rebuildIndex',
+      'ds4.client.remember',
       'ds4.client.restartServer',
+      'ds4.client.searchArtifacts',
       'ds4.client.showManifest',
+      'ds4.client.showMemory',
       'ds4.client.showOutput',
       'ds4.client.summaries',
-      'ds4.pinSelection',
-      'ds4.remember',
-      'ds4.searchArtifacts',
-      'ds4.showMemory',
     ]);
     assert.deepEqual([...vscode.tools.keys()], ['ds4_retrieve_history']);
     await api.retrieve({ query: 'warm-up' }); // waits for the server
@@ -370,7 +370,7 @@ describe('the extension, activated without VS Code', { timeout: 120_000 }, () =>
     vscode.quickPick = (items) => items[0]; // project
     vscode.nextMessageChoice = 'Copy Entry';
     const before = vscode.messages.length;
-    await vscode.commands.get('ds4.remember')?.();
+    await vscode.commands.get('ds4.client.remember')?.();
     const said = vscode.messages.slice(before);
     if (said.some((message) => message.kind === 'error' && /not found/i.test(message.text))) {
       t.skip('this ds4-lsp has no ds4/remember yet');
@@ -386,7 +386,7 @@ describe('the extension, activated without VS Code', { timeout: 120_000 }, () =>
     vscode.inputBoxAnswer = 'retries defaults to 5';
     vscode.nextMessageChoice = 'Supersede';
     const conflictAt = vscode.messages.length;
-    await vscode.commands.get('ds4.remember')?.();
+    await vscode.commands.get('ds4.client.remember')?.();
     const answered = vscode.messages.slice(conflictAt);
     assert.equal(answered[0]?.kind, 'warning');
     assert.match(answered[0].text, /conflicts with active memory 'mem-[0-9a-f]{16}'/);
@@ -401,7 +401,7 @@ describe('the extension, activated without VS Code', { timeout: 120_000 }, () =>
       },
     };
     vscode.nextMessageChoice = 'Copy Entry';
-    await vscode.commands.get('ds4.pinSelection')?.();
+    await vscode.commands.get('ds4.client.pinSelection')?.();
     const pin = JSON.parse(vscode.clipboard.at(-1) ?? '{}') as { customType: string; data: { item: { content: string; scope: string; sourceFile: string } } };
     assert.equal(pin.customType, 'ds4-context-pin-v1');
     assert.equal(pin.data.item.content, 'Keep the public API of api.py stable.');
@@ -410,7 +410,7 @@ describe('the extension, activated without VS Code', { timeout: 120_000 }, () =>
     vscode.activeEditor = undefined;
 
     vscode.clearWebview();
-    await vscode.commands.get('ds4.showMemory')?.();
+    await vscode.commands.get('ds4.client.showMemory')?.();
     const html = vscode.webviewHtml() ?? '';
     assert.match(html, /<p class="claim">retries defaults to 3<\/p>/);
     assert.match(html, /href="command:ds4\.client\.memoryAction\?/);
