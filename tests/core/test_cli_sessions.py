@@ -87,3 +87,73 @@ def test_bad_input_names_the_line_or_the_option(tmp_path: Path) -> None:
     assert Path(file).read_bytes() == before
     code, _, err = ds4(db, "session", "open", "--title", "t" * 201)
     assert code == 2 and err.startswith("ds4: --title: expected")
+
+
+def test_compact_entry_on_an_owned_session_prints_nothing_to_append(tmp_path: Path) -> None:
+    """The server appended the compaction entry itself: `--entry >> FILE` must not add a
+    second one (TRIAL15 item 2); stdout stays empty, stderr names the appended entry."""
+    db = tmp_path / "ds4.db"
+    _, out, _ = ds4(db, "session", "open", "--json")
+    file = json.loads(out)["file"]
+    ds4(db, "session", "append", file, stdin=jsonl(turn_messages(tmp_path, 3)))
+    kept = read_all(Path(file)).entries[-5].entry_id
+    code, out, err = ds4(db, "compact", "--session", file, "--first-kept", kept, "--entry")
+    entries = read_all(Path(file)).entries
+    assert (code, out) == (0, "")
+    assert entries[-1].entry_type == "compaction"
+    assert f"appended as entry {entries[-1].entry_id}" in err and "--entry" in err
+    assert sum(e.entry_type == "compaction" for e in entries) == 1
+
+    ds4(db, "session", "append", file, stdin=jsonl(turn_messages(tmp_path, 2)))
+    kept = read_all(Path(file)).entries[-5].entry_id
+    code, out, err = ds4(db, "compact", "--session", file, "--first-kept", kept, "--json")
+    result = json.loads(out)
+    last = read_all(Path(file)).entries[-1]
+    assert code == 0 and result["appended"] and result["entryId"] == last.entry_id
+
+
+def test_empty_append_input_asks_for_json_lines_messages(tmp_path: Path) -> None:
+    """The hint shows a JSON Lines message that `session append` accepts, not plain text."""
+    db = tmp_path / "ds4.db"
+    _, out, _ = ds4(db, "session", "open", "--json")
+    file = json.loads(out)["file"]
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("\n\n", encoding="utf-8")
+    for argv, stdin in (([], ""), (["--messages", str(empty)], "")):
+        code, _, err = ds4(db, "session", "append", file, *argv, stdin=stdin)
+        assert code == 2 and "JSON Lines" in err and "fix the login bug" in err, err
+        example = err.split("`echo '", 1)[1].split("'", 1)[0]
+        code, out, _ = ds4(db, "session", "append", file, "--json", stdin=example)
+        assert code == 0 and len(json.loads(out)["entryIds"]) == 1
+
+
+def test_append_reports_each_batch_and_resumes_with_skip(tmp_path: Path) -> None:
+    """Batches of 1000 are written one by one: each finished one is said on stderr with its
+    input lines and last entry, and `--skip N` resumes after the lines already appended."""
+    db = tmp_path / "ds4.db"
+    _, out, _ = ds4(db, "session", "open", "--json")
+    file = json.loads(out)["file"]
+    messages = [{"role": "user", "content": f"m{n}", "timestamp": n} for n in range(2500)]
+    text = "\n" + jsonl(messages)  # a blank first line: input line n + 1 holds message n
+    code, _, err = ds4(db, "session", "append", file, stdin=text)
+    ids = [e.entry_id for e in read_all(Path(file)).entries if e.entry_type == "message"]
+    assert code == 0 and len(ids) == 2500
+    progress = [line for line in err.splitlines() if "appended batch" in line]
+    assert progress == [
+        f"ds4 session append: appended batch 1/3: lines 1-1001, last entry {ids[999]}"
+        " (resume after it with --skip 1001)",
+        f"ds4 session append: appended batch 2/3: lines 1002-2001, last entry {ids[1999]}"
+        " (resume after it with --skip 2001)",
+        f"ds4 session append: appended batch 3/3: lines 2002-2501, last entry {ids[2499]}",
+    ]
+
+    code, out, _ = ds4(db, "session", "append", file, "--skip", "2001", "--json", stdin=text)
+    context = build_session_context(read_all(Path(file)).entries)
+    assert code == 0 and len(json.loads(out)["entryIds"]) == 500
+    assert context.messages == messages + messages[2000:]
+    code, _, err = ds4(db, "session", "append", file, "--skip", "2501", stdin=text)
+    assert code == 2 and "--skip 2501" in err and "no message" in err
+    code, _, err = ds4(db, "session", "append", file, "--skip", "-1", stdin=text)
+    assert code == 2 and "--skip" in err
+    code, _, err = ds4(db, "session", "append", file, "--skip", "1", stdin="{}\nnot json\n")
+    assert code == 2 and "line 2 is not JSON" in err

@@ -18,9 +18,10 @@ STDIN_ARGUMENT = "-"
 """A REQUEST (`plan`) or QUERY (`retrieve`) given as this is read from standard input."""
 
 
-def read_argument_from(stream: TextIO, name: str) -> str:
+def read_argument_from(stream: TextIO, name: str, hint: str | None = None) -> str:
     """The text of `stream` (standard input) for the positional argument `name`, decoded as
     UTF-8 whatever the locale, without one trailing line break (as `$(cat file)` drops it).
+    `hint` replaces the text-argument example in the empty-input message.
 
     Raises:
         RequestError: the input is not UTF-8, or holds nothing but whitespace.
@@ -33,10 +34,17 @@ def read_argument_from(stream: TextIO, name: str) -> str:
     text = text.removesuffix("\n").removesuffix("\r")
     if not text.strip():
         raise RequestError(
-            f"{name} (-): standard input was empty; pipe the text in, e.g. "
-            f"`echo 'fix the login bug' | ds4 ... -`"
+            f"{name} (-): standard input was empty; "
+            + (hint or "pipe the text in, e.g. `echo 'fix the login bug' | ds4 ... -`")
         )
     return text
+
+
+MESSAGES_HINT = (
+    "give Pi messages as JSON Lines, one JSON object per line, e.g. "
+    """`echo '{"role":"user","content":"fix the login bug"}' | ds4 session append FILE`"""
+)
+"""How `ds4 session append` says what its input holds when there is no message in it."""
 
 
 def _utf8_text(raw: bytes, what: str) -> str:
@@ -76,13 +84,36 @@ def read_messages_text(source: str, stdin: TextIO) -> str:
         RequestError: the input cannot be read, is not UTF-8, or is empty.
     """
     if source == STDIN_ARGUMENT:
-        return read_argument_from(stdin, "--messages")
+        return read_argument_from(stdin, "--messages", MESSAGES_HINT)
     try:
         with open(source, "rb") as handle:
             raw = handle.read()
     except OSError as exc:
         raise RequestError(f"--messages: cannot read '{source}': {exc.strerror}") from None
     return _utf8_text(raw, f"--messages: '{source}'")
+
+
+def messages_of(text: str, skip: int) -> list[tuple[int, Any]]:
+    """The messages of a `ds4 session append` input `text`, as (1-based input line, parsed
+    JSON) pairs, after the first `skip` lines (`--skip`) and without blank lines. Lines keep
+    their numbers in the whole input, so errors and progress name the same lines either way.
+
+    Raises:
+        RequestError: `skip` is negative, a line is not JSON, or no message is left.
+    """
+    if skip < 0:
+        raise RequestError(f"--skip: expected a number of lines >= 0, got {skip}")
+    messages = []
+    for number, line in enumerate(text.split("\n"), start=1):
+        if number > skip and line.strip():
+            try:
+                messages.append((number, json.loads(line)))
+            except ValueError:
+                raise RequestError(f"--messages: line {number} is not JSON") from None
+    if not messages:
+        after = f" after --skip {skip}" if skip else ""
+        raise RequestError(f"--messages: no message to append{after}; {MESSAGES_HINT}")
+    return messages
 
 
 def read_text_arguments(args: argparse.Namespace, stdin: TextIO) -> None:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import io
-import json
 import os
 import re
 from collections.abc import Callable
@@ -38,7 +37,13 @@ from ..requests import (
 )
 from ..results import RebuildFailure, SyncReport
 from ..store.database import is_database_locked
-from .arguments import absolute, ends_with_newline, parse_model, session_files_of
+from .arguments import (
+    absolute,
+    ends_with_newline,
+    messages_of,
+    parse_model,
+    session_files_of,
+)
 from .errors import EXIT_OK, EXIT_PARTIAL, locked_message, usage_message
 from .printers import (
     compaction_entry,
@@ -266,7 +271,8 @@ def compact(engine: ContextEngine, args: argparse.Namespace, out: TextIO, err: T
     """`ds4 compact --session FILE`: prepare one compaction with the offline summarizer; print
     the `ds4/compact` result (`--json`), the Pi entry to append (`--entry`, one JSON line) or
     the report. A Pi session file is never written; a server-owned one (docs/sessions.md)
-    gets the entry appended by the engine, which is said on `err`.
+    gets the entry appended by the engine, which is said on `err` with its id (and `--entry`
+    then prints nothing, so `--entry >> FILE` cannot add a second compaction).
 
     Raises:
         RequestError: the engine refused the request (its "pass firstKeptEntryId" hint is
@@ -291,11 +297,15 @@ def compact(engine: ContextEngine, args: argparse.Namespace, out: TextIO, err: T
             )
         ) from exc
     if result.appended:
+        # Nothing is left to append: `--entry >> FILE` must add nothing (stdout stays empty).
+        nothing = "; --entry prints nothing, there is no entry left to append" if args.entry else ""
         err.write(
-            f"ds4 compact: this session is server-owned; the entry was appended as "
-            f"{terminal_text(result.entry_id)} and committed (do not append it again)\n"
+            f"ds4 compact: this session is server-owned; the compaction was appended as entry "
+            f"{terminal_text(result.entry_id)} and committed{nothing}\n"
         )
     if args.entry:
+        if result.appended:
+            return EXIT_OK
         # `--entry >> FILE` must not glue the entry to an unterminated last line.
         lead = "" if ends_with_newline(args.session) else "\n"
         out.write(lead + json_text(compaction_entry(result), one_line=True))
@@ -433,27 +443,23 @@ APPEND_BATCH = 1000
 def session_append(
     engine: ContextEngine, args: argparse.Namespace, out: TextIO, err: TextIO
 ) -> int:
-    """`ds4 session append FILE [--messages PATH] [--parent ID]`: append the Pi messages of a
-    JSON Lines input (one message per line; blank lines skipped) to the owned session FILE, in
-    batches of 1000 chained one after the other; print the `ds4/sessionAppend` result of all
-    of them (`--json`) or the new entry ids.
+    """`ds4 session append FILE [--messages PATH] [--parent ID] [--skip N]`: append the Pi
+    messages of a JSON Lines input (one message per line; blank lines and the first N lines
+    skipped) to the owned session FILE, in batches of 1000 chained one after the other; print
+    the `ds4/sessionAppend` result of all of them (`--json`) or the new entry ids. With more
+    than one batch, each finished one is said on `err` (its input lines, its last entry and the
+    `--skip` that resumes after it): a finished batch stays when a later one fails.
 
     Raises:
         RequestError: a line that is not JSON, or what `session_append` refuses (not an
             owned session; a bad message, named by its input line and field path).
     """
-    messages = []
-    for number, line in enumerate(args.messages_text.split("\n"), start=1):
-        if line.strip():
-            try:
-                messages.append((number, json.loads(line)))
-            except ValueError:
-                raise RequestError(f"--messages: line {number} is not JSON") from None
-    if not messages:
-        raise RequestError("--messages: no message to append")
+    messages = messages_of(args.messages_text, args.skip)
     entry_ids: list[str] = []
     parent = args.parent
     result = None
+    batches = -(-len(messages) // APPEND_BATCH)
+    first_line = args.skip + 1
     for start in range(0, len(messages), APPEND_BATCH):
         batch = messages[start : start + APPEND_BATCH]
         try:
@@ -468,6 +474,16 @@ def session_append(
             raise
         entry_ids += result.entry_ids
         parent = None  # the next batch follows this one (the new leaf)
+        if batches > 1:  # a finished batch stays if a later one fails or the run is killed
+            number, last_line = start // APPEND_BATCH + 1, batch[-1][0]
+            resume = f" (resume after it with --skip {last_line})" if number < batches else ""
+            err.write(
+                f"ds4 session append: appended batch {number}/{batches}: lines"
+                f" {first_line}-{last_line}, last entry {terminal_text(result.entry_ids[-1])}"
+                f"{resume}\n"
+            )
+            err.flush()
+            first_line = last_line + 1
     assert result is not None
     result = replace(result, entry_ids=tuple(entry_ids))
     if args.json:

@@ -256,7 +256,8 @@ def build_parser() -> argparse.ArgumentParser:
     compact_output.add_argument(
         "--entry",
         action="store_true",
-        help="print only the Pi compaction entry to append to the session, as one JSON line",
+        help="print only the Pi compaction entry to append to the session, as one JSON line "
+        "(nothing on a server-owned session: ds4 appended it)",
     )
     c.set_defaults(func=commands.compact)
 
@@ -306,6 +307,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="JSON Lines file of messages (default -: standard input)",
     )
     sa.add_argument("--parent", metavar="ID", help="parent of the first message (default: leaf)")
+    sa.add_argument(
+        "--skip",
+        type=int,
+        default=0,
+        metavar="N",
+        help="skip the first N input lines (resume an interrupted append: its stderr names N)",
+    )
     sa.add_argument("--json", action="store_true", help="print the ds4/sessionAppend result")
     sa.set_defaults(func=commands.session_append)
 
