@@ -157,3 +157,24 @@ def test_append_reports_each_batch_and_resumes_with_skip(tmp_path: Path) -> None
     assert code == 2 and "--skip" in err
     code, _, err = ds4(db, "session", "append", file, "--skip", "1", stdin="{}\nnot json\n")
     assert code == 2 and "line 2 is not JSON" in err
+
+
+def test_a_refused_later_batch_leaves_the_finished_ones_and_says_where_to_resume(
+    tmp_path: Path,
+) -> None:
+    """docs/sessions.md "Long appends from the CLI": batch 1 stays when batch 2 is refused,
+    stderr says so before the error, and the fixed input resumes with --skip."""
+    db = tmp_path / "ds4.db"
+    _, out, _ = ds4(db, "session", "open", "--json")
+    file = json.loads(out)["file"]
+    messages = [{"role": "user", "content": f"m{n}", "timestamp": n} for n in range(1500)]
+    lines = jsonl(messages).splitlines()
+    lines[1200] = '{"role": "system"}'
+    code, _, err = ds4(db, "session", "append", file, stdin="\n".join(lines))
+    assert code == 2 and "line 1201: messages[200].role" in err
+    assert "appended batch 1/2: lines 1-1000" in err and "--skip 1000" in err
+    assert build_session_context(read_all(Path(file)).entries).messages == messages[:1000]
+    lines[1200] = json.dumps(messages[1200])
+    code, _, err = ds4(db, "session", "append", file, "--skip", "1000", stdin="\n".join(lines))
+    assert code == 0 and err == ""
+    assert build_session_context(read_all(Path(file)).entries).messages == messages
