@@ -21,7 +21,8 @@ from ds4_core.sessions import build_session_context, read_all
 def complete(message: dict[str, Any]) -> dict[str, Any]:
     """`message` with the fields the server would fill in given, so it reads back unchanged."""
     if message["role"] == "assistant":
-        usage = {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "totalTokens": 0}
+        counts = {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0}
+        usage = {**counts, "totalTokens": 0, "cost": {**counts, "total": 0}}
         return {"api": "anthropic-messages", "usage": usage, **message}
     return message
 
