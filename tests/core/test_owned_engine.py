@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -26,11 +27,8 @@ PI_ID = "0199aaaa-0000-7000-8000-000000000000"
 
 @pytest.fixture
 def engine(tmp_path: Path) -> Iterator[ContextEngine]:
-    engine = ContextEngine(database_path=tmp_path / "data" / "ds4.db")
-    try:
+    with closing(ContextEngine(database_path=tmp_path / "data" / "ds4.db")) as engine:
         yield engine
-    finally:
-        engine.close()
 
 
 def _pi_session(path: Path, session_id: str = PI_ID) -> Path:
@@ -75,7 +73,7 @@ def test_a_pi_session_in_the_sessions_directory_is_not_owned(
     with pytest.raises(RequestError) as caught:  # reopening Pi's file by its id
         engine.session_open(SessionOpenRequest(cwd="/w", session_id=PI_ID))
     assert caught.value.field == "sessionId"
-    assert pi_file.read_bytes() == before
+    assert pi_file.read_bytes() == before and not Path(f"{pi_file}.lock").exists()
 
 
 def test_an_id_the_index_holds_for_a_pi_session_is_refused(

@@ -118,7 +118,6 @@ class _FileState:
     last_line_start: int = 0
     last_line: bytes = b""  # the start of the last line before `offset` (with its entry id)
     session_id: str | None = None
-    owned: bool = False  # the header holds OWNED_MARK
     ids: set[str] = field(default_factory=set)
     parents: dict[str, str | None] = field(default_factory=dict)  # entry id -> its parentId
     leaf_id: str | None = None
@@ -161,15 +160,20 @@ def is_owned(data_dir: str | os.PathLike[str], path: str | os.PathLike[str]) -> 
         resolved = candidate.resolve(strict=True)
         if resolved.parent != root.resolve(strict=True) or not resolved.name.endswith(".jsonl"):
             return False
-        fd = _open_session_file(resolved, os.O_RDONLY)
-        try:
-            first_line = _pread(fd, 0, _HEADER_BYTES).partition(b"\n")[0]
-        finally:
-            os.close(fd)
-        header = _parse(first_line)
-        return header is not None and header["type"] == "session" and _marked(header)
+        return _has_mark(resolved)
     except (OSError, ValueError, RuntimeError, OwnedSessionError):
         return False
+
+
+def _has_mark(path: Path) -> bool:
+    """Whether the first line of `path` is a session header holding `OWNED_MARK` (read
+    without the lock: a header never changes after `_create_whole`)."""
+    fd = _open_session_file(path, os.O_RDONLY)
+    try:
+        header = _parse(_pread(fd, 0, _HEADER_BYTES).partition(b"\n")[0])
+    finally:
+        os.close(fd)
+    return header is not None and header["type"] == "session" and _marked(header)
 
 
 def _marked(header: Mapping[str, Any]) -> bool:
@@ -192,7 +196,7 @@ def open_session(
     With `session_id`, the file `*_<session_id>.jsonl` is reopened when it exists (a `title`
     that differs from its current name appends a `session_info` entry); otherwise a session
     with that id is created. A file of that name without the owned mark (a Pi session written
-    to the directory) is refused (ValueError naming `sessionId`), never taken over.
+    to the directory) is refused (ValueError naming `sessionId`), never taken over nor locked.
 
     Args:
         data_dir: the data directory (`data_directory(database path)`).
@@ -222,13 +226,13 @@ def open_session(
     with _locked(root / LOCK_SUFFIX):  # one creator of a given id at a time
         if session_id is not None:
             existing = _find_file(root, session_id)
+            if existing is not None and not _has_mark(existing):
+                raise ValueError(
+                    f"sessionId: '{existing}' has this id but is a session ds4 did not "
+                    "create (no owned mark); choose another id"
+                )
             if existing is not None and _state_of(existing).session_id == session_id:
                 state = _state_of(existing)
-                if not state.owned:
-                    raise ValueError(
-                        f"sessionId: '{existing}' has this id but is a session ds4 did not "
-                        "create (no owned mark); choose another id"
-                    )
                 if name is not None and name != state.name:
                     append_entries(existing, [{"type": "session_info", "name": name}])
                     state = _state_of(existing)
@@ -459,7 +463,6 @@ def _take_line(state: _FileState, data: bytes) -> None:
         if obj.get("type") != "session" or not isinstance(obj.get("id"), str):
             raise OwnedSessionError("the file does not start with a Pi session header")
         state.session_id = obj["id"]
-        state.owned = _marked(obj)
         return
     _take_record(state, obj)
 
