@@ -76,6 +76,15 @@ def append_owned(
         ) from None
 
 
+def _ours(data_dir: Path, indexed: Path) -> bool:
+    """Whether the indexed file `indexed` is an owned session, or was one (in the sessions
+    directory, since deleted)."""
+    if owned.is_owned(data_dir, indexed):
+        return True
+    root = owned.sessions_directory(data_dir).resolve()
+    return indexed.parent == root and not os.path.lexists(indexed)
+
+
 class OwnedSessions:
     """Opening and appending to owned sessions (see the module docstring)."""
 
@@ -88,7 +97,8 @@ class OwnedSessions:
         Raises:
             RequestError: a bad `title` or `sessionId` (named), or a `sessionId` that the index
                 holds for a session file this server does not own (a Pi session: taking its
-                id would merge the two sessions' history in the index).
+                id would merge the two sessions' history in the index; an owned file since
+                deleted does not count).
             RequestFailedError: the database is in memory (no data directory), or the
                 sessions directory cannot be used (the message says why).
         """
@@ -96,7 +106,7 @@ class OwnedSessions:
         cwd = request.cwd if request.cwd is not None else os.getcwd()
         if request.session_id is not None:
             indexed = session_repo.session_file(self._context.store(), request.session_id)
-            if indexed is not None and not owned.is_owned(data_dir, indexed):
+            if indexed is not None and not _ours(data_dir, Path(indexed)):
                 raise RequestError(
                     f"sessionId: {echo(request.session_id)} is the id of the indexed session "
                     f"{echo(indexed)}, which this server does not own; choose another id",
