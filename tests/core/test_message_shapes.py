@@ -49,6 +49,25 @@ def test_missing_fields_get_pi_values_and_unknown_keys_stay() -> None:
     assert text["stopReason"] == "stop" and text["timestamp"] == 5
 
 
+def test_a_partial_usage_gets_each_missing_count_and_cost() -> None:
+    usage = {"input": 5, "cacheRead": 2, "cost": {"output": 0.5, "input": 0.25}, "extra": 1}
+    message = {"role": "assistant", "content": [], "usage": usage}
+    checked = checked_message(message, "m", now_ms=1)
+    assert checked["usage"] == {
+        "input": 5,
+        "output": 0,
+        "cacheRead": 2,
+        "cacheWrite": 0,
+        "totalTokens": 7,
+        "cost": {"input": 0.25, "output": 0.5, "cacheRead": 0, "cacheWrite": 0, "total": 0.75},
+        "extra": 1,
+    }
+    assert message["usage"] is usage and "output" not in usage  # the caller's usage is kept
+    given = {"role": "assistant", "content": [], "usage": {"totalTokens": 9, "cost": {"total": 1}}}
+    filled = checked_message(given, "m", now_ms=1)["usage"]
+    assert filled["totalTokens"] == 9 and filled["input"] == 0 and filled["cost"]["total"] == 1
+
+
 @pytest.mark.parametrize(
     ("message", "field"),
     [

@@ -332,3 +332,36 @@ def test_a_writer_killed_at_any_moment_leaves_a_file_the_next_append_repairs(
     assert parsed.entries[-1].entry_id == after
     assert parsed.entries[-1].parent_id == parsed.entries[-2].entry_id
     assert session.file.read_bytes().endswith(b"\n")
+
+
+def test_a_line_longer_than_many_reads_is_read_in_linear_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    session = owned.open_session(tmp_path, "/proj")
+    big = {"role": "user", "content": "x" * (8 << 20), "timestamp": 1}
+    (first,) = owned.append_entries(session.file, _messages(big))
+    with session.file.open("ab") as torn:  # and a torn tail longer than a read, too
+        torn.write(b'{"type":"message","id":"0badf00d","parentId":null,"x":"' + b"y" * 40_000)
+    monkeypatch.setattr(owned, "_READ_BYTES", 4096)  # 2,000+ reads for the long line
+    owned._cache.clear()
+    started = time.perf_counter()
+    assert owned.current_leaf(session.file) == first  # the torn record is no entry
+    assert time.perf_counter() - started < 1.0  # re-joining the line per read: 5 s and more
+    (second,) = owned.append_entries(session.file, _messages(USER))
+    context = build_session_context(read_all(session.file).entries)
+    assert context.messages == [big, USER] and context.message_entry_ids == [first, second]
+
+
+def test_only_a_header_with_the_owned_mark_is_owned(tmp_path: Path) -> None:
+    session = owned.open_session(tmp_path, "/proj")
+    header = _lines(session.file)[0]
+    assert header[owned.OWNED_MARK] is True
+    unmarked = session.file.with_name("2026-01-01T00-00-00-000Z_pi-made.jsonl")
+    pi_header = {key: value for key, value in header.items() if key != owned.OWNED_MARK}
+    unmarked.write_text(json.dumps({**pi_header, "id": "pi-made"}) + "\n")
+    assert owned.is_owned(tmp_path, session.file) and not owned.is_owned(tmp_path, unmarked)
+    marked_1 = unmarked.with_name("y_z.jsonl")
+    marked_1.write_text(json.dumps({**header, owned.OWNED_MARK: 1}) + "\n")
+    assert not owned.is_owned(tmp_path, marked_1)  # only `true` marks
+    with pytest.raises(ValueError, match="sessionId: .* ds4 did not create"):
+        owned.open_session(tmp_path, "/proj", session_id="pi-made")

@@ -21,7 +21,8 @@ from ds4_core.sessions import build_session_context, read_all
 def complete(message: dict[str, Any]) -> dict[str, Any]:
     """`message` with the fields the server would fill in given, so it reads back unchanged."""
     if message["role"] == "assistant":
-        usage = {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "totalTokens": 0}
+        counts = {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0}
+        usage = {**counts, "totalTokens": 0, "cost": {**counts, "total": 0}}
         return {"api": "anthropic-messages", "usage": usage, **message}
     return message
 
@@ -132,6 +133,9 @@ async def test_hostile_appends_are_refused_naming_the_field(
     planted = owned_file.parent / "planted.jsonl"
     planted.symlink_to(pi_file)
     before = pi_file.read_bytes()
+    pi_id = read_all(pi_file).header.session_id  # type: ignore[union-attr]
+    written_by_pi = owned_file.parent / f"2026-01-01T00-00-00-000Z_{pi_id}.jsonl"
+    written_by_pi.write_bytes(before)  # Pi pointed at the directory: no owned mark
 
     async def refused(params: dict[str, Any], field: str, text: str = "") -> None:
         error = await request_error(client, "ds4/sessionAppend", params)
@@ -139,13 +143,14 @@ async def test_hostile_appends_are_refused_naming_the_field(
         assert f"params.{field}" in error.message, error.message
         assert text in error.message
 
-    for foreign in (pi_file, planted, owned_file.parent / ".." / "ds4.db", Path("/etc/passwd")):
+    foreign_files = (pi_file, planted, written_by_pi, owned_file.parent / ".." / "ds4.db")
+    for foreign in (*foreign_files, Path("/etc/passwd")):
         await refused(
             {"session": {"file": str(foreign)}, "messages": [good]},
             "session.file",
             "not a session this server owns",
         )
-    assert pi_file.read_bytes() == before
+    assert pi_file.read_bytes() == before == written_by_pi.read_bytes()
     session = {"file": str(owned_file)}
     bad_messages: list[tuple[list[Any], str]] = [
         ([], "messages"),
@@ -180,11 +185,12 @@ async def test_hostile_appends_are_refused_naming_the_field(
         ({"title": "t" * 201}, "title"),
         ({"sessionId": "../x"}, "sessionId"),
         ({"sessionId": 7}, "sessionId"),
+        ({"sessionId": pi_id}, "sessionId"),  # the Pi file's id: never taken over
     ):
         error = await request_error(client, "ds4/sessionOpen", params)
         assert error.code == INVALID_PARAMS and f"params.{field}" in error.message, error.message
     assert sorted(p.name for p in owned_file.parent.iterdir()) == sorted(
-        [owned_file.name, f"{owned_file.name}.lock", ".lock", "planted.jsonl"]
+        [owned_file.name, f"{owned_file.name}.lock", ".lock", "planted.jsonl", written_by_pi.name]
     )
     # The server keeps serving.
     result = await request(client, "ds4/sessionAppend", {"session": session, "messages": [good]})

@@ -125,7 +125,7 @@ class Compactor:
         )
         result = prepared.result(SessionInfo(session_id, str(path), context.leaf_id), 0.0)
         if owned_file(self._context, path):
-            result = self._append_to_owned(result, path, request.session.leaf_id)
+            result = self._append_to_owned(result, path, request.session.leaf_id, context.leaf_id)
         duration_ms = (time.perf_counter() - started) * 1000
         result = replace(result, duration_ms=round(duration_ms, 3))
         log.info(
@@ -142,12 +142,14 @@ class Compactor:
         return result
 
     def _append_to_owned(
-        self, result: CompactResult, path: Path, leaf_id: str | None
+        self, result: CompactResult, path: Path, leaf_id: str | None, computed_for: str | None
     ) -> CompactResult:
         """Append the compaction entry to the server-owned session `path` and commit it
-        (docs/sessions.md): as a child of the requested `leaf_id`, else of the file's last
-        entry (so messages appended meanwhile stay on the branch). A failed append marks the
-        operation failed.
+        (docs/sessions.md): as a child of the requested `leaf_id`; else of the file's last
+        entry when that is the leaf `computed_for` (the branch summarised) or descends from it
+        (messages appended meanwhile on that branch stay before it), else of `computed_for`
+        (the last entry is on another branch, which the summary does not describe). A failed
+        append marks the operation failed.
 
         Raises:
             RequestFailedError: the entry could not be appended.
@@ -155,7 +157,9 @@ class Compactor:
         entry = {"type": "compaction", **result.compaction.to_wire()}
         ref = SessionRef(str(path))
         try:
-            (entry_id,) = append_owned(path, [entry], leaf_id, SESSION_FILE)
+            (entry_id,) = append_owned(
+                path, [entry], leaf_id, SESSION_FILE, descendant_of=computed_for
+            )
         except RequestError as exc:
             self.compact_failed(result.summary_id, "the server could not append the entry", ref)
             raise RequestFailedError(

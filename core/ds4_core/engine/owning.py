@@ -20,6 +20,7 @@ from ..requests import RequestError, RequestFailedError, SessionAppendRequest, S
 from ..results import SessionAppendResult, SessionOpenResult
 from ..sessions import owned
 from ..sessions.message_shapes import MessageShapeError, checked_message
+from ..store import sessions as session_repo
 from .context import EngineContext
 
 log = logging.getLogger("ds4_core.engine")
@@ -53,13 +54,15 @@ def append_owned(
     entries: Sequence[Mapping[str, Any]],
     parent_id: str | None,
     field: str = "session.file",
+    *,
+    descendant_of: str | None = None,
 ) -> list[str]:
-    """`owned.append_entries` with its failures as `RequestError`s: an unknown `parent_id`
-    names `parentId`, a file that is not a usable session names `field`; other I/O failures
-    are `RequestFailedError`s (nothing or a torn line was written, which the next append
-    repairs)."""
+    """`owned.append_entries` (with `descendant_of`, see there) with its failures as
+    `RequestError`s: an unknown `parent_id` names `parentId`, a file that is not a usable
+    session names `field`; other I/O failures are `RequestFailedError`s (nothing or a torn
+    line was written, which the next append repairs)."""
     try:
-        return owned.append_entries(path, entries, parent_id)
+        return owned.append_entries(path, entries, parent_id, descendant_of=descendant_of)
     except owned.UnknownParentError:
         raise RequestError(
             f"parentId: {echo(parent_id)} names no entry of this session", "parentId"
@@ -73,6 +76,15 @@ def append_owned(
         ) from None
 
 
+def _ours(data_dir: Path, indexed: Path) -> bool:
+    """Whether the indexed file `indexed` is an owned session, or was one (in the sessions
+    directory, since deleted)."""
+    if owned.is_owned(data_dir, indexed):
+        return True
+    root = owned.sessions_directory(data_dir).resolve()
+    return indexed.parent == root and not os.path.lexists(indexed)
+
+
 class OwnedSessions:
     """Opening and appending to owned sessions (see the module docstring)."""
 
@@ -83,12 +95,23 @@ class OwnedSessions:
         """Create an owned session, or reopen `request.session_id` (`ContextEngine.session_open`).
 
         Raises:
-            RequestError: a bad `title` or `sessionId` (named).
+            RequestError: a bad `title` or `sessionId` (named), or a `sessionId` that the index
+                holds for a session file this server does not own (a Pi session: taking its
+                id would merge the two sessions' history in the index; an owned file since
+                deleted does not count).
             RequestFailedError: the database is in memory (no data directory), or the
                 sessions directory cannot be used (the message says why).
         """
         data_dir = self._data_dir()
         cwd = request.cwd if request.cwd is not None else os.getcwd()
+        if request.session_id is not None:
+            indexed = session_repo.session_file(self._context.store(), request.session_id)
+            if indexed is not None and not _ours(data_dir, Path(indexed)):
+                raise RequestError(
+                    f"sessionId: {echo(request.session_id)} is the id of the indexed session "
+                    f"{echo(indexed)}, which this server does not own; choose another id",
+                    "sessionId",
+                )
         try:
             session = owned.open_session(data_dir, cwd, request.title, request.session_id)
         except ValueError as exc:

@@ -7,7 +7,8 @@ message that was sent. A bad field raises `MessageShapeError` naming its path
 fields without a version bump). Fields a client may leave out get Pi's values:
 
 * `timestamp` (Unix ms): the time of the append;
-* assistant `api`, `provider`, `model`: `"unknown"`; `usage`: all counts and costs 0;
+* assistant `api`, `provider`, `model`: `"unknown"`; `usage`: each missing count and cost 0,
+  except a missing `totalTokens` (cost `total`), which is the sum of the other counts (costs);
   `stopReason`: `"toolUse"` when the content holds a tool call, else `"stop"`;
 * toolResult `isError`: false.
 """
@@ -109,12 +110,8 @@ def _check_assistant(message: dict[str, Any], field: str) -> None:
         )
     usage = message.get("usage")
     if usage is None:
-        message["usage"] = {
-            **dict.fromkeys(_USAGE_COUNTS, 0),
-            "cost": dict.fromkeys(_COSTS, 0),
-        }
-        return
-    if not isinstance(usage, Mapping):
+        usage = {}
+    elif not isinstance(usage, Mapping):
         raise MessageShapeError(f"expected an object, got {describe_type(usage)}", f"{field}.usage")
     for key in _USAGE_COUNTS:
         if key in usage and not _is_count(usage[key]):
@@ -122,15 +119,25 @@ def _check_assistant(message: dict[str, Any], field: str) -> None:
                 "expected a token count (an integer >= 0)", f"{field}.usage.{key}"
             )
     cost = usage.get("cost")
-    if cost is not None:
-        if not isinstance(cost, Mapping):
-            raise MessageShapeError(
-                f"expected an object, got {describe_type(cost)}", f"{field}.usage.cost"
-            )
-        for key in _COSTS:
-            value = cost.get(key)
-            if key in cost and (isinstance(value, bool) or not isinstance(value, int | float)):
-                raise MessageShapeError("expected a number", f"{field}.usage.cost.{key}")
+    if cost is None:
+        cost = {}
+    elif not isinstance(cost, Mapping):
+        raise MessageShapeError(
+            f"expected an object, got {describe_type(cost)}", f"{field}.usage.cost"
+        )
+    for key in _COSTS:
+        value = cost.get(key)
+        if key in cost and (isinstance(value, bool) or not isinstance(value, int | float)):
+            raise MessageShapeError("expected a number", f"{field}.usage.cost.{key}")
+    message["usage"] = {**_filled(usage, _USAGE_COUNTS), "cost": _filled(cost, _COSTS)}
+
+
+def _filled(values: Mapping[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
+    """A copy of `values` with each of `keys` it lacks: the total (the last key) as the sum of
+    the others, the others 0 (Pi adds the parts up the same way)."""
+    filled = {key: values.get(key, 0) for key in keys[:-1]}
+    filled[keys[-1]] = values.get(keys[-1], sum(filled.values()))
+    return {**filled, **values}
 
 
 def _check_tool_result(message: dict[str, Any], field: str) -> None:

@@ -5,10 +5,16 @@ it; compaction, pin and memory entries are then appended by ds4 too (docs/sessio
 files are ordinary Pi v3 session files (docs/reference.md §P1-§P5), so every reader of Pi
 sessions, ours included, reads them as any other.
 
+One module: the header and line format, the per-file lock and the cache of what was read share
+one invariant (what an append writes under the lock is what the cache holds as read), so they
+stay side by side.
+
 Layout: `<data dir>/sessions/<file timestamp>_<session id>.jsonl` (Pi's file name rule,
 docs/reference.md §P1), where the data directory is the database file's directory, as for
 artifacts. The directory is 0700, files are 0600; a `<file>.lock` beside each file serialises
-appends across threads and processes (`fcntl.flock`).
+appends across threads and processes (`fcntl.flock`). The header of a file made here holds
+`"ds4Owned": true` (`OWNED_MARK`); only such a file is owned (`is_owned`), so a Pi session
+written to the same directory is never appended to behind Pi's back.
 
 Appends (`append_entries`):
 
@@ -57,6 +63,10 @@ SESSION_ID = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._-]{0,126}[A-Za-z0-9])?")
 """A caller-chosen session id (Pi's `--session-id` rule, docs/reference.md §P1), at most 128
 characters."""
 
+OWNED_MARK = "ds4Owned"
+"""The header key (value `true`) that marks a file ds4 created; Pi ignores unknown header keys
+(docs/reference.md §P2). A Pi file in the sessions directory lacks it, so it is never owned."""
+
 ENTRY_ID = re.compile(r"[0-9a-f]{8}")
 """The ids this module gives entries: 8 lower-case hex digits (Pi's own form, §P3)."""
 
@@ -71,6 +81,7 @@ _FILE_MODE = 0o600
 _READ_BYTES = 1 << 20
 _LAST_LINE_CHECK_BYTES = 1024
 _CACHED_FILES = 64
+_HEADER_BYTES = 64 * 1024  # an owned header: at most MAX_CWD_CHARS escaped characters and ids
 _RESERVED_KEYS = ("id", "parentId", "timestamp")
 
 
@@ -108,6 +119,7 @@ class _FileState:
     last_line: bytes = b""  # the start of the last line before `offset` (with its entry id)
     session_id: str | None = None
     ids: set[str] = field(default_factory=set)
+    parents: dict[str, str | None] = field(default_factory=dict)  # entry id -> its parentId
     leaf_id: str | None = None
     name: str | None = None  # the latest `session_info` name
     torn: bool = False  # bytes after `offset` without a final newline
@@ -131,8 +143,10 @@ def is_owned(data_dir: str | os.PathLike[str], path: str | os.PathLike[str]) -> 
     """Whether `path` is an owned session file of `data_dir`.
 
     True only when the path, resolved, lies directly in `<data_dir>/sessions` (itself a real
-    directory, not a symbolic link, owned by this user), names a `.jsonl` file, and that file
-    is a regular file and not a symbolic link. Never raises for a bad path (False).
+    directory, not a symbolic link, owned by this user), names a `.jsonl` file, that file is a
+    regular file and not a symbolic link, and its first line is a session header holding
+    `"ds4Owned": true` (`OWNED_MARK`: `open_session` made it; a Pi session written to the same
+    directory is not owned). Never raises for a bad path (False).
     """
     try:
         root = sessions_directory(data_dir).absolute()
@@ -144,9 +158,26 @@ def is_owned(data_dir: str | os.PathLike[str], path: str | os.PathLike[str]) -> 
         if not stat.S_ISREG(file_stat.st_mode):  # a symbolic link is not S_ISREG under lstat
             return False
         resolved = candidate.resolve(strict=True)
-        return resolved.parent == root.resolve(strict=True) and resolved.name.endswith(".jsonl")
-    except (OSError, ValueError, RuntimeError):
+        if resolved.parent != root.resolve(strict=True) or not resolved.name.endswith(".jsonl"):
+            return False
+        return _has_mark(resolved)
+    except (OSError, ValueError, RuntimeError, OwnedSessionError):
         return False
+
+
+def _has_mark(path: Path) -> bool:
+    """Whether the first line of `path` is a session header holding `OWNED_MARK` (read
+    without the lock: a header never changes after `_create_whole`)."""
+    fd = _open_session_file(path, os.O_RDONLY)
+    try:
+        header = _parse(_pread(fd, 0, _HEADER_BYTES).partition(b"\n")[0])
+    finally:
+        os.close(fd)
+    return header is not None and header["type"] == "session" and _marked(header)
+
+
+def _marked(header: Mapping[str, Any]) -> bool:
+    return header.get(OWNED_MARK) is True
 
 
 def open_session(
@@ -164,7 +195,8 @@ def open_session(
 
     With `session_id`, the file `*_<session_id>.jsonl` is reopened when it exists (a `title`
     that differs from its current name appends a `session_info` entry); otherwise a session
-    with that id is created.
+    with that id is created. A file of that name without the owned mark (a Pi session written
+    to the directory) is refused (ValueError naming `sessionId`), never taken over nor locked.
 
     Args:
         data_dir: the data directory (`data_directory(database path)`).
@@ -194,6 +226,11 @@ def open_session(
     with _locked(root / LOCK_SUFFIX):  # one creator of a given id at a time
         if session_id is not None:
             existing = _find_file(root, session_id)
+            if existing is not None and not _has_mark(existing):
+                raise ValueError(
+                    f"sessionId: '{existing}' has this id but is a session ds4 did not "
+                    "create (no owned mark); choose another id"
+                )
             if existing is not None and _state_of(existing).session_id == session_id:
                 state = _state_of(existing)
                 if name is not None and name != state.name:
@@ -210,6 +247,7 @@ def open_session(
             "id": new_id,
             "timestamp": stamp,
             "cwd": cwd,
+            OWNED_MARK: True,
         }
         lines = [header]
         leaf_id = None
@@ -232,6 +270,8 @@ def append_entries(
     file: str | os.PathLike[str],
     entries: Sequence[Mapping[str, Any]],
     parent_id: str | None = None,
+    *,
+    descendant_of: str | None = None,
 ) -> list[str]:
     """Append `entries` to the owned session `file`, chained, and return their new ids.
 
@@ -247,6 +287,11 @@ def append_entries(
         file: the session file (opened without following a symbolic link).
         entries: 1 or more entries (JSON-serialisable dicts).
         parent_id: the parent of the first entry; `None` means the current leaf.
+        descendant_of: with `parent_id` None, the entry the caller's work was computed for
+            (a compaction's leaf): the first entry's parent is the current leaf when that
+            leaf is `descendant_of` or descends from it (entries appended since on the same
+            branch stay before the new ones), else `descendant_of` itself (another branch
+            grew meanwhile; the new entries stay on the caller's). Decided under the lock.
 
     Returns:
         The new entry ids, in the order of `entries`.
@@ -254,7 +299,7 @@ def append_entries(
     Raises:
         ValueError: no entries, or an entry that is not a dict with a string `type`, holds a
             reserved key, or is not JSON-serialisable (no NaN or infinity).
-        UnknownParentError: `parent_id` names no entry of the file.
+        UnknownParentError: `parent_id` (or `descendant_of`) names no entry of the file.
         OwnedSessionError: the file is not a regular file or has no session header.
         OSError: the file cannot be read or written; nothing was written (or the write failed
             part way, which the next append repairs as a torn line).
@@ -267,6 +312,8 @@ def append_entries(
         fd = _open_session_file(path, os.O_RDWR | os.O_APPEND)
         try:
             state = _refresh(fd)
+            if parent_id is None and descendant_of is not None:
+                parent_id = _branch_tip(state, descendant_of)
             if parent_id is not None and parent_id not in state.ids:
                 raise UnknownParentError("parentId names no entry of this session")
             parent = parent_id if parent_id is not None else state.leaf_id
@@ -280,6 +327,7 @@ def append_entries(
                 batch_ids.add(entry_id)
                 chunks.append(_record_line(entry_type, entry_id, parent, stamp, body))
                 new_ids.append(entry_id)
+                state.parents[entry_id] = parent
                 parent = entry_id
             data = b"".join(chunks)
             start = os.fstat(fd).st_size
@@ -322,6 +370,17 @@ def session_id_of(file: str | os.PathLike[str]) -> str:
     return session_id
 
 
+def _branch_tip(state: _FileState, entry_id: str) -> str:
+    """The current leaf when it is `entry_id` or one of its descendants, else `entry_id`."""
+    node, seen = state.leaf_id, set[str]()
+    while node is not None and node not in seen:  # `seen` stops a (hand-made) parent cycle
+        if node == entry_id:
+            return cast("str", state.leaf_id)
+        seen.add(node)
+        node = state.parents.get(node)
+    return entry_id
+
+
 # --------------------------------------------------------------------------------------------
 # Reading under the lock
 
@@ -361,8 +420,11 @@ def _refresh(fd: int) -> _FileState:
 
 
 def _scan(fd: int, state: _FileState, size: int) -> None:
-    """Read lines from `state.offset` to `size` into `state` (ids, leaf, name, torn tail)."""
-    pending = b""
+    """Read lines from `state.offset` to `size` into `state` (ids, leaf, name, torn tail).
+
+    Linear in the bytes read: a line longer than a chunk is gathered in a list of chunks and
+    joined once, when its end is found."""
+    held: list[bytes] = []  # the start of a line continuing past the chunks read so far
     last_start, last_piece = 0, cast("bytes | None", None)
     position = state.offset
     line_start = state.offset
@@ -371,12 +433,16 @@ def _scan(fd: int, state: _FileState, size: int) -> None:
         if not chunk:
             break
         position += len(chunk)
-        pieces = (pending + chunk).split(b"\n")
-        pending = pieces.pop()
+        pieces = chunk.split(b"\n")
+        if held and len(pieces) > 1:
+            pieces[0] = b"".join([*held, pieces[0]])
+            held = []
+        held.append(pieces.pop())
         for piece in pieces:
             _take_line(state, piece)
             last_start, last_piece = line_start, piece
             line_start += len(piece) + 1
+    pending = b"".join(held)
     state.offset = line_start
     if last_piece is not None:
         state.last_line_start, state.last_line = last_start, last_piece[:_LAST_LINE_CHECK_BYTES]
@@ -405,6 +471,8 @@ def _take_record(state: _FileState, obj: dict[str, Any] | None) -> None:
     if obj is None or obj.get("type") == "session" or not isinstance(obj.get("id"), str):
         return
     state.ids.add(obj["id"])
+    parent = obj.get("parentId")
+    state.parents[obj["id"]] = parent if isinstance(parent, str) else None
     state.leaf_id = obj["id"]
     if obj.get("type") == "session_info":
         name = obj.get("name")
