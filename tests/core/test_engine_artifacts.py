@@ -4,6 +4,7 @@ and ephemeral plans are left alone; the manifest names the artifact, never its t
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import os
@@ -184,6 +185,49 @@ def test_privacy_markers_in_an_excerpt_still_withhold(
     assert result["mode"] == "managed"
     assert secret not in json.dumps(result["messages"])
     assert "content excluded by privacy policy" in json.dumps(result["messages"])
+
+
+def _with_output(session: Path, text: str) -> None:
+    """The session of `write_session` with its large tool output replaced by `text`."""
+    write_session(session)
+    lines = session.read_text().splitlines()
+    lines[3] = lines[3].replace(json.dumps(BIG)[1:-1], json.dumps(text)[1:-1], 1)
+    session.write_text("\n".join(lines) + "\n")
+
+
+def test_a_private_key_near_the_end_never_reaches_a_remote_provider(
+    engine: ContextEngine, tmp_path: Path
+) -> None:
+    """An RSA-4096 key whose BEGIN line is before the tail's redaction window (review 15A #1)."""
+    body = base64.b64encode(bytes(range(256)) * 9 + bytes(45)).decode()
+    key_lines = [body[i : i + 64] for i in range(0, len(body), 64)]
+    pem = (
+        "-----BEGIN " + "RSA PRIVATE KEY-----\n" + "\n".join(key_lines)
+        + "\n-----END " + "RSA PRIVATE KEY-----\n"
+    )  # fmt: skip
+    session = tmp_path / "s.jsonl"
+    _with_output(session, BIG + "$ cat ~/.ssh/id_rsa\n" + pem + "$ echo done\n" + "x" * 300)
+    result = plan(engine, session)
+    assert result["mode"] == "managed"
+    sent = json.dumps(result["messages"])
+    assert "REDACTED PRIVATE KEY" in sent
+    assert [line for line in key_lines if line in sent or line.replace("/", "\\/") in sent] == []
+
+
+def test_a_classified_error_line_in_the_omitted_middle_keeps_its_level(
+    engine: ContextEngine, tmp_path: Path
+) -> None:
+    """The error line is taken from a local-only block far from head and tail: the block's
+    `Error JSON` line carries the level (review 15A #2)."""
+    secret = "zqxmergercontoso"
+    session = tmp_path / "s.jsonl"
+    text = BIG + f"[ds4:local-only]\nerror: {secret} closes in March\n[/ds4:local-only]\n" + BIG
+    _with_output(session, text)
+    result = plan(engine, session)
+    sent = json.dumps(result["messages"])
+    assert secret not in sent
+    assert "[DS4 local-only content excluded by privacy policy]" in sent
+    assert "Head JSON" in sent and "Artifact ID" in sent  # the unclassified lines still go
 
 
 def test_the_first_offload_sweeps_temporaries_a_crashed_writer_left(
