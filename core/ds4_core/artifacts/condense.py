@@ -26,7 +26,11 @@ and tail excerpts share one budget, `excerpt_chars`, counted in characters of th
 literals (quotes and escapes included); the other lines are bounded on their own
 (`FIXED_CHARS`), so a block is never longer than `excerpt_chars + FIXED_CHARS`. Excerpts and
 paths pass secret redaction (`privacy.redaction.redact_secrets`) whatever the destination,
-before they are cut.
+before they are cut, after being masked against what the WHOLE output says (`privacy.excerpts`:
+its PEM private key blocks, its markers). A data line taken from text classified above
+`normal` is wrapped in a `[ds4:LEVEL]` block of the highest level its source overlaps, so the
+destination's privacy pass withholds it as it would the original (docs/privacy.md "Excerpts
+of long texts").
 
 Sizes are counted in Python characters (code points). The `Omitted` count is exact unless a
 secret was redacted in an excerpt (then it counts the redacted excerpt's characters).
