@@ -258,3 +258,63 @@ def test_kept_copies_are_bounded_by_the_characters_they_hold(
     for message in messages:
         offloads._offload(message, 0, store, settings)
     assert len(offloads._kept) == 1 and offloads._kept_chars == len(BIG) + 1
+
+
+def test_a_session_with_more_large_results_than_the_cache_plans_without_condensing_again(
+    monkeypatch: pytest.MonkeyPatch, engine: ContextEngine, tmp_path: Path
+) -> None:
+    """After an append, only new large results are condensed, however many the session holds
+    (review 15A #7: a 64-entry cache thrashed once a session held more, 17-60x slower)."""
+    from ds4_core.engine import artifacts as engine_artifacts
+
+    monkeypatch.setattr(engine_artifacts, "KEPT", 3)
+    header = {"type": "session", "version": 3, "id": "many", "timestamp": "2026-01-01T00:00:00.000Z", "cwd": "/w"}  # fmt: skip
+    lines, parent = [json.dumps(header)], None
+    for i in range(8):
+        call = {"type": "toolCall", "id": f"c{i}", "name": "bash", "arguments": {}}
+        for entry_id, message in (
+            (f"a{i}", {"role": "assistant", "content": [call], "stopReason": "toolUse", "timestamp": 2}),
+            (f"r{i}", {**result(f"c{i}", BIG + str(i)), "timestamp": 3}),
+        ):  # fmt: skip
+            lines.append(line(entry_id, parent, message))
+            parent = entry_id
+    session = tmp_path / "many.jsonl"
+    session.write_text("\n".join(lines) + "\n")
+    calls: list[int] = []
+    real = engine_artifacts.offload_tool_result
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        calls.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(engine_artifacts, "offload_tool_result", counted)
+    first = plan(engine, session)
+    assert len(calls) == 8 and sum(END_LINE in text for text in tool_results(first)) == 8
+    for j in range(3):
+        user = {"role": "user", "content": f"more {j}", "timestamp": 4}
+        with session.open("a") as handle:
+            handle.write(line(f"x{j}", parent, user) + "\n")
+        parent = f"x{j}"
+        again = plan(engine, session)
+        assert len(calls) == 8  # nothing condensed again
+        assert again["messages"][: len(first["messages"]) - 1] == first["messages"][:-1]
+
+
+def test_carried_copies_are_bounded_by_sessions_and_characters_the_latest_kept(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from ds4_core.engine import artifacts as engine_artifacts
+
+    offloads = engine_artifacts.ArtifactOffloads(None)  # type: ignore[arg-type]
+    settings = engine_artifacts.Config().artifacts
+    store = ArtifactStore(tmp_path)
+    messages = [result(f"call-{i}", BIG + str(i)) for i in range(4)]
+    done = [offloads._offload(m, i, store, settings) for i, m in enumerate(messages)]
+    assert all(item is not None for item in done)
+    monkeypatch.setattr(engine_artifacts, "KEPT_SESSIONS", 2)
+    for session in ("s1", "s2", "s3"):
+        offloads._carry(session, settings, messages, done[:1], [1] * 4)  # type: ignore[list-item]
+    assert list(offloads._carried) == ["s2", "s3"]
+    monkeypatch.setattr(engine_artifacts, "KEPT_CHARS", len(BIG))
+    offloads._carry("big", settings, messages, done, [1] * 4)  # type: ignore[arg-type]
+    assert list(offloads._carried) == ["big"]  # over the bound alone, but the latest
