@@ -193,3 +193,6 @@ def test_a_classified_block_anywhere_keeps_its_level_in_the_block(
     rendered = render(block, allowed).text
     assert "zqxclassified" not in rendered and "zqxsecret" not in rendered
     assert "Artifact ID: " + ARTIFACT in rendered
+    assert len(rendered.split("\n")) == 15  # a withheld line leaves its placeholder in place
+    seen = render(block, ["normal", "internal", "sensitive", "local-only"]).text
+    assert len(seen.split("\n")) == 15 and "[ds4:" not in seen

@@ -232,9 +232,10 @@ def condense_tool_result(
 
 
 def _classified(line: str, level: Level) -> str:
-    """`line`, inside a `[ds4:LEVEL]` block when its data came from text classified above
-    `normal` (`markers.wrap_classified`)."""
-    return line if level == "normal" else markers.wrap_classified(line, level)
+    """`line`, inside a `[ds4:LEVEL]...[/ds4:LEVEL]` block on the same line when its data came
+    from text classified above `normal`: a destination that may not see LEVEL gets the
+    placeholder in the line's place, one that may gets the line as it is."""
+    return line if level == "normal" else f"[ds4:{level}]{line}[/ds4:{level}]"
 
 
 def _error_line(text: str, lowered: str, is_error: bool) -> tuple[int, int] | None:
