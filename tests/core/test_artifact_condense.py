@@ -3,7 +3,9 @@ its budget, quoted data only, redacted, and the original message never changed."
 
 from __future__ import annotations
 
+import base64
 import copy
+import hashlib
 import json
 from typing import Any
 
@@ -18,6 +20,8 @@ from ds4_core.artifacts.condense import (
     is_large_tool_result,
     tool_result_text,
 )
+from ds4_core.privacy.levels import RANK
+from ds4_core.privacy.markers import render
 
 ARTIFACT = "ab" * 32
 PIECES = list('ab \t"\\/.:é中') + ["\n", "\r", "\u2028", "\x85", "\u202e", "\x00", "😀"]
@@ -114,3 +118,81 @@ def test_only_text_parts_count_and_other_parts_are_kept() -> None:
     assert not is_large_tool_result({**big, "role": "user"}, 1000)
     condensed = condense_tool_result(big, artifact_id=ARTIFACT, excerpt_chars=100).message
     assert condensed["content"][1:] == [image]
+
+
+KEY_KINDS = ("RSA PRIVATE KEY", "PRIVATE KEY", "OPENSSH PRIVATE KEY", "EC PRIVATE KEY")
+
+
+def pem_block(kind: str, seed: int, lines: int) -> tuple[str, list[str]]:
+    """A PEM private key block of `lines` 64-character body lines (distinct per seed)."""
+    body = [
+        base64.b64encode(hashlib.sha512(f"{seed}-{i}".encode()).digest()[:48]).decode()
+        for i in range(lines)
+    ]
+    return "-----BEGIN " + kind + "-----\n" + "\n".join(
+        body
+    ) + "\n-----END " + kind + "-----\n", body
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    before=st.integers(0, 60_000),
+    after=st.integers(0, 60_000),
+    lines=st.integers(1, 80),
+    kind=st.sampled_from(KEY_KINDS),
+    excerpt_chars=st.integers(0, 20_000),
+    error=st.booleans(),
+    seed=st.integers(0, 10**6),
+)
+def test_no_private_key_line_anywhere_in_a_large_output_reaches_the_block(
+    before: int, after: int, lines: int, kind: str, excerpt_chars: int, error: bool, seed: int
+) -> None:
+    """Wherever a PEM block sits in the output (head, tail, across either cut, the omitted
+    middle, the error line), no line of its body is in the block (review 15A #1)."""
+    pem, body = pem_block(kind, seed, lines)
+    filler = "build step ok error src/a.py\n"
+    text = (
+        (filler * (before // len(filler) + 1))[:before] + pem + (filler * (after // 29 + 1))[:after]
+    )
+    block = block_of(
+        condense_tool_result(
+            message(text, isError=error), artifact_id=ARTIFACT, excerpt_chars=excerpt_chars
+        )
+    )
+    shown = json.dumps(block)
+    assert [line for line in body if line in block or line.replace("/", "\\/") in shown] == []
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    before=st.integers(0, 40_000),
+    after=st.integers(0, 40_000),
+    level=st.sampled_from(["internal", "sensitive", "local-only"]),
+    excerpt_chars=st.integers(0, 12_000),
+    error=st.booleans(),
+)
+def test_a_classified_block_anywhere_keeps_its_level_in_the_block(
+    before: int, after: int, level: str, excerpt_chars: int, error: bool
+) -> None:
+    """What the block quotes from a `[ds4:LEVEL]` block is withheld wherever the original's
+    would be: rendered for a destination that may not see LEVEL, none of it shows (review
+    15A #2: error line, paths, head and tail)."""
+    filler = "compile ok\n"
+    secret = "error: zqxclassified in deals/zqxsecret.pdf\n"
+    text = (
+        (filler * (before // len(filler) + 1))[:before]
+        + f"[ds4:{level}]\n{secret}[/ds4:{level}]\n"
+        + (filler * (after // len(filler) + 1))[:after]
+    )
+    block = block_of(
+        condense_tool_result(
+            message(text, isError=error), artifact_id=ARTIFACT, excerpt_chars=excerpt_chars
+        )
+    )
+    allowed = [x for x in ("normal", "internal", "sensitive") if RANK[x] < RANK[level]]
+    rendered = render(block, allowed).text
+    assert "zqxclassified" not in rendered and "zqxsecret" not in rendered
+    assert "Artifact ID: " + ARTIFACT in rendered
+    assert len(rendered.split("\n")) == 15  # a withheld line leaves its placeholder in place
+    seen = render(block, ["normal", "internal", "sensitive", "local-only"]).text
+    assert len(seen.split("\n")) == 15 and "[ds4:" not in seen

@@ -3,10 +3,14 @@ bounded, redacted, re-hashed before reading, refused above the size limit."""
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import re
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ds4_core.artifacts.search import (
     EXCERPT_CHARS,
@@ -104,3 +108,71 @@ def test_the_ascii_fast_path_finds_what_the_regex_finds(
     assert [m.column - 1 for m in found.matches if m.line == 1] == [
         at for at in expected if "\n" not in text[:at]
     ]
+
+
+def pem(seed: int, lines: int) -> tuple[str, list[str]]:
+    """A PEM private key block with `lines` distinct 64-character body lines."""
+    body = [
+        base64.b64encode(hashlib.sha512(f"{seed}-{i}".encode()).digest()[:48]).decode()
+        for i in range(lines)
+    ]
+    begin, end = "-----BEGIN " + "RSA PRIVATE KEY-----", "-----END " + "RSA PRIVATE KEY-----"
+    return begin + "\n" + "\n".join(body) + "\n" + end + "\n", body
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    before=st.integers(0, 3000),
+    lines=st.integers(1, 60),
+    pick=st.integers(0, 10**6),
+    cut=st.integers(0, 60),
+    width=st.integers(1, 20),
+)
+def test_no_excerpt_shows_a_private_key_line(
+    tmp_path_factory: pytest.TempPathFactory,
+    before: int,
+    lines: int,
+    pick: int,
+    cut: int,
+    width: int,
+) -> None:
+    """A query taken from any key line, or the key's first characters, or its marker words,
+    never returns a key line: the key is found over the whole object (review 15A #3)."""
+    block, body = pem(pick, lines)
+    text = "log line\n" * before + "$ cat id_rsa\n" + block + "log tail MII\n" * 3
+    store, artifact_id = stored(tmp_path_factory.mktemp("s"), text.encode())
+    line = body[pick % lines]
+    for query in (line[cut % 60 : cut % 60 + width], line[:3], "PRIVATE KEY", "MII", "-----"):
+        found = search_artifact(store, artifact_id, query, max_matches=100, max_search_bytes=10**7)
+        shown = "\n".join(match.excerpt for match in found.matches)
+        assert [key_line for key_line in body if key_line in shown] == []
+
+
+def test_classified_text_is_not_searched_nor_shown(tmp_path: Path) -> None:
+    """Matches inside a block above the shown levels are not reported; an excerpt reaching
+    into one shows its placeholder (review 15A #3)."""
+    secret = "quarterly numbers: revenue 41.2M"
+    text = (
+        "x\n" * 10
+        + f"[ds4:local-only]\n{secret}\n[/ds4:local-only]\n"
+        + "before [ds4:sensitive]zqxhidden revenue[/ds4:sensitive] after revenue\n"
+        + "y\n" * 10
+    )
+    store, artifact_id = stored(tmp_path, text.encode())
+    found = search_artifact(store, artifact_id, "revenue", max_matches=10, max_search_bytes=10**6)
+    assert [m.excerpt for m in found.matches] == [
+        "before [DS4 sensitive content excluded by privacy policy] after revenue"
+    ]
+    assert (
+        search_artifact(store, artifact_id, "ds4:", max_matches=10, max_search_bytes=10**6).matches
+        == ()
+    )
+    shown = search_artifact(
+        store,
+        artifact_id,
+        "revenue",
+        max_matches=10,
+        max_search_bytes=10**6,
+        allowed=("normal", "internal", "sensitive", "local-only"),
+    )
+    assert len(shown.matches) == 3 and "[ds4:" not in shown.matches[2].excerpt

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from ds4_core.artifacts.store import (
+    LOCK_FILE,
     TEMPORARY_PREFIX,
     ArtifactCorruptError,
     ArtifactMissingError,
@@ -27,8 +28,12 @@ DATA = b"error: build failed\n" * 5000
 
 
 def entries(root: Path) -> list[str]:
-    """Every file under `root`, relative, sorted."""
-    return sorted(p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file())
+    """Every file under `root` but the lock file, relative, sorted."""
+    return sorted(
+        p.relative_to(root).as_posix()
+        for p in root.rglob("*")
+        if p.is_file() and p.name != LOCK_FILE
+    )
 
 
 def test_an_object_lives_under_its_hash_and_reads_back(tmp_path: Path) -> None:
@@ -144,3 +149,36 @@ def test_stats_count_objects_and_quarantine_not_temporaries(tmp_path: Path) -> N
         "quarantined": 1,
         "quarantinedBytes": 3,
     }
+
+
+def test_garbage_collection_never_removes_an_object_a_put_just_found(tmp_path: Path) -> None:
+    """A plan finds (and touches) an old unreferenced object while a collection is between
+    reading its age and removing it: the put waits for the collection and writes the object
+    again, so it is there when the put returns (review 15A #8)."""
+    import threading
+    import time
+
+    from ds4_core.artifacts import gc
+
+    store = ArtifactStore(tmp_path)
+    data = b"big output " * 2000
+    artifact_id = store.put(data).artifact_id
+    old = time.time() - 7200
+    os.utime(store.path_for(artifact_id), (old, old))
+    outcome: list[object] = []
+    plan = threading.Thread(target=lambda: outcome.append(store.put(data)))
+    real_unlink = gc._unlink
+
+    def unlink_while_a_plan_puts(path: Path) -> bool:
+        plan.start()
+        plan.join(0.3)  # before the fix the put touched the object and returned here
+        return real_unlink(path)
+
+    gc._unlink = unlink_while_a_plan_puts  # type: ignore[assignment]
+    try:
+        assert gc.collect_garbage(store, set(), dry_run=False).removed == 1
+    finally:
+        gc._unlink = real_unlink  # type: ignore[assignment]
+    plan.join(10)
+    assert outcome and store.contains(artifact_id)
+    assert store.read(artifact_id) == data

@@ -4,6 +4,7 @@ and ephemeral plans are left alone; the manifest names the artifact, never its t
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import os
@@ -186,6 +187,49 @@ def test_privacy_markers_in_an_excerpt_still_withhold(
     assert "content excluded by privacy policy" in json.dumps(result["messages"])
 
 
+def _with_output(session: Path, text: str) -> None:
+    """The session of `write_session` with its large tool output replaced by `text`."""
+    write_session(session)
+    lines = session.read_text().splitlines()
+    lines[3] = lines[3].replace(json.dumps(BIG)[1:-1], json.dumps(text)[1:-1], 1)
+    session.write_text("\n".join(lines) + "\n")
+
+
+def test_a_private_key_near_the_end_never_reaches_a_remote_provider(
+    engine: ContextEngine, tmp_path: Path
+) -> None:
+    """An RSA-4096 key whose BEGIN line is before the tail's redaction window (review 15A #1)."""
+    body = base64.b64encode(bytes(range(256)) * 9 + bytes(45)).decode()
+    key_lines = [body[i : i + 64] for i in range(0, len(body), 64)]
+    pem = (
+        "-----BEGIN " + "RSA PRIVATE KEY-----\n" + "\n".join(key_lines)
+        + "\n-----END " + "RSA PRIVATE KEY-----\n"
+    )  # fmt: skip
+    session = tmp_path / "s.jsonl"
+    _with_output(session, BIG + "$ cat ~/.ssh/id_rsa\n" + pem + "$ echo done\n" + "x" * 300)
+    result = plan(engine, session)
+    assert result["mode"] == "managed"
+    sent = json.dumps(result["messages"])
+    assert "REDACTED PRIVATE KEY" in sent
+    assert [line for line in key_lines if line in sent or line.replace("/", "\\/") in sent] == []
+
+
+def test_a_classified_error_line_in_the_omitted_middle_keeps_its_level(
+    engine: ContextEngine, tmp_path: Path
+) -> None:
+    """The error line is taken from a local-only block far from head and tail: the block's
+    `Error JSON` line carries the level (review 15A #2)."""
+    secret = "zqxmergercontoso"
+    session = tmp_path / "s.jsonl"
+    text = BIG + f"[ds4:local-only]\nerror: {secret} closes in March\n[/ds4:local-only]\n" + BIG
+    _with_output(session, text)
+    result = plan(engine, session)
+    sent = json.dumps(result["messages"])
+    assert secret not in sent
+    assert "[DS4 local-only content excluded by privacy policy]" in sent
+    assert "Head JSON" in sent and "Artifact ID" in sent  # the unclassified lines still go
+
+
 def test_the_first_offload_sweeps_temporaries_a_crashed_writer_left(
     engine: ContextEngine, tmp_path: Path
 ) -> None:
@@ -214,3 +258,63 @@ def test_kept_copies_are_bounded_by_the_characters_they_hold(
     for message in messages:
         offloads._offload(message, 0, store, settings)
     assert len(offloads._kept) == 1 and offloads._kept_chars == len(BIG) + 1
+
+
+def test_a_session_with_more_large_results_than_the_cache_plans_without_condensing_again(
+    monkeypatch: pytest.MonkeyPatch, engine: ContextEngine, tmp_path: Path
+) -> None:
+    """After an append, only new large results are condensed, however many the session holds
+    (review 15A #7: a 64-entry cache thrashed once a session held more, 17-60x slower)."""
+    from ds4_core.engine import artifacts as engine_artifacts
+
+    monkeypatch.setattr(engine_artifacts, "KEPT", 3)
+    header = {"type": "session", "version": 3, "id": "many", "timestamp": "2026-01-01T00:00:00.000Z", "cwd": "/w"}  # fmt: skip
+    lines, parent = [json.dumps(header)], None
+    for i in range(8):
+        call = {"type": "toolCall", "id": f"c{i}", "name": "bash", "arguments": {}}
+        for entry_id, message in (
+            (f"a{i}", {"role": "assistant", "content": [call], "stopReason": "toolUse", "timestamp": 2}),
+            (f"r{i}", {**result(f"c{i}", BIG + str(i)), "timestamp": 3}),
+        ):  # fmt: skip
+            lines.append(line(entry_id, parent, message))
+            parent = entry_id
+    session = tmp_path / "many.jsonl"
+    session.write_text("\n".join(lines) + "\n")
+    calls: list[int] = []
+    real = engine_artifacts.offload_tool_result
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        calls.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(engine_artifacts, "offload_tool_result", counted)
+    first = plan(engine, session)
+    assert len(calls) == 8 and sum(END_LINE in text for text in tool_results(first)) == 8
+    for j in range(3):
+        user = {"role": "user", "content": f"more {j}", "timestamp": 4}
+        with session.open("a") as handle:
+            handle.write(line(f"x{j}", parent, user) + "\n")
+        parent = f"x{j}"
+        again = plan(engine, session)
+        assert len(calls) == 8  # nothing condensed again
+        assert again["messages"][: len(first["messages"]) - 1] == first["messages"][:-1]
+
+
+def test_carried_copies_are_bounded_by_sessions_and_characters_the_latest_kept(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from ds4_core.engine import artifacts as engine_artifacts
+
+    offloads = engine_artifacts.ArtifactOffloads(None)  # type: ignore[arg-type]
+    settings = engine_artifacts.Config().artifacts
+    store = ArtifactStore(tmp_path)
+    messages = [result(f"call-{i}", BIG + str(i)) for i in range(4)]
+    done = [offloads._offload(m, i, store, settings) for i, m in enumerate(messages)]
+    assert all(item is not None for item in done)
+    monkeypatch.setattr(engine_artifacts, "KEPT_SESSIONS", 2)
+    for session in ("s1", "s2", "s3"):
+        offloads._carry(session, settings, messages, done[:1], [1] * 4)  # type: ignore[list-item]
+    assert list(offloads._carried) == ["s2", "s3"]
+    monkeypatch.setattr(engine_artifacts, "KEPT_CHARS", len(BIG))
+    offloads._carry("big", settings, messages, done, [1] * 4)  # type: ignore[arg-type]
+    assert list(offloads._carried) == ["big"]  # over the bound alone, but the latest

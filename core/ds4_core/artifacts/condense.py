@@ -26,7 +26,11 @@ and tail excerpts share one budget, `excerpt_chars`, counted in characters of th
 literals (quotes and escapes included); the other lines are bounded on their own
 (`FIXED_CHARS`), so a block is never longer than `excerpt_chars + FIXED_CHARS`. Excerpts and
 paths pass secret redaction (`privacy.redaction.redact_secrets`) whatever the destination,
-before they are cut.
+before they are cut, after being masked against what the WHOLE output says (`privacy.excerpts`:
+its PEM private key blocks, its markers). A data line taken from text classified above
+`normal` is wrapped in a `[ds4:LEVEL]` block of the highest level its source overlaps, so the
+destination's privacy pass withholds it as it would the original (docs/privacy.md "Excerpts
+of long texts").
 
 Sizes are counted in Python characters (code points). The `Omitted` count is exact unless a
 secret was redacted in an excerpt (then it counts the redacted excerpt's characters).
@@ -39,6 +43,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ..privacy import excerpts, markers
+from ..privacy.levels import Level, highest
 from ..privacy.redaction import redact_secrets
 from ..quoting import json_string, json_text, one_line
 from .store import artifact_uri
@@ -71,6 +77,9 @@ _REDACTION_MARGIN = 512
 """Characters redacted beyond an excerpt's cut, so a secret crossing the cut is seen whole."""
 _LINE_REACH = 4096
 """How far a redaction window reaches further to start or end at a line break."""
+
+_LINE_BREAKS = frozenset("\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029")
+"""The characters `str.splitlines` ends a line at."""
 
 _PATH = re.compile(
     r"(?<![\w./~-])((?:~|\.{1,2})?/?(?:[\w.@+-]+/)+[\w.@+-]+\.[A-Za-z0-9]{1,10})(?=[\s:,;()'\"]|$)"
@@ -154,29 +163,42 @@ def condense_tool_result(
         text = tool_result_text(message)
     lowered = text.lower()
     is_error = message.get("isError") is True
+    parsed = markers.parse(text)
+    hidden = excerpts.merged(
+        excerpts.private_key_spans(text),
+        excerpts.marker_spans(parsed, len(text)) if parsed.marked else (),
+    )
     redactions = 0
 
-    error_json = "null"
-    error_line = _error_line(text, lowered, is_error)
-    if error_line is not None:
-        redacted = redact_secrets(error_line)
+    def clean(start: int, end: int) -> tuple[str, bool]:
+        """`text[start:end]` masked against the whole text's hidden spans, then redacted;
+        and whether it differs from the original."""
+        nonlocal redactions
+        shown = excerpts.masked(text, start, end, hidden)
+        redacted = redact_secrets(shown)
         redactions += redacted.count
-        error_json = _fit_prefix(redacted.text, min(ERROR_CHARS, excerpt_chars // 5))
-    budget = max(0, excerpt_chars - (len(error_json) if error_line is not None else 0))
+        return redacted.text, redacted.count > 0 or len(shown) != end - start
+
+    error_json = "null"
+    error_level: Level = "normal"
+    error_span = _error_line(text, lowered, is_error)
+    if error_span is not None:
+        error_json = _fit_prefix(clean(*error_span)[0], min(ERROR_CHARS, excerpt_chars // 5))
+        error_level = excerpts.level_between(parsed, *error_span)
+    budget = max(0, excerpt_chars - (len(error_json) if error_span is not None else 0))
     head_budget = budget - budget // 2
     tail_budget = budget // 2
 
-    head_window = _head_window(text, head_budget)
-    head = redact_secrets(head_window)
-    head_json, head_chars = _whole_lines_head(head.text, head_budget)
+    head_end = _head_window_end(text, head_budget)
+    head, head_changed = clean(0, head_end)
+    head_json, head_chars = _whole_lines_head(head, head_budget)
     # the tail never repeats the head: it starts after what the head shows (after the whole
-    # head window when redaction changed the head's length)
-    tail_window = _tail_window(text, tail_budget, len(head_window) if head.count else head_chars)
-    tail = redact_secrets(tail_window)
-    tail_json, tail_chars = _whole_lines_tail(tail.text, tail_budget)
-    redactions += head.count + tail.count
+    # head window when masking or redaction changed the head's length)
+    tail_start = _tail_window_start(text, tail_budget, head_end if head_changed else head_chars)
+    tail, _ = clean(tail_start, len(text))
+    tail_json, tail_chars = _whole_lines_tail(tail, tail_budget)
 
-    paths_json, path_redactions = _paths_json(text)
+    paths_json, path_redactions, paths_level = _paths_json(text, hidden, parsed)
     redactions += path_redactions
     stored = artifact_id is not None
     lines = [
@@ -187,13 +209,15 @@ def condense_tool_result(
         f"Status: {'error' if is_error else 'ok'}",
         f"Original size: {len(text)} characters, {text.count(chr(10)) + 1} lines",
         f"Errors/warnings: {lowered.count('error')} errors, {lowered.count('warning')} warnings",
-        f"Paths JSON: {paths_json}",
+        _classified(f"Paths JSON: {paths_json}", paths_level),
         f"Artifact ID: {artifact_id if stored else 'none (not stored)'}",
         f"Artifact URI: {artifact_uri(artifact_id) if artifact_id is not None else 'none'}",
         f"Omitted: {max(0, len(text) - head_chars - tail_chars)} characters between head and tail",
-        f"Error JSON: {error_json}",
-        f"Head JSON: {head_json}",
-        f"Tail JSON: {tail_json}",
+        _classified(f"Error JSON: {error_json}", error_level),
+        _classified(f"Head JSON: {head_json}", excerpts.level_between(parsed, 0, head_end)),
+        _classified(
+            f"Tail JSON: {tail_json}", excerpts.level_between(parsed, tail_start, len(text))
+        ),
         END_LINE,
     ]
     condensed = {key: value for key, value in message.items() if key != "content"}
@@ -207,34 +231,55 @@ def condense_tool_result(
     return Condensed(condensed, len(text), redactions)
 
 
-def _error_line(text: str, lowered: str, is_error: bool) -> str | None:
-    """The first non-empty line of an error result, else the first line naming an error."""
+def _classified(line: str, level: Level) -> str:
+    """`line`, inside a `[ds4:LEVEL]...[/ds4:LEVEL]` block on the same line when its data came
+    from text classified above `normal`: a destination that may not see LEVEL gets the
+    placeholder in the line's place, one that may gets the line as it is."""
+    return line if level == "normal" else f"[ds4:{level}]{line}[/ds4:{level}]"
+
+
+def _error_line(text: str, lowered: str, is_error: bool) -> tuple[int, int] | None:
+    """`[start, end)` of the first non-empty line of an error result (at most
+    `ERROR_CHARS * 2` characters of it), else of the first line naming an error (at most
+    `ERROR_CHARS` characters on each side of the word)."""
     if is_error:
-        for line in text[: ERROR_CHARS * 4].splitlines():
-            if line.strip():
-                return line[: ERROR_CHARS * 2]
+        start, stop = 0, min(len(text), ERROR_CHARS * 4)
+        while start < stop:
+            end = _line_end(text, start, stop)
+            if text[start:end].strip():
+                return start, min(end, start + ERROR_CHARS * 2)
+            start = end + 1
     at = lowered.find("error")
     if at < 0:
         return None
     start = max(text.rfind("\n", 0, at) + 1, at - ERROR_CHARS)
     end = text.find("\n", at)
-    return text[start : end if 0 <= end < at + ERROR_CHARS else at + ERROR_CHARS]
+    return start, end if 0 <= end < at + ERROR_CHARS else min(len(text), at + ERROR_CHARS)
 
 
-def _head_window(text: str, budget: int) -> str:
-    """The start of `text` redaction reads: the excerpt's reach, a margin, then on to a line
-    break (at most `_LINE_REACH` further)."""
+def _line_end(text: str, start: int, stop: int) -> int:
+    """Index of the first line break (`str.splitlines`'s `\\r\\n`, `\\r`, `\\n`, ...) at or
+    after `start`, or `stop`."""
+    for at in range(start, stop):
+        if text[at] in _LINE_BREAKS:
+            return at
+    return stop
+
+
+def _head_window_end(text: str, budget: int) -> int:
+    """Where the start of `text` redaction reads ends: the excerpt's reach, a margin, then on
+    to a line break (at most `_LINE_REACH` further)."""
     end = min(len(text), budget + _REDACTION_MARGIN)
     line_end = text.find("\n", end, end + _LINE_REACH)
-    return text[: line_end if line_end >= 0 else min(len(text), end + _LINE_REACH)]
+    return line_end if line_end >= 0 else min(len(text), end + _LINE_REACH)
 
 
-def _tail_window(text: str, budget: int, after: int) -> str:
-    """The end of `text` redaction reads, from a line start before the excerpt's reach, never
-    before index `after`."""
+def _tail_window_start(text: str, budget: int, after: int) -> int:
+    """Where the end of `text` redaction reads starts: at a line start before the excerpt's
+    reach, never before index `after`."""
     start = max(after, len(text) - budget - _REDACTION_MARGIN)
     line_start = text.rfind("\n", max(after, start - _LINE_REACH), start)
-    return text[line_start + 1 if line_start >= 0 else max(after, start - _LINE_REACH) :]
+    return line_start + 1 if line_start >= 0 else max(after, start - _LINE_REACH)
 
 
 def _fit_prefix(text: str, budget: int) -> str:
@@ -288,29 +333,35 @@ def _fit(text: str, budget: int, piece: Callable[[int], str]) -> tuple[str, int]
     return json_string(piece(low)), low
 
 
-def _paths_json(text: str) -> tuple[str, int]:
+def _paths_json(
+    text: str, hidden: list[excerpts.Hidden], parsed: markers.Parsed
+) -> tuple[str, int, Level]:
     """A JSON array of the distinct file paths seen at the start and end of `text` (at most
-    `MAX_PATHS`, `PATHS_CHARS` characters), redacted; and the number of secrets replaced."""
+    `MAX_PATHS`, `PATHS_CHARS` characters; none from inside a hidden span), redacted; the
+    number of secrets replaced; and the highest level of the text the paths came from."""
     regions = (
-        [text]
+        [(0, text)]
         if len(text) <= 2 * PATH_SCAN_CHARS
-        else [text[:PATH_SCAN_CHARS], text[-PATH_SCAN_CHARS:]]
+        else [(0, text[:PATH_SCAN_CHARS]), (len(text) - PATH_SCAN_CHARS, text[-PATH_SCAN_CHARS:])]
     )
     paths: list[str] = []
     seen: set[str] = set()
     redactions = 0
-    for region in regions:
+    level: Level = "normal"
+    for offset, region in regions:
         for match in _PATH.finditer(region):
-            if match.group(1) in seen:
+            start, end = offset + match.start(1), offset + match.end(1)
+            if match.group(1) in seen or excerpts.overlapping(hidden, start, end):
                 continue
             seen.add(match.group(1))
             redacted = redact_secrets(match.group(1)[:200])
             if redacted.text in paths:
                 continue
             if len(json_text([*paths, redacted.text])) > PATHS_CHARS:
-                return json_text(paths), redactions
+                return json_text(paths), redactions, level
             paths.append(redacted.text)
             redactions += redacted.count
+            level = highest((level, excerpts.level_between(parsed, start, end)))
             if len(paths) == MAX_PATHS:
-                return json_text(paths), redactions
-    return json_text(paths), redactions
+                return json_text(paths), redactions, level
+    return json_text(paths), redactions, level

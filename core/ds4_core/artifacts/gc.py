@@ -2,7 +2,10 @@
 
 An object no indexed session references is removed, unless it was modified within the grace
 period (`GRACE_S`, an hour): a plan in flight may have just written it (or found it again,
-which touches it: `ArtifactStore.put`) and not yet recorded its reference. Quarantined files
+which touches it: `ArtifactStore.put`) and not yet recorded its reference. A real run holds
+the store's lock exclusively while it reads ages and removes objects (`ArtifactStore.locked`),
+so a `put` that finds an object either runs before (the object is young) or after (it is
+written again). Quarantined files
 older than `QUARANTINE_KEEP_S` (7 days) are removed, and so are temporaries of crashed writes
 older than an hour (`ArtifactStore.sweep_temporaries`). A dry run removes nothing and reports
 what would go. The outcome of the last real run is kept beside the objects (`LAST_GC_FILE`)
@@ -65,21 +68,22 @@ def collect_garbage(
     """
     clock = time.time() if now is None else now
     removed = removed_bytes = kept = kept_bytes = young = 0
-    for artifact_id in store.artifact_ids():
-        path = store.path_for(artifact_id)
-        try:
-            stat = path.stat()
-        except FileNotFoundError:
-            continue
-        if artifact_id in referenced or stat.st_mtime > clock - grace_s:
-            kept += 1
-            kept_bytes += stat.st_size
-            young += artifact_id not in referenced
-            continue
-        if not dry_run and not _unlink(path):
-            continue
-        removed += 1
-        removed_bytes += stat.st_size
+    with store.locked(shared=dry_run):  # a dry run removes nothing: plans may go on
+        for artifact_id in store.artifact_ids():
+            path = store.path_for(artifact_id)
+            try:
+                stat = path.stat()
+            except FileNotFoundError:
+                continue
+            if artifact_id in referenced or stat.st_mtime > clock - grace_s:
+                kept += 1
+                kept_bytes += stat.st_size
+                young += artifact_id not in referenced
+                continue
+            if not dry_run and not _unlink(path):
+                continue
+            removed += 1
+            removed_bytes += stat.st_size
     quarantine = store.root / "quarantine"
     if quarantine.is_dir():
         for path in sorted(quarantine.iterdir()):

@@ -2,14 +2,22 @@
 §3.14): case-insensitive, the object re-hashed before it is read, at most `max_matches`
 excerpts, each bounded and redacted. `engine/artifact_requests.py` scopes it to one artifact or
 to the artifacts of a session's active branch (`ds4/artifactSearch`).
+
+What the whole object says is applied to every excerpt (`privacy.excerpts`): its PEM private
+key blocks and its classified text not in `allowed` are found over the whole text once; a
+match inside them (or inside a marker) is not reported at all (a query could otherwise probe
+withheld text one guess at a time), and where an excerpt reaches into them it shows
+`[DS4 REDACTED PRIVATE KEY]` or `[DS4 <level> content excluded by privacy policy]` instead.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 
+from ..privacy import excerpts, markers
+from ..privacy.levels import Level
 from ..privacy.redaction import redact_secrets
 from .store import ArtifactError, ArtifactStore
 
@@ -19,6 +27,10 @@ EXCERPT_CHARS = 240
 """Characters of the line shown around each match (before redaction markers)."""
 _REDACTION_MARGIN = 256
 """Characters redacted beyond each side of an excerpt, so a secret crossing its edge is seen."""
+SHOWN_LEVELS = ("normal", "internal")
+"""Levels an excerpt shows by default (`privacy.remoteDefaultAllowed`'s default): the
+excerpts go to the editor and, through its API, to other extensions that may send them to a
+remote model."""
 
 
 class ArtifactTooLargeError(ArtifactError):
@@ -58,8 +70,12 @@ def search_artifact(
     *,
     max_matches: int,
     max_search_bytes: int,
+    allowed: Collection[str] = SHOWN_LEVELS,
+    default: Level = "normal",
 ) -> ArtifactSearch:
-    """The first `max_matches` case-insensitive literal matches of `query` in the artifact.
+    """The first `max_matches` case-insensitive literal matches of `query` in the artifact,
+    outside its private keys and outside its text classified at a level not in `allowed`
+    (unmarked text is `default`; see the module docstring).
 
     Raises:
         ValueError: `query` is empty, longer than `MAX_QUERY_CHARS`, or not a string;
@@ -89,7 +105,12 @@ def search_artifact(
     line, scanned = 1, 0
     units_line, units_at, units = -1, 0, 0  # UTF-16 units of the current line up to units_at
     truncated = False
+    hidden: list[excerpts.Hidden] | None = None  # found at the first match
     for at, end in _occurrences(text, query):
+        if hidden is None:
+            hidden = _hidden(text, allowed, default)
+        if excerpts.overlapping(hidden, at, end):
+            continue
         if len(matches) == max_matches:
             truncated = True
             break
@@ -102,10 +123,21 @@ def search_artifact(
             units_line, units_at, units = line_start, line_start, 0
         units += _utf16_units(text[units_at:at])
         units_at = at
-        excerpt, count = _excerpt(text, line_start, line_end, at, end)
+        excerpt, count = _excerpt(text, line_start, line_end, at, end, hidden)
         redactions += count
         matches.append(ArtifactMatch(line, units + 1, excerpt))
     return ArtifactSearch(artifact_id, tuple(matches), truncated, redactions)
+
+
+def _hidden(text: str, allowed: Collection[str], default: Level) -> list[excerpts.Hidden]:
+    """What no excerpt of `text` shows: private key blocks, markers, withheld levels."""
+    parsed = markers.parse(text, default)
+    withheld = (
+        excerpts.marker_spans(parsed, len(text), allowed)
+        if parsed.marked or default not in allowed
+        else []
+    )
+    return excerpts.merged(excerpts.private_key_spans(text), withheld)
 
 
 def _occurrences(text: str, query: str) -> Iterator[tuple[int, int]]:
@@ -131,19 +163,22 @@ def _utf16_units(text: str) -> int:
     return len(text.encode("utf-16-le", "surrogatepass")) // 2
 
 
-def _excerpt(text: str, line_start: int, line_end: int, start: int, end: int) -> tuple[str, int]:
-    """The redacted part of the line [line_start, line_end) around [start, end)."""
+def _excerpt(
+    text: str, line_start: int, line_end: int, start: int, end: int, hidden: list[excerpts.Hidden]
+) -> tuple[str, int]:
+    """The part of the line [line_start, line_end) around [start, end), masked against
+    `hidden` and redacted."""
     half = max(0, (EXCERPT_CHARS - (end - start)) // 2)
     left = max(line_start, start - half)
     right = min(line_end, max(end, left + EXCERPT_CHARS))
     window_left = max(line_start, left - _REDACTION_MARGIN)
     window_right = min(line_end, right + _REDACTION_MARGIN)
-    window = text[window_left:window_right]
-    redacted = redact_secrets(window)
-    if redacted.count == 0:
-        shown = text[left:right]
-    else:  # cut the redacted window at the same distances from its edges
-        shown = redacted.text[left - window_left : len(redacted.text) - (window_right - right)]
+    before = excerpts.masked(text, window_left, left, hidden)
+    shown = excerpts.masked(text, left, right, hidden)
+    after = excerpts.masked(text, right, window_right, hidden)
+    redacted = redact_secrets(before + shown + after)
+    if redacted.count:  # cut the redacted window at the same distances from its edges
+        shown = redacted.text[len(before) : len(redacted.text) - len(after)]
     prefix = "..." if left > line_start else ""
     suffix = "..." if right < line_end else ""
     return prefix + shown + suffix, redacted.count

@@ -12,16 +12,24 @@ reader sees a whole object or none. `sweep_temporaries` removes temporaries a cr
 left. An object already present is re-hashed before it is trusted (dedup); a corrupt one is
 moved to `<root>/quarantine/` and written again. Every read re-hashes too: a corrupt object is
 quarantined and `ArtifactCorruptError` raised, never wrong bytes returned.
+
+`put` and garbage collection exclude each other through `<root>/.lock` (`ArtifactStore.locked`:
+`flock`, shared for `put`, exclusive while garbage collection reads an object's age and
+removes it), so an object `put` has just found and touched is never removed by a collection
+that read its age before the touch.
 """
 
 from __future__ import annotations
 
 import errno
+import fcntl
 import hashlib
 import os
 import re
 import secrets
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -33,6 +41,9 @@ URI_PREFIX = "artifact://sha256/"
 
 TEMPORARY_PREFIX = ".tmp-"
 """Temporary files of writes in progress start with this; object names never do."""
+
+LOCK_FILE = ".lock"
+"""The lock file in the store's root (`ArtifactStore.locked`)."""
 
 _DIR_MODE = 0o700
 _FILE_MODE = 0o600
@@ -109,15 +120,40 @@ class ArtifactStore:
         artifact_id = hashlib.sha256(data).hexdigest()
         path = self.path_for(artifact_id)
         quarantined: Path | None = None
-        if path.exists():
-            if _file_sha256(path) == artifact_id:
-                _touch(path)  # young again: garbage collection spares it while a plan refers to it
-                return StoredArtifact(artifact_id, len(data), True, None)
-            quarantined = self._quarantine(path)
         _make_directory(self.root)
-        _make_directory(path.parent)
-        self._write_atomically(path, data)
+        with self.locked(shared=True):  # no garbage collection between the check and the touch
+            if path.exists():
+                if _file_sha256(path) == artifact_id:
+                    _touch(
+                        path
+                    )  # young again: garbage collection spares it while a plan refers to it
+                    return StoredArtifact(artifact_id, len(data), True, None)
+                quarantined = self._quarantine(path)
+            _make_directory(path.parent)
+            self._write_atomically(path, data)
         return StoredArtifact(artifact_id, len(data), False, quarantined)
+
+    @contextmanager
+    def locked(self, *, shared: bool) -> Iterator[None]:
+        """Hold the store's lock (`<root>/LOCK_FILE`, `flock`): shared (`put`: several at once)
+        or exclusive (garbage collection). Blocks until granted; released on exit. Without a
+        root directory nothing can be collected, so nothing is locked; a lock file that cannot
+        be opened (a read-only store) is skipped too, as nothing can be removed there either.
+        """
+        try:
+            fd = os.open(
+                self.root / LOCK_FILE,
+                os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC,
+                _FILE_MODE,
+            )
+        except OSError:
+            yield
+            return
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH if shared else fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)  # closing releases the lock
 
     def read(self, artifact_id: str) -> bytes:
         """The object's bytes, re-hashed before they are returned.

@@ -129,7 +129,10 @@ class ArtifactRequests:
         self, query: str, targets: list[tuple[str, str | None]], max_matches: int
     ) -> ArtifactSearchResult:
         store = self._store()
-        max_bytes = self._context.config().artifacts.max_search_bytes
+        config = self._context.config()
+        max_bytes = config.artifacts.max_search_bytes
+        # excerpts show what a remote provider may see by default, never local-only text
+        allowed = [x for x in config.privacy.remote_default_allowed if x != "local-only"]
         matches: list[dict[str, Any]] = []
         searched: list[dict[str, Any]] = []
         truncated = False
@@ -143,7 +146,13 @@ class ArtifactRequests:
                 if store is None:
                     raise ArtifactMissingError(f"artifact {artifact_id}: no store")
                 found = search_artifact(
-                    store, artifact_id, query, max_matches=left, max_search_bytes=max_bytes
+                    store,
+                    artifact_id,
+                    query,
+                    max_matches=left,
+                    max_search_bytes=max_bytes,
+                    allowed=allowed,
+                    default=config.privacy.default_classification,
                 )
             except ArtifactTooLargeError:
                 status = "too-large"

@@ -4,9 +4,14 @@ before the planner sizes them (docs/artifacts.md).
 Only the provider-facing copy changes: `Prepared.messages` gets new message objects in the
 offloaded positions, the session's cached messages and the file stay as they are. Observer
 mode, ephemeral plans (no session) and `artifacts.enabled` false never offload; the caller
-(`planning.Planner.plan`) checks the first two. The condensed copy of a session message is
-kept per process (`KEPT` of them, by message object), so the next plan of the same session
-neither hashes the output again nor re-reads the object.
+(`planning.Planner.plan`) checks the first two.
+
+The condensed copies of a session's messages are carried from one revision of the session to
+the next (`KEPT_SESSIONS` sessions, by message object, all of a session's large results
+whatever their number; sessions beyond `KEPT_CHARS` characters of original output together
+dropped, least recently planned first, the latest always kept), so a plan after an append
+condenses only the new results: it neither hashes an output again nor re-reads its object.
+Other messages (a plan without a session context) use a small per-message cache (`KEPT`).
 """
 
 from __future__ import annotations
@@ -37,7 +42,13 @@ KEPT = 64
 """Condensed copies kept per process (least recently used dropped first)."""
 KEPT_CHARS = 64_000_000
 """Most characters of original tool results the kept copies may hold on to (each keeps its
-message alive, to know it again by identity), least recently used dropped first."""
+message alive, to know it again by identity), least recently used dropped first; the same
+bound for the copies carried per session."""
+KEPT_SESSIONS = 16
+"""Sessions whose condensed copies are carried to their next revision."""
+
+_Carried = dict[int, tuple[Mapping[str, Any], Offloaded, int]]
+"""id(original message) -> (the message, its offload, the condensed copy's tokens)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +80,7 @@ class ArtifactOffloads:
         self._kept: OrderedDict[int, tuple[Mapping[str, Any], ArtifactSettings, Offloaded]] = (
             OrderedDict()
         )
+        self._carried: OrderedDict[str, tuple[ArtifactSettings, _Carried, int]] = OrderedDict()
 
     def apply(self, prepared: Prepared, config: Config) -> tuple[Prepared, list[Offloaded]]:
         """`prepared` with its large tool results replaced by their condensed copies (their
@@ -135,14 +147,23 @@ class ArtifactOffloads:
     def _condensed_base(self, prepared: Prepared, n: int, settings: ArtifactSettings) -> object:
         """The condensed copy of the first `n` messages (the session's own) as a `_Base`;
         `_NOTHING` when none is large; `_NOT_KEPT` when a write failed (try again next plan)."""
+        session = prepared.session_id
+        with self._lock:
+            previous = self._carried.get(session) if session is not None else None
+        carried = previous[1] if previous is not None and previous[0] == settings else {}
         messages, tokens, done = self._offload_all(
-            prepared.messages[:n], prepared.message_tokens[:n], settings
+            prepared.messages[:n], prepared.message_tokens[:n], settings, carried
         )
         if not done:
             return _NOTHING
         if any(item.not_stored in ("no-store", "write-failed") for item in done):
             return _NOT_KEPT
-        self._reference(prepared, done)
+        if session is not None:
+            self._carry(session, settings, prepared.messages, done, tokens)
+        # a carried result's reference was recorded at the revision that condensed it
+        self._reference(
+            prepared, [item for item in done if id(prepared.messages[item.position]) not in carried]
+        )
         try:
             structure: MessageStructure | None = build_structure(
                 messages, tokens, prepared.source_ids[:n]
@@ -178,11 +199,37 @@ class ArtifactOffloads:
         except Exception as exc:  # fail open: the sync records them on the next rebuild
             log.warning("artifact references not recorded: error=%s", describe_failure(exc))
 
+    def _carry(
+        self,
+        session: str,
+        settings: ArtifactSettings,
+        originals: Sequence[Mapping[str, Any]],
+        done: Sequence[Offloaded],
+        tokens: Sequence[int],
+    ) -> None:
+        """Keep `done` (offloads of `originals`, positions into both) for the session's next
+        revision, replacing what its previous revision kept."""
+        carried: _Carried = {
+            id(originals[item.position]): (originals[item.position], item, tokens[item.position])
+            for item in done
+        }
+        chars = sum(item.original_chars for item in done)
+        with self._lock:
+            self._carried.pop(session, None)
+            self._carried[session] = (settings, carried, chars)
+            total = sum(entry[2] for entry in self._carried.values())
+            while len(self._carried) > 1 and (
+                len(self._carried) > KEPT_SESSIONS or total > KEPT_CHARS
+            ):
+                _, (_, _, dropped) = self._carried.popitem(last=False)
+                total -= dropped
+
     def _offload_all(
         self,
         messages: Sequence[dict[str, Any]],
         tokens: Sequence[int],
         settings: ArtifactSettings,
+        carried: _Carried | None = None,
     ) -> tuple[list[dict[str, Any]], list[int], list[Offloaded]]:
         large = [
             i
@@ -196,12 +243,18 @@ class ArtifactOffloads:
         out, counts = list(messages), list(tokens)
         done: list[Offloaded] = []
         for position in large:
-            offloaded = self._offload(out[position], position, store, settings)
-            if offloaded is None:
+            known = carried.get(id(out[position])) if carried else None
+            if known is not None and known[0] is out[position]:  # condensed at an earlier revision
+                offloaded = replace(known[1], position=position)
+                out[position], counts[position] = offloaded.message, known[2]
+                done.append(offloaded)
                 continue
-            out[position] = offloaded.message
-            counts[position] = estimate_message_tokens(offloaded.message)
-            done.append(offloaded)
+            fresh = self._offload(out[position], position, store, settings)
+            if fresh is None:
+                continue
+            out[position] = fresh.message
+            counts[position] = estimate_message_tokens(fresh.message)
+            done.append(fresh)
         return out, counts, done
 
     def _store(self) -> ArtifactStore | None:

@@ -147,7 +147,9 @@ export interface Ds4Api {
   /**
    * `ds4/artifactSearch`: find literal text (case-insensitive) in stored tool outputs, of one
    * artifact (`artifactId`) or of those a session's active branch references (`session`);
-   * excerpts are bounded and secrets redacted.
+   * excerpts are bounded and secrets redacted; private keys and text classified above
+   * `privacy.remoteDefaultAllowed` (local-only always) are withheld: no match inside them, a
+   * placeholder where an excerpt reaches into them.
    */
   artifactSearch(params: ArtifactSearchParams): Promise<ArtifactSearchResult>;
   /**

@@ -304,7 +304,8 @@ end
 
 --- `ds4/artifactSearch`: `{ query, artifactId? | session?, maxMatches? }` finds literal text
 --- (case-insensitive) in stored tool outputs: `{ query, matches = { { artifactId, sourceId,
---- line, column, excerpt } }, searched, truncated }`; excerpts are bounded, secrets redacted.
+--- line, column, excerpt } }, searched, truncated }`; excerpts are bounded, secrets redacted,
+--- private keys and classified text withheld (docs/privacy.md "Excerpts of long texts").
 ---@param params table
 ---@param cb fun(err: table?, result: table?)
 ---@param opts {bufnr: integer?}?
