@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -71,6 +72,24 @@ def append_owned(
             f"cannot append to the owned session {echo(os.fspath(path))}: "
             f"{exc.strerror or type(exc).__name__}"
         ) from None
+
+
+@contextmanager
+def owned_lock(path: str | os.PathLike[str], field: str = "session.file") -> Iterator[None]:
+    """`owned.locked(path)` with its failures as request errors (as `append_owned`): a lock
+    file that is a symbolic link names `field`, another I/O failure is a
+    `RequestFailedError`."""
+    with ExitStack() as stack:
+        try:
+            stack.enter_context(owned.locked(path))
+        except owned.OwnedSessionError as exc:
+            raise RequestError(f"{field}: {exc}", field) from None
+        except OSError as exc:
+            raise RequestFailedError(
+                f"cannot lock the owned session {echo(os.fspath(path))}: "
+                f"{exc.strerror or type(exc).__name__}"
+            ) from None
+        yield
 
 
 class OwnedSessions:
