@@ -64,7 +64,9 @@ def test_write_commands_print_the_entry_to_append_and_refuse_conflicts(
     assert code == 0 and "does not write this session file" in note
     entry = json.loads(printed)
     assert entry["type"] == "custom" and entry["customType"] == "ds4-context-memory-v1"
-    writer.append("custom", customType=entry["customType"], data=entry["data"])
+    assert len(entry["id"]) == 8 and entry["parentId"] and entry["timestamp"].endswith("Z")
+    with writer.path.open("a", encoding="utf-8") as file:  # `>> FILE`, as the note says
+        file.write(printed)
     code, _, message = run("--db", db, "remember", "--session", session, "retries is 4")
     assert code == 2 and f"conflicts with active memory '{entry['data']['item']['id']}'" in message
     code, printed, _ = run("--db", db, "pin", "--session", session, "--json", "use tabs")
