@@ -23,6 +23,12 @@ Appends (`append_entries`):
 * A torn last line (a writer killed mid-write) is closed by a `\\n` written at the start of the
   next batch: the torn line then reads as one malformed line that every reader skips (or as an
   entry, when the torn bytes happen to be a complete JSON record, as Pi reads it, §P8).
+* `locked(file)` holds that lock across a caller's read-check-append section (a memory write
+  syncs, checks the current items and appends its entry with no other writer in between);
+  the functions here, called by the same thread inside it, do not lock again.
+
+One module: the lock, the per-file state cached under it and the append that reads that
+state are one mechanism; split, the cache would have to be shared across modules.
 """
 
 from __future__ import annotations
