@@ -65,13 +65,21 @@ def append_owned(
         raise RequestError(
             f"parentId: {echo(parent_id)} names no entry of this session", "parentId"
         ) from None
-    except owned.OwnedSessionError as exc:
-        raise RequestError(f"{field}: {exc}", field) from None
-    except OSError as exc:
-        raise RequestFailedError(
-            f"cannot append to the owned session {echo(os.fspath(path))}: "
-            f"{exc.strerror or type(exc).__name__}"
-        ) from None
+    except (owned.OwnedSessionError, OSError) as exc:
+        raise _failure(exc, path, field, "append to") from None
+
+
+def _failure(
+    exc: owned.OwnedSessionError | OSError, path: str | os.PathLike[str], field: str, doing: str
+) -> RequestError:
+    """The request error of an owned-session failure: an unusable file names `field`, an I/O
+    failure is a `RequestFailedError` saying what could not be done."""
+    if isinstance(exc, owned.OwnedSessionError):
+        return RequestError(f"{field}: {exc}", field)
+    return RequestFailedError(
+        f"cannot {doing} the owned session {echo(os.fspath(path))}: "
+        f"{exc.strerror or type(exc).__name__}"
+    )
 
 
 @contextmanager
@@ -82,13 +90,8 @@ def owned_lock(path: str | os.PathLike[str], field: str = "session.file") -> Ite
     with ExitStack() as stack:
         try:
             stack.enter_context(owned.locked(path))
-        except owned.OwnedSessionError as exc:
-            raise RequestError(f"{field}: {exc}", field) from None
-        except OSError as exc:
-            raise RequestFailedError(
-                f"cannot lock the owned session {echo(os.fspath(path))}: "
-                f"{exc.strerror or type(exc).__name__}"
-            ) from None
+        except (owned.OwnedSessionError, OSError) as exc:
+            raise _failure(exc, path, field, "lock") from None
         yield
 
 

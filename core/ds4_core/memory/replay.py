@@ -294,15 +294,14 @@ def replay(mutations: Iterable[Mutation]) -> Replay:
 def _is_copy(original: Mutation, mutation: Mutation) -> bool:
     """Whether `mutation` is `original` copied into another session's file (a Pi `/fork`):
     the same mutation id and content, read elsewhere."""
-    if mutation.session_id == original.session_id:
-        return False
-    moved = replace(
-        mutation,
-        session_id=original.session_id,
-        entry_id=original.entry_id,
-        entry_order=original.entry_order,
-    )
-    return moved == original
+    return mutation.session_id != original.session_id and _content(mutation) == _content(original)
+
+
+def _content(mutation: Mutation) -> tuple[object, ...]:
+    """What a mutation says, without where it was read."""
+    m = mutation
+    return (m.kind, m.mutation_id, m.created_at_ms, m.operation, m.item, m.previous_id,
+            m.target_id, m.status, m.reason)  # fmt: skip
 
 
 def _record_copy(
