@@ -90,3 +90,19 @@ def test_a_write_to_an_owned_session_is_appended_by_ds4(
     listed = json.loads(printed)
     assert [m["claim"] for m in listed["memory"]] == ["x is 1"]
     assert [p["content"] for p in listed["pins"]] == ["keep it short"]
+
+
+def test_the_printed_line_appends_whole_to_a_file_without_its_final_newline(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("DS4_DB", raising=False)
+    db = str(tmp_path / "state" / "context.db")
+    writer = SessionWriter(tmp_path / "s.jsonl", session_id="sess-cli-nl")
+    leaf = writer.user("note it")
+    writer.path.write_bytes(writer.path.read_bytes().rstrip(b"\n"))
+    code, printed, _ = run("--db", db, "pin", "--session", str(writer.path), "use tabs")
+    assert code == 0 and printed.startswith("\n") and json.loads(printed)["parentId"] == leaf
+    with writer.path.open("a", encoding="utf-8") as file:
+        file.write(printed)
+    code, listed, _ = run("--db", db, "memory", "--session", str(writer.path), "--json")
+    assert [p["content"] for p in json.loads(listed)["pins"]] == ["use tabs"]
