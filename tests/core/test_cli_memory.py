@@ -14,6 +14,11 @@ from ds4_core.engine import ContextEngine
 from ds4_core.requests import SessionRef
 
 
+@pytest.fixture
+def no_db_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("DS4_DB", raising=False)
+
+
 def run(*argv: str) -> tuple[int, str, str]:
     out, err = io.StringIO(), io.StringIO()
     code = cli.run(list(argv), out, err)
@@ -92,14 +97,14 @@ def test_a_write_to_an_owned_session_is_appended_by_ds4(
     assert [p["content"] for p in listed["pins"]] == ["keep it short"]
 
 
+@pytest.mark.usefixtures("no_db_env")
 def test_the_printed_line_appends_whole_to_a_file_without_its_final_newline(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path,
 ) -> None:
-    monkeypatch.delenv("DS4_DB", raising=False)
     db = str(tmp_path / "state" / "context.db")
     writer = SessionWriter(tmp_path / "s.jsonl", session_id="sess-cli-nl")
     leaf = writer.user("note it")
-    writer.path.write_bytes(writer.path.read_bytes().rstrip(b"\n"))
+    writer.path.write_bytes(writer.path.read_bytes()[:-1])  # no final newline
     code, printed, _ = run("--db", db, "pin", "--session", str(writer.path), "use tabs")
     assert code == 0 and printed.startswith("\n") and json.loads(printed)["parentId"] == leaf
     with writer.path.open("a", encoding="utf-8") as file:
