@@ -133,9 +133,12 @@ def test_classified_or_secret_pins_are_withheld_from_a_remote_provider(tmp_path:
     sent = "\n".join(texts(remote))
     assert "use tabs" in sent
     assert "merger" not in sent and SECRET not in sent and "house style" not in sent
-    excluded = {i["sourceId"]: i for i in manifest(engine, remote)["excluded"]}
+    document = manifest(engine, remote)
+    excluded = {i["sourceId"]: i for i in document["excluded"]}
     for withheld in ("p-class", "p-secret", "m-class"):
         assert excluded[withheld]["reason"] == "excluded due to privacy policy"
+    listed = sum(i.get("count", 1) for i in document["excluded"])
+    assert document["planning"]["counts"]["excluded"] == listed >= 3
     local = "\n".join(texts(plan(engine, writer, "format with tabs", model=LOCAL)))
     assert "merger" in local and SECRET in local and "house style" in local
 

@@ -27,6 +27,7 @@ from ..config import Config
 from ..logs import describe_failure
 from ..planner import ContextPlan, ModelProfile, PlanItem, Supplement
 from ..planner.groups import SUMMARY_ROLES
+from ..planner.planner import item_count
 from ..privacy.levels import Level, highest
 from ..privacy.markers import has_marker, line_span_level, parse
 from ..privacy.policy import Destination, destination
@@ -252,6 +253,7 @@ def sanitize_plan(
             included=included,
             excluded=excluded,
             estimated_tokens=fixed_tokens + sum(tokens),
+            stats=_counted_exclusions(plan.stats, screened.dropped),
         )
     except Exception as exc:  # privacy fails closed: nothing is sent
         log.warning("privacy sanitizer failed: error=%s", describe_failure(exc))
@@ -270,6 +272,17 @@ def sanitize_plan(
             estimated_tokens=fixed_tokens,
             fallback_reason=reason,
         )
+
+
+def _counted_exclusions(stats: Mapping[str, Any], dropped: Sequence[PlanItem]) -> dict[str, Any]:
+    """`stats` with the supplements privacy left out added to `counts.excluded`, so the
+    manifest's count agrees with its `excluded` list."""
+    out = dict(stats)
+    counts = dict(out.get("counts") or {})
+    if dropped and "excluded" in counts:
+        counts["excluded"] = int(counts["excluded"]) + item_count(dropped)
+        out["counts"] = counts
+    return out
 
 
 def counters_found(sanitizer: Sanitizer, screened: Screened) -> set[str]:
