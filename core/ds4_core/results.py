@@ -400,14 +400,18 @@ class MemoryResult(WireResult):
 class MemoryWriteResult(WireResult):
     """`ds4/pin`, `ds4/unpin`, `ds4/remember`, `ds4/forget`: the custom entry of the write
     (`custom_type`, `data`) for the session's writer to append, the item it creates or
-    changes, and whether the server appended it itself (`appended`, with the new `entry_id`:
-    only for a session the server owns; else False and None)."""
+    changes, whether the server appended it itself (`appended`, with the new `entry_id`:
+    only for a session the server owns; else False and None), and `entry`, the complete
+    session line `{type: "custom", id, parentId, timestamp, customType, data}` (as appended,
+    or for a client that appends raw lines: a fresh 8-hex id, the file's last entry as
+    parent, the ISO time now)."""
 
     custom_type: str
     data: JsonObject
     item_id: str
     appended: bool
     entry_id: str | None
+    entry: JsonObject = field(default_factory=dict)
 
 
 # --------------------------------------------------------------------------- owned sessions

@@ -31,11 +31,13 @@ async def memory(ls: Ds4Server, params: MemoryParams) -> dict[str, Any]:
 async def _write(
     ls: Ds4Server, method: str, params: PinParams | UnpinParams | RememberParams | ForgetParams
 ) -> dict[str, Any]:
-    """One write: the custom entry for the client to append (docs/memory.md "Writes").
+    """One write: the custom entry for the client to append, also as a complete line
+    (`entry`), or appended by the server on an owned session (docs/memory.md "Writes").
 
     Errors: InvalidParams naming the field (`params.session.file`, `params.content`,
-    `params.scope`, ...); RequestFailed (-32803) when the current items refuse the write (a
-    repeat or a conflict, with `data.conflictsWith`; an unknown or inactive id).
+    `params.scope`, ...); RequestFailed (-32803) when the current items refuse the write,
+    with `data.kind` (`conflict` or `repeat` with `data.conflictsWith`; `unknown`,
+    `inactive`, `no-entries`, `refused`).
     """
     request = params.to_core()
     result = await ls.run_engine(lambda: ls.engine.write_memory(request).to_wire(), method=method)

@@ -14,6 +14,11 @@ from ds4_core.engine import ContextEngine
 from ds4_core.requests import SessionRef
 
 
+@pytest.fixture
+def no_db_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("DS4_DB", raising=False)
+
+
 def run(*argv: str) -> tuple[int, str, str]:
     out, err = io.StringIO(), io.StringIO()
     code = cli.run(list(argv), out, err)
@@ -64,7 +69,9 @@ def test_write_commands_print_the_entry_to_append_and_refuse_conflicts(
     assert code == 0 and "does not write this session file" in note
     entry = json.loads(printed)
     assert entry["type"] == "custom" and entry["customType"] == "ds4-context-memory-v1"
-    writer.append("custom", customType=entry["customType"], data=entry["data"])
+    assert len(entry["id"]) == 8 and entry["parentId"] and entry["timestamp"].endswith("Z")
+    with writer.path.open("a", encoding="utf-8") as file:  # `>> FILE`, as the note says
+        file.write(printed)
     code, _, message = run("--db", db, "remember", "--session", session, "retries is 4")
     assert code == 2 and f"conflicts with active memory '{entry['data']['item']['id']}'" in message
     code, printed, _ = run("--db", db, "pin", "--session", session, "--json", "use tabs")
@@ -88,3 +95,19 @@ def test_a_write_to_an_owned_session_is_appended_by_ds4(
     listed = json.loads(printed)
     assert [m["claim"] for m in listed["memory"]] == ["x is 1"]
     assert [p["content"] for p in listed["pins"]] == ["keep it short"]
+
+
+@pytest.mark.usefixtures("no_db_env")
+def test_the_printed_line_appends_whole_to_a_file_without_its_final_newline(
+    tmp_path: Path,
+) -> None:
+    db = str(tmp_path / "state" / "context.db")
+    writer = SessionWriter(tmp_path / "s.jsonl", session_id="sess-cli-nl")
+    leaf = writer.user("note it")
+    writer.path.write_bytes(writer.path.read_bytes()[:-1])  # no final newline
+    code, printed, _ = run("--db", db, "pin", "--session", str(writer.path), "use tabs")
+    assert code == 0 and printed.startswith("\n") and json.loads(printed)["parentId"] == leaf
+    with writer.path.open("a", encoding="utf-8") as file:
+        file.write(printed)
+    code, listed, _ = run("--db", db, "memory", "--session", str(writer.path), "--json")
+    assert [p["content"] for p in json.loads(listed)["pins"]] == ["use tabs"]

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ds4_core.memory.claims import claim_key, conflict_reason, shape_claim
 from ds4_core.memory.events import MemoryItem, Mutation, PinItem
-from ds4_core.memory.replay import replay
+from ds4_core.memory.replay import Replay, replay
 
 
 def memory(
@@ -223,3 +225,31 @@ def test_every_mutation_is_applied_or_rejected(mutations: list[Mutation]) -> Non
     rejected = {r.mutation.mutation_key for r in state.rejected}
     assert touched.isdisjoint(rejected)
     assert touched | rejected == {m.mutation_key for m in mutations}
+
+
+@settings(max_examples=200, deadline=None)
+@given(mutations=_mutations(), copied=st.sets(st.integers(min_value=0, max_value=11)))
+def test_copies_in_a_forked_session_change_only_provenance(
+    mutations: list[Mutation], copied: set[int]
+) -> None:
+    """Pi's `/fork` copies entries into a new session file (here `zz`, sorting after the
+    others at equal times): each copy is one event with its original, recorded on the item,
+    rejected only when the original was."""
+    copies = [
+        replace(m, session_id="zz", entry_id=f"c{m.entry_id}")
+        for index, m in enumerate(mutations)
+        if index in copied
+    ]
+    plain, forked = replay(mutations), replay([*mutations, *copies])
+
+    def statuses(state: Replay) -> list[tuple[str, str, str | None]]:
+        return [(i.item_id, i.status, i.superseded_by) for i in state.items.values()]
+
+    assert statuses(forked) == statuses(plain)
+    refused = {r.mutation.mutation_id for r in plain.rejected}
+    expected = {r.mutation.mutation_key for r in plain.rejected} | {
+        c.mutation_key for c in copies if c.mutation_id in refused
+    }
+    assert {r.mutation.mutation_key for r in forked.rejected} == expected
+    touched = {key for item in forked.items.values() for key in item.mutation_keys}
+    assert touched | expected == {m.mutation_key for m in [*mutations, *copies]}

@@ -87,7 +87,7 @@ async def test_written_entries_appended_by_the_client_are_listed(
     assert error.code == REQUEST_FAILED
     assert f"conflicts with active memory '{memory_id}'" in error.message
     assert f'pass params.supersedes: "{memory_id}"' in error.message
-    assert error.data == {"conflictsWith": memory_id}
+    assert error.data == {"conflictsWith": memory_id, "kind": "conflict"}
 
     # Superseding it works; then forgetting the old one is refused (it is not active).
     replaced = await request(
@@ -129,9 +129,10 @@ async def test_refused_and_bad_writes_name_the_problem(
 
     error = await request_error(client, "ds4/pin", {"session": session, "content": "use tabs."})
     assert error.code == REQUEST_FAILED and "repeats active pin" in error.message
-    assert error.data == {"conflictsWith": pinned["itemId"]}
+    assert error.data == {"conflictsWith": pinned["itemId"], "kind": "repeat"}
     error = await request_error(client, "ds4/unpin", {"session": session, "pinId": "pin-nope"})
     assert error.code == REQUEST_FAILED and "unknown pin 'pin-nope' (params.pinId)" in error.message
+    assert error.data == {"kind": "unknown"}
 
     for method, params, field in (
         ("ds4/pin", {"session": session, "content": "x", "scope": "galaxy"}, "params.scope"),
@@ -181,9 +182,33 @@ async def test_writes_to_an_owned_session_are_appended_by_the_server(
     lines = [json.loads(line) for line in Path(opened["file"]).read_text().splitlines()]
     assert lines[-1]["parentId"] == remembered["entryId"]
     assert lines[-1]["customType"] == "ds4-context-pin-v1"
+    assert [remembered["entry"], pinned["entry"]] == lines[-2:]  # the lines as appended
 
     error = await request_error(
         client, "ds4/remember", {"session": session, "claim": "the cache is memcached"}
     )
-    assert error.code == REQUEST_FAILED and error.data == {"conflictsWith": remembered["itemId"]}
+    assert error.code == REQUEST_FAILED
+    assert error.data == {"conflictsWith": remembered["itemId"], "kind": "conflict"}
     assert len(Path(opened["file"]).read_text().splitlines()) == len(lines)  # nothing appended
+
+
+async def test_the_complete_entry_line_appended_raw_is_imported(
+    client: LanguageClient, tmp_path: Path
+) -> None:
+    """A client that appends raw lines (not Pi's appendEntry) appends `entry` as it is."""
+    writer = SessionWriter(tmp_path / "s.jsonl", session_id="sess-raw")
+    writer.user("hello")
+    leaf = writer.user("we settled on 3 retries")
+    session = {"file": str(writer.path)}
+    result = await request(client, "ds4/remember", {"session": session, "claim": "retries = 3"})
+    entry = result["entry"]
+    assert result["appended"] is False and result["entryId"] is None
+    assert list(entry) == ["type", "id", "parentId", "timestamp", "customType", "data"]
+    assert entry["type"] == "custom" and entry["parentId"] == leaf
+    assert len(entry["id"]) == 8 and int(entry["id"], 16) >= 0
+    assert (entry["customType"], entry["data"]) == (result["customType"], result["data"])
+    with writer.path.open("a", encoding="utf-8") as file:
+        file.write(json.dumps(entry) + "\n")
+    listed = await request(client, "ds4/memory", {"session": session})
+    assert [m["id"] for m in listed["memory"]] == [result["itemId"]]
+    assert listed["memory"][0]["provenance"]["mutationKey"] == f"sess-raw:{entry['id']}"

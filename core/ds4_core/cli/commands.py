@@ -359,8 +359,9 @@ def memory(engine: ContextEngine, args: argparse.Namespace, out: TextIO, err: Te
 
 
 MEMORY_WRITE_NOTE = (
-    "ds4 does not write this session file: append the entry above through Pi "
-    "(pi.appendEntry(customType, data)) or your agent; the next sync imports it."
+    "ds4 does not write this session file: append the line above to it as it is (e.g. "
+    "`>> FILE`), or have the agent's Pi extension call pi.appendEntry(customType, data) "
+    "with the line's customType and data; the next sync imports it."
 )
 """What `ds4 pin`, `unpin`, `remember`, `forget` say about the entry they print."""
 
@@ -368,8 +369,10 @@ MEMORY_WRITE_NOTE = (
 def memory_write(engine: ContextEngine, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     """`ds4 pin|unpin|remember|forget --session FILE ...`: one write checked against the
     session's current items (docs/memory.md "Writes"): the `ds4/pin` ... result (`--json`), or
-    the entry `{type, customType, data}` as one JSON line with a note on stderr saying who
-    appends it (a session the server owns gets it appended: the note then names its id).
+    the complete entry line (`entry`: `{type, id, parentId, timestamp, customType, data}`,
+    after a line break when the session file lacks its final one, so `>> FILE` appends it
+    whole) with a note on stderr saying who appends it (a session the server owns gets it
+    appended: the note then names its id).
 
     Raises:
         RequestError: a bad argument or session file; RequestFailedError when the current
@@ -397,8 +400,8 @@ def memory_write(engine: ContextEngine, args: argparse.Namespace, out: TextIO, e
     if args.json:
         emit_json(result.to_wire(), out)
         return EXIT_OK
-    entry = {"type": "custom", "customType": result.custom_type, "data": result.data}
-    out.write(json_text(entry, one_line=True))
+    lead = "" if result.appended or ends_with_newline(args.session) else "\n"
+    out.write(lead + json_text(result.entry, one_line=True))
     if result.appended:
         err.write(f"ds4: appended as entry {result.entry_id} of the session\n")
     else:

@@ -6,11 +6,14 @@ client has just appended is listed.
 
 from __future__ import annotations
 
+import functools
 import json
+import os
 from typing import Any
 
 from ..requests import SessionRef
 from ..results import MemoryResult
+from ..store import Store
 from ..store import memory as memory_repo
 from ..store import sessions as session_repo
 from .context import EngineContext
@@ -65,22 +68,58 @@ def pin_wire(row: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+@functools.lru_cache(maxsize=1024)
+def canonical_project(path: str | None) -> str | None:
+    """The canonical form of a project path (docs/memory.md "Writes"): an absolute path with
+    its symbolic links resolved (`os.path.realpath`, which also drops trailing separators and
+    `.`/`..`); a relative one normalised only; None and "" stay None. Cached (1,024 paths): a
+    link changed while the server runs keeps its old target here."""
+    if not path:
+        return None
+    if "\x00" in path:
+        return path
+    if os.path.isabs(path):
+        return os.path.realpath(path)
+    return os.path.normpath(path)
+
+
+def session_project(store: Store, session_id: str | None) -> str | None:
+    """The canonical project path of a session: its header's `cwd` (`canonical_project`), or
+    None when it has none."""
+    header = session_repo.session_header(store, session_id) if session_id else None
+    cwd = header.get("cwd") if header else None
+    return canonical_project(cwd) if isinstance(cwd, str) else None
+
+
 def applies_to(
-    scope: str, origin: str, item_project: str | None, session_id: str, project_path: str | None
+    scope: str,
+    origin: str,
+    item_project: str | None,
+    session_id: str,
+    project_path: str | None,
+    copies_json: str | None = None,
 ) -> bool:
-    """Whether an item (`scope`, the session `origin` whose file holds it, its project path)
-    applies to the session `session_id` of working directory `project_path`: session and
-    branch items of that session, project items of its working directory (or of no project
-    path)."""
+    """Whether an item (`scope`, the session `origin` whose file holds it, its project path,
+    the JSON array of the sessions holding a copy of it, or None) applies to the session
+    `session_id` of the canonical working directory `project_path`: session and branch items
+    of that session or of a session holding a copy (a Pi `/fork`), project items of its
+    working directory compared canonically (or of no project path)."""
     if scope == "project":
-        return item_project is None or item_project == project_path
-    return origin == session_id
+        return item_project is None or canonical_project(item_project) == project_path
+    if origin == session_id:
+        return True
+    return copies_json is not None and session_id in json.loads(copies_json)
 
 
 def applies(row: dict[str, Any], session_id: str, project_path: str | None) -> bool:
-    """`applies_to` for a `memory_items` or `pins` row."""
+    """`applies_to` for a `memory_items` or `pins` row (`store.memory.list_memory`)."""
     return applies_to(
-        row["scope"], row["session_id"], row["project_path"], session_id, project_path
+        row["scope"],
+        row["session_id"],
+        row["project_path"],
+        session_id,
+        project_path,
+        row["copy_sessions_json"],
     )
 
 
@@ -105,9 +144,7 @@ class Memories:
         if session is not None:
             path = resolve_session_path(session.file, SESSION_FILE)
             session_id = self._indexer.sync(path, force=False, progress=None).session_id
-            header = session_repo.session_header(store, session_id) if session_id else None
-            cwd = header.get("cwd") if header else None
-            project_path = cwd if isinstance(cwd, str) and cwd else None
+            project_path = session_project(store, session_id)
         memory = memory_repo.list_memory(store, include_inactive=include_inactive)
         pins = memory_repo.list_pins(store, include_inactive=include_inactive)
         if session is not None:

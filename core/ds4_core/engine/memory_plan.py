@@ -33,9 +33,8 @@ from ..privacy.sanitizer import Sanitizer
 from ..retrieval.evidence import evidence_message
 from ..store import Store
 from ..store import memory as memory_repo
-from ..store import sessions as session_repo
 from ..tokens import estimate_message_tokens
-from .memories import applies_to
+from .memories import applies_to, session_project
 from .preparing import Prepared
 
 
@@ -48,16 +47,21 @@ class MemorySupplements:
 
 
 def _screened(item: PlannedItem, target: Destination | None) -> tuple[PlannedItem, str]:
-    """The item with its text as `target` may see it quoted, and its least level: its
-    classification, `local-only` when `target` redacts secrets and the text holds one (what
-    redaction would change). The text is redacted before it is JSON-quoted into its block,
-    whose escapes would hide a secret's shape (`sanitizing.QuotedRedaction`); an item that
-    held one is withheld anyway unless the destination allows `local-only`."""
+    """The item with its text, key and source file as `target` may see them quoted, and its
+    least level: its classification, `local-only` when `target` redacts secrets and any of
+    those holds one (what redaction would change). They are redacted before they are
+    JSON-quoted into the block, whose escapes would hide a secret's shape
+    (`sanitizing.QuotedRedaction`); an item that held one is withheld anyway unless the
+    destination allows `local-only`."""
     level = item.classification or "normal"
     if target is not None and target.enabled and target.redact:
-        redacted = Sanitizer(target).redacted_text(item.text)
-        if redacted != item.text:
-            return replace(item, text=redacted), highest((level,), "local-only")
+        sanitizer = Sanitizer(target)
+        text = sanitizer.redacted_text(item.text)
+        key = None if item.key is None else sanitizer.redacted_text(item.key)
+        source = None if item.source_file is None else sanitizer.redacted_text(item.source_file)
+        if (text, key, source) != (item.text, item.key, item.source_file):
+            screened = replace(item, text=text, key=key, source_file=source)
+            return screened, highest((level,), "local-only")
     return item, level
 
 
@@ -79,8 +83,19 @@ def _memory_index(
     index = MemoryIndex(
         [
             PlannedItem(memory_id, claim, scope, created, updated, key, level)
-            for (memory_id, scope, origin, project, key, level, claim, created, updated) in rows
-            if applies_to(scope, origin, project, session_id, project_path)
+            for (
+                memory_id,
+                scope,
+                origin,
+                project,
+                key,
+                level,
+                claim,
+                created,
+                updated,
+                copies,
+            ) in (rows)
+            if applies_to(scope, origin, project, session_id, project_path, copies)
         ]
     )
     _last_index = (basis, index)
@@ -104,9 +119,7 @@ def memory_supplements(
     pin_rows, memory_rows = memory_repo.active_for_planning(store)
     if not pin_rows and not memory_rows:
         return found
-    header = session_repo.session_header(store, session_id) or {}
-    cwd = header.get("cwd")
-    project_path = cwd if isinstance(cwd, str) and cwd else None
+    project_path = session_project(store, session_id)
 
     branch = prepared.branch_entry_ids
     pins = [
@@ -122,8 +135,9 @@ def memory_supplements(
             source_file,
             created,
             updated,
+            copies,
         ) in pin_rows
-        if applies_to(scope, origin, project, session_id, project_path)
+        if applies_to(scope, origin, project, session_id, project_path, copies)
         and (scope != "branch" or leaf in branch)
     ]
     memory = _memory_index(memory_rows, session_id, project_path)

@@ -4,15 +4,20 @@
 A write syncs the session, checks the would-be mutation against the current items with the
 replay's rules (`memory.writes.check_write`) and answers the custom entry for the session's
 writer to append, as `ds4/compact` answers its compaction entry: the server never writes a
-session file it does not own. On a session it owns (docs/sessions.md) the server appends the
-entry itself (`owning.append_owned`, under the file's lock) and syncs it, so the answer says
-`appended: true` with the new entry's id and `ds4/memory` lists the item at once.
+session file it does not own. The answer carries the entry twice: `customType` and `data` for
+Pi's `appendEntry`, and `entry`, the complete line (id, parent = the file's last entry,
+timestamp) for a client that appends raw lines. On a session it owns (docs/sessions.md) the
+server syncs, checks and appends the entry itself under the file's lock (`owned.locked`,
+`owning.append_owned`), under the file's last entry, so the answer says `appended: true` with
+the new entry's id and `ds4/memory` lists the item at once.
 """
 
 from __future__ import annotations
 
 import logging
+import secrets
 import time
+from pathlib import Path
 from typing import Any
 
 from ..json_bounds import echo
@@ -27,15 +32,25 @@ from ..memory.events import (
     Kind,
     MutationError,
 )
-from ..memory.writes import Write, WriteRefused, add_write, check_write, status_write
+from ..memory.writes import (
+    Write,
+    WriteRefused,
+    add_write,
+    check_write,
+    created_at,
+    status_write,
+)
 from ..privacy.levels import RANK
 from ..requests import MemoryWriteRequest, RequestError, RequestFailedError
 from ..results import MemoryWriteResult
+from ..store import Store
 from ..store import memory as memory_repo
 from ..store import sessions as session_repo
+from ..store.database import utc_now_iso
 from .context import EngineContext
 from .indexing import Indexer
-from .owning import append_owned, owned_file
+from .memories import session_project
+from .owning import append_owned, owned_file, owned_lock
 from .sessions import SESSION_FILE, resolve_session_path
 
 log = logging.getLogger("ds4_core.engine")
@@ -83,6 +98,14 @@ def _classification(value: str | None) -> str | None:
     return value
 
 
+def _unused_entry_id(store: Store, session_id: str) -> str:
+    """8 random lower-case hex digits no indexed entry of the session uses (Pi's id form)."""
+    while True:
+        candidate = secrets.token_hex(4)
+        if not session_repo.existing_entries(store, session_id, [candidate]):
+            return candidate
+
+
 def _field_of(error: MutationError, request: MemoryWriteRequest) -> str:
     """The request param an invalid entry field comes from (`item.claim` -> `claim`)."""
     name = error.field.removeprefix("item.")
@@ -104,19 +127,27 @@ class MemoryWriter:
         """The custom entry of one write (`ContextEngine.write_memory`).
 
         The session is synced first, so the write is checked against every entry appended so
-        far (docs/memory.md "Writes").
+        far (docs/memory.md "Writes"). On a session the server owns, the sync, the check and
+        the append run under the file's lock (`owned.locked`), so two writers (threads or
+        servers) cannot both pass the check and then clash in the replay.
 
         Raises:
             RequestError: a missing or unreadable session file (`session.file`), an unknown
                 `session.leafId`, or a param out of range (named: `content`, `claim`,
                 `scope`, `classification`, `sourceEntryIds`, ...).
-            RequestFailedError: the current items refuse it (a repeat or a conflict, with
-                `data.conflictsWith`; an unknown or inactive `pinId`, `memoryId` or
-                `supersedes`; a branch pin on a session without entries), or an owned
-                session's file cannot be written.
+            RequestFailedError: the current items refuse it (`data.kind`: a `repeat` or a
+                `conflict`, with `data.conflictsWith`; an `unknown` or `inactive` `pinId`,
+                `memoryId` or `supersedes`; `no-entries`: a branch pin on a session without
+                entries), or an owned session's file cannot be written.
         """
-        config = self._context.config()
         path = resolve_session_path(request.session.file, SESSION_FILE)
+        if not owned_file(self._context, path):
+            return self._write(request, path, owned=False)
+        with owned_lock(path):
+            return self._write(request, path, owned=True)
+
+    def _write(self, request: MemoryWriteRequest, path: Path, *, owned: bool) -> MemoryWriteResult:
+        config = self._context.config()
         store = self._context.store()
         session_id = self._indexer.sync(path, force=False, progress=None).session_id
         if session_id is None:
@@ -124,9 +155,7 @@ class MemoryWriter:
                 f"{echo(request.session.file)} holds no session yet; append a message first",
                 SESSION_FILE,
             )
-        header = session_repo.session_header(store, session_id) or {}
-        cwd = header.get("cwd")
-        project_path = cwd if isinstance(cwd, str) and cwd else None
+        project_path = session_project(store, session_id)
         branch = session_repo.branch_entry_ids(store, session_id, request.session.leaf_id)
         if request.session.leaf_id is not None and not branch:
             raise RequestError(
@@ -134,21 +163,31 @@ class MemoryWriter:
                 "session.leafId",
             )
         leaf_id = branch[-1] if branch else None
-        made = self._made(request, config.memory, project_path, leaf_id)
-        stored = [m for m in memory_repo.load_mutations(store) if m.kind == made.kind]
+        kind = _KIND[request.operation]
+        stored = [m for m in memory_repo.load_mutations(store) if m.kind == kind]
+        now_ms = created_at(stored, int(time.time() * 1000))
+        made = self._made(request, config.memory, project_path, leaf_id, now_ms)
         try:
             check_write(made, stored, session_id)
         except MutationError as exc:
             field = _field_of(exc, request)
             raise RequestError(f"{field}: {exc.problem}", field) from None
         except WriteRefused as exc:
-            data = {"conflictsWith": exc.conflicts_with} if exc.conflicts_with else None
-            raise RequestFailedError(str(exc), data=data) from None
+            raise RequestFailedError(str(exc), data=exc.data()) from None
         entry_id = None
-        if owned_file(self._context, path):
-            # as a child of the requested leaf, else of the file's last entry at append time
-            (entry_id,) = append_owned(path, [made.entry()], request.session.leaf_id)
+        if owned:
+            # under the file's current leaf, as Pi's appendEntry does (branchLeafId names the
+            # branch of a branch pin): a custom entry never moves the conversation's leaf back
+            (entry_id,) = append_owned(path, [made.entry()], None)
             self._indexer.sync(path, force=False, progress=None)
+            parent_id, stamp = session_repo.entry_link(store, session_id, entry_id)
+            line = made.entry_line(entry_id, parent_id, stamp or utc_now_iso())
+        else:
+            line = made.entry_line(
+                _unused_entry_id(store, session_id),
+                session_repo.last_entry_id(store, session_id),
+                utc_now_iso(),
+            )
         log.info(
             "memory write: session=%s operation=%s item=%s appended=%s",
             session_id,
@@ -162,6 +201,7 @@ class MemoryWriter:
             item_id=made.item_id,
             appended=entry_id is not None,
             entry_id=entry_id,
+            entry=line,
         )
 
     def _made(
@@ -170,11 +210,12 @@ class MemoryWriter:
         settings: Any,
         project_path: str | None,
         leaf_id: str | None,
+        now_ms: int,
     ) -> Write:
-        """The `Write` of `request` with its params checked (RequestError naming the param)."""
+        """The `Write` of `request` stamped `now_ms`, with its params checked (RequestError
+        naming the param)."""
         operation = request.operation
         kind = _KIND[operation]
-        now_ms = int(time.time() * 1000)
         if operation in ("unpin", "forget"):
             field = _TARGET_FIELD[operation]
             target = _text(request.target_id, field, MAX_ID_CHARS, required=True)
@@ -197,7 +238,8 @@ class MemoryWriter:
             if scope == "branch" and leaf_id is None:
                 raise RequestFailedError(
                     "a branch pin needs an entry on the branch, and the session has none yet; "
-                    'append a message first, or pass params.scope: "session"'
+                    'append a message first, or pass params.scope: "session"',
+                    data={"kind": "no-entries"},
                 )
             item: dict[str, Any] = {
                 "scope": scope,

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -67,13 +68,34 @@ def append_owned(
         raise RequestError(
             f"parentId: {echo(parent_id)} names no entry of this session", "parentId"
         ) from None
-    except owned.OwnedSessionError as exc:
-        raise RequestError(f"{field}: {exc}", field) from None
-    except OSError as exc:
-        raise RequestFailedError(
-            f"cannot append to the owned session {echo(os.fspath(path))}: "
-            f"{exc.strerror or type(exc).__name__}"
-        ) from None
+    except (owned.OwnedSessionError, OSError) as exc:
+        raise _failure(exc, path, field, "append to") from None
+
+
+def _failure(
+    exc: owned.OwnedSessionError | OSError, path: str | os.PathLike[str], field: str, doing: str
+) -> RequestError:
+    """The request error of an owned-session failure: an unusable file names `field`, an I/O
+    failure is a `RequestFailedError` saying what could not be done."""
+    if isinstance(exc, owned.OwnedSessionError):
+        return RequestError(f"{field}: {exc}", field)
+    return RequestFailedError(
+        f"cannot {doing} the owned session {echo(os.fspath(path))}: "
+        f"{exc.strerror or type(exc).__name__}"
+    )
+
+
+@contextmanager
+def owned_lock(path: str | os.PathLike[str], field: str = "session.file") -> Iterator[None]:
+    """`owned.locked(path)` with its failures as request errors (as `append_owned`): a lock
+    file that is a symbolic link names `field`, another I/O failure is a
+    `RequestFailedError`."""
+    with ExitStack() as stack:
+        try:
+            stack.enter_context(owned.locked(path))
+        except (owned.OwnedSessionError, OSError) as exc:
+            raise _failure(exc, path, field, "lock") from None
+        yield
 
 
 def _ours(data_dir: Path, indexed: Path) -> bool:

@@ -18,6 +18,16 @@ Pure and deterministic: the same mutations, in any input order, give the same it
 
 A rejected mutation changes nothing and is listed with its reason (a writer that raced another
 one, or a hand-edited file, is visible, never silently applied).
+
+A copy is one event: Pi's `/fork` writes the root-to-leaf path, our entries included, into a
+new session file, so the same mutation (same `mutationId`, same content) appears in another
+session. The copy is not applied again; it is recorded on the item (`mutation_keys`,
+`copy_sessions`), and session and branch items apply to every session holding it. A copy of a
+rejected mutation is rejected with the same reason.
+
+Places: a session item's place is its session, a branch pin's its session and `branchLeafId`
+(the same text may be pinned on two branches), a project item's its project path without
+trailing separators.
 """
 
 from __future__ import annotations
@@ -56,8 +66,10 @@ class CurrentItem:
         updated_at_ms: `createdAt` of the last mutation that changed it.
         superseded_by: the id that replaced it, or None.
         status_reason: the reason of its `status` mutation, or None.
-        mutation_keys: every mutation that touched it, in replay order.
+        mutation_keys: every mutation that touched it, in replay order (copies included).
         key: the memory key (explicit, or automatic from the claim), or None.
+        copy_sessions: the other sessions whose files hold a copy of the creating mutation
+            (a Pi `/fork`), in replay order; session and branch items apply there too.
     """
 
     kind: Kind
@@ -70,6 +82,7 @@ class CurrentItem:
     status_reason: str | None = None
     mutation_keys: tuple[str, ...] = ()
     key: str | None = None
+    copy_sessions: tuple[str, ...] = ()
 
     @property
     def item_id(self) -> str:
@@ -95,7 +108,7 @@ class Replay:
     rejected: list[Rejection] = field(default_factory=list)
     _shapes: dict[str, ClaimShape] = field(default_factory=dict)
     _order: dict[str, int] = field(default_factory=dict)
-    _places: dict[tuple[str, str | None], _Place] = field(default_factory=dict)
+    _places: dict[tuple[str | None, ...], _Place] = field(default_factory=dict)
 
     def active(self) -> list[CurrentItem]:
         """The active items, in creation order."""
@@ -135,10 +148,14 @@ class _Place:
         return found
 
 
-def _place(item: MemoryItem | PinItem, session_id: str) -> tuple[str, str | None]:
-    """Where an item applies: its scope and session (session/branch) or project path."""
+def _place(item: MemoryItem | PinItem, session_id: str) -> tuple[str | None, ...]:
+    """Where an item applies: its session (and a branch pin's `branchLeafId`), or its project
+    path without trailing separators."""
     if item.scope == "project":
-        return ("project", item.project_path)
+        path = item.project_path
+        return ("project", (path.rstrip("/") or path) if path else path)
+    if isinstance(item, PinItem) and item.scope == "branch":
+        return ("branch", session_id, item.branch_leaf_id)
     return (item.scope, session_id)
 
 
@@ -253,13 +270,56 @@ def replay(mutations: Iterable[Mutation]) -> Replay:
         raise ValueError("replay memory and pin mutations separately (their ids are separate)")
     state = Replay()
     seen: set[str] = set()
+    first: dict[str, tuple[Mutation, Rejection | None]] = {}  # by mutation id
     for mutation in ordered:
         if mutation.mutation_key in seen:
             continue
         seen.add(mutation.mutation_key)
+        original = first.get(mutation.mutation_id)
+        if original is not None and _is_copy(original[0], mutation):
+            _record_copy(state, mutation, *original)
+            continue
         refused = _apply(state, mutation)
+        rejection = None
         if isinstance(refused, tuple):
-            state.rejected.append(Rejection(mutation, *refused))
+            rejection = Rejection(mutation, *refused)
         elif refused is not None:
-            state.rejected.append(Rejection(mutation, refused))
+            rejection = Rejection(mutation, refused)
+        if rejection is not None:
+            state.rejected.append(rejection)
+        first.setdefault(mutation.mutation_id, (mutation, rejection))
     return state
+
+
+def _is_copy(original: Mutation, mutation: Mutation) -> bool:
+    """Whether `mutation` is `original` copied into another session's file (a Pi `/fork`):
+    the same mutation id and content, read elsewhere."""
+    return mutation.session_id != original.session_id and _content(mutation) == _content(original)
+
+
+def _content(mutation: Mutation) -> tuple[object, ...]:
+    """What a mutation says, without where it was read."""
+    m = mutation
+    return (m.kind, m.mutation_id, m.created_at_ms, m.operation, m.item, m.previous_id,
+            m.target_id, m.status, m.reason)  # fmt: skip
+
+
+def _record_copy(
+    state: Replay, copy: Mutation, original: Mutation, rejection: Rejection | None
+) -> None:
+    """Record `copy` of `original` on the item it created or changed (or reject it as the
+    original was)."""
+    if rejection is not None:
+        state.rejected.append(replace(rejection, mutation=copy))
+        return
+    current = state.items.get(original.item_id)
+    if current is None:
+        return
+    sessions = current.copy_sessions
+    if original.operation != "status" and copy.session_id not in sessions:
+        sessions = (*sessions, copy.session_id)
+    state.items[current.item_id] = replace(
+        current,
+        copy_sessions=sessions,
+        mutation_keys=(*current.mutation_keys, copy.mutation_key),
+    )

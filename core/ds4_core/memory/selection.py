@@ -189,7 +189,7 @@ class MemoryIndex:
             if words:
                 parts.append("keywords " + ", ".join(words[:6]))
             if keys:
-                parts.append(f"key '{keys[0]}'")
+                parts.append(f"key {json_string(keys[0])}")
             matched.append(Selected(item, round(score, 6), "; ".join(parts)))
         matched.sort(key=lambda s: (-s.score, -s.item.updated_at_ms, s.item.item_id))
         return matched[:max_results]

@@ -49,11 +49,21 @@ def custom_type(kind: Kind) -> str:
 
 class WriteRefused(ValueError):
     """A write the current items refuse. The message names the item and says what to do;
-    `conflicts_with` is the active item a new one repeats or contradicts (else None)."""
+    `kind` says why: `conflict` (a claim contradicting an active item), `repeat` (the same
+    text as an active item of the same place), `unknown` (no such item), `inactive` (the item
+    is no longer active) or `refused` (another replay rejection); `conflicts_with` is the
+    active item a new one contradicts or repeats (else None)."""
 
-    def __init__(self, message: str, conflicts_with: str | None = None) -> None:
+    def __init__(self, message: str, kind: str, conflicts_with: str | None = None) -> None:
         super().__init__(message)
+        self.kind = kind
         self.conflicts_with = conflicts_with
+
+    def data(self) -> dict[str, str]:
+        """The refusal's `data` on the wire: `{kind}`, with `conflictsWith` when it applies."""
+        if self.conflicts_with is None:
+            return {"kind": self.kind}
+        return {"conflictsWith": self.conflicts_with, "kind": self.kind}
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,9 +86,31 @@ class Write:
         return custom_type(self.kind)
 
     def entry(self) -> dict[str, Any]:
-        """The Pi entry body a client appends: `{type: "custom", customType, data}` (Pi's
-        `appendEntry` adds `id`, `parentId` and `timestamp`)."""
+        """The Pi entry body: `{type: "custom", customType, data}` (Pi's `appendEntry` and
+        `owned.append_entries` add `id`, `parentId` and `timestamp`)."""
         return {"type": "custom", "customType": self.custom_type, "data": self.data}
+
+    def entry_line(self, entry_id: str, parent_id: str | None, timestamp: str) -> dict[str, Any]:
+        """The complete session line of this entry, for a client that appends raw lines:
+        `{type: "custom", id, parentId, timestamp, customType, data}` (Pi's custom entry,
+        docs/reference.md §P4)."""
+        return {
+            "type": "custom",
+            "id": entry_id,
+            "parentId": parent_id,
+            "timestamp": timestamp,
+            "customType": self.custom_type,
+            "data": self.data,
+        }
+
+
+def created_at(stored: Iterable[Mutation], now_ms: int) -> int:
+    """The `createdAt` of a new write: `now_ms`, or 1 ms after the newest stored mutation of
+    its kind when that one is dated later (another machine's clock ahead of ours), so the
+    write sorts after everything it was checked against (the replay orders by `createdAt`
+    first); at most `MAX_SAFE_INTEGER`."""
+    newest = max((mutation.created_at_ms for mutation in stored), default=-1)
+    return min(max(now_ms, newest + 1), MAX_SAFE_INTEGER)
 
 
 def add_write(
@@ -166,7 +198,9 @@ def refusal(rejection: Rejection, state: Replay) -> WriteRefused:
         replaced = mutation.previous_id
         if rejection.reason.startswith("duplicate"):
             return WriteRefused(
-                f"repeats active {noun} {echo(other)} (the same text); nothing to add", other
+                f"repeats active {noun} {echo(other)} (the same text); nothing to add",
+                "repeat",
+                other,
             )
         detail = rejection.reason.removeprefix(f"conflicts with active item '{other}' (")
         detail = detail.removesuffix("); supersede it")
@@ -178,7 +212,7 @@ def refusal(rejection: Rejection, state: Replay) -> WriteRefused:
                 f"{echo(replaced)}"
             )
         return WriteRefused(
-            f"conflicts with active {noun} {echo(other)} ({detail}); {advice}", other
+            f"conflicts with active {noun} {echo(other)} ({detail}); {advice}", "conflict", other
         )
     if mutation.operation == "status":
         field = f"params.{_TARGET[noun]}"
@@ -190,11 +224,14 @@ def refusal(rejection: Rejection, state: Replay) -> WriteRefused:
     if target is None or target.kind != noun:
         return WriteRefused(
             f"unknown {noun} {echo(name)} ({field}); ds4/memory lists the current items and "
-            "their ids"
+            "their ids",
+            "unknown",
         )
     if target.status != "active":
         successor = target.superseded_by
         now = f"superseded by {echo(successor)}" if successor is not None else target.status
         advice = f"use {echo(successor)}" if successor is not None else "nothing to change"
-        return WriteRefused(f"{noun} {echo(name)} is {now}, not active ({field}); {advice}")
-    return WriteRefused(f"{noun} write refused: {rejection.reason}")
+        return WriteRefused(
+            f"{noun} {echo(name)} is {now}, not active ({field}); {advice}", "inactive"
+        )
+    return WriteRefused(f"{noun} write refused ({field}): {rejection.reason}", "refused")

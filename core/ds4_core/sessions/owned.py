@@ -29,6 +29,9 @@ Appends (`append_entries`):
 * A torn last line (a writer killed mid-write) is closed by a `\\n` written at the start of the
   next batch: the torn line then reads as one malformed line that every reader skips (or as an
   entry, when the torn bytes happen to be a complete JSON record, as Pi reads it, §P8).
+* `locked(file)` holds that lock across a caller's read-check-append section (a memory write
+  syncs, checks the current items and appends its entry with no other writer in between);
+  the functions here, called by the same thread inside it, do not lock again.
 """
 
 from __future__ import annotations
@@ -127,6 +130,7 @@ class _FileState:
 
 _cache: OrderedDict[tuple[int, int], _FileState] = OrderedDict()
 _cache_lock = threading.Lock()
+_held = threading.local()  # `locks`: the lock files this thread holds (`_locked`)
 
 
 def sessions_directory(data_dir: str | os.PathLike[str]) -> Path:
@@ -348,6 +352,22 @@ def append_entries(
             os.close(fd)
 
 
+@contextmanager
+def locked(file: str | os.PathLike[str]) -> Iterator[None]:
+    """Hold the append lock of the owned session `file` for a read-check-append section.
+
+    Inside it no other thread or process appends to `file`; `append_entries`,
+    `current_leaf` and `session_id_of` called by this thread inside it take no lock again.
+    Reading the file (a sync) and appending then see the same leaf and ids.
+
+    Raises:
+        OwnedSessionError: the lock file is a symbolic link.
+        OSError: the lock file cannot be created.
+    """
+    with _locked(Path(f"{os.fspath(file)}{LOCK_SUFFIX}")):
+        yield
+
+
 def current_leaf(file: str | os.PathLike[str]) -> str | None:
     """The id of the last entry of an owned session file (under its lock), or `None`.
 
@@ -493,7 +513,13 @@ def _parse(data: bytes) -> dict[str, Any] | None:
 
 @contextmanager
 def _locked(lock_path: Path) -> Iterator[None]:
-    """Hold an exclusive `flock` on `lock_path` (created 0600, never through a symlink)."""
+    """Hold an exclusive `flock` on `lock_path` (created 0600, never through a symlink);
+    nothing more when this thread holds it already (`locked`)."""
+    held: set[str] = _held.__dict__.setdefault("locks", set())
+    key = os.path.abspath(lock_path)
+    if key in held:
+        yield
+        return
     try:
         fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, _FILE_MODE)
     except OSError as exc:
@@ -504,7 +530,11 @@ def _locked(lock_path: Path) -> Iterator[None]:
         raise
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
+        held.add(key)
+        try:
+            yield
+        finally:
+            held.discard(key)
     finally:
         os.close(fd)  # closing releases the lock
 

@@ -206,15 +206,27 @@ def counts(store: Store) -> MutationCounts:
     return MutationCounts(applied, rejected, invalid)
 
 
+_COPY_SESSIONS = (
+    "CASE WHEN scope = 'project' OR json_array_length(mutation_keys_json) < 2 THEN NULL ELSE "
+    "(SELECT json_group_array(c.session_id) FROM json_each(mutation_keys_json) AS j "
+    "JOIN context_mutations AS c ON c.mutation_key = j.value "
+    "JOIN context_mutations AS o ON o.mutation_key = origin_mutation_key "
+    "WHERE c.mutation_id = o.mutation_id AND c.session_id != o.session_id) END"
+)
+"""SQL of an item row's `copy_sessions_json`: the other sessions holding a copy of the
+creating mutation (`replay.CurrentItem.copy_sessions`: the replay adds the copies' keys to
+`mutation_keys_json`), as a JSON array, or NULL (a project item, or no copy)."""
+
 _MEMORY_COLUMNS = (
     "memory_id, scope, session_id, project_path, memory_key, classification, claim, status, "
     "created_at_ms, updated_at_ms, superseded_by, status_reason, origin_mutation_key, "
-    "source_entry_ids_json, mutation_keys_json"
+    f"source_entry_ids_json, mutation_keys_json, {_COPY_SESSIONS} AS copy_sessions_json"
 )
 _PIN_COLUMNS = (
     "pin_id, scope, session_id, project_path, branch_leaf_id, classification, content, "
     "source_entry_id, source_file, status, created_at_ms, updated_at_ms, superseded_by, "
-    "status_reason, origin_mutation_key, mutation_keys_json"
+    f"status_reason, origin_mutation_key, mutation_keys_json, "
+    f"{_COPY_SESSIONS} AS copy_sessions_json"
 )
 
 
@@ -226,7 +238,8 @@ def _rows(store: Store, sql: str, params: Sequence[Any]) -> list[dict[str, Any]]
 
 def list_memory(store: Store, *, include_inactive: bool = False) -> list[dict[str, Any]]:
     """The memory items (active ones only unless `include_inactive`), in creation order, as
-    column -> value dicts (`*_json` columns are JSON arrays as text)."""
+    column -> value dicts (`*_json` columns are JSON arrays as text; `copy_sessions_json`
+    may be None, see `_COPY_SESSIONS`)."""
     where = "" if include_inactive else "WHERE status = 'active' "
     return _rows(store, f"SELECT {_MEMORY_COLUMNS} FROM memory_items {where}ORDER BY position", ())
 
@@ -252,8 +265,9 @@ def _count_projection() -> None:
 def active_for_planning(store: Store) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
     """The active pins and memory items as tuples, for planning, in creation order:
     pins `(pin_id, scope, session_id, project_path, branch_leaf_id, classification, content,
-    source_file, created_at_ms, updated_at_ms)`; memory `(memory_id, scope, session_id,
-    project_path, memory_key, classification, claim, created_at_ms, updated_at_ms)`.
+    source_file, created_at_ms, updated_at_ms, copy_sessions_json)`; memory `(memory_id, scope,
+    session_id, project_path, memory_key, classification, claim, created_at_ms,
+    updated_at_ms, copy_sessions_json)` (`copy_sessions_json`: see `_COPY_SESSIONS`).
 
     Read again only when the projection may have changed: each thread keeps the rows it read
     with the stamp (`PRAGMA data_version` of its connection, which moves when another
@@ -268,12 +282,13 @@ def active_for_planning(store: Store) -> tuple[list[tuple[Any, ...]], list[tuple
         return kept[1]
     pins = connection.execute(
         "SELECT pin_id, scope, session_id, project_path, branch_leaf_id, classification, "
-        "content, source_file, created_at_ms, updated_at_ms FROM pins WHERE status = 'active' "
-        "ORDER BY position"
+        f"content, source_file, created_at_ms, updated_at_ms, {_COPY_SESSIONS} FROM pins "
+        "WHERE status = 'active' ORDER BY position"
     ).fetchall()
     memory = connection.execute(
         "SELECT memory_id, scope, session_id, project_path, memory_key, classification, claim, "
-        "created_at_ms, updated_at_ms FROM memory_items WHERE status = 'active' ORDER BY position"
+        f"created_at_ms, updated_at_ms, {_COPY_SESSIONS} FROM memory_items "
+        "WHERE status = 'active' ORDER BY position"
     ).fetchall()
     cache.memory_planning = (stamp, (pins, memory))
     return pins, memory

@@ -282,6 +282,34 @@ def existing_entries(
     return found
 
 
+def last_entry_id(store: Store, session_id: str) -> str | None:
+    """The id of the session's last indexed entry in file order (Pi's default leaf, §P6),
+    or None when it has none."""
+    row = (
+        store.connection()
+        .execute(
+            "SELECT entry_id FROM entries WHERE session_id = ? ORDER BY seq DESC LIMIT 1",
+            (session_id,),
+        )
+        .fetchone()
+    )
+    return row[0] if row else None
+
+
+def entry_link(store: Store, session_id: str, entry_id: str) -> tuple[str | None, str | None]:
+    """`(parent_id, timestamp)` of an indexed entry (the entry's `parentId` and `timestamp`
+    as read), or `(None, None)` when it is not indexed."""
+    row = (
+        store.connection()
+        .execute(
+            "SELECT parent_id, created_at FROM entries WHERE session_id = ? AND entry_id = ?",
+            (session_id, entry_id),
+        )
+        .fetchone()
+    )
+    return (row[0], row[1]) if row else (None, None)
+
+
 def branch_entry_ids(store: Store, session_id: str, leaf_id: str | None = None) -> list[str]:
     """Entry ids on the path from the root to `leaf_id`, root first.
 
