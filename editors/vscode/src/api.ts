@@ -155,7 +155,8 @@ export interface Ds4Api {
   artifactSearch(params: ArtifactSearchParams): Promise<ArtifactSearchResult>;
   /**
    * `ds4/sessionOpen`. Without params: the workspace's server-owned session, opened once per
-   * workspace (its id kept in workspaceState, reopened by id after a reload); this is the
+   * workspace (its id kept in workspaceState, reopened by id after a reload; a failed reopen
+   * rejects with the error and keeps the id, never opening another session); this is the
    * session the API and the `#ds4History` tool use when no Pi session was used in this window.
    * With params: the request as given (`cwd`, `title`, or `sessionId` to reopen).
    */

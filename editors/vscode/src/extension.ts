@@ -13,7 +13,7 @@ import { formatHistoryForModel, HISTORY_TOOL_NAME, type HistoryToolInput, histor
 import { ManifestPanel } from './manifestPanel';
 import { registerMemoryCommands } from './memoryCommands';
 import { MemoryPanel } from './memoryPanel';
-import { OwnedSession, OwnedSessionReopenError } from './ownedSession';
+import { ensureOrAsk, OwnedSession } from './ownedSession';
 import type { CompactParams, CompactResult, Manifest, PlanParams, PlanResult, SessionOpenResult, SessionRef, UsageParams } from './protocol';
 import { ReadOnlyDocuments } from './readOnlyDocuments';
 import { ServerClient } from './serverClient';
@@ -273,24 +273,9 @@ function registerHistoryTool(running: ServerClient, workspaceState: vscode.Memen
 
 const START_NEW_SESSION = 'Start a New Session';
 
-/**
- * The workspace's owned session for a palette command. When the stored one cannot be
- * reopened, the error is shown with "Start a New Session": only that choice replaces the
- * stored id; otherwise the error is rethrown marked `reported` (`reportError` skips it).
- */
-async function ownedOrAsk(owned: OwnedSession): Promise<SessionOpenResult> {
-  try {
-    return await owned.ensure();
-  } catch (error: unknown) {
-    if (!(error instanceof OwnedSessionReopenError)) {
-      throw error;
-    }
-    const choice = await vscode.window.showErrorMessage(error.message, START_NEW_SESSION);
-    if (choice !== START_NEW_SESSION) {
-      throw Object.assign(error, { reported: true });
-    }
-    return owned.startNew();
-  }
+/** The owned session for a palette command; a failed reopen offers "Start a New Session". */
+function ownedOrAsk(owned: OwnedSession): Promise<SessionOpenResult> {
+  return ensureOrAsk(owned, async (message) => (await vscode.window.showErrorMessage(message, START_NEW_SESSION)) === START_NEW_SESSION);
 }
 
 /** The file of the workspace's owned session; `undefined` when the server cannot open one. */

@@ -130,3 +130,26 @@ export class OwnedSession {
     return this.state.update(OWNED_SESSION_KEY, { sessionId: result.sessionId, file: result.file });
   }
 }
+
+/**
+ * `owned.ensure()` for a user-facing command: when the stored session cannot be reopened,
+ * `ask(message)` shows the error and answers whether to start a new session; only a yes
+ * replaces the stored id (`startNew`). A no rethrows the error marked `reported: true` (the
+ * command's error report skips it: it was shown). Other errors are rethrown as they are.
+ */
+export async function ensureOrAsk(
+  owned: OwnedSession,
+  ask: (message: string) => PromiseLike<boolean>,
+): Promise<SessionOpenResult> {
+  try {
+    return await owned.ensure();
+  } catch (error: unknown) {
+    if (!(error instanceof OwnedSessionReopenError)) {
+      throw error;
+    }
+    if (!(await ask(error.message))) {
+      throw Object.assign(error, { reported: true });
+    }
+    return owned.startNew();
+  }
+}

@@ -41,7 +41,7 @@ export const PRIVACY = 'ds4.privacy';
 export const DS4_USAGE = 'ds4/usage';
 /** Notification, client to server: the provider rejected a native continuation's `previous_response_id`. */
 export const DS4_CONTINUATION_FAILED = 'ds4/continuationFailed';
-/** Requests, client to server: pins and memory (docs/memory.md); each returns the custom entry to append. */
+/** Requests, client to server: pins and memory (docs/memory.md); each returns the custom entry that records the write. */
 export const DS4_PIN = 'ds4/pin';
 export const DS4_UNPIN = 'ds4/unpin';
 export const DS4_REMEMBER = 'ds4/remember';

@@ -255,10 +255,12 @@ end
 --- sourceEntryId?, sourceFile?, supersedes? }`. Without `session`: the session file
 --- (|ds4.session_file()|), else the workspace's server-owned session (|ds4.session_open()|).
 --- Every write returns the Pi custom entry that records it, `{ customType, data, itemId,
---- appended, entryId }`: appended by the server for a session it owns (`appended = true`),
---- else for the Pi extension to append (`pi.appendEntry(customType, data)`). A refused write
---- (a repeat, an unknown or inactive id, a conflicting claim) is `err.code == -32803` with the
---- server's message, and for a conflict `err.data.conflictsWith`: pass it as `supersedes`.
+--- appended, entryId, entry }`: appended by the server for a session it owns (`appended =
+--- true`); else not recorded until the agent's Pi extension calls `pi.appendEntry(customType,
+--- data)` or `entry` (the complete line; absent from older servers) is appended to the file.
+--- A refused write (a repeat, an unknown or inactive id, a conflicting claim) is `err.code ==
+--- -32803` with the server's message and `err.data.conflictsWith`; for a conflict
+--- (`err.data.kind == 'conflict'`, not `'repeat'`) pass it as `supersedes`.
 ---@param params table
 ---@param cb fun(err: table?, result: table?)
 ---@param opts {bufnr: integer?}?

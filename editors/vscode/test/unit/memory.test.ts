@@ -15,7 +15,7 @@ import {
   renderMemoryHtml,
   supersedeTarget,
 } from '../../src/memoryView';
-import { OWNED_SESSION_KEY, OWNED_SESSION_TITLE, OwnedSession, OwnedSessionReopenError } from '../../src/ownedSession';
+import { ensureOrAsk, OWNED_SESSION_KEY, OWNED_SESSION_TITLE, OwnedSession, OwnedSessionReopenError } from '../../src/ownedSession';
 import {
   checkArtifactSearchResult,
   checkContextMutationResult,
@@ -350,6 +350,34 @@ describe("the workspace's server-owned session", () => {
     assert.deepEqual(asked, [{ sessionId: 'gone' }, { title: OWNED_SESSION_TITLE }]);
     assert.deepEqual(state.values.get(OWNED_SESSION_KEY), { sessionId: 'new-1', file: '/data/sessions/new-1.jsonl' });
     assert.equal(await owned.ensure(), started);
+  });
+
+  it('asks before a command replaces a session it cannot reopen', async () => {
+    const stored = { sessionId: 'gone', file: '/old/gone.jsonl' };
+    const state = store(stored);
+    const { open, asked } = server(new Set());
+    const owned = new OwnedSession(state, open);
+    const questions: string[] = [];
+    // Declined: the error comes back marked as shown, the stored session stays.
+    const declined = await ensureOrAsk(owned, (message) => {
+      questions.push(message);
+      return Promise.resolve(false);
+    }).then(
+      () => assert.fail('resolved without a session'),
+      (error: unknown) => error,
+    );
+    assert.ok(declined instanceof OwnedSessionReopenError);
+    assert.equal((declined as unknown as { reported: unknown }).reported, true);
+    assert.match(questions[0] ?? '', /could not reopen the workspace's DS4-owned session gone/);
+    assert.deepEqual(state.values.get(OWNED_SESSION_KEY), stored);
+    // Accepted: a new session, remembered.
+    const started = await ensureOrAsk(owned, () => Promise.resolve(true));
+    assert.equal(started.sessionId, 'new-1');
+    assert.deepEqual(asked, [{ sessionId: 'gone' }, { sessionId: 'gone' }, { title: OWNED_SESSION_TITLE }]);
+    assert.deepEqual(state.values.get(OWNED_SESSION_KEY), { sessionId: 'new-1', file: '/data/sessions/new-1.jsonl' });
+    // Other errors are not questions.
+    const broken = new OwnedSession(store(), () => Promise.reject(new ResponseError(-32601, 'Method Not Found: ds4/sessionOpen')));
+    await assert.rejects(ensureOrAsk(broken, () => assert.fail('asked')), /Method Not Found/);
   });
 
   it('does not keep a failure: the next call asks again', async () => {
