@@ -2035,6 +2035,14 @@ local function in_order(text, needles)
   end
 end
 
+--- Fail when a line of a result buffer holds a control character (a newline would break
+--- nvim_buf_set_lines; an escape sequence would reach the terminal).
+local function no_control_characters(lines)
+  for _, line in ipairs(lines) do
+    assert(not line:find('%c'), 'a control character in ' .. vim.inspect(line))
+  end
+end
+
 test('memory_lines_and_entries_render_without_a_server', function()
   local hostile = 'line one\27[31m red\nline two\r'
   local lines, items = memory_mod.render_list({
@@ -2071,9 +2079,7 @@ test('memory_lines_and_entries_render_without_a_server', function()
     counts = { applied = 2, rejected = 1, invalid = 0 },
     problems = { { mutationKey = 's:00000009', kind = 'memory', problem = 'conflicts\nwith m1' } },
   }, '/s.jsonl')
-  for _, line in ipairs(lines) do
-    assert(not line:find('[%c]'), 'a control character in ' .. vim.inspect(line))
-  end
+  no_control_characters(lines)
   local text = table.concat(lines, '\n')
   in_order(text, {
     '# ds4 memory: 0 pins, 2 memory items',
@@ -2184,6 +2190,7 @@ end)
 
 test('memory_facts_holding_newlines_stay_on_their_line', function()
   local nl = 'a\nb\r\27c'
+  local sources = { mutationKey = 's:2', sourceEntryIds = { nl, '00000001' } }
   local lines = memory_mod.render_list({
     sessionId = 's',
     pins = {
@@ -2206,24 +2213,12 @@ test('memory_facts_holding_newlines_stay_on_their_line', function()
         },
       },
     },
-    memory = {
-      {
-        id = 'm1',
-        scope = 'project',
-        status = 'active',
-        key = vim.NIL,
-        claim = 'x',
-        createdAt = 1e300,
-        updatedAt = 1e300,
-        provenance = { mutationKey = 's:2', sourceEntryIds = { nl, '00000001' } },
-      },
-    },
+    -- A time beyond what os.date formats (1e300 ms) shows as '-'.
+    memory = { { id = 'm1', scope = 'project', status = 'active', claim = 'x', createdAt = 1e300, provenance = sources } },
     counts = { applied = 2, rejected = 0, invalid = 0 },
     problems = { { mutationKey = 'k\n1', kind = 'pin\n', problem = 'x' } },
   }, '/s\n.jsonl')
-  for _, line in ipairs(lines) do
-    assert(not line:find('%c'), 'a control character in ' .. vim.inspect(line))
-  end
+  no_control_characters(lines)
   local buf = vim.api.nvim_create_buf(false, true)
   vim.api.nvim_buf_set_lines(buf, 0, -1, false, lines)
   vim.api.nvim_buf_delete(buf, { force = true })
@@ -2235,6 +2230,7 @@ test('memory_facts_holding_newlines_stay_on_their_line', function()
     'project /home/me/demo INJECTED',
     'classification local only',
     'created -',
+    '* m1  project  active',
     'source entries a b \\x1bc, 00000001',
     'created -',
     'k 1 (pin): x',
