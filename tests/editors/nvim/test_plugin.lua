@@ -2404,6 +2404,23 @@ test('remember_conflict_offers_supersede_and_shows_the_entry_to_append', functio
   eq(result.entryId, vim.NIL, 'entryId')
   eq(result.data.operation, 'add', 'operation')
   assert(result.itemId:match('^mem%-%x+$'), result.itemId)
+  if result.entry ~= nil then
+    -- A server that sends the complete line: that is the entry shown and copied.
+    eq(memory_mod.entry_json(result), vim.json.encode(result.entry), 'the complete entry line')
+    assert(type(result.entry.id) == 'string' and type(result.entry.timestamp) == 'string', vim.inspect(result.entry))
+  end
+
+  -- The same claim again is a repeat: refused, and never offered for Supersede when the
+  -- server says it is one (`data.kind`).
+  local repeated = await(function(cb)
+    ds4.remember({ session = session, claim = 'retries defaults to 3' }, cb, { bufnr = trusted_buf })
+  end)
+  eq(repeated and repeated.code, -32803, 'a repeat is RequestFailed')
+  local refusal = memory_mod.refused(repeated)
+  if refusal.kind ~= nil then
+    eq(refusal.kind, 'repeat', 'kind')
+    eq(refusal.supersede, nil, 'no Supersede for a repeat')
+  end
 
   -- The session holds "retries defaults to 3" (mem-nvim-1): another value conflicts.
   err = await(function(cb)
