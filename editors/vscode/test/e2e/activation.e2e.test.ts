@@ -379,10 +379,12 @@ describe('the extension, activated without VS Code', { timeout: 120_000 }, () =>
     assert.match(said[0]?.text ?? '', /^DS4: memory mem-[0-9a-f]{16} prepared, not yet recorded: this is a Pi session and ds4 never writes it\./);
     assert.doesNotMatch(said[0]?.text ?? '', /extension appends it/);
     const copied = vscode.clipboard.at(-1) ?? '{}';
-    const entry = JSON.parse(copied) as { type: string; id?: string; customType: string; data: { operation: string } };
+    const entry = JSON.parse(copied) as { type: string; id?: string; parentId?: unknown; timestamp?: unknown; customType: string; data: { operation: string } };
     assert.equal(entry.type, 'custom');
     assert.equal(entry.data.operation, 'add');
     if (typeof entry.id === 'string') {
+      assert.equal(typeof entry.parentId, 'string');
+      assert.equal(typeof entry.timestamp, 'string');
       // A server that sends the complete line: appended as copied, the server imports it.
       appendFileSync(writer.path, `${copied}\n`);
     } else {
@@ -398,6 +400,21 @@ describe('the extension, activated without VS Code', { timeout: 120_000 }, () =>
     assert.equal(answered[0]?.kind, 'warning');
     assert.match(answered[0].text, /conflicts with active memory 'mem-[0-9a-f]{16}'/);
     assert.match(answered[1]?.text ?? '', /prepared, not yet recorded/);
+
+    // The same claim again is a repeat: a server that says so (`data.kind`) gets no Supersede.
+    const probe = await api.remember({ session: { file: writer.path }, claim: 'retries defaults to 3' }).then(
+      () => undefined,
+      (error: unknown) => error as { data?: { kind?: unknown } },
+    );
+    if (probe?.data?.kind === 'repeat') {
+      vscode.inputBoxAnswer = 'retries defaults to 3';
+      vscode.nextMessageChoice = 'Supersede';
+      const repeatAt = vscode.messages.length;
+      await vscode.commands.get('ds4.client.remember')?.();
+      const repeated = vscode.messages.slice(repeatAt);
+      assert.deepEqual(repeated.map((message) => message.kind), ['warning'], JSON.stringify(repeated));
+      vscode.nextMessageChoice = undefined;
+    }
 
     vscode.activeEditor = {
       selection: { isEmpty: false, active: { line: 0 } },
