@@ -88,7 +88,11 @@ function M.owned_session(cb, opts)
   end
   client.request('ds4/sessionOpen', { sessionId = stored.sessionId }, function(err, result)
     if err then
-      local message = ('could not reopen the DS4-owned session %s (%s) of %s: %s. It is kept and tried again next time; if it is gone for good, :lua require("ds4").forget_owned_session() and a new one is opened'):format(
+      local message = (
+        'could not reopen the DS4-owned session %s (%s) of %s: %s. It is kept and tried again '
+        .. 'next time; if it is gone for good, :lua require("ds4").forget_owned_session() and a '
+        .. 'new one is opened'
+      ):format(
         stored.sessionId,
         stored.file,
         root,

@@ -73,7 +73,8 @@ function M.write_roots(path, roots)
   vim.fn.mkdir(vim.fs.dirname(path), 'p', tonumber('700', 8))
   local temp = ('%s.%d.%d.tmp'):format(path, vim.fn.getpid(), vim.uv.hrtime())
   local file = assert(io.open(temp, 'w'))
-  local ok, problem = file:write(vim.json.encode({ version = 1, roots = next(roots) and roots or vim.empty_dict() }))
+  local text = vim.json.encode({ version = 1, roots = next(roots) and roots or vim.empty_dict() })
+  local ok, problem = file:write(text)
   file:close()
   local renamed, rename_problem
   if ok then
