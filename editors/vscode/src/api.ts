@@ -125,11 +125,13 @@ export interface Ds4Api {
   /**
    * `ds4/pin`: pin text (a rule, a selection) so every plan of the session carries it
    * (docs/memory.md). Every write below returns the Pi custom entry that records it: for a
-   * session the server owns it is already appended (`appended: true`, `entryId`); for a Pi
-   * session append `{type: 'custom', customType, data}` yourself (Pi:
-   * `pi.appendEntry(result.customType, result.data)`): the server imports it when the session
-   * grows. A refused write (a repeat, an unknown or inactive id) rejects with the server's
-   * `RequestFailed` (-32803) `ResponseError`, whose message says what to do.
+   * session the server owns it is already appended (`appended: true`, `entryId`). A Pi session
+   * is never written by ds4: nothing is recorded until your Pi extension calls
+   * `pi.appendEntry(result.customType, result.data)`, or `result.entry` (the complete line:
+   * id, parentId, timestamp; absent from older servers) is appended to the session file; the
+   * server imports it when the session grows. A refused write (a repeat, an unknown or inactive
+   * id) rejects with the server's `RequestFailed` (-32803) `ResponseError`, whose message says
+   * what to do.
    */
   pin(params: WithDefaultSession<PinParams>): Promise<ContextMutationResult>;
   /** `ds4/unpin`: mark the active pin `pinId` deleted. */
@@ -137,7 +139,8 @@ export interface Ds4Api {
   /**
    * `ds4/remember`: record a claim (`scope` default `project`). A claim that conflicts with an
    * active item (same key, another value; opposite polarity) rejects with `RequestFailed` and
-   * `error.data.conflictsWith`; pass that id as `supersedes` to replace it.
+   * `error.data.conflictsWith` (`error.data.kind` "conflict"; a repeat is "repeat"); pass that
+   * id as `supersedes` to replace a conflicting item.
    */
   remember(params: WithDefaultSession<RememberParams>): Promise<ContextMutationResult>;
   /** `ds4/forget`: mark the active memory item `memoryId` invalid (default) or expired. */
@@ -154,7 +157,8 @@ export interface Ds4Api {
   artifactSearch(params: ArtifactSearchParams): Promise<ArtifactSearchResult>;
   /**
    * `ds4/sessionOpen`. Without params: the workspace's server-owned session, opened once per
-   * workspace (its id kept in workspaceState, reopened by id after a reload); this is the
+   * workspace (its id kept in workspaceState, reopened by id after a reload; a failed reopen
+   * rejects with the error and keeps the id, never opening another session); this is the
    * session the API and the `#ds4History` tool use when no Pi session was used in this window.
    * With params: the request as given (`cwd`, `title`, or `sessionId` to reopen).
    */

@@ -370,6 +370,9 @@ async function pickSessionFile(
 export function reportError(context: Pick<CommandContext, 'output'>, error: unknown): void {
   const text = error instanceof Error ? error.message : String(error);
   context.output.error(text);
+  if (typeof error === 'object' && error !== null && (error as { reported?: unknown }).reported === true) {
+    return; // already shown to the user (e.g. with a choice to act on it)
+  }
   void vscode.window.showErrorMessage(text.startsWith('DS4') ? text : `DS4: ${text}`, 'Show Output').then((choice) => {
     if (choice) {
       context.output.show(true);

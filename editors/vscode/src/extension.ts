@@ -13,8 +13,8 @@ import { formatHistoryForModel, HISTORY_TOOL_NAME, type HistoryToolInput, histor
 import { ManifestPanel } from './manifestPanel';
 import { registerMemoryCommands } from './memoryCommands';
 import { MemoryPanel } from './memoryPanel';
-import { OwnedSession } from './ownedSession';
-import type { CompactParams, CompactResult, Manifest, PlanParams, PlanResult, SessionRef, UsageParams } from './protocol';
+import { ensureOrAsk, OwnedSession } from './ownedSession';
+import type { CompactParams, CompactResult, Manifest, PlanParams, PlanResult, SessionOpenResult, SessionRef, UsageParams } from './protocol';
 import { ReadOnlyDocuments } from './readOnlyDocuments';
 import { ServerClient } from './serverClient';
 import { compactionDestination, historyToolDestination } from './settings';
@@ -33,13 +33,17 @@ export function activate(context: vscode.ExtensionContext): Ds4Api {
   const running = server;
   const memoryPanel = new MemoryPanel();
   const owned = new OwnedSession(context.workspaceState, async (params) => (await running.requests()).sessionOpen(params));
-  /** The last Pi session used in this window, else the workspace's server-owned session. */
-  const defaultSession = async (): Promise<{ session: SessionRef; owned: boolean }> => {
+  /**
+   * The last Pi session used in this window, else the workspace's server-owned session. With
+   * `ask` (palette commands), a stored session that cannot be reopened is shown with the
+   * choice to start a new one; API callers get the rejection.
+   */
+  const defaultSession = async (ask = false): Promise<{ session: SessionRef; owned: boolean }> => {
     const last = lastSessionFile(context.workspaceState);
     if (last !== undefined) {
       return { session: { file: last }, owned: last === owned.stored?.file };
     }
-    return { session: { file: (await owned.ensure()).file }, owned: true };
+    return { session: { file: (ask ? await ownedOrAsk(owned) : await owned.ensure()).file }, owned: true };
   };
   const sessionOf = async (session: SessionRef | undefined): Promise<SessionRef> => session ?? (await defaultSession()).session;
 
@@ -193,7 +197,7 @@ export function activate(context: vscode.ExtensionContext): Ds4Api {
       });
     }),
     memoryPanel,
-    ...registerMemoryCommands({ server: running, output, documents, panel: memoryPanel, defaultSession }),
+    ...registerMemoryCommands({ server: running, output, documents, panel: memoryPanel, defaultSession: () => defaultSession(true) }),
     registerHistoryTool(running, context.workspaceState, owned),
   );
 
@@ -265,6 +269,13 @@ function registerHistoryTool(running: ServerClient, workspaceState: vscode.Memen
       ]);
     },
   });
+}
+
+const START_NEW_SESSION = 'Start a New Session';
+
+/** The owned session for a palette command; a failed reopen offers "Start a New Session". */
+function ownedOrAsk(owned: OwnedSession): Promise<SessionOpenResult> {
+  return ensureOrAsk(owned, async (message) => (await vscode.window.showErrorMessage(message, START_NEW_SESSION)) === START_NEW_SESSION);
 }
 
 /** The file of the workspace's owned session; `undefined` when the server cannot open one. */

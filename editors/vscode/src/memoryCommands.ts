@@ -5,10 +5,12 @@
  *
  * They act on the default session (`defaultSession`): the last Pi session used in this
  * window, else the workspace's server-owned session. For an owned session the server appends
- * the entry itself (`appended`); for a Pi session the extension cannot write the file (Pi
- * does), so it says that the Pi extension appends the entry and offers to copy or show it.
- * A write the server refuses (`RequestFailed`) is shown with its message; a conflicting claim
- * or pin offers "Supersede", which asks again with `supersedes` set to the conflicting item.
+ * the entry itself (`appended`); a Pi session is never written by ds4 (Pi writes it), so the
+ * write is only prepared: the message says how it gets recorded (the agent's Pi extension
+ * calls `pi.appendEntry`, or the user appends the entry line) and offers to copy or show the
+ * complete entry line. A write the server refuses (`RequestFailed`) is shown with its message;
+ * a conflicting claim or pin (not a repeat) offers "Supersede", which asks again with
+ * `supersedes` set to the conflicting item.
  */
 
 import * as vscode from 'vscode';
@@ -24,6 +26,7 @@ import {
   parseMemoryAction,
   refusedWrite,
   renderArtifactSearch,
+  supersedeTarget,
 } from './memoryView';
 import type { ContextMutationResult, MemoryScope, PinScope, SessionRef } from './protocol';
 import type { ReadOnlyDocuments } from './readOnlyDocuments';
@@ -209,7 +212,7 @@ async function runAction(context: MemoryCommandContext, session: SessionRef, act
 
 /**
  * Send a write (`send(supersedes?)`) and tell the user what became of it. A refused write is
- * shown with the server's message; one that names a conflicting item offers "Supersede",
+ * shown with the server's message; a conflict (`supersedeTarget`) offers "Supersede",
  * which sends the write again with `supersedes` set to it. Whether something was recorded.
  */
 async function write(
@@ -225,7 +228,7 @@ async function write(
     if (refused === undefined) {
       throw error;
     }
-    const conflict = refused.conflictsWith;
+    const conflict = supersedeTarget(refused);
     if (conflict === undefined) {
       void vscode.window.showWarningMessage(`DS4: ${refused.message}`);
       return false;
@@ -240,7 +243,7 @@ async function write(
   return true;
 }
 
-/** Say where the entry went: appended to the owned session, or for the Pi extension to append (copy or show it). */
+/** Say where the entry went: appended to the owned session, or prepared only (copy or show the entry line). */
 async function showMutation(context: MemoryCommandContext, result: ContextMutationResult, what: string): Promise<void> {
   const note = mutationNote(result, what);
   context.output.info(note);

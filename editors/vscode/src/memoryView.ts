@@ -2,8 +2,8 @@
  * Pins, memory and artifacts in the editor (docs/memory.md, docs/artifacts.md): the "DS4
  * Memory" page (pins and memory items with their provenance, and links that supersede,
  * forget or unpin them), what a write tells the user (the server appended the entry to a
- * session it owns, or the agent must append it to its Pi session), the `RequestFailed` a
- * conflicting claim gets, and "DS4: Search Artifacts" results as text.
+ * session it owns, or it is only prepared: a Pi session is never written by ds4), the
+ * `RequestFailed` a conflicting claim gets, and "DS4: Search Artifacts" results as text.
  *
  * Item text is user data: on the page every value is HTML-escaped, the page runs no script,
  * and its links are `command:` URIs of the one action command (`MEMORY_ACTION_COMMAND`),
@@ -60,16 +60,22 @@ export function actionUri(action: MemoryAction): string {
   return escapeHtml(`command:${MEMORY_ACTION_COMMAND}?${encodeURIComponent(JSON.stringify([action]))}`);
 }
 
-/** A refused write (`RequestFailed`): the server's message and, for a conflict, the item it conflicts with. */
+/**
+ * A refused write (`RequestFailed`): the server's message; for a refusal that names an item,
+ * that item (`conflictsWith`) and the server's `kind` of refusal when it sends one
+ * (`conflict`: another value for the same thing; `repeat`: the same item again).
+ */
 export interface RefusedWrite {
   message: string;
   conflictsWith?: string;
+  kind?: string;
 }
 
 /**
  * `error` as a refused write when it is the server's `RequestFailed` (-32803; a
  * vscode-jsonrpc `ResponseError` or anything with `code`, `message` and `data`), else
- * `undefined`. `conflictsWith` is `data.conflictsWith` when it is a string.
+ * `undefined`. `conflictsWith` and `kind` are `data.conflictsWith` and `data.kind` when they
+ * are non-empty strings.
  */
 export function refusedWrite(error: unknown): RefusedWrite | undefined {
   if (typeof error !== 'object' || error === null) {
@@ -79,28 +85,47 @@ export function refusedWrite(error: unknown): RefusedWrite | undefined {
   if (code !== REQUEST_FAILED || typeof message !== 'string') {
     return undefined;
   }
-  const conflictsWith =
-    typeof data === 'object' && data !== null ? (data as Record<string, unknown>).conflictsWith : undefined;
-  return typeof conflictsWith === 'string' && conflictsWith !== '' ? { message, conflictsWith } : { message };
+  const fields = typeof data === 'object' && data !== null ? (data as Record<string, unknown>) : {};
+  const named = (value: unknown): value is string => typeof value === 'string' && value !== '';
+  return {
+    message,
+    ...(named(fields.conflictsWith) && { conflictsWith: fields.conflictsWith }),
+    ...(named(fields.kind) && { kind: fields.kind }),
+  };
 }
 
-/** The Pi entry of a write as one JSON line: `{"type":"custom","customType":...,"data":{...}}`. */
+/**
+ * The item a refused write could supersede: `conflictsWith` when the refusal is a conflict
+ * (`kind` "conflict", or no `kind` from an older server); `undefined` for a repeat or a
+ * refusal that names no item, where superseding would change nothing.
+ */
+export function supersedeTarget(refused: RefusedWrite): string | undefined {
+  return refused.kind === undefined || refused.kind === 'conflict' ? refused.conflictsWith : undefined;
+}
+
+/**
+ * The Pi entry of a write as one JSON line: the server's complete `entry` (id, parentId,
+ * timestamp, customType, data) when it sends one, else `{"type":"custom","customType":...,
+ * "data":{...}}` (older servers; Pi's `appendEntry` fills in the rest).
+ */
 export function mutationEntryJson(result: ContextMutationResult): string {
-  return JSON.stringify({ type: 'custom', customType: result.customType, data: result.data });
+  return JSON.stringify(result.entry ?? { type: 'custom', customType: result.customType, data: result.data });
 }
 
 /**
  * What to tell the user after a write of `what` (`pin`, `memory`, ...): appended by the server
- * to the session it owns, with the entry id; or prepared for the agent, which must append it
- * (ds4 never writes a Pi session file).
+ * to the session it owns, with the entry id; or prepared only: ds4 never writes a Pi session,
+ * so the agent's Pi extension must record it (`pi.appendEntry`), or the user appends the entry
+ * line to the session file, or writes to the workspace's DS4-owned session instead.
  */
 export function mutationNote(result: ContextMutationResult, what: string): string {
   if (result.appended) {
     return `DS4: ${what} ${result.itemId} recorded (entry ${result.entryId ?? '?'} appended to the DS4-owned session).`;
   }
   return (
-    `DS4: ${what} ${result.itemId} prepared. The Pi extension appends it to the session ` +
-    `(pi.appendEntry("${result.customType}", data)); ds4 never writes a Pi session file. Copy the entry to append it yourself.`
+    `DS4: ${what} ${result.itemId} prepared, not yet recorded: this is a Pi session and ds4 never writes it. ` +
+    `The agent's Pi extension can record it with pi.appendEntry("${result.customType}", data); ` +
+    `or copy the entry and append it to the session file as its last line; or use the workspace's DS4-owned session.`
   );
 }
 
@@ -212,9 +237,15 @@ function link(action: MemoryAction, label: string): string {
   return `<a href="${actionUri(action)}">${label}</a>`;
 }
 
-/** A ms-since-the-epoch time as ISO 8601 UTC; `-` when it is not a finite number. */
+/** The largest |ms| a JavaScript `Date` holds (ECMA-262: ±100,000,000 days from the epoch). */
+const MAX_DATE_MS = 8.64e15;
+
+/**
+ * A ms-since-the-epoch time as ISO 8601 UTC; `-` when it is not a finite number or lies
+ * outside what a `Date` holds (the server accepts times up to 2^53-1 ms).
+ */
 export function formatTime(ms: unknown): string {
-  return typeof ms === 'number' && Number.isFinite(ms) ? new Date(ms).toISOString() : '-';
+  return typeof ms === 'number' && Number.isFinite(ms) && Math.abs(ms) <= MAX_DATE_MS ? new Date(ms).toISOString() : '-';
 }
 
 function text(value: unknown): string {

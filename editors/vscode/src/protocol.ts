@@ -41,7 +41,7 @@ export const PRIVACY = 'ds4.privacy';
 export const DS4_USAGE = 'ds4/usage';
 /** Notification, client to server: the provider rejected a native continuation's `previous_response_id`. */
 export const DS4_CONTINUATION_FAILED = 'ds4/continuationFailed';
-/** Requests, client to server: pins and memory (docs/memory.md); each returns the custom entry to append. */
+/** Requests, client to server: pins and memory (docs/memory.md); each returns the custom entry that records the write. */
 export const DS4_PIN = 'ds4/pin';
 export const DS4_UNPIN = 'ds4/unpin';
 export const DS4_REMEMBER = 'ds4/remember';
@@ -920,9 +920,23 @@ export interface ForgetParams {
 export type ContextCustomType = 'ds4-context-pin-v1' | 'ds4-context-memory-v1';
 
 /**
+ * A complete Pi custom entry line for the session file: a new 8-hex `id`, `parentId` the
+ * file's current leaf, an ISO 8601 `timestamp`, and the write's `customType` and `data`.
+ */
+export interface ContextMutationEntry {
+  type: 'custom';
+  id: string;
+  parentId: string | null;
+  timestamp: string;
+  customType: ContextCustomType;
+  data: Record<string, unknown>;
+}
+
+/**
  * What every pin/memory write returns: the Pi custom entry that records it. With `appended`
- * the server wrote it itself (a session it owns; `entryId` is the new entry); otherwise the
- * client appends `{type: 'custom', customType, data}` (Pi: `pi.appendEntry(customType, data)`).
+ * the server wrote it itself (a session it owns; `entryId` is the new entry). Otherwise ds4
+ * never writes the file: the agent's Pi extension records it with `pi.appendEntry(customType,
+ * data)`, or someone appends `entry` (the complete line; older servers send none) to the file.
  */
 export interface ContextMutationResult {
   customType: ContextCustomType;
@@ -931,6 +945,8 @@ export interface ContextMutationResult {
   itemId: string;
   appended: boolean;
   entryId: string | null;
+  /** The complete entry line to append to the session file (servers since issue 15's fixes). */
+  entry?: ContextMutationEntry;
 }
 
 /** `ds4/memory` params. */
@@ -1333,6 +1349,9 @@ const CONTEXT_MUTATION_RESULT: Shape = {
   itemId: str,
   appended: bool,
   entryId: nullable(str),
+  entry: optional(
+    shaped({ type: oneOf('custom'), id: str, parentId: nullable(str), timestamp: str, customType: str, data: obj }),
+  ),
 };
 
 const MEMORY_ITEM: Shape = { id: str, scope: str, status: str, claim: str, createdAt: num, provenance: obj };

@@ -2035,6 +2035,14 @@ local function in_order(text, needles)
   end
 end
 
+--- Fail when a line of a result buffer holds a control character (a newline would break
+--- nvim_buf_set_lines; an escape sequence would reach the terminal).
+local function no_control_characters(lines)
+  for _, line in ipairs(lines) do
+    assert(not line:find('%c'), 'a control character in ' .. vim.inspect(line))
+  end
+end
+
 test('memory_lines_and_entries_render_without_a_server', function()
   local hostile = 'line one\27[31m red\nline two\r'
   local lines, items = memory_mod.render_list({
@@ -2071,9 +2079,7 @@ test('memory_lines_and_entries_render_without_a_server', function()
     counts = { applied = 2, rejected = 1, invalid = 0 },
     problems = { { mutationKey = 's:00000009', kind = 'memory', problem = 'conflicts\nwith m1' } },
   }, '/s.jsonl')
-  for _, line in ipairs(lines) do
-    assert(not line:find('[%c]'), 'a control character in ' .. vim.inspect(line))
-  end
+  no_control_characters(lines)
   local text = table.concat(lines, '\n')
   in_order(text, {
     '# ds4 memory: 0 pins, 2 memory items',
@@ -2099,7 +2105,7 @@ test('memory_lines_and_entries_render_without_a_server', function()
   eq(mapped.m1, 4, 'lines of m1')
   eq(mapped.m0, 3, 'lines of m0')
 
-  -- A write for a Pi session: the entry to append, one JSON line, and who appends it.
+  -- A write for a Pi session (an older server: no `entry`): prepared only, the bare entry line.
   local result = {
     customType = 'ds4-context-memory-v1',
     data = { schemaVersion = 1, mutationId = 'mu-1', createdAt = 5, operation = 'add' },
@@ -2109,9 +2115,11 @@ test('memory_lines_and_entries_render_without_a_server', function()
   }
   local entry = memory_mod.write_lines(result, 'memory')
   in_order(table.concat(entry, '\n'), {
-    '# ds4 memory mem-1: the entry to append',
-    'the Pi extension appends this entry',
+    '# ds4 memory mem-1: prepared, not yet recorded',
+    'ds4 never writes it',
     'pi.appendEntry("ds4-context-memory-v1", data)',
+    'append the line below to the',
+    "DS4-owned session",
   })
   local decoded = vim.json.decode(entry[#entry])
   eq(decoded.type, 'custom', 'entry type')
@@ -2146,6 +2154,197 @@ test('memory_lines_and_entries_render_without_a_server', function()
     '    E  got 5',
     'not searched: ' .. ('b'):rep(64) .. ' (corrupt)',
   })
+end)
+
+test('a_pi_session_write_shows_the_complete_entry_line_and_claims_no_one_appends_it', function()
+  local entry = {
+    type = 'custom',
+    id = '1a2b3c4d',
+    parentId = '0000002a',
+    timestamp = '2025-12-02T09:02:00.000Z',
+    customType = 'ds4-context-pin-v1',
+    data = { schemaVersion = 1, mutationId = 'mu-2', createdAt = 5, operation = 'add' },
+  }
+  local result = {
+    customType = 'ds4-context-pin-v1',
+    data = entry.data,
+    itemId = 'pin-1',
+    appended = false,
+    entryId = vim.NIL,
+    entry = entry,
+  }
+  local lines = memory_mod.write_lines(result, 'pin')
+  eq(memory_mod.entry_json(result), lines[#lines], 'the last line is the entry')
+  local decoded = vim.json.decode(lines[#lines])
+  for _, field in ipairs({ 'type', 'id', 'parentId', 'timestamp', 'customType' }) do
+    eq(decoded[field], entry[field], field)
+  end
+  eq(decoded.data.mutationId, 'mu-2', 'data')
+  local note = table.concat(lines, '\n', 1, #lines - 1)
+  -- Nothing sends the entry to Pi, and a line without id/parentId would be dropped: never say
+  -- that something appends or imports it by itself.
+  assert(not note:find('extension appends', 1, true), note)
+  assert(not note:find('The server imports it when', 1, true), note)
+  in_order(note, { 'prepared, not yet recorded', 'nothing has sent this entry to Pi', 'pi.appendEntry("ds4-context-pin-v1", data)' })
+end)
+
+test('memory_facts_holding_newlines_stay_on_their_line', function()
+  local nl = 'a\nb\r\27c'
+  local sources = { mutationKey = 's:2', sourceEntryIds = { nl, '00000001' } }
+  local lines = memory_mod.render_list({
+    sessionId = 's',
+    pins = {
+      {
+        id = 'p\n1',
+        scope = 'session',
+        status = 'superseded',
+        content = 'keep it',
+        supersededBy = 'p\n2',
+        statusReason = vim.NIL,
+        projectPath = '/home/me/demo\nINJECTED',
+        classification = 'local\nonly',
+        createdAt = 9007199254740991,
+        updatedAt = 9007199254740991,
+        provenance = {
+          sessionId = 's',
+          mutationKey = 's:\n1',
+          sourceFile = 'src/a.ts\n:!rm -rf ~',
+          sourceEntryId = nl,
+        },
+      },
+    },
+    -- A time beyond what os.date formats (1e300 ms) shows as '-'.
+    memory = { { id = 'm1', scope = 'project', status = 'active', claim = 'x', createdAt = 1e300, provenance = sources } },
+    counts = { applied = 2, rejected = 0, invalid = 0 },
+    problems = { { mutationKey = 'k\n1', kind = 'pin\n', problem = 'x' } },
+  }, '/s\n.jsonl')
+  no_control_characters(lines)
+  local buf = vim.api.nvim_create_buf(false, true)
+  vim.api.nvim_buf_set_lines(buf, 0, -1, false, lines)
+  vim.api.nvim_buf_delete(buf, { force = true })
+  in_order(table.concat(lines, '\n'), {
+    'session  /s .jsonl',
+    '- p 1  session  superseded',
+    'from s: 1 · file src/a.ts :!rm -rf ~ · source entry a b \\x1bc',
+    'superseded by p 2',
+    'project /home/me/demo INJECTED',
+    'classification local only',
+    'created -',
+    '* m1  project  active',
+    'source entries a b \\x1bc, 00000001',
+    'created -',
+    'k 1 (pin): x',
+  })
+end)
+
+test('a_repeat_is_refused_without_offering_supersede', function()
+  local conflict = memory_mod.refused({
+    code = -32803,
+    message = 'conflicts',
+    data = { conflictsWith = 'm1', kind = 'conflict' },
+  })
+  eq(conflict.supersede, 'm1', 'a conflict is superseded')
+  eq(conflict.kind, 'conflict', 'kind')
+  local repeat_ = memory_mod.refused({
+    code = -32803,
+    message = "already pinned as 'p1'",
+    data = { conflictsWith = 'p1', kind = 'repeat' },
+  })
+  eq(repeat_.conflicts_with, 'p1', 'the repeated item is named')
+  eq(repeat_.supersede, nil, 'a repeat is not superseded')
+  eq(memory_mod.refused({ code = -32803, message = 'c', data = { conflictsWith = 'm1' } }).supersede, 'm1', 'no kind: as before')
+
+  -- M.write: a repeat is shown, no "Supersede" prompt, nothing sent again.
+  local request = client_mod.request
+  local sent = 0
+  client_mod.request = function(method, params, cb)
+    sent = sent + 1
+    vim.schedule(function()
+      cb({ code = -32803, message = "already pinned as 'p1'", data = { conflictsWith = 'p1', kind = 'repeat' } }, nil)
+    end)
+  end
+  local prompt_count, notify_count = #prompts, #notified
+  local ok, problem = pcall(function()
+    memory_mod.write('ds4/pin', { session = { file = '/s.jsonl' }, content = 'x' }, 'pin')
+    wait_for('the refusal shown', function()
+      return #notified > notify_count
+    end)
+    vim.wait(50)
+    eq(#prompts, prompt_count, 'no Supersede prompt')
+    eq(sent, 1, 'sent once')
+    assert(notified[#notified].msg:find("already pinned as 'p1'", 1, true), notified[#notified].msg)
+  end)
+  client_mod.request = request
+  assert(ok, problem)
+end)
+
+test('a_failed_reopen_keeps_the_owned_session_and_reports_the_error', function()
+  local store = memory_mod.store_path()
+  local before = vim.fn.filereadable(store) == 1 and vim.fn.readfile(store) or nil
+  local stored = { sessionId = 'kept-session', file = '/data/sessions/kept-session.jsonl' }
+  local request = client_mod.request
+  local asked = {}
+  client_mod.request = function(method, params, cb)
+    asked[#asked + 1] = vim.deepcopy(params)
+    vim.schedule(function()
+      if params.sessionId then
+        cb({ code = -32803, message = 'Request ds4/sessionOpen failed: timed out' }, nil)
+      else
+        cb(nil, { sessionId = 'new', file = '/data/sessions/new.jsonl', leafId = vim.NIL, created = true })
+      end
+    end)
+  end
+  local cwd = vim.fn.getcwd()
+  local ok, problem = pcall(function()
+    vim.cmd.cd(vim.fn.fnameescape(cfg.roots.other))
+    local buf = vim.api.nvim_create_buf(false, true)
+    -- The root the plugin keys the store by for this buffer (no client: the cwd).
+    local root = ds4.root(buf) or vim.fn.getcwd()
+    local roots = trust_mod.read_roots(store)
+    roots[root] = stored
+    trust_mod.write_roots(store, roots)
+    local err, result = await(function(cb)
+      ds4.session_open(nil, cb, { bufnr = buf })
+    end)
+    eq(result, nil, 'no session')
+    assert(err, 'the error reaches the caller')
+    assert(err.message:find('could not reopen the DS4-owned session kept-session', 1, true), err.message)
+    assert(err.message:find('timed out', 1, true), err.message)
+    eq(#asked, 1, 'nothing created')
+    eq(asked[1].sessionId, 'kept-session', 'reopened by id')
+    eq(vim.inspect(memory_mod.stored(root)), vim.inspect(stored), 'the id is kept')
+    -- Forgotten on request: the next call opens (and remembers) a new one.
+    eq(vim.inspect(ds4.forget_owned_session({ bufnr = buf })), vim.inspect(stored), 'forgotten')
+    local err2, opened = await(function(cb)
+      ds4.session_open(nil, cb, { bufnr = buf })
+    end)
+    assert(not err2, vim.inspect(err2))
+    eq(opened.sessionId, 'new', 'a new session')
+    eq(memory_mod.stored(root).sessionId, 'new', 'remembered')
+  end)
+  client_mod.request = request
+  vim.cmd.cd(vim.fn.fnameescape(cwd))
+  if before then
+    vim.fn.writefile(before, store)
+  else
+    os.remove(store)
+  end
+  assert(ok, problem)
+end)
+
+test('write_roots_replaces_the_state_file_by_rename', function()
+  local dir = vim.fn.tempname()
+  local path = dir .. '/state/roots.json'
+  trust_mod.write_roots(path, { ['/a'] = 'allow' })
+  local first = vim.uv.fs_stat(path)
+  trust_mod.write_roots(path, { ['/a'] = 'allow', ['/b'] = 'deny' })
+  local second = vim.uv.fs_stat(path)
+  -- A new file renamed over the old one (a reader sees one or the other, never a truncated
+  -- file): a new inode, and no temporary file left behind.
+  assert(first.ino ~= second.ino, 'rewritten in place: inode ' .. tostring(first.ino))
+  eq(vim.inspect(trust_mod.read_roots(path)), vim.inspect({ ['/a'] = 'allow', ['/b'] = 'deny' }), 'roots')
+  eq(#vim.fn.readdir(dir .. '/state'), 1, 'files in the directory')
+  vim.fn.delete(dir, 'rf')
 end)
 
 test('ds4memory_lists_pins_and_memory_with_provenance_and_actions', function()
@@ -2205,6 +2404,23 @@ test('remember_conflict_offers_supersede_and_shows_the_entry_to_append', functio
   eq(result.entryId, vim.NIL, 'entryId')
   eq(result.data.operation, 'add', 'operation')
   assert(result.itemId:match('^mem%-%x+$'), result.itemId)
+  if result.entry ~= nil then
+    -- A server that sends the complete line: that is the entry shown and copied.
+    eq(memory_mod.entry_json(result), vim.json.encode(result.entry), 'the complete entry line')
+    assert(type(result.entry.id) == 'string' and type(result.entry.timestamp) == 'string', vim.inspect(result.entry))
+  end
+
+  -- The same claim again is a repeat: refused, and never offered for Supersede when the
+  -- server says it is one (`data.kind`).
+  local repeated = await(function(cb)
+    ds4.remember({ session = session, claim = 'retries defaults to 3' }, cb, { bufnr = trusted_buf })
+  end)
+  eq(repeated and repeated.code, -32803, 'a repeat is RequestFailed')
+  local refusal = memory_mod.refused(repeated)
+  if refusal.kind ~= nil then
+    eq(refusal.kind, 'repeat', 'kind')
+    eq(refusal.supersede, nil, 'no Supersede for a repeat')
+  end
 
   -- The session holds "retries defaults to 3" (mem-nvim-1): another value conflicts.
   err = await(function(cb)
@@ -2224,7 +2440,7 @@ test('remember_conflict_offers_supersede_and_shows_the_entry_to_append', functio
       'entry'
     )
     assert(prompts[prompt_count + 1]:find('mem-nvim-1', 1, true), vim.inspect(prompts))
-    in_order(text, { 'the Pi extension appends this entry', 'ds4-context-memory-v1' })
+    in_order(text, { 'prepared, not yet recorded', 'ds4 never writes it', 'ds4-context-memory-v1' })
     local lines = vim.split(text, '\n')
     local entry = vim.json.decode(lines[#lines])
     eq(entry.data.operation, 'supersede', 'operation')
@@ -2312,7 +2528,7 @@ test('ds4pin_pins_the_range_and_shows_the_entry_to_append', function()
     '1,1Ds4Pin --scope=branch --session=' .. vim.fn.fnameescape(cfg.memory_session),
     'entry'
   )
-  in_order(text, { '# ds4 pin pin-', 'the Pi extension appends this entry', 'ds4-context-pin-v1' })
+  in_order(text, { '# ds4 pin pin-', 'prepared, not yet recorded', 'ds4-context-pin-v1' })
   local lines = vim.split(text, '\n')
   local entry = vim.json.decode(lines[#lines])
   eq(entry.data.operation, 'add', 'operation')

@@ -255,10 +255,12 @@ end
 --- sourceEntryId?, sourceFile?, supersedes? }`. Without `session`: the session file
 --- (|ds4.session_file()|), else the workspace's server-owned session (|ds4.session_open()|).
 --- Every write returns the Pi custom entry that records it, `{ customType, data, itemId,
---- appended, entryId }`: appended by the server for a session it owns (`appended = true`),
---- else for the Pi extension to append (`pi.appendEntry(customType, data)`). A refused write
---- (a repeat, an unknown or inactive id, a conflicting claim) is `err.code == -32803` with the
---- server's message, and for a conflict `err.data.conflictsWith`: pass it as `supersedes`.
+--- appended, entryId, entry }`: appended by the server for a session it owns (`appended =
+--- true`); else not recorded until the agent's Pi extension calls `pi.appendEntry(customType,
+--- data)` or `entry` (the complete line; absent from older servers) is appended to the file.
+--- A refused write (a repeat, an unknown or inactive id, a conflicting claim) is `err.code ==
+--- -32803` with the server's message and `err.data.conflictsWith`; for a conflict
+--- (`err.data.kind == 'conflict'`, not `'repeat'`) pass it as `supersedes`.
 ---@param params table
 ---@param cb fun(err: table?, result: table?)
 ---@param opts {bufnr: integer?}?
@@ -316,9 +318,9 @@ function M.artifact_search(params, cb, opts)
 end
 
 --- `ds4/sessionOpen`. Without params (nil or `{}`): the workspace's server-owned session,
---- opened once per workspace root and reopened by its remembered id (|ds4-owned-session|).
---- With params `{ cwd?, title?, sessionId? }`: the request as given. The result:
---- `{ sessionId, file, leafId, created }`.
+--- opened once per workspace root and reopened by its remembered id (|ds4-owned-session|; a
+--- failed reopen keeps the id and returns the error). With params `{ cwd?, title?, sessionId?
+--- }`: the request as given. The result: `{ sessionId, file, leafId, created }`.
 ---@param params table?
 ---@param cb fun(err: table?, result: table?)
 ---@param opts {bufnr: integer?}?
@@ -329,6 +331,15 @@ function M.session_open(params, cb, opts)
     return require('ds4.memory').owned_session(cb, opts)
   end
   client.request('ds4/sessionOpen', params, cb, opts)
+end
+
+--- Forget the DS4-owned session remembered for the workspace of `opts.bufnr` (its file stays
+--- where it is), so the next call without a session opens a new one: for a session that can
+--- no longer be reopened (|ds4-owned-session|). The forgotten `{ sessionId, file }`, or nil.
+---@param opts {bufnr: integer?}?
+---@return {sessionId: string, file: string}?
+function M.forget_owned_session(opts)
+  return require('ds4.memory').forget_owned(opts)
 end
 
 --- `ds4/sessionAppend`: `{ session?, messages, parentId? }` appends Pi messages (user,

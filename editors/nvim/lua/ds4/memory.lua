@@ -5,9 +5,10 @@
 --- The default session of these commands and API calls is the Pi session file
 --- (|ds4.session_file()|), else the workspace's server-owned session: opened once per
 --- workspace root with `ds4/sessionOpen`, its id kept in `stdpath('state')/ds4/sessions.json`
---- and reopened by that id later. For an owned session the server appends each pin or memory
---- entry itself (`appended`); for a Pi session ds4 never writes the file: the entry is shown
---- for the Pi extension (or you) to append.
+--- and reopened by that id later (a failed reopen keeps the id and reports the error). For an
+--- owned session the server appends each pin or memory entry itself (`appended`); a Pi session
+--- is never written by ds4: the write is only prepared, and the complete entry line is shown
+--- for the agent's Pi extension (`pi.appendEntry`) or you to append.
 ---
 --- Item text is user data: lines are shown as they are, with control characters escaped.
 
@@ -60,8 +61,11 @@ end
 M.OWNED_TITLE = 'DS4 session (Neovim)'
 
 --- The owned session of the workspace of `opts.bufnr`: reopened by the remembered id, else
---- (none, or the server refuses it) created and remembered. `cb(err, result)` gets the
---- `ds4/sessionOpen` result `{ sessionId, file, leafId, created }`.
+--- (nothing remembered for the root) created and remembered. When reopening fails (a server
+--- restarting, a timeout, a moved data directory) the remembered id is kept and `cb` gets the
+--- error, its message naming the session and |ds4.forget_owned_session()|: a new session
+--- never replaces the old one silently. `cb(err, result)` gets the `ds4/sessionOpen` result
+--- `{ sessionId, file, leafId, created }`.
 ---@param cb fun(err: table?, result: table?)
 ---@param opts {bufnr: integer?}?
 function M.owned_session(cb, opts)
@@ -84,10 +88,35 @@ function M.owned_session(cb, opts)
   end
   client.request('ds4/sessionOpen', { sessionId = stored.sessionId }, function(err, result)
     if err then
-      return create()
+      local message = (
+        'could not reopen the DS4-owned session %s (%s) of %s: %s. It is kept and tried again '
+        .. 'next time; if it is gone for good, :lua require("ds4").forget_owned_session() and a '
+        .. 'new one is opened'
+      ):format(
+        stored.sessionId,
+        stored.file,
+        root,
+        render.one_line(err.message, 300)
+      )
+      return cb(vim.tbl_extend('force', err, { message = message }), nil)
     end
     cb(nil, result)
   end, opts)
+end
+
+--- Forget the owned session remembered for the workspace of `opts.bufnr` (its file stays where
+--- it is): the next write or |ds4.session_open()| opens a new one. The forgotten entry, or nil.
+---@param opts {bufnr: integer?}?
+---@return {sessionId: string, file: string}?
+function M.forget_owned(opts)
+  local root = require('ds4').root(opts and opts.bufnr) or vim.fn.getcwd()
+  local stored = M.stored(root)
+  if stored then
+    local roots = read_store()
+    roots[root] = nil
+    write_store(roots)
+  end
+  return stored
 end
 
 --- The session for a write or list: `{ file = explicit }` when given, else the Pi session file
@@ -129,31 +158,47 @@ end
 
 -- ------------------------------------------------------------------ writes
 
---- A refused write: `{ message, conflicts_with? }` when `err` is the server's RequestFailed
---- (`conflicts_with` is `err.data.conflictsWith`), else nil.
+--- A refused write: `{ message, conflicts_with?, kind?, supersede? }` when `err` is the
+--- server's RequestFailed, else nil. `conflicts_with` and `kind` are `err.data.conflictsWith`
+--- and `err.data.kind` (`conflict` or `repeat`); `supersede` is the item a "Supersede" would
+--- replace: `conflicts_with` for a conflict, or when an older server sends no `kind`; nil for
+--- a repeat, where superseding would change nothing.
 ---@param err table?
----@return {message: string, conflicts_with: string?}?
+---@return {message: string, conflicts_with: string?, kind: string?, supersede: string?}?
 function M.refused(err)
   if type(err) ~= 'table' or err.code ~= M.REQUEST_FAILED then
     return nil
   end
   local data = val(err.data)
-  local conflict = type(data) == 'table' and val(data.conflictsWith) or nil
+  local function named(field)
+    local value = type(data) == 'table' and val(data[field]) or nil
+    return type(value) == 'string' and value ~= '' and value or nil
+  end
+  local conflict, kind = named('conflictsWith'), named('kind')
   return {
     message = tostring(err.message),
-    conflicts_with = type(conflict) == 'string' and conflict ~= '' and conflict or nil,
+    conflicts_with = conflict,
+    kind = kind,
+    supersede = (kind == nil or kind == 'conflict') and conflict or nil,
   }
 end
 
---- The Pi entry of a write as one JSON line: `{"type":"custom","customType":...,"data":...}`.
+--- The Pi entry of a write as one JSON line: the server's complete `result.entry` (`type`,
+--- `id`, `parentId`, `timestamp`, `customType`, `data`) when it sends one, else (older
+--- servers) `{"type":"custom","customType":...,"data":...}`.
 ---@param result table
 ---@return string
 function M.entry_json(result)
+  local entry = val(result.entry)
+  if type(entry) == 'table' then
+    return vim.json.encode(entry)
+  end
   return vim.json.encode({ type = 'custom', customType = result.customType, data = result.data })
 end
 
 --- What became of a write of `what` ('pin', 'memory'): one line when the server appended it,
---- else a note that the Pi extension appends it and the entry to append.
+--- else a note that it is only prepared (ds4 never writes a Pi session; the agent's Pi
+--- extension records it with `pi.appendEntry`, or you append the line) and the entry line.
 ---@param result table
 ---@param what string
 ---@return string[]
@@ -168,13 +213,15 @@ function M.write_lines(result, what)
     }
   end
   return {
-    ('# ds4 %s %s: the entry to append'):format(what, tostring(result.itemId)),
+    ('# ds4 %s %s: prepared, not yet recorded'):format(what, tostring(result.itemId)),
     '',
-    'ds4 never writes a Pi session file: the Pi extension appends this entry',
-    ('(pi.appendEntry("%s", data)); to append it yourself, add this line to the'):format(
+    'This is a Pi session: ds4 never writes it, and nothing has sent this entry to Pi.',
+    'It is recorded once the agent\'s Pi extension calls',
+    ('pi.appendEntry("%s", data), or once you append the line below to the'):format(
       tostring(result.customType)
     ),
-    'session file. The server imports it when the session grows.',
+    'session file as its last line (the server then imports it). Or write to the',
+    'workspace\'s DS4-owned session instead (|ds4-owned-session|).',
     '',
     M.entry_json(result),
   }
@@ -188,12 +235,13 @@ function M.show_write(result, what)
   if result.appended == true then
     vim.notify(lines[1])
   else
-    require('ds4.ui').show('entry', lines, 'ds4 entry to append')
+    require('ds4.ui').show('entry', lines, 'ds4 entry, not yet recorded')
   end
 end
 
 --- Send `method` with `params`; a conflict is offered as "Supersede" (the write sent again
---- with `supersedes` set to the conflicting item), other refusals and errors are shown. On
+--- with `supersedes` set to the conflicting item), a repeat and other refusals and errors are
+--- shown. On
 --- success the result is shown (|ds4-memory|) and `done(result)` is called.
 ---@param method string
 ---@param params table
@@ -203,13 +251,13 @@ function M.write(method, params, what, done)
   require('ds4.client').request(method, params, function(err, result)
     if err then
       local refused = M.refused(err)
-      if refused and refused.conflicts_with then
+      if refused and refused.supersede then
         return vim.ui.select(
           { 'Supersede', 'Cancel' },
           { prompt = ('%s: %s'):format(method, refused.message) },
           function(choice)
             if choice == 'Supersede' then
-              local again = vim.tbl_extend('force', params, { supersedes = refused.conflicts_with })
+              local again = vim.tbl_extend('force', params, { supersedes = refused.supersede })
               M.write(method, again, what, done)
             end
           end
@@ -238,17 +286,29 @@ local function block(text, indent)
   return out
 end
 
+--- A ms-since-the-epoch time as ISO 8601 UTC; `-` when it is not a number within ±8.64e15 ms
+--- (what a JavaScript Date holds; the server accepts up to 2^53-1) or the C library cannot
+--- format it.
 local function time(ms)
   ms = val(ms)
-  if type(ms) ~= 'number' then
+  if type(ms) ~= 'number' or ms ~= ms or math.abs(ms) > 8.64e15 then
     return '-'
   end
-  return os.date('!%Y-%m-%dT%H:%M:%SZ', math.floor(ms / 1000))
+  local ok, text = pcall(os.date, '!%Y-%m-%dT%H:%M:%SZ', math.floor(ms / 1000))
+  return ok and type(text) == 'string' and text or '-'
 end
 
 local function str(x)
   x = val(x)
   return type(x) == 'string' and x ~= '' and x or nil
+end
+
+--- A server value for one line of a buffer: |ds4-memory| shows ids, paths and keys through
+--- `render.one_line` (whitespace runs folded, control characters escaped, at most `limit`
+--- characters); `-` when it is not a non-empty string. A newline in a value the server
+--- accepted (a source file, a project path) must not break `nvim_buf_set_lines`.
+local function fact(x, limit)
+  return str(x) and render.one_line(x, limit or 200) or '-'
 end
 
 --- The memory list as lines, and which item each line belongs to: `items[line] = { kind =
@@ -262,7 +322,7 @@ function M.render_list(result, session)
   local memory = val(result.memory) or {}
   local lines = {
     ('# ds4 memory: %d pins, %d memory items'):format(#pins, #memory),
-    ('  session  %s'):format(session or 'every indexed session'),
+    ('  session  %s'):format(session and render.one_line(session, 300) or 'every indexed session'),
     '  keys     d forget (memory) or unpin (pin)   s supersede   r refresh   q close',
   }
   local items = {}
@@ -271,9 +331,9 @@ function M.render_list(result, session)
     local active = val(item.status) == 'active'
     lines[#lines + 1] = ('%s %s  %s  %s'):format(
       active and '*' or '-',
-      tostring(val(item.id) or '-'),
-      tostring(val(item.scope) or '-'),
-      tostring(val(item.status) or '-')
+      fact(item.id, 100),
+      fact(item.scope, 40),
+      fact(item.status, 40)
     )
     items[#lines] = { kind = kind, item = item }
     for _, line in ipairs(text_lines) do
@@ -285,16 +345,16 @@ function M.render_list(result, session)
   end
   local function state_facts(item, facts)
     if str(item.supersededBy) then
-      facts[#facts + 1] = 'superseded by ' .. item.supersededBy
+      facts[#facts + 1] = 'superseded by ' .. fact(item.supersededBy, 100)
     end
     if str(item.statusReason) then
       facts[#facts + 1] = 'reason: ' .. render.one_line(item.statusReason, 200)
     end
     if str(item.projectPath) then
-      facts[#facts + 1] = 'project ' .. item.projectPath
+      facts[#facts + 1] = 'project ' .. fact(item.projectPath, 300)
     end
     if str(item.classification) then
-      facts[#facts + 1] = 'classification ' .. item.classification
+      facts[#facts + 1] = 'classification ' .. fact(item.classification, 40)
     end
     facts[#facts + 1] = 'created ' .. time(item.createdAt)
     return facts
@@ -306,14 +366,12 @@ function M.render_list(result, session)
   end
   for _, pin in ipairs(pins) do
     local provenance = val(pin.provenance) or {}
-    local facts = {
-      ('from %s'):format(tostring(str(provenance.mutationKey) or '-')),
-    }
+    local facts = { 'from ' .. fact(provenance.mutationKey, 200) }
     if str(provenance.sourceFile) then
-      facts[#facts + 1] = 'file ' .. provenance.sourceFile
+      facts[#facts + 1] = 'file ' .. fact(provenance.sourceFile, 300)
     end
     if str(provenance.sourceEntryId) then
-      facts[#facts + 1] = 'source entry ' .. provenance.sourceEntryId
+      facts[#facts + 1] = 'source entry ' .. fact(provenance.sourceEntryId, 100)
     end
     add('pin', pin, block(val(pin.content) or '', '    │ '), state_facts(pin, facts))
   end
@@ -328,10 +386,14 @@ function M.render_list(result, session)
     if str(item.key) then
       facts[#facts + 1] = 'key ' .. render.one_line(item.key, 80)
     end
-    facts[#facts + 1] = ('from %s'):format(tostring(str(provenance.mutationKey) or '-'))
+    facts[#facts + 1] = 'from ' .. fact(provenance.mutationKey, 200)
     local sources = val(provenance.sourceEntryIds) or {}
-    if #sources > 0 then
-      facts[#facts + 1] = 'source entries ' .. table.concat(sources, ', ')
+    if type(sources) == 'table' and #sources > 0 then
+      local ids = {}
+      for i, id in ipairs(sources) do
+        ids[i] = fact(id, 100)
+      end
+      facts[#facts + 1] = 'source entries ' .. table.concat(ids, ', ')
     end
     add('memory', item, block(val(item.claim) or '', '    │ '), state_facts(item, facts))
   end
@@ -348,8 +410,8 @@ function M.render_list(result, session)
     lines[#lines + 1] = '## Rejected or invalid entries'
     for _, problem in ipairs(problems) do
       lines[#lines + 1] = ('  %s (%s): %s'):format(
-        tostring(val(problem.mutationKey) or '-'),
-        tostring(val(problem.kind) or '-'),
+        fact(problem.mutationKey, 200),
+        fact(problem.kind, 40),
         render.one_line(problem.problem, 300)
       )
     end
@@ -402,7 +464,7 @@ function M.act(buf, action)
   local item, kind = entry.item, entry.kind
   if val(item.status) ~= 'active' then
     return vim.notify(
-      ('ds4: %s %s is %s; only active items change'):format(kind, item.id, item.status),
+      ('ds4: %s %s is %s; only active items change'):format(kind, fact(item.id, 100), fact(item.status, 40)),
       vim.log.levels.WARN
     )
   end
@@ -412,7 +474,7 @@ function M.act(buf, action)
   local session = shown.session
   if action == 'remove' then
     local verb = kind == 'pin' and 'unpin' or 'forget'
-    return vim.ui.input({ prompt = ('%s %s, reason (optional): '):format(verb, item.id) }, function(reason)
+    return vim.ui.input({ prompt = ('%s %s, reason (optional): '):format(verb, fact(item.id, 100)) }, function(reason)
       if reason == nil then
         return
       end
@@ -426,7 +488,7 @@ function M.act(buf, action)
   end
   local current = kind == 'pin' and val(item.content) or val(item.claim)
   vim.ui.input(
-    { prompt = ('supersede %s with: '):format(item.id), default = tostring(current or '') },
+    { prompt = ('supersede %s with: '):format(fact(item.id, 100)), default = tostring(current or '') },
     function(text)
       if text == nil or vim.trim(text) == '' then
         return
@@ -462,9 +524,9 @@ function M.render_artifacts(result)
   }
   for _, match in ipairs(matches) do
     lines[#lines + 1] = ''
-    local source = str(match.sourceId)
+    local source = str(match.sourceId) and fact(match.sourceId, 100)
     lines[#lines + 1] = ('artifact://sha256/%s %s:%s%s'):format(
-      tostring(val(match.artifactId) or '-'),
+      fact(match.artifactId, 100),
       render.num(match.line),
       render.num(match.column),
       source and (' (entry ' .. source .. ')') or ''
@@ -475,8 +537,8 @@ function M.render_artifacts(result)
   for _, s in ipairs(searched) do
     if val(s.status) ~= 'ok' then
       unreadable[#unreadable + 1] = ('  not searched: %s (%s)'):format(
-        tostring(val(s.artifactId) or '-'),
-        tostring(val(s.status) or '-')
+        fact(s.artifactId, 100),
+        fact(s.status, 40)
       )
     end
   end

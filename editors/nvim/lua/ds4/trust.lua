@@ -64,14 +64,26 @@ function M.read_roots(path)
   return decoded.roots
 end
 
---- Write `roots` as the state file `path` (its directory created, private to the user).
+--- Write `roots` as the state file `path` (its directory created, private to the user): to
+--- a temporary file beside it, then renamed over it, so a reader (another Neovim) sees the old
+--- file or the new one, never a truncated one. Raises on a write or rename error.
 ---@param path string
 ---@param roots table<string, any>
 function M.write_roots(path, roots)
   vim.fn.mkdir(vim.fs.dirname(path), 'p', tonumber('700', 8))
-  local file = assert(io.open(path, 'w'))
-  file:write(vim.json.encode({ version = 1, roots = next(roots) and roots or vim.empty_dict() }))
+  local temp = ('%s.%d.%d.tmp'):format(path, vim.fn.getpid(), vim.uv.hrtime())
+  local file = assert(io.open(temp, 'w'))
+  local text = vim.json.encode({ version = 1, roots = next(roots) and roots or vim.empty_dict() })
+  local ok, problem = file:write(text)
   file:close()
+  local renamed, rename_problem
+  if ok then
+    renamed, rename_problem = vim.uv.fs_rename(temp, path)
+  end
+  if not renamed then
+    os.remove(temp)
+    error(('ds4: writing %s: %s'):format(path, tostring(problem or rename_problem)))
+  end
 end
 
 --- The remembered decisions: `{ [realpath] = 'allow'|'deny' }`.

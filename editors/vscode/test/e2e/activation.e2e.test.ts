@@ -7,7 +7,7 @@
  */
 
 import assert from 'node:assert/strict';
-import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { appendFileSync, copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -376,12 +376,21 @@ describe('the extension, activated without VS Code', { timeout: 120_000 }, () =>
       t.skip('this ds4-lsp has no ds4/remember yet');
       return;
     }
-    assert.match(said[0]?.text ?? '', /^DS4: memory mem-[0-9a-f]{16} prepared\. The Pi extension appends it/);
-    const entry = JSON.parse(vscode.clipboard.at(-1) ?? '{}') as { type: string; customType: string; data: { operation: string } };
+    assert.match(said[0]?.text ?? '', /^DS4: memory mem-[0-9a-f]{16} prepared, not yet recorded: this is a Pi session and ds4 never writes it\./);
+    assert.doesNotMatch(said[0]?.text ?? '', /extension appends it/);
+    const copied = vscode.clipboard.at(-1) ?? '{}';
+    const entry = JSON.parse(copied) as { type: string; id?: string; parentId?: unknown; timestamp?: unknown; customType: string; data: { operation: string } };
     assert.equal(entry.type, 'custom');
     assert.equal(entry.data.operation, 'add');
-    // Pi appends it; the server imports it with the session.
-    writer.append('custom', { customType: entry.customType, data: entry.data });
+    if (typeof entry.id === 'string') {
+      assert.equal(typeof entry.parentId, 'string');
+      assert.equal(typeof entry.timestamp, 'string');
+      // A server that sends the complete line: appended as copied, the server imports it.
+      appendFileSync(writer.path, `${copied}\n`);
+    } else {
+      // An older server: what the Pi extension's appendEntry would write.
+      writer.append('custom', { customType: entry.customType, data: entry.data });
+    }
 
     vscode.inputBoxAnswer = 'retries defaults to 5';
     vscode.nextMessageChoice = 'Supersede';
@@ -390,7 +399,22 @@ describe('the extension, activated without VS Code', { timeout: 120_000 }, () =>
     const answered = vscode.messages.slice(conflictAt);
     assert.equal(answered[0]?.kind, 'warning');
     assert.match(answered[0].text, /conflicts with active memory 'mem-[0-9a-f]{16}'/);
-    assert.match(answered[1]?.text ?? '', /prepared\. The Pi extension appends it/);
+    assert.match(answered[1]?.text ?? '', /prepared, not yet recorded/);
+
+    // The same claim again is a repeat: a server that says so (`data.kind`) gets no Supersede.
+    const probe = await api.remember({ session: { file: writer.path }, claim: 'retries defaults to 3' }).then(
+      () => undefined,
+      (error: unknown) => error as { data?: { kind?: unknown } },
+    );
+    if (probe?.data?.kind === 'repeat') {
+      vscode.inputBoxAnswer = 'retries defaults to 3';
+      vscode.nextMessageChoice = 'Supersede';
+      const repeatAt = vscode.messages.length;
+      await vscode.commands.get('ds4.client.remember')?.();
+      const repeated = vscode.messages.slice(repeatAt);
+      assert.deepEqual(repeated.map((message) => message.kind), ['warning'], JSON.stringify(repeated));
+      vscode.nextMessageChoice = undefined;
+    }
 
     vscode.activeEditor = {
       selection: { isEmpty: false, active: { line: 0 } },

@@ -5,6 +5,7 @@ import { ResponseError } from 'vscode-languageserver-protocol';
 
 import {
   MEMORY_ACTION_COMMAND,
+  formatTime,
   memorySummary,
   mutationEntryJson,
   mutationNote,
@@ -12,8 +13,9 @@ import {
   refusedWrite,
   renderArtifactSearch,
   renderMemoryHtml,
+  supersedeTarget,
 } from '../../src/memoryView';
-import { OWNED_SESSION_KEY, OWNED_SESSION_TITLE, OwnedSession } from '../../src/ownedSession';
+import { ensureOrAsk, OWNED_SESSION_KEY, OWNED_SESSION_TITLE, OwnedSession, OwnedSessionReopenError } from '../../src/ownedSession';
 import {
   checkArtifactSearchResult,
   checkContextMutationResult,
@@ -27,6 +29,15 @@ import { Ds4ContractError, type Ds4Connection, Ds4Requests } from '../../src/req
 import { artifactSearchResult, memoryItem, memoryResult, mutationResult, pinItem } from '../fixtures';
 
 const NONCE = 'abcdefghijklmnop0123456789';
+/** The complete entry line a server sends with a write (`result.entry`). */
+const ENTRY = {
+  type: 'custom' as const,
+  id: '1a2b3c4d',
+  parentId: '0000002a',
+  timestamp: '2025-12-02T09:02:00.000Z',
+  customType: 'ds4-context-memory-v1' as const,
+  data: mutationResult().data,
+};
 const HOSTILE = `<img src=x onerror="alert(1)">'&</style><script>alert(2)</script>`;
 
 function body(html: string): string {
@@ -62,6 +73,8 @@ describe('durable context: the wire contract', () => {
   it('accepts the documented results and names the fields that do not fit', () => {
     assert.deepEqual(checkContextMutationResult(mutationResult()), []);
     assert.deepEqual(checkContextMutationResult(mutationResult({ appended: true, entryId: '0000000a' })), []);
+    assert.deepEqual(checkContextMutationResult(mutationResult({ entry: ENTRY })), []);
+    assert.deepEqual(checkContextMutationResult({ ...mutationResult(), entry: { ...ENTRY, id: 7 } }), ['result.entry']);
     assert.deepEqual(checkContextMutationResult({ ...mutationResult(), customType: 'ds4-other', appended: 'no' }), [
       'result.customType',
       'result.appended',
@@ -119,20 +132,39 @@ describe('durable context: writes the server refuses or returns', () => {
     // A refusal without a conflict (a repeat, an unknown id): the message only.
     assert.deepEqual(refusedWrite(new ResponseError(-32803, "unknown pin 'p9'")), { message: "unknown pin 'p9'" });
     assert.deepEqual(refusedWrite({ code: -32803, message: 'x', data: { conflictsWith: 7 } }), { message: 'x' });
+    // Supersede is offered for a conflict (or when an older server sends no kind), never for a repeat.
+    const conflict = refusedWrite(new ResponseError(-32803, message, { conflictsWith: 'm1', kind: 'conflict' }));
+    assert.deepEqual(conflict, { message, conflictsWith: 'm1', kind: 'conflict' });
+    assert.equal(supersedeTarget(conflict), 'm1');
+    const repeat = refusedWrite(new ResponseError(-32803, 'already pinned as p1', { conflictsWith: 'p1', kind: 'repeat' }));
+    assert.ok(repeat);
+    assert.equal(supersedeTarget(repeat), undefined);
+    assert.equal(supersedeTarget({ message, conflictsWith: 'm1' }), 'm1');
+    assert.equal(supersedeTarget({ message }), undefined);
     // Not a refusal: InvalidParams, other errors, non-errors.
     assert.equal(refusedWrite(new ResponseError(-32602, 'params.claim: required')), undefined);
     assert.equal(refusedWrite(new Error('boom')), undefined);
     assert.equal(refusedWrite(null), undefined);
   });
 
-  it("gives the Pi entry to append, and says who appends it", () => {
+  it('copies the complete entry line when the server sends one, else the bare entry', () => {
     const pi = mutationResult();
     assert.deepEqual(JSON.parse(mutationEntryJson(pi)), { type: 'custom', customType: 'ds4-context-memory-v1', data: pi.data });
     assert.doesNotMatch(mutationEntryJson(pi), /\n/);
-    const note = mutationNote(pi, 'memory');
-    assert.match(note, /memory mem-0123456789abcdef prepared\. The Pi extension appends it/);
-    assert.match(note, /pi\.appendEntry\("ds4-context-memory-v1", data\)/);
-    assert.match(note, /never writes a Pi session file/);
+    const complete = mutationResult({ entry: ENTRY });
+    assert.deepEqual(JSON.parse(mutationEntryJson(complete)), ENTRY);
+    assert.doesNotMatch(mutationEntryJson(complete), /\n/);
+  });
+
+  it('says a Pi-session write is only prepared and how it gets recorded, claiming nobody appends it', () => {
+    const note = mutationNote(mutationResult(), 'memory');
+    assert.match(note, /memory mem-0123456789abcdef prepared, not yet recorded/);
+    assert.match(note, /ds4 never writes it/);
+    assert.match(note, /Pi extension can record it with pi\.appendEntry\("ds4-context-memory-v1", data\)/);
+    assert.match(note, /append it to the session file/);
+    assert.match(note, /DS4-owned session/);
+    // Nothing sends the entry to Pi: the note must not say that something appends it.
+    assert.doesNotMatch(note, /extension appends it|server imports it/i);
     const owned = mutationNote(mutationResult({ appended: true, entryId: '0000000a' }), 'memory');
     assert.equal(owned, 'DS4: memory mem-0123456789abcdef recorded (entry 0000000a appended to the DS4-owned session).');
   });
@@ -202,6 +234,16 @@ describe('durable context: the memory page', () => {
     assert.equal(parseMemoryAction({ action: 'forget', kind: 'memory', id: 'x'.repeat(257) }), undefined);
     assert.equal(parseMemoryAction('forget'), undefined);
     assert.deepEqual(parseMemoryAction({ action: 'forget', kind: 'memory', id: 'm1', extra: 1 }), { action: 'forget', kind: 'memory', id: 'm1' });
+  });
+
+  it('shows "-" for a time a Date cannot hold instead of failing the page', () => {
+    const far = 9007199254740991; // 2^53-1 ms: the server accepts it, Date does not (> 8.64e15)
+    assert.equal(formatTime(far), '-');
+    assert.equal(formatTime(-far), '-');
+    assert.equal(formatTime(8.64e15), '+275760-09-13T00:00:00.000Z');
+    assert.equal(formatTime(Number.NaN), '-');
+    const html = renderMemoryHtml(memoryResult({ memory: [memoryItem({ createdAt: far, updatedAt: far })], pins: [] }), { nonce: NONCE });
+    assert.match(body(html), /created -/);
   });
 
   it('summarizes a list in one line', () => {
@@ -282,13 +324,60 @@ describe("the workspace's server-owned session", () => {
     assert.equal(again.created, false);
   });
 
-  it('opens a new session when the server no longer knows the stored one', async () => {
-    const state = store({ sessionId: 'gone', file: '/old/gone.jsonl' });
+  it('keeps the stored session when reopening it fails, and surfaces the error', async () => {
+    const stored = { sessionId: 'gone', file: '/old/gone.jsonl' };
+    const state = store(stored);
     const { open, asked } = server(new Set());
-    const result = await new OwnedSession(state, open).ensure();
+    const owned = new OwnedSession(state, open);
+    const error = await owned.ensure().then(
+      () => assert.fail('reopening an unknown session resolved'),
+      (failure: unknown) => failure,
+    );
+    assert.ok(error instanceof OwnedSessionReopenError);
+    assert.match(error.message, /could not reopen the workspace's DS4-owned session gone \(\/old\/gone\.jsonl\): params\.sessionId: not a session this server owns/);
+    assert.match(error.message, /It is kept/);
+    assert.deepEqual(error.stored, stored);
+    // Nothing created, the stored id untouched: a transient failure must not orphan the old session.
+    assert.deepEqual(asked, [{ sessionId: 'gone' }]);
+    assert.deepEqual(state.values.get(OWNED_SESSION_KEY), stored);
+    // Asked again (the server is back): the same session, reopened by its id.
+    const back = server(new Set(['gone']));
+    assert.equal((await new OwnedSession(state, back.open).ensure()).sessionId, 'gone');
+    assert.deepEqual(back.asked, [{ sessionId: 'gone' }]);
+    // Only on request does a new session replace it.
+    const started = await owned.startNew();
+    assert.equal(started.sessionId, 'new-1');
     assert.deepEqual(asked, [{ sessionId: 'gone' }, { title: OWNED_SESSION_TITLE }]);
-    assert.equal(result.sessionId, 'new-1');
     assert.deepEqual(state.values.get(OWNED_SESSION_KEY), { sessionId: 'new-1', file: '/data/sessions/new-1.jsonl' });
+    assert.equal(await owned.ensure(), started);
+  });
+
+  it('asks before a command replaces a session it cannot reopen', async () => {
+    const stored = { sessionId: 'gone', file: '/old/gone.jsonl' };
+    const state = store(stored);
+    const { open, asked } = server(new Set());
+    const owned = new OwnedSession(state, open);
+    const questions: string[] = [];
+    // Declined: the error comes back marked as shown, the stored session stays.
+    const declined = await ensureOrAsk(owned, (message) => {
+      questions.push(message);
+      return Promise.resolve(false);
+    }).then(
+      () => assert.fail('resolved without a session'),
+      (error: unknown) => error,
+    );
+    assert.ok(declined instanceof OwnedSessionReopenError);
+    assert.equal((declined as unknown as { reported: unknown }).reported, true);
+    assert.match(questions[0] ?? '', /could not reopen the workspace's DS4-owned session gone/);
+    assert.deepEqual(state.values.get(OWNED_SESSION_KEY), stored);
+    // Accepted: a new session, remembered.
+    const started = await ensureOrAsk(owned, () => Promise.resolve(true));
+    assert.equal(started.sessionId, 'new-1');
+    assert.deepEqual(asked, [{ sessionId: 'gone' }, { sessionId: 'gone' }, { title: OWNED_SESSION_TITLE }]);
+    assert.deepEqual(state.values.get(OWNED_SESSION_KEY), { sessionId: 'new-1', file: '/data/sessions/new-1.jsonl' });
+    // Other errors are not questions.
+    const broken = new OwnedSession(store(), () => Promise.reject(new ResponseError(-32601, 'Method Not Found: ds4/sessionOpen')));
+    await assert.rejects(ensureOrAsk(broken, () => assert.fail('asked')), /Method Not Found/);
   });
 
   it('does not keep a failure: the next call asks again', async () => {
