@@ -16,6 +16,7 @@ from ds4_core.memory.claims import (
     DETERMINERS,
     FUNCTION_WORDS,
     GENERIC_WORDS,
+    MAX_KEY_CHARS,
     PREPOSITIONS,
     claim_key,
     claim_keys,
@@ -243,3 +244,14 @@ def test_help_names_each_commands_scope_default(command: str, default: str) -> N
 
 
 SCOPES = {"remember": ("session", "project"), "pin": ("session", "branch", "project")}
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=st.text(alphabet=st.sampled_from("ab _=;,.\n`'\"isdefaultotheIt3"), max_size=80))
+def test_any_text_gets_sound_keys(text: str) -> None:
+    """Whatever the text: keys are non-empty, at most MAX_KEY_CHARS, never a generic word
+    alone, and an explicit key is the only one."""
+    for key, value in claim_keys(text):
+        assert key and value and len(key) <= MAX_KEY_CHARS
+        assert key not in GENERIC_WORDS | DETERMINERS
+    assert shape_claim(text, "k").keys == ("k",)
