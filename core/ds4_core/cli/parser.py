@@ -36,13 +36,16 @@ def _memory_write_parsers(sub: Any) -> None:
         w.add_argument("text", metavar=value)
         if name in ("pin", "remember"):
             scopes = ("session", "branch", "project") if name == "pin" else ("session", "project")
-            w.add_argument("--scope", choices=scopes, help="default: session (pin), project")
+            default = "session" if name == "pin" else "project"
+            w.add_argument("--scope", choices=scopes, help=f"default: {default}")
             w.add_argument("--classification", choices=levels, help="the privacy level")
             w.add_argument("--supersedes", metavar="ID", help="the active item this replaces")
         if name == "pin":
             w.add_argument("--source-file", metavar="PATH", help="where the pinned text is from")
         if name == "remember":
-            w.add_argument("--key", help="the claim's key (default: from 'X is Y' shapes)")
+            w.add_argument(
+                "--key", help='the claim\'s key (default: automatic, docs/memory.md "Conflicts")'
+            )
             w.add_argument(
                 "--source-entry",
                 action="append",

@@ -8,10 +8,12 @@ Ranking of memory items for a request (the reference names the signals: identifi
 keywords, key, scope and recency; the weights are ours):
 
 * identifier: each of the request's exact identifiers and file paths (`describe_task`) found
-  in the claim, case-insensitively: 3 points;
+  in the claim as a whole identifier, case-insensitively (not next to a letter, digit or `_`:
+  `setting_42` is not found in `setting_420`): 3 points;
 * keyword: each of the request's keywords that is a word of the claim (its runs of letters
   and digits, case-insensitively): 1 point;
-* key: the item's key (explicit or automatic) found in the request: 2 points;
+* key: one of the item's keys (explicit, or the automatic key of each clause,
+  `claims.claim_keys`) found in the normalised request, whole as above: 2 points;
 * scope: a `session` item gets 0.25 (it is about this very session);
 * recency: 0.5 for the newest item, falling linearly to 0 for the oldest.
 
@@ -53,7 +55,7 @@ from datetime import UTC, datetime
 
 from ..quoting import json_string, one_line
 from ..retrieval.descriptor import describe_task
-from .claims import normalize
+from .claims import normalize, shape_claim
 
 RECENT_FALLBACK = 3
 """How many of the most recent items stand in when no item matches the request."""
@@ -81,6 +83,13 @@ MEMORY_NOTICE = (
 _WORD = re.compile(r"[^\W_]+")
 """A word of a claim for keyword matches: letters and digits (`theme_loader.ts` holds
 `theme`, `loader` and `ts`)."""
+
+
+def whole(value: str) -> re.Pattern[str]:
+    """A pattern finding `value` only as a whole identifier: not preceded or followed by a
+    letter, a digit or `_` (`setting_4` is not in `setting_42`, `retries` is in
+    `config.retries`)."""
+    return re.compile(r"(?<!\w)" + re.escape(value) + r"(?!\w)")
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,8 +149,10 @@ class MemoryIndex:
         for index, (item, folded) in enumerate(zip(self.items, self.folded, strict=True)):
             for word in set(_WORD.findall(folded)):
                 self.by_word.setdefault(word, []).append(index)
-            if item.key is not None and len(item.key) > 1:
-                self.keyed.append((item.key, index))
+            keys = {item.key} if item.key is not None else set()
+            keys.update(shape_claim(item.text).keys)
+            for key in sorted(key for key in keys if len(key) > 1):
+                self.keyed.append((key, index))
 
     def select(self, request: str, max_results: int) -> list[Selected]:
         """The items for `request` (ranking in the module docstring), best first, at most
@@ -155,14 +166,15 @@ class MemoryIndex:
         asked = normalize(request)
         found: dict[int, tuple[list[str], list[str], list[str]]] = {}
         for value in identifiers:
+            pattern = whole(value)
             for index, folded in enumerate(self.folded):
-                if value in folded:
+                if value in folded and pattern.search(folded):
                     found.setdefault(index, ([], [], []))[0].append(value)
         for word in keywords:
             for index in self.by_word.get(word, ()):
                 found.setdefault(index, ([], [], []))[1].append(word)
         for key, index in self.keyed:
-            if key in asked:
+            if key in asked and whole(key).search(asked):
                 found.setdefault(index, ([], [], []))[2].append(key)
         if not found:
             return [

@@ -901,7 +901,7 @@ export interface RememberParams {
   claim: string;
   /** Default `project`. */
   scope?: MemoryScope;
-  /** The conflict key; default: the claim's automatic key ("X is Y" -> X). */
+  /** The conflict key; default: the claim's automatic keys (docs/memory.md "Conflicts"). */
   key?: string;
   classification?: PrivacyLevel;
   sourceEntryIds?: string[];
