@@ -94,11 +94,6 @@ def test_a_clause_of_a_multi_clause_claim_conflicts_with_its_own_key_only() -> N
     assert statuses[1][1].startswith("conflicts with active item 'm0' (same key 'timeout'")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="memory/replay.py indexes a claim under its first key only (ClaimShape.key); "
-    "indexing every key of ClaimShape.keys finds this conflict",
-)
 def test_replay_finds_the_conflict_on_a_later_clause() -> None:
     statuses = _statuses("timeout = 30 seconds; retries = 3", "retries = 5")
     assert statuses[1][1].startswith("conflicts with active item 'm0' (same key 'retries'")
@@ -111,7 +106,6 @@ _CLAUSES = st.lists(
 ).map("; ".join)
 
 
-@pytest.mark.xfail(strict=True, reason="as above: replay indexes the first key only")
 @settings(max_examples=200, deadline=None)
 @given(claims=st.lists(_CLAUSES, min_size=1, max_size=6))
 def test_replay_never_leaves_two_conflicting_multi_clause_claims_active(claims: list[str]) -> None:

@@ -126,8 +126,7 @@ class _Place:
 
     def _slots(self, shape: ClaimShape) -> list[tuple[dict[str, set[str]], str]]:
         slots = [(self.by_text, shape.text)]
-        if shape.key is not None:
-            slots.append((self.by_key, shape.key))
+        slots += [(self.by_key, key) for key in shape.keys]  # every clause's key
         if shape.polarity is not None:
             slots.append((self.by_subject, shape.subject))
         return slots
