@@ -5,6 +5,7 @@ and ephemeral plans are left alone; the manifest names the artifact, never its t
 from __future__ import annotations
 
 import base64
+import io
 import hashlib
 import json
 import os
@@ -16,7 +17,9 @@ from test_planner import result
 
 from ds4_core.artifacts.condense import END_LINE, tool_result_text
 from ds4_core.artifacts.store import ArtifactStore
+from ds4_core.cli.printers.plan import print_plan
 from ds4_core.engine import ContextEngine
+from ds4_core.engine.planning import Planner
 from ds4_core.requests import ManifestRequest, ModelSpec, PlanRequest, SessionRef
 
 BIG = "".join(f"src/app/mod{i % 9}.py:{i}: warning: unused import zqxbig{i}\n" for i in range(3000))
@@ -139,6 +142,44 @@ def test_observer_ephemeral_and_disabled_plans_never_offload(
     )
     assert tool_results(result) == [BIG]
     assert not (tmp_path / "db" / "artifacts").exists()
+
+
+@pytest.mark.parametrize("why", ["over-the-hard-limit", "internal-error"])
+def test_a_fallback_plan_sends_the_condensed_result_and_lists_it(
+    engine: ContextEngine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, why: str
+) -> None:
+    """A fallback sends the condensed copy (a large output never goes whole), and the
+    manifest and the text report say so."""
+    session = tmp_path / "s.jsonl"
+    write_session(session)
+    fixed = 0
+    if why == "internal-error":
+
+        def fail(*args: Any, **kwargs: Any) -> Any:
+            raise RuntimeError("boom")
+
+        monkeypatch.setattr(Planner, "managed_plan", fail)
+    else:
+        fixed = 190000
+    request = PlanRequest(
+        session=SessionRef(file=str(session)),
+        request="what failed?",
+        model=ModelSpec(provider="acme", id="alpha", context_window=200000),
+        fixed_tokens=fixed,
+    )
+    planned = engine.plan(request)
+    result = planned.to_wire()
+    assert result["mode"] == "fallback"
+    [sent] = tool_results(result)
+    artifact_id = hashlib.sha256(BIG.encode()).hexdigest()
+    assert f"Artifact ID: {artifact_id}" in sent and "zqxbig1500" not in sent
+    manifest = engine.manifest(ManifestRequest(id=result["manifestId"], view="full")).to_wire()
+    assert [item["artifactId"] for item in manifest["artifacts"]] == [artifact_id]
+    out = io.StringIO()
+    print_plan(planned, manifest, out)
+    report = " ".join(out.getvalue().split())
+    assert "but for 1 large tool result(s) sent condensed (artifacts)" in report
+    assert "sent unchanged ·" not in report
 
 
 def test_a_grown_session_plans_as_a_fresh_engine_does(

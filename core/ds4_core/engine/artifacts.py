@@ -308,8 +308,9 @@ def manifest_artifacts(
     """The manifest's `artifacts`: one entry per offloaded tool result the plan sends (ids and
     sizes, never text): `artifactId` (None: not stored), `sourceId` (the session entry),
     `originalChars`, `sizeBytes`, `notStored` (None, `too-large`, `no-store`,
-    `write-failed`)."""
-    if plan.mode != "managed":  # observer and fallback plans send the messages as they were
+    `write-failed`). A fallback plan sends the condensed copy too, so it lists them; an
+    observer plan never offloads."""
+    if plan.mode == "observer":  # sends the caller's messages as they are
         return []
     sent = {item.source_id for item in plan.included}
     out = []

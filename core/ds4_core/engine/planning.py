@@ -148,7 +148,6 @@ class Planner:
                 None, request.messages, request.request, request.model, config
             )
             failure = f"internal error while reading the session ({type(exc).__name__})"
-        original = prepared
         offloaded: list[Offloaded] = []
         if (
             failure is None
@@ -185,8 +184,8 @@ class Planner:
                 retrieval = project = None
         warnings = list(prepared.warnings)  # after planning: project search adds its failure
         if failure is not None:
-            plan = fallback_plan(
-                original.messages,
+            plan = fallback_plan(  # the condensed copy: a large output never goes whole
+                prepared.messages,
                 failure,
                 fixed_tokens=request.fixed_tokens,
                 message_source_ids=prepared.source_ids,

@@ -1,6 +1,7 @@
 """The `ds4 plan` report: the model and budget, what was sent (tail, summaries, evidence,
 project snippets) and left out, and where the manifest is; in observer mode what a managed plan
-would have done, in fallback mode that the original messages were sent unchanged."""
+would have done, in fallback mode that the original messages were sent unchanged (but for the
+large tool results, sent condensed)."""
 
 from __future__ import annotations
 
@@ -84,16 +85,12 @@ def print_plan(
 ) -> None:
     """The `ds4 plan` report of `result`, with the items of its `manifest` (the stored
     manifest document in the `full` view). In mode `fallback` it says the original messages
-    are sent unchanged and why, and lists them; in mode `observer` the sections are labelled as
+    are sent unchanged (but for the large tool results sent condensed) and why, and lists them; in mode `observer` the sections are labelled as
     what a managed plan would have done. `db` is the `--db` given, repeated in the manifest
     hint."""
     model, budget, stats = result.model, result.budget, result.stats
     mode = result.mode
-    unchanged = (
-        "unchanged"
-        if not privacy_changed(result.privacy)
-        else ("unchanged but for what privacy withheld or redacted")
-    )
+    unchanged = _unchanged(result, manifest)
     session = result.session
     out.write("ds4 plan\n")
     if session:
@@ -207,14 +204,27 @@ def print_plan(
     write_warnings(out, result.warnings)
 
 
+def _unchanged(result: PlanResult, manifest: Mapping[str, Any]) -> str:
+    """How the messages of an observer or fallback plan are sent: `unchanged`, but for the
+    large tool results a fallback sends condensed (the manifest's `artifacts`,
+    docs/artifacts.md) and what privacy withheld or redacted."""
+    but = []
+    condensed = len(manifest.get("artifacts") or []) if result.mode == "fallback" else 0
+    if condensed:
+        but.append(f"{fmt(condensed)} large tool result(s) sent condensed (artifacts)")
+    if privacy_changed(result.privacy):
+        but.append("what privacy withheld or redacted")
+    return "unchanged" + (" but for " + " and ".join(but) if but else "")
+
+
 def _print_fallback_items(
     included: list[dict[str, Any]],
     excluded: list[dict[str, Any]],
     out: TextIO,
     unchanged: str = "unchanged",
 ) -> None:
-    """What a fallback plan sends (every original message, `unchanged` or with what privacy
-    withheld or redacted) and drops (synthetic context)."""
+    """What a fallback plan sends (every original message, `unchanged` or with its large tool
+    results condensed and what privacy withheld or redacted) and drops (synthetic context)."""
     heading(
         out,
         f"Sent {unchanged}: {fmt(len(included))} message(s), {fmt(_tokens(included))} tokens"
