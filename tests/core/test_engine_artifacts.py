@@ -5,8 +5,8 @@ and ephemeral plans are left alone; the manifest names the artifact, never its t
 from __future__ import annotations
 
 import base64
-import io
 import hashlib
+import io
 import json
 import os
 from pathlib import Path

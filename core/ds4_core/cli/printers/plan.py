@@ -85,8 +85,8 @@ def print_plan(
 ) -> None:
     """The `ds4 plan` report of `result`, with the items of its `manifest` (the stored
     manifest document in the `full` view). In mode `fallback` it says the original messages
-    are sent unchanged (but for the large tool results sent condensed) and why, and lists them; in mode `observer` the sections are labelled as
-    what a managed plan would have done. `db` is the `--db` given, repeated in the manifest
+    are sent unchanged (but for the large tool results sent condensed) and why, and lists
+    them; in mode `observer` the sections are labelled as what a managed plan would have done. `db` is the `--db` given, repeated in the manifest
     hint."""
     model, budget, stats = result.model, result.budget, result.stats
     mode = result.mode
