@@ -20,6 +20,7 @@ from ds4_core.artifacts.store import (
     ArtifactCorruptError,
     ArtifactMissingError,
     ArtifactStore,
+    ArtifactStoreRefusedError,
     artifact_root,
     artifact_uri,
 )
@@ -149,6 +150,52 @@ def test_stats_count_objects_and_quarantine_not_temporaries(tmp_path: Path) -> N
         "quarantined": 1,
         "quarantinedBytes": 3,
     }
+
+
+def test_a_symbolic_link_named_like_an_object_is_never_followed(tmp_path: Path) -> None:
+    """A link named with the real hash of an outside file is not an object: not listed, not
+    counted, and a read or a put moves it to quarantine instead of returning the file."""
+    outside = tmp_path / "secret.txt"
+    outside.write_bytes(DATA)
+    digest = hashlib.sha256(DATA).hexdigest()
+    store = ArtifactStore(tmp_path / "artifacts")
+    store.put(b"other")
+    store.path_for(digest).parent.mkdir(mode=0o700, exist_ok=True)
+    store.path_for(digest).symlink_to(outside)
+    assert store.artifact_ids() == [hashlib.sha256(b"other").hexdigest()]
+    assert store.stats()["objects"] == 1 and not store.contains(digest)
+    with pytest.raises(ArtifactCorruptError, match="symbolic link"):
+        store.read(digest)
+    [moved] = (tmp_path / "artifacts" / "quarantine").iterdir()
+    assert moved.is_symlink() and outside.read_bytes() == DATA
+    store.path_for(digest).symlink_to(outside)
+    again = store.put(DATA)
+    assert not again.deduplicated and again.quarantined is not None
+    assert not store.path_for(digest).is_symlink() and store.read(digest) == DATA
+
+
+@pytest.mark.parametrize("where", ["root", "shard"])
+def test_a_store_directory_that_is_a_symbolic_link_is_refused(tmp_path: Path, where: str) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    root = tmp_path / "artifacts"
+    digest = hashlib.sha256(DATA).hexdigest()
+    if where == "root":
+        root.symlink_to(elsewhere)
+    else:
+        root.mkdir()
+        (root / digest[:2]).symlink_to(elsewhere)
+    store = ArtifactStore(root)
+    with pytest.raises(ArtifactStoreRefusedError, match="symbolic link"):
+        store.put(DATA)
+    with pytest.raises(ArtifactStoreRefusedError, match="symbolic link"):
+        store.read(digest)
+    assert list(elsewhere.iterdir()) == []  # nothing written through the link
+    if where == "root":
+        with pytest.raises(ArtifactStoreRefusedError):
+            store.stats()
+    else:
+        assert store.artifact_ids() == []
 
 
 def test_garbage_collection_never_removes_an_object_a_put_just_found(tmp_path: Path) -> None:

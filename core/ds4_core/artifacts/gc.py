@@ -72,7 +72,7 @@ def collect_garbage(
         for artifact_id in store.artifact_ids():
             path = store.path_for(artifact_id)
             try:
-                stat = path.stat()
+                stat = path.lstat()
             except FileNotFoundError:
                 continue
             if artifact_id in referenced or stat.st_mtime > clock - grace_s:
@@ -85,13 +85,15 @@ def collect_garbage(
             removed += 1
             removed_bytes += stat.st_size
     quarantine = store.root / "quarantine"
-    if quarantine.is_dir():
+    if quarantine.is_dir() and not quarantine.is_symlink():
         for path in sorted(quarantine.iterdir()):
             try:
-                stat = path.stat()
+                stat = path.lstat()  # a quarantined symbolic link is removed, never followed
             except FileNotFoundError:
                 continue
-            if not path.is_file() or stat.st_mtime > clock - quarantine_keep_s:
+            if (
+                path.is_dir() and not path.is_symlink()
+            ) or stat.st_mtime > clock - quarantine_keep_s:
                 continue
             if not dry_run and not _unlink(path):
                 continue

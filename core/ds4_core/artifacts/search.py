@@ -91,7 +91,7 @@ def search_artifact(
         raise ValueError(f"max_matches must be >= 1, got {max_matches}")
     path = store.path_for(artifact_id)
     try:
-        size = path.stat().st_size
+        size = path.lstat().st_size  # a symbolic link is never followed: `read` refuses it
     except FileNotFoundError:
         size = 0  # `read` raises the missing-artifact error
     if size > max_search_bytes:

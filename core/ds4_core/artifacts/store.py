@@ -17,6 +17,12 @@ quarantined and `ArtifactCorruptError` raised, never wrong bytes returned.
 `flock`, shared for `put`, exclusive while garbage collection reads an object's age and
 removes it), so an object `put` has just found and touched is never removed by a collection
 that read its age before the touch.
+
+Symbolic links are never followed, as in the owned sessions directory: a root, shard or
+quarantine directory that is a link (or another user's) is refused (`ArtifactStoreRefusedError`),
+objects are opened with `O_NOFOLLOW`, and a link (or any file that is not a regular file)
+standing in an object's place is not an object: it is not listed or counted, and a read or a
+`put` moves it to quarantine.
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ import hashlib
 import os
 import re
 import secrets
+import stat
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -59,7 +66,13 @@ class ArtifactMissingError(ArtifactError):
 
 
 class ArtifactCorruptError(ArtifactError):
-    """The object's bytes no longer hash to its id; it was moved to quarantine."""
+    """The object's bytes no longer hash to its id, or it is not a regular file (a symbolic
+    link); it was moved to quarantine."""
+
+
+class ArtifactStoreRefusedError(OSError):
+    """A directory of the store is a symbolic link, not a directory, or another user's: nothing
+    is read or written through it. The message names it and what to do."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,8 +134,15 @@ class ArtifactStore:
         path = self.path_for(artifact_id)
         quarantined: Path | None = None
         _make_directory(self.root)
+        _check_directory(self.root)
         with self.locked(shared=True):  # no garbage collection between the check and the touch
-            if path.exists():
+            found = _kind(path)
+            if found not in (
+                "file",
+                "missing",
+            ):  # a link or a special file: not an object, never followed
+                quarantined = self._quarantine(path)
+            elif found == "file":
                 if _file_sha256(path) == artifact_id:
                     _touch(
                         path
@@ -130,6 +150,7 @@ class ArtifactStore:
                     return StoredArtifact(artifact_id, len(data), True, None)
                 quarantined = self._quarantine(path)
             _make_directory(path.parent)
+            _check_directory(path.parent)
             self._write_atomically(path, data)
         return StoredArtifact(artifact_id, len(data), False, quarantined)
 
@@ -139,7 +160,11 @@ class ArtifactStore:
         or exclusive (garbage collection). Blocks until granted; released on exit. Without a
         root directory nothing can be collected, so nothing is locked; a lock file that cannot
         be opened (a read-only store) is skipped too, as nothing can be removed there either.
+
+        Raises:
+            ArtifactStoreRefusedError: the root is a symbolic link or another user's.
         """
+        _check_directory(self.root)
         try:
             fd = os.open(
                 self.root / LOCK_FILE,
@@ -161,16 +186,34 @@ class ArtifactStore:
         Raises:
             ValueError: `artifact_id` is not 64 hex digits.
             ArtifactMissingError: no such object.
-            ArtifactCorruptError: the bytes do not hash to the id (the object is quarantined).
+            ArtifactCorruptError: the bytes do not hash to the id, or the object is a symbolic
+                link or not a regular file (it is quarantined, never followed).
+            ArtifactStoreRefusedError: the root or the shard directory is a symbolic link.
             OSError: the object cannot be read.
         """
         path = self.path_for(artifact_id)
+        self._check_directories(path)
         try:
-            data = path.read_bytes()
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
         except FileNotFoundError:
             raise ArtifactMissingError(
                 f"artifact {artifact_id} is not in the store '{self.root}'"
             ) from None
+        except OSError as exc:
+            if exc.errno != errno.ELOOP:
+                raise
+            fd = -1
+        regular, data = False, b""
+        if fd >= 0:
+            with os.fdopen(fd, "rb") as handle:
+                regular = stat.S_ISREG(os.fstat(handle.fileno()).st_mode)
+                data = handle.read() if regular else b""
+        if fd < 0 or not regular:
+            moved = self._quarantine(path)
+            raise ArtifactCorruptError(
+                f"artifact {artifact_id} is a symbolic link or not a regular file, never "
+                f"followed; it was moved to '{moved}'"
+            )
         if hashlib.sha256(data).hexdigest() != artifact_id:
             moved = self._quarantine(path)
             raise ArtifactCorruptError(
@@ -180,21 +223,27 @@ class ArtifactStore:
         return data
 
     def contains(self, artifact_id: str) -> bool:
-        """Whether an object file with this id exists (not re-hashed: `read` checks)."""
-        return self.path_for(artifact_id).is_file()
+        """Whether an object file with this id exists, a regular file (not re-hashed: `read`
+        checks; a symbolic link is not an object)."""
+        return _kind(self.path_for(artifact_id)) == "file"
 
     def artifact_ids(self) -> list[str]:
-        """Ids of the objects present, sorted; temporaries and quarantine are not objects."""
-        if not self.root.is_dir():
+        """Ids of the objects present, sorted; temporaries, quarantine, symbolic links and
+        shard directories that are links are not objects.
+
+        Raises:
+            ArtifactStoreRefusedError: the root is a symbolic link or another user's.
+        """
+        if not _check_directory(self.root):
             return []
         found: list[str] = []
         for shard in self.root.iterdir():
-            if len(shard.name) != 2 or not shard.is_dir():
+            if len(shard.name) != 2 or _kind(shard) != "directory":
                 continue
             found += [
                 p.name
                 for p in shard.iterdir()
-                if ARTIFACT_ID.fullmatch(p.name) and p.name[:2] == shard.name
+                if ARTIFACT_ID.fullmatch(p.name) and p.name[:2] == shard.name and _kind(p) == "file"
             ]
         return sorted(found)
 
@@ -205,16 +254,16 @@ class ArtifactStore:
         objects = total = 0
         for artifact_id in self.artifact_ids():
             try:
-                total += self.path_for(artifact_id).stat().st_size
+                total += self.path_for(artifact_id).lstat().st_size
                 objects += 1
             except FileNotFoundError:
                 continue
         quarantined = quarantined_bytes = 0
         folder = self.root / "quarantine"
-        if folder.is_dir():
+        if _kind(folder) == "directory":
             for path in folder.iterdir():
                 try:
-                    quarantined_bytes += path.stat().st_size
+                    quarantined_bytes += path.lstat().st_size
                     quarantined += 1
                 except FileNotFoundError:
                     continue
@@ -228,21 +277,27 @@ class ArtifactStore:
     def sweep_temporaries(self, older_than_s: float = 3600.0) -> int:
         """Remove temporary files of writes that crashed, older than `older_than_s` seconds
         (a younger one may belong to a write in progress). Returns how many were removed."""
-        if not self.root.is_dir():
+        if not _check_directory(self.root):
             return 0
         removed = 0
         cutoff = time.time() - older_than_s
         for shard in self.root.iterdir():
-            if len(shard.name) != 2 or not shard.is_dir():
+            if len(shard.name) != 2 or _kind(shard) != "directory":
                 continue
             for path in shard.glob(TEMPORARY_PREFIX + "*"):
                 try:
-                    if path.stat().st_mtime <= cutoff:
+                    if path.lstat().st_mtime <= cutoff:
                         path.unlink()
                         removed += 1
                 except FileNotFoundError:
                     continue
         return removed
+
+    def _check_directories(self, path: Path) -> None:
+        """Refuse (`ArtifactStoreRefusedError`) a root or shard directory of `path` that is a
+        symbolic link."""
+        if _check_directory(self.root):
+            _check_directory(path.parent)
 
     def _write_atomically(self, path: Path, data: bytes) -> None:
         temporary = path.with_name(f"{TEMPORARY_PREFIX}{path.name[:16]}-{secrets.token_hex(8)}")
@@ -269,10 +324,11 @@ class ArtifactStore:
         """Move a corrupt object to `<root>/quarantine/<id>.<UTC stamp>[-n]`."""
         folder = self.root / "quarantine"
         _make_directory(folder)
+        _check_directory(folder)
         stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
         target = folder / f"{path.name}.{stamp}"
         counter = 1
-        while target.exists():
+        while os.path.lexists(target):
             target = folder / f"{path.name}.{stamp}-{counter}"
             counter += 1
         os.replace(path, target)
@@ -280,15 +336,52 @@ class ArtifactStore:
 
 
 def _file_sha256(path: Path) -> str | None:
-    """SHA-256 hex of a file read in chunks; None when it vanished meanwhile."""
+    """SHA-256 hex of a file read in chunks (never through a symbolic link: None, as for a
+    file that vanished meanwhile)."""
     digest = hashlib.sha256()
     try:
-        with path.open("rb") as handle:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return None
+        raise
+    try:
+        with os.fdopen(fd, "rb") as handle:
             while chunk := handle.read(_CHUNK_BYTES):
                 digest.update(chunk)
     except FileNotFoundError:
         return None
     return digest.hexdigest()
+
+
+def _kind(path: Path) -> str:
+    """`file` (a regular file), `directory`, `missing` or `other` (a symbolic link, a special
+    file), read without following a link."""
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        return "missing"
+    if stat.S_ISREG(mode):
+        return "file"
+    return "directory" if stat.S_ISDIR(mode) else "other"
+
+
+def _check_directory(directory: Path) -> bool:
+    """Whether `directory` exists (False: not yet). Raises `ArtifactStoreRefusedError` when it
+    is a symbolic link, not a directory, or not this user's (the rule of the owned sessions
+    directory, docs/sessions.md)."""
+    try:
+        info = os.lstat(directory)
+    except FileNotFoundError:
+        return False
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid():
+        raise ArtifactStoreRefusedError(
+            f"the artifact store's directory '{directory}' is not a directory of this user (a "
+            "symbolic link?); nothing is read or written through it: remove or rename it",
+        )
+    return True
 
 
 def _touch(path: Path) -> None:
