@@ -488,9 +488,11 @@ class SummariesArguments:
 @attrs.define
 class GcArtifactsArguments:
     """The optional argument object of the `ds4.gcArtifacts` command: `dryRun` counts what
-    would be removed and removes nothing."""
+    would be removed and removes nothing; `force` collects even when the index holds no
+    session while objects exist (refused otherwise)."""
 
     dry_run: bool = False
+    force: bool = False
 
 
 @attrs.define

@@ -144,17 +144,18 @@ async def gc_artifacts(ls: Ds4Server, *arguments: Any) -> dict[str, Any]:
     """`ds4.gcArtifacts`: remove the artifact objects no indexed session references (written
     over an hour ago) and quarantined files over 7 days old.
 
-    Takes no argument or one `{dryRun?: bool}` (count only). Returns {removed, removedBytes,
-    kept, keptBytes, dryRun, young}. Errors: InvalidParams naming the field
-    (`params.arguments[0].dryRun`).
+    Takes no argument or one `{dryRun?: bool, force?: bool}` (count only; collect even when
+    the index holds no session). Returns {removed, removedBytes, kept, keptBytes, dryRun,
+    young}. Errors: InvalidParams naming the field (`params.arguments[0].dryRun`; `.force`
+    when the index holds no session while objects exist and `force` is not given).
     """
     if not arguments or arguments[0] is None or arguments[0] == {}:
         expect_no_arguments(GC_ARTIFACTS, arguments)
-        dry_run = False
+        given = GcArtifactsArguments()
     else:
-        dry_run = command_argument(GC_ARTIFACTS, arguments, GcArtifactsArguments).dry_run
+        given = command_argument(GC_ARTIFACTS, arguments, GcArtifactsArguments)
     result, answer = await ls.run_engine(
-        lambda: with_wire(ls.engine.gc_artifacts(dry_run=dry_run)),
+        lambda: with_wire(ls.engine.gc_artifacts(dry_run=given.dry_run, force=given.force)),
         method=GC_ARTIFACTS,
         field_root=ARGUMENT_ROOT,
     )

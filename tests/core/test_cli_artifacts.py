@@ -88,3 +88,18 @@ def test_bad_arguments_are_usage_errors_naming_the_option(
 def test_search_needs_a_target(ds4: Callable[..., Run]) -> None:  # noqa: F811
     run = ds4("artifacts", "search", "x")
     assert run.code == cli.EXIT_USAGE and "--artifact" in run.err
+
+
+def test_gc_over_an_index_without_sessions_needs_force(
+    ds4: Callable[..., Run],  # noqa: F811
+    db: Path,
+) -> None:
+    store = ArtifactStore(db.parent / "artifacts")
+    orphan = store.put(b"an output of a session the index lost").artifact_id
+    old = time.time() - 7200
+    os.utime(store.path_for(orphan), (old, old))
+    refused = ds4("artifacts", "gc")
+    assert refused.code == cli.EXIT_USAGE and refused.err.count("--force: ") == 1, refused.err
+    assert "index holds no session" in refused.err and store.artifact_ids() == [orphan]
+    done = ds4("artifacts", "gc", "--force", "--json")
+    assert done.code == 0 and done.json()["removed"] == 1 and store.artifact_ids() == []

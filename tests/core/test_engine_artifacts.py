@@ -9,6 +9,7 @@ import hashlib
 import io
 import json
 import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +21,15 @@ from ds4_core.artifacts.store import ArtifactStore
 from ds4_core.cli.printers.plan import print_plan
 from ds4_core.engine import ContextEngine
 from ds4_core.engine.planning import Planner
-from ds4_core.requests import ManifestRequest, ModelSpec, PlanRequest, SessionRef
+from ds4_core.requests import (
+    ManifestRequest,
+    ModelSpec,
+    PlanRequest,
+    RequestError,
+    SessionAppendRequest,
+    SessionOpenRequest,
+    SessionRef,
+)
 
 BIG = "".join(f"src/app/mod{i % 9}.py:{i}: warning: unused import zqxbig{i}\n" for i in range(3000))
 
@@ -359,3 +368,62 @@ def test_carried_copies_are_bounded_by_sessions_and_characters_the_latest_kept(
     monkeypatch.setattr(engine_artifacts, "KEPT_CHARS", len(BIG))
     offloads._carry("big", settings, messages, done, [1] * 4)  # type: ignore[arg-type]
     assert list(offloads._carried) == ["big"]  # over the bound alone, but the latest
+
+
+def _lose_the_database(tmp_path: Path) -> None:
+    """Delete context.db* and age every object past the grace period (3 hours)."""
+    for path in (tmp_path / "db").glob("context.db*"):
+        path.unlink()
+    old = time.time() - 3 * 3600
+    store = ArtifactStore(tmp_path / "db" / "artifacts")
+    for artifact_id in store.artifact_ids():
+        os.utime(store.path_for(artifact_id), (old, old))
+
+
+def test_gc_syncs_the_owned_sessions_first_after_the_database_was_lost(
+    tmp_path: Path,
+) -> None:
+    first = ContextEngine(database_path=tmp_path / "db" / "context.db")
+    opened = first.session_open(SessionOpenRequest(cwd="/w"))
+    call = {"type": "toolCall", "id": "call-1", "name": "bash", "arguments": {"command": "make"}}
+    first.session_append(
+        SessionAppendRequest(
+            session=SessionRef(file=opened.file),
+            messages=[
+                {"role": "user", "content": "build it", "timestamp": 1},
+                {"role": "assistant", "content": [call], "stopReason": "toolUse", "timestamp": 2},
+                result("call-1", BIG),
+            ],
+        )
+    )
+    plan(first, Path(opened.file))
+    first.close()
+    _lose_the_database(tmp_path)
+    again = ContextEngine(database_path=tmp_path / "db" / "context.db")
+    try:
+        outcome = again.gc_artifacts()
+    finally:
+        again.close()
+    assert (outcome.removed, outcome.kept) == (0, 1)
+    store = ArtifactStore(tmp_path / "db" / "artifacts")
+    assert store.read(hashlib.sha256(BIG.encode()).hexdigest()).decode() == BIG
+
+
+def test_gc_refuses_when_the_index_holds_no_session_unless_forced(tmp_path: Path) -> None:
+    first = ContextEngine(database_path=tmp_path / "db" / "context.db")
+    session = tmp_path / "s.jsonl"
+    write_session(session)
+    plan(first, session)
+    first.close()
+    _lose_the_database(tmp_path)
+    again = ContextEngine(database_path=tmp_path / "db" / "context.db")
+    try:
+        with pytest.raises(RequestError, match="index holds no session") as refused:
+            again.gc_artifacts()
+        assert refused.value.field == "force"
+        assert again.gc_artifacts(dry_run=True).removed == 1  # a dry run only counts
+        assert ArtifactStore(tmp_path / "db" / "artifacts").artifact_ids() != []
+        assert again.gc_artifacts(force=True).removed == 1
+    finally:
+        again.close()
+    assert ArtifactStore(tmp_path / "db" / "artifacts").artifact_ids() == []

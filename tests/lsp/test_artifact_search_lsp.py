@@ -101,3 +101,24 @@ async def test_gc_refuses_a_bad_argument(servers: Servers) -> None:
     assert caught.value.code == INVALID_PARAMS
     assert "params.arguments[0].dryRun" in caught.value.message
     assert (await execute(client, "ds4.gcArtifacts", [{}]))["dryRun"] is False
+
+
+async def test_gc_over_an_index_without_sessions_needs_force(
+    servers: Servers, database_path: Path
+) -> None:
+    """Objects but no indexed session (the database was deleted): a real run is refused,
+    naming `force`, and the server keeps serving; with `force` it collects."""
+    store = ArtifactStore(database_path.parent / "artifacts")
+    orphan = store.put(b"an output of a session the index lost").artifact_id
+    old = time.time() - 7200
+    os.utime(store.path_for(orphan), (old, old))
+    client = await servers.start()
+    with pytest.raises(JsonRpcException) as caught:
+        await execute(client, "ds4.gcArtifacts")
+    assert caught.value.code == INVALID_PARAMS
+    assert "params.arguments[0].force" in caught.value.message
+    assert "no session" in caught.value.message and store.artifact_ids() == [orphan]
+    dry = await execute(client, "ds4.gcArtifacts", [{"dryRun": True}])
+    assert dry["removed"] == 1 and store.artifact_ids() == [orphan]
+    done = await execute(client, "ds4.gcArtifacts", [{"force": True}])
+    assert done["removed"] == 1 and store.artifact_ids() == []

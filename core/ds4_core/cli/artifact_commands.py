@@ -36,6 +36,11 @@ def add_artifact_parser(sub: Any) -> None:
         "gc", help="remove artifacts no indexed session references (written over an hour ago)"
     )
     g.add_argument("--dry-run", action="store_true", help="count what would go, remove nothing")
+    g.add_argument(
+        "--force",
+        action="store_true",
+        help="collect even when the index holds no session (after the database was deleted)",
+    )
     g.add_argument("--json", action="store_true", help="print the ds4.gcArtifacts result")
     g.set_defaults(func=gc)
 
@@ -71,7 +76,7 @@ def search(engine: ContextEngine, args: argparse.Namespace, out: TextIO, err: Te
 def gc(engine: ContextEngine, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     """`ds4 artifacts gc [--dry-run]`: remove the objects no indexed session references (the
     `ds4.gcArtifacts` result)."""
-    result = engine.gc_artifacts(dry_run=args.dry_run)
+    result = engine.gc_artifacts(dry_run=args.dry_run, force=args.force)
     if args.json:
         emit_json(result.to_wire(), out)
     else:

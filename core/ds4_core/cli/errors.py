@@ -60,6 +60,7 @@ _OPTION_OF_FIELD: dict[str, dict[str, str]] = {
         "session.leafId": "--leaf",
         "maxMatches": "--max-matches",
         "query": "QUERY",
+        "force": "--force",
     },
     "summaries": {
         "file": "--session",

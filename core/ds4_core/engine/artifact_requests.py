@@ -29,6 +29,7 @@ from ..artifacts.store import (
 from ..logs import describe_failure
 from ..requests import ArtifactSearchRequest, RequestError
 from ..results import ArtifactGcResult, ArtifactSearchResult
+from ..sessions.owned import data_directory, is_owned, sessions_directory
 from ..store import artifacts as artifact_repo
 from .context import EngineContext
 from .convert import from_attributes
@@ -182,17 +183,33 @@ class ArtifactRequests:
             ]
         return ArtifactSearchResult(query, tuple(matches), tuple(searched), truncated)
 
-    def gc(self, *, dry_run: bool) -> ArtifactGcResult:
+    def gc(self, *, dry_run: bool, force: bool = False) -> ArtifactGcResult:
         """Remove the objects no indexed session references (written over an hour ago) and
         quarantined files over 7 days old (`artifacts.gc.collect_garbage`); with `dry_run`,
-        only count them.
+        only count them. The owned sessions (`<data dir>/sessions/`, docs/sessions.md) are
+        synced first, so their artifacts are referenced even after the database was lost.
 
         Raises:
-            OSError: a file cannot be listed or removed; sqlite3.Error: the index cannot be
-                read.
+            RequestError: naming `force`: a real run (not `dry_run`, not `force`) while the
+                index holds no session at all and the store holds objects (the database was
+                probably deleted: every object would go).
+            OSError: a file cannot be listed or removed (`ArtifactStoreRefusedError`: a
+                store directory is a symbolic link); sqlite3.Error: the index cannot be read.
         """
-        referenced = artifact_repo.referenced_ids(self._context.store())
         store = self._store()
+        if store is not None:
+            self._sync_owned()
+        database = self._context.store()
+        referenced = artifact_repo.referenced_ids(database)
+        if store is not None and not dry_run and not force:
+            if artifact_repo.indexed_sessions(database) == 0 and store.artifact_ids():
+                raise RequestError(
+                    "force: the index holds no session while the artifact store holds objects "
+                    "(was the database deleted?), so every object would be removed; sync or "
+                    "plan the sessions first (`ds4 index FILE`), or pass force to collect "
+                    "anyway (a later plan writes an object again from its session file)",
+                    "force",
+                )
         outcome = (
             collect_garbage(store, referenced, dry_run=dry_run)
             if store is not None
@@ -207,3 +224,26 @@ class ArtifactRequests:
             dry_run,
         )
         return from_attributes(ArtifactGcResult, outcome)
+
+    def _sync_owned(self) -> None:
+        """Sync every owned session file (`sessions.owned.is_owned`) of the data directory, so
+        garbage collection sees their references. A file that cannot be synced is logged and
+        skipped: its objects then count as unreferenced, as before."""
+        data_dir = data_directory(self._context.store().path)
+        folder = sessions_directory(data_dir)
+        try:
+            files = sorted(folder.glob("*.jsonl")) if folder.is_dir() else []
+        except OSError as exc:
+            log.warning("owned sessions not listed: error=%s", describe_failure(exc))
+            return
+        for path in files:
+            if not is_owned(data_dir, path):
+                continue
+            try:
+                self._indexer.sync(path, force=False, progress=None)
+            except Exception as exc:  # fail open: the other sessions still count
+                log.warning(
+                    "owned session not synced before gc: file=%s error=%s",
+                    path.name,
+                    describe_failure(exc),
+                )

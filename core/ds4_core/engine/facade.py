@@ -515,15 +515,17 @@ class ContextEngine:
         """
         return self._artifacts.search(request)
 
-    def gc_artifacts(self, *, dry_run: bool = False) -> ArtifactGcResult:
+    def gc_artifacts(self, *, dry_run: bool = False, force: bool = False) -> ArtifactGcResult:
         """Remove the artifact objects no indexed session references, written over an hour
         ago, and quarantined files over 7 days old (`ds4.gcArtifacts`, `ds4 artifacts gc`);
-        `dry_run` only counts them.
+        `dry_run` only counts them. The owned sessions are synced first.
 
         Raises:
+            RequestError: naming `force`: the index holds no session while objects exist (a
+                real run without `force`).
             OSError: a file cannot be listed or removed.
         """
-        return self._artifacts.gc(dry_run=dry_run)
+        return self._artifacts.gc(dry_run=dry_run, force=force)
 
     # ----------------------------------------------------------------- health (health.py)
 

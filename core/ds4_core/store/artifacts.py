@@ -101,6 +101,12 @@ def referenced_ids(store: Store) -> set[str]:
     return {row[0] for row in rows}
 
 
+def indexed_sessions(store: Store) -> int:
+    """How many sessions the index holds (garbage collection refuses to run on none while
+    objects exist: the database was probably deleted)."""
+    return int(store.connection().execute("SELECT COUNT(*) FROM sessions").fetchone()[0])
+
+
 def sessions_referencing(store: Store, artifact_id: str) -> list[tuple[str, str]]:
     """(session id, entry id) of every reference to `artifact_id`, in a stable order."""
     rows = (
