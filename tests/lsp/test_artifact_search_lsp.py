@@ -100,6 +100,10 @@ async def test_gc_refuses_a_bad_argument(servers: Servers) -> None:
         await execute(client, "ds4.gcArtifacts", [{"dryRun": "yes"}])
     assert caught.value.code == INVALID_PARAMS
     assert "params.arguments[0].dryRun" in caught.value.message
+    with pytest.raises(JsonRpcException) as forced:
+        await execute(client, "ds4.gcArtifacts", [{"force": "yes"}])
+    assert forced.value.code == INVALID_PARAMS
+    assert "params.arguments[0].force" in forced.value.message
     assert (await execute(client, "ds4.gcArtifacts", [{}]))["dryRun"] is False
 
 
