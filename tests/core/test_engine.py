@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from ds4_core.artifacts.condense import tool_result_chars
 from ds4_core.engine import ContextEngine
 from ds4_core.engine import manifests as engine_manifests
 from ds4_core.engine import planning as engine_planning
@@ -396,7 +397,18 @@ def test_a_retrieval_exception_falls_back_and_still_stores_the_manifest(
 
     assert result["mode"] == "fallback"
     assert "OperationalError" in result["fallbackReason"]
-    assert result["messages"][:-1] == session_messages(pi_sessions_dir / V1_LARGE)
+    # the session's messages, but for its large tool results: sent condensed (docs/artifacts.md)
+    sent, original = result["messages"][:-1], session_messages(pi_sessions_dir / V1_LARGE)
+    assert len(sent) == len(original)
+    large = [
+        i
+        for i, message in enumerate(original)
+        if message["role"] == "toolResult" and tool_result_chars(message) > 12000
+    ]
+    assert large and all(text_of(sent[i]).startswith("[DS4 LARGE TOOL OUTPUT") for i in large)
+    assert [m for i, m in enumerate(sent) if i not in large] == [
+        m for i, m in enumerate(original) if i not in large
+    ]
     assert text_of(result["messages"][-1]) == EARLY_REQUEST
     assert result["manifestStored"] is True
     assert stored_manifest_count(db_path) == 1
