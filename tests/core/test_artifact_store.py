@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from ds4_core.artifacts.gc import collect_garbage
 from ds4_core.artifacts.store import (
     LOCK_FILE,
     TEMPORARY_PREFIX,
@@ -172,6 +173,22 @@ def test_a_symbolic_link_named_like_an_object_is_never_followed(tmp_path: Path) 
     again = store.put(DATA)
     assert not again.deduplicated and again.quarantined is not None
     assert not store.path_for(digest).is_symlink() and store.read(digest) == DATA
+
+
+def test_garbage_collection_quarantines_a_link_and_leaves_its_target(tmp_path: Path) -> None:
+    outside = tmp_path / "secret.txt"
+    outside.write_bytes(DATA)
+    digest = hashlib.sha256(DATA).hexdigest()
+    store = ArtifactStore(tmp_path / "artifacts")
+    store.put(b"other")
+    store.path_for(digest).parent.mkdir(mode=0o700, exist_ok=True)
+    store.path_for(digest).symlink_to(outside)
+    collect_garbage(store, set(), dry_run=True)
+    assert store.path_for(digest).is_symlink()  # a dry run moves nothing
+    collect_garbage(store, set(), dry_run=False)
+    assert not os.path.lexists(store.path_for(digest)) and outside.read_bytes() == DATA
+    [moved] = (tmp_path / "artifacts" / "quarantine").iterdir()
+    assert moved.is_symlink()
 
 
 @pytest.mark.parametrize("where", ["root", "shard"])

@@ -60,8 +60,10 @@ def collect_garbage(
     """Remove the objects of `store` whose id is not in `referenced` and whose modification
     time is older than `grace_s`, and quarantined files older than `quarantine_keep_s`
     (`now`: seconds since the epoch, default the clock). Each object's age is read just
-    before it is removed. A file that vanished meanwhile is skipped. A real run also sweeps
-    temporaries and records its outcome (`last_gc`).
+    before it is removed. A file that vanished meanwhile is skipped. A real run first moves
+    symbolic links standing in an object's place to quarantine
+    (`ArtifactStore.quarantine_links`), and also sweeps temporaries and records its outcome
+    (`last_gc`).
 
     Raises:
         OSError: the store cannot be listed or a file cannot be removed (permissions).
@@ -69,6 +71,8 @@ def collect_garbage(
     clock = time.time() if now is None else now
     removed = removed_bytes = kept = kept_bytes = young = 0
     with store.locked(shared=dry_run):  # a dry run removes nothing: plans may go on
+        if not dry_run:  # links in an object's place (never followed) go to quarantine
+            store.quarantine_links()
         for artifact_id in store.artifact_ids():
             path = store.path_for(artifact_id)
             try:

@@ -247,6 +247,33 @@ class ArtifactStore:
             ]
         return sorted(found)
 
+    def quarantine_links(self) -> int:
+        """Move every entry of a shard named like an object that is not a regular file (a
+        symbolic link, a special file) to quarantine, never following it; returns how many
+        (garbage collection calls it, so a planted link does not wait for a read).
+
+        Raises:
+            ArtifactStoreRefusedError: the root is a symbolic link or another user's.
+        """
+        if not _check_directory(self.root):
+            return 0
+        moved = 0
+        for shard in self.root.iterdir():
+            if len(shard.name) != 2 or _kind(shard) != "directory":
+                continue
+            for path in shard.iterdir():
+                if (
+                    ARTIFACT_ID.fullmatch(path.name)
+                    and path.name[:2] == shard.name
+                    and _kind(path) == "other"
+                ):
+                    try:
+                        self._quarantine(path)
+                    except FileNotFoundError:
+                        continue
+                    moved += 1
+        return moved
+
     def stats(self) -> dict[str, int]:
         """What the store holds, for `ds4.health`: `{objects, bytes, quarantined,
         quarantinedBytes}` (sizes in bytes; an object removed while counting is skipped).
