@@ -285,11 +285,10 @@ class SessionOpenParams:
     session_id: str | None = None
 
     def to_core(self, default_cwd: str | None) -> SessionOpenRequest:
-        """The core `SessionOpenRequest` (`cwd` absent: `default_cwd`)."""
+        """The core `SessionOpenRequest` (`cwd` absent: a new session records `default_cwd`,
+        a reopened one keeps its own)."""
         return SessionOpenRequest(
-            cwd=self.cwd if self.cwd is not None else default_cwd,
-            title=self.title,
-            session_id=self.session_id,
+            cwd=self.cwd, title=self.title, session_id=self.session_id, default_cwd=default_cwd
         )
 
 

@@ -194,12 +194,15 @@ class CompactRequest:
 @dataclass(frozen=True)
 class SessionOpenRequest:
     """Inputs of `ContextEngine.session_open` (`ds4/sessionOpen`; docs/sessions.md): the
-    working directory for the header (None: the server's), an optional title (a Pi
-    `session_info` name, <= 200 characters) and the id of an owned session to reopen."""
+    working directory the caller asked for (None: not asked; a reopened session must record
+    the same), the one a new session records when none was asked (`default_cwd`; None: the
+    server's), an optional title (a Pi `session_info` name, <= 200 characters) and the id of
+    an owned session to reopen."""
 
     cwd: str | None = None
     title: str | None = None
     session_id: str | None = None
+    default_cwd: str | None = None
 
 
 @dataclass(frozen=True)

@@ -420,12 +420,14 @@ class MemoryWriteResult(WireResult):
 @dataclass(frozen=True, slots=True)
 class SessionOpenResult(WireResult):
     """`ds4/sessionOpen`: the owned session's id, its file (absolute), the id of its last
-    entry (None while it has none) and whether this call `created` it (docs/sessions.md)."""
+    entry (None while it has none), whether this call `created` it and the working directory
+    its header records (`cwd`; None when a hand-edited header holds none) (docs/sessions.md)."""
 
     session_id: str
     file: str
     leaf_id: str | None
     created: bool
+    cwd: str | None
 
 
 @dataclass(frozen=True, slots=True)

@@ -37,7 +37,7 @@ async def _write(
     Errors: InvalidParams naming the field (`params.session.file`, `params.content`,
     `params.scope`, ...); RequestFailed (-32803) when the current items refuse the write,
     with `data.kind` (`conflict` or `repeat` with `data.conflictsWith`; `unknown`,
-    `inactive`, `no-entries`, `refused`).
+    `elsewhere`, `inactive`, `no-entries`, `refused`).
     """
     request = params.to_core()
     result = await ls.run_engine(lambda: ls.engine.write_memory(request).to_wire(), method=method)

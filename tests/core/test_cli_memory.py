@@ -111,3 +111,51 @@ def test_the_printed_line_appends_whole_to_a_file_without_its_final_newline(
         file.write(printed)
     code, listed, _ = run("--db", db, "memory", "--session", str(writer.path), "--json")
     assert [p["content"] for p in json.loads(listed)["pins"]] == ["use tabs"]
+
+
+@pytest.mark.usefixtures("no_db_env")
+def test_a_session_cannot_retire_the_items_of_an_unrelated_session(tmp_path: Path) -> None:
+    """Two owned sessions of two projects: C can neither unpin A's pin, forget A's session or
+    project memory, nor supersede them; A can, and a chain's hint names its active end."""
+    db = str(tmp_path / "state" / "context.db")
+    files = {}
+    for name in ("pa", "pc"):
+        (tmp_path / name).mkdir()
+        code, printed, _ = run(
+            "--db", db, "session", "open", "--cwd", str(tmp_path / name), "--json"
+        )
+        assert code == 0
+        files[name] = json.loads(printed)["file"]
+    a, c = files["pa"], files["pc"]
+
+    def write(*argv: str) -> tuple[int, dict[str, object] | None, str]:
+        code, printed, message = run("--db", db, *argv, "--json")
+        return code, json.loads(printed) if code == 0 else None, message
+
+    _, pinned, _ = write("pin", "--session", a, "A-only pin")
+    _, mine, _ = write("remember", "--session", a, "--scope", "session", "alpha is one")
+    _, shared, _ = write("remember", "--session", a, "beta is two")
+    assert pinned and mine and shared
+    for argv in (
+        ("unpin", "--session", c, str(pinned["itemId"])),
+        ("forget", "--session", c, str(mine["itemId"])),
+        ("forget", "--session", c, str(shared["itemId"])),
+        ("remember", "--session", c, "--supersedes", str(mine["itemId"]), "alpha is two"),
+    ):
+        code, _, message = write(*argv)
+        assert code == 2 and "does not apply to this session" in message, argv
+    code, printed, _ = run("--db", db, "memory", "--session", a, "--json")
+    listed = json.loads(printed)
+    assert len(listed["memory"]) == 2 and len(listed["pins"]) == 1
+    _, second, _ = write(
+        "remember", "--session", a, "--supersedes", str(mine["itemId"]), "alpha is 2"
+    )
+    assert second
+    _, third, _ = write(
+        "remember", "--session", a, "--supersedes", str(second["itemId"]), "alpha is 3"
+    )
+    assert third
+    code, _, message = write("forget", "--session", a, str(mine["itemId"]))
+    assert code == 2 and f"not active (params.memoryId); use '{third['itemId']}'" in message
+    code, _, _ = write("unpin", "--session", a, str(pinned["itemId"]))
+    assert code == 0

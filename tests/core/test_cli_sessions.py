@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
 from session_files import turn_messages
 
 from ds4_core import cli
@@ -178,3 +179,21 @@ def test_a_refused_later_batch_leaves_the_finished_ones_and_says_where_to_resume
     code, _, err = ds4(db, "session", "append", file, "--skip", "1000", stdin="\n".join(lines))
     assert code == 0 and err == ""
     assert build_session_context(read_all(Path(file)).entries).messages == messages
+
+
+def test_reopening_with_another_cwd_is_refused_naming_the_option(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    db = tmp_path / "ds4.db"
+    code, out, _ = ds4(db, "session", "open", "--id", "reopen1", "--cwd", "/a", "--json")
+    assert code == 0 and json.loads(out)["cwd"] == "/a"
+    code, out, err = ds4(db, "session", "open", "--id", "reopen1", "--cwd", "/b")
+    assert code != 0 and out == ""
+    assert "--cwd" in err and 'was opened with cwd "/a"' in err, err
+    monkeypatch.chdir(tmp_path)  # another current directory: a reopen keeps the session's
+    code, out, _ = ds4(db, "session", "open", "--id", "reopen1", "--json")
+    assert code == 0 and json.loads(out)["cwd"] == "/a" and not json.loads(out)["created"]
+    file = Path(json.loads(out)["file"])
+    assert read_all(file).header.cwd == "/a"  # type: ignore[union-attr]
+    code, out, _ = ds4(db, "session", "open", "--json")
+    assert json.loads(out)["cwd"] == str(tmp_path)

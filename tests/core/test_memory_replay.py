@@ -253,3 +253,32 @@ def test_copies_in_a_forked_session_change_only_provenance(
     assert {r.mutation.mutation_key for r in forked.rejected} == expected
     touched = {key for item in forked.items.values() for key in item.mutation_keys}
     assert touched | expected == {m.mutation_key for m in [*mutations, *copies]}
+
+
+def test_a_session_item_changes_only_from_a_session_it_applies_to() -> None:
+    """A `status` or `supersede` of a session item (or pin) read from an unrelated session is
+    rejected, whoever wrote the entry; from the session that created it, or a fork holding a
+    copy of its creating entry, it applies. Project items change from any session."""
+    mine = memory("m1", "alpha is one", scope="session", session="sa", at=1)
+    project = memory("m2", "beta is two", session="sa", at=1, order=1)
+    stranger = [
+        replace(status("m1", "invalid", at=2), session_id="sc"),
+        replace(
+            memory("m3", "alpha is three", scope="session", session="sc", at=3),
+            operation="supersede",
+            previous_id="m1",
+        ),
+        replace(status("m2", "invalid", at=4), session_id="sc"),
+    ]
+    state = replay([mine, project, *stranger])
+    assert state.items["m1"].status == "active" and state.items["m2"].status == "invalid"
+    assert [r.reason for r in state.rejected] == [
+        "memory 'm1' does not apply to session 'sc' (a session item of session 'sa')"
+    ] * 2
+    assert "m3" not in state.items
+    fork = replace(mine, session_id="sf", entry_id="copy")
+    state = replay([mine, fork, replace(status("m1", "invalid", at=2), session_id="sf")])
+    assert state.items["m1"].status == "invalid" and not state.rejected
+    pinned = pin("p1", "A-only pin")
+    state = replay([pinned, replace(status("p1", "deleted", at=2, kind="pin"), session_id="sc")])
+    assert state.items["p1"].status == "active" and "does not apply" in state.rejected[0].reason

@@ -123,3 +123,31 @@ def test_status_writes_need_an_active_item() -> None:
         check_write(status_write("memory", "mem-x", "expired", 3), _stored(first), "s")
     with pytest.raises(WriteRefused, match=r"unknown memory 'mem-x' \(params.supersedes\)"):
         check_write(claim("b is c", 3, "mem-x"), _stored(first), "s")
+
+
+def test_a_superseded_item_points_to_the_end_of_its_chain() -> None:
+    first = claim("retries defaults to 3")
+    second = claim("retries defaults to 4", 2, first.item_id)
+    third = claim("retries defaults to 5", 3, second.item_id)
+    stored = _stored(first, second, third)
+    with pytest.raises(WriteRefused) as refused:
+        check_write(status_write("memory", first.item_id, "invalid", 4), stored, "s")
+    assert str(refused.value) == (
+        f"memory '{first.item_id}' is superseded by '{second.item_id}', not active "
+        f"(params.memoryId); use '{third.item_id}'"
+    )
+    forgotten = status_write("memory", third.item_id, "invalid", 4)
+    stored = _stored(first, second, third, forgotten)
+    with pytest.raises(WriteRefused, match=rf"its chain ends at '{third.item_id}', which is inv"):
+        check_write(claim("retries is 6", 5, first.item_id), stored, "s")
+
+
+def test_a_session_item_of_another_session_is_refused() -> None:
+    item = {"scope": "session", "claim": "alpha is one", "sourceEntryIds": []}
+    mine = add_write("memory", item, 1)
+    with pytest.raises(WriteRefused, match=r"does not apply to this session \(params.memoryId\)"):
+        check_write(status_write("memory", mine.item_id, "invalid", 2), _stored(mine), "other")
+    with pytest.raises(WriteRefused) as refused:
+        check_write(claim("alpha is two", 2, mine.item_id), _stored(mine), "other")
+    assert refused.value.kind == "elsewhere" and "(params.supersedes)" in str(refused.value)
+    check_write(status_write("memory", mine.item_id, "invalid", 2), _stored(mine), "s")

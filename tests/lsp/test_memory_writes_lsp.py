@@ -212,3 +212,57 @@ async def test_the_complete_entry_line_appended_raw_is_imported(
     listed = await request(client, "ds4/memory", {"session": session})
     assert [m["id"] for m in listed["memory"]] == [result["itemId"]]
     assert listed["memory"][0]["provenance"]["mutationKey"] == f"sess-raw:{entry['id']}"
+
+
+async def test_a_session_cannot_retire_another_sessions_items(
+    client: LanguageClient, tmp_path: Path
+) -> None:
+    """Owned sessions A and C of two projects: C's unpin and forget of A's items are refused
+    (`elsewhere`), and a hand-written status entry in another session's file is rejected by
+    the replay with its reason; a superseded item's hint names the active end of its chain."""
+    opened = []
+    for name in ("pa", "pc"):
+        (tmp_path / name).mkdir()
+        opened.append(await request(client, "ds4/sessionOpen", {"cwd": str(tmp_path / name)}))
+    a, c = ({"file": o["file"]} for o in opened)
+    pinned = await request(client, "ds4/pin", {"session": a, "content": "A-only pin"})
+    mine = await request(
+        client, "ds4/remember", {"session": a, "claim": "alpha is one", "scope": "session"}
+    )
+    for method, params, field in (
+        ("ds4/unpin", {"session": c, "pinId": pinned["itemId"]}, "params.pinId"),
+        ("ds4/forget", {"session": c, "memoryId": mine["itemId"]}, "params.memoryId"),
+    ):
+        error = await request_error(client, method, params)
+        assert error.code == REQUEST_FAILED and error.data == {"kind": "elsewhere"}
+        assert f"does not apply to this session ({field})" in error.message
+    assert (await request(client, "ds4/memory", {"session": c}))["pins"] == []
+
+    writer = SessionWriter(tmp_path / "hand.jsonl", session_id="sess-hand")
+    writer.user("hello")
+    key = writer.mutation(
+        "pin", "mu-hand", 2**52, operation="status", pinId=pinned["itemId"], status="deleted"
+    )
+    listed = await request(client, "ds4/memory", {"session": {"file": str(writer.path)}})
+    (problem,) = [p for p in listed["problems"] if p["entryId"] == key]
+    assert problem["problem"] == (
+        f"pin '{pinned['itemId']}' does not apply to session 'sess-hand' (a session item of "
+        f"session '{opened[0]['sessionId']}')"
+    )
+    assert [p["id"] for p in (await request(client, "ds4/memory", {"session": a}))["pins"]] == [
+        pinned["itemId"]
+    ]
+
+    second = await request(
+        client,
+        "ds4/remember",
+        {"session": a, "claim": "alpha is 2", "scope": "session", "supersedes": mine["itemId"]},
+    )
+    third = await request(
+        client,
+        "ds4/remember",
+        {"session": a, "claim": "alpha is 3", "scope": "session", "supersedes": second["itemId"]},
+    )
+    error = await request_error(client, "ds4/forget", {"session": a, "memoryId": mine["itemId"]})
+    assert error.data == {"kind": "inactive"}
+    assert f"not active (params.memoryId); use '{third['itemId']}'" in error.message

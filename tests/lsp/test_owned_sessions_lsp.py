@@ -99,6 +99,7 @@ async def test_reopening_by_id_and_branching_with_a_parent(client: LanguageClien
         "file": opened["file"],
         "leafId": None,
         "created": True,
+        "cwd": "/srv/app",
     }
     session = {"file": opened["file"]}
     user = {"role": "user", "content": "hello", "timestamp": 1}
@@ -143,7 +144,8 @@ async def test_hostile_appends_are_refused_naming_the_field(
         assert f"params.{field}" in error.message, error.message
         assert text in error.message
 
-    foreign_files = (pi_file, planted, written_by_pi, owned_file.parent / ".." / "ds4.db")
+    through = owned_file.parent / ".." / owned_file.parent.name / owned_file.name
+    foreign_files = (pi_file, planted, written_by_pi, owned_file.parent / ".." / "ds4.db", through)
     for foreign in (*foreign_files, Path("/etc/passwd")):
         await refused(
             {"session": {"file": str(foreign)}, "messages": [good]},
@@ -194,6 +196,37 @@ async def test_hostile_appends_are_refused_naming_the_field(
     )
     # The server keeps serving.
     result = await request(client, "ds4/sessionAppend", {"session": session, "messages": [good]})
+    assert len(result["entryIds"]) == 1
+
+
+async def test_a_reopen_keeps_its_cwd_and_a_hard_linked_file_is_refused(
+    client: LanguageClient, servers: Servers
+) -> None:
+    opened = await request(client, "ds4/sessionOpen", {"sessionId": "reopen1", "cwd": "/a"})
+    assert opened["cwd"] == "/a"
+    error = await request_error(
+        client, "ds4/sessionOpen", {"sessionId": "reopen1", "cwd": "/b", "title": "t"}
+    )
+    assert error.code == INVALID_PARAMS and "params.cwd" in error.message, error.message
+    assert 'was opened with cwd "/a"' in error.message
+    again = await request(client, "ds4/sessionOpen", {"sessionId": "reopen1"})  # the workspace
+    assert (again["file"], again["created"], again["cwd"]) == (opened["file"], False, "/a")
+    fresh = await request(client, "ds4/sessionOpen", {})
+    assert fresh["cwd"] == str(servers.workspace)
+
+    file = Path(opened["file"])
+    elsewhere = file.parent.parent / "copy.jsonl"
+    os.link(file, elsewhere)  # a second name (another data dir's file would do the same)
+    user = {"role": "user", "content": "hi", "timestamp": 1}
+    error = await request_error(
+        client, "ds4/sessionAppend", {"session": {"file": str(file)}, "messages": [user]}
+    )
+    assert error.code == INVALID_PARAMS and "params.session.file" in error.message
+    assert read_all(file).entries == []
+    elsewhere.unlink()
+    result = await request(
+        client, "ds4/sessionAppend", {"session": {"file": str(file)}, "messages": [user]}
+    )
     assert len(result["entryIds"]) == 1
 
 

@@ -424,9 +424,11 @@ def privacy(engine: ContextEngine, args: argparse.Namespace, out: TextIO, err: T
 def session_open(engine: ContextEngine, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     """`ds4 session open [--cwd DIR] [--title T] [--id ID]`: create a server-owned session (or
     reopen `--id`); print the `ds4/sessionOpen` result (`--json`) or its file and id."""
-    cwd = absolute(args.cwd) if args.cwd is not None else os.getcwd()
+    cwd = absolute(args.cwd) if args.cwd is not None else None
     result = engine.session_open(
-        SessionOpenRequest(cwd=cwd, title=args.title, session_id=args.session_id)
+        SessionOpenRequest(
+            cwd=cwd, title=args.title, session_id=args.session_id, default_cwd=os.getcwd()
+        )
     )
     if args.json:
         emit_json(result.to_wire(), out)

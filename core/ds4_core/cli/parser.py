@@ -292,7 +292,9 @@ def build_parser() -> argparse.ArgumentParser:
         "open", help="create a session ds4 owns (in the data directory), or reopen one by --id"
     )
     so.add_argument(
-        "--cwd", help="working directory recorded in the header (default: the current one)"
+        "--cwd",
+        help="working directory recorded in a new session's header (default: the current "
+        "one); reopening --id with another one than the session's is refused",
     )
     so.add_argument("--title", help="the session's name (a Pi session_info entry)")
     so.add_argument("--id", dest="session_id", metavar="ID", help="reopen (or create) this id")

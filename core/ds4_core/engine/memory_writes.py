@@ -32,6 +32,7 @@ from ..memory.events import (
     Kind,
     MutationError,
 )
+from ..memory.replay import Replay
 from ..memory.writes import (
     Write,
     WriteRefused,
@@ -49,7 +50,7 @@ from ..store import sessions as session_repo
 from ..store.database import utc_now_iso
 from .context import EngineContext
 from .indexing import Indexer
-from .memories import session_project
+from .memories import canonical_project, session_project
 from .owning import append_owned, owned_file, owned_lock
 from .sessions import SESSION_FILE, resolve_session_path
 
@@ -116,6 +117,35 @@ def _field_of(error: MutationError, request: MemoryWriteRequest) -> str:
     return name.split("[")[0]
 
 
+def _refuse_other_project(made: Write, state: Replay, project_path: str | None) -> None:
+    """Refuse a status or supersede of a project item of another working directory than the
+    session's (compared canonically): `ds4/memory` does not list it for this session, so the
+    session may not retire it (the replay cannot check this: it does not know a session's
+    directory). Session items of another session are refused by the replay itself.
+
+    Raises:
+        RequestFailedError: `data.kind` `elsewhere`, naming the param.
+    """
+    if made.data["operation"] == "status":
+        target_id = made.item_id
+        field = "params.pinId" if made.kind == "pin" else "params.memoryId"
+    elif made.data["operation"] == "supersede":
+        target_id, field = made.data["previousId"], "params.supersedes"
+    else:
+        return
+    target = state.items.get(target_id)
+    if target is None or target.item.scope != "project":
+        return
+    item_project = target.item.project_path
+    if item_project is None or canonical_project(item_project) == project_path:
+        return
+    raise RequestFailedError(
+        f"{made.kind} {echo(target_id)} does not apply to this session ({field}): it is a "
+        "project item of another working directory; ds4/memory lists the items of this session",
+        data={"kind": "elsewhere"},
+    )
+
+
 class MemoryWriter:
     """The memory and pin writes of one engine (see the module docstring)."""
 
@@ -137,7 +167,8 @@ class MemoryWriter:
                 `scope`, `classification`, `sourceEntryIds`, ...).
             RequestFailedError: the current items refuse it (`data.kind`: a `repeat` or a
                 `conflict`, with `data.conflictsWith`; an `unknown` or `inactive` `pinId`,
-                `memoryId` or `supersedes`; `no-entries`: a branch pin on a session without
+                `memoryId` or `supersedes`; `elsewhere`: an item of another session or
+                project; `no-entries`: a branch pin on a session without
                 entries), or an owned session's file cannot be written.
         """
         path = resolve_session_path(request.session.file, SESSION_FILE)
@@ -168,12 +199,13 @@ class MemoryWriter:
         now_ms = created_at(stored, int(time.time() * 1000))
         made = self._made(request, config.memory, project_path, leaf_id, now_ms)
         try:
-            check_write(made, stored, session_id)
+            state = check_write(made, stored, session_id)
         except MutationError as exc:
             field = _field_of(exc, request)
             raise RequestError(f"{field}: {exc.problem}", field) from None
         except WriteRefused as exc:
             raise RequestFailedError(str(exc), data=exc.data()) from None
+        _refuse_other_project(made, state, project_path)
         entry_id = None
         if owned:
             # under the file's current leaf, as Pi's appendEntry does (branchLeafId names the

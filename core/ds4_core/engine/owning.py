@@ -117,7 +117,8 @@ class OwnedSessions:
         """Create an owned session, or reopen `request.session_id` (`ContextEngine.session_open`).
 
         Raises:
-            RequestError: a bad `title` or `sessionId` (named), or a `sessionId` that the index
+            RequestError: a bad `title` or `sessionId` (named); an explicit `cwd` other than
+                the one a reopened session records (named `cwd`); or a `sessionId` that the index
                 holds for a session file this server does not own (a Pi session: taking its
                 id would merge the two sessions' history in the index; an owned file since
                 deleted does not count).
@@ -125,7 +126,7 @@ class OwnedSessions:
                 sessions directory cannot be used (the message says why).
         """
         data_dir = self._data_dir()
-        cwd = request.cwd if request.cwd is not None else os.getcwd()
+        cwd = request.cwd if request.cwd is not None else request.default_cwd or os.getcwd()
         if request.session_id is not None:
             indexed = session_repo.session_file(self._context.store(), request.session_id)
             if indexed is not None and not _ours(data_dir, Path(indexed)):
@@ -135,7 +136,9 @@ class OwnedSessions:
                     "sessionId",
                 )
         try:
-            session = owned.open_session(data_dir, cwd, request.title, request.session_id)
+            session = owned.open_session(
+                data_dir, cwd, request.title, request.session_id, expect_cwd=request.cwd
+            )
         except ValueError as exc:
             text = str(exc)
             name = text.partition(":")[0]
@@ -150,6 +153,7 @@ class OwnedSessions:
             file=str(session.file),
             leaf_id=session.leaf_id,
             created=session.created,
+            cwd=session.cwd,
         )
 
     def append(self, request: SessionAppendRequest) -> SessionAppendResult:
@@ -162,11 +166,12 @@ class OwnedSessions:
             RequestFailedError: the file cannot be written.
         """
         data_dir = self._data_dir()
-        file = request.session.file
-        if not file or not owned.is_owned(data_dir, file):
+        file = owned.owned_path(data_dir, request.session.file) if request.session.file else None
+        if file is None:
             root = owned.sessions_directory(data_dir)
             raise RequestError(
-                f"session.file: {echo(file)} is " + NOT_OWNED.format(root=root), "session.file"
+                f"session.file: {echo(request.session.file)} is " + NOT_OWNED.format(root=root),
+                "session.file",
             )
         messages = request.messages
         if not messages or len(messages) > MAX_APPEND_MESSAGES:
@@ -193,7 +198,7 @@ class OwnedSessions:
             raise
         result = SessionAppendResult(
             session_id=owned.session_id_of(file),
-            file=str(Path(file).resolve()),
+            file=str(file),
             entry_ids=tuple(entry_ids),
             leaf_id=entry_ids[-1],
         )

@@ -16,6 +16,13 @@ Pure and deterministic: the same mutations, in any input order, give the same it
 * `status`: an active item becomes `invalid` / `expired` (memory) or `deleted` (pin), with the
   reason. Rejected when the item is unknown or not active.
 
+A `status` or `supersede` of a session item or a branch pin must be read from a session the
+item applies to (`applies_in`: the session that created it, or one holding a copy of it);
+from any other session it is rejected (`does not apply to session ...`), so no session retires
+another's items, whoever wrote the entry. Project items apply across sessions; the replay does
+not know a session's working directory, so the write check (`engine/memory_writes.py`) is what
+keeps a project item of another directory out of reach.
+
 A rejected mutation changes nothing and is listed with its reason (a writer that raced another
 one, or a hand-edited file, is visible, never silently applied).
 
@@ -188,6 +195,23 @@ def _shape(item: MemoryItem | PinItem) -> ClaimShape:
     return shape_claim(item.content)
 
 
+def applies_in(current: CurrentItem, session_id: str) -> bool:
+    """Whether a `status` or `supersede` read from `session_id` may change `current`: always
+    for a project item, else when `session_id` created it or holds a copy of it (a Pi
+    `/fork`)."""
+    if current.item.scope == "project":
+        return True
+    return session_id == current.origin_session_id or session_id in current.copy_sessions
+
+
+def _elsewhere(current: CurrentItem, mutation: Mutation) -> str:
+    """The rejection reason of a change of `current` read from a session it does not apply to."""
+    return (
+        f"{current.kind} '{current.item_id}' does not apply to session '{mutation.session_id}' "
+        f"(a {current.item.scope} item of session '{current.origin_session_id}')"
+    )
+
+
 def _deactivate(state: Replay, current: CurrentItem) -> None:
     """Take an item that stops being active out of its place's index."""
     place = state._places[_place(current.item, current.origin_session_id)]
@@ -203,6 +227,8 @@ def _apply(state: Replay, mutation: Mutation) -> str | tuple[str, str] | None:
         target = items.get(mutation.item_id)
         if target is None or target.kind != mutation.kind:
             return f"unknown {mutation.kind} '{mutation.item_id}'"
+        if not applies_in(target, mutation.session_id):
+            return _elsewhere(target, mutation)
         if target.status != "active":
             return f"{mutation.kind} '{mutation.item_id}' is {target.status}, not active"
         _deactivate(state, target)
@@ -223,6 +249,8 @@ def _apply(state: Replay, mutation: Mutation) -> str | tuple[str, str] | None:
         previous = items.get(mutation.previous_id or "")
         if previous is None or previous.kind != mutation.kind:
             return f"unknown {mutation.kind} '{mutation.previous_id}' to supersede"
+        if not applies_in(previous, mutation.session_id):
+            return _elsewhere(previous, mutation)
         if previous.status != "active":
             return f"{mutation.kind} '{previous.item_id}' is {previous.status}, not active"
     clash = _clash(state, mutation, item, previous.item_id if previous else None)

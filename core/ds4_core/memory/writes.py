@@ -28,7 +28,7 @@ from .events import (
     Mutation,
     parse_mutation,
 )
-from .replay import Rejection, Replay, replay
+from .replay import CurrentItem, Rejection, Replay, applies_in, replay
 
 PENDING_ENTRY_ID = "pending"
 """The entry id a write is checked under (its real id is known once it is appended)."""
@@ -50,8 +50,9 @@ def custom_type(kind: Kind) -> str:
 class WriteRefused(ValueError):
     """A write the current items refuse. The message names the item and says what to do;
     `kind` says why: `conflict` (a claim contradicting an active item), `repeat` (the same
-    text as an active item of the same place), `unknown` (no such item), `inactive` (the item
-    is no longer active) or `refused` (another replay rejection); `conflicts_with` is the
+    text as an active item of the same place), `unknown` (no such item), `elsewhere` (an item
+    of another session or project, `replay.applies_in`), `inactive` (the item is no longer
+    active) or `refused` (another replay rejection); `conflicts_with` is the
     active item a new one contradicts or repeats (else None)."""
 
     def __init__(self, message: str, kind: str, conflicts_with: str | None = None) -> None:
@@ -227,11 +228,35 @@ def refusal(rejection: Rejection, state: Replay) -> WriteRefused:
             "their ids",
             "unknown",
         )
+    if not applies_in(target, mutation.session_id):
+        return WriteRefused(
+            f"{noun} {echo(name)} does not apply to this session ({field}): it is a "
+            f"{target.item.scope} item of another session; ds4/memory lists the items of this "
+            "session",
+            "elsewhere",
+        )
     if target.status != "active":
         successor = target.superseded_by
         now = f"superseded by {echo(successor)}" if successor is not None else target.status
-        advice = f"use {echo(successor)}" if successor is not None else "nothing to change"
+        advice = _chain_advice(target, state) if successor is not None else "nothing to change"
         return WriteRefused(
             f"{noun} {echo(name)} is {now}, not active ({field}); {advice}", "inactive"
         )
     return WriteRefused(f"{noun} write refused ({field}): {rejection.reason}", "refused")
+
+
+def _chain_advice(item: CurrentItem, state: Replay) -> str:
+    """What to use instead of the superseded `item`: the end of its chain of successors
+    (`m1` -> `m2` -> `m3`: `use 'm3'`), or, when that one is no longer active either (forgotten
+    or deleted), that there is nothing to change."""
+    seen = {item.item_id}
+    last = item
+    while last.superseded_by is not None and last.superseded_by not in seen:
+        following = state.items.get(last.superseded_by)
+        if following is None:
+            break
+        seen.add(following.item_id)
+        last = following
+    if last.status == "active":
+        return f"use {echo(last.item_id)}"
+    return f"nothing to change (its chain ends at {echo(last.item_id)}, which is {last.status})"

@@ -105,12 +105,15 @@ class OwnedSession:
         file: absolute path of the session file.
         leaf_id: the id of the last entry in file order, or `None` when there is none.
         created: whether this call created the file.
+        cwd: the working directory its header records (`None` when a reopened header holds
+            none as a string).
     """
 
     session_id: str
     file: Path
     leaf_id: str | None
     created: bool
+    cwd: str | None
 
 
 @dataclass(slots=True)
@@ -121,6 +124,7 @@ class _FileState:
     last_line_start: int = 0
     last_line: bytes = b""  # the start of the last line before `offset` (with its entry id)
     session_id: str | None = None
+    cwd: str | None = None  # the header's
     ids: set[str] = field(default_factory=set)
     parents: dict[str, str | None] = field(default_factory=dict)  # entry id -> its parentId
     leaf_id: str | None = None
@@ -144,29 +148,43 @@ def data_directory(database_path: str | os.PathLike[str]) -> Path:
 
 
 def is_owned(data_dir: str | os.PathLike[str], path: str | os.PathLike[str]) -> bool:
-    """Whether `path` is an owned session file of `data_dir`.
+    """Whether `path` is an owned session file of `data_dir` (`owned_path` is not None).
 
-    True only when the path, resolved, lies directly in `<data_dir>/sessions` (itself a real
-    directory, not a symbolic link, owned by this user), names a `.jsonl` file, that file is a
-    regular file and not a symbolic link, and its first line is a session header holding
-    `"ds4Owned": true` (`OWNED_MARK`: `open_session` made it; a Pi session written to the same
-    directory is not owned). Never raises for a bad path (False).
+    Never raises for a bad path (False).
+    """
+    return owned_path(data_dir, path) is not None
+
+
+def owned_path(data_dir: str | os.PathLike[str], path: str | os.PathLike[str]) -> Path | None:
+    """The resolved path of `path` when it is an owned session file of `data_dir`, else None.
+
+    Owned: the path has no `..` component (refused rather than resolved: the kernel resolves
+    `link/..` through the link, so the file checked here and the file opened could differ),
+    lies, resolved, directly in `<data_dir>/sessions` (itself a real directory, not a symbolic
+    link, owned by this user), names a `.jsonl` file, that file is a regular file, not a
+    symbolic link, with one hard link (`st_nlink == 1`: another name could be a Pi session's
+    or another data directory's file, and appends through it would take another lock), and
+    its first line is a session header holding `"ds4Owned": true` (`OWNED_MARK`:
+    `open_session` made it; a Pi session written to the same directory is not owned). Append
+    to the returned path. Never raises for a bad path (None).
     """
     try:
+        if ".." in Path(os.fspath(path)).parts:
+            return None
         root = sessions_directory(data_dir).absolute()
         root_stat = os.lstat(root)
         if not stat.S_ISDIR(root_stat.st_mode) or root_stat.st_uid != os.getuid():
-            return False
+            return None
         candidate = Path(os.path.abspath(os.fspath(path)))
         file_stat = os.lstat(candidate)
         if not stat.S_ISREG(file_stat.st_mode):  # a symbolic link is not S_ISREG under lstat
-            return False
+            return None
         resolved = candidate.resolve(strict=True)
         if resolved.parent != root.resolve(strict=True) or not resolved.name.endswith(".jsonl"):
-            return False
-        return _has_mark(resolved)
+            return None
+        return resolved if _has_mark(resolved) else None
     except (OSError, ValueError, RuntimeError, OwnedSessionError):
-        return False
+        return None
 
 
 def _has_mark(path: Path) -> bool:
@@ -189,6 +207,8 @@ def open_session(
     cwd: str,
     title: str | None = None,
     session_id: str | None = None,
+    *,
+    expect_cwd: str | None = None,
 ) -> OwnedSession:
     """Open the owned session `session_id`, or create one.
 
@@ -200,13 +220,19 @@ def open_session(
     With `session_id`, the file `*_<session_id>.jsonl` is reopened when it exists (a `title`
     that differs from its current name appends a `session_info` entry); otherwise a session
     with that id is created. A file of that name without the owned mark (a Pi session written
-    to the directory) is refused (ValueError naming `sessionId`), never taken over nor locked.
+    to the directory) or with more than one hard link is refused (ValueError naming
+    `sessionId`), never taken over nor locked. With `expect_cwd`, a reopened session whose
+    header records another working directory is refused (ValueError naming `cwd`, saying the
+    session's): a session keeps the cwd it was created with, and project memory follows it.
+    Paths are compared after `os.path.normpath` (`/a/` is `/a`).
 
     Args:
         data_dir: the data directory (`data_directory(database path)`).
-        cwd: the working directory recorded in the header (any string).
+        cwd: the working directory recorded in the header of a new session (any string).
         title: optional display name, at most `MAX_TITLE_CHARS` characters.
         session_id: optional id matching `SESSION_ID`.
+        expect_cwd: the working directory the caller asked for explicitly, if it did (checked
+            against a reopened session's header; a new session records it as `cwd`).
 
     Raises:
         ValueError: a bad `title`, `session_id` or `cwd` (the message names it).
@@ -230,17 +256,27 @@ def open_session(
     with _locked(root / LOCK_SUFFIX):  # one creator of a given id at a time
         if session_id is not None:
             existing = _find_file(root, session_id)
-            if existing is not None and not _has_mark(existing):
+            try:
+                marked = existing is not None and _has_mark(existing)
+            except OwnedSessionError as exc:
+                raise ValueError(f"sessionId: {exc}; or choose another id") from None
+            if existing is not None and not marked:
                 raise ValueError(
                     f"sessionId: '{existing}' has this id but is a session ds4 did not "
                     "create (no owned mark); choose another id"
                 )
             if existing is not None and _state_of(existing).session_id == session_id:
                 state = _state_of(existing)
+                if expect_cwd is not None and not _same_directory(expect_cwd, state.cwd):
+                    raise ValueError(
+                        f"cwd: the session {json.dumps(session_id)} was opened with cwd "
+                        f"{json.dumps(state.cwd)}, not {json.dumps(expect_cwd)}; a session keeps "
+                        "its cwd: leave cwd out to reopen it, or open a new session"
+                    )
                 if name is not None and name != state.name:
                     append_entries(existing, [{"type": "session_info", "name": name}])
                     state = _state_of(existing)
-                return OwnedSession(session_id, existing, state.leaf_id, False)
+                return OwnedSession(session_id, existing, state.leaf_id, False, state.cwd)
         new_id = session_id or _uuid7()
         now = datetime.now(UTC)
         stamp = _iso(now)
@@ -267,7 +303,7 @@ def open_session(
                 }
             )
         _create_whole(file, b"".join(_line(obj) for obj in lines))
-        return OwnedSession(new_id, file, leaf_id, True)
+        return OwnedSession(new_id, file, leaf_id, True, cwd)
 
 
 def append_entries(
@@ -483,6 +519,8 @@ def _take_line(state: _FileState, data: bytes) -> None:
         if obj.get("type") != "session" or not isinstance(obj.get("id"), str):
             raise OwnedSessionError("the file does not start with a Pi session header")
         state.session_id = obj["id"]
+        cwd = obj.get("cwd")
+        state.cwd = cwd if isinstance(cwd, str) else None
         return
     _take_record(state, obj)
 
@@ -540,15 +578,24 @@ def _locked(lock_path: Path) -> Iterator[None]:
 
 
 def _open_session_file(path: Path, flags: int) -> int:
+    """Open a session file without following a symbolic link; refuse anything but a regular
+    file with one hard link (OwnedSessionError saying why), checked on the open descriptor."""
     try:
         fd = os.open(path, flags | os.O_NOFOLLOW | os.O_CLOEXEC)
     except OSError as exc:
         if exc.errno == errno.ELOOP:
             raise OwnedSessionError(f"'{path}' is a symbolic link, not a session file") from None
         raise
-    if not stat.S_ISREG(os.fstat(fd).st_mode):
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode):
         os.close(fd)
         raise OwnedSessionError(f"'{path}' is not a regular file")
+    if info.st_nlink != 1:
+        os.close(fd)
+        raise OwnedSessionError(
+            f"'{path}' has {info.st_nlink} hard links; an owned session file has one (another "
+            "name may be a file ds4 must not write); remove the other links"
+        )
     return fd
 
 
@@ -566,6 +613,12 @@ def _ensure_directory(root: Path) -> Path:
             f"'{root}' is not a directory of this user (a symbolic link?); remove it and retry"
         )
     return root.absolute()
+
+
+def _same_directory(asked: str, recorded: str | None) -> bool:
+    """Whether the asked cwd is the recorded one, up to `os.path.normpath` (trailing and
+    doubled slashes, `.` components)."""
+    return recorded is not None and os.path.normpath(asked) == os.path.normpath(recorded)
 
 
 def _find_file(root: Path, session_id: str) -> Path | None:

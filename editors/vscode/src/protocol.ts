@@ -1063,6 +1063,8 @@ export interface SessionOpenResult {
   file: string;
   leafId: string | null;
   created: boolean;
+  /** The session's working directory (its header's `cwd`); a reopen keeps it. */
+  cwd?: string;
 }
 
 /** `ds4/sessionAppend`: append Pi messages (user, assistant, toolResult) to an owned session. */

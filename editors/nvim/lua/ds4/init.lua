@@ -320,7 +320,7 @@ end
 --- `ds4/sessionOpen`. Without params (nil or `{}`): the workspace's server-owned session,
 --- opened once per workspace root and reopened by its remembered id (|ds4-owned-session|; a
 --- failed reopen keeps the id and returns the error). With params `{ cwd?, title?, sessionId?
---- }`: the request as given. The result: `{ sessionId, file, leafId, created }`.
+--- }`: the request as given. The result: `{ sessionId, file, leafId, created, cwd }`.
 ---@param params table?
 ---@param cb fun(err: table?, result: table?)
 ---@param opts {bufnr: integer?}?

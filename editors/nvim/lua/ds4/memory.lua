@@ -65,7 +65,7 @@ M.OWNED_TITLE = 'DS4 session (Neovim)'
 --- restarting, a timeout, a moved data directory) the remembered id is kept and `cb` gets the
 --- error, its message naming the session and |ds4.forget_owned_session()|: a new session
 --- never replaces the old one silently. `cb(err, result)` gets the `ds4/sessionOpen` result
---- `{ sessionId, file, leafId, created }`.
+--- `{ sessionId, file, leafId, created, cwd }`.
 ---@param cb fun(err: table?, result: table?)
 ---@param opts {bufnr: integer?}?
 function M.owned_session(cb, opts)
