@@ -153,9 +153,9 @@ def test_stats_count_objects_and_quarantine_not_temporaries(tmp_path: Path) -> N
     }
 
 
-def test_a_symbolic_link_named_like_an_object_is_never_followed(tmp_path: Path) -> None:
-    """A link named with the real hash of an outside file is not an object: not listed, not
-    counted, and a read or a put moves it to quarantine instead of returning the file."""
+def planted_link(tmp_path: Path) -> tuple[ArtifactStore, str, Path]:
+    """A store holding one object and, in its shard, a symbolic link named with the hash of
+    an outside file's bytes (DATA): (store, that hash, the outside file)."""
     outside = tmp_path / "secret.txt"
     outside.write_bytes(DATA)
     digest = hashlib.sha256(DATA).hexdigest()
@@ -163,6 +163,13 @@ def test_a_symbolic_link_named_like_an_object_is_never_followed(tmp_path: Path) 
     store.put(b"other")
     store.path_for(digest).parent.mkdir(mode=0o700, exist_ok=True)
     store.path_for(digest).symlink_to(outside)
+    return store, digest, outside
+
+
+def test_a_symbolic_link_named_like_an_object_is_never_followed(tmp_path: Path) -> None:
+    """A link named with the real hash of an outside file is not an object: not listed, not
+    counted, and a read or a put moves it to quarantine instead of returning the file."""
+    store, digest, outside = planted_link(tmp_path)
     assert store.artifact_ids() == [hashlib.sha256(b"other").hexdigest()]
     assert store.stats()["objects"] == 1 and not store.contains(digest)
     with pytest.raises(ArtifactCorruptError, match="symbolic link"):
@@ -176,13 +183,7 @@ def test_a_symbolic_link_named_like_an_object_is_never_followed(tmp_path: Path) 
 
 
 def test_garbage_collection_quarantines_a_link_and_leaves_its_target(tmp_path: Path) -> None:
-    outside = tmp_path / "secret.txt"
-    outside.write_bytes(DATA)
-    digest = hashlib.sha256(DATA).hexdigest()
-    store = ArtifactStore(tmp_path / "artifacts")
-    store.put(b"other")
-    store.path_for(digest).parent.mkdir(mode=0o700, exist_ok=True)
-    store.path_for(digest).symlink_to(outside)
+    store, digest, outside = planted_link(tmp_path)
     collect_garbage(store, set(), dry_run=True)
     assert store.path_for(digest).is_symlink()  # a dry run moves nothing
     collect_garbage(store, set(), dry_run=False)
