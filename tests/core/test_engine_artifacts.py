@@ -20,6 +20,7 @@ from ds4_core.artifacts.condense import END_LINE, tool_result_text
 from ds4_core.artifacts.store import ArtifactStore
 from ds4_core.cli.printers.plan import print_plan
 from ds4_core.engine import ContextEngine
+from ds4_core.engine.artifacts import CONDENSED_IN_FALLBACK
 from ds4_core.engine.planning import Planner
 from ds4_core.requests import (
     ManifestRequest,
@@ -184,6 +185,15 @@ def test_a_fallback_plan_sends_the_condensed_result_and_lists_it(
     assert f"Artifact ID: {artifact_id}" in sent and "zqxbig1500" not in sent
     manifest = engine.manifest(ManifestRequest(id=result["manifestId"], view="full")).to_wire()
     assert [item["artifactId"] for item in manifest["artifacts"]] == [artifact_id]
+    [condensed] = [
+        i for i in manifest["included"] if i["sourceId"] == manifest["artifacts"][0]["sourceId"]
+    ]
+    assert condensed["reason"] == CONDENSED_IN_FALLBACK
+    assert all(
+        i["reason"] == "fallback: original message sent unchanged"
+        for i in manifest["included"]
+        if i is not condensed
+    )
     out = io.StringIO()
     print_plan(planned, manifest, out)
     report = " ".join(out.getvalue().split())

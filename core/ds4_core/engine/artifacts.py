@@ -302,6 +302,27 @@ class ArtifactOffloads:
         return offloaded
 
 
+CONDENSED_IN_FALLBACK = "fallback: sent condensed (a large tool result kept as an artifact)"
+"""The reason of a fallback plan's included item whose tool result went condensed."""
+
+
+def condensed_in_fallback(
+    plan: ContextPlan, offloaded: Sequence[Offloaded], source_ids: Sequence[str | None]
+) -> ContextPlan:
+    """`plan` with the included items of its condensed tool results saying so, when it is a
+    fallback plan (whose other items say the original message was sent unchanged)."""
+    if plan.mode != "fallback" or not offloaded:
+        return plan
+    condensed = {source_ids[item.position] or f"message:{item.position}" for item in offloaded}
+    return replace(
+        plan,
+        included=[
+            replace(item, reason=CONDENSED_IN_FALLBACK) if item.source_id in condensed else item
+            for item in plan.included
+        ],
+    )
+
+
 def manifest_artifacts(
     offloaded: Sequence[Offloaded], source_ids: Sequence[str | None], plan: ContextPlan
 ) -> list[dict[str, Any]]:

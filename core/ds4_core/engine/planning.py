@@ -48,7 +48,7 @@ from ..retrieval.floor import BelowFloor
 from ..store.database import utc_now_iso
 from ..tokens import ESTIMATOR_VERSION, estimate_message_tokens
 from ..wire import camel_case
-from .artifacts import ArtifactOffloads, manifest_artifacts
+from .artifacts import ArtifactOffloads, condensed_in_fallback, manifest_artifacts
 from .context import EngineContext
 from .continuing import Continuations
 from .convert import from_attributes
@@ -212,6 +212,7 @@ class Planner:
             )
             if again is not None:
                 plan, sanitizer = again
+        plan = condensed_in_fallback(plan, offloaded, prepared.source_ids)
         privacy = sanitizer.counters.to_wire(sanitizer.target)
         manifest_id = new_manifest_id()
         continuation = self.continuations.decide(request, prepared, plan, manifest_id, config)
