@@ -8,7 +8,7 @@ import io
 import random
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from ds4_core import cli
@@ -243,6 +243,8 @@ SCOPES = {"remember": ("session", "project"), "pin": ("session", "branch", "proj
 
 @settings(max_examples=300, deadline=None)
 @given(text=st.text(alphabet=st.sampled_from("ab _=;,.\n`'\"isdefaultotheIt3"), max_size=80))
+@example(text="a.=3")  # a determiner with a full stop (found by this test in CI)
+@example(text="`it` = 3")  # a generic word in backticks
 def test_any_text_gets_sound_keys(text: str) -> None:
     """Whatever the text: keys are non-empty, at most MAX_KEY_CHARS, never a generic word
     alone, and an explicit key is the only one."""

@@ -133,7 +133,7 @@ def _is_name(subject: str) -> bool:
         bare = token.strip(_QUOTES)
         if not bare or (token == bare and not _NAME_WORD.fullmatch(bare)):
             return False
-        words.append(bare.casefold())
+        words.append(bare.strip(_PUNCTUATION).casefold())  # "a." is the determiner "a"
     if any(word in GENERIC_WORDS or word in FUNCTION_WORDS for word in words):
         return False
     return not all(word in DETERMINERS for word in words)
@@ -158,6 +158,8 @@ def _clause_pair(clause: str) -> tuple[str, str] | None:
         key, value = normalize(subject), normalize(rest)
         if not key or not value or len(key) > MAX_KEY_CHARS or not _is_name(subject):
             return None
+        if key in GENERIC_WORDS or key in DETERMINERS or key in FUNCTION_WORDS:
+            return None  # a quoted `it` is still no name
         if separator is _IS and not _is_value(rest):
             return None
         return key, value
