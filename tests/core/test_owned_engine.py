@@ -92,9 +92,12 @@ def test_an_id_the_index_holds_for_a_pi_session_is_refused(
     engine.index_session(opened.file)  # now indexed as owned: reopening it still works
     again = engine.session_open(SessionOpenRequest(cwd="/w", session_id="mine"))
     assert again.file == opened.file and not again.created
-    Path(opened.file).unlink()  # an owned file deleted: its id may be used again
-    anew = engine.session_open(SessionOpenRequest(cwd="/w", session_id="mine"))
-    assert anew.created and Path(anew.file).exists()
+    Path(opened.file).unlink()  # an owned file deleted: never a silent empty session instead
+    with pytest.raises(RequestError, match="no longer exists") as refused:
+        engine.session_open(SessionOpenRequest(cwd="/w", session_id="mine"))
+    assert refused.value.field == "sessionId"
+    anew = engine.session_open(SessionOpenRequest(cwd="/w"))  # a new session, a new id
+    assert anew.created and anew.session_id != "mine"
 
 
 @pytest.mark.parametrize("other_branch", [True, False])

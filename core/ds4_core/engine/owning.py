@@ -120,8 +120,8 @@ class OwnedSessions:
             RequestError: a bad `title` or `sessionId` (named); an explicit `cwd` other than
                 the one a reopened session records (named `cwd`); or a `sessionId` that the index
                 holds for a session file this server does not own (a Pi session: taking its
-                id would merge the two sessions' history in the index; an owned file since
-                deleted does not count).
+                id would merge the two sessions' history in the index), or for an owned file
+                that no longer exists (reopening it would silently start an empty session).
             RequestFailedError: the database is in memory (no data directory), or the
                 sessions directory cannot be used (the message says why).
         """
@@ -133,6 +133,13 @@ class OwnedSessions:
                 raise RequestError(
                     f"sessionId: {echo(request.session_id)} is the id of the indexed session "
                     f"{echo(indexed)}, which this server does not own; choose another id",
+                    "sessionId",
+                )
+            if indexed is not None and not os.path.lexists(indexed):
+                raise RequestError(  # never a silent, empty session in the old one's place
+                    f"sessionId: the owned session {echo(request.session_id)} was "
+                    f"{echo(indexed)}, which no longer exists; restore that file, or open a "
+                    "new session without sessionId",
                     "sessionId",
                 )
         try:
