@@ -74,6 +74,8 @@ def test_write_commands_print_the_entry_to_append_and_refuse_conflicts(
         file.write(printed)
     code, _, message = run("--db", db, "remember", "--session", session, "retries is 4")
     assert code == 2 and f"conflicts with active memory '{entry['data']['item']['id']}'" in message
+    assert f"pass --supersedes {entry['data']['item']['id']} to replace it" in message
+    assert "params." not in message  # the CLI's own option, not the wire field
     code, printed, _ = run("--db", db, "pin", "--session", session, "--json", "use tabs")
     assert code == 0 and json.loads(printed)["appended"] is False
 
@@ -156,6 +158,6 @@ def test_a_session_cannot_retire_the_items_of_an_unrelated_session(tmp_path: Pat
     )
     assert third
     code, _, message = write("forget", "--session", a, str(mine["itemId"]))
-    assert code == 2 and f"not active (params.memoryId); use '{third['itemId']}'" in message
+    assert code == 2 and f"not active; use '{third['itemId']}'" in message
     code, _, _ = write("unpin", "--session", a, str(pinned["itemId"]))
     assert code == 0

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from ..engine import ContextEngine
 from ..requests import RequestError
 from ..store.database import database_locked_message
@@ -72,12 +74,26 @@ _OPTION_OF_FIELD: dict[str, dict[str, str]] = {
 """Engine request fields (wire spelling) -> the `ds4` option that supplies them, per command."""
 
 
+_MEMORY_ADVICE = (
+    (re.compile(r" \(params\.(?:pinId|memoryId|supersedes)\)"), ""),
+    (re.compile(r'params\.supersedes: "([^"]*)"'), r"--supersedes \1"),
+    (re.compile(r'params\.scope: "([^"]*)"'), r"--scope \1"),
+    (re.compile(r"params\.supersedes"), "--supersedes"),
+    (re.compile(r"params\.(?:pinId|memoryId)"), "ID"),
+)
+"""The wire names in a memory write's refusal (`memory/writes.py`) -> the `ds4 pin|unpin|
+remember|forget` arguments that supply them."""
+
+
 def usage_message(exc: RequestError, command: str) -> str:
     """The engine's message for a bad input to `command` (`plan`, `retrieve`, ...), naming the
     CLI option (`--leaf`) instead of the wire field (`session.leafId`) when there is one."""
     text = str(exc)
     if exc.field:
         text = text.removeprefix(f"{exc.field}:").strip()
+    if command in ("pin", "unpin", "remember", "forget"):
+        for pattern, argument in _MEMORY_ADVICE:
+            text = pattern.sub(argument, text)
     option = _OPTION_OF_FIELD.get(command, {}).get(exc.field or "")
     return f"{option}: {text}" if option else text
 
