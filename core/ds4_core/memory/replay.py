@@ -218,19 +218,31 @@ def _deactivate(state: Replay, current: CurrentItem) -> None:
     place.remove(current.item_id, state._shapes[current.item_id])
 
 
+def _active_target(
+    state: Replay, mutation: Mutation, item_id: str | None, unknown_suffix: str
+) -> CurrentItem | str:
+    """The active item of the mutation's kind that a `status` or `supersede` changes, or the
+    rejection reason: unknown (`unknown_suffix` after the id), not applying to the mutation's
+    session, or no longer active."""
+    target = state.items.get(item_id or "")
+    if target is None or target.kind != mutation.kind:
+        return f"unknown {mutation.kind} '{item_id}'{unknown_suffix}"
+    if not applies_in(target, mutation.session_id):
+        return _elsewhere(target, mutation)
+    if target.status != "active":
+        return f"{mutation.kind} '{target.item_id}' is {target.status}, not active"
+    return target
+
+
 def _apply(state: Replay, mutation: Mutation) -> str | tuple[str, str] | None:
     """Apply one mutation to `state`; the rejection reason (with the clashing item's id for a
     repeat or a conflict), or None when applied."""
     items = state.items
     key = mutation.mutation_key
     if mutation.operation == "status":
-        target = items.get(mutation.item_id)
-        if target is None or target.kind != mutation.kind:
-            return f"unknown {mutation.kind} '{mutation.item_id}'"
-        if not applies_in(target, mutation.session_id):
-            return _elsewhere(target, mutation)
-        if target.status != "active":
-            return f"{mutation.kind} '{mutation.item_id}' is {target.status}, not active"
+        target = _active_target(state, mutation, mutation.item_id, "")
+        if isinstance(target, str):
+            return target
         _deactivate(state, target)
         items[target.item_id] = replace(
             target,
@@ -246,13 +258,10 @@ def _apply(state: Replay, mutation: Mutation) -> str | tuple[str, str] | None:
         return f"{mutation.kind} id '{item.item_id}' exists already"
     previous = None
     if mutation.operation == "supersede":
-        previous = items.get(mutation.previous_id or "")
-        if previous is None or previous.kind != mutation.kind:
-            return f"unknown {mutation.kind} '{mutation.previous_id}' to supersede"
-        if not applies_in(previous, mutation.session_id):
-            return _elsewhere(previous, mutation)
-        if previous.status != "active":
-            return f"{mutation.kind} '{previous.item_id}' is {previous.status}, not active"
+        found = _active_target(state, mutation, mutation.previous_id, " to supersede")
+        if isinstance(found, str):
+            return found
+        previous = found
     clash = _clash(state, mutation, item, previous.item_id if previous else None)
     if clash is not None:
         return clash
