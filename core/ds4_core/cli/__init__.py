@@ -17,7 +17,8 @@ fit move under their row as `header: value`.
     ds4 [GLOBAL] index [--force] [--json] (FILE | DIR)...
     ds4 [GLOBAL] compact --session FILE [--leaf ID] [--reason manual|threshold|overflow]
                          [--first-kept ID] [--json | --entry]
-    ds4 [GLOBAL] summaries --session FILE [--leaf ID] [--json | --dot] [--output PATH]
+    ds4 [GLOBAL] summaries --session FILE [--leaf ID] [--json | --dot | --format svg|png]
+                           [--output PATH]
     ds4 [GLOBAL] memory [--session FILE] [--all] [--json]
     ds4 [GLOBAL] (pin | remember) --session FILE [--leaf ID] [--scope S] [--supersedes ID] ... TEXT
     ds4 [GLOBAL] unpin --session FILE [--reason R] PIN_ID
