@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import replace
 import xml.etree.ElementTree as ET
+from dataclasses import replace
 from typing import Any
 
 import pytest

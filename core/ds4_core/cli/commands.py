@@ -328,6 +328,10 @@ def summaries(engine: ContextEngine, args: argparse.Namespace, out: TextIO, err:
     """
     _sync_with_progress(engine, args.session, err)
     ref = SessionRef(args.session, args.leaf)
+    if args.format == "png" and args.output is None:
+        raise RequestError(
+            "--output: --format png writes a binary image; give --output PATH", "output"
+        )
     if args.dot or args.format:
         dot = engine.summaries(ref, dot=True).dot
         assert dot is not None
