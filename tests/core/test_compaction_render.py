@@ -406,10 +406,11 @@ def test_dot_escapes_any_id_and_session_text(weird: str) -> None:
         assert weird.replace("\t", " ") in first_lines  # a tab is drawn as a space
 
 
-@settings(max_examples=150, deadline=None)
-@given(st.lists(st.text(min_size=1, max_size=12), min_size=1, max_size=6, unique=True), st.text())
-def test_dot_is_always_parseable(ids: list[str], session: str) -> None:
-    nodes = [node(ids[0])] + [
+def chain_view(
+    ids: list[str], session: str, sources: tuple[str, ...] = ("e1", "e2")
+) -> tuple[list[SummaryNode], dict[str, Any]]:
+    """A chain ids[-1] -> ... -> ids[0] (a segment over `sources`), ids[-1] the active root."""
+    nodes = [replace(node(ids[0]), source_entry_ids=sources)] + [
         node(summary_id, "aggregate", (ids[index],), level=index + 1)
         for index, summary_id in enumerate(ids[1:])
     ]
@@ -421,6 +422,13 @@ def test_dot_is_always_parseable(ids: list[str], session: str) -> None:
         session_file=None,
         leaf_id=None,
     )
+    return nodes, view
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.text(min_size=1, max_size=12), min_size=1, max_size=6, unique=True), st.text())
+def test_dot_is_always_parseable(ids: list[str], session: str) -> None:
+    _nodes, view = chain_view(ids, session)
     parsed_nodes, edges = parse_dot(render_dot(view))
     assert len(parsed_nodes) == len(ids) and len(edges) == len(ids) - 1
     assert len(view["tree"].splitlines()) == len(ids) + 1
@@ -446,18 +454,7 @@ def test_dot_with_hostile_ids_and_entry_spans_is_one_graph(
 ) -> None:
     """Quotes, backslashes, newlines, markup and controls in summary ids, entry ids and the
     session id: the output is always exactly one well-formed digraph with every node."""
-    nodes = [replace(node(ids[0]), source_entry_ids=tuple(entries))] + [
-        node(summary_id, "aggregate", (ids[index],), level=index + 1)
-        for index, summary_id in enumerate(ids[1:])
-    ]
-    view = graph_view(
-        nodes,
-        active_root_id=ids[-1],
-        active_path_entry_ids=(),
-        session_id=session,
-        session_file=None,
-        leaf_id=None,
-    )
+    nodes, view = chain_view(ids, session, tuple(entries))
     dot = render_dot(view, entry_spans(nodes))
     assert dot.count("digraph") == 1  # the alphabet cannot spell it: one graph, not two
     parsed_nodes, edges = parse_dot(dot)

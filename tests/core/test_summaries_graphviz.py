@@ -31,16 +31,23 @@ def run_ds4(db: Path, *argv: str) -> tuple[int, str, str]:
     return code, out.getvalue(), err.getvalue()
 
 
+def summaries(tmp_path: Path, session: Path, *options: str) -> tuple[int, str, str]:
+    """`ds4 summaries --session SESSION OPTIONS...` on a database under `tmp_path`."""
+    return run_ds4(tmp_path / "db", "summaries", "--session", str(session), *options)
+
+
 @pytest.fixture
 def session(pi_session_copy: Callable[[str], Path], monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.delenv("DS4_DB", raising=False)
     return pi_session_copy(V3)
 
 
-def fake_dot(directory: Path, body: str) -> Path:
-    """A `dot` stand-in on `directory`: a Python script that records its argv and stdin in
-    `call.json` next to it, then runs `body`."""
+def fake_dot(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, body: str) -> Path:
+    """A `dot` stand-in, alone on PATH: a Python script in `tmp_path/bin` that records its
+    argv and stdin in `call.json` next to it, then runs `body`. Returns the script."""
+    directory = tmp_path / "bin"
     directory.mkdir(parents=True, exist_ok=True)
+    monkeypatch.setenv("PATH", str(directory))
     script = directory / "dot"
     record = directory / "call.json"
     script.write_text(
@@ -61,9 +68,7 @@ def test_missing_dot_is_a_usage_error_naming_format(
     empty = tmp_path / "empty-bin"
     empty.mkdir()
     monkeypatch.setenv("PATH", str(empty))
-    code, out, err = run_ds4(
-        tmp_path / "db", "summaries", "--session", str(session), "--format", "svg"
-    )
+    code, out, err = summaries(tmp_path, session, "--format", "svg")
     assert code == 2 and out == ""
     assert "--format svg" in err and "Graphviz" in err and "--dot" in err
     assert "Traceback" not in err
@@ -72,42 +77,27 @@ def test_missing_dot_is_a_usage_error_naming_format(
 def test_svg_runs_dot_from_path_with_a_list_argv_and_the_dot_on_stdin(
     session: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    bin_dir = tmp_path / "bin"
-    script = fake_dot(bin_dir, "sys.stdout.write('<svg>drawn</svg>\\n')\n")
-    monkeypatch.setenv("PATH", str(bin_dir))
-    code, out, err = run_ds4(
-        tmp_path / "db", "summaries", "--session", str(session), "--format", "svg"
-    )
+    script = fake_dot(tmp_path, monkeypatch, "sys.stdout.write('<svg>drawn</svg>\\n')\n")
+    code, out, err = summaries(tmp_path, session, "--format", "svg")
     assert code == 0, err
     assert out == "<svg>drawn</svg>\n"
-    call = json.loads((bin_dir / "call.json").read_text(encoding="utf-8"))
+    call = json.loads((tmp_path / "bin" / "call.json").read_text(encoding="utf-8"))
     assert call["argv"] == [str(script), "-Tsvg"]
-    code, dot, _err = run_ds4(tmp_path / "db", "summaries", "--session", str(session), "--dot")
+    code, dot, _err = summaries(tmp_path, session, "--dot")
     assert code == 0 and call["stdin"] == dot  # exactly the --dot text
 
 
 def test_png_needs_output_and_is_written_as_bytes(
     session: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    bin_dir = tmp_path / "bin"
-    fake_dot(bin_dir, "sys.stdout.buffer.write(b'\\x89PNG\\r\\n\\x1a\\n\\x00\\xff')\n")
-    monkeypatch.setenv("PATH", str(bin_dir))
-    code, out, err = run_ds4(
-        tmp_path / "db", "summaries", "--session", str(session), "--format", "png"
+    fake_dot(
+        tmp_path, monkeypatch, "sys.stdout.buffer.write(b'\\x89PNG\\r\\n\\x1a\\n\\x00\\xff')\n"
     )
+    code, out, err = summaries(tmp_path, session, "--format", "png")
     assert code == 2 and out == "" and "--output" in err
-    assert not (bin_dir / "call.json").exists()  # refused before dot ran
+    assert not (tmp_path / "bin" / "call.json").exists()  # refused before dot ran
     target = tmp_path / "graph.png"
-    code, out, err = run_ds4(
-        tmp_path / "db",
-        "summaries",
-        "--session",
-        str(session),
-        "--format",
-        "png",
-        "--output",
-        str(target),
-    )
+    code, out, err = summaries(tmp_path, session, "--format", "png", "--output", str(target))
     assert code == 0, err
     assert out == "" and str(target) in err
     assert target.read_bytes() == b"\x89PNG\r\n\x1a\n\x00\xff"
@@ -115,25 +105,21 @@ def test_png_needs_output_and_is_written_as_bytes(
 
 def test_format_is_exclusive_with_dot_and_json(session: Path, tmp_path: Path) -> None:
     for other in ("--dot", "--json"):
-        code, _out, err = run_ds4(
-            tmp_path / "db", "summaries", "--session", str(session), "--format", "svg", other
-        )
+        code, _out, err = summaries(tmp_path, session, "--format", "svg", other)
         assert code == 2 and "not allowed with" in err
-    code, _out, err = run_ds4(
-        tmp_path / "db", "summaries", "--session", str(session), "--format", "pdf"
-    )
+    code, _out, err = summaries(tmp_path, session, "--format", "pdf")
     assert code == 2 and "--format" in err
 
 
 def test_a_failing_dot_is_reported_with_its_first_error_line(
     session: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    bin_dir = tmp_path / "bin"
-    fake_dot(bin_dir, "sys.stderr.write('Error: syntax error in line 1\\nmore\\n')\nsys.exit(3)\n")
-    monkeypatch.setenv("PATH", str(bin_dir))
-    code, out, err = run_ds4(
-        tmp_path / "db", "summaries", "--session", str(session), "--format", "svg"
+    fake_dot(
+        tmp_path,
+        monkeypatch,
+        "sys.stderr.write('Error: syntax error in line 1\\nmore\\n')\nsys.exit(3)\n",
     )
+    code, out, err = summaries(tmp_path, session, "--format", "svg")
     assert code == 2 and out == ""
     assert "exit code 3" in err and "syntax error in line 1" in err and "more" not in err
 
@@ -141,9 +127,7 @@ def test_a_failing_dot_is_reported_with_its_first_error_line(
 def test_a_hanging_dot_is_stopped_at_the_time_bound(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    bin_dir = tmp_path / "bin"
-    fake_dot(bin_dir, "import time\ntime.sleep(30)\n")
-    monkeypatch.setenv("PATH", str(bin_dir))
+    fake_dot(tmp_path, monkeypatch, "import time\ntime.sleep(30)\n")
     with pytest.raises(RequestError) as caught:
         render_with_graphviz("digraph g {}\n", "svg", timeout=0.5)
     assert caught.value.field == "format"
@@ -156,11 +140,9 @@ def test_real_graphviz_draws_the_session_graph(
     session: Path, tmp_path: Path, image_format: str
 ) -> None:
     target = tmp_path / f"graph.{image_format}"
-    code, _out, err = run_ds4(
-        tmp_path / "db",
-        "summaries",
-        "--session",
-        str(session),
+    code, _out, err = summaries(
+        tmp_path,
+        session,
         "--format",
         image_format,
         "--output",
