@@ -22,6 +22,7 @@ from ds4_core.compaction.render import (
     render_dot,
     render_tree,
 )
+from ds4_core.quoting import terminal_text
 from ds4_core.tokens import estimate_text_tokens
 
 SESSION = "sess-r"
@@ -461,3 +462,13 @@ def test_dot_with_hostile_ids_and_entry_spans_is_one_graph(
     assert len(parsed_nodes) == len(ids) and len(edges) == len(ids) - 1
     assert all(len(label_text(a["label"]).split("\n")) >= 5 for a in parsed_nodes.values())
     assert all(edge[2].get("style") == "bold" for edge in edges)  # the whole chain is active
+
+
+@pytest.mark.parametrize("weird", WEIRD)
+def test_an_imported_summary_without_sources_names_its_kept_entry(weird: str) -> None:
+    imported = replace(node("pi-1", "branch"), source_entry_ids=(), first_kept_entry_id=weird)
+    view = view_of([imported, node("bare", "aggregate", ("gone",), level=1)], None)
+    nodes, _edges = parse_dot(render_dot(view, entry_spans([imported])))
+    spans = sorted(label_text(a["label"]).split("\n")[2] for a in nodes.values())
+    assert spans[0] == "entries before " + terminal_text(weird).replace("\t", " ")
+    assert spans[1] == "entries: none known"

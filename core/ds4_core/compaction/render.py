@@ -332,9 +332,10 @@ def entry_spans(nodes: Sequence[SummaryNode]) -> dict[str, tuple[str, str, int]]
     return spans
 
 
-def _span_text(span: tuple[str, str, int] | None) -> str:
+def _span_text(span: tuple[str, str, int] | None, first_kept: Any) -> str:
     if span is None:
-        return "entries: none known"
+        # An imported Pi-native summary lists no sources: it covers what precedes its kept entry.
+        return f"entries before {_one_line(first_kept)}" if first_kept else "entries: none known"
     first, last, count = span
     if count == 1:
         return f"entry {_one_line(first)}"
@@ -349,8 +350,9 @@ def render_dot(
     One node per summary, named `n0`, `n1`, ... in view order (safe identifiers whatever the
     summary ids hold), with an HTML-like label of five lines: its id; kind, level and
     estimated tokens (`segment L0, 812 tok`); the entry span from `spans` (`entry_spans`;
-    `entries <first> .. <last> (<count>)`, "entries: none known" without one); lifecycle and
-    validation; role (`active-root`, `active`, ...). Every text is XML-escaped (backslashes
+    `entries <first> .. <last> (<count>)`; without one `entries before <firstKeptEntryId>`, or
+    "entries: none known"); lifecycle and validation; role (`active-root`, `active`, ...).
+    Every text is XML-escaped (backslashes
     too), characters XML cannot hold become U+FFFD, so any id or session text yields one
     well-formed graph. Nodes of the active path are bold and filled, as are the edges between
     two of them (the path from the active root down); failed nodes are dashed, prepared ones
@@ -382,7 +384,7 @@ def render_dot(
             for part in (
                 summary_id,
                 f"{node.get('kind')} L{node.get('level')}, {node.get('tokens')} tok",
-                _span_text(spans.get(summary_id)),
+                _span_text(spans.get(summary_id), node.get("firstKeptEntryId")),
                 f"{node.get('lifecycle')} {node.get('validationStatus')}",
                 role,
             )
