@@ -24,6 +24,10 @@ needs_graphviz = pytest.mark.skipif(
     REAL_DOT is None, reason="Graphviz's `dot` is not installed on this machine"
 )
 
+posix_stand_in = pytest.mark.skipif(
+    sys.platform == "win32", reason="the stand-in `dot` is a script run through its #! line"
+)
+
 
 def run_ds4(db: Path, *argv: str) -> tuple[int, str, str]:
     out, err = io.StringIO(), io.StringIO()
@@ -74,6 +78,7 @@ def test_missing_dot_is_a_usage_error_naming_format(
     assert "Traceback" not in err
 
 
+@posix_stand_in
 def test_svg_runs_dot_from_path_with_a_list_argv_and_the_dot_on_stdin(
     session: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -87,6 +92,7 @@ def test_svg_runs_dot_from_path_with_a_list_argv_and_the_dot_on_stdin(
     assert code == 0 and call["stdin"] == dot  # exactly the --dot text
 
 
+@posix_stand_in
 def test_png_needs_output_and_is_written_as_bytes(
     session: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -111,6 +117,7 @@ def test_format_is_exclusive_with_dot_and_json(session: Path, tmp_path: Path) ->
     assert code == 2 and "--format" in err
 
 
+@posix_stand_in
 def test_a_failing_dot_is_reported_with_its_first_error_line(
     session: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -124,6 +131,7 @@ def test_a_failing_dot_is_reported_with_its_first_error_line(
     assert "exit code 3" in err and "syntax error in line 1" in err and "more" not in err
 
 
+@posix_stand_in
 def test_a_hanging_dot_is_stopped_at_the_time_bound(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
