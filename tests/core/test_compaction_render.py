@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 import xml.etree.ElementTree as ET
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -13,7 +14,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ds4_core.compaction.nodes import SummaryNode
-from ds4_core.compaction.render import LEGEND, MAX_INDENT_DEPTH, graph_view, render_dot, render_tree
+from ds4_core.compaction.render import (
+    LEGEND,
+    MAX_INDENT_DEPTH,
+    entry_spans,
+    graph_view,
+    render_dot,
+    render_tree,
+)
+from ds4_core.quoting import terminal_text
 from ds4_core.tokens import estimate_text_tokens
 
 SESSION = "sess-r"
@@ -303,15 +312,64 @@ def test_dot_has_one_styled_node_per_summary_and_ordered_edges() -> None:
     assert nodes[ids["s3"]]["style"] == "bold,filled"
     assert nodes[ids["f5"]]["style"] == "dashed"
     assert "style" not in nodes[ids["a1"]]
+    a4_tokens = next(n["tokens"] for n in view["nodes"] if n["summaryId"] == "a4")
     assert label_text(nodes[ids["a4"]]["label"]).splitlines() == [
         "a4",
-        "aggregate L2",
+        f"aggregate L2, {a4_tokens} tok",
+        "entries: none known",  # no spans given
         "prepared valid",
         "prepared",
     ]
-    assert (ids["a3"], ids["pn"], {"label": "0"}) in edges
-    assert (ids["a3"], ids["s3"], {"label": "1"}) in edges
+    # The active path: a3 (active root) -> pn, s3 (active) edges are bold, the others plain.
+    assert (ids["a3"], ids["pn"], {"label": "0", "style": "bold"}) in edges
+    assert (ids["a3"], ids["s3"], {"label": "1", "style": "bold"}) in edges
+    assert (ids["a4"], ids["a3"], {"label": "0"}) in edges
+    assert sum(1 for edge in edges if edge[2].get("style") == "bold") == 2
     assert len(edges) == 8
+
+
+def spanned_graph() -> list[SummaryNode]:
+    """every_role_graph with distinct entry spans: s0 covers e1..e3, s1 e4..e5, pn one entry."""
+    sources = {"s0": ("e1", "e2", "e3"), "s1": ("e4", "e5"), "pn": ("p-x",), "s3": ("e6", "e7")}
+    return [
+        replace(n, source_entry_ids=sources.get(n.summary_id, n.source_entry_ids))
+        for n in every_role_graph()
+    ]
+
+
+def test_entry_spans_of_segments_and_aggregates() -> None:
+    spans = entry_spans(spanned_graph())
+    assert spans["s0"] == ("e1", "e3", 3)
+    assert spans["a1"] == ("e1", "e5", 5)  # first child's first .. last child's last
+    assert spans["pn"] == ("p-x", "p-x", 1)
+    assert spans["a3"] == ("p-x", "e7", 3)
+    assert spans["a4"] == ("p-x", "e2", 5)  # over a3 (3) and s4 (e1, e2)
+    orphan = node("o", "aggregate", ("missing",), level=1)
+    assert "o" not in entry_spans([orphan])
+
+
+def test_entry_spans_of_a_thousand_level_chain_without_recursion() -> None:
+    spans = entry_spans(chain(1000))
+    assert spans["a-1000"][2] == 2 * 1001
+
+
+def test_dot_labels_name_kind_level_tokens_span_and_status() -> None:
+    graph = spanned_graph()
+    view = view_of(graph)
+    nodes, _edges = parse_dot(render_dot(view, entry_spans(graph)))
+    labels = {
+        label_text(a["label"]).splitlines()[0]: label_text(a["label"]) for a in nodes.values()
+    }
+    tokens = {n["summaryId"]: n["tokens"] for n in view["nodes"]}
+    assert labels["a3"].splitlines() == [
+        "a3",
+        f"aggregate L1, {tokens['a3']} tok",
+        "entries p-x .. e7 (3)",
+        "committed valid",
+        "active-root",
+    ]
+    assert labels["pn"].splitlines()[2] == "entry p-x"
+    assert labels["f5"].splitlines()[3:] == ["failed valid", "failed"]
 
 
 WEIRD = [
@@ -349,10 +407,11 @@ def test_dot_escapes_any_id_and_session_text(weird: str) -> None:
         assert weird.replace("\t", " ") in first_lines  # a tab is drawn as a space
 
 
-@settings(max_examples=150, deadline=None)
-@given(st.lists(st.text(min_size=1, max_size=12), min_size=1, max_size=6, unique=True), st.text())
-def test_dot_is_always_parseable(ids: list[str], session: str) -> None:
-    nodes = [node(ids[0])] + [
+def chain_view(
+    ids: list[str], session: str, sources: tuple[str, ...] = ("e1", "e2")
+) -> tuple[list[SummaryNode], dict[str, Any]]:
+    """A chain ids[-1] -> ... -> ids[0] (a segment over `sources`), ids[-1] the active root."""
+    nodes = [replace(node(ids[0]), source_entry_ids=sources)] + [
         node(summary_id, "aggregate", (ids[index],), level=index + 1)
         for index, summary_id in enumerate(ids[1:])
     ]
@@ -364,6 +423,52 @@ def test_dot_is_always_parseable(ids: list[str], session: str) -> None:
         session_file=None,
         leaf_id=None,
     )
+    return nodes, view
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.text(min_size=1, max_size=12), min_size=1, max_size=6, unique=True), st.text())
+def test_dot_is_always_parseable(ids: list[str], session: str) -> None:
+    _nodes, view = chain_view(ids, session)
     parsed_nodes, edges = parse_dot(render_dot(view))
     assert len(parsed_nodes) == len(ids) and len(edges) == len(ids) - 1
     assert len(view["tree"].splitlines()) == len(ids) + 1
+
+
+HOSTILE = st.text(
+    st.sampled_from(
+        ['"', "\\", "\n", "\r", "<", ">", "&", "]", ";", "{", "}", "-", "x", "\x00", "\ud800", "é"]
+    ),
+    min_size=1,
+    max_size=10,
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(HOSTILE, min_size=1, max_size=5, unique=True),
+    st.lists(HOSTILE, min_size=1, max_size=4),
+    HOSTILE,
+)
+def test_dot_with_hostile_ids_and_entry_spans_is_one_graph(
+    ids: list[str], entries: list[str], session: str
+) -> None:
+    """Quotes, backslashes, newlines, markup and controls in summary ids, entry ids and the
+    session id: the output is always exactly one well-formed digraph with every node."""
+    nodes, view = chain_view(ids, session, tuple(entries))
+    dot = render_dot(view, entry_spans(nodes))
+    assert dot.count("digraph") == 1  # the alphabet cannot spell it: one graph, not two
+    parsed_nodes, edges = parse_dot(dot)
+    assert len(parsed_nodes) == len(ids) and len(edges) == len(ids) - 1
+    assert all(len(label_text(a["label"]).split("\n")) >= 5 for a in parsed_nodes.values())
+    assert all(edge[2].get("style") == "bold" for edge in edges)  # the whole chain is active
+
+
+@pytest.mark.parametrize("weird", WEIRD)
+def test_an_imported_summary_without_sources_names_its_kept_entry(weird: str) -> None:
+    imported = replace(node("pi-1", "branch"), source_entry_ids=(), first_kept_entry_id=weird)
+    view = view_of([imported, node("bare", "aggregate", ("gone",), level=1)], None)
+    nodes, _edges = parse_dot(render_dot(view, entry_spans([imported])))
+    spans = sorted(label_text(a["label"]).split("\n")[2] for a in nodes.values())
+    assert spans[0] == "entries before " + terminal_text(weird).replace("\t", " ")
+    assert spans[1] == "entries: none known"

@@ -17,7 +17,8 @@ fit move under their row as `header: value`.
     ds4 [GLOBAL] index [--force] [--json] (FILE | DIR)...
     ds4 [GLOBAL] compact --session FILE [--leaf ID] [--reason manual|threshold|overflow]
                          [--first-kept ID] [--json | --entry]
-    ds4 [GLOBAL] summaries --session FILE [--leaf ID] [--json | --dot] [--output PATH]
+    ds4 [GLOBAL] summaries --session FILE [--leaf ID] [--json | --dot | --format svg|png]
+                           [--output PATH]
     ds4 [GLOBAL] memory [--session FILE] [--all] [--json]
     ds4 [GLOBAL] (pin | remember) --session FILE [--leaf ID] [--scope S] [--supersedes ID] ... TEXT
     ds4 [GLOBAL] unpin --session FILE [--reason R] PIN_ID
@@ -53,7 +54,8 @@ by `error`). JSON output is ASCII (`json_text`: non-ASCII characters and lone su
 prints the `ds4/compact` result, `--entry` the Pi compaction entry to append (one JSON line).
 ds4 never writes a Pi session file: the batch stays `prepared` until the session contains
 that entry; the next sync then marks it `committed`. `summaries` shows the session's summary graph:
-`--json` prints the `ds4.summaries` view, `--dot` Graphviz DOT. `memory` lists the memory
+`--json` prints the `ds4.summaries` view, `--dot` Graphviz DOT, `--format svg|png`
+the picture Graphviz's `dot` draws of it (docs/compaction.md "Graph pictures"). `memory` lists the memory
 items and pins (`--json`: the `ds4/memory` result). `pin`, `unpin`, `remember` and `forget`
 check one write against the current items (a refusal exits 2 saying what to do) and print the
 custom entry to append as one JSON line (`--json`: the `ds4/pin` ... result); ds4 appends it

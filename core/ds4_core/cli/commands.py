@@ -45,6 +45,7 @@ from .arguments import (
     session_files_of,
 )
 from .errors import EXIT_OK, EXIT_PARTIAL, locked_message, usage_message
+from .graphviz import render_with_graphviz, write_image
 from .printers import (
     compaction_entry,
     print_compact,
@@ -318,17 +319,30 @@ def compact(engine: ContextEngine, args: argparse.Namespace, out: TextIO, err: T
 
 def summaries(engine: ContextEngine, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     """`ds4 summaries --session FILE`: the session's summary graph as the `ds4.summaries` view
-    (`--json`), Graphviz DOT (`--dot`) or the report, to stdout or `--output PATH`.
+    (`--json`), Graphviz DOT (`--dot`), an image drawn by Graphviz (`--format svg|png`) or the
+    report, to stdout or `--output PATH`.
 
     Raises:
-        RequestError: the engine refused the request, or --output cannot be written.
+        RequestError: the engine refused the request, Graphviz is missing or failed
+            (`graphviz.render_with_graphviz`), or --output cannot be written.
     """
     _sync_with_progress(engine, args.session, err)
     ref = SessionRef(args.session, args.leaf)
-    if args.dot:
+    if args.format == "png" and args.output is None:
+        raise RequestError(
+            "--output: --format png writes a binary image; give --output PATH", "output"
+        )
+    if args.dot or args.format:
         dot = engine.summaries(ref, dot=True).dot
         assert dot is not None
-        write_output(dot, args.output, out, err, "the DOT graph")
+        if not args.format:
+            write_output(dot, args.output, out, err, "the DOT graph")
+            return EXIT_OK
+        svg_text = write_image(render_with_graphviz(dot, args.format), args.format, args.output)
+        if svg_text is None:
+            err.write(f"ds4: wrote the {args.format.upper()} graph to '{args.output}'\n")
+        else:
+            out.write(svg_text)
         return EXIT_OK
     view = engine.summaries(ref)
     text = io.StringIO()

@@ -10,6 +10,7 @@ from .. import __version__
 from ..requests import COMPACTION_REASONS, ManifestView, Scope
 from . import commands
 from .artifact_commands import add_artifact_parser
+from .graphviz import FORMATS
 
 
 def _session_arguments(parser: argparse.ArgumentParser) -> None:
@@ -274,6 +275,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--dot",
         action="store_true",
         help="print the graph as Graphviz DOT (e.g. | dot -Tsvg > graph.svg)",
+    )
+    summaries_output.add_argument(
+        "--format",
+        choices=FORMATS,
+        help="draw the graph with Graphviz's `dot` (on PATH) as SVG or PNG (PNG needs --output)",
     )
     s.add_argument("--output", metavar="PATH", help="write to PATH instead of stdout")
     s.set_defaults(func=commands.summaries)

@@ -299,15 +299,67 @@ def _dot_string(value: Any) -> str:
     return f'"{text}"'
 
 
-def render_dot(view: Mapping[str, Any]) -> str:
+def entry_spans(nodes: Sequence[SummaryNode]) -> dict[str, tuple[str, str, int]]:
+    """The Pi entries each node covers: `{summaryId: (first entry id, last entry id, count)}`.
+
+    A segment or branch node covers its direct `source_entry_ids` (in span order); an
+    aggregate covers its children's spans, first child's first to last child's last, with the
+    counts added. Children outside `nodes` and nodes that cover nothing are left out (so an
+    aggregate over missing children has no span). Iterative: a 1000-level chain is fine.
+    """
+    by_id = {node.summary_id: node for node in nodes}
+    spans: dict[str, tuple[str, str, int]] = {}
+    done: set[str] = set()
+    for start in by_id:
+        stack: list[tuple[str, bool]] = [(start, False)]
+        while stack:
+            summary_id, expanded = stack.pop()
+            node = by_id.get(summary_id)
+            if node is None or (summary_id in done and not expanded):
+                continue
+            if node.source_entry_ids:
+                sources = node.source_entry_ids
+                spans[summary_id] = (sources[0], sources[-1], len(sources))
+                done.add(summary_id)
+            elif not expanded:
+                stack.append((summary_id, True))
+                stack.extend((child, False) for child in node.child_ids if child not in done)
+                done.add(summary_id)  # a cycle (never stored) cannot loop forever
+            else:
+                parts = [spans[c] for c in node.child_ids if c in spans]
+                if parts:
+                    spans[summary_id] = (parts[0][0], parts[-1][1], sum(p[2] for p in parts))
+    return spans
+
+
+def _span_text(span: tuple[str, str, int] | None, first_kept: Any) -> str:
+    if span is None:
+        # An imported Pi-native summary lists no sources: it covers what precedes its kept entry.
+        return f"entries before {_one_line(first_kept)}" if first_kept else "entries: none known"
+    first, last, count = span
+    if count == 1:
+        return f"entry {_one_line(first)}"
+    return f"entries {_one_line(first)} .. {_one_line(last)} ({count})"
+
+
+def render_dot(
+    view: Mapping[str, Any], spans: Mapping[str, tuple[str, str, int]] | None = None
+) -> str:
     """The graph of `view` (from `graph_view`) as a Graphviz DOT `digraph`.
 
     One node per summary, named `n0`, `n1`, ... in view order (safe identifiers whatever the
-    summary ids hold), with an HTML-like label of its id, kind, level, lifecycle and role
-    (every text XML-escaped). Nodes of the active path are bold and filled, failed ones dashed,
-    prepared ones dotted. Edges run parent -> child, labelled with the child order; edges to
-    children outside the view are left out. The graph label names the session.
+    summary ids hold), with an HTML-like label of five lines: its id; kind, level and
+    estimated tokens (`segment L0, 812 tok`); the entry span from `spans` (`entry_spans`;
+    `entries <first> .. <last> (<count>)`; without one `entries before <firstKeptEntryId>`, or
+    "entries: none known"); lifecycle and validation; role (`active-root`, `active`, ...).
+    Every text is XML-escaped (backslashes
+    too), characters XML cannot hold become U+FFFD, so any id or session text yields one
+    well-formed graph. Nodes of the active path are bold and filled, as are the edges between
+    two of them (the path from the active root down); failed nodes are dashed, prepared ones
+    dotted. Edges run parent -> child, labelled with the child order; edges to children
+    outside the view are left out. The graph label names the session.
     """
+    spans = spans or {}
     nodes = [n for n in view.get("nodes") or () if isinstance(n, Mapping)]
     names: dict[str, str] = {}
     for node in nodes:
@@ -320,6 +372,7 @@ def render_dot(view: Mapping[str, Any]) -> str:
         '  edge [fontname="monospace"];',
     ]
     emitted: set[str] = set()
+    active: set[str] = set()
     for node in nodes:
         summary_id = str(node.get("summaryId"))
         if summary_id in emitted:
@@ -330,13 +383,15 @@ def render_dot(view: Mapping[str, Any]) -> str:
             _html_text(part)
             for part in (
                 summary_id,
-                f"{node.get('kind')} L{node.get('level')}",
+                f"{node.get('kind')} L{node.get('level')}, {node.get('tokens')} tok",
+                _span_text(spans.get(summary_id), node.get("firstKeptEntryId")),
                 f"{node.get('lifecycle')} {node.get('validationStatus')}",
                 role,
             )
         )
         attributes = [f"label=<{label}>"]
         if role in _ACTIVE_ROLES:
+            active.add(summary_id)
             attributes += ['style="bold,filled"', 'fillcolor="lightyellow"']
         elif node.get("lifecycle") == "failed":
             attributes.append('style="dashed"')
@@ -352,8 +407,10 @@ def render_dot(view: Mapping[str, Any]) -> str:
         parent = names[summary_id]
         for order, child in enumerate(node.get("childIds") or ()):
             child_name = names.get(str(child))
-            if child_name is not None:
-                lines.append(f"  {parent} -> {child_name} [label={_dot_string(order)}];")
+            if child_name is None:
+                continue
+            style = ', style="bold"' if summary_id in active and str(child) in active else ""
+            lines.append(f"  {parent} -> {child_name} [label={_dot_string(order)}{style}];")
     lines.append("}")
     return "\n".join(lines) + "\n"
 
@@ -362,6 +419,7 @@ __all__ = [
     "LEGEND",
     "MAX_INDENT_DEPTH",
     "ROLES",
+    "entry_spans",
     "graph_view",
     "render_dot",
     "render_tree",

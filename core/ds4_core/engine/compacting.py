@@ -18,7 +18,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from ..compaction.nodes import SummaryNode
-from ..compaction.render import graph_view, render_dot
+from ..compaction.render import entry_spans, graph_view, render_dot
 from ..compaction.service import prepare_compaction
 from ..compaction.span import SpanError, latest_compaction, prepare_span
 from ..json_bounds import echo
@@ -193,7 +193,7 @@ class Compactor:
 
     def summaries(self, session: SessionRef, *, dot: bool = False) -> SummariesResult:
         """The session's summary graph as seen from the leaf (`ContextEngine.summaries`); with
-        `dot`, also as Graphviz DOT text (`render_dot` of the same view).
+        `dot`, also as Graphviz DOT text (`render_dot` of the same view, with `entry_spans`).
 
         Raises:
             RequestError: a missing or unreadable session file, or an unknown leaf.
@@ -220,7 +220,9 @@ class Compactor:
             counts=view["counts"],
             tree=view["tree"],
         )
-        return replace(result, dot=render_dot(result.to_wire())) if dot else result
+        if not dot:
+            return result
+        return replace(result, dot=render_dot(result.to_wire(), entry_spans(nodes)))
 
     def _synced_session(
         self, ref: SessionRef, empty: str
