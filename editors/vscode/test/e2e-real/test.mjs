@@ -37,7 +37,7 @@ const WORKBENCH = {
   root: '.monaco-workbench',
   statusBar: '[id="workbench.parts.statusbar"]',
   quickInput: '.quick-input-widget',
-  quickInputBox: '.quick-input-widget input',
+  quickInputBox: '.quick-input-widget .quick-input-box input',
   panel: '[id="workbench.parts.panel"]',
   hover: '.monaco-hover',
   editorLines: '.monaco-editor .view-lines',
@@ -55,17 +55,22 @@ const CHROMIUM_ARGS = [
 ];
 
 const SESSION_NAME = 'pi-mono-v1-large-session.jsonl';
-/** A source file the plan's project retrieval quotes; the test then edits its line 5. */
-const SHIPPING = `def compute_shipping_rate(parcel, zone):
-    """Rate for one parcel: base by zone, plus a surcharge over 20 kg."""
-    base = {"domestic": 4.5, "eu": 9.0, "world": 17.0}[zone]
-    surcharge = 0.0
-    if parcel.weight_kg > 20:
-        surcharge = (parcel.weight_kg - 20) * 0.8
-    rate = base + surcharge
-    return round(rate, 2)
+/**
+ * A source file the plan quotes (its words match the request and the session, whose selectors
+ * were ported to a theme system); the test then edits its line 5.
+ */
+const SOURCE_NAME = 'selector_theme.py';
+const SOURCE = `def selector_theme(selector, theme):
+    """Colours of one selector in the theme system: the theme's tokens, else the defaults."""
+    tokens = {"border": "gray", "selected": "cyan", "muted": "dim"}
+    tokens.update(theme.get("selector", {}))
+    if selector.width > 80:
+        tokens["border"] = "dim"
+    ported = {name: tokens[name] for name in ("border", "selected", "muted")}
+    return ported
 `;
-const PLAN_REQUEST = 'How does compute_shipping_rate handle heavy parcels, and which files did we change for the theme selector?';
+/** The next user message: the session's history and the source file both answer it. */
+const PLAN_REQUEST = 'which selector files did we port to the theme system?';
 const DS4_COMMANDS = [
   'DS4: Plan Request',
   'DS4: Health',
@@ -134,6 +139,7 @@ function writeProfile(userData, database) {
         'update.mode': 'none',
         'chat.disableAIFeatures': true,
         'git.enabled': false,
+        'workbench.secondarySideBar.defaultVisibility': 'hidden',
       },
       null,
       2,
@@ -247,12 +253,20 @@ async function openWorkbench(page, url) {
   await expectVisible(page.locator(WORKBENCH.statusBar), 'the status bar', 60_000);
 }
 
+/** Close an open quick input (palette, picker, input box) and wait until it is gone. */
+async function closeQuickInput(page) {
+  const widget = page.locator(WORKBENCH.quickInput);
+  if (await widget.first().isVisible()) {
+    await page.keyboard.press('Escape');
+    await widget.waitFor({ state: 'hidden', timeout: 10_000 });
+  }
+}
+
 /** Open the command palette filtered to `text` (F1, like a person at the keyboard). */
 async function palette(page, text) {
   const box = page.locator(WORKBENCH.quickInputBox);
-  if (!(await box.first().isVisible())) {
-    await page.keyboard.press('F1');
-  }
+  await closeQuickInput(page);
+  await page.keyboard.press('F1');
   await expectVisible(box, 'the command palette input');
   await box.first().fill(`>${text}`);
 }
@@ -322,7 +336,18 @@ async function openFile(page, name) {
   await box.first().fill(name);
   await expectVisible(page.locator(WORKBENCH.quickInput).getByRole('option').filter({ hasText: name }), `"${name}" in Quick Open`);
   await page.keyboard.press('Enter');
-  await expectVisible(page.locator(WORKBENCH.editorLines).filter({ hasText: 'compute_shipping_rate' }), `the editor showing ${name}`);
+  await expectVisible(page.locator(WORKBENCH.editorLines).filter({ hasText: 'def selector_theme' }), `the editor showing ${name}`);
+}
+
+/** Go to `line[:column]` of the active editor (Ctrl+G opens Quick Open with its ":" prefix). */
+async function goToLine(page, position) {
+  await page.keyboard.press('Control+G');
+  const box = page.locator(WORKBENCH.quickInputBox);
+  await expectVisible(box, 'the Go to Line input');
+  await box.first().fill(`:${position}`);
+  await expectVisible(page.locator(WORKBENCH.quickInput).getByText(new RegExp(`go to line ${position.split(':')[0]}\\b`, 'i')), `"go to line ${position}" in Quick Open`);
+  await page.keyboard.press('Enter');
+  await page.locator(WORKBENCH.quickInput).first().waitFor({ state: 'hidden' });
 }
 
 async function main() {
@@ -334,7 +359,7 @@ async function main() {
   for (const dir of [join(project, 'src'), untrusted, sessions, extensions, join(WORK, 'db')]) {
     mkdirSync(dir, { recursive: true });
   }
-  writeFileSync(join(project, 'src', 'shipping.py'), SHIPPING);
+  writeFileSync(join(project, 'src', SOURCE_NAME), SOURCE);
   writeFileSync(join(untrusted, 'notes.md'), '# A folder this window does not trust\n');
   copyFileSync(SESSION, join(sessions, SESSION_NAME));
 
@@ -357,6 +382,7 @@ async function main() {
     sessionDir: sessions,
   });
   let page = await browser.newPage({ viewport: { width: 1600, height: 1000 } });
+  page.setDefaultTimeout(20_000);
 
   await step(page, 'ready', 'the extension activates and the status bar reaches "DS4 ready"', async () => {
     await openWorkbench(page, server.url);
@@ -373,7 +399,7 @@ async function main() {
     await palette(page, 'DS4: ');
     await page.waitForTimeout(300);
   });
-  await page.keyboard.press('Escape');
+  await closeQuickInput(page);
 
   await step(page, 'health', '"DS4: Health" reports ok', async () => {
     await runCommand(page, 'DS4: Health');
@@ -384,8 +410,10 @@ async function main() {
     expectText(text, 'workspace trusted', 'the health notification');
   });
 
+  await runCommand(page, 'Notifications: Clear All Notifications');
+
   await step(page, 'plan', '"DS4: Plan Request" opens the manifest view with token bars, evidence and reasons', async () => {
-    await openFile(page, 'shipping.py');
+    await openFile(page, SOURCE_NAME);
     await runCommand(page, 'DS4: Plan Request');
     await pick(page, SESSION_NAME, `the session ${SESSION_NAME} in the session picker`);
     await answerInput(page, PLAN_REQUEST, 'the plan request input box');
@@ -396,27 +424,26 @@ async function main() {
     expectText(text, /Retrieved history\s+[1-9]\d* entries/, 'the manifest view (retrieved evidence)');
     expectText(text, /Included\s+[1-9]/, 'the manifest view (included items)');
     expectText(text, 'recent tail', 'the manifest view (an inclusion reason)');
-    expectText(text, 'src/shipping.py', 'the manifest view (the quoted project snippet)');
-    await bar.first().scrollIntoViewIfNeeded();
+    expectText(text, `src/${SOURCE_NAME}`, 'the manifest view (the quoted project snippet)');
+    // Show the evidence and the reasons (the tables below the bars) in the screenshot.
+    await frame.getByRole('heading', { name: /Retrieved history/ }).first().evaluate((heading) => heading.scrollIntoView({ block: 'start' }));
   });
 
   await step(page, 'stale', 'an edit to the quoted file shows the stale-snippet diagnostic and its hover', async () => {
-    await openFile(page, 'shipping.py');
-    // Line 5 reads "    if parcel.weight_kg > 20:"; raise the threshold to 25.
-    await page.keyboard.press('Control+G');
-    await answerInput(page, '5', 'the Go to Line input');
+    await openFile(page, SOURCE_NAME);
+    // Line 5 reads "    if selector.width > 80:"; raise the width to 90.
+    await goToLine(page, '5');
     await page.keyboard.press('End');
     await page.keyboard.press('ArrowLeft');
     await page.keyboard.press('Backspace');
     await page.keyboard.press('Backspace');
-    await page.keyboard.type('25');
+    await page.keyboard.type('90');
     await page.keyboard.press('Control+Shift+M');
-    const problem = page.locator(WORKBENCH.panel).getByText(/The model was sent an older version of lines 1-8/);
+    const problem = page.locator(WORKBENCH.panel).getByText(/The model was sent an older version of lines 1-\d+/);
     await expectVisible(problem, 'the stale-snippet row in the Problems panel', 30_000);
     // Back to the edited line and show its hover from the keyboard (Ctrl+K Ctrl+I).
-    await openFile(page, 'shipping.py');
-    await page.keyboard.press('Control+G');
-    await answerInput(page, '5:9', 'the Go to Line input');
+    await openFile(page, SOURCE_NAME);
+    await goToLine(page, '5:9');
     await runCommand(page, 'Show or Focus Hover');
     const hover = page.locator(WORKBENCH.hover).filter({ hasText: 'Since then' });
     await expectVisible(hover, 'the stale-snippet hover', 30_000);
@@ -424,7 +451,7 @@ async function main() {
   });
 
   await step(page, 'compact', '"DS4: Compact Session" shows its result rendered (Markdown preview)', async () => {
-    await page.keyboard.press('Escape');
+    await page.keyboard.press('Escape'); // the hover
     await runCommand(page, 'DS4: Compact Session');
     await pick(page, SESSION_NAME, `the session ${SESSION_NAME} in the session picker`);
     await answerInput(page, '', 'the compaction focus input box');
