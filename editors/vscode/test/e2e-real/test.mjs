@@ -41,6 +41,7 @@ const WORKBENCH = {
   panel: '[id="workbench.parts.panel"]',
   hover: '.monaco-hover',
   editorLines: '.monaco-editor .view-lines',
+  editorLine: '.monaco-editor .view-line',
 };
 
 /** Chromium flags: headless as root, and quiet on a closed network (no sync, updates, QUIC). */
@@ -221,6 +222,7 @@ async function step(page, label, description, run) {
     throw new Error(`step "${label}" (${description}) failed: ${error instanceof Error ? error.message : String(error)}`, { cause: error });
   }
   log(`step ${label}: ok in ${((Date.now() - started) / 1000).toFixed(1)} s`);
+  await page.waitForTimeout(600); // let notifications finish fading in
   await screenshot(page, label);
 }
 
@@ -425,8 +427,8 @@ async function main() {
     expectText(text, /Included\s+[1-9]/, 'the manifest view (included items)');
     expectText(text, 'recent tail', 'the manifest view (an inclusion reason)');
     expectText(text, `src/${SOURCE_NAME}`, 'the manifest view (the quoted project snippet)');
-    // Show the evidence and the reasons (the tables below the bars) in the screenshot.
-    await frame.getByRole('heading', { name: /Retrieved history/ }).first().evaluate((heading) => heading.scrollIntoView({ block: 'start' }));
+    // Show the token bars, the evidence and its reasons together in the screenshot.
+    await frame.getByRole('heading', { name: /Context window/ }).first().evaluate((heading) => heading.scrollIntoView({ block: 'start' }));
   });
 
   await step(page, 'stale', 'an edit to the quoted file shows the stale-snippet diagnostic and its hover', async () => {
@@ -441,12 +443,12 @@ async function main() {
     await page.keyboard.press('Control+Shift+M');
     const problem = page.locator(WORKBENCH.panel).getByText(/The model was sent an older version of lines 1-\d+/);
     await expectVisible(problem, 'the stale-snippet row in the Problems panel', 30_000);
-    // Back to the edited line and show its hover from the keyboard (Ctrl+K Ctrl+I).
-    await openFile(page, SOURCE_NAME);
-    await goToLine(page, '5:9');
-    await runCommand(page, 'Show or Focus Hover');
+    // Rest the mouse on the edited line, as a person does to read the hover.
+    const edited = page.locator(WORKBENCH.editorLine).filter({ hasText: 'selector.width > 90' });
+    await expectVisible(edited, 'the edited line 5 in the editor');
+    await edited.first().hover({ position: { x: 90, y: 8 } }); // on "selector" (column ~9)
     const hover = page.locator(WORKBENCH.hover).filter({ hasText: 'Since then' });
-    await expectVisible(hover, 'the stale-snippet hover', 30_000);
+    await expectVisible(hover, 'the stale-snippet hover over the edited line', 30_000);
     expectText(await hover.first().innerText(), /line 5 changed/, 'the stale-snippet hover');
   });
 
