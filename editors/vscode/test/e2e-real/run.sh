@@ -9,8 +9,9 @@
 #
 # Environment:
 #   DS4_E2E_REAL_CACHE        install cache (default ~/.cache/ds4-e2e-real); idempotent
-#   DS4_E2E_REAL_SCREENSHOTS  screenshot dir (default editors/vscode/test/e2e-real/screenshots)
+#   DS4_E2E_REAL_SCREENSHOTS  screenshot dir, its PNGs replaced (default ./screenshots)
 #   DS4_LSP_COMMAND           the ds4-lsp executable (default <repo>/.venv/bin/ds4-lsp)
+#   DS4_E2E_REAL_CHROMIUM     the Chromium executable (default Debian's /usr/bin/chromium)
 #   DS4_E2E_REAL_KEEP=1       keep the temporary workspace, profiles and logs for diagnosis
 set -euo pipefail
 
@@ -20,7 +21,7 @@ REPO=$(cd "$EXTENSION/../.." && pwd)
 CACHE=${DS4_E2E_REAL_CACHE:-$HOME/.cache/ds4-e2e-real}
 SHOTS=${DS4_E2E_REAL_SCREENSHOTS:-$HERE/screenshots}
 LSP=${DS4_LSP_COMMAND:-$REPO/.venv/bin/ds4-lsp}
-CHROMIUM=/usr/bin/chromium
+CHROMIUM=${DS4_E2E_REAL_CHROMIUM:-/usr/bin/chromium}
 
 say() { printf 'e2e-real: %s\n' "$*" >&2; }
 skip() {
@@ -45,6 +46,8 @@ if [ -n "$missing" ]; then
     apt-get update -qq
     # shellcheck disable=SC2086 # one word per package
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $missing >/dev/null
+    missing=$(missing_debian_packages)
+    [ -z "$missing" ] || skip "still missing after apt-get install: $missing (Chromium expected at $CHROMIUM)"
   else
     skip "missing Debian packages ($missing); install them (apt-get install $missing) or run as root"
   fi
@@ -125,6 +128,7 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 mkdir -p "$SHOTS"
+rm -f "$SHOTS"/*.png # this run's pictures only
 export DS4_E2E_CODE_SERVER="$CODE_SERVER" DS4_E2E_CHROMIUM="$CHROMIUM" DS4_E2E_VSIX="$VSIX"
 export DS4_E2E_LSP="$LSP" DS4_E2E_WORK="$WORK" DS4_E2E_SHOTS="$SHOTS"
 export DS4_E2E_SESSION="$REPO/examples/pi-mono-v1-large-session.jsonl"
