@@ -426,6 +426,7 @@ async function main() {
     expectText(text, /Retrieved history\s+[1-9]\d* entries/, 'the manifest view (retrieved evidence)');
     expectText(text, /Included\s+[1-9]/, 'the manifest view (included items)');
     expectText(text, 'recent tail', 'the manifest view (an inclusion reason)');
+    expectText(text, /Why it matched[\s\S]*relevance \d\.\d+ \(covers \d+% of the request/, 'the manifest view (why the evidence was retrieved)');
     expectText(text, `src/${SOURCE_NAME}`, 'the manifest view (the quoted project snippet)');
     // Show the token bars, the evidence and its reasons together in the screenshot.
     await frame.getByRole('heading', { name: /Context window/ }).first().evaluate((heading) => heading.scrollIntoView({ block: 'start' }));
