@@ -143,15 +143,15 @@ def render_with_graphviz(
 def draw(dot_text: str, image_format: str, path: str | None, out: TextIO, err: TextIO) -> None:
     """`ds4 summaries --format`: `dot_text` drawn (`render_with_graphviz`) and written to
     `path` or, without one, printed (SVG; call `require_output` first). Each of dot's warnings
-    goes to `err` as `ds4: dot: <line>`; when dot scaled a PNG down to fit its size limit, a
+    goes to `err` as `ds4: dot: <line>` (without dot's own `dot: `); when dot scaled a PNG down to fit its size limit, a
     note says to use `--format svg`.
 
     Raises:
         RequestError: from `render_with_graphviz`, or the file cannot be written (`output`).
     """
     drawing = render_with_graphviz(dot_text, image_format)
-    for line in drawing.warnings:
-        err.write(f"ds4: dot: {terminal_text(line)}\n")
+    for line in drawing.warnings:  # Graphviz starts some with "dot: " itself
+        err.write(f"ds4: dot: {terminal_text(line.removeprefix('dot: '))}\n")
     if image_format == "png" and any("scaling" in line.lower() for line in drawing.warnings):
         err.write("ds4: dot scaled the PNG down to fit; --format svg draws it full size\n")
     write_output(drawing.image, path, out, err, f"the {image_format.upper()} graph")
