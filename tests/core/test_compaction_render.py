@@ -15,8 +15,10 @@ from hypothesis import strategies as st
 
 from ds4_core.compaction.nodes import SummaryNode
 from ds4_core.compaction.render import (
+    DOT_LEGEND,
     LEGEND,
     MAX_INDENT_DEPTH,
+    EntrySpan,
     entry_spans,
     graph_view,
     render_dot,
@@ -339,18 +341,59 @@ def spanned_graph() -> list[SummaryNode]:
 
 def test_entry_spans_of_segments_and_aggregates() -> None:
     spans = entry_spans(spanned_graph())
-    assert spans["s0"] == ("e1", "e3", 3)
-    assert spans["a1"] == ("e1", "e5", 5)  # first child's first .. last child's last
-    assert spans["pn"] == ("p-x", "p-x", 1)
-    assert spans["a3"] == ("p-x", "e7", 3)
-    assert spans["a4"] == ("p-x", "e2", 5)  # over a3 (3) and s4 (e1, e2)
+    assert spans["s0"] == EntrySpan("e1", "e3", 3)
+    assert spans["a1"] == EntrySpan("e1", "e5", 5)  # first child's first .. last child's last
+    assert spans["pn"] == EntrySpan("p-x", "p-x", 1)
+    assert spans["a3"] == EntrySpan("p-x", "e7", 3)
+    assert spans["a4"] == EntrySpan("p-x", "e2", 5)  # over a3 (3) and s4 (e1, e2)
+    assert not any(span.earlier for span in spans.values())
     orphan = node("o", "aggregate", ("missing",), level=1)
     assert "o" not in entry_spans([orphan])
 
 
 def test_entry_spans_of_a_thousand_level_chain_without_recursion() -> None:
     spans = entry_spans(chain(1000))
-    assert spans["a-1000"][2] == 2 * 1001
+    assert spans["a-1000"].entry_count == 2 * 1001
+
+
+def imported_then_compacted() -> list[SummaryNode]:
+    """An imported Pi-native summary pi-1 (no sources, kept entry e3), then ds4's segment s1
+    over e3, e4 and the aggregate a1 = agg[pi-1, s1]; a2 = agg[a1, s2] one compaction later."""
+    imported = replace(node("pi-1", "branch"), source_entry_ids=(), first_kept_entry_id="e3")
+    return [
+        imported,
+        replace(node("s1"), source_entry_ids=("e3", "e4")),
+        node("a1", "aggregate", ("pi-1", "s1"), level=1),
+        replace(node("s2"), source_entry_ids=("e5",)),
+        node("a2", "aggregate", ("a1", "s2"), level=2),
+    ]
+
+
+def test_an_aggregate_over_an_imported_summary_is_open_at_the_start() -> None:
+    graph = imported_then_compacted()
+    spans = entry_spans(graph)
+    assert "pi-1" not in spans
+    assert spans["s1"] == EntrySpan("e3", "e4", 2)
+    assert spans["a1"] == EntrySpan("e3", "e4", 2, earlier=True)
+    assert spans["a2"] == EntrySpan("e3", "e5", 3, earlier=True)  # inherited from a1
+    nodes, _edges = parse_dot(render_dot(view_of(graph, "a2"), spans))
+    span_lines = {
+        label_text(a["label"]).split("\n")[0]: label_text(a["label"]).split("\n")[2]
+        for a in nodes.values()
+    }
+    assert span_lines == {
+        "pi-1": "entries before e3",
+        "s1": "entries e3 .. e4 (2)",
+        "a1": "entries \u2026 e3 .. e4 (2+)",
+        "a2": "entries \u2026 e3 .. e5 (3+)",
+        "s2": "entry e5",
+    }
+    lone = [graph[0], graph[3], node("a3", "aggregate", ("pi-1", "s2"), level=1)]
+    assert entry_spans(lone)["a3"] == EntrySpan("e5", "e5", 1, earlier=True)
+    nodes, _edges = parse_dot(render_dot(view_of(lone, "a3"), entry_spans(lone)))
+    assert "entries \u2026 e5 (1+)" in {
+        label_text(a["label"]).split("\n")[2] for a in nodes.values()
+    }
 
 
 def test_dot_labels_name_kind_level_tokens_span_and_status() -> None:
@@ -472,3 +515,38 @@ def test_an_imported_summary_without_sources_names_its_kept_entry(weird: str) ->
     spans = sorted(label_text(a["label"]).split("\n")[2] for a in nodes.values())
     assert spans[0] == "entries before " + terminal_text(weird).replace("\t", " ")
     assert spans[1] == "entries: none known"
+
+
+def graph_label_lines(dot: str) -> list[str]:
+    """The text lines of the graph label (title, then legend) of a `render_dot` output."""
+    match = re.search(r"^  graph \[.*, label=<(.*)>\];$", dot, re.M)
+    assert match, dot
+    html = re.sub(r"<BR(?: ALIGN=\"LEFT\")?/>", "\n", match.group(1))
+    root = ET.fromstring(f"<x>{html}</x>")  # well-formed
+    return "".join(root.itertext()).rstrip("\n").split("\n")
+
+
+def test_dot_title_names_session_and_leaf_and_a_legend_follows() -> None:
+    lines = graph_label_lines(render_dot(view_of(every_role_graph())))
+    assert lines == [f"ds4 summary graph of session {SESSION}, leaf leaf", *DOT_LEGEND]
+    legend = " ".join(DOT_LEGEND)
+    for word in ("filled", "bold", "dotted", "dashed", "past-head", "inner", "(n+)"):
+        assert word in legend
+
+
+@pytest.mark.parametrize("weird", WEIRD + ["abc\u202egpj.exe", "bidi\u2066x\u2069 \u2028ls"])
+def test_dot_title_escapes_session_and_leaf_like_entry_ids(weird: str) -> None:
+    view = graph_view(
+        [node("s0")],
+        active_root_id="s0",
+        active_path_entry_ids=(),
+        session_id=weird,
+        session_file=None,
+        leaf_id=weird + "-leaf",
+    )
+    dot = render_dot(view)
+    parse_dot(dot)
+    title = graph_label_lines(dot)[0]
+    shown = terminal_text(weird).replace("\t", " ")
+    assert title == f"ds4 summary graph of session {shown}, leaf {shown}-leaf"
+    assert not re.search(r"[\x00-\x1f\u2028\u2029\u202a-\u202e\u2066-\u2069]", title)

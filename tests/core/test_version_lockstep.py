@@ -41,6 +41,13 @@ def _adapter_setup(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
     return captured
 
 
+def _npm_form(version: str) -> str:
+    """The version as `npm version <version> --no-git-tag-version` writes it (npm 11): a PEP 440
+    pre-release gets a hyphen before its letters (`0.2.0rc1` -> `0.2.0-rc1`), which makes it
+    valid semver, as vsce requires; a release stays as it is."""
+    return re.sub(r"^(\d+\.\d+\.\d+)((?:a|b|rc)\d+)$", r"\1-\2", version)
+
+
 def test_the_version_is_a_release_number() -> None:
     assert re.fullmatch(r"\d+\.\d+\.\d+((a|b|rc)\d+)?", _source_version())
 
@@ -75,9 +82,27 @@ def test_the_adapter_sdist_carries_the_version_file() -> None:
     assert "include core/ds4_core/__init__.py" in manifest
 
 
+@pytest.mark.parametrize(
+    ("python", "npm"),
+    [
+        ("0.2.0", "0.2.0"),
+        ("0.2.0rc1", "0.2.0-rc1"),
+        ("0.2.0a1", "0.2.0-a1"),
+        ("1.10.3b12", "1.10.3-b12"),
+    ],
+)
+def test_a_pre_release_has_the_form_npm_version_writes(python: str, npm: str) -> None:
+    assert _npm_form(python) == npm
+
+
 def test_the_vscode_extension_follows_the_version() -> None:
-    package = json.loads((ROOT / "editors" / "vscode" / "package.json").read_text("utf-8"))
-    assert package["version"] == _source_version(), "bump editors/vscode/package.json too"
+    vscode = ROOT / "editors" / "vscode"
+    package = json.loads((vscode / "package.json").read_text("utf-8"))
+    lock = json.loads((vscode / "package-lock.json").read_text("utf-8"))
+    expected = _npm_form(_source_version())
+    assert package["version"] == expected, "bump editors/vscode/package.json too (npm version)"
+    assert lock["version"] == expected, "bump editors/vscode/package-lock.json too (npm version)"
+    assert lock["packages"][""]["version"] == expected, "package-lock.json: packages[''].version"
 
 
 def test_no_other_python_file_writes_a_version() -> None:
@@ -88,6 +113,24 @@ def test_no_other_python_file_writes_a_version() -> None:
         if VERSION_LINE.search(path.read_text("utf-8"))
     ]
     assert writers == ["core/ds4_core/__init__.py"]
+
+
+@pytest.mark.parametrize("pyproject", ["pyproject.toml", "core/pyproject.toml"])
+def test_the_build_requires_a_setuptools_that_reads_the_license_expression(
+    pyproject: str,
+) -> None:
+    """`license = "MIT"` (PEP 639) is a configuration error before setuptools 77."""
+    project = _pyproject(ROOT / pyproject)
+    assert project["project"]["license"] == "MIT"
+    assert project["build-system"]["requires"] == ["setuptools>=77"]
+
+
+@pytest.mark.parametrize(("pyproject", "package"), [(".", "ds4_lsp"), ("core", "ds4_core")])
+def test_each_package_ships_its_py_typed_marker(pyproject: str, package: str) -> None:
+    """PEP 561: without `py.typed` in the wheel, users' type checkers ignore the annotations."""
+    project = _pyproject(ROOT / pyproject / "pyproject.toml")
+    assert project["tool"]["setuptools"]["package-data"] == {package: ["py.typed"]}
+    assert (ROOT / pyproject / package / "py.typed").is_file()
 
 
 def test_the_core_distribution_carries_the_same_license() -> None:

@@ -45,7 +45,7 @@ from .arguments import (
     session_files_of,
 )
 from .errors import EXIT_OK, EXIT_PARTIAL, locked_message, usage_message
-from .graphviz import render_with_graphviz, write_image
+from .graphviz import draw, require_output
 from .printers import (
     compaction_entry,
     print_compact,
@@ -60,7 +60,7 @@ from .printers import (
     print_summaries,
     print_usage,
 )
-from .terminal import Progress, emit_json, json_text, write_output
+from .terminal import Progress, check_output_path, emit_json, json_text, write_output
 
 Command = Callable[[ContextEngine, argparse.Namespace, TextIO, TextIO], int]
 """A command function: `(engine, args, out, err) -> exit code` (see the module docstring)."""
@@ -324,25 +324,20 @@ def summaries(engine: ContextEngine, args: argparse.Namespace, out: TextIO, err:
 
     Raises:
         RequestError: the engine refused the request, Graphviz is missing or failed
-            (`graphviz.render_with_graphviz`), or --output cannot be written.
+            (`graphviz.render_with_graphviz`), or --output is refused (PNG without one, the
+            session or database itself: `terminal.check_output_path`) or cannot be written.
     """
+    require_output(args.format, args.output)  # usage errors before a long sync
+    check_output_path(args.output, args.session, str(engine.database_path))
     _sync_with_progress(engine, args.session, err)
     ref = SessionRef(args.session, args.leaf)
-    if args.format == "png" and args.output is None:
-        raise RequestError(
-            "--output: --format png writes a binary image; give --output PATH", "output"
-        )
     if args.dot or args.format:
         dot = engine.summaries(ref, dot=True).dot
         assert dot is not None
-        if not args.format:
-            write_output(dot, args.output, out, err, "the DOT graph")
-            return EXIT_OK
-        svg_text = write_image(render_with_graphviz(dot, args.format), args.format, args.output)
-        if svg_text is None:
-            err.write(f"ds4: wrote the {args.format.upper()} graph to '{args.output}'\n")
+        if args.format:
+            draw(dot, args.format, args.output, out, err)
         else:
-            out.write(svg_text)
+            write_output(dot, args.output, out, err, "the DOT graph")
         return EXIT_OK
     view = engine.summaries(ref)
     text = io.StringIO()

@@ -281,7 +281,11 @@ def build_parser() -> argparse.ArgumentParser:
         choices=FORMATS,
         help="draw the graph with Graphviz's `dot` (on PATH) as SVG or PNG (PNG needs --output)",
     )
-    s.add_argument("--output", metavar="PATH", help="write to PATH instead of stdout")
+    s.add_argument(
+        "--output",
+        metavar="PATH",
+        help="write to PATH instead of stdout (never the session file or a .jsonl path)",
+    )
     s.set_defaults(func=commands.summaries)
 
     y = sub.add_parser("memory", help="list the memory items and pins (with provenance)")

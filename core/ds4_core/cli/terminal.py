@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
+import secrets
 import shutil
+import stat
 import sys
 import time
 from pathlib import Path
@@ -91,18 +94,80 @@ def emit_json(value: Any, out: TextIO) -> None:
     out.write(json_text(value))
 
 
-def write_output(text: str, path: str | None, out: TextIO, err: TextIO, what: str) -> None:
-    """`text` to `path` (`--output`, UTF-8) or, without one, to `out`; a note naming `what`
-    (e.g. "the DOT graph") on `err` when a file was written.
+def check_output_path(path: str | None, session: str | None, database: str | None) -> None:
+    """Refuse an `--output` `path` that would overwrite what ds4 reads: the `session` file
+    itself or the `database` (the same file by `os.path.samefile`, so through a link too), or
+    any path ending in `.jsonl` (a Pi session file's suffix; ds4 never writes one). No `path`
+    passes.
+
+    Raises:
+        RequestError (field `output`): the path is refused; the message says why.
+    """
+    if path is None:
+        return
+    target = Path(path).expanduser()
+    for kept, what in ((session, "the session file --session reads"), (database, "ds4's database")):
+        if kept is None:
+            continue
+        with contextlib.suppress(OSError):  # a missing file is not the same file
+            if os.path.samefile(target, Path(kept).expanduser()):
+                raise RequestError(
+                    f"output: '{path}' is {what}; ds4 never overwrites it, choose another path",
+                    "output",
+                )
+    if target.suffix.lower() == ".jsonl":
+        raise RequestError(
+            f"output: '{path}' ends in .jsonl like a Pi session file, which ds4 never writes; "
+            "choose another path (e.g. graph.svg)",
+            "output",
+        )
+
+
+def _replace_file(path: Path, data: bytes) -> None:
+    """Write `data` to `path` whole or not at all: into a new file beside it, then
+    `os.replace` (so a failure leaves no partial file and an existing file untouched; the new
+    file keeps an existing file's permission bits, else the umask's). A link is followed (its
+    target is replaced). A `path` that exists and is not a regular file (a device such as
+    `/dev/stdout`, a FIFO) is written in place. Raises OSError."""
+    target = Path(os.path.realpath(path))
+    try:
+        info: os.stat_result | None = target.stat()
+    except FileNotFoundError:
+        info = None
+    if info is not None and not stat.S_ISREG(info.st_mode):
+        with open(target, "wb") as handle:  # a directory fails here: IsADirectoryError
+            handle.write(data)
+        return
+    temporary = target.with_name(f".{target.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0)
+    descriptor = os.open(temporary, flags, 0o666)
+    try:
+        with os.fdopen(descriptor, "wb") as handle:
+            handle.write(data)
+        if info is not None:
+            os.chmod(temporary, stat.S_IMODE(info.st_mode))
+        os.replace(temporary, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise
+
+
+def write_output(data: str | bytes, path: str | None, out: TextIO, err: TextIO, what: str) -> None:
+    """`data` to `path` (`--output`; text as UTF-8) or, without one, to `out` (bytes decoded
+    as UTF-8); a note naming `what` (e.g. "the DOT graph") on `err` when a file was written.
+    The file is written whole or not at all (`_replace_file`); call `check_output_path` first.
 
     Raises:
         RequestError: the file cannot be written (field `output`).
     """
     if path is None:
-        out.write(text)
+        out.write(data.decode("utf-8", errors="replace") if isinstance(data, bytes) else data)
         return
+    if isinstance(data, str):
+        data = data.encode("utf-8", errors="backslashreplace")
     try:
-        Path(path).expanduser().write_text(text, encoding="utf-8", errors="backslashreplace")
+        _replace_file(Path(path).expanduser(), data)
     except OSError as exc:
         raise RequestError(
             f"output: cannot write '{path}': {exc.strerror or exc}; choose a writable path",

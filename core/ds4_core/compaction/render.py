@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Collection, Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..quoting import terminal_text
 from ..tokens import estimate_text_tokens
@@ -299,16 +299,34 @@ def _dot_string(value: Any) -> str:
     return f'"{text}"'
 
 
-def entry_spans(nodes: Sequence[SummaryNode]) -> dict[str, tuple[str, str, int]]:
-    """The Pi entries each node covers: `{summaryId: (first entry id, last entry id, count)}`.
+class EntrySpan(NamedTuple):
+    """The Pi entries a summary node covers (`entry_spans`)."""
+
+    first: str
+    """The first entry id ds4 knows the node covers."""
+    last: str
+    """The last entry id it covers."""
+    entry_count: int
+    """How many entries from `first` to `last` it covers (direct sources, added up)."""
+    earlier: bool = False
+    """True when the node also covers entries before `first` that ds4 has no list of: an
+    aggregate over an imported Pi-native summary (which lists no sources), at any depth."""
+
+
+def entry_spans(nodes: Sequence[SummaryNode]) -> dict[str, EntrySpan]:
+    """The Pi entries each node covers: `{summaryId: EntrySpan(first, last, entry_count, earlier)}`.
 
     A segment or branch node covers its direct `source_entry_ids` (in span order); an
     aggregate covers its children's spans, first child's first to last child's last, with the
-    counts added. Children outside `nodes` and nodes that cover nothing are left out (so an
-    aggregate over missing children has no span). Iterative: a 1000-level chain is fine.
+    counts added. A child among `nodes` without a span (an imported Pi-native summary, which
+    covers what precedes its kept entry) or with `earlier` set makes the aggregate's span
+    `earlier` (open at the start: child order is chronological, and such a summary is always
+    the previous root, child 0). Children outside `nodes` and nodes that cover nothing are left
+    out (so an aggregate over missing children has no span). Iterative: a 1000-level chain is
+    fine.
     """
     by_id = {node.summary_id: node for node in nodes}
-    spans: dict[str, tuple[str, str, int]] = {}
+    spans: dict[str, EntrySpan] = {}
     done: set[str] = set()
     for start in by_id:
         stack: list[tuple[str, bool]] = [(start, False)]
@@ -319,7 +337,7 @@ def entry_spans(nodes: Sequence[SummaryNode]) -> dict[str, tuple[str, str, int]]
                 continue
             if node.source_entry_ids:
                 sources = node.source_entry_ids
-                spans[summary_id] = (sources[0], sources[-1], len(sources))
+                spans[summary_id] = EntrySpan(sources[0], sources[-1], len(sources))
                 done.add(summary_id)
             elif not expanded:
                 stack.append((summary_id, True))
@@ -328,46 +346,72 @@ def entry_spans(nodes: Sequence[SummaryNode]) -> dict[str, tuple[str, str, int]]
             else:
                 parts = [spans[c] for c in node.child_ids if c in spans]
                 if parts:
-                    spans[summary_id] = (parts[0][0], parts[-1][1], sum(p[2] for p in parts))
+                    earlier = any(
+                        c in by_id and (c not in spans or spans[c].earlier) for c in node.child_ids
+                    )
+                    count = sum(p.entry_count for p in parts)
+                    spans[summary_id] = EntrySpan(parts[0].first, parts[-1].last, count, earlier)
     return spans
 
 
-def _span_text(span: tuple[str, str, int] | None, first_kept: Any) -> str:
+def _span_text(span: EntrySpan | None, first_kept: Any) -> str:
     if span is None:
         # An imported Pi-native summary lists no sources: it covers what precedes its kept entry.
         return f"entries before {_one_line(first_kept)}" if first_kept else "entries: none known"
-    first, last, count = span
+    first, last, count, earlier = span
+    if earlier:  # also entries before `first` that ds4 has no list of
+        known = _one_line(first) if count == 1 else f"{_one_line(first)} .. {_one_line(last)}"
+        return f"entries \u2026 {known} ({count}+)"
     if count == 1:
         return f"entry {_one_line(first)}"
     return f"entries {_one_line(first)} .. {_one_line(last)} ({count})"
 
 
-def render_dot(
-    view: Mapping[str, Any], spans: Mapping[str, tuple[str, str, int]] | None = None
-) -> str:
+DOT_LEGEND: tuple[str, ...] = (
+    "filled, bold: the active root and what it summarizes (bold edges between them)",
+    "dotted: prepared (not committed yet); dashed: failed; edge label: child order",
+    "past-head: an earlier root the branch moved past; alternate-branch: another branch's root",
+    "inner: summarized by a node off the active path",
+    "entries \u2026 a .. b (n+): also entries before a (an imported Pi summary lists none)",
+)
+"""The lines of the legend under the title of `render_dot`'s picture."""
+
+
+def _dot_title(view: Mapping[str, Any]) -> str:
+    """The graph label: the session and leaf on one line each escaped like entry ids, then the
+    legend (`DOT_LEGEND`) in a smaller font, left-aligned."""
+    title = f"ds4 summary graph of session {_one_line(view.get('sessionId'))}"
+    if view.get("leafId") is not None:
+        title += f", leaf {_one_line(view.get('leafId'))}"
+    legend = "".join(f'{_html_text(line)}<BR ALIGN="LEFT"/>' for line in DOT_LEGEND)
+    return f'{_html_text(title)}<BR/><FONT POINT-SIZE="10">{legend}</FONT>'
+
+
+def render_dot(view: Mapping[str, Any], spans: Mapping[str, EntrySpan] | None = None) -> str:
     """The graph of `view` (from `graph_view`) as a Graphviz DOT `digraph`.
 
     One node per summary, named `n0`, `n1`, ... in view order (safe identifiers whatever the
     summary ids hold), with an HTML-like label of five lines: its id; kind, level and
     estimated tokens (`segment L0, 812 tok`); the entry span from `spans` (`entry_spans`;
-    `entries <first> .. <last> (<count>)`; without one `entries before <firstKeptEntryId>`, or
-    "entries: none known"); lifecycle and validation; role (`active-root`, `active`, ...).
-    Every text is XML-escaped (backslashes
+    `entries <first> .. <last> (<count>)`, `entries \u2026 <first> .. <last> (<count>+)` when
+    it also covers earlier entries ds4 has no list of; without one `entries before
+    <firstKeptEntryId>`, or "entries: none known"); lifecycle and validation; role
+    (`active-root`, `active`, ...). Every text is XML-escaped (backslashes
     too), characters XML cannot hold become U+FFFD, so any id or session text yields one
     well-formed graph. Nodes of the active path are bold and filled, as are the edges between
     two of them (the path from the active root down); failed nodes are dashed, prepared ones
     dotted. Edges run parent -> child, labelled with the child order; edges to children
-    outside the view are left out. The graph label names the session.
+    outside the view are left out. The graph label names the session and the leaf (escaped
+    visibly like entry ids: `quoting.terminal_text`) above a legend (`DOT_LEGEND`).
     """
     spans = spans or {}
     nodes = [n for n in view.get("nodes") or () if isinstance(n, Mapping)]
     names: dict[str, str] = {}
     for node in nodes:
         names.setdefault(str(node.get("summaryId")), f"n{len(names)}")
-    title = f"ds4 summary graph of session {view.get('sessionId')}"
     lines = [
         "digraph summaries {",
-        f"  graph [rankdir=TB, labelloc=t, label=<{_html_text(title)}>];",
+        f"  graph [rankdir=TB, labelloc=t, label=<{_dot_title(view)}>];",
         '  node [shape=box, fontname="monospace"];',
         '  edge [fontname="monospace"];',
     ]
@@ -416,9 +460,11 @@ def render_dot(
 
 
 __all__ = [
+    "DOT_LEGEND",
     "LEGEND",
     "MAX_INDENT_DEPTH",
     "ROLES",
+    "EntrySpan",
     "entry_spans",
     "graph_view",
     "render_dot",
