@@ -65,4 +65,19 @@ export default defineConfig(
     files: ['eslint.config.mjs'],
     extends: [tseslint.configs.disableTypeChecked],
   },
+  {
+    // The real-VS-Code test: plain ES modules run by Node 24, outside tsconfig (its
+    // playwright-core lives in the test's own cache dir, not in node_modules).
+    files: ['test/e2e-real/**/*.mjs'],
+    extends: [tseslint.configs.disableTypeChecked],
+    languageOptions: {
+      globals: {
+        process: 'readonly',
+        console: 'readonly',
+        setTimeout: 'readonly',
+        fetch: 'readonly',
+        document: 'readonly',
+      },
+    },
+  },
 );

@@ -223,7 +223,7 @@ const OPEN_DOT = 'Open as Graphviz DOT';
 
 /**
  * Ask for a session (and optional focus), run `ds4/compact` with reason `manual`, and show the
- * result read-only: span, node ids, validation, summarizer, fallback reason, the summary. The
+ * result rendered in the Markdown preview (read-only): span, node ids, validation, summarizer, fallback reason, the summary. The
  * extension never writes the session file; the agent (Pi) appends the entry.
  */
 async function compactSession(context: CommandContext): Promise<void> {
@@ -249,7 +249,7 @@ async function compactSession(context: CommandContext): Promise<void> {
         ...(focus.trim() !== '' && { customInstructions: focus.trim() }),
       }),
   );
-  await context.documents.show(`compaction/${result.summaryId}.md`, renderCompactResult(result, { sessionFile: file }), 'markdown');
+  await context.documents.preview(`compaction/${result.summaryId}.md`, renderCompactResult(result, { sessionFile: file }));
   const how =
     result.summarizer === 'client'
       ? 'written by the editor model'

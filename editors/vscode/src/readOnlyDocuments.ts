@@ -1,12 +1,15 @@
 /**
  * Read-only editor documents for ds4 views (a compaction result, a summary graph, its DOT):
  * a `TextDocumentContentProvider` for the `ds4-view` scheme, whose documents VS Code opens
- * read-only. The text lives in memory; showing the same path again replaces it.
+ * read-only, as source (`show`) or, for Markdown, rendered in the Markdown preview
+ * (`preview`). The text lives in memory; showing the same path again replaces it.
  */
 
 import * as vscode from 'vscode';
 
 export const VIEW_SCHEME = 'ds4-view';
+/** The built-in Markdown extension's command that renders a document beside the editor. */
+export const MARKDOWN_PREVIEW_COMMAND = 'markdown.showPreviewToSide';
 
 export class ReadOnlyDocuments implements vscode.TextDocumentContentProvider, vscode.Disposable {
   private readonly texts = new Map<string, string>();
@@ -29,12 +32,7 @@ export class ReadOnlyDocuments implements vscode.TextDocumentContentProvider, vs
    * extension, is ignored).
    */
   async show(path: string, text: string, language?: string): Promise<vscode.TextDocument> {
-    const uri = vscode.Uri.from({ scheme: VIEW_SCHEME, path: `/${path}` });
-    const known = this.texts.has(uri.toString());
-    this.texts.set(uri.toString(), text);
-    if (known) {
-      this.changed.fire(uri);
-    }
+    const uri = this.store(path, text);
     let document = await vscode.workspace.openTextDocument(uri);
     if (language !== undefined && document.languageId !== language) {
       try {
@@ -45,6 +43,32 @@ export class ReadOnlyDocuments implements vscode.TextDocumentContentProvider, vs
     }
     await vscode.window.showTextDocument(document, { viewColumn: vscode.ViewColumn.Beside, preview: false });
     return document;
+  }
+
+  /**
+   * Show Markdown `text` rendered: the read-only document `ds4-view:/<path>` (`path` ends in
+   * `.md`) in VS Code's Markdown preview beside the active editor, through the built-in
+   * Markdown extension's `markdown.showPreviewToSide` command. Where that command is missing
+   * (the built-in extension disabled), the Markdown source is shown instead, as `show` does.
+   */
+  async preview(path: string, text: string): Promise<void> {
+    const uri = this.store(path, text);
+    try {
+      await vscode.commands.executeCommand(MARKDOWN_PREVIEW_COMMAND, uri);
+    } catch {
+      await this.show(path, text, 'markdown');
+    }
+  }
+
+  /** Keep `text` as the content of `ds4-view:/<path>`; an open view of it updates. */
+  private store(path: string, text: string): vscode.Uri {
+    const uri = vscode.Uri.from({ scheme: VIEW_SCHEME, path: `/${path}` });
+    const known = this.texts.has(uri.toString());
+    this.texts.set(uri.toString(), text);
+    if (known) {
+      this.changed.fire(uri);
+    }
+    return uri;
   }
 
   dispose(): void {

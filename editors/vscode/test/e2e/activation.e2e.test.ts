@@ -234,7 +234,7 @@ describe('the extension, activated without VS Code', { timeout: 120_000 }, () =>
 
   let compacted: CompactResult | undefined;
 
-  it('"DS4: Compact Session" has the editor model write the summary and shows the result read-only', async () => {
+  it('"DS4: Compact Session" has the editor model write the summary and shows the result rendered', async () => {
     // Pick "Choose a session file…" (the last item) and the synthetic session in the dialog.
     vscode.quickPick = (items) => items.at(-1);
     vscode.openDialogAnswer = compactSession.path;
@@ -254,10 +254,11 @@ describe('the extension, activated without VS Code', { timeout: 120_000 }, () =>
     const message = vscode.messages.at(-1)?.text ?? '';
     assert.match(message, /^DS4: summary (s-[0-9a-f]{16}) prepared, written by the editor model, validation valid\. The agent \(Pi\) must append the compaction entry; ds4 never writes the session file\.$/);
     const summaryId = /(s-[0-9a-f]{16})/.exec(message)?.[1] ?? '';
-    const document = vscode.shownDocuments[shown];
-    assert.ok(document && vscode.shownDocuments.length === shown + 1);
-    assert.equal(document.uri, `ds4-view:/compaction/${summaryId}.md`);
-    assert.equal(document.languageId, 'markdown');
+    // Rendered in the Markdown preview, not opened as source.
+    assert.equal(vscode.shownDocuments.length, shown);
+    const document = vscode.executedCommands.filter((call) => call.command === 'markdown.showPreviewToSide').at(-1);
+    assert.ok(document?.text !== undefined, 'the compaction opened in the Markdown preview');
+    assert.equal(document.argument, `ds4-view:/compaction/${summaryId}.md`);
     assert.ok(document.text.includes('| Summarizer | client (stub/stub-model-1) |'), document.text);
     assert.ok(document.text.includes('| Fallback reason | — |'));
     assert.ok(document.text.includes('ds4 has not written anything to the session file'));

@@ -131,6 +131,13 @@ export class StubVscode {
   readonly shownDocuments: ShownDocument[] = [];
   /** Text written to the clipboard, in order. */
   readonly clipboard: string[] = [];
+  /**
+   * Calls of `commands.executeCommand`, in order: the command, its first argument as text and,
+   * when that is a URI with a registered content provider, the document's text.
+   */
+  readonly executedCommands: { command: string; argument?: string; text?: string }[] = [];
+  /** Commands `commands.executeCommand` rejects as not found (e.g. a disabled extension's). */
+  readonly missingCommands = new Set<string>();
   private readonly contentProviders = new Map<string, { provideTextDocumentContent(uri: StubUri): string }>();
   readonly configurationChanged = new StubEventEmitter<{ affectsConfiguration(section: string): boolean }>();
   readonly trustGranted = new StubEventEmitter<undefined>();
@@ -300,7 +307,19 @@ export class StubVscode {
           this.commands.set(id, run);
           return { dispose: () => this.commands.delete(id) };
         },
-        executeCommand: () => Promise.resolve(undefined),
+        executeCommand: (command: string, ...args: unknown[]) => {
+          if (this.missingCommands.has(command)) {
+            return Promise.reject(new Error(`command '${command}' not found`));
+          }
+          const first = args[0] as Partial<StubUri> | undefined;
+          const provider = typeof first?.scheme === 'string' ? this.contentProviders.get(first.scheme) : undefined;
+          this.executedCommands.push({
+            command,
+            ...(first !== undefined && { argument: String(first) }),
+            ...(provider && { text: provider.provideTextDocumentContent(first as StubUri) }),
+          });
+          return Promise.resolve(undefined);
+        },
       }),
       lm: {
         registerTool: (name: string, tool: unknown) => {
