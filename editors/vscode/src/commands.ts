@@ -38,6 +38,7 @@ import { pathContext, type ServerClient } from './serverClient';
 import { piSessionDir, recentSessionFiles } from './sessionFiles';
 import { COMMANDS, formatInt } from './status';
 import { calibrationHealthLines, calibrationHealthSummary, hasCriticalCalibration } from './usageView';
+import { showError, showInfo, showWarning } from './notify';
 
 /** workspaceState key of the last session file used in this workspace. */
 const LAST_SESSION_KEY = 'ds4.lastSessionFile';
@@ -123,7 +124,7 @@ async function rebuildIndex(context: CommandContext): Promise<void> {
     for (const failure of result.failed) {
       context.output.warn(`DS4: rebuild: ${failure.sessionFile}: ${failure.error}`);
     }
-    const choice = await vscode.window.showWarningMessage(
+    const choice = await showWarning(
       `${summary} ${formatInt(result.failed.length)} could not be read.`,
       'Show Output',
     );
@@ -131,7 +132,7 @@ async function rebuildIndex(context: CommandContext): Promise<void> {
       context.output.show(true);
     }
   } else {
-    void vscode.window.showInformationMessage(summary);
+    void showInfo(summary);
   }
   context.server.noteHealth(await requests.health());
 }
@@ -154,8 +155,8 @@ async function health(context: CommandContext): Promise<void> {
   const problems = [...result.notices, ...result.configWarnings, ...(result.warnings ?? [])];
   const show =
     problems.length > 0 || hasCriticalCalibration(result.calibration)
-      ? vscode.window.showWarningMessage(`${summary} ${problems.join(' ')}`, 'Show Details')
-      : vscode.window.showInformationMessage(summary, 'Show Details');
+      ? showWarning(`${summary} ${problems.join(' ')}`, 'Show Details')
+      : showInfo(summary, 'Show Details');
   if (await show) {
     context.output.show(true);
   }
@@ -216,11 +217,11 @@ async function planRequest(context: CommandContext): Promise<void> {
     `${formatInt(plan.estimatedTokens)} of ${formatInt(plan.budget.contextWindow)} tokens.` +
     (privacy === undefined ? '' : ` ${privacy}`);
   if (plan.mode === 'fallback' || plan.warnings.length > 0) {
-    void vscode.window.showWarningMessage(
+    void showWarning(
       [text, plan.fallbackReason, ...plan.warnings].filter((part) => part !== undefined).join(' '),
     );
   } else {
-    void vscode.window.showInformationMessage(text);
+    void showInfo(text);
   }
 }
 
@@ -257,7 +258,7 @@ async function compactSession(context: CommandContext): Promise<void> {
       }),
   );
   await context.documents.preview(`compaction/${result.summaryId}.md`, renderCompactResult(result, { sessionFile: file }));
-  const choice = await vscode.window.showInformationMessage(describeCompactResult(result), COPY_ENTRY, SHOW_GRAPH);
+  const choice = await showInfo(describeCompactResult(result), COPY_ENTRY, SHOW_GRAPH);
   if (choice === COPY_ENTRY) {
     await copyCompactionEntry(context);
   } else if (choice === SHOW_GRAPH) {
@@ -269,11 +270,11 @@ async function compactSession(context: CommandContext): Promise<void> {
 async function copyCompactionEntry(context: CommandContext): Promise<void> {
   const result = context.lastCompaction();
   if (!result) {
-    void vscode.window.showInformationMessage('DS4: no compaction was prepared in this window yet (run "DS4: Compact Session").');
+    void showInfo('DS4: no compaction was prepared in this window yet (run "DS4: Compact Session").');
     return;
   }
   await vscode.env.clipboard.writeText(compactionEntryJson(result));
-  void vscode.window.showInformationMessage(
+  void showInfo(
     `DS4: copied the compaction entry of ${result.summaryId}. ${NOT_WRITTEN_NOTE.replace(/`/g, '')}`,
   );
 }
@@ -287,7 +288,7 @@ async function showSummaryGraph(context: CommandContext, sessionFile?: string): 
   const requests = await context.server.requests();
   const result = await requests.summaries({ session: { file }, format: 'dot' });
   await context.documents.show(`summaries/${result.sessionId}.txt`, renderSummaries(result), 'plaintext');
-  const choice = await vscode.window.showInformationMessage(describeSummaries(result), OPEN_DOT);
+  const choice = await showInfo(describeSummaries(result), OPEN_DOT);
   if (choice === OPEN_DOT) {
     await context.documents.show(`summaries/${result.sessionId}.dot`, result.dot ?? '', 'dot');
   }
@@ -312,7 +313,7 @@ async function privacyPolicy(context: CommandContext): Promise<void> {
   }
   const problem = privacyModelProblem(model);
   if (problem !== undefined) {
-    void vscode.window.showWarningMessage(`DS4: ${problem}`);
+    void showWarning(`DS4: ${problem}`);
     return;
   }
   const destination = model.trim();
@@ -320,7 +321,7 @@ async function privacyPolicy(context: CommandContext): Promise<void> {
   const answer = await requests.privacy({ model: destination });
   const name = destination.replace(/[^\w.-]+/g, '_');
   await context.documents.show(`privacy/${name}.md`, renderPrivacyAnswer(answer, destination), 'markdown');
-  void vscode.window.showInformationMessage(privacyAnswerSummary(answer, destination));
+  void showInfo(privacyAnswerSummary(answer, destination));
 }
 
 /** The workspace's recent Pi sessions, the last one used, or a file chosen in a dialog. */
@@ -373,7 +374,7 @@ export function reportError(context: Pick<CommandContext, 'output'>, error: unkn
   if (typeof error === 'object' && error !== null && (error as { reported?: unknown }).reported === true) {
     return; // already shown to the user (e.g. with a choice to act on it)
   }
-  void vscode.window.showErrorMessage(text.startsWith('DS4') ? text : `DS4: ${text}`, 'Show Output').then((choice) => {
+  void showError(text.startsWith('DS4') ? text : `DS4: ${text}`, 'Show Output').then((choice) => {
     if (choice) {
       context.output.show(true);
     }

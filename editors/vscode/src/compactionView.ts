@@ -13,6 +13,7 @@
  */
 
 import type { CompactResult, SummariesResult } from './protocol';
+import { plainNotice } from './notices';
 import { formatInt } from './status';
 
 /** Said wherever a prepared compaction is shown: ds4 itself never writes session files. */
@@ -116,15 +117,15 @@ export function compactionEntryJson(result: CompactResult): string {
 /**
  * One-line description of a `ds4/compact` result, for a notification. VS Code turns
  * `[label](https:…|command:…|file:…)` in a notification into a link that runs on a click, so
- * the server's text in it (the fallback reason, ids, status) goes through `unlinked`.
+ * the server's text in it (the fallback reason, ids, status) goes through `plainNotice`.
  */
 export function describeCompactResult(result: CompactResult): string {
   const how =
     result.summarizer === 'client'
       ? 'written by the editor model'
-      : `written offline${result.fallbackReason ? ` (${unlinked(result.fallbackReason)})` : ''}`;
+      : `written offline${result.fallbackReason ? ` (${plainNotice(result.fallbackReason)})` : ''}`;
   return (
-    `DS4: summary ${unlinked(result.summaryId)} prepared, ${how}, validation ${unlinked(result.validation.status)}. ` +
+    `DS4: summary ${plainNotice(result.summaryId)} prepared, ${how}, validation ${plainNotice(result.validation.status)}. ` +
     'The agent (Pi) must append the compaction entry; ds4 never writes the session file.'
   );
 }
@@ -215,11 +216,6 @@ export function markdownFence(text: string, info = ''): string {
   const longest = (text.match(/`+/g) ?? []).reduce((most, run) => Math.max(most, run.length), 0);
   const fence = '`'.repeat(Math.max(3, longest + 1));
   return `${fence}${info}\n${text}\n${fence}`;
-}
-
-/** Plain text for a notification: `](` becomes `] (`, so no `[label](target)` link forms. */
-function unlinked(text: string): string {
-  return text.replace(/\]\(/g, '] (');
 }
 
 function list(values: string[]): string {

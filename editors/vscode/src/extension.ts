@@ -19,6 +19,7 @@ import { ReadOnlyDocuments } from './readOnlyDocuments';
 import { ServerClient } from './serverClient';
 import { compactionDestination, historyToolDestination } from './settings';
 import { presentStatus, type StatusState } from './status';
+import { showError } from './notify';
 
 let server: ServerClient | undefined;
 
@@ -275,7 +276,7 @@ const START_NEW_SESSION = 'Start a New Session';
 
 /** The owned session for a palette command; a failed reopen offers "Start a New Session". */
 function ownedOrAsk(owned: OwnedSession): Promise<SessionOpenResult> {
-  return ensureOrAsk(owned, async (message) => (await vscode.window.showErrorMessage(message, START_NEW_SESSION)) === START_NEW_SESSION);
+  return ensureOrAsk(owned, async (message) => (await showError(message, START_NEW_SESSION)) === START_NEW_SESSION);
 }
 
 /** The file of the workspace's owned session; `undefined` when the server cannot open one. */

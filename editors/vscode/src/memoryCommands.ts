@@ -32,6 +32,7 @@ import type { ContextMutationResult, MemoryScope, PinScope, SessionRef } from '.
 import type { ReadOnlyDocuments } from './readOnlyDocuments';
 import type { ServerClient } from './serverClient';
 import { COMMANDS } from './status';
+import { showInfo, showWarning } from './notify';
 
 export interface MemoryCommandContext {
   server: ServerClient;
@@ -78,13 +79,13 @@ const MEMORY_SCOPE_ITEMS: (vscode.QuickPickItem & { scope: MemoryScope })[] = [
 async function pinSelection(context: MemoryCommandContext): Promise<void> {
   const editor = vscode.window.activeTextEditor;
   if (!editor) {
-    void vscode.window.showInformationMessage('DS4: open a file and select the text to pin.');
+    void showInfo('DS4: open a file and select the text to pin.');
     return;
   }
   const selection = editor.selection;
   const content = selection.isEmpty ? editor.document.lineAt(selection.active.line).text : editor.document.getText(selection);
   if (content.trim() === '') {
-    void vscode.window.showInformationMessage('DS4: the selection is empty; select the text to pin.');
+    void showInfo('DS4: the selection is empty; select the text to pin.');
     return;
   }
   const picked = await vscode.window.showQuickPick(PIN_SCOPE_ITEMS, {
@@ -230,10 +231,10 @@ async function write(
     }
     const conflict = supersedeTarget(refused);
     if (conflict === undefined) {
-      void vscode.window.showWarningMessage(`DS4: ${refused.message}`);
+      void showWarning(`DS4: ${refused.message}`);
       return false;
     }
-    const choice = await vscode.window.showWarningMessage(`DS4: ${refused.message}`, SUPERSEDE);
+    const choice = await showWarning(`DS4: ${refused.message}`, SUPERSEDE);
     if (choice !== SUPERSEDE) {
       return false;
     }
@@ -248,16 +249,16 @@ async function showMutation(context: MemoryCommandContext, result: ContextMutati
   const note = mutationNote(result, what);
   context.output.info(note);
   if (result.appended) {
-    void vscode.window.showInformationMessage(note);
+    void showInfo(note);
     void refreshMemory(context).catch((error: unknown) => {
       context.output.warn(`DS4: refreshing the memory view: ${String(error)}`);
     });
     return;
   }
-  const choice = await vscode.window.showInformationMessage(note, COPY_ENTRY, SHOW_ENTRY);
+  const choice = await showInfo(note, COPY_ENTRY, SHOW_ENTRY);
   if (choice === COPY_ENTRY) {
     await vscode.env.clipboard.writeText(mutationEntryJson(result));
-    void vscode.window.showInformationMessage(`DS4: copied the ${result.customType} entry of ${result.itemId}.`);
+    void showInfo(`DS4: copied the ${result.customType} entry of ${result.itemId}.`);
   } else if (choice === SHOW_ENTRY) {
     await context.documents.show(`entries/${result.itemId}.json`, `${JSON.stringify(JSON.parse(mutationEntryJson(result)), null, 2)}\n`, 'json');
   }
@@ -278,7 +279,7 @@ async function searchArtifacts(context: MemoryCommandContext): Promise<void> {
   const { session } = await context.defaultSession();
   const result = await (await context.server.requests()).artifactSearch({ query: query.trim(), session });
   await context.documents.show('artifacts/search.txt', renderArtifactSearch(result), 'plaintext');
-  void vscode.window.showInformationMessage(
+  void showInfo(
     `DS4: ${String(result.matches.length)} match(es) in ${String(result.searched.length)} artifact(s)${result.truncated ? ' (truncated)' : ''}.`,
   );
 }

@@ -259,10 +259,10 @@ describe('the extension, activated without VS Code', { timeout: 120_000 }, () =>
     const document = vscode.executedCommands.filter((call) => call.command === 'markdown.showPreviewToSide').at(-1);
     assert.ok(document?.text !== undefined, 'the compaction opened in the Markdown preview');
     assert.equal(document.argument, `ds4-view:/compaction/${summaryId}.md`);
-    assert.ok(document.text.includes('| Summarizer | client (stub/stub-model-1) |'), document.text);
+    assert.ok(document.text.includes('| Summarizer | client (stub/stub\\-model\\-1) |'), document.text); // the model's name, escaped
     assert.ok(document.text.includes('| Fallback reason | — |'));
     assert.ok(document.text.includes('ds4 has not written anything to the session file'));
-    assert.ok(document.text.includes('## Objective\n- Fix the parser bugs step by step while keeping the API stable.'));
+    assert.ok(document.text.includes('```text\n## Objective\n- Fix the parser bugs step by step while keeping the API stable.'), 'the summary, fenced');
     // Nothing was written to the session file: its last entry is still the last turn's reply.
     assert.doesNotMatch(readFileSync(compactSession.path, 'utf8').trim().split('\n').at(-1) ?? '', /"type":"compaction"/);
 

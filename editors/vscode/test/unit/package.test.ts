@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
 
@@ -36,6 +36,7 @@ const PURE_MODULES = [
   'html',
   'memoryView',
   'ownedSession',
+  'notices',
 ];
 
 describe('extension manifest', () => {
@@ -86,6 +87,14 @@ describe('extension manifest', () => {
     for (const name of PURE_MODULES) {
       const compiled = readFileSync(join(PACKAGE_ROOT, 'out', 'src', `${name}.js`), 'utf8');
       assert.doesNotMatch(compiled, /require\("vscode(-languageclient[^"]*)?"\)/, name);
+    }
+  });
+
+  it('shows every notification through notify.ts, so no server text becomes a command link', () => {
+    const sources = join(PACKAGE_ROOT, 'src');
+    for (const name of readdirSync(sources).filter((file) => file.endsWith('.ts') && file !== 'notify.ts')) {
+      const text = readFileSync(join(sources, name), 'utf8');
+      assert.doesNotMatch(text, /\.show(Information|Warning|Error)Message\(/, name);
     }
   });
 
