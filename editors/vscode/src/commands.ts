@@ -14,7 +14,14 @@ import { homedir } from 'node:os';
 
 import * as vscode from 'vscode';
 
-import { compactionEntryJson, describeSummaries, NOT_WRITTEN_NOTE, renderCompactResult, renderSummaries } from './compactionView';
+import {
+  compactionEntryJson,
+  describeCompactResult,
+  describeSummaries,
+  NOT_WRITTEN_NOTE,
+  renderCompactResult,
+  renderSummaries,
+} from './compactionView';
 import type { ManifestPanel } from './manifestPanel';
 import {
   defaultPrivacyModel,
@@ -250,14 +257,7 @@ async function compactSession(context: CommandContext): Promise<void> {
       }),
   );
   await context.documents.preview(`compaction/${result.summaryId}.md`, renderCompactResult(result, { sessionFile: file }));
-  const how =
-    result.summarizer === 'client'
-      ? 'written by the editor model'
-      : `written offline${result.fallbackReason ? ` (${result.fallbackReason})` : ''}`;
-  const text =
-    `DS4: summary ${result.summaryId} prepared, ${how}, validation ${result.validation.status}. ` +
-    'The agent (Pi) must append the compaction entry; ds4 never writes the session file.';
-  const choice = await vscode.window.showInformationMessage(text, COPY_ENTRY, SHOW_GRAPH);
+  const choice = await vscode.window.showInformationMessage(describeCompactResult(result), COPY_ENTRY, SHOW_GRAPH);
   if (choice === COPY_ENTRY) {
     await copyCompactionEntry(context);
   } else if (choice === SHOW_GRAPH) {

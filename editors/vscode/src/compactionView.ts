@@ -3,6 +3,12 @@
  * Markdown ("DS4: Compact Session") and a `ds4.summaries` graph as plain text ("DS4: Show
  * Summary Graph"), plus the compaction entry as the JSON line an agent appends.
  *
+ * The Markdown goes to VS Code's Markdown preview, whose markdown-it renders raw HTML and links
+ * bare URLs (`markdown.preview.linkify`). Text that is not ours (the model's summary, the
+ * server's warnings, reasons, codes and ids) is therefore put in as literal text: the summary
+ * and the entry's details in fenced code blocks (`markdownFence`), everything else escaped
+ * (`markdownLiteral`, `code`). Nothing from the result becomes HTML, an image or a link.
+ *
  * Pure module: no `vscode` import.
  */
 
@@ -27,19 +33,21 @@ export function renderCompactResult(result: CompactResult, context: CompactViewC
   const record = engineRecord(result);
   const provider = stringField(record, 'provider');
   const model = stringField(record, 'model');
-  const writer = provider !== undefined || model !== undefined ? ` (${provider ?? '?'}/${model ?? '?'})` : '';
+  const writer =
+    provider !== undefined || model !== undefined ? ` (${markdownLiteral(provider ?? '?')}/${markdownLiteral(model ?? '?')})` : '';
   const validation = result.validation;
   const span = result.span;
+  // Each value is built from `markdownLiteral`, `code` and our own words: no raw `|`, no line break.
   const rows: [string, string][] = [
     ['Session', context.sessionFile === undefined ? '—' : code(context.sessionFile) + (context.leafId ? ` at leaf ${code(context.leafId)}` : '')],
-    ['Root (new active root)', `${code(result.summaryId)}: ${result.summaryKind}, graph level ${String(result.graphLevel)}`],
+    ['Root (new active root)', `${code(result.summaryId)}: ${markdownLiteral(result.summaryKind)}, graph level ${markdownLiteral(String(result.graphLevel))}`],
     ['Segment', result.segmentSummaryId === result.summaryId ? 'the root itself (no previous root)' : code(result.segmentSummaryId)],
     ['Previous root', span.previousSummaryId ? code(span.previousSummaryId) : 'none (first compaction of this branch)'],
-    ['Summarizer', `${result.summarizer}${writer}`],
-    ['Fallback reason', result.fallbackReason ?? '—'],
+    ['Summarizer', `${markdownLiteral(result.summarizer)}${writer}`],
+    ['Fallback reason', result.fallbackReason ? markdownLiteral(result.fallbackReason) : '—'],
     [
       'Validation',
-      `${validation.status}; issues before repairs: ${list(validation.issueCodes)}; repairs: ${list(validation.repairs)}`,
+      `${markdownLiteral(validation.status)}; issues before repairs: ${list(validation.issueCodes)}; repairs: ${list(validation.repairs)}`,
     ],
     [
       'Span',
@@ -61,17 +69,17 @@ export function renderCompactResult(result: CompactResult, context: CompactViewC
     rows.push(['Operation', code(result.operationId)]);
   }
   const lines = [
-    `# DS4 compaction ${result.summaryId}`,
+    `# DS4 compaction ${markdownLiteral(result.summaryId)}`,
     '',
     `> **Not written to the session.** ${NOT_WRITTEN_NOTE}`,
     '',
     '| | |',
     '|---|---|',
-    ...rows.map(([name, value]) => `| ${name} | ${cell(value)} |`),
+    ...rows.map(([name, value]) => `| ${name} | ${value} |`),
     '',
   ];
   if (result.warnings.length > 0) {
-    lines.push('## Warnings', '', ...result.warnings.map((warning) => `- ${warning}`), '');
+    lines.push('## Warnings', '', ...result.warnings.map((warning) => `- ${markdownLiteral(warning)}`), '');
   }
   const details = elideEmbeddedContent(result.compaction.details);
   lines.push(
@@ -79,15 +87,13 @@ export function renderCompactResult(result: CompactResult, context: CompactViewC
     '',
     'The `details` the entry carries (embedded node texts shortened here; "DS4: Copy Compaction Entry" copies the full entry):',
     '',
-    '```json',
-    JSON.stringify(details, null, 2),
-    '```',
+    markdownFence(JSON.stringify(details, null, 2), 'json'),
     '',
     '# Summary',
     '',
-    'The text of the compaction entry (the new root; what the model will see):',
+    'The text of the compaction entry (the new root; what the model will see), shown literally:',
     '',
-    result.compaction.summary.trimEnd(),
+    markdownFence(result.compaction.summary.trimEnd(), 'text'),
     '',
   );
   return lines.join('\n');
@@ -105,6 +111,22 @@ export function compactionEntryJson(result: CompactResult): string {
     tokensBefore: result.compaction.tokensBefore,
     details: result.compaction.details,
   });
+}
+
+/**
+ * One-line description of a `ds4/compact` result, for a notification. VS Code turns
+ * `[label](https:…|command:…|file:…)` in a notification into a link that runs on a click, so
+ * the server's text in it (the fallback reason, ids, status) goes through `unlinked`.
+ */
+export function describeCompactResult(result: CompactResult): string {
+  const how =
+    result.summarizer === 'client'
+      ? 'written by the editor model'
+      : `written offline${result.fallbackReason ? ` (${unlinked(result.fallbackReason)})` : ''}`;
+  return (
+    `DS4: summary ${unlinked(result.summaryId)} prepared, ${how}, validation ${unlinked(result.validation.status)}. ` +
+    'The agent (Pi) must append the compaction entry; ds4 never writes the session file.'
+  );
 }
 
 /** A `ds4.summaries` answer as a plain-text document: a header, then the server's tree. */
@@ -156,17 +178,60 @@ function stringField(record: Record<string, unknown> | undefined, key: string): 
   return typeof value === 'string' ? value : undefined;
 }
 
+/**
+ * Text that is not ours as Markdown that renders as exactly that text, on one line, anywhere
+ * inline (a paragraph, a heading, a list item, a table cell): `&`, `<` and `>` as entities (no
+ * HTML, no autolink), every other ASCII punctuation character backslash-escaped (CommonMark: any
+ * ASCII punctuation may be; so no link, image, emphasis, code span, math, list or heading
+ * syntax, and no `|` that splits a table cell), runs of white space (line breaks too) as one
+ * space. An escaped `:`, `/` or `@` also splits the text markdown-it's linkify sees, so a bare
+ * `https://…`, `//host` or `name@host` stays unlinked (VS Code turns fuzzy links like
+ * `www.host` off).
+ */
+export function markdownLiteral(text: string): string {
+  return text
+    .replace(/\s+/g, ' ')
+    .trim()
+    .replace(/[!-/:-@[-`{-~]/g, (char) => {
+      switch (char) {
+        case '&':
+          return '&amp;';
+        case '<':
+          return '&lt;';
+        case '>':
+          return '&gt;';
+        default:
+          return `\\${char}`;
+      }
+    });
+}
+
+/**
+ * `text` as a fenced code block that nothing inside can close: the fence is one backtick longer
+ * than the longest run of backticks in `text`, at least three. The preview shows the content
+ * as is (no HTML, links or Markdown); `info` (no backticks) names the language, e.g. `json`.
+ */
+export function markdownFence(text: string, info = ''): string {
+  const longest = (text.match(/`+/g) ?? []).reduce((most, run) => Math.max(most, run.length), 0);
+  const fence = '`'.repeat(Math.max(3, longest + 1));
+  return `${fence}${info}\n${text}\n${fence}`;
+}
+
+/** Plain text for a notification: `](` becomes `] (`, so no `[label](target)` link forms. */
+function unlinked(text: string): string {
+  return text.replace(/\]\(/g, '] (');
+}
+
 function list(values: string[]): string {
-  return values.length === 0 ? 'none' : values.join(', ');
+  return values.length === 0 ? 'none' : values.map(markdownLiteral).join(', ');
 }
 
+/**
+ * A code span for an id or a path, safe in a table cell: backticks become `'`, line breaks
+ * spaces, and `|` is escaped (the table splitter drops that backslash, so the span shows `|`).
+ */
 function code(text: string): string {
-  return `\`${text.replace(/`/g, "'")}\``;
-}
-
-/** A Markdown table cell: no pipes or line breaks. */
-function cell(text: string): string {
-  return text.replace(/\|/g, '\\|').replace(/\r?\n/g, ' ');
+  return `\`${text.replace(/`/g, "'").replace(/\r?\n|\r/g, ' ').replace(/\|/g, '\\|')}\``;
 }
 
 function isRecord(value: unknown): value is Record<string, unknown> {

@@ -205,7 +205,7 @@ describe('compaction end to end: ds4/summarize answered by the extension’s han
     assert.match(summarizeLog.at(-1) ?? '', /^ds4\/summarize: session 0a1b2c3d-e2e-sess, \d+ entries, prompt \d+ chars: model e2e\/fake-summarizer-1 wrote \d+ chars/);
 
     const view = renderCompactResult(first, { sessionFile: session.path });
-    assert.ok(view.includes('| Summarizer | client (e2e/fake-summarizer-1) |'));
+    assert.ok(view.includes('| Summarizer | client (e2e/fake\\-summarizer\\-1) |'));
     assert.ok(view.includes('ds4 has not written anything to the session file'));
   });
 

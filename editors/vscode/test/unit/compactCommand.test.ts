@@ -8,6 +8,7 @@ import assert from 'node:assert/strict';
 import { before, describe, it } from 'node:test';
 
 import type { CommandContext } from '../../src/commands';
+import { markdownLiteral } from '../../src/compactionView';
 import type { CompactParams } from '../../src/protocol';
 import { StubVscode } from '../e2e/vscodeStub';
 import { compactResult } from '../fixtures';
@@ -55,7 +56,7 @@ describe('"DS4: Compact Session" shows its result', () => {
     assert.deepEqual(asked.at(-1), { session: { file: '/sessions/a.jsonl' }, reason: 'manual' });
     const call = vscode.executedCommands.filter((each) => each.command === PREVIEW).at(-1);
     assert.equal(call?.argument, uri);
-    assert.match(call.text ?? '', new RegExp(`^# DS4 compaction ${result.summaryId}\n`));
+    assert.ok(call.text?.startsWith(`# DS4 compaction ${markdownLiteral(result.summaryId)}\n`), call.text);
     assert.ok(call.text?.includes('| Summarizer |'), 'the document the preview renders is the Markdown result');
     assert.deepEqual(vscode.shownDocuments, [], 'no source editor opened');
     assert.match(vscode.messages.at(-1)?.text ?? '', /^DS4: summary s-\S+ prepared/);
@@ -67,6 +68,6 @@ describe('"DS4: Compact Session" shows its result', () => {
     const shown = vscode.shownDocuments.at(-1);
     assert.equal(shown?.uri, uri);
     assert.equal(shown.languageId, 'markdown');
-    assert.ok(shown.text.includes(`# DS4 compaction ${result.summaryId}`));
+    assert.ok(shown.text.includes(`# DS4 compaction ${markdownLiteral(result.summaryId)}`));
   });
 });
