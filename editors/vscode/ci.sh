@@ -5,6 +5,8 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 npm ci --no-audit --no-fund
+# The stamp test/e2e-real/run.sh reads to skip its own `npm ci` (the same lockfile installed).
+cat package.json package-lock.json | sha256sum | cut -c1-16 >node_modules/.ds4-npm-ci
 npm run compile
 npm run lint
 npm test

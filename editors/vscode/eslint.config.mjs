@@ -75,6 +75,8 @@ export default defineConfig(
         process: 'readonly',
         console: 'readonly',
         setTimeout: 'readonly',
+        clearTimeout: 'readonly',
+        setInterval: 'readonly',
         fetch: 'readonly',
         document: 'readonly',
       },

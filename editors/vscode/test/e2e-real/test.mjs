@@ -26,7 +26,12 @@ const LSP = setting('DS4_E2E_LSP');
 const WORK = setting('DS4_E2E_WORK');
 const SHOTS = setting('DS4_E2E_SHOTS');
 const SESSION = setting('DS4_E2E_SESSION');
-const { chromium } = createRequire(join(setting('DS4_E2E_MODULES'), 'resolve.js'))('playwright-core');
+const { chromium, errors } = createRequire(join(setting('DS4_E2E_MODULES'), 'resolve.js'))('playwright-core');
+/** The whole test's deadline (DS4_E2E_REAL_TIMEOUT, seconds; default 10 min). */
+const DEADLINE_SECONDS = Number(process.env.DS4_E2E_REAL_TIMEOUT || 600);
+if (!(DEADLINE_SECONDS > 0)) {
+  throw new Error(`DS4_E2E_REAL_TIMEOUT must be a number of seconds above 0, not "${process.env.DS4_E2E_REAL_TIMEOUT}"`);
+}
 
 /**
  * The VS Code workbench ids and class names this test needs where no role or visible text
@@ -54,6 +59,13 @@ const CHROMIUM_ARGS = [
   '--disable-component-update',
   '--disable-sync',
 ];
+
+/**
+ * code-server's environment: an empty extension gallery (code-server reads EXTENSIONS_GALLERY
+ * as JSON; without a serviceUrl VS Code has no gallery), so that it does not query
+ * open-vsx.org; the .vsix installs from its file.
+ */
+const CODE_SERVER_ENV = { ...process.env, EXTENSIONS_GALLERY: '{}' };
 
 const SESSION_NAME = 'pi-mono-v1-large-session.jsonl';
 /**
@@ -101,13 +113,23 @@ async function freePort() {
   });
 }
 
-/** Run code-server's CLI to completion (e.g. `--install-extension`). */
-async function codeServerCli(args, logFile) {
-  const child = spawn(process.execPath, [CODE_SERVER, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+/** Run code-server's CLI to completion (e.g. `--install-extension`), killed after `timeout` ms. */
+async function codeServerCli(args, logFile, timeout = 120_000) {
+  const child = spawn(process.execPath, [CODE_SERVER, ...args], { stdio: ['ignore', 'pipe', 'pipe'], env: CODE_SERVER_ENV });
+  children.push(child);
   const out = createWriteStream(logFile);
   child.stdout.pipe(out);
   child.stderr.pipe(out);
+  let timedOut = false;
+  const timer = setTimeout(() => {
+    timedOut = true;
+    child.kill('SIGKILL');
+  }, timeout);
   const code = await new Promise((resolve) => child.on('exit', resolve));
+  clearTimeout(timer);
+  if (timedOut) {
+    throw new Error(`code-server ${args.join(' ')} did not finish within ${timeout / 1000} s (log: ${logFile})`);
+  }
   if (code !== 0) {
     throw new Error(`code-server ${args.join(' ')} exited ${code} (log: ${logFile})`);
   }
@@ -170,7 +192,7 @@ async function startCodeServer({ name, folder, userData, extensions, trusted, se
   const out = createWriteStream(join(WORK, `code-server-${name}.log`));
   const child = spawn(process.execPath, args, {
     stdio: ['ignore', 'pipe', 'pipe'],
-    env: { ...process.env, PI_CODING_AGENT_SESSION_DIR: sessionDir },
+    env: { ...CODE_SERVER_ENV, PI_CODING_AGENT_SESSION_DIR: sessionDir },
   });
   child.stdout.pipe(out);
   child.stderr.pipe(out);
@@ -196,11 +218,17 @@ async function startCodeServer({ name, folder, userData, extensions, trusted, se
   }
 }
 
+/** Stop code-server: SIGTERM, then SIGKILL if it has not exited after 10 s. */
 async function stopCodeServer(server) {
-  if (server.child.exitCode === null) {
-    server.child.kill('SIGTERM');
-    await new Promise((resolve) => server.child.once('exit', resolve));
+  const child = server.child;
+  if (child.exitCode !== null || child.signalCode !== null) {
+    return;
   }
+  const exited = new Promise((resolve) => child.once('exit', resolve));
+  child.kill('SIGTERM');
+  const timer = setTimeout(() => child.kill('SIGKILL'), 10_000);
+  await exited;
+  clearTimeout(timer);
 }
 
 async function screenshot(page, label) {
@@ -226,12 +254,23 @@ async function step(page, label, description, run) {
   await screenshot(page, label);
 }
 
+/**
+ * Playwright's timeout (the UI did not show it in time); anything else (a closed page, a
+ * crashed browser, an interrupt) is rethrown with its own message.
+ */
+function isTimeout(error) {
+  return error instanceof errors.TimeoutError || error?.name === 'TimeoutError';
+}
+
 /** Wait for `locator` to be visible, failing with `what` in the message. */
 async function expectVisible(locator, what, timeout = 30_000) {
   try {
     await locator.first().waitFor({ state: 'visible', timeout });
-  } catch {
-    throw new Error(`not on screen after ${timeout / 1000} s: ${what}`);
+  } catch (error) {
+    if (!isTimeout(error)) {
+      throw new Error(`while waiting for ${what}: ${error instanceof Error ? error.message : String(error)}`, { cause: error });
+    }
+    throw new Error(`not on screen after ${timeout / 1000} s: ${what}`, { cause: error });
   }
 }
 
@@ -244,8 +283,11 @@ async function expectStatus(page, text, timeout = 90_000) {
   const item = page.locator(WORKBENCH.statusBar).getByText(text, { exact: false });
   try {
     await item.first().waitFor({ state: 'visible', timeout });
-  } catch {
-    throw new Error(`status bar never showed "${text}" within ${timeout / 1000} s; it shows: ${await statusBarText(page)}`);
+  } catch (error) {
+    if (!isTimeout(error)) {
+      throw new Error(`while waiting for "${text}" in the status bar: ${error instanceof Error ? error.message : String(error)}`, { cause: error });
+    }
+    throw new Error(`status bar never showed "${text}" within ${timeout / 1000} s; it shows: ${await statusBarText(page)}`, { cause: error });
   }
 }
 
@@ -301,14 +343,26 @@ async function answerInput(page, text, what) {
 }
 
 /**
+ * A frame's visible text with no-break spaces (U+00A0, which Monaco's editor lines draw for
+ * spaces) read as spaces, so that needles match editors and webviews alike.
+ */
+async function frameText(frame) {
+  const text = await frame.evaluate(() => document.body?.innerText ?? '').catch(() => '');
+  return text.replace(/\u00a0/g, ' ');
+}
+
+/**
  * The frame (a webview's content frame) whose visible text contains `needle`: webviews are
  * nested iframes, so search every frame instead of naming VS Code's frame structure.
  */
 async function frameWithText(page, needle, what, timeout = 60_000) {
   const deadline = Date.now() + timeout;
   for (;;) {
+    if (page.isClosed()) {
+      throw new Error(`the page was closed while waiting for ${what}`);
+    }
     for (const frame of page.frames()) {
-      const text = await frame.evaluate(() => document.body?.innerText ?? '').catch(() => '');
+      const text = await frameText(frame);
       if (text.includes(needle)) {
         return { frame, text };
       }
@@ -371,7 +425,15 @@ async function main() {
     join(WORK, 'install-extension.log'),
   );
 
-  browser = await chromium.launch({ executablePath: CHROMIUM, headless: true, args: CHROMIUM_ARGS });
+  // Signals are handled below (logged, then everything closed), not by Playwright.
+  browser = await chromium.launch({
+    executablePath: CHROMIUM,
+    headless: true,
+    args: CHROMIUM_ARGS,
+    handleSIGINT: false,
+    handleSIGTERM: false,
+    handleSIGHUP: false,
+  });
 
   // --- a trusted folder (code-server started with --disable-workspace-trust)
   writeProfile(join(WORK, 'user-data'), join(WORK, 'db', 'context.db'));
@@ -425,7 +487,16 @@ async function main() {
     await expectVisible(bar, 'the context window token bar');
     expectText(text, /Retrieved history\s+[1-9]\d* entries/, 'the manifest view (retrieved evidence)');
     expectText(text, /Included\s+[1-9]/, 'the manifest view (included items)');
-    expectText(text, 'recent tail', 'the manifest view (an inclusion reason)');
+    // The included items' reasons sit in a collapsed <details>: open it and read a reason
+    // there (the Excluded table's "outside the recent tail" must not count). Opened in the DOM,
+    // not clicked: a click would move the focus into the webview, away from the editor that
+    // the next step drives with the keyboard.
+    const included = frame.locator('details').filter({ has: frame.locator('summary', { hasText: 'All included items' }) });
+    await expectVisible(included, 'the "All included items" list');
+    await included.first().evaluate((details) => {
+      details.open = true;
+    });
+    expectText(await included.first().innerText(), 'recent tail: within the tail', 'the included items (an inclusion reason)');
     expectText(text, /Why it matched[\s\S]*relevance \d\.\d+ \(covers \d+% of the request/, 'the manifest view (why the evidence was retrieved)');
     expectText(text, `src/${SOURCE_NAME}`, 'the manifest view (the quoted project snippet)');
     // Show the token bars, the evidence and its reasons together in the screenshot.
@@ -458,7 +529,14 @@ async function main() {
     await runCommand(page, 'DS4: Compact Session');
     await pick(page, SESSION_NAME, `the session ${SESSION_NAME} in the session picker`);
     await answerInput(page, '', 'the compaction focus input box');
-    const { frame, text } = await frameWithText(page, 'Not written to the session.', 'the compaction preview', 180_000);
+    // Compaction took about 5 s in the trial. The result shown as Markdown source (an editor
+    // whose lines read "# DS4 compaction", found in the workbench's own frame) fails at once,
+    // before the checks below wait for a rendered heading.
+    const { frame, text } = await frameWithText(page, 'Not written to the session.', 'the compaction preview', 60_000);
+    if (text.includes('# DS4 compaction')) {
+      throw new Error('the compaction result is shown as Markdown source ("# DS4 compaction" in an editor), not rendered');
+    }
+    await expectVisible(page.getByText(/^DS4: summary \S+ prepared/), 'the compaction notification', 30_000);
     expectText(text, 'DS4 compaction', 'the compaction preview');
     // Rendered, not source: a heading and a table element, no Markdown table syntax.
     await expectVisible(frame.getByRole('heading', { name: /DS4 compaction/ }), 'the rendered compaction heading');
@@ -466,7 +544,6 @@ async function main() {
     if (text.includes('|---|')) {
       throw new Error('the compaction result is shown as Markdown source, not rendered');
     }
-    await expectVisible(page.getByText(/^DS4: summary \S+ prepared/), 'the compaction notification', 30_000);
   });
 
   await page.close();
@@ -491,6 +568,36 @@ async function main() {
   await stopCodeServer(server);
 }
 
+/** Close Chromium and stop every code-server this test started (safe to call twice). */
+async function shutdown() {
+  await browser?.close().catch(() => undefined);
+  for (const child of children) {
+    if (child.exitCode === null && child.signalCode === null) {
+      child.kill('SIGTERM');
+    }
+  }
+}
+
+/** Log `reason`, clean up and exit with `code`: an interrupt, the deadline, run.sh gone. */
+function abort(reason, code) {
+  log(reason);
+  setTimeout(() => process.exit(code), 5_000).unref(); // a hung close must not keep us
+  void shutdown().finally(() => process.exit(code));
+}
+
+// Chromium runs in a process group of its own (Playwright starts it detached), so run.sh's
+// group kill does not reach it: this process closes it on every way out.
+process.once('SIGTERM', () => abort('interrupted (SIGTERM)', 143));
+process.once('SIGINT', () => abort('interrupted (SIGINT)', 130));
+process.once('SIGHUP', () => abort('interrupted (SIGHUP)', 129));
+const parentPid = process.ppid;
+setInterval(() => {
+  if (process.ppid !== parentPid) {
+    abort(`run.sh (process ${parentPid}) is gone; stopping`, 1);
+  }
+}, 1_000).unref();
+setTimeout(() => abort(`FAILED: the test did not finish within ${DEADLINE_SECONDS} s (DS4_E2E_REAL_TIMEOUT)`, 1), DEADLINE_SECONDS * 1_000).unref();
+
 let failed = false;
 try {
   await main();
@@ -498,13 +605,7 @@ try {
 } catch (error) {
   failed = true;
   log(`FAILED: ${error instanceof Error ? error.message : String(error)}`);
-  log(`logs: ${WORK} (set DS4_E2E_REAL_KEEP=1 to keep them)`);
 } finally {
-  await browser?.close().catch(() => undefined);
-  for (const child of children) {
-    if (child.exitCode === null) {
-      child.kill('SIGTERM');
-    }
-  }
+  await shutdown();
 }
 process.exit(failed ? 1 : 0);
