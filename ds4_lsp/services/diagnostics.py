@@ -50,7 +50,7 @@ def diagnostic(snippet: StaleSnippet) -> types.Diagnostic:
         code=CODE,
         message=(
             f"The model was sent an older version of lines {record.start_line}-"
-            f"{record.end_line} (plan {record.manifest_id}); {record.change} since"
+            f"{record.end_line} (plan {record.manifest_id}); since then, {record.change}."
         ),
         data={"snippetId": record.snippet_id, "manifestId": record.manifest_id},
     )

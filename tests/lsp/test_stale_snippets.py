@@ -85,8 +85,10 @@ async def test_a_changed_snippet_is_marked_explained_and_cleared_by_a_newer_plan
     assert diagnostic.source == "ds4"
     # the changed line only (the last line holds non-ASCII text: its end differs by encoding)
     assert diagnostic.range == types.Range(types.Position(4, 0), types.Position(4, 29))
-    assert first["manifestId"] in diagnostic.message
-    assert "lines 1-8" in diagnostic.message
+    assert diagnostic.message == (
+        f"The model was sent an older version of lines 1-8 (plan {first['manifestId']}); "
+        "since then, line 5 changed."
+    )
 
     hover = await client.text_document_hover_async(
         types.HoverParams(

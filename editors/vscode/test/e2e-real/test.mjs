@@ -513,7 +513,7 @@ async function main() {
     await page.keyboard.press('Backspace');
     await page.keyboard.type('90');
     await page.keyboard.press('Control+Shift+M');
-    const problem = page.locator(WORKBENCH.panel).getByText(/The model was sent an older version of lines 1-\d+/);
+    const problem = page.locator(WORKBENCH.panel).getByText(/The model was sent an older version of lines 1-\d+ \(plan m-[0-9a-f]+\); since then, line 5 changed\./);
     await expectVisible(problem, 'the stale-snippet row in the Problems panel', 30_000);
     // Rest the mouse on the edited line, as a person does to read the hover.
     const edited = page.locator(WORKBENCH.editorLine).filter({ hasText: 'selector.width > 90' });
