@@ -435,9 +435,7 @@ def session_open(engine: ContextEngine, args: argparse.Namespace, out: TextIO, e
     reopen `--id`); print the `ds4/sessionOpen` result (`--json`) or its file and id."""
     cwd = absolute(args.cwd) if args.cwd is not None else None
     result = engine.session_open(
-        SessionOpenRequest(
-            cwd=cwd, title=args.title, session_id=args.session_id, default_cwd=os.getcwd()
-        )
+        SessionOpenRequest(cwd=cwd, title=args.title, session_id=args.session_id)
     )
     if args.json:
         emit_json(result.to_wire(), out)

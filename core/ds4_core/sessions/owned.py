@@ -265,8 +265,8 @@ def open_session(
                     f"sessionId: '{existing}' has this id but is a session ds4 did not "
                     "create (no owned mark); choose another id"
                 )
-            if existing is not None and _state_of(existing).session_id == session_id:
-                state = _state_of(existing)
+            state = _state_of(existing) if existing is not None else None
+            if existing is not None and state is not None and state.session_id == session_id:
                 if expect_cwd is not None and not _same_directory(expect_cwd, state.cwd):
                     raise ValueError(
                         f"cwd: the session {json.dumps(session_id)} was opened with cwd "

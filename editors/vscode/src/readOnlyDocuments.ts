@@ -32,7 +32,11 @@ export class ReadOnlyDocuments implements vscode.TextDocumentContentProvider, vs
    * extension, is ignored).
    */
   async show(path: string, text: string, language?: string): Promise<vscode.TextDocument> {
-    const uri = this.store(path, text);
+    return this.open(this.store(path, text), language);
+  }
+
+  /** Open the stored view `uri` beside the active editor, `language` set as `show` says. */
+  private async open(uri: vscode.Uri, language?: string): Promise<vscode.TextDocument> {
     let document = await vscode.workspace.openTextDocument(uri);
     if (language !== undefined && document.languageId !== language) {
       try {
@@ -56,7 +60,7 @@ export class ReadOnlyDocuments implements vscode.TextDocumentContentProvider, vs
     try {
       await vscode.commands.executeCommand(MARKDOWN_PREVIEW_COMMAND, uri);
     } catch {
-      await this.show(path, text, 'markdown');
+      await this.open(uri, 'markdown');
     }
   }
 
