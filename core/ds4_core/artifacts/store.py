@@ -234,18 +234,7 @@ class ArtifactStore:
         Raises:
             ArtifactStoreRefusedError: the root is a symbolic link or another user's.
         """
-        if not _check_directory(self.root):
-            return []
-        found: list[str] = []
-        for shard in self.root.iterdir():
-            if len(shard.name) != 2 or _kind(shard) != "directory":
-                continue
-            found += [
-                p.name
-                for p in shard.iterdir()
-                if ARTIFACT_ID.fullmatch(p.name) and p.name[:2] == shard.name and _kind(p) == "file"
-            ]
-        return sorted(found)
+        return sorted(path.name for path in self._named_like_objects("file"))
 
     def quarantine_links(self) -> int:
         """Move every entry of a shard named like an object that is not a regular file (a
@@ -255,23 +244,13 @@ class ArtifactStore:
         Raises:
             ArtifactStoreRefusedError: the root is a symbolic link or another user's.
         """
-        if not _check_directory(self.root):
-            return 0
         moved = 0
-        for shard in self.root.iterdir():
-            if len(shard.name) != 2 or _kind(shard) != "directory":
+        for path in list(self._named_like_objects("other")):
+            try:
+                self._quarantine(path)
+            except FileNotFoundError:
                 continue
-            for path in shard.iterdir():
-                if (
-                    ARTIFACT_ID.fullmatch(path.name)
-                    and path.name[:2] == shard.name
-                    and _kind(path) == "other"
-                ):
-                    try:
-                        self._quarantine(path)
-                    except FileNotFoundError:
-                        continue
-                    moved += 1
+            moved += 1
         return moved
 
     def stats(self) -> dict[str, int]:
@@ -304,13 +283,9 @@ class ArtifactStore:
     def sweep_temporaries(self, older_than_s: float = 3600.0) -> int:
         """Remove temporary files of writes that crashed, older than `older_than_s` seconds
         (a younger one may belong to a write in progress). Returns how many were removed."""
-        if not _check_directory(self.root):
-            return 0
         removed = 0
         cutoff = time.time() - older_than_s
-        for shard in self.root.iterdir():
-            if len(shard.name) != 2 or _kind(shard) != "directory":
-                continue
+        for shard in self._shards():
             for path in shard.glob(TEMPORARY_PREFIX + "*"):
                 try:
                     if path.lstat().st_mtime <= cutoff:
@@ -319,6 +294,28 @@ class ArtifactStore:
                 except FileNotFoundError:
                     continue
         return removed
+
+    def _shards(self) -> Iterator[Path]:
+        """The shard directories (two-character names, real directories, not links); none
+        while the root does not exist. Raises ArtifactStoreRefusedError when the root is a
+        symbolic link or another user's."""
+        if not _check_directory(self.root):
+            return
+        for shard in self.root.iterdir():
+            if len(shard.name) == 2 and _kind(shard) == "directory":
+                yield shard
+
+    def _named_like_objects(self, kind: str) -> Iterator[Path]:
+        """Entries of the shards named like an object of their shard (`<shard><62 hex>`) whose
+        `_kind` is `kind` ("file": the objects; "other": links and special files)."""
+        for shard in self._shards():
+            for path in shard.iterdir():
+                if (
+                    ARTIFACT_ID.fullmatch(path.name)
+                    and path.name[:2] == shard.name
+                    and _kind(path) == kind
+                ):
+                    yield path
 
     def _check_directories(self, path: Path) -> None:
         """Refuse (`ArtifactStoreRefusedError`) a root or shard directory of `path` that is a
